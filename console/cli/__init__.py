@@ -1,0 +1,79 @@
+"""``campaign``: one entry point, a subcommand per capability.
+
+Each subcommand lives in its own module with ``register(subparsers)``; plain ``campaign`` opens the TUI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from console import __version__
+from console.cli.common import CliError
+
+# (module, one-line help) in the order --help lists them.
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("box", "boxes: add, list, remove, connect"),
+    ("check", "preflight checks of a box: power, driver/CUDA, topology, clock, disk"),
+    ("recipe", "recipes: list, show and lint arms"),
+    ("launch", "launch an arm on a box (lint-gated)"),
+    ("kill", "kill a launch or an arm on a box (confirms)"),
+    ("bench", "run a benchmark shape against a launch"),
+    ("tripwire", "run the corruption tripwire against a launch"),
+    ("sweep", "walk a sweep list of arms on a box, resumably"),
+    ("timer", "guarded hard-stop timers: set, list, cancel"),
+    ("browse", "open a state.db read-only in the console, offline"),
+    ("export", "export summary, kernels or economics as TSV/CSV/JSON"),
+    ("report", "write a markdown handover of the campaign"),
+    ("demo", "build a state.db from the seed campaign's published figures"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="campaign",
+        description="Terminal operations console for GPU inference-benchmark campaigns. "
+        "Without a subcommand it opens the console on the database.",
+    )
+    parser.add_argument("--version", action="version", version=f"campaign-console {__version__}")
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the campaign database (default: $CAMPAIGN_DB, else ./state.db)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS:
+        module = importlib.import_module(f"console.cli.{name}")
+        module.register(sub, help_text)
+    _accept_db_anywhere(sub)
+    return parser
+
+
+def _accept_db_anywhere(sub: argparse._SubParsersAction) -> None:
+    """Let ``--db PATH`` also follow the subcommand (``campaign export summary --db x.db``)."""
+    for parser in sub.choices.values():
+        if "--db" not in parser._option_string_actions:
+            parser.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_db_anywhere(action)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "func", None)
+    try:
+        if handler is None:
+            from console.cli.open_console import open_console
+
+            return open_console(args)
+        return int(handler(args) or 0)
+    except CliError as exc:
+        print(f"campaign: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("campaign: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,5 @@
+"""`campaign bench`: not built yet."""
+
+from console.cli.not_built import placeholder
+
+register = placeholder("bench", 6)

@@ -1,0 +1,112 @@
+"""``campaign box add|list|rm``: the inventory of boxes the console drives."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from console.cli.common import CliError, confirm, open_store, print_json, print_table
+from console.store import Box, BoxExists, NoSuchBox
+
+_TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def parse_target(text: str) -> tuple[str, str, int]:
+    """``USER@HOST[:PORT]`` into its parts; anything else is refused with the expected form."""
+    m = _TARGET.match(text)
+    if not m:
+        raise CliError(f"--ssh {text!r}: expected USER@HOST[:PORT], e.g. root@203.0.113.7:22022")
+    port = int(m["port"] or 22)
+    if not 0 < port < 65536:
+        raise CliError(f"--ssh {text!r}: port {port} is out of range 1-65535")
+    return m["user"], m["host"].strip("[]"), port
+
+
+def _add(args: argparse.Namespace) -> int:
+    if not _NAME.match(args.name):
+        raise CliError(f"box name {args.name!r}: use letters, digits, '.', '_' or '-' (max 63)")
+    user, host, port = parse_target(args.ssh)
+    if args.key and not Path(args.key).expanduser().is_file():
+        raise CliError(f"--key {args.key}: no such file")
+    if args.provider and not args.instance:
+        raise CliError(f"--provider {args.provider} needs --instance ID (the provider's instance id)")
+    if args.price_per_hour is not None and args.price_per_hour < 0:
+        raise CliError("--price-per-hour must be zero or more")
+    box = Box(
+        name=args.name,
+        ssh_user=user,
+        host=host,
+        port=port,
+        key_path=str(Path(args.key).expanduser().resolve()) if args.key else None,
+        provider=args.provider,
+        instance_id=args.instance,
+        price_per_hour=args.price_per_hour,
+    )
+    with open_store(args) as store:
+        try:
+            store.boxes.add(box)
+        except BoxExists as exc:
+            raise CliError(str(exc)) from exc
+    print(f"added box {box.name} ({box.ssh_target})")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        boxes = store.boxes.list()
+    if args.json:
+        print_json([asdict(b) for b in boxes])
+        return 0
+    rows = [
+        {
+            "name": b.name,
+            "target": b.ssh_target,
+            "status": b.status,
+            "gpus": b.gpu_summary,
+            "price/h": f"{b.price_per_hour:.2f}" if b.price_per_hour is not None else None,
+            "provider": f"{b.provider}:{b.instance_id}" if b.provider else None,
+        }
+        for b in boxes
+    ]
+    print_table(rows, ["name", "target", "status", "gpus", "price/h", "provider"])
+    return 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            box = store.boxes.get(args.name)
+        except NoSuchBox as exc:
+            raise CliError(str(exc)) from exc
+        if not confirm(f"remove box {box.name} ({box.ssh_target}) and its journal from the store?", args.yes):
+            print("not removed")
+            return 1
+        store.boxes.remove(args.name)
+    print(f"removed box {args.name}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("box", help=help_text, description=help_text)
+    boxsub = p.add_subparsers(dest="box_command", metavar="ACTION", required=True)
+
+    add = boxsub.add_parser("add", help="add a box reached over SSH")
+    add.add_argument("name")
+    add.add_argument("--ssh", required=True, metavar="USER@HOST[:PORT]")
+    add.add_argument("--key", metavar="PATH", help="private key file (the path is stored, never the key)")
+    add.add_argument("--provider", choices=["vast", "manual"], help="who rents the box out")
+    add.add_argument("--instance", metavar="ID", help="the provider's instance id")
+    add.add_argument("--price-per-hour", type=float, metavar="USD")
+    add.set_defaults(func=_add)
+
+    ls = boxsub.add_parser("list", help="list boxes")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_list)
+
+    rm = boxsub.add_parser("rm", help="remove a box from the store")
+    rm.add_argument("name")
+    rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rm.set_defaults(func=_rm)

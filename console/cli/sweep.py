@@ -1,0 +1,5 @@
+"""`campaign sweep`: not built yet."""
+
+from console.cli.not_built import placeholder
+
+register = placeholder("sweep", 11)

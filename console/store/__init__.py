@@ -1,0 +1,26 @@
+"""state.db: the campaign's single source of record. Only this package writes it."""
+
+from console.store.boxes import LOCAL_BOX, Box, BoxExists, NoSuchBox
+from console.store.core import (
+    DEFAULT_DB,
+    ReadOnlyStore,
+    Store,
+    StoreError,
+    StoreTooNew,
+    dumps,
+    resolve_db_path,
+)
+
+__all__ = [
+    "DEFAULT_DB",
+    "LOCAL_BOX",
+    "Box",
+    "BoxExists",
+    "NoSuchBox",
+    "ReadOnlyStore",
+    "Store",
+    "StoreError",
+    "StoreTooNew",
+    "dumps",
+    "resolve_db_path",
+]

@@ -1,0 +1,108 @@
+"""Box inventory: where each box is, how it is reached and which host key the operator trusted."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from console.store.core import Store
+
+LOCAL_BOX = "local"
+
+
+@dataclass
+class Box:
+    name: str
+    kind: str = "ssh"
+    ssh_user: str | None = None
+    host: str | None = None
+    port: int | None = None
+    key_path: str | None = None
+    provider: str | None = None
+    instance_id: str | None = None
+    price_per_hour: float | None = None
+    host_key: str | None = None
+    host_key_source: str | None = None
+    status: str = "new"
+    status_detail: str | None = None
+    agent_version: str | None = None
+    tz: str | None = None
+    gpu_summary: str | None = None
+    created_ms: int = 0
+    updated_ms: int = 0
+    last_seen_ms: int | None = None
+    destroyed_ms: int | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind == "local"
+
+    @property
+    def ssh_target(self) -> str:
+        if self.is_local:
+            return "local"
+        port = f":{self.port}" if self.port and self.port != 22 else ""
+        return f"{self.ssh_user}@{self.host}{port}"
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Box:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+class BoxExists(ValueError):
+    pass
+
+
+class NoSuchBox(KeyError):
+    def __str__(self) -> str:
+        return f"no box named {self.args[0]!r}; `campaign box list` shows the boxes"
+
+
+class Boxes:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def add(self, box: Box) -> Box:
+        now = self.store.clock()
+        box.created_ms = box.created_ms or now
+        box.updated_ms = now
+        with self.store.atomic() as db:
+            if db["boxes"].count_where("name = ?", [box.name]):
+                raise BoxExists(f"a box named {box.name!r} already exists; `campaign box rm {box.name}` first")
+            db["boxes"].insert(asdict(box))
+        return box
+
+    def ensure_local(self) -> Box:
+        """The machine the console runs on, registered once: the embedded default box."""
+        try:
+            return self.get(LOCAL_BOX)
+        except NoSuchBox:
+            return self.add(Box(name=LOCAL_BOX, kind="local", status="new"))
+
+    def get(self, name: str) -> Box:
+        rows = self.store.rows("SELECT * FROM boxes WHERE name = ?", [name])
+        if not rows:
+            raise NoSuchBox(name)
+        return Box.from_row(rows[0])
+
+    def list(self, include_destroyed: bool = True) -> list[Box]:
+        where = "" if include_destroyed else "WHERE destroyed_ms IS NULL"
+        return [Box.from_row(r) for r in self.store.rows(f"SELECT * FROM boxes {where} ORDER BY name")]
+
+    def update(self, name: str, **values: Any) -> None:
+        unknown = set(values) - {f.name for f in fields(Box)}
+        if unknown:
+            raise ValueError(f"unknown box fields: {sorted(unknown)}")
+        values["updated_ms"] = self.store.clock()
+        with self.store.atomic() as db:
+            if not db["boxes"].count_where("name = ?", [name]):
+                raise NoSuchBox(name)
+            db["boxes"].update(name, values)
+
+    def remove(self, name: str) -> None:
+        with self.store.atomic() as db:
+            if not db["boxes"].count_where("name = ?", [name]):
+                raise NoSuchBox(name)
+            db.execute("DELETE FROM boxes WHERE name = ?", [name])

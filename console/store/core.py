@@ -1,0 +1,171 @@
+"""Opening state.db: creation with mode 0600, WAL, forward migrations, read-only browsing.
+
+Only ``console.store`` writes the database; everything else goes through a Store. A Store opened
+read-only (``campaign browse``) refuses every write, so an offline replay can never alter a campaign.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from console.store.schema import LATEST, MIGRATIONS
+from console.timeutil import Clock, system_clock
+
+DEFAULT_DB = "state.db"
+
+
+class StoreError(RuntimeError):
+    """state.db cannot be used as asked; the message says what and how to fix it."""
+
+
+class StoreTooNew(StoreError):
+    """The file was written by a newer campaign-console than this one."""
+
+
+class ReadOnlyStore(StoreError):
+    """A write was attempted on a store opened for browsing."""
+
+
+def resolve_db_path(cli_value: str | None) -> Path:
+    """``--db`` beats ``CAMPAIGN_DB`` beats ``./state.db``."""
+    return Path(cli_value or os.environ.get("CAMPAIGN_DB") or DEFAULT_DB)
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty file readable by its owner only, before SQLite ever opens it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    has = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migrations'"
+    ).fetchone()
+    if not has:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+        if tables:
+            raise StoreError(
+                "this SQLite file has tables but no schema_migrations table: it is not a campaign "
+                "state.db; point --db or CAMPAIGN_DB at another path"
+            )
+        return 0
+    row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+class Store:
+    """One state.db. Repositories hang off it by domain (``store.boxes``, ...)."""
+
+    def __init__(self, path: Path | str, *, read_only: bool = False, clock: Clock = system_clock):
+        self.path = Path(path)
+        self.read_only = read_only
+        self.clock = clock
+        if read_only:
+            if not self.path.exists():
+                raise StoreError(f"{self.path}: no such database to browse")
+            conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            if not self.path.exists():
+                _create_private(self.path)
+            elif stat.S_IMODE(self.path.stat().st_mode) & 0o077:
+                # A state.db holds host keys and the campaign's record; nobody else should read it.
+                os.chmod(self.path, 0o600)
+            conn = sqlite3.connect(self.path, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        self.db = sqlite_utils.Database(conn)
+        version = _schema_version(conn)
+        if version > LATEST:
+            conn.close()
+            raise StoreTooNew(
+                f"{self.path} has schema version {version}, newer than the {LATEST} this campaign-console "
+                "understands; upgrade campaign-console (pip install -U campaign-console) to open it"
+            )
+        if read_only:
+            if version < LATEST:
+                conn.close()
+                # Browsing never writes, so it cannot upgrade; say how to do it deliberately.
+                raise StoreError(
+                    f"{self.path} has schema version {version}, older than {LATEST}; browsing never writes, "
+                    f"so upgrade it once with `campaign --db {self.path} box list` (a .v{version}.bak copy is kept)"
+                )
+            conn.execute("PRAGMA query_only = ON")
+            self.schema_version = version
+        else:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(version)
+            self.schema_version = LATEST
+        from console.store.boxes import Boxes
+
+        self.boxes = Boxes(self)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self, from_version: int) -> None:
+        if from_version == LATEST:
+            return
+        if from_version > 0:
+            # Keep the pre-upgrade file: a migration bug must never cost a campaign its record.
+            backup = self.path.with_name(f"{self.path.name}.v{from_version}.bak")
+            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.copy2(self.path, backup)
+            os.chmod(backup, 0o600)
+        with self.db.atomic():
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
+            )
+            for m in MIGRATIONS:
+                if m.version <= from_version:
+                    continue
+                for statement in m.statements:
+                    self.db.execute(statement)
+                self.db.execute(
+                    "INSERT INTO schema_migrations(version, name, applied_ms) VALUES (?, ?, ?)",
+                    [m.version, m.name, self.clock()],
+                )
+
+    # -- primitives for repositories -------------------------------------------------------------
+    def check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore(f"{self.path} is open read-only (browse mode); this action is disabled")
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite_utils.Database]:
+        """One transaction (savepoint when nested). Writers must go through this."""
+        self.check_writable()
+        with self.db.atomic() as db:
+            yield db
+
+    def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        """Read rows as dicts; the TUI and exports read through the store's query helpers."""
+        return list(self.db.query(sql, params))
+
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        row = self.db.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+
+def dumps(value: Any) -> str:
+    """JSON for a store column: compact and key-sorted so equal values store equal text."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)

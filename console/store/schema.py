@@ -1,0 +1,237 @@
+"""The state.db schema as an ordered list of forward migrations.
+
+A migration is never edited once released: a database written by an older console must open and be
+upgraded step by step. Add a new entry at the end instead. Instants are integer UTC epoch
+milliseconds (columns ending in ``_ms``); JSON columns hold lists/objects as text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+V1 = Migration(
+    1,
+    "initial schema",
+    (
+        """CREATE TABLE boxes (
+            name TEXT PRIMARY KEY,
+            kind TEXT NOT NULL DEFAULT 'ssh',          -- 'ssh' or 'local'
+            ssh_user TEXT, host TEXT, port INTEGER,
+            key_path TEXT,                              -- a path only, never key material
+            provider TEXT, instance_id TEXT,
+            price_per_hour REAL,
+            host_key TEXT,                              -- the public key the operator trusted (OpenSSH line)
+            host_key_source TEXT,                       -- 'known_hosts', 'tofu' or NULL
+            status TEXT NOT NULL DEFAULT 'new',         -- new, connecting, up, down, host-key-changed, destroyed
+            status_detail TEXT,
+            agent_version TEXT,
+            tz TEXT,                                    -- the box's time zone, as probed
+            gpu_summary TEXT,
+            created_ms INTEGER NOT NULL,
+            updated_ms INTEGER NOT NULL,
+            last_seen_ms INTEGER,
+            destroyed_ms INTEGER
+        )""",
+        """CREATE TABLE journal (
+            box TEXT NOT NULL REFERENCES boxes(name) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            t_ms INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,                      -- the whole event as JSON
+            ingested_ms INTEGER NOT NULL,
+            UNIQUE (box, seq)
+        )""",
+        "CREATE INDEX journal_box_kind_t ON journal(box, kind, t_ms)",
+        """CREATE TABLE ingest_cursor (
+            box TEXT PRIMARY KEY REFERENCES boxes(name) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            updated_ms INTEGER NOT NULL
+        )""",
+        """CREATE TABLE commands (
+            id TEXT PRIMARY KEY,                        -- the id the agent deduplicates on
+            box TEXT NOT NULL,
+            op TEXT NOT NULL,
+            args TEXT NOT NULL,                         -- JSON
+            state TEXT NOT NULL DEFAULT 'pending',      -- pending, sent, acked, failed
+            created_ms INTEGER NOT NULL,
+            sent_ms INTEGER, acked_ms INTEGER,
+            result TEXT, error TEXT
+        )""",
+        "CREATE INDEX commands_box_state ON commands(box, state)",
+        """CREATE TABLE probes (
+            id INTEGER PRIMARY KEY,
+            box TEXT NOT NULL,
+            t_ms INTEGER NOT NULL,
+            console_t_ms INTEGER,                       -- the console clock when the probe was asked for
+            data TEXT NOT NULL                          -- the agent's probe result as JSON
+        )""",
+        "CREATE INDEX probes_box_t ON probes(box, t_ms)",
+        """CREATE TABLE check_verdicts (
+            id INTEGER PRIMARY KEY,
+            box TEXT NOT NULL,
+            probe_id INTEGER REFERENCES probes(id) ON DELETE CASCADE,
+            t_ms INTEGER NOT NULL,
+            check_name TEXT NOT NULL,                   -- power, driver, topology, clock, capacity, ...
+            verdict TEXT NOT NULL CHECK (verdict IN ('ok', 'warn', 'fail')),
+            reason TEXT NOT NULL,
+            numbers TEXT                                -- JSON: the figures behind the verdict
+        )""",
+        "CREATE INDEX check_verdicts_box_t ON check_verdicts(box, t_ms)",
+        """CREATE TABLE arms (
+            id INTEGER PRIMARY KEY,
+            arm TEXT NOT NULL,
+            model TEXT NOT NULL,
+            box TEXT NOT NULL,
+            recipe_hash TEXT NOT NULL,                  -- sha256 of the resolved {argv, env, gpus}
+            argv TEXT NOT NULL,                         -- JSON list, one element per argument
+            env TEXT NOT NULL,                          -- JSON object
+            gpus TEXT NOT NULL,                         -- JSON list of replicas, each a list of GPU indexes
+            tensor_parallel INTEGER NOT NULL DEFAULT 1,
+            lint TEXT,                                  -- JSON list of findings at resolve time
+            created_ms INTEGER NOT NULL,
+            UNIQUE (arm, box, recipe_hash)
+        )""",
+        """CREATE TABLE launches (
+            id TEXT PRIMARY KEY,
+            box TEXT NOT NULL,
+            arm TEXT NOT NULL,
+            arm_id INTEGER REFERENCES arms(id),
+            replica INTEGER NOT NULL DEFAULT 0,
+            gpus TEXT,                                  -- JSON list
+            port INTEGER,
+            pid INTEGER,
+            state TEXT NOT NULL DEFAULT 'requested',    -- requested, starting, serving, failed, stopping, stopped
+            start_ms INTEGER, ready_ms INTEGER, stop_ms INTEGER,
+            exit_code INTEGER,
+            failure_reason TEXT,                        -- innermost traceback frame and message
+            backends_accepted TEXT,                     -- JSON list the engine printed, if any
+            log_path TEXT,
+            forced INTEGER NOT NULL DEFAULT 0,          -- launched past a failed check with --force
+            kv_cache_tokens INTEGER,
+            max_concurrency REAL,
+            gpu_mem_released INTEGER                    -- 1 when NVML confirmed the memory freed after kill
+        )""",
+        "CREATE INDEX launches_box_state ON launches(box, state)",
+        "CREATE INDEX launches_arm ON launches(arm)",
+        """CREATE TABLE kernel_lines (
+            id INTEGER PRIMARY KEY,
+            box TEXT NOT NULL,
+            launch_id TEXT NOT NULL,
+            t_ms INTEGER NOT NULL,
+            category TEXT NOT NULL,                     -- linear, moe, attention, config, other
+            line TEXT NOT NULL
+        )""",
+        "CREATE INDEX kernel_lines_launch ON kernel_lines(launch_id)",
+        """CREATE TABLE gpu_samples (
+            box TEXT NOT NULL,
+            gpu INTEGER NOT NULL,
+            t_ms INTEGER NOT NULL,
+            power_w REAL, power_limit_w REAL, enforced_limit_w REAL, max_limit_w REAL,
+            sm_clock_mhz REAL, util_pct REAL, mem_used_mib REAL, mem_total_mib REAL, temp_c REAL,
+            PRIMARY KEY (box, gpu, t_ms)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX gpu_samples_box_t ON gpu_samples(box, t_ms)",
+        """CREATE TABLE server_samples (
+            box TEXT NOT NULL,
+            launch_id TEXT NOT NULL,
+            t_ms INTEGER NOT NULL,
+            gen_tok_per_s REAL, prompt_tok_per_s REAL,
+            running REAL, waiting REAL, kv_usage REAL, prefix_hit_rate REAL,
+            gen_tokens_total REAL, prompt_tokens_total REAL,
+            PRIMARY KEY (launch_id, t_ms)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX server_samples_box_t ON server_samples(box, t_ms)",
+        """CREATE TABLE tripwire_runs (
+            id INTEGER PRIMARY KEY,
+            box TEXT, launch_id TEXT, arm TEXT NOT NULL, model TEXT,
+            t_ms INTEGER NOT NULL,
+            ok INTEGER NOT NULL, degenerate INTEGER NOT NULL, wrong INTEGER NOT NULL, total INTEGER NOT NULL,
+            passed INTEGER NOT NULL,                    -- 1 when the arm may be trusted
+            reasoning_leak INTEGER NOT NULL DEFAULT 0,  -- chain of thought found in the answer
+            items TEXT,                                 -- JSON per-item verdicts
+            source TEXT NOT NULL DEFAULT 'measured',    -- measured or imported
+            provenance TEXT
+        )""",
+        "CREATE INDEX tripwire_runs_arm ON tripwire_runs(arm, t_ms)",
+        """CREATE TABLE bench_runs (
+            id INTEGER PRIMARY KEY,
+            box TEXT, launch_id TEXT,
+            arm TEXT NOT NULL, model TEXT, configuration TEXT,
+            shape TEXT NOT NULL, concurrency INTEGER NOT NULL,
+            prompts INTEGER, seed INTEGER, input_len INTEGER, output_len INTEGER, prefix_len INTEGER,
+            started_ms INTEGER, ended_ms INTEGER, duration_s REAL,
+            requests INTEGER, failed INTEGER,
+            req_per_s REAL, in_tok_per_s REAL, out_tok_per_s REAL, total_tok_per_s REAL,
+            ttft_ms_p50 REAL, ttft_ms_p99 REAL, tpot_ms_p50 REAL, tpot_ms_p99 REAL,
+            itl_ms_p50 REAL, itl_ms_p99 REAL, e2e_ms_p50 REAL, e2e_ms_p99 REAL,
+            steady TEXT,                                -- JSON: the same keys over the steady-state window
+            client_cpu REAL,
+            client_bound INTEGER NOT NULL DEFAULT 0,
+            kernel_line TEXT,                           -- what the engine said it used, beside the number
+            power_limit_w REAL,                         -- the enforced limit it ran under
+            tripwire_id INTEGER REFERENCES tripwire_runs(id),
+            diagnostic_only INTEGER NOT NULL DEFAULT 0, -- the arm failed its tripwire
+            queueing INTEGER NOT NULL DEFAULT 0,        -- concurrency beyond what the server admits
+            source TEXT NOT NULL DEFAULT 'measured',
+            provenance TEXT,
+            raw TEXT                                    -- the load generator's JSON as it came
+        )""",
+        "CREATE INDEX bench_runs_arm ON bench_runs(arm, shape, concurrency)",
+        "CREATE INDEX bench_runs_box_t ON bench_runs(box, started_ms)",
+        """CREATE TABLE timers (
+            id INTEGER PRIMARY KEY,
+            box TEXT NOT NULL,
+            deadline_ms INTEGER NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('stop-arms', 'shutdown', 'destroy')),
+            state TEXT NOT NULL DEFAULT 'armed',        -- armed, firing, fired, cancelled, failed
+            input_text TEXT,                            -- what the operator typed, for the record
+            created_ms INTEGER NOT NULL,
+            updated_ms INTEGER NOT NULL
+        )""",
+        "CREATE INDEX timers_box_state ON timers(box, state)",
+        """CREATE TABLE timer_log (
+            id INTEGER PRIMARY KEY,
+            timer_id INTEGER NOT NULL REFERENCES timers(id) ON DELETE CASCADE,
+            t_ms INTEGER NOT NULL,
+            event TEXT NOT NULL,                        -- armed, warn-30m, warn-10m, warn-1m, pulled, fired, refused-early, ...
+            enforcer TEXT,                              -- console or agent
+            now_ms INTEGER, deadline_ms INTEGER, remaining_s REAL, tz TEXT,
+            detail TEXT                                 -- JSON
+        )""",
+        "CREATE INDEX timer_log_timer ON timer_log(timer_id, t_ms)",
+    ),
+)
+
+V2 = Migration(
+    2,
+    "imported data provenance and API prices",
+    (
+        """CREATE TABLE imports (
+            id INTEGER PRIMARY KEY,
+            t_ms INTEGER NOT NULL,
+            source TEXT NOT NULL,                       -- e.g. the seed write-up's data file
+            provenance TEXT NOT NULL,                   -- where the figures come from, for a reader
+            rows INTEGER NOT NULL
+        )""",
+        """CREATE TABLE api_prices (
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            in_per_mtok REAL NOT NULL,                  -- USD per million input tokens
+            out_per_mtok REAL NOT NULL,                 -- USD per million output tokens
+            note TEXT,
+            t_ms INTEGER NOT NULL,
+            PRIMARY KEY (model, provider)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2)
+LATEST = MIGRATIONS[-1].version

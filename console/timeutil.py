@@ -1,0 +1,119 @@
+"""Instants are integer UTC epoch milliseconds; local time appears only at display edges.
+
+The seed's hard stop fired an hour early because a cut-off was read in the host's local zone. Every
+conversion here refuses naive datetimes instead of guessing a zone, so that class of bug cannot enter.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+Clock = Callable[[], int]
+"""A source of 'now' in UTC epoch milliseconds; injected wherever time matters so tests control it."""
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class NaiveTimeError(ValueError):
+    """A time without a zone or offset was given where an instant is required."""
+
+
+def system_clock() -> int:
+    """Now, in UTC epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def to_ms(dt: datetime) -> int:
+    """Convert an aware datetime to UTC epoch milliseconds; a naive one is refused."""
+    if dt.tzinfo is None or dt.tzinfo.utcoffset(dt) is None:
+        raise NaiveTimeError(
+            f"naive datetime {dt.isoformat()} has no time zone; give an offset (+01:00), Z or a zone name"
+        )
+    return (dt - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int, tz: tzinfo = UTC) -> datetime:
+    """An aware datetime for an epoch-millisecond instant, in ``tz`` (UTC unless told)."""
+    return datetime.fromtimestamp(ms / 1000, tz=tz)
+
+
+def zone(name: str | None) -> tzinfo:
+    """A tzinfo for an IANA name; None means the console's own local zone (display only)."""
+    if name is None:
+        local = datetime.now(UTC).astimezone().tzinfo
+        assert local is not None
+        return local
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}: use an IANA name such as Europe/London or UTC") from exc
+
+
+def fmt_utc(ms: int) -> str:
+    """``2026-09-06 01:27:00 UTC``."""
+    return from_ms(ms).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_zone(ms: int, tz: tzinfo) -> str:
+    """A wall-clock reading that always carries its offset and abbreviation: ``02:27:00 BST (+01:00)``."""
+    d = from_ms(ms, tz)
+    off = d.strftime("%z")
+    return f"{d.strftime('%Y-%m-%d %H:%M:%S')} {d.tzname()} ({off[:3]}:{off[3:]})"
+
+
+def fmt_remaining(ms: int) -> str:
+    """``3h12m`` / ``42s`` / ``-5m`` for a signed duration in milliseconds."""
+    sign = "-" if ms < 0 else ""
+    s = abs(ms) // 1000
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    if d:
+        return f"{sign}{d}d{h}h{m:02d}m"
+    if h:
+        return f"{sign}{h}h{m:02d}m"
+    if m:
+        return f"{sign}{m}m{sec:02d}s"
+    return f"{sign}{sec}s"
+
+
+_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
+
+
+def parse_duration(text: str) -> int:
+    """``4h30m``, ``90m``, ``1d2h``, ``45s`` to milliseconds. A bare number is refused (which unit?)."""
+    m = _DURATION.match(text)
+    if not m or not any(m.groups()):
+        raise ValueError(f"cannot read duration {text!r}: write it like 4h30m, 90m, 1d2h or 45s")
+    d, h, mi, s = (int(g) if g else 0 for g in m.groups())
+    ms = int(timedelta(days=d, hours=h, minutes=mi, seconds=s).total_seconds() * 1000)
+    if ms <= 0:
+        raise ValueError(f"duration {text!r} is zero; give a positive duration")
+    return ms
+
+
+_ZONED = re.compile(r"^(?P<dt>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)\s+(?P<zone>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)$")
+
+
+def parse_instant(text: str) -> int:
+    """Read an instant that names its zone: ``...Z``, ``...+01:00`` or ``... Europe/London``.
+
+    Anything without an offset or zone raises NaiveTimeError: the caller decides how to explain it.
+    """
+    text = text.strip()
+    m = _ZONED.match(text)
+    if m:
+        naive = datetime.fromisoformat(m["dt"].replace(" ", "T"))
+        tz = zone(m["zone"])
+        return to_ms(naive.replace(tzinfo=tz))
+    iso = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
+    try:
+        dt = datetime.fromisoformat(iso)
+    except ValueError as exc:
+        raise NaiveTimeError(f"cannot read {text!r} as an instant") from exc
+    return to_ms(dt)

@@ -1,0 +1,1 @@
+"""Operations around the campaign: provider adapters, import/export, demo data."""

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine, then run it all.
+# The README's Quick start names this script; .ci/run reads it from there, so the two never drift.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: OpenSSH for the sshd test boxes, tmux for the end-to-end console test.
+need=()
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh-keygen >/dev/null || need+=(openssh-client)
+command -v tmux >/dev/null || need+=(tmux)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+python3 -m pip install -q -e '.[test]'
+
+# A real vLLM on CPU for the end-to-end tests, in its own cached venv (it pins its own torch).
+if [ -f tests/support/vllm_env.py ]; then
+  python3 tests/support/vllm_env.py ensure
+fi
+
+ruff check .
+python3 -m pytest "$@"

@@ -1,0 +1,49 @@
+"""The CLI skeleton: every subcommand is listed, --db and CAMPAIGN_DB pick the database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.cli import COMMANDS, main
+
+EXPECTED = {"box", "check", "recipe", "launch", "kill", "bench", "tripwire", "timer", "browse", "export", "demo"}
+
+
+def test_help_lists_every_subcommand() -> None:
+    out = subprocess.run([sys.executable, "-m", "console", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for name in EXPECTED:
+        assert f"    {name} " in out.stdout
+    assert EXPECTED <= {name for name, _ in COMMANDS}
+
+
+def test_box_inventory_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "s.db")
+    assert main(["--db", db, "box", "add", "pro-a", "--ssh", "root@203.0.113.7:22022", "--price-per-hour", "2.74"]) == 0
+    assert main(["box", "list", "--json", "--db", db]) == 0
+    listed = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert listed[0]["name"] == "pro-a" and listed[0]["port"] == 22022 and listed[0]["price_per_hour"] == 2.74
+    assert main(["--db", db, "box", "add", "pro-a", "--ssh", "root@h"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["--db", db, "box", "rm", "pro-a", "--yes"]) == 0
+
+
+@pytest.mark.parametrize("target", ["root@", "host-only", "u@h:99999", "u@h;rm -rf /"])
+def test_box_add_refuses_bad_targets(tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "s.db"), "box", "add", "x", "--ssh", target]) == 2
+    assert "--ssh" in capsys.readouterr().err
+
+
+def test_campaign_db_env_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAMPAIGN_DB", str(tmp_path / "env.db"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["box", "list"]) == 0
+    assert (tmp_path / "env.db").exists() and not (tmp_path / "state.db").exists()
+    monkeypatch.delenv("CAMPAIGN_DB")
+    assert main(["box", "list"]) == 0
+    assert (tmp_path / "state.db").exists()
