@@ -1,0 +1,100 @@
+"""The wire contract between the console and the box agent. Standard library only (runs on the box).
+
+Transport: newline-delimited JSON over a stream. The agent daemon listens on a unix socket in its home
+directory (``<home>/agent.sock``, mode 0600); the console reaches it through the SSH link
+(``direct-streamlocal``: asyncssh ``open_unix_connection``) or, on the ``local`` box, directly. Nothing
+listens on a network port.
+
+Requests and responses::
+
+    -> {"v": 1, "id": "<command id>", "op": "<op>", "args": {...}}
+    <- {"v": 1, "id": "<same id>", "ok": true, "result": {...}}
+    <- {"v": 1, "id": "<same id>", "ok": false, "error": "<what, where, how to fix>"}
+
+The ``id`` is chosen by the console and stored before sending. The agent records every mutating
+command's id and result in its journal database, so a command re-sent after a reconnect returns the
+recorded result instead of running twice (ops in ``IDEMPOTENT_OPS`` are side-effect free and not recorded).
+
+Events (``op: events``) are the only way measurements leave the box::
+
+    {"v": 1, "seq": 42, "t_ms": 1788658020000, "kind": "<kind>", ...kind-specific fields}
+
+``seq`` strictly increases per box and survives agent restarts; ``t_ms`` is UTC epoch milliseconds of
+the box clock. Events stay in the box journal until the console acks a seq it has committed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROTOCOL_VERSION = 1
+MAX_LINE = 64 * 1024 * 1024
+"""A response line may carry a batch of events; bound it so a corrupt stream cannot eat memory."""
+
+# Operations the agent answers. Args / result in brief (see agents.daemon for the authority):
+OPS: dict[str, str] = {
+    "hello": "() -> {version, pid, started_ms, home, last_seq, acked_seq, now_ms, tz}",
+    "events": "(after: int, limit: int) -> {events: [event...], last_seq}",
+    "ack": "(seq: int) -> {acked_seq}; events <= seq may now be deleted on the box",
+    "launch": "(launch_id, argv: [str], env: {str: str}, gpus: [int], port: int, ready_timeout_s) -> {pid, log_path}",
+    "kill": "(launch_id, grace_s) -> {state}; results arrive as launch_state / gpu_released events",
+    "launches": "() -> {launches: [{launch_id, state, pid, port, gpus, ...}]}",
+    "log_tail": "(launch_id, lines) -> {lines: [str]}",
+    "probe": "(console_t_ms, serving_python?) -> {probe}; also journaled as a probe event",
+    "bench": "(bench_id, launch_id, base_url, model, tokenizer?, shape fields..., concurrency) -> {started}",
+    "tripwire": "(tripwire_id, launch_id, base_url, model, profile) -> {started}",
+    "set_deadline": "(timer_id, deadline_ms, action, console_now_ms) -> {armed, remaining_s}",
+    "cancel_deadline": "(timer_id) -> {cancelled}",
+    "shutdown_agent": "() -> {}; the daemon exits, its arms keep running",
+}
+IDEMPOTENT_OPS = frozenset({"hello", "events", "ack", "launches", "log_tail"})
+
+# Event kinds and their fields (besides v, seq, t_ms, kind).
+EVENT_KINDS: dict[str, str] = {
+    "agent_started": "version, pid, restarted (bool), adopted_launches [launch_id]",
+    "gpu_sample": "gpus: [{gpu, power_w, power_limit_w, enforced_limit_w, max_limit_w, sm_clock_mhz, "
+    "util_pct, mem_used_mib, mem_total_mib, temp_c}] (one event per tick for all GPUs; None = missing)",
+    "server_sample": "launch_id, gen_tok_per_s, prompt_tok_per_s, running, waiting, kv_usage, "
+    "prefix_hit_rate, gen_tokens_total, prompt_tokens_total",
+    "launch_state": "launch_id, state (starting|serving|failed|stopping|stopped), pid, port, gpus, "
+    "exit_code, reason, backends_accepted [str], log_path",
+    "kernel_line": "launch_id, category (linear|moe|attention|config|other), line",
+    "launch_budget": "launch_id, kv_cache_tokens, max_concurrency",
+    "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}]",
+    "probe": "probe: {...} (see agents.probe)",
+    "bench_result": "bench_id, launch_id, result: {the load generator's JSON}",
+    "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}",
+    "deadline": "timer_id, state (armed|warning|firing|fired|refused-early|cancelled), deadline_ms, "
+    "remaining_s, action, detail",
+    "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",
+    "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...)",
+    "disk_low": "path, free_bytes, threshold_bytes",
+}
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message of this protocol."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as one line of compact JSON."""
+    message.setdefault("v", PROTOCOL_VERSION)
+    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    if len(line) > MAX_LINE:
+        raise ProtocolError(f"message of {len(line)} bytes exceeds the {MAX_LINE}-byte limit")
+    try:
+        message = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {line[:80]!r}") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError(f"expected a JSON object, got {type(message).__name__}")
+    version = message.get("v")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"protocol version {version!r} but this side speaks {PROTOCOL_VERSION}; push the matching agent"
+        )
+    return message
