@@ -44,6 +44,9 @@ def _add(args: argparse.Namespace) -> int:
         provider=args.provider,
         instance_id=args.instance,
         price_per_hour=args.price_per_hour,
+        serving_env=args.serving_env,
+        model_root=args.model_root,
+        agent_home=args.agent_home,
     )
     with open_store(args) as store:
         try:
@@ -100,6 +103,9 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     add.add_argument("--provider", choices=["vast", "manual"], help="who rents the box out")
     add.add_argument("--instance", metavar="ID", help="the provider's instance id")
     add.add_argument("--price-per-hour", type=float, metavar="USD")
+    add.add_argument("--serving-env", metavar="DIR", help="prefix of the serving environment on the box (its bin/ has vllm)")
+    add.add_argument("--model-root", metavar="DIR", help="directory of local checkpoints on the box")
+    add.add_argument("--agent-home", metavar="DIR", help="the agent's directory on the box (default ~/.campaign-agent)")
     add.set_defaults(func=_add)
 
     ls = boxsub.add_parser("list", help="list boxes")

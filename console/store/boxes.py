@@ -33,6 +33,9 @@ class Box:
     updated_ms: int = 0
     last_seen_ms: int | None = None
     destroyed_ms: int | None = None
+    serving_env: str | None = None
+    model_root: str | None = None
+    agent_home: str | None = None
 
     @property
     def is_local(self) -> bool:

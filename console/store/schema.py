@@ -233,5 +233,15 @@ V2 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2)
+V3 = Migration(
+    3,
+    "where a box keeps its serving environment, models and agent",
+    (
+        "ALTER TABLE boxes ADD COLUMN serving_env TEXT",  # venv/conda prefix whose bin/ has vllm; NULL = PATH
+        "ALTER TABLE boxes ADD COLUMN model_root TEXT",  # directory holding local checkpoints on the box
+        "ALTER TABLE boxes ADD COLUMN agent_home TEXT",  # the agent's directory; NULL = ~/.campaign-agent
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3)
 LATEST = MIGRATIONS[-1].version
