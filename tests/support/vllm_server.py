@@ -1,0 +1,76 @@
+"""Start and stop a real CPU vLLM server for tests (one per session: start-up is the expensive part)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.vllm_env import VllmEnv, server_env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class TinyServer:
+    base_url: str
+    model: str
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    model_dir: Path
+
+
+def serve_argv(env: VllmEnv, port: int) -> list[str]:
+    return [
+        str(env.vllm), "serve", str(env.model_dir),
+        "--served-model-name", env.served_name,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "64",
+    ]
+
+
+def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
+    port = free_port()
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        serve_argv(env, port),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **server_env()},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    url = f"http://127.0.0.1:{port}"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vLLM exited with {proc.returncode} during start-up; see {log_path}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir)
+        except OSError:
+            pass
+        time.sleep(1)
+    stop(proc)
+    raise RuntimeError(f"vLLM not ready after {timeout_s:.0f} s; see {log_path}")
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
