@@ -117,3 +117,39 @@ def parse_instant(text: str) -> int:
     except ValueError as exc:
         raise NaiveTimeError(f"cannot read {text!r} as an instant") from exc
     return to_ms(dt)
+
+
+def fmt_local(ms: int) -> str:
+    """The console's own wall clock at ``ms``, with the offset in force *at that instant* (DST-correct)."""
+    return fmt_zone(ms, from_ms(ms).astimezone().tzinfo or UTC)
+
+
+class AmbiguousWallTimeError(ValueError):
+    """A zone's wall-clock time that happens twice (DST ends) or never (DST starts)."""
+
+
+def parse_instant_strict(text: str) -> int:
+    """``parse_instant``, but a named-zone time inside a DST change is refused instead of guessed.
+
+    ``2026-10-25 01:30 Europe/London`` happens twice (BST, then GMT an hour later) and
+    ``2026-03-29 01:30 Europe/London`` never happens; zoneinfo would silently pick one reading.
+    """
+    ms = parse_instant(text)
+    m = _ZONED.match(text.strip())
+    if not m:
+        return ms
+    naive = datetime.fromisoformat(m["dt"].replace(" ", "T"))
+    tz = zone(m["zone"])
+    first, second = naive.replace(tzinfo=tz, fold=0), naive.replace(tzinfo=tz, fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return ms
+    a, b = sorted((to_ms(first), to_ms(second)))
+    if from_ms(a, tz).replace(tzinfo=None) != naive:
+        raise AmbiguousWallTimeError(
+            f"{text!r} does not exist: the clocks in {m['zone']} jump over it (DST starts); "
+            f"give the instant with an offset or in UTC"
+        )
+    raise AmbiguousWallTimeError(
+        f"{text!r} happens twice in {m['zone']} (DST ends): {fmt_utc(a)} or {fmt_utc(b)}; "
+        "give the instant with an offset or in UTC"
+    )

@@ -1,5 +1,79 @@
-"""`campaign check`: not built yet."""
+"""``campaign check NAME [--arm ARM] [--stored] [--json]``: preflight checks of one box.
 
-from console.cli.not_built import placeholder
+Exit status: 0 when nothing failed (warnings are shown, not fatal), 1 when any check failed — scripts
+and ``campaign launch`` rely on it — and 2 when the check itself could not run.
+"""
 
-register = placeholder("check", 7)
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+from console.checks.run import CheckError, CheckRun, ProbeProvider, local_probe, recipe_arm, run_check
+from console.cli.common import CliError, open_store, print_json, print_table
+from console.store import Box, NoSuchBox
+from console.timeutil import fmt_utc
+
+
+def fleet_probe(box: Box, console_now_ms: int) -> dict:
+    """A fresh probe of an SSH box through its agent (``console.fleet``)."""
+    raise CheckError(
+        f"box {box.name} is reached over SSH and fresh probes of SSH boxes go through console.fleet, which "
+        f"does not offer a probe yet; `campaign check {box.name} --stored` judges the newest stored probe"
+    )
+
+
+def provider_for(box: Box) -> ProbeProvider:
+    return local_probe if box.is_local else fleet_probe
+
+
+def _print_run(run: CheckRun) -> None:
+    probe = run.probe
+    when = fmt_utc(probe["t_ms"]) if isinstance(probe.get("t_ms"), int) else "unknown time"
+    arm = f", arm {run.arm.name}" if run.arm else ""
+    print(f"box {run.box}: probe {run.probe_id} taken {when} (box zone {probe.get('tz') or 'unknown'}){arm}")
+    print_table([{"check": v.check, "verdict": v.verdict.upper(), "reason": v.reason} for v in run.verdicts],
+                ["check", "verdict", "reason"])
+    counts = Counter(v.verdict for v in run.verdicts)
+    print(f"verdict: {run.verdict.upper()} ({counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok)")
+    for w in probe.get("warnings") or []:
+        print(f"  probe warning: {w}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            box = store.boxes.get(args.name)
+        except NoSuchBox as exc:
+            raise CliError(str(exc)) from exc
+        resolver = None
+        if args.arm:
+            try:
+                resolver = recipe_arm(args.arm)
+            except ImportError as exc:
+                raise CliError(f"--arm needs console.recipes, which is not importable here: {exc}") from exc
+            except ValueError as exc:  # RecipeError: file:line: what
+                raise CliError(f"recipes: {exc}") from exc
+        provider = None if args.stored else provider_for(box)
+        if provider is not None:
+            print(f"probing box {box.name} ...", file=sys.stderr, flush=True)
+        try:
+            run = run_check(store, box.name, provider, resolver)
+        except CheckError as exc:
+            raise CliError(str(exc)) from exc
+    if args.json:
+        print_json(run.to_dict())
+    else:
+        _print_run(run)
+    return 1 if run.verdict == "fail" else 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("check", help=help_text, description=help_text + ". Exits 1 when any check fails.")
+    p.add_argument("name", help="the box (see `campaign box list`)")
+    p.add_argument("--arm", help="judge the box for this arm: its tensor parallelism, GPUs and weights")
+    p.add_argument("--stored", action="store_true",
+                   help="judge the newest stored probe instead of probing the box now (works offline)")
+    p.add_argument("--json", action="store_true", help="print the run as JSON")
+    p.set_defaults(func=_run)

@@ -1,5 +1,167 @@
-"""`campaign timer`: not built yet."""
+"""``campaign timer set|list|show|cancel``: guarded hard stops, typed unambiguously and echoed back.
 
-from console.cli.not_built import placeholder
+``set`` shows the deadline in UTC, in this console's zone and in the box's zone, with the time left,
+and asks before arming: the moment an hour's misreading would be caught is before it is stored.
+"""
 
-register = placeholder("timer", 8)
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from console.cli.common import CliError, confirm, open_store, print_json, print_table
+from console.store import NoSuchBox, Store
+from console.store.timers import ACTIONS, NoSuchTimer, Timer
+from console.timers import TimerInputError, cancel, parse_deadline, readings
+from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
+from ops.providers import ProviderError, for_box
+
+
+def _check_action(store: Store, box_name: str, action: str) -> None:
+    box = store.boxes.get(box_name)
+    if box.status == "destroyed":
+        raise CliError(f"box {box_name} is already destroyed; nothing to stop")
+    if action != "destroy":
+        return
+    try:
+        provider = for_box(box.provider)  # a Vast box without an API key fails here, not at the deadline
+    except ProviderError as exc:
+        raise CliError(f"--action destroy on box {box_name}: {exc}") from exc
+    if not provider.can_destroy:
+        raise CliError(
+            f"--action destroy on box {box_name}: it is a {provider.name} host and cannot be destroyed by the "
+            "console; use --action shutdown (or stop-arms)"
+        )
+    if not box.instance_id:
+        raise CliError(f"--action destroy on box {box_name}: the box has no provider instance id "
+                       f"(`campaign box add ... --provider {box.provider} --instance ID`)")
+
+
+def _set(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            _check_action(store, args.box, args.action)
+        except NoSuchBox as exc:
+            raise CliError(str(exc)) from exc
+        box_tz = store.timers.box_tz(args.box)
+        now = store.clock()
+        try:
+            deadline = parse_deadline(args.at, args.within, now_ms=now, box_tz=box_tz)
+        except TimerInputError as exc:
+            raise CliError(str(exc)) from exc
+        shown = readings(deadline, now, box_tz)
+        print(f"hard stop for box {args.box}: {args.action}")
+        for label, text in shown:
+            print(f"  {label:<10} {text}")
+        for other in store.timers.list(args.box, active_only=True):
+            print(f"  note: timer {other.id} is also armed: {other.action} at {fmt_utc(other.deadline_ms)}")
+        if not confirm(f"arm {args.action} of box {args.box} at {fmt_utc(deadline)}?", args.yes):
+            print("not armed")
+            return 1
+        timer = store.timers.add(
+            args.box, deadline, args.action, args.at if args.at is not None else f"in {args.within}",
+            now_ms=store.clock(), detail={"readings": dict(shown)},
+        )
+    print(f"timer {timer.id} armed: {args.action} of box {args.box} at {fmt_utc(deadline)}; the console "
+          "arms the box's own watchdog the next time it reaches the box")
+    return 0
+
+
+def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
+    return {
+        "id": timer.id,
+        "box": timer.box,
+        "deadline_ms": timer.deadline_ms,
+        "deadline_utc": fmt_utc(timer.deadline_ms),
+        "deadline_box": fmt_zone(timer.deadline_ms, zone(box_tz)) if box_tz else None,
+        "box_tz": box_tz,
+        "remaining_s": (timer.deadline_ms - now) / 1000,
+        "action": timer.action,
+        "state": timer.state,
+        "input_text": timer.input_text,
+    }
+
+
+def _list(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        now = store.clock()
+        timers = store.timers.list(args.box, active_only=not args.all)
+        records = [_record(t, now, store.timers.box_tz(t.box)) for t in timers]
+    if args.json:
+        print_json(records)
+        return 0
+    rows = [
+        r | {"remaining": fmt_remaining(int(r["remaining_s"] * 1000)) if r["state"] == "armed" else None,
+             "box time": r["deadline_box"] or "box zone unknown"}
+        for r in records
+    ]
+    print_table(rows, ["id", "box", "action", "state", "deadline_utc", "box time", "remaining"])
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            timer = store.timers.get(args.id)
+        except NoSuchTimer as exc:
+            raise CliError(str(exc)) from exc
+        record = _record(timer, store.clock(), store.timers.box_tz(timer.box))
+        log = store.timers.log_for(timer.id)
+    if args.json:
+        print_json(record | {"log": log})
+        return 0
+    for key, value in record.items():
+        print(f"{key:<13} {value}")
+    print_table(
+        [{"time": fmt_utc(e["t_ms"]), "event": e["event"], "by": e["enforcer"],
+          "remaining_s": e["remaining_s"], "tz": e["tz"], "detail": e["detail"]} for e in log],
+        ["time", "event", "by", "remaining_s", "tz", "detail"],
+    )
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            timer = cancel(store, args.id, now_ms=store.clock())
+        except NoSuchTimer as exc:
+            raise CliError(str(exc)) from exc
+        except TimerInputError as exc:
+            raise CliError(str(exc)) from exc
+    print(f"timer {timer.id} cancelled ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)}); "
+          "the console disarms the box's watchdog the next time it reaches the box")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("timer", help=help_text, description=help_text)
+    tsub = p.add_subparsers(dest="timer_command", metavar="ACTION", required=True)
+
+    s = tsub.add_parser(
+        "set", help="arm a hard stop for a box",
+        description="Arm a hard stop. TIME must name its zone: 2026-09-06T01:27Z, 2026-09-06T02:27+01:00 or "
+        "'2026-09-06 01:27 Europe/London'; a bare 01:27 is refused. DURATION looks like 4h30m.",
+    )
+    s.add_argument("box")
+    when = s.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", metavar="TIME", help="an instant with Z, an offset or an IANA zone name")
+    when.add_argument("--in", dest="within", metavar="DURATION", help="from now, e.g. 4h30m, 90m")
+    s.add_argument("--action", choices=ACTIONS, default="stop-arms",
+                   help="stop-arms (default), shutdown (power the box off) or destroy (through the provider)")
+    s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    s.set_defaults(func=_set)
+
+    ls = tsub.add_parser("list", help="live timers (all of them with --all)")
+    ls.add_argument("--box", help="only this box's timers")
+    ls.add_argument("--all", action="store_true", help="include fired, failed and cancelled timers")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_list)
+
+    sh = tsub.add_parser("show", help="one timer and its log: warnings, pulls, refusals, firing")
+    sh.add_argument("id", type=int)
+    sh.add_argument("--json", action="store_true")
+    sh.set_defaults(func=_show)
+
+    c = tsub.add_parser("cancel", help="disarm a timer")
+    c.add_argument("id", type=int)
+    c.set_defaults(func=_cancel)

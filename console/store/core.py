@@ -108,8 +108,16 @@ class Store:
             self._migrate(version)
             self.schema_version = LATEST
         from console.store.boxes import Boxes
+        from console.store.checks import Checks
+        from console.store.fleet import Fleet
+        from console.store.results import Results
+        from console.store.timers import Timers
 
         self.boxes = Boxes(self)
+        self.checks = Checks(self)
+        self.timers = Timers(self)
+        self.fleet = Fleet(self)
+        self.results = Results(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

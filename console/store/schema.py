@@ -243,5 +243,31 @@ V3 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3)
+V4 = Migration(
+    4,
+    "task-accuracy runs, cached-input API prices, rows traced to their import",
+    (
+        """CREATE TABLE eval_runs (
+            id INTEGER PRIMARY KEY,
+            box TEXT, arm TEXT,                         -- the arm the suite ran against, when known
+            model TEXT NOT NULL,
+            configuration TEXT NOT NULL,                -- how the model was served, in words
+            t_ms INTEGER NOT NULL,
+            items INTEGER NOT NULL,                     -- items scored (a short run is flattered: see note)
+            overall REAL NOT NULL,                      -- accuracy 0..1 over the scored items
+            families TEXT,                              -- JSON {maths: 0.8, code: ...}
+            note TEXT,
+            source TEXT NOT NULL DEFAULT 'measured',    -- measured or imported
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
+        )""",
+        "CREATE INDEX eval_runs_arm ON eval_runs(arm, box)",
+        "ALTER TABLE api_prices ADD COLUMN cached_in_per_mtok REAL",  # NULL: cached input pays full price
+        "ALTER TABLE imports ADD COLUMN digest TEXT",  # sha256 of the files read: re-import is a no-op
+        "ALTER TABLE bench_runs ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        "ALTER TABLE tripwire_runs ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4)
 LATEST = MIGRATIONS[-1].version

@@ -1,31 +1,193 @@
-"""The console application (placeholder screen until the views land)."""
+"""The console application: four views over one read model, keys from one table, actions via an adapter.
+
+``run_console`` (plain ``campaign``) follows the clock; ``run_browse`` (``campaign browse``) opens the
+same screens read-only with the cursor parked at the end of the record, to replay the night with
+``[`` and ``]``. The App owns the read model and a lock around it: every query runs on a worker thread.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Coroutine, Iterable
+from datetime import tzinfo
 from pathlib import Path
+from typing import Any, TypeVar
 
-from textual.app import App, ComposeResult
-from textual.widgets import Footer, Header, Static
+from textual.app import App, SystemCommand
+from textual.screen import Screen
 
+from console.readmodel import ReadModel
 from console.store import Store
+from console.timeutil import Clock, system_clock, zone
+from console.tui import keymap
+from console.tui.actions import ActionRefused, Actions, Recipes, ServiceActions
+from console.tui.modals import HelpScreen
+from console.tui.views.arms import ArmsScreen
+from console.tui.views.base import ViewScreen
+from console.tui.views.fleet import FleetScreen
+from console.tui.views.live import LiveScreen
+from console.tui.views.results import ResultsScreen
+
+T = TypeVar("T")
+
+VIEWS = ("fleet", "live", "arms", "results")
 
 
 class ConsoleApp(App[None]):
     TITLE = "campaign"
-    BINDINGS = [("q", "quit", "quit")]
+    CSS_PATH = "console.tcss"
+    BINDINGS = keymap.bindings(keymap.APP)
+    MODES = {"fleet": FleetScreen, "live": LiveScreen, "arms": ArmsScreen, "results": ResultsScreen}
 
-    def __init__(self, db_path: Path):
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        read_only: bool = False,
+        clock: Clock = system_clock,
+        local_tz: tzinfo | None = None,
+        actions: Actions | None = None,
+        keys_path: Path | None = None,
+        refresh_s: float | None = 1.0,
+        box: str | None = None,
+    ):
         super().__init__()
-        self.db_path = db_path
+        self.db_path = Path(db_path)
+        self.read_only = read_only
+        # The console reads through its own read-only connection even when live: the fleet layer is the
+        # writer, and a read-only connection cannot become a second one by accident.
+        self.store = Store(self.db_path, read_only=True, clock=clock)
+        self.model = ReadModel(self.store, clock, replay=read_only)
+        self.local_tz = local_tz or zone(None)
+        self.actions: Actions = actions or ServiceActions(self.db_path, read_only=read_only)
+        self.key_overrides = keymap.load(keys_path if keys_path is not None else keymap.default_path())
+        self.refresh_s = refresh_s
+        self.selected_box = box
+        self.box_names: list[str] = []
+        self.history: list[str] = []
+        self.messages: list[str] = []
+        self.redraw_s: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._recipes: Recipes | None = None
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        with Store(self.db_path, read_only=True) as store:
-            boxes = ", ".join(b.name for b in store.boxes.list()) or "none"
-        yield Static(f"state.db: {self.db_path}\nboxes: {boxes}\n\nThe views are being built; q quits.")
-        yield Footer()
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.key_overrides:
+            self.set_keymap(self.key_overrides)
+        self.switch_mode("fleet")
+        if self.refresh_s and not self.read_only:
+            self.set_interval(self.refresh_s, self.redraw_visible)
+
+    def on_unmount(self) -> None:
+        self.store.close()
+
+    def redraw_visible(self) -> None:
+        """Only the screen the operator sees reloads; modals pause it (they cover it anyway)."""
+        if isinstance(self.screen, ViewScreen):
+            self.screen.reload()
+
+    # -- what views call ------------------------------------------------------------------------------------
+    def read(self, query: Callable[[], T]) -> T:
+        with self._lock:
+            return query()
+
+    def recipes(self) -> Recipes:
+        """Loaded once, on the first worker that asks (recipe files are IO)."""
+        if self._recipes is None:
+            self._recipes = self.actions.recipes()
+        return self._recipes
+
+    def record_redraw(self, view: str, seconds: float) -> None:
+        self.redraw_s[view] = seconds
+
+    def say(self, text: str, severity: str = "information") -> None:
+        self.messages.append(text)
+        self.notify(text, severity=severity, timeout=8)  # type: ignore[arg-type]
+
+    def refuse_if_read_only(self, verb: str) -> bool:
+        if self.read_only:
+            self.say(f"{verb} is disabled: browse mode is read-only ({self.db_path}); "
+                     f"open it with `campaign --db {self.db_path}` to act", "error")
+            return True
+        return False
+
+    def run_action_worker(self, coro: Coroutine[Any, Any, str], what: str) -> None:
+        """Run a service intent off the UI thread and report its outcome in words."""
+
+        async def run() -> None:
+            try:
+                result = await coro
+            except ActionRefused as exc:
+                self.say(str(exc), "error")
+            except Exception as exc:  # the box or service failed: say so, keep the console up
+                self.say(f"{what} failed: {exc}", "error")
+            else:
+                self.say(f"{what}: {result}")
+            if isinstance(self.screen, ViewScreen):
+                self.screen.reload()
+
+        self.run_worker(run(), group="actions", exit_on_error=False)
+
+    # -- key actions ------------------------------------------------------------------------------------------
+    def action_view(self, name: str) -> None:
+        if name not in VIEWS or name == self.current_mode:
+            return
+        self.history.append(self.current_mode)
+        self.switch_mode(name)
+
+    def action_back(self) -> None:
+        screen = self.screen
+        if isinstance(screen, ViewScreen) and screen.close_filter(keep=False):
+            return
+        if self.history:
+            self.switch_mode(self.history.pop())
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_overrides, self.read_only))
+
+    def action_filter(self) -> None:
+        if isinstance(self.screen, ViewScreen):
+            self.screen.open_filter()
+
+    def action_replay(self, direction: int) -> None:
+        self.model.step(direction * self.model.window_ms // 10)
+        self.redraw_visible()
+
+    def action_replay_end(self) -> None:
+        if self.read_only:
+            self.model.seek_end()
+        else:
+            self.model.follow_live()
+        self.redraw_visible()
+
+    def action_window(self) -> None:
+        self.model.cycle_window()
+        self.redraw_visible()
+
+    def action_box(self, step: int) -> None:
+        if not self.box_names:
+            return
+        i = self.box_names.index(self.selected_box) if self.selected_box in self.box_names else -1
+        self.selected_box = self.box_names[(i + step) % len(self.box_names)]
+        self.redraw_visible()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette offers every key's action by its description (ctrl+p)."""
+        yield from super().get_system_commands(screen)
+        for spec in keymap.SPECS:
+            if spec.scope == keymap.APP and spec.id not in ("app.back", "app.quit"):
+                yield SystemCommand(spec.description.capitalize(), f"key {keymap.display(spec.keys)}",
+                                    lambda action=spec.action: self.run_action(action))
+            elif spec.scope == getattr(screen, "VIEW", None):
+                yield SystemCommand(spec.description.capitalize(), f"key {keymap.display(spec.keys)}",
+                                    lambda action=spec.action, s=screen: s.run_action(action))
 
 
 def run_console(db_path: Path) -> int:
     ConsoleApp(db_path).run()
+    return 0
+
+
+def run_browse(db_path: Path) -> int:
+    ConsoleApp(db_path, read_only=True).run()
     return 0

@@ -1,0 +1,401 @@
+"""The agent daemon: one process per box that outlives SSH sessions and answers agents/protocol.py.
+
+Why a daemon: measurements must keep flowing into the journal while the operator's laptop sleeps.
+So it detaches (double fork + setsid, stdio to files), holds an flock'd pidfile (a second start is
+refused; a crashed one leaves no lock behind), listens only on a unix socket in its home (reachable
+through the SSH link, never a network port), and does all periodic work on one 1 Hz loop: GPU
+samples, log reading and readiness of launches, /metrics scraping, runs, the watchdog, the disk guard.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from agents import protocol
+from agents.gpu import GpuSampler
+from agents.jobs import Jobs
+from agents.journal import Journal, now_ms
+from agents.package import agent_version
+from agents.probe import probe, time_zone
+from agents.supervisor import Supervisor
+
+DISK_FLOOR_BYTES = 512 * 1024 * 1024
+"""Below this much free space in the agent home, samples stop (lifecycle events are still written)."""
+EVENTS_LIMIT = 10_000
+SOCKET_NAME = "agent.sock"
+_OUTSIDE_TICK = frozenset({"probe", "shutdown_agent"})
+"""Mutating ops that touch no launch state: they run without stalling the 1 Hz loop (a probe takes seconds)."""
+PIDFILE = "agent.pid"
+
+
+class Agent:
+    def __init__(self, home: Path, disk_floor_bytes: int = DISK_FLOOR_BYTES,
+                 shutdown_argv: list[str] | None = None, sample_interval_s: float = 1.0) -> None:
+        self.home = home
+        self.disk_floor_bytes = disk_floor_bytes
+        self.shutdown_argv = shutdown_argv or ["shutdown", "-h", "now"]
+        self.interval = sample_interval_s
+        self.journal = Journal(home / "journal.db")
+        self.started_ms = now_ms()
+        self.stopping = threading.Event()
+        self._mutate = threading.Lock()
+        """Held by the tick and by ops that change launches, runs or timers: one writer at a time."""
+        self._ledger = threading.Lock()
+        """Held while a mutating command runs, so a re-sent id waits for and then replays the first."""
+        self.gpu: GpuSampler | None = None
+        self.supervisor = Supervisor(home, self.journal, None)
+        self.jobs = Jobs(home, self.journal)
+        self.watchdog: Any = None
+        self.server: socketserver.ThreadingUnixStreamServer | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        restarted = self.journal.get_meta("started_once") is not None
+        self.journal.set_meta("started_once", "1")
+        adopted = self.supervisor.adopt()
+        self.journal.append("agent_started", version=agent_version(), pid=os.getpid(), restarted=restarted,
+                            adopted_launches=adopted)
+        self.gpu = GpuSampler(self.warn)
+        self.supervisor.gpu = self.gpu
+        self.watchdog = self._make_watchdog()
+        if self.watchdog is not None:
+            self.watchdog.restore()
+        self._serve()
+
+    def _make_watchdog(self) -> Any:
+        try:
+            from agents.watchdog import Watchdog
+        except ImportError as exc:  # an agent built without the watchdog still samples and supervises
+            self.warn("watchdog", f"watchdog unavailable in this agent build: {exc}")
+            return None
+
+        def journal(event: dict[str, Any]) -> None:
+            event = dict(event)
+            self.journal.append(event.pop("kind"), **event)
+
+        return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box)
+
+    def _shutdown_box(self) -> dict[str, Any]:
+        import subprocess
+
+        proc = subprocess.run(self.shutdown_argv, capture_output=True, text=True, timeout=60, check=False)
+        return {"argv": self.shutdown_argv, "rc": proc.returncode, "output": (proc.stdout + proc.stderr)[-300:]}
+
+    def _serve(self) -> None:
+        path = self.home / SOCKET_NAME
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        agent = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                agent.handle_stream(self.rfile, self.wfile)
+
+        old = os.umask(0o177)
+        try:
+            self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+        finally:
+            os.umask(old)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, name="socket", daemon=True).start()
+
+    def run(self) -> None:
+        """The 1 Hz loop, until shutdown_agent or SIGTERM."""
+        next_tick = time.monotonic()
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+            except Exception:  # one bad tick must not end the agent: journal it and keep going
+                self.warn("tick", traceback.format_exc(limit=6)[-1500:])
+            next_tick += self.interval
+            delay = next_tick - time.monotonic()
+            if delay < 0:
+                next_tick = time.monotonic()
+                delay = 0
+            self.stopping.wait(delay)
+        self.close()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            try:
+                (self.home / SOCKET_NAME).unlink()
+            except FileNotFoundError:
+                pass
+        if self.gpu is not None:
+            self.gpu.close()
+        self.journal.close()
+
+    def tick(self) -> None:
+        self._disk_guard()
+        if self.gpu is not None:
+            rows = self.gpu.read()
+            if rows:
+                self.supervisor.last_gpu_sample = rows
+                self.journal.append("gpu_sample", gpus=rows)
+        with self._mutate:
+            self.supervisor.tick()
+            self.jobs.tick()
+            if self.watchdog is not None:
+                self.watchdog.tick()
+
+    def _disk_guard(self) -> None:
+        free = shutil.disk_usage(self.home).free
+        low = free < self.disk_floor_bytes
+        if low and not self.journal.samples_paused:
+            self.journal.samples_paused = True
+            self.journal.append("disk_low", path=str(self.home), free_bytes=free,
+                                threshold_bytes=self.disk_floor_bytes, samples_paused=True)
+        elif not low and self.journal.samples_paused and free > self.disk_floor_bytes * 1.1:
+            self.journal.samples_paused = False
+            self.journal.append("warning", where="disk",
+                                message=f"free space back to {free} bytes; samples resumed")
+
+    def warn(self, where: str, message: str) -> None:
+        self.journal.append("warning", where=where, message=message)
+
+    # -- the protocol -------------------------------------------------------------------------------
+
+    def handle_stream(self, rfile: Any, wfile: Any) -> None:
+        while True:
+            line = rfile.readline(protocol.MAX_LINE + 1)
+            if not line:
+                return
+            if not line.strip():
+                continue
+            wfile.write(protocol.encode(self.handle_line(line)))
+            wfile.flush()
+
+    def handle_line(self, line: bytes) -> dict[str, Any]:
+        try:
+            message = protocol.decode(line)
+        except protocol.ProtocolError as exc:
+            return {"id": None, "ok": False, "error": str(exc)}
+        command_id = message.get("id")
+        op = message.get("op")
+        args = message.get("args") or {}
+        if not isinstance(command_id, str) or not command_id:
+            return {"id": command_id, "ok": False, "error": "every request needs a non-empty string id"}
+        if op not in protocol.OPS:
+            return {"id": command_id, "ok": False,
+                    "error": f"unknown op {op!r}; this agent ({agent_version()}) knows {', '.join(protocol.OPS)}"}
+        if not isinstance(args, dict):
+            return {"id": command_id, "ok": False, "error": f"args of {op} must be a JSON object"}
+        if op in protocol.IDEMPOTENT_OPS:
+            return self._run(command_id, op, args)
+        with self._ledger:
+            previous = self.journal.command_response(command_id)
+            if previous is not None:
+                return previous | {"replayed": True}
+            if op in _OUTSIDE_TICK:
+                response = self._run(command_id, op, args)
+            else:
+                with self._mutate:
+                    response = self._run(command_id, op, args)
+            self.journal.record_command(command_id, op, response)
+            return response
+
+    def _run(self, command_id: str, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = getattr(self, f"op_{op}")(args, command_id)
+        except (ValueError, TypeError, KeyError) as exc:
+            return {"id": command_id, "ok": False, "error": f"{op}: {exc}"}
+        except Exception as exc:
+            self.warn(f"op:{op}", traceback.format_exc(limit=6)[-1500:])
+            return {"id": command_id, "ok": False, "error": f"{op} failed inside the agent: {type(exc).__name__}: {exc}"}
+        return {"id": command_id, "ok": True, "result": result}
+
+    def op_hello(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return {
+            "version": agent_version(), "pid": os.getpid(), "started_ms": self.started_ms, "home": str(self.home),
+            "last_seq": self.journal.last_seq(), "acked_seq": self.journal.acked_seq(), "now_ms": now_ms(),
+            "tz": time_zone(), "python": sys.version.split()[0], "gpu_source": self.gpu.source if self.gpu else None,
+            "samples_paused": self.journal.samples_paused,
+            "timers": self.watchdog.timers() if self.watchdog is not None else [],
+        }
+
+    def op_events(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        after = args.get("after", 0)
+        limit = args.get("limit", 1000)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be a non-negative integer seq, got {after!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        events = self.journal.events_after(after, min(limit, EVENTS_LIMIT))
+        return {"events": events, "last_seq": self.journal.last_seq(), "acked_seq": self.journal.acked_seq()}
+
+    def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return {"acked_seq": self.journal.ack(args.get("seq"))}  # type: ignore[arg-type]
+
+    def op_launch(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.supervisor.launch(args)
+
+    def op_kill(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.supervisor.kill(args.get("launch_id"), float(args.get("grace_s", 30.0)), command_id)  # type: ignore[arg-type]
+
+    def op_launches(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return {"launches": self.supervisor.list()}
+
+    def op_log_tail(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return {"lines": self.supervisor.log_tail(args.get("launch_id"), args.get("lines", 100))}  # type: ignore[arg-type]
+
+    def op_probe(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        result = probe(console_t_ms=args.get("console_t_ms"), serving_python=args.get("serving_python"),
+                       disk_path=str(self.home), serving_env_vars=args.get("serving_env"))
+        self.journal.append("probe", probe=result)
+        return {"probe": result}
+
+    def op_bench(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.jobs.start("bench", args, command_id)
+
+    def op_tripwire(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.jobs.start("tripwire", args, command_id)
+
+    def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        if self.watchdog is None:
+            raise ValueError("this agent build has no watchdog; push a current agent")
+        return self.watchdog.arm(args.get("timer_id"), args.get("deadline_ms"), args.get("action"),
+                                 args.get("console_now_ms"))
+
+    def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        if self.watchdog is None:
+            raise ValueError("this agent build has no watchdog; push a current agent")
+        return self.watchdog.cancel(args.get("timer_id"))
+
+    def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        self.journal.append("warning", where="agent", message=f"agent {os.getpid()} shutting down on request; "
+                            "arms keep running and will be re-adopted")
+        self.stopping.set()
+        return {}
+
+
+# -- starting the daemon --------------------------------------------------------------------------
+
+
+class AlreadyRunning(RuntimeError):
+    pass
+
+
+def lock_pidfile(home: Path) -> int:
+    """Open and flock ``<home>/agent.pid``; raises AlreadyRunning naming the holder's pid."""
+    fd = os.open(home / PIDFILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise AlreadyRunning(f"an agent is already running in {home} (pid {holder}); "
+                             "stop it with the shutdown_agent op first") from None
+    return fd
+
+
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def run_foreground(home: Path, **options: Any) -> int:
+    home.mkdir(parents=True, exist_ok=True)
+    fd = lock_pidfile(home)
+    _write_pid(fd)
+    agent = Agent(home, **options)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
+    agent.start()
+    agent.run()
+    return 0
+
+
+def detach(home: Path, ready_timeout_s: float = 20.0, **options: Any) -> dict[str, Any]:
+    """Start the daemon detached from this session; return once its socket answers ``hello``.
+
+    The pidfile lock is taken here, before forking, so a second start fails in the caller with a clear
+    message; the grandchild inherits the locked descriptor and holds it for its lifetime.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    fd = lock_pidfile(home)
+    pid = os.fork()
+    if pid == 0:  # child: new session, then fork again so the daemon can never regain a terminal
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            _become_daemon(home, fd, options)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    deadline = time.monotonic() + ready_timeout_s
+    last_error = ""
+    while time.monotonic() < deadline:
+        try:
+            return call(home, "hello", {}, timeout=2.0)
+        except OSError as exc:
+            last_error = str(exc)
+            time.sleep(0.05)
+    log = home / "agent.log"
+    tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+    raise RuntimeError(f"agent did not answer on {home / SOCKET_NAME} within {ready_timeout_s} s ({last_error}); "
+                       f"agent.log ends:\n{tail}")
+
+
+def _become_daemon(home: Path, fd: int, options: dict[str, Any]) -> None:
+    os.chdir(home)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(home / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(devnull)
+    os.close(log)
+    _write_pid(fd)
+    agent = Agent(home, **options)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        agent.start()
+        agent.run()
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+
+
+def call(home: Path, op: str, args: dict[str, Any], timeout: float = 30.0, command_id: str | None = None) -> dict[str, Any]:
+    """One request to the local daemon's socket (used by ``detach`` and the CLI; the console has its own)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(home / SOCKET_NAME))
+        s.sendall(protocol.encode({"id": command_id or f"cli-{os.getpid()}-{time.monotonic_ns()}", "op": op,
+                                   "args": args}))
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError(f"agent closed the socket before answering {op}")
+            buf += chunk
+    reply = protocol.decode(buf)
+    if not reply.get("ok"):
+        raise RuntimeError(reply.get("error"))
+    return reply["result"]
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True)

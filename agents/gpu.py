@@ -1,0 +1,347 @@
+"""Reading the GPUs: NVML when the box has ``nvidia-ml-py``, else ``nvidia-smi``, else nothing.
+
+Why two paths: NVML reads a sample in microseconds, but many images lack the bindings; one
+``nvidia-smi`` call costs ~30 ms, so the fallback keeps ONE long-running ``nvidia-smi -lms 1000``
+process instead of a subprocess per sample (FACTS.md). Real output has placeholders (``[N/A]``,
+``[Not Supported]``) and drivers drop fields (an unknown field fails the whole query), so every value
+may be None and an unknown field is dropped with a warning rather than killing the sampler.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+Warn = Callable[[str, str], None]
+"""warn(where, message): report a fault the agent survived (journals a ``warning`` event)."""
+
+SAMPLE_FIELDS: dict[str, str] = {
+    "power_w": "power.draw",
+    "power_limit_w": "power.limit",
+    "enforced_limit_w": "enforced.power.limit",
+    "max_limit_w": "power.max_limit",
+    "sm_clock_mhz": "clocks.current.sm",
+    "util_pct": "utilization.gpu",
+    "mem_used_mib": "memory.used",
+    "mem_total_mib": "memory.total",
+    "temp_c": "temperature.gpu",
+}
+"""gpu_sample keys (agents/protocol.py) and the ``--query-gpu`` field each comes from."""
+
+PROBE_NUMERIC: dict[str, str] = {
+    **SAMPLE_FIELDS,
+    "default_limit_w": "power.default_limit",
+    "min_limit_w": "power.min_limit",
+    "max_sm_clock_mhz": "clocks.max.sm",
+}
+PROBE_TEXT: dict[str, str] = {"name": "name", "uuid": "uuid", "pci_bus_id": "pci.bus_id", "compute_cap": "compute_cap"}
+
+_BAD_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
+
+
+def value(raw: str | None) -> float | None:
+    """A number from nvidia-smi CSV (with or without units); placeholders such as [N/A] are None."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not text or text.startswith("[") or text in ("N/A", "Unknown Error"):
+        return None
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        return None
+
+
+def text_value(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    text = raw.strip()
+    return None if not text or text.startswith("[") or text == "N/A" else text
+
+
+def smi_path() -> str | None:
+    return shutil.which("nvidia-smi")
+
+
+def _csv_rows(out: str, fields: list[str]) -> list[dict[str, str]]:
+    rows = []
+    for cells in csv.reader(io.StringIO(out), skipinitialspace=True):
+        if len(cells) == len(fields):
+            rows.append(dict(zip(fields, cells, strict=True)))
+    return rows
+
+
+def smi_query(
+    fields: list[str], warn: Warn, what: str = "--query-gpu", smi: str | None = None, timeout: float = 20.0
+) -> list[dict[str, str]]:
+    """One ``nvidia-smi --query-...`` call; a field the driver rejects is dropped (with a warning)."""
+    exe = smi or smi_path()
+    if exe is None:
+        return []
+    fields = list(fields)
+    while fields:
+        argv = [exe, f"{what}={','.join(fields)}", "--format=csv,noheader"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            warn("nvidia-smi", f"{' '.join(argv)} failed: {exc}")
+            return []
+        if proc.returncode == 0:
+            return _csv_rows(proc.stdout, fields)
+        bad = _BAD_FIELD.search(proc.stdout + proc.stderr)
+        if bad and bad.group(1) in fields:
+            warn("nvidia-smi", f'this driver does not know field "{bad.group(1)}"; reading without it')
+            fields.remove(bad.group(1))
+            continue
+        warn("nvidia-smi", f"{' '.join(argv)} exited {proc.returncode}: {(proc.stdout + proc.stderr).strip()[:300]}")
+        return []
+    return []
+
+
+def load_nvml(warn: Warn | None = None) -> Any | None:
+    """The initialised ``pynvml`` module (from nvidia-ml-py), or None when NVML is unavailable."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        if warn:
+            warn("nvml", f"nvidia-ml-py is installed but nvmlInit failed: {exc}")
+        return None
+    return pynvml
+
+
+def nv(fn: Callable[..., Any], *args: Any) -> Any:
+    """One NVML call; NotSupported and friends become None (nvitop's approach)."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _mw(v: Any) -> float | None:
+    return None if v is None else float(v) / 1000.0
+
+
+def _mib(v: Any) -> float | None:
+    return None if v is None else float(v) / (1024 * 1024)
+
+
+def nvml_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nvml_gpu(nvml: Any, index: int, full: bool = False) -> dict[str, Any]:
+    """One GPU's sample (or, with ``full``, probe) fields from NVML, in W / MHz / MiB / C / %."""
+    h = nvml.nvmlDeviceGetHandleByIndex(index)
+    util = nv(nvml.nvmlDeviceGetUtilizationRates, h)
+    mem = nv(nvml.nvmlDeviceGetMemoryInfo, h)
+    constraints = nv(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
+    out: dict[str, Any] = {
+        "gpu": index,
+        "power_w": _mw(nv(nvml.nvmlDeviceGetPowerUsage, h)),
+        "power_limit_w": _mw(nv(nvml.nvmlDeviceGetPowerManagementLimit, h)),
+        "enforced_limit_w": _mw(nv(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
+        "max_limit_w": _mw(constraints[1]),
+        "sm_clock_mhz": _float(nv(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
+        "util_pct": _float(getattr(util, "gpu", None)),
+        "mem_used_mib": _mib(getattr(mem, "used", None)),
+        "mem_total_mib": _mib(getattr(mem, "total", None)),
+        "temp_c": _float(nv(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)),
+    }
+    if full:
+        cc = nv(nvml.nvmlDeviceGetCudaComputeCapability, h)
+        out.update(
+            index=out.pop("gpu"),
+            name=nvml_text(nv(nvml.nvmlDeviceGetName, h)),
+            uuid=nvml_text(nv(nvml.nvmlDeviceGetUUID, h)),
+            pci_bus_id=nvml_text(getattr(nv(nvml.nvmlDeviceGetPciInfo, h), "busId", None)),
+            compute_cap=f"{cc[0]}.{cc[1]}" if cc else None,
+            default_limit_w=_mw(nv(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+            min_limit_w=_mw(constraints[0]),
+            max_sm_clock_mhz=_float(nv(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
+        )
+    return out
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def nvml_processes(nvml: Any) -> list[dict[str, Any]]:
+    out = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        h = nvml.nvmlDeviceGetHandleByIndex(index)
+        for p in nv(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
+            used = getattr(p, "usedGpuMemory", None)
+            name = nvml_text(nv(nvml.nvmlSystemGetProcessName, p.pid)) or ""
+            out.append({"gpu": index, "pid": int(p.pid), "name": name, "used_mib": _mib(used)})
+    return out
+
+
+def smi_processes(warn: Warn, smi: str | None = None) -> list[dict[str, Any]]:
+    """Compute processes per GPU index (nvidia-smi names GPUs by uuid in this query)."""
+    inventory = smi_query(["index", "uuid"], warn, smi=smi)
+    by_uuid = {row["uuid"]: int(row["index"]) for row in inventory if row["index"].strip().isdigit()}
+    apps = smi_query(["gpu_uuid", "pid", "process_name", "used_memory"], warn, what="--query-compute-apps", smi=smi)
+    out = []
+    for row in apps:
+        pid = value(row["pid"])
+        if pid is None:
+            continue
+        out.append({
+            "gpu": by_uuid.get(row["gpu_uuid"].strip(), -1), "pid": int(pid),
+            "name": row["process_name"].strip(), "used_mib": value(row["used_memory"]),
+        })
+    return out
+
+
+def _sample_from_row(row: dict[str, str]) -> dict[str, Any] | None:
+    index = value(row.get("index"))
+    if index is None:
+        return None
+    out: dict[str, Any] = {"gpu": int(index)}
+    for key, field in SAMPLE_FIELDS.items():
+        out[key] = value(row.get(field))
+    return out
+
+
+class SmiLoop:
+    """One ``nvidia-smi --query-gpu=... -lms 1000`` process feeding the latest row per GPU.
+
+    A field the driver rejects ends the process at once: it is dropped (warning) and the loop restarts
+    without it, so that field reads None. Any other exit restarts after a back-off.
+    """
+
+    def __init__(self, warn: Warn, smi: str, interval_ms: int = 1000) -> None:
+        self.warn = warn
+        self.smi = smi
+        self.interval_ms = interval_ms
+        self.fields = ["index", *SAMPLE_FIELDS.values()]
+        self._lock = threading.Lock()
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._proc: subprocess.Popen[str] | None = None
+        self._stopped = False
+        self._restart_at = 0.0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        argv = [self.smi, f"--query-gpu={','.join(self.fields)}", "--format=csv,noheader,nounits",
+                "-lms", str(self.interval_ms)]
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        self._thread = threading.Thread(target=self._read, args=(self._proc,), daemon=True, name="nvidia-smi")
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        fields = list(self.fields)
+        tail: list[str] = []
+        for line in proc.stdout:
+            rows = _csv_rows(line, fields)
+            if not rows:
+                tail = (tail + [line.strip()])[-5:]
+                continue
+            sample = _sample_from_row(rows[0])
+            if sample is not None:
+                with self._lock:
+                    self._pending[sample["gpu"]] = sample
+        rc = proc.wait()
+        if self._stopped:
+            return
+        text = " ".join(tail)
+        bad = _BAD_FIELD.search(text)
+        if bad and bad.group(1) in self.fields and bad.group(1) != "index":
+            self.warn("nvidia-smi", f'this driver does not know field "{bad.group(1)}"; sampling without it')
+            self.fields.remove(bad.group(1))
+            self._restart_at = time.monotonic()
+        else:
+            self.warn("nvidia-smi", f"nvidia-smi -lms exited {rc}: {text[:300]}; restarting in 30 s")
+            self._restart_at = time.monotonic() + 30.0
+
+    def read(self) -> list[dict[str, Any]]:
+        """The rows received since the last read (one per GPU), restarting a dead loop when due."""
+        proc = self._proc
+        if not self._stopped and proc is not None and proc.poll() is not None and self._thread is not None \
+                and not self._thread.is_alive() and time.monotonic() >= self._restart_at:
+            self.start()
+        with self._lock:
+            rows, self._pending = self._pending, {}
+        return [rows[k] for k in sorted(rows)]
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+class GpuSampler:
+    """The 1 Hz GPU reader the daemon ticks: NVML, else the smi loop, else nothing (one warning)."""
+
+    def __init__(self, warn: Warn) -> None:
+        self.warn = warn
+        self.nvml = load_nvml(warn)
+        self.loop: SmiLoop | None = None
+        self.source: str | None = None
+        if self.nvml is not None:
+            self.source = "nvml"
+            self.count = int(self.nvml.nvmlDeviceGetCount())
+            return
+        smi = smi_path()
+        if smi is None:
+            warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH): "
+                        "no GPU samples will be recorded")
+            return
+        warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for 14 us samples); "
+                     "sampling with one long-running nvidia-smi -lms process")
+        self.source = "nvidia-smi"
+        self.loop = SmiLoop(warn, smi)
+        self.loop.start()
+
+    def read(self) -> list[dict[str, Any]]:
+        if self.nvml is not None:
+            return [nvml_gpu(self.nvml, i) for i in range(self.count)]
+        if self.loop is not None:
+            return self.loop.read()
+        return []
+
+    def processes(self) -> list[dict[str, Any]]:
+        """Compute processes on the GPUs now (for the kill's memory-release check)."""
+        if self.nvml is not None:
+            return nvml_processes(self.nvml)
+        if self.loop is not None:
+            return smi_processes(self.warn, smi=self.loop.smi)
+        return []
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.stop()
+
+
+def sample_once(warn: Warn) -> tuple[str | None, list[dict[str, Any]]]:
+    """(source, one gpu_sample row per GPU) without a daemon: for checking a real box by hand."""
+    nvml = load_nvml(warn)
+    if nvml is not None:
+        return "nvml", [nvml_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
+    if smi_path() is None:
+        warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH)")
+        return None, []
+    rows = smi_query(["index", *SAMPLE_FIELDS.values()], warn)
+    return "nvidia-smi", [s for s in map(_sample_from_row, rows) if s is not None]

@@ -1,0 +1,142 @@
+"""Benchmark and tripwire runs on the box: the load generator / tripwire as child processes.
+
+Why child processes: a run lasts minutes and uses several cores; the daemon must stay responsive and
+keep sampling at 1 Hz meanwhile, and a crashing run must not take the agent with it. The child is the
+agent's own entry point (``<agent> loadgen ...`` / ``<agent> tripwire ...``) so the zipapp the console
+pushed is all the box needs. Its one JSON object on stdout becomes a ``bench_result`` /
+``tripwire_result`` event; any failure becomes a ``command_done`` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.journal import Journal
+
+# Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (issue 6 names them).
+_FLAGS = {
+    "bench": ("base_url", "model", "tokenizer", "shape", "input_len", "output_len", "prefix_len", "concurrency",
+              "prompts", "seed", "processes"),
+    "tripwire": ("base_url", "model", "profile"),
+}
+_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id"}
+_TOOL = {"bench": "loadgen", "tripwire": "tripwire"}
+
+
+def _archive() -> str | None:
+    """The zipapp this agent was imported from, if any."""
+    return getattr(getattr(sys.modules["agents"], "__loader__", None), "archive", None)
+
+
+def agent_command() -> list[str]:
+    """How to start this agent again: the zipapp it runs from, else ``python -m agents``."""
+    archive = _archive()
+    return [sys.executable, archive] if archive else [sys.executable, "-m", "agents"]
+
+
+def agent_env() -> dict[str, str]:
+    """The environment for a child started with ``agent_command()`` (``agents`` importable)."""
+    env = dict(os.environ)
+    if not _archive():
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def tool_argv(op: str, args: dict[str, Any]) -> list[str]:
+    """The tool's argv from the op's args: an explicit ``argv`` list, else the known fields as flags."""
+    if "argv" in args:
+        argv = args["argv"]
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"{op} argv must be a list of strings")
+        out = list(argv)
+    else:
+        out = []
+        for key in _FLAGS[op]:
+            val = args.get(key)
+            if val is None:
+                continue
+            if isinstance(val, (dict, list)):
+                out += [f"--{key.replace('_', '-')}-json", json.dumps(val)]
+            else:
+                out += [f"--{key.replace('_', '-')}", str(val)]
+    if "--json" not in out:
+        out.append("--json")
+    return out
+
+
+@dataclass
+class Job:
+    op: str
+    job_id: str
+    launch_id: str | None
+    command_id: str | None
+    popen: subprocess.Popen[bytes]
+    out_path: Path
+    err_path: Path
+
+
+class Jobs:
+    def __init__(self, home: Path, journal: Journal) -> None:
+        self.dir = home / "jobs"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.journal = journal
+        self.running: dict[str, Job] = {}
+
+    def start(self, op: str, args: dict[str, Any], command_id: str | None) -> dict[str, Any]:
+        job_id = args.get(_ID_KEY[op])
+        if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or str(job_id) == "":
+            raise ValueError(f"{op} needs {_ID_KEY[op]} (a string or integer id chosen by the console)")
+        job_id = str(job_id)
+        if f"{op}:{job_id}" in self.running:
+            raise ValueError(f"{op} {job_id} is already running")
+        argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
+        out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=agent_env(),
+                                     start_new_session=True, cwd=str(self.dir))
+        self.running[f"{op}:{job_id}"] = Job(op, job_id, args.get("launch_id"), command_id, popen, out_path, err_path)
+        return {"started": True, "pid": popen.pid, "log_path": str(err_path)}
+
+    def tick(self) -> None:
+        for key, job in list(self.running.items()):
+            code = job.popen.poll()
+            if code is None:
+                continue
+            del self.running[key]
+            self._finish(job, code)
+
+    def _finish(self, job: Job, code: int) -> None:
+        text = job.out_path.read_text(errors="replace").strip()
+        result: Any = None
+        error = None
+        try:
+            result = json.loads(text.splitlines()[-1]) if text else None
+        except json.JSONDecodeError:
+            error = f"{job.op} printed no JSON result: {text[-300:]!r}"
+        if result is None and error is None:
+            err = job.err_path.read_text(errors="replace").strip()[-600:]
+            error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
+        if error is None and isinstance(result, dict):
+            kind = "bench_result" if job.op == "bench" else "tripwire_result"
+            self.journal.append(kind, **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
+                                         "result": result, "exit_code": code})
+        elif error is None:
+            error = f"{job.op} result is not a JSON object: {text[:200]!r}"
+        if job.command_id is not None:
+            done: dict[str, Any] = {"command_id": job.command_id, "op": job.op, "ok": error is None}
+            done.update({"result": {"exit_code": code}} if error is None else {"error": error})
+            self.journal.append("command_done", **done)
+        elif error is not None:
+            self.journal.append("warning", where=f"{job.op}:{job.job_id}", message=error)
+
+    def stop(self) -> None:
+        """On agent shutdown the runs keep going; they are simply no longer watched (results stay on disk)."""
+        self.running.clear()

@@ -1,0 +1,195 @@
+"""The on-box journal: every event the agent produces, kept in SQLite (WAL) until the console acks it.
+
+Why SQLite: the box must never lose a measurement when the SSH link or the laptop goes away, and the
+agent itself may crash or be replaced. A WAL database survives both, gives ``seq`` for free
+(``AUTOINCREMENT`` never reuses a number, even after acked rows are deleted) and lets the console page
+through "events after N" cheaply. The same file holds the command ledger (a re-sent command is answered
+from here instead of running twice) and the launches table (so a restarted daemon re-adopts its servers).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample"})
+"""Events the agent may drop when the disk is nearly full; everything else is always written."""
+
+MAX_EVENTS_BYTES = 8 * 1024 * 1024
+"""One ``events`` reply stays well under protocol.MAX_LINE however large single events are."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    t_ms INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commands (
+    id TEXT PRIMARY KEY,
+    op TEXT NOT NULL,
+    t_ms INTEGER NOT NULL,
+    response TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS launches (
+    launch_id TEXT PRIMARY KEY,
+    pid INTEGER,
+    start_ticks INTEGER,
+    port INTEGER NOT NULL,
+    gpus TEXT NOT NULL,
+    log_path TEXT NOT NULL,
+    state TEXT NOT NULL,
+    t_ms INTEGER NOT NULL
+);
+"""
+
+
+def now_ms() -> int:
+    """UTC epoch milliseconds of the box clock."""
+    return time.time_ns() // 1_000_000
+
+
+class Journal:
+    """Thread-safe wrapper over ``<home>/journal.db``; every public method is one transaction."""
+
+    def __init__(self, path: Path, clock: Callable[[], int] = now_ms) -> None:
+        self.path = path
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self.samples_paused = False
+        """Set by the disk guard: below the floor, samples are dropped and everything else kept."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def append(self, kind: str, **fields: Any) -> int | None:
+        """Journal one event; returns its seq, or None for a sample dropped under the disk floor."""
+        if self.samples_paused and kind in SAMPLE_KINDS:
+            return None
+        t_ms = fields.pop("t_ms", None) or self.clock()
+        body = json.dumps(fields, separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            cur = self._db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
+            return int(cur.lastrowid)
+
+    def events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
+        """Events with seq > after, oldest first, at most ``limit`` and about MAX_EVENTS_BYTES."""
+        out: list[dict[str, Any]] = []
+        size = 0
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            ).fetchall()
+        for seq, t_ms, kind, body in rows:
+            size += len(body) + 64
+            if out and size > MAX_EVENTS_BYTES:
+                break
+            event = json.loads(body)
+            event.update(seq=seq, t_ms=t_ms, kind=kind)
+            out.append(event)
+        return out
+
+    def last_seq(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        return int(row[0]) if row else 0
+
+    def acked_seq(self) -> int:
+        return int(self.get_meta("acked_seq") or 0)
+
+    def ack(self, seq: int) -> int:
+        """The console committed everything up to ``seq``: those rows may go. Never beyond last_seq."""
+        if not isinstance(seq, int) or seq < 0:
+            raise ValueError(f"ack seq must be a non-negative integer, got {seq!r}")
+        last = self.last_seq()
+        if seq > last:
+            raise ValueError(f"ack seq {seq} is beyond the last journaled seq {last}; the console is ahead of this box")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'acked_seq'").fetchone()
+                acked = max(int(row[0]) if row else 0, seq)
+                self._db.execute("DELETE FROM events WHERE seq <= ?", (acked,))
+                self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('acked_seq', ?)", (str(acked),))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return acked
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    # -- meta ---------------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- command ledger -----------------------------------------------------------------------------
+
+    def command_response(self, command_id: str) -> dict[str, Any] | None:
+        """The recorded response of a command already executed, so a re-send does not run it twice."""
+        with self._lock:
+            row = self._db.execute("SELECT response FROM commands WHERE id = ?", (command_id,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def record_command(self, command_id: str, op: str, response: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO commands (id, op, t_ms, response) VALUES (?, ?, ?, ?)",
+                (command_id, op, self.clock(), json.dumps(response, separators=(",", ":"))),
+            )
+
+    # -- launches (for re-adoption after a restart) -------------------------------------------------
+
+    def save_launch(
+        self, launch_id: str, pid: int | None, start_ticks: int | None, port: int, gpus: list[int],
+        log_path: str, state: str,
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO launches (launch_id, pid, start_ticks, port, gpus, log_path, state, t_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (launch_id, pid, start_ticks, port, json.dumps(gpus), log_path, state, self.clock()),
+            )
+
+    def set_launch_state(self, launch_id: str, state: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE launches SET state = ? WHERE launch_id = ?", (state, launch_id))
+
+    def launch_ids(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT launch_id FROM launches")}
+
+    def live_launches(self) -> list[dict[str, Any]]:
+        """Launches the journal last saw alive: candidates for re-adoption."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT launch_id, pid, start_ticks, port, gpus, log_path, state FROM launches"
+                " WHERE state IN ('starting', 'serving', 'stopping') ORDER BY t_ms"
+            ).fetchall()
+        return [
+            {"launch_id": r[0], "pid": r[1], "start_ticks": r[2], "port": r[3], "gpus": json.loads(r[4]),
+             "log_path": r[5], "state": r[6]}
+            for r in rows
+        ]

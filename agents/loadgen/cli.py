@@ -1,0 +1,117 @@
+"""``python -m agents.loadgen``: argument parsing, preflight, one run, one JSON object on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from agents.loadgen import metrics
+from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, served_model
+from agents.loadgen.prompts import PromptPlan, VocabError
+from agents.loadgen.run import RunConfig, execute, result
+from agents.loadgen.shapes import SHAPES
+
+STREAMS_PER_PROCESS = 256
+"""Default worker count: one process per 256 streams, up to the cores this process may use."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m agents.loadgen",
+        description="Closed-loop streaming load at fixed concurrency against an OpenAI-compatible "
+        "/v1/completions server (vLLM), with exact token lengths and vLLM's metric definitions.",
+    )
+    p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8100")
+    p.add_argument("--model", required=True, help="served model name")
+    p.add_argument("--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)")
+    p.add_argument("--vocab-size", type=int, help="use ids below N when no tokenizer directory is at hand")
+    p.add_argument("--shape", help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it")
+    p.add_argument("--input-len", type=int, help="prompt tokens per request, shared prefix included")
+    p.add_argument("--output-len", type=int, help="generated tokens per request")
+    p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
+    p.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
+    p.add_argument("--prompts", type=int, help="measured requests (default 6 x concurrency)")
+    p.add_argument("--warmup", type=int, help="requests sent and drained before timing (default min(C, 16))")
+    p.add_argument("--seed", type=int, help="prompt seed (default: random, recorded in the output)")
+    p.add_argument("--processes", type=int, help=f"worker processes (default: one per {STREAMS_PER_PROCESS} streams)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed")
+    p.add_argument("--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)")
+    p.add_argument("--no-exact-output", action="store_true",
+                   help="do not send ignore_eos/min_tokens (the model may stop early)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def config(args: argparse.Namespace) -> RunConfig:
+    shape = SHAPES.get(args.shape) if args.shape else None
+    if args.shape and shape is None:
+        raise ValueError(f"--shape {args.shape!r} is not built in ({', '.join(SHAPES)}); give --input-len/--output-len")
+    input_len = args.input_len if args.input_len is not None else shape.input_len if shape else None
+    output_len = args.output_len if args.output_len is not None else shape.output_len if shape else None
+    if input_len is None or output_len is None:
+        raise ValueError("give --shape NAME or both --input-len and --output-len")
+    prefix_len = args.prefix_len if args.prefix_len is not None else shape.prefix_len if shape else 0
+    if args.concurrency < 1:
+        raise ValueError(f"--concurrency {args.concurrency}: must be at least 1")
+    prompts = args.prompts if args.prompts is not None else 6 * args.concurrency
+    if prompts < 1:
+        raise ValueError(f"--prompts {prompts}: must be at least 1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = args.processes or min(cores, -(-args.concurrency // STREAMS_PER_PROCESS))
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
+    return RunConfig(
+        base_url=args.base_url.rstrip("/"), model=args.model, shape=args.shape or "custom",
+        input_len=input_len, output_len=output_len, prefix_len=prefix_len, concurrency=args.concurrency,
+        prompts=prompts, seed=seed, processes=processes,
+        warmup=args.warmup if args.warmup is not None else min(args.concurrency, 16),
+        timeout_s=args.timeout, records_path=records.resolve(), exact_output=not args.no_exact_output,
+        api_key=os.environ.get(args.api_key_env) or None, progress=not args.quiet,
+    )
+
+
+def table(out: dict) -> str:
+    steady = out["steady"]
+    rows = [f"{'':18}{'full run':>12}{'steady':>12}"]
+    for key in metrics.RATE_KEYS + metrics.LATENCY_KEYS:
+        cells = [out.get(key), steady.get(key)]
+        rows.append(f"{key:18}" + "".join(f"{c:>12.1f}" if isinstance(c, (int, float)) else f"{'-':>12}" for c in cells))
+    flag = "  CLIENT-BOUND: these numbers are the client's ceiling" if out["client_bound"] else ""
+    return "\n".join([
+        f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
+        f"{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
+        *rows,
+        f"client: busiest worker {out['client_cpu']:.0%} of a core, {out['client']['processes']} process(es){flag}",
+        f"records: {out['records_path']}",
+    ])
+
+
+def fail(message: str, as_json: bool) -> int:
+    print(f"loadgen: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": message}))
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        cfg = config(args)
+        served = served_model(cfg.base_url, cfg.model, cfg.api_key)
+        check_lengths(served, cfg.input_len, cfg.output_len)
+        vocab = find_vocab(args.tokenizer, served, args.vocab_size)
+        plan = PromptPlan.build(vocab, cfg.seed, cfg.input_len, cfg.prefix_len)
+    except (ValueError, PreflightError, VocabError) as exc:
+        return fail(str(exc), args.json)
+    results, wall0, perf0 = execute(cfg, plan)
+    out = result(cfg, results, wall0, perf0)
+    out["vocab_source"] = vocab.source
+    print(json.dumps(out, allow_nan=False) if args.json else table(out))
+    return 0 if out["completed"] else 1

@@ -1,0 +1,164 @@
+"""Run statistics with vLLM's definitions (research/benchclients.md section 4), full run and steady state.
+
+- TTFT: first token-bearing SSE event minus request start; E2E: last token-bearing event minus start
+  (the usage trailer and [DONE] excluded); TPOT = (E2E - TTFT) / (output tokens - 1), requests with more
+  than one token; ITL: gaps between consecutive token-bearing events pooled over all requests (events
+  that arrived in one read share its stamp, so all but the first have a gap of 0, as in vLLM's client).
+- Percentiles use linear interpolation between order statistics (numpy's default).
+- Steady state (vllm-bench's definition): from the first time in-flight requests reach ceil(0.95 C) to
+  the last time they drop below it, ties processed end before start. TTFT/TPOT/E2E from requests that
+  started in the window; output tokens counted per event inside the window; input tokens of requests
+  that started in it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from agents.loadgen.worker import Record
+
+RATE_KEYS = ("req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s")
+LATENCY_KEYS = tuple(
+    f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99")
+)
+STEADY_RATIO = 0.95
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    pos = (len(sorted_values) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def weighted_percentile(pairs: Sequence[tuple[float, int]], q: float) -> float | None:
+    """Percentile of the multiset where value v appears n times, given sorted (v, n) pairs."""
+    total = sum(n for _, n in pairs)
+    if not total:
+        return None
+    pos = (total - 1) * q / 100
+    lo, frac = math.floor(pos), pos - math.floor(pos)
+
+    def at(k: int) -> float:
+        seen = 0
+        for v, n in pairs:
+            seen += n
+            if k < seen:
+                return v
+        return pairs[-1][0]
+
+    a = at(lo)
+    return a if frac == 0 else a + (at(min(lo + 1, total - 1)) - a) * frac
+
+
+def tokens_out(r: Record) -> int:
+    """Server-reported completion tokens; the event count when the server sent no usage."""
+    return r.completion_tokens if r.completion_tokens is not None else sum(r.counts)
+
+
+def itl_gaps(r: Record, lo: float = -math.inf, hi: float = math.inf) -> Counter[float]:
+    """ITL multiset of one request, limited to events stamped within [lo, hi]."""
+    gaps: Counter[float] = Counter()
+    prev = None
+    for t, n in zip(r.times, r.counts, strict=True):
+        if lo <= t <= hi:
+            if prev is not None:
+                gaps[t - prev] += 1
+                n -= 1
+            if n > 0:
+                gaps[0.0] += n
+        prev = t
+    if r.times and lo <= r.times[0] <= hi:
+        gaps[0.0] -= 1  # the first event of a request is its TTFT, not a gap
+        if gaps[0.0] <= 0:
+            del gaps[0.0]
+    return gaps
+
+
+def summarize(records: Iterable[Record], duration_s: float, lo: float = -math.inf, hi: float = math.inf,
+              events_in_window: bool = False) -> dict[str, float | int | None]:
+    """Rate and latency keys over ``records``; with ``events_in_window`` output tokens and ITL gaps
+    count only events stamped within [lo, hi] (the steady-state window)."""
+    ok = [r for r in records if r.ok]
+    ttft, e2e, tpot = [], [], []
+    itl: Counter[float] = Counter()
+    out_tokens = 0.0
+    in_tokens = 0
+    for r in ok:
+        first, last, n_out = r.times[0], r.times[-1], tokens_out(r)
+        ttft.append((first - r.start) * 1000)
+        e2e.append((last - r.start) * 1000)
+        if n_out > 1:
+            tpot.append((last - first) * 1000 / (n_out - 1))
+        in_tokens += r.prompt_tokens or 0
+        if events_in_window:
+            events = sum(r.counts)
+            inside = sum(n for t, n in zip(r.times, r.counts, strict=True) if lo <= t <= hi)
+            out_tokens += n_out * inside / events
+            itl.update(itl_gaps(r, lo, hi))
+        else:
+            out_tokens += n_out
+            itl.update(itl_gaps(r))
+    itl_sorted = sorted((g * 1000, n) for g, n in itl.items())
+    out: dict[str, float | int | None] = {
+        "req_per_s": len(ok) / duration_s if duration_s > 0 else None,
+        "in_tok_per_s": in_tokens / duration_s if duration_s > 0 else None,
+        "out_tok_per_s": out_tokens / duration_s if duration_s > 0 else None,
+        "total_tok_per_s": (in_tokens + out_tokens) / duration_s if duration_s > 0 else None,
+    }
+    for name, values in (("ttft", sorted(ttft)), ("tpot", sorted(tpot)), ("e2e", sorted(e2e))):
+        out[f"{name}_ms_p50"] = percentile(values, 50)
+        out[f"{name}_ms_p99"] = percentile(values, 99)
+    out["itl_ms_p50"] = weighted_percentile(itl_sorted, 50)
+    out["itl_ms_p99"] = weighted_percentile(itl_sorted, 99)
+    return out
+
+
+def steady_window(records: Sequence[Record], concurrency: int) -> tuple[float, float] | None:
+    """The span where in-flight requests stayed at or above ceil(0.95 C), or None if never reached."""
+    threshold = math.ceil(STEADY_RATIO * concurrency)
+    edges = sorted([(r.end, 0) for r in records] + [(r.start, 1) for r in records])  # 0: end sorts first
+    inflight = 0
+    first_up = last_down = None
+    for t, is_start in edges:
+        before = inflight
+        inflight += 1 if is_start else -1
+        if before < threshold <= inflight and first_up is None:
+            first_up = t
+        if before >= threshold > inflight:
+            last_down = t
+    if first_up is None or last_down is None or last_down <= first_up:
+        return None
+    return first_up, last_down
+
+
+def steady_state(records: Sequence[Record], concurrency: int, run_s: float) -> dict[str, object]:
+    window = steady_window(records, concurrency)
+    if window is None:
+        return {
+            "window_s": 0.0,
+            "reason": f"in-flight requests never reached {math.ceil(STEADY_RATIO * concurrency)} "
+            f"(0.95 x C{concurrency}); use more prompts or a lower concurrency",
+            **dict.fromkeys(RATE_KEYS + LATENCY_KEYS),
+        }
+    lo, hi = window
+    started = [r for r in records if lo <= r.start <= hi]
+    span = hi - lo
+    stats = summarize(started, span)
+    # Output tokens and ITL from every request's events inside the window, not only those that started in it.
+    in_window = summarize(records, span, lo, hi, events_in_window=True)
+    stats["out_tok_per_s"] = in_window["out_tok_per_s"]
+    stats["itl_ms_p50"], stats["itl_ms_p99"] = in_window["itl_ms_p50"], in_window["itl_ms_p99"]
+    stats["req_per_s"] = sum(1 for r in records if r.ok and lo <= r.end <= hi) / span
+    stats["total_tok_per_s"] = (stats["in_tok_per_s"] or 0) + (stats["out_tok_per_s"] or 0)
+    return {
+        "window_s": span,
+        "requests": len(started),
+        # vllm-bench warns below max(10 s, 10% of the run): such a window is too short to trust alone.
+        "short": span < max(10.0, 0.1 * run_s),
+        **stats,
+    }

@@ -1,0 +1,120 @@
+"""Prompts of an exact length in tokens, built from token ids (no tokenizer library needed).
+
+vLLM's ``/v1/completions`` takes ``prompt`` as a list of token ids and adds nothing to it, so a list of
+N ids is exactly N prompt tokens; every response's ``usage.prompt_tokens`` is checked against it anyway.
+Ids are drawn from the model's vocabulary minus its special tokens, read from ``tokenizer.json`` /
+``config.json`` with the json module. The shared prefix is built once per run from the run's seed, and
+each request gets a unique suffix whose first ids encode its index, so no two prompts of a run share
+more than the prefix and repeat runs (a new seed) get no prefix-cache hits from earlier runs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+POOL_MIN = 1 << 16
+"""Random ids pre-drawn per run; a request's suffix is a slice of this pool after its unique ids."""
+
+
+class VocabError(ValueError):
+    """The vocabulary could not be determined: says where it looked and what to pass instead."""
+
+
+@dataclass(frozen=True)
+class Vocab:
+    size: int
+    special_ids: frozenset[int]
+    source: str
+
+    def allowed(self) -> list[int]:
+        return [i for i in range(self.size) if i not in self.special_ids]
+
+
+def vocab_from_dir(directory: Path) -> Vocab:
+    """Vocabulary size and special ids of a Hugging Face model or tokenizer directory."""
+    size = 0
+    special: set[int] = set()
+    tok_file = directory / "tokenizer.json"
+    cfg_file = directory / "config.json"
+    if tok_file.exists():
+        try:
+            tok = json.loads(tok_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise VocabError(f"{tok_file}: unreadable tokenizer ({exc}); pass --vocab-size N instead") from exc
+        vocab = (tok.get("model") or {}).get("vocab")
+        if isinstance(vocab, dict) and vocab:
+            size = max(vocab.values()) + 1
+        elif isinstance(vocab, list) and vocab:  # unigram models list [piece, score] pairs
+            size = len(vocab)
+        for added in tok.get("added_tokens") or []:
+            if added.get("special"):
+                special.add(int(added["id"]))
+            size = max(size, int(added["id"]) + 1)
+    if cfg_file.exists():
+        try:
+            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise VocabError(f"{cfg_file}: unreadable config ({exc}); pass --vocab-size N instead") from exc
+        text_cfg = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        if isinstance(text_cfg.get("vocab_size"), int):
+            # The embedding table may be padded past the tokenizer: ids beyond it decode to nothing.
+            size = min(size, text_cfg["vocab_size"]) if size else text_cfg["vocab_size"]
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            value = text_cfg.get(key)
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, int):
+                    special.add(v)
+    if size <= 0:
+        raise VocabError(
+            f"{directory}: no tokenizer.json or config.json with a vocabulary; "
+            "pass --tokenizer DIR (the model directory) or --vocab-size N"
+        )
+    if size - len(special) < 2:
+        raise VocabError(f"{directory}: vocabulary of {size} ids leaves nothing after {len(special)} special ids")
+    return Vocab(size, frozenset(special), str(directory))
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """Everything a worker needs to build request ``i`` of a run, deterministically from the seed."""
+
+    seed: int
+    input_len: int
+    prefix_len: int
+    allowed: tuple[int, ...]
+    prefix: tuple[int, ...]
+    pool: tuple[int, ...]
+
+    @classmethod
+    def build(cls, vocab: Vocab, seed: int, input_len: int, prefix_len: int) -> PromptPlan:
+        if not 0 <= prefix_len < input_len:
+            raise ValueError(f"prefix length {prefix_len} must be at least 0 and below the input length {input_len}")
+        rng = random.Random(seed)
+        allowed = tuple(vocab.allowed())
+        prefix = tuple(rng.choices(allowed, k=prefix_len))
+        pool = tuple(rng.choices(allowed, k=max(POOL_MIN, 2 * input_len)))
+        return cls(seed, input_len, prefix_len, allowed, prefix, pool)
+
+    def unique_ids(self, index: int) -> list[int]:
+        """The request's index written in base len(allowed): distinct for every index, never empty."""
+        base = len(self.allowed)
+        digits = [self.allowed[index % base]]
+        index //= base
+        while index:
+            digits.append(self.allowed[index % base])
+            index //= base
+        return digits
+
+    def ids(self, index: int) -> list[int]:
+        suffix_len = self.input_len - self.prefix_len
+        head = self.unique_ids(index)[:suffix_len]
+        rest = suffix_len - len(head)
+        start = random.Random(self.seed * 1_000_003 + index).randrange(len(self.pool) - rest + 1)
+        return [*self.prefix, *head, *self.pool[start : start + rest]]
+
+    def prompt_json(self, index: int) -> bytes:
+        """The prompt as the JSON list that goes into the request body (the same ids as ``ids``)."""
+        return ("[" + ",".join(map(str, self.ids(index))) + "]").encode()

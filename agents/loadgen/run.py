@@ -1,0 +1,225 @@
+"""One benchmark run: split the load over worker processes, merge their records, compute the result.
+
+Workers are forked (Linux) and meet at a barrier after warm-up, so the timed phase starts together;
+perf_counter is CLOCK_MONOTONIC, one clock for every process, so their records merge directly.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.loadgen import metrics
+from agents.loadgen.prompts import PromptPlan
+from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, run_worker
+
+BOUND_UTIL = 0.90
+"""A worker above this share of one core, or workers above it of the cores they share, is the limit."""
+PATH = "/v1/completions"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    base_url: str
+    model: str
+    shape: str
+    input_len: int
+    output_len: int
+    prefix_len: int
+    concurrency: int
+    prompts: int
+    seed: int
+    processes: int
+    warmup: int
+    timeout_s: float
+    records_path: Path
+    exact_output: bool = True
+    api_key: str | None = None
+    progress: bool = True
+
+
+def split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def target_of(base_url: str, model: str, api_key: str | None) -> Target:
+    url = urlsplit(base_url)
+    if url.scheme != "http" or not url.hostname:
+        raise ValueError(f"--base-url {base_url!r}: expected http://HOST:PORT (servers bind the box's loopback)")
+    return Target(url.hostname, url.port or 80, url.path.rstrip("/") + PATH, model, api_key)
+
+
+def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> None:
+    def progress(n: int) -> None:
+        counters[spec.worker] += n
+
+    try:
+        conn.send(run_worker(spec, lambda: barrier.wait(), progress))
+    except BaseException as exc:  # reported by the parent with the worker's number
+        conn.send(RuntimeError(f"worker {spec.worker}: {type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        conn.close()
+
+
+def _progress_loop(counters: Any, total: int, stop: threading.Event) -> None:
+    """A progress line on stderr: redrawn in place on a terminal, a line every 10 s in a log file."""
+    tty = sys.stderr.isatty()
+    t0 = time.monotonic()
+    while not stop.wait(1.0 if tty else 10.0):
+        done = sum(counters)
+        bar = "#" * (30 * done // max(total, 1))
+        line = f"loadgen [{bar:<30}] {done}/{total} requests, {time.monotonic() - t0:.0f} s"
+        sys.stderr.write(("\r" + line) if tty else line + "\n")
+        sys.stderr.flush()
+    if tty:
+        sys.stderr.write("\n")
+
+
+def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float, float]:
+    """Run the workers; returns their results and (wall clock, perf_counter) taken at the same instant."""
+    target = target_of(cfg.base_url, cfg.model, cfg.api_key)
+    nproc = max(1, min(cfg.processes, cfg.concurrency))
+    conc, counts, warm = split(cfg.concurrency, nproc), split(cfg.prompts, nproc), split(cfg.warmup, nproc)
+    specs, first, wfirst = [], 0, cfg.prompts
+    for w in range(nproc):
+        specs.append(WorkerSpec(
+            w, target, plan, cfg.output_len, tuple(range(first, first + counts[w])), conc[w],
+            tuple(range(wfirst, wfirst + warm[w])), cfg.timeout_s, cfg.exact_output,
+        ))
+        first += counts[w]
+        wfirst += warm[w]
+    ctx = mp.get_context("fork")
+    counters = ctx.RawArray("q", nproc)
+    stop = threading.Event()
+    wall0, perf0 = time.time(), time.perf_counter()
+    reporter = threading.Thread(target=_progress_loop, args=(counters, cfg.prompts, stop), daemon=True)
+    if nproc == 1:
+        if cfg.progress:
+            reporter.start()
+
+        def progress(n: int) -> None:
+            counters[0] += n
+
+        try:
+            results = [run_worker(specs[0], lambda: None, progress)]
+        finally:
+            stop.set()
+        return results, wall0, perf0
+    barrier = ctx.Barrier(nproc)
+    pipes, procs = [], []
+    for spec in specs:
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker_entry, args=(spec, barrier, counters, child), daemon=True)
+        proc.start()
+        child.close()
+        pipes.append(parent)
+        procs.append(proc)
+    if cfg.progress:
+        reporter.start()
+    results = []
+    try:
+        for w, parent in enumerate(pipes):
+            try:
+                got = parent.recv()
+            except EOFError:
+                barrier.abort()
+                raise RuntimeError(f"worker {w} died without a result (exit code {procs[w].exitcode})") from None
+            if isinstance(got, BaseException):
+                barrier.abort()
+                raise got
+            results.append(got)
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+    return results, wall0, perf0
+
+
+def client_stats(results: list[WorkerResult], duration_s: float) -> dict[str, Any]:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = []
+    for r in results:
+        lags = sorted(r.lags_ms)
+        span = max(r.t_end - r.t_start, 1e-9)
+        workers.append({
+            "worker": r.worker, "cpu_s": round(r.cpu_s, 3), "util": round(r.cpu_s / span, 3),
+            "loop_lag_ms_p99": metrics.percentile(lags, 99), "loop_lag_ms_max": lags[-1] if lags else None,
+        })
+    total_cpu = sum(r.cpu_s for r in results)
+    shared = total_cpu / max(duration_s * min(len(results), cores), 1e-9)
+    busiest = max(w["util"] for w in workers)
+    lag_p99 = [w["loop_lag_ms_p99"] for w in workers if w["loop_lag_ms_p99"] is not None]
+    return {
+        "client_cpu": busiest,
+        "client_bound": busiest >= BOUND_UTIL or shared >= BOUND_UTIL,
+        "client": {
+            "processes": len(results), "cores": cores, "cpu_s": round(total_cpu, 3),
+            "cores_used": round(total_cpu / max(duration_s, 1e-9), 3), "shared_util": round(shared, 3),
+            "loop_lag_ms_p99": max(lag_p99) if lag_p99 else None, "workers": workers,
+        },
+    }
+
+
+def checks(records: list[Record], cfg: RunConfig) -> dict[str, Any]:
+    """Requests whose lengths or finish reason differ from what was asked: reported, never hidden."""
+    ok = [r for r in records if r.ok]
+    finish = Counter(r.finish_reason for r in ok if r.finish_reason != "length")
+    return {
+        "prompt_tokens": sum(1 for r in ok if r.prompt_tokens != cfg.input_len),
+        "completion_tokens": sum(1 for r in ok if r.completion_tokens != cfg.output_len) if cfg.exact_output else 0,
+        "finish_reason": {str(k): v for k, v in finish.items()} if cfg.exact_output else {},
+        "no_usage": sum(1 for r in ok if r.completion_tokens is None),
+    }
+
+
+def write_records(path: Path, records: list[Record], t0: float, header: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"run": header}) + "\n")
+        for r in sorted(records, key=lambda r: r.start):
+            f.write(json.dumps({
+                "i": r.index, "worker": r.worker, "start_ms": round((r.start - t0) * 1000, 3),
+                "end_ms": round((r.end - t0) * 1000, 3), "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens, "finish_reason": r.finish_reason, "error": r.error,
+                "events": [[round((t - t0) * 1000, 3), n] for t, n in zip(r.times, r.counts, strict=True)],
+            }, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+
+
+def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: float) -> dict[str, Any]:
+    records = [rec for r in results for rec in r.records]
+    t0 = min(r.t_start for r in results)
+    t1 = max(r.t_end for r in results)
+    duration = t1 - t0
+    failures = Counter(r.error for r in records if not r.ok)
+    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress")}
+    header["records_path"] = str(cfg.records_path)
+    out: dict[str, Any] = {
+        **header,
+        "started_ms": int((wall0 + (t0 - perf0)) * 1000),
+        "ended_ms": int((wall0 + (t1 - perf0)) * 1000),
+        "requests": len(records),
+        "completed": len(records) - sum(failures.values()),
+        "failed": sum(failures.values()),
+        "failures": dict(failures.most_common(10)),
+        "duration_s": duration,
+        **metrics.summarize(records, duration),
+        **client_stats(results, duration),
+        "steady": metrics.steady_state(records, cfg.concurrency, duration),
+        "mismatches": checks(records, cfg),
+    }
+    write_records(cfg.records_path, records, t0, header)
+    return out

@@ -1,0 +1,243 @@
+"""One worker process: a closed loop of ``concurrency`` slots, each a keep-alive connection.
+
+Slots pull the next prompt index as soon as their previous request ends (closed loop). A warm-up of
+a few requests runs first and is drained; then all workers meet at a barrier so the timed phase starts
+together. The worker measures itself (CPU seconds through getrusage, event-loop lag with a 10 ms
+sleeper) over the timed phase only, and turns each exchange into a compact record the parent merges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agents.loadgen.prompts import PromptPlan
+from agents.loadgen.wire import Exchange, StreamConnection
+
+LAG_PERIOD_S = 0.01
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+    path: str
+    model: str
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    worker: int
+    target: Target
+    plan: PromptPlan
+    output_len: int
+    indices: tuple[int, ...]
+    concurrency: int
+    warmup: tuple[int, ...]
+    timeout_s: float
+    exact_output: bool = True
+    """Send ignore_eos + min_tokens so every request generates exactly output_len tokens."""
+
+
+@dataclass
+class Record:
+    """One request as measured; times are perf_counter seconds (one clock for every process)."""
+
+    index: int
+    worker: int
+    start: float
+    end: float
+    times: list[float]
+    counts: list[int]
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class WorkerResult:
+    worker: int
+    records: list[Record]
+    t_start: float
+    t_end: float
+    cpu_s: float
+    lags_ms: list[float] = field(default_factory=list)
+
+
+class RequestBuilder:
+    """Request bytes for prompt ``i``: the JSON body is assembled from pre-encoded parts."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        t, out = spec.target, spec.output_len
+        self._plan = spec.plan
+        params: dict[str, object] = {"max_tokens": out, "stream": True, "stream_options": {"include_usage": True}}
+        if spec.exact_output:
+            params.update(min_tokens=out, ignore_eos=True)
+        self._head = ('{"model":' + json.dumps(t.model) + ',"prompt":').encode()
+        self._rest = ("," + json.dumps(params, separators=(",", ":"))[1:]).encode()
+        auth = f"Authorization: Bearer {t.api_key}\r\n" if t.api_key else ""
+        self._request_head = (
+            f"POST {t.path} HTTP/1.1\r\nHost: {t.host}:{t.port}\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\n{auth}Content-Length: "
+        ).encode()
+
+    def __call__(self, index: int) -> bytes:
+        body = self._head + self._plan.prompt_json(index) + self._rest
+        return self._request_head + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def parse_tail(tail: bytes) -> tuple[dict | None, str | None, str | None, int]:
+    """(usage, finish_reason, error, trailing events that carried no token) from a stream's last bytes."""
+    usage = finish = error = None
+    trailing = 0
+    for piece in reversed(tail.split(b"\ndata:")[1:]):
+        payload = piece.split(b"\n\n", 1)[0].strip()
+        if payload == b"[DONE]":
+            trailing += 1
+            continue
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return usage, finish, f"unparseable event near the end of the stream: {payload[:120]!r}", trailing
+        if not isinstance(event, dict):
+            return usage, finish, f"unexpected event {payload[:120]!r}", trailing
+        if "error" in event or event.get("object") == "error":
+            err = event.get("error", event)
+            message = err.get("message", err) if isinstance(err, dict) else err
+            return usage, finish, f"error event in stream: {str(message)[:300]}", trailing
+        if usage is None and isinstance(event.get("usage"), dict):
+            usage = event["usage"]
+        choices = event.get("choices")
+        if not choices:
+            trailing += 1
+            continue
+        finish = choices[0].get("finish_reason")
+        break
+    return usage, finish, error, trailing
+
+
+def error_of(ex: Exchange) -> str:
+    """A one-line reason for a non-200 answer, from the server's JSON error when it sent one."""
+    text = ex.tail.decode("utf-8", "replace").strip()
+    try:
+        body = json.loads(text)
+        err = body.get("error", body) if isinstance(body, dict) else body
+        text = str(err.get("message", err) if isinstance(err, dict) else err)
+    except ValueError:
+        pass
+    return f"HTTP {ex.status}: {text[:300]}"
+
+
+def to_record(index: int, worker: int, ex: Exchange, end: float) -> Record:
+    rec = Record(index, worker, ex.start, end, ex.times, ex.counts)
+    if ex.error is not None:
+        rec.error = ex.error
+        return rec
+    if ex.status != 200:
+        rec.error = error_of(ex)
+        return rec
+    usage, rec.finish_reason, rec.error, trailing = parse_tail(ex.tail)
+    # The usage event and [DONE] were counted as events: take them off the end.
+    while trailing and rec.counts:
+        take = min(trailing, rec.counts[-1])
+        rec.counts[-1] -= take
+        trailing -= take
+        if rec.counts[-1] == 0:
+            rec.counts.pop()
+            rec.times.pop()
+    if rec.error is None and not rec.counts:
+        rec.error = "stream ended without a token event"
+    if usage:
+        rec.prompt_tokens = usage.get("prompt_tokens")
+        rec.completion_tokens = usage.get("completion_tokens")
+    return rec
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, progress: Callable[[int], None] = lambda n: None) -> None:
+        self.spec = spec
+        self.build = RequestBuilder(spec)
+        self.progress = progress
+        self.lags_ms: list[float] = []
+        self._lagging = False
+
+    async def _request(self, slot: list[StreamConnection | None], index: int) -> Record:
+        request = self.build(index)
+        t = self.spec.target
+        conn = slot[0]
+        if conn is None or not conn.usable():
+            try:
+                conn = slot[0] = await StreamConnection.open(t.host, t.port)
+            except OSError as exc:
+                now = time.perf_counter()
+                return Record(index, self.spec.worker, now, now, [], [], error=f"connect to {t.host}:{t.port}: {exc}")
+        done = conn.send(request)
+        timer = asyncio.get_running_loop().call_later(
+            self.spec.timeout_s, conn.abort, f"no complete response within {self.spec.timeout_s:g} s"
+        )
+        ex = await done
+        end = time.perf_counter()
+        timer.cancel()
+        return to_record(index, self.spec.worker, ex, end)
+
+    async def _phase(self, indices: tuple[int, ...], concurrency: int, count: bool) -> list[Record]:
+        queue = deque(indices)
+        records: list[Record] = []
+
+        async def slot_loop(slot: list[StreamConnection | None]) -> None:
+            while queue:
+                records.append(await self._request(slot, queue.popleft()))
+                if count:
+                    self.progress(1)
+
+        slots = self._slots[: max(1, min(concurrency, len(indices)))]
+        await asyncio.gather(*(slot_loop(s) for s in slots))
+        return records
+
+    async def _lag_probe(self) -> None:
+        while self._lagging:
+            t = time.perf_counter()
+            await asyncio.sleep(LAG_PERIOD_S)
+            self.lags_ms.append((time.perf_counter() - t - LAG_PERIOD_S) * 1000)
+
+    async def run(self, barrier: Callable[[], None]) -> WorkerResult:
+        spec = self.spec
+        self._slots: list[list[StreamConnection | None]] = [[None] for _ in range(spec.concurrency)]
+        if spec.warmup:
+            await self._phase(spec.warmup, spec.concurrency, count=False)
+        for slot in self._slots:  # connect every slot now so the timed phase measures requests, not TCP set-up
+            if slot[0] is None or not slot[0].usable():
+                try:
+                    slot[0] = await StreamConnection.open(spec.target.host, spec.target.port)
+                except OSError:
+                    slot[0] = None  # the timed phase retries and records the failure per request
+        barrier()
+        self._lagging = True
+        lag_task = asyncio.ensure_future(self._lag_probe())
+        usage0 = resource.getrusage(resource.RUSAGE_SELF)
+        t_start = time.perf_counter()
+        records = await self._phase(spec.indices, spec.concurrency, count=True)
+        t_end = time.perf_counter()
+        usage1 = resource.getrusage(resource.RUSAGE_SELF)
+        self._lagging = False
+        await lag_task
+        for slot in self._slots:
+            if slot[0] is not None and slot[0].transport is not None:
+                slot[0].transport.close()
+        cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
+        return WorkerResult(spec.worker, records, t_start, t_end, cpu, self.lags_ms)
+
+
+def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Callable[[int], None]) -> WorkerResult:
+    return asyncio.run(Worker(spec, progress).run(barrier))

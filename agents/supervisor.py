@@ -1,0 +1,403 @@
+"""The arm supervisor: runs a serving argv, watches it become ready, reads its log, kills it cleanly.
+
+Why this shape: the console decides everything about an arm (argv, env, GPUs, port); the box only
+runs it, faithfully and observably. Every launch gets its own session/process group (so a kill reaches
+the engine's worker processes too), its own log file, and a row in the journal database so that a
+restarted agent re-adopts it by (pid, start time) instead of orphaning it. All work happens in
+``tick()`` on the daemon's 1 Hz loop, so launch state has a single writer and no locks.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents import loglines, proc
+from agents.gpu import GpuSampler
+from agents.journal import Journal
+from agents.metrics import RateTracker
+
+LAUNCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+LOG_READ_PER_TICK = 1024 * 1024
+TAIL_LINES = 400
+RELEASE_WAIT_S = 10.0
+"""After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
+HTTP_TIMEOUT_S = 1.0
+
+
+@dataclass
+class Launch:
+    launch_id: str
+    port: int
+    gpus: list[int]
+    log_path: Path
+    state: str
+    pid: int | None = None
+    start_ticks: int | None = None
+    popen: subprocess.Popen[bytes] | None = None
+    started_mono: float = 0.0
+    ready_timeout_s: float = 600.0
+    exit_code: int | None = None
+    reason: str | None = None
+    backends_accepted: list[str] = field(default_factory=list)
+    log_offset: int = 0
+    partial: bytes = b""
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    seen_kernel_lines: set[str] = field(default_factory=set)
+    kv_tokens: int | None = None
+    max_concurrency: float | None = None
+    kill_deadline: float | None = None
+    kill_command_id: str | None = None
+    fail_on_stop: bool = False
+    killed_hard: bool = False
+    members: dict[int, int] = field(default_factory=dict)
+    exited_mono: float | None = None
+    rates: RateTracker = field(default_factory=RateTracker)
+    metrics_problem: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "launch_id": self.launch_id, "state": self.state, "pid": self.pid, "port": self.port,
+            "gpus": self.gpus, "log_path": str(self.log_path), "exit_code": self.exit_code, "reason": self.reason,
+            "backends_accepted": self.backends_accepted, "kv_cache_tokens": self.kv_tokens,
+            "max_concurrency": self.max_concurrency,
+        }
+
+
+def port_in_use(port: int) -> bool:
+    """Something already listens on 127.0.0.1:port (a stale server, another arm)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def http_get(port: int, path: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int, bytes] | None:
+    """GET http://127.0.0.1:port/path; None when nothing answers."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+class Supervisor:
+    def __init__(self, home: Path, journal: Journal, gpu: GpuSampler | None) -> None:
+        self.dir = home / "launches"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.journal = journal
+        self.gpu = gpu
+        self.launches: dict[str, Launch] = {}
+        self.last_gpu_sample: list[dict[str, Any]] = []
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def adopt(self) -> list[str]:
+        """Re-adopt the servers a previous agent process left running; close out the ones that died."""
+        adopted = []
+        for row in self.journal.live_launches():
+            launch = Launch(
+                launch_id=row["launch_id"], port=row["port"], gpus=row["gpus"], log_path=Path(row["log_path"]),
+                state=row["state"], pid=row["pid"], start_ticks=row["start_ticks"], started_mono=time.monotonic(),
+            )
+            launch.log_offset = launch.log_path.stat().st_size if launch.log_path.exists() else 0
+            self.launches[launch.launch_id] = launch
+            if launch.pid is not None and proc.alive(launch.pid, launch.start_ticks):
+                adopted.append(launch.launch_id)
+                if launch.state == "stopping":  # the kill was interrupted by the restart: finish it
+                    launch.kill_deadline = time.monotonic()
+            else:
+                launch.reason = "the server exited while the agent was not running; exit code unknown"
+                self._finish(launch, "failed" if launch.state != "stopping" else "stopped")
+        return adopted
+
+    def launch(self, args: dict[str, Any]) -> dict[str, Any]:
+        launch_id = args.get("launch_id")
+        if not isinstance(launch_id, str) or not LAUNCH_ID.match(launch_id):
+            raise ValueError(f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'")
+        if launch_id in self.launches or launch_id in self.journal.launch_ids():
+            raise ValueError(f"launch_id {launch_id!r} was already used on this box; every launch needs a new id")
+        argv = args.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise ValueError("argv must be a non-empty list of non-empty strings (never a shell string)")
+        env = args.get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ValueError("env must be an object of string to string")
+        port = args.get("port")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port {port!r} must be an integer 1-65535")
+        gpus = args.get("gpus") or []
+        if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+            raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
+        ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
+
+        launch = Launch(
+            launch_id=launch_id, port=port, gpus=gpus, log_path=self.dir / f"{launch_id}.log", state="starting",
+            started_mono=time.monotonic(), ready_timeout_s=ready_timeout_s,
+        )
+        self.launches[launch_id] = launch
+        full_env = {**os.environ, **env}
+        refusal = None
+        if port_in_use(port):
+            refusal = f"port {port} is already in use on 127.0.0.1 (another server or a stale process); " \
+                      "kill it or launch on a free port"
+        elif shutil.which(argv[0], path=full_env.get("PATH")) is None:
+            refusal = f"argv[0] {argv[0]!r} not found (not an executable path, not on PATH={full_env.get('PATH')!r}); " \
+                      "check the box's serving environment"
+        if refusal is None:
+            try:
+                with open(launch.log_path, "ab") as log:
+                    launch.popen = subprocess.Popen(
+                        argv, env=full_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        start_new_session=True, close_fds=True, cwd=str(self.dir),
+                    )
+            except OSError as exc:
+                refusal = f"could not start {argv[0]!r}: {exc}"
+        if refusal is not None:
+            launch.reason = refusal
+            self.journal.save_launch(launch_id, None, None, port, gpus, str(launch.log_path), "failed")
+            self._finish(launch, "failed")
+            return launch.summary()
+        assert launch.popen is not None
+        launch.pid = launch.popen.pid
+        launch.start_ticks = proc.start_ticks(launch.pid)
+        self.journal.save_launch(launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path), "starting")
+        self._state_event(launch)
+        return launch.summary()
+
+    def kill(self, launch_id: str, grace_s: float, command_id: str | None) -> dict[str, Any]:
+        launch = self._get(launch_id)
+        if launch.state in ("failed", "stopped"):
+            return {"state": launch.state, "already": True}
+        if launch.state == "stopping":
+            return {"state": "stopping", "already": True}
+        self._begin_stop(launch, grace_s, command_id)
+        return {"state": launch.state}
+
+    def stop_all(self, grace_s: float = 30.0) -> dict[str, Any]:
+        """Stop every live arm (the watchdog's stop-arms action)."""
+        stopping = []
+        for launch in list(self.launches.values()):
+            if launch.state in ("starting", "serving"):
+                self._begin_stop(launch, grace_s, None)
+                stopping.append(launch.launch_id)
+        return {"stopping": stopping}
+
+    def list(self) -> list[dict[str, Any]]:
+        return [launch.summary() for launch in self.launches.values()]
+
+    def log_tail(self, launch_id: str, lines: int) -> list[str]:
+        launch = self._get(launch_id)
+        lines = max(1, min(int(lines), 5000))
+        try:
+            with open(launch.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 256 * 1024))
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        return [loglines.clean(x) for x in data.decode("utf-8", "replace").splitlines()[-lines:]]
+
+    # -- the 1 Hz tick ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for launch in list(self.launches.values()):
+            if launch.state in ("failed", "stopped") and launch.exited_mono is None:
+                continue
+            self._read_log(launch)
+            if launch.state in ("starting", "serving", "stopping"):
+                self._check_exit(launch, now)
+            if launch.state == "starting":
+                self._check_ready(launch, now)
+            elif launch.state == "serving":
+                self._scrape(launch, now)
+            elif launch.state == "stopping":
+                self._escalate(launch, now)
+            if launch.exited_mono is not None:
+                self._check_released(launch, now)
+
+    def _read_log(self, launch: Launch) -> None:
+        try:
+            with open(launch.log_path, "rb") as f:
+                f.seek(launch.log_offset)
+                data = f.read(LOG_READ_PER_TICK)
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        launch.log_offset += len(data)
+        chunks = (launch.partial + data).split(b"\n")
+        launch.partial = chunks.pop()
+        if len(launch.partial) > loglines.MAX_LINE_CHARS * 4:  # a line with no end (progress bars): cut it
+            chunks.append(launch.partial)
+            launch.partial = b""
+        for raw in chunks:
+            self._line(launch, loglines.clean(raw.decode("utf-8", "replace")))
+
+    def _line(self, launch: Launch, line: str) -> None:
+        if not line:
+            return
+        launch.tail.append(line)
+        category = loglines.kernel_category(line)
+        if category is not None:
+            key = line.split("] ", 1)[-1]  # the message without the timestamped prefix: dedupe repeats
+            if key not in launch.seen_kernel_lines:
+                launch.seen_kernel_lines.add(key)
+                self.journal.append("kernel_line", launch_id=launch.launch_id, category=category, line=line)
+            accepted = loglines.backend_set(line)
+            if accepted and "Expected one of" in line:
+                launch.backends_accepted = accepted
+        budget = loglines.kv_budget(line)
+        if budget is not None:
+            launch.kv_tokens = budget.kv_cache_tokens if budget.kv_cache_tokens is not None else launch.kv_tokens
+            if budget.max_concurrency is not None:
+                launch.max_concurrency = budget.max_concurrency
+            self.journal.append(
+                "launch_budget", launch_id=launch.launch_id, kv_cache_tokens=launch.kv_tokens,
+                max_concurrency=launch.max_concurrency,
+            )
+
+    def _check_exit(self, launch: Launch, now: float) -> None:
+        if launch.popen is not None:
+            code = launch.popen.poll()
+            if code is None:
+                return
+            launch.exit_code = code
+        elif launch.pid is not None and proc.alive(launch.pid, launch.start_ticks):
+            return
+        self._read_log(launch)
+        if launch.partial:
+            self._line(launch, loglines.clean(launch.partial.decode("utf-8", "replace")))
+            launch.partial = b""
+        leader = launch.pid if launch.pid is not None else -1
+        launch.members.update(proc.group_members(leader, launch.start_ticks) if leader > 0 else {})
+        if launch.state == "stopping":
+            self._finish(launch, "failed" if launch.fail_on_stop else "stopped")
+        else:
+            if launch.members:  # the leader died on its own: its engine workers must not hold the GPUs
+                for pid, ticks in launch.members.items():
+                    proc.signal_pid(pid, ticks, signal.SIGTERM)
+                launch.kill_deadline = now + 10.0
+            failure = loglines.failure_reason(list(launch.tail), launch.exit_code)
+            if launch.reason is None:
+                launch.reason = failure.reason
+            launch.backends_accepted = failure.backends_accepted or launch.backends_accepted
+            self._finish(launch, "failed")
+        launch.exited_mono = now
+
+    def _check_ready(self, launch: Launch, now: float) -> None:
+        health = http_get(launch.port, "/health")
+        if health is not None and health[0] == 200:
+            models = http_get(launch.port, "/v1/models")
+            if models is not None and models[0] == 200:
+                launch.state = "serving"
+                self.journal.set_launch_state(launch.launch_id, "serving")
+                self._state_event(launch)
+                return
+        if now - launch.started_mono > launch.ready_timeout_s:
+            launch.reason = f"not ready after {launch.ready_timeout_s:.0f} s (/health and /v1/models); killed"
+            launch.fail_on_stop = True
+            self._begin_stop(launch, 10.0, None)
+
+    def _scrape(self, launch: Launch, now: float) -> None:
+        got = http_get(launch.port, "/metrics")
+        if got is None or got[0] != 200:
+            self._metrics_problem(launch, f"GET /metrics on port {launch.port} failed"
+                                          f" ({'no answer' if got is None else f'HTTP {got[0]}'})")
+            return
+        fields, problems = launch.rates.sample(got[1].decode("utf-8", "replace"), now)
+        if problems:
+            self._metrics_problem(launch, f"malformed /metrics on port {launch.port}: {'; '.join(problems[:3])}")
+        else:
+            launch.metrics_problem = None
+        self.journal.append("server_sample", launch_id=launch.launch_id, **fields)
+
+    def _metrics_problem(self, launch: Launch, message: str) -> None:
+        """Journal a scrape fault once until it changes or clears (not once a second)."""
+        if launch.metrics_problem != message:
+            launch.metrics_problem = message
+            self.journal.append("warning", where=f"metrics:{launch.launch_id}", message=message)
+
+    # -- stopping -----------------------------------------------------------------------------------
+
+    def _begin_stop(self, launch: Launch, grace_s: float, command_id: str | None) -> None:
+        if launch.pid is not None:
+            launch.members = proc.group_members(launch.pid, launch.start_ticks)
+            proc.signal_group(launch.pid, launch.start_ticks, signal.SIGTERM)
+        launch.kill_deadline = time.monotonic() + max(0.0, float(grace_s))
+        launch.kill_command_id = command_id
+        launch.state = "stopping"
+        self.journal.set_launch_state(launch.launch_id, "stopping")
+        self._state_event(launch)
+
+    def _escalate(self, launch: Launch, now: float) -> None:
+        if launch.kill_deadline is not None and now >= launch.kill_deadline and not launch.killed_hard \
+                and launch.pid is not None:
+            launch.killed_hard = True
+            proc.signal_group(launch.pid, launch.start_ticks, signal.SIGKILL)
+            for pid, ticks in launch.members.items():
+                proc.signal_pid(pid, ticks, signal.SIGKILL)
+
+    def _check_released(self, launch: Launch, now: float) -> None:
+        """After exit: wait for the whole group to go and the GPUs to drop its memory, then journal it."""
+        assert launch.exited_mono is not None
+        leftovers = [pid for pid, ticks in launch.members.items() if proc.alive(pid, ticks)]
+        if leftovers and launch.kill_deadline is not None and now >= launch.kill_deadline:
+            for pid in leftovers:
+                proc.signal_pid(pid, launch.members[pid], signal.SIGKILL)
+        mine = set(launch.members) | ({launch.pid} if launch.pid else set())
+        holding = [p for p in (self.gpu.processes() if self.gpu else []) if p["pid"] in mine]
+        waited = now - launch.exited_mono
+        if (leftovers or holding) and waited < RELEASE_WAIT_S:
+            return
+        gpus = [
+            {"gpu": s["gpu"], "mem_used_mib": s.get("mem_used_mib")}
+            for s in self.last_gpu_sample if s.get("gpu") in launch.gpus
+        ]
+        released = not leftovers and not holding
+        self.journal.append("gpu_released", launch_id=launch.launch_id, released=released, gpus=gpus,
+                            leftover_pids=leftovers, holding=holding)
+        if launch.kill_command_id is not None:
+            self.journal.append("command_done", command_id=launch.kill_command_id, op="kill", ok=True,
+                                result={"state": launch.state, "released": released})
+        launch.exited_mono = None
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _finish(self, launch: Launch, state: str) -> None:
+        launch.state = state
+        self.journal.set_launch_state(launch.launch_id, state)
+        self._state_event(launch)
+
+    def _state_event(self, launch: Launch) -> None:
+        s = launch.summary()
+        self.journal.append(
+            "launch_state", launch_id=s["launch_id"], state=s["state"], pid=s["pid"], port=s["port"],
+            gpus=s["gpus"], exit_code=s["exit_code"], reason=s["reason"], backends_accepted=s["backends_accepted"],
+            log_path=s["log_path"],
+        )
+
+    def _get(self, launch_id: Any) -> Launch:
+        launch = self.launches.get(launch_id) if isinstance(launch_id, str) else None
+        if launch is None:
+            raise ValueError(f"no launch {launch_id!r} on this box; see the launches op for the ids it knows")
+        return launch

@@ -1,0 +1,35 @@
+"""Preflight checks of a box: power limit, driver and CUDA, topology, clock, capacity.
+
+Each check is a pure function of the agent's probe (CONTRACTS C2) and, where the arm matters, an
+``ArmContext``: no I/O, so every verdict path is tested from probe dicts and the same code judges a
+fresh probe, a stored one, or one replayed offline. ``console.checks.run`` adds the I/O around them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.checks.capacity import check_capacity
+from console.checks.clock import check_clock
+from console.checks.driver_cuda import check_driver_cuda
+from console.checks.power import check_power
+from console.checks.topology import check_topology
+from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, worst
+
+CHECKS = ("power", "driver", "topology", "clock", "capacity")
+
+
+def evaluate(probe: dict[str, Any], arm: ArmContext | None = None) -> list[Verdict]:
+    """Every check, in a fixed order, on one probe."""
+    if not isinstance(probe, dict):
+        raise TypeError(f"a probe is a dict (the agent's probe JSON), not {type(probe).__name__}")
+    return [
+        *check_power(probe),
+        *check_driver_cuda(probe),
+        *check_topology(probe, arm),
+        *check_clock(probe),
+        *check_capacity(probe, arm),
+    ]
+
+
+__all__ = ["CHECKS", "FAIL", "OK", "WARN", "ArmContext", "Verdict", "evaluate", "worst"]

@@ -1,0 +1,131 @@
+"""Running the checks on a box: get a probe, judge it, store both.
+
+The pure checks need a probe; where it comes from is a parameter (``ProbeProvider``) so that
+``campaign check``, the TUI and tests share one path: the local box runs the agent's probe as a process,
+an SSH box asks its agent through ``console.fleet``, and ``--stored`` re-judges the newest stored probe
+(offline, or with another arm). The console's clock is read just before asking and travels with the
+request, which is what the clock check compares the box's clock with.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from console.checks import ArmContext, Verdict, evaluate, worst
+from console.store import Box, Store
+
+ProbeProvider = Callable[[Box, int], dict[str, Any]]
+"""(box, console_now_ms) -> the agent's probe dict (CONTRACTS C2), console_now_ms sent with the request."""
+
+ArmResolver = Callable[[Box, dict[str, Any]], ArmContext]
+"""(box, probe) -> what the arm would ask of this box; the probe says how many GPUs of which kind."""
+
+PROBE_TIMEOUT_S = 180.0
+"""A probe runs nvidia-smi a few times and cuInit in the serving Python: seconds, not minutes."""
+
+
+class CheckError(RuntimeError):
+    """The check could not run (no probe to judge, the probe failed); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    box: str
+    probe_id: int
+    t_ms: int
+    probe: dict[str, Any]
+    arm: ArmContext | None
+    verdicts: list[Verdict]
+
+    @property
+    def verdict(self) -> str:
+        return worst(self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "box": self.box, "probe_id": self.probe_id, "t_ms": self.t_ms, "verdict": self.verdict,
+            "probe_t_ms": self.probe.get("t_ms"), "tz": self.probe.get("tz"),
+            "arm": asdict(self.arm) if self.arm else None,
+            "verdicts": [asdict(v) for v in self.verdicts],
+            "probe_warnings": list(self.probe.get("warnings") or []),
+        }
+
+
+def run_check(store: Store, box_name: str, provider: ProbeProvider | None,
+              arm: ArmResolver | None = None) -> CheckRun:
+    """Probe (or, with no provider, take the newest stored probe), judge, and store the verdicts."""
+    box = store.boxes.get(box_name)
+    if provider is None:
+        stored = store.checks.latest_probe(box.name)
+        if stored is None:
+            raise CheckError(f"box {box.name} has no stored probe; run `campaign check {box.name}` without "
+                             "--stored to probe it")
+        probe, probe_id = stored.data, stored.id
+    else:
+        console_now = store.clock()
+        probe = provider(box, console_now)
+        if not isinstance(probe, dict):
+            raise CheckError(f"box {box.name}: the probe answered {type(probe).__name__}, not a probe object")
+        if probe.get("console_t_ms") is None:
+            probe = {**probe, "console_t_ms": console_now}
+        probe_id = store.checks.add_probe(box.name, probe)
+    context = arm(box, probe) if arm else None
+    verdicts = evaluate(probe, context)
+    t_ms = store.clock()
+    store.checks.add_verdicts(box.name, probe_id, verdicts, t_ms)
+    return CheckRun(box.name, probe_id, t_ms, probe, context, verdicts)
+
+
+def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
+    """The agent's probe run as a process on this machine (the ``local`` box), exactly as on a box."""
+    argv = [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_now_ms)]
+    if box.serving_env:
+        argv += ["--serving-python", f"{box.serving_env.rstrip('/')}/bin/python"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CheckError(f"box {box.name}: the agent probe took longer than {PROBE_TIMEOUT_S:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip()[-600:]
+        raise CheckError(f"box {box.name}: `{' '.join(argv[1:5])}` exited {proc.returncode}: {tail}")
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise CheckError(f"box {box.name}: the agent probe printed something that is not JSON "
+                         f"({proc.stdout[:200]!r})") from exc
+
+
+def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
+    """An ArmResolver over the recipes catalogue: the arm's layout on this box and its weights' size."""
+    from console.recipes import BoxSpec, load_catalog, resolve
+    from console.recipes.resolve import ResolveError, effective_arm
+
+    cat = catalog if catalog is not None else load_catalog()
+
+    def resolver(box: Box, probe: dict[str, Any]) -> ArmContext:
+        gpus = [g for g in probe.get("gpus") or [] if isinstance(g, dict)]
+        spec = BoxSpec(
+            name=box.name, gpu_count=len(gpus),
+            gpu_name=gpus[0].get("name") if gpus else None,
+            gpu_mem_mib=gpus[0].get("mem_total_mib") if gpus else None,
+            nvlink=bool((probe.get("topology") or {}).get("nvlink_all")),
+            serving_env=box.serving_env, model_root=box.model_root,
+        )
+        try:
+            a, profile = effective_arm(cat, arm_name)
+            resolved = resolve(cat, a, spec)
+        except ResolveError as exc:
+            raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
+        used = sorted(g for r in resolved.replicas for g in r.gpus)
+        return ArmContext(
+            name=a.name, tensor_parallel=a.tensor_parallel, weights_gb=profile.weights_gb,
+            gpus=tuple(used) if used else None,
+            weight_shards=a.tensor_parallel * (a.data_parallel if a.expert_parallel else 1),
+        )
+
+    return resolver

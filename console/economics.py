@@ -1,0 +1,339 @@
+"""What a token costs on the node and from an API, and the quality/cost frontier.
+
+The arithmetic is the seed write-up's Economics section, so its tables can be re-derived from the
+store and checked (tests/test_economics.py cites the rows):
+
+- A node costs its price per hour divided by the owner's utilisation: USD 3.08 an hour of the month
+  at 70% use is USD 4.40 per active hour. The fully-loaded basis subtracts tax relief and the resale of
+  idle GPU-hours (``CostModel``).
+- An hour of output at one shape is ``in_tok/s x 3600`` and ``out_tok/s x 3600`` tokens; the API bill
+  for the same tokens is their list price.
+- Blended over shapes, cost is averaged per request: the node's hour divided by the requests it
+  serves at each shape; the API prices each request's input, cached prefix and output separately.
+- The frontier keeps configurations that nothing beats on both axes (cheaper and at least as good,
+  or as cheap and better). Diagnostic-only rows (a failed tripwire) never enter it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.store.results import ApiPrice
+
+if TYPE_CHECKING:
+    from console.store import Store
+
+DEFAULT_UTILISATION = 0.70
+DEFAULT_SHAPES = ("router", "promptopt")
+COST_BASES = ("list", "committed", "fully_loaded", "vast_on_demand")
+
+
+class EconomicsError(ValueError):
+    """Input the arithmetic cannot use; the message says which value and what is allowed."""
+
+
+def check_utilisation(utilisation: float) -> float:
+    if not 0.0 < utilisation <= 1.0:
+        raise EconomicsError(f"utilisation {utilisation} must be above 0 and at most 1 (0.7 means 70%)")
+    return utilisation
+
+
+def node_cost_per_active_hour(price_per_hour: float, utilisation: float) -> float:
+    """A box paid by the hour of the month costs more per hour the owner actually uses it."""
+    return price_per_hour / check_utilisation(utilisation)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The seed's cost bases: Scan list, committed, fully loaded (relief and resale) and Vast on demand."""
+
+    monthly_gbp: float
+    hours_per_month: float
+    usd_per_gbp: float
+    commitment_discount: float
+    eris_per_gbp: float
+    eris_qualifying: float
+    resale_usd_per_gpu_hour: float
+    resale_fill: float
+    resale_platform_take: float
+    gpus: int
+    storage_gbp_per_month: float
+    vast_usd_per_gpu_hour: float
+    vast_gpus: int
+
+    @classmethod
+    def from_toml(cls, path: Path) -> CostModel:
+        try:
+            data = tomllib.loads(path.read_text())
+            scan, full, vast = data["scan"], data["fully_loaded"], data["vast_on_demand"]
+            return cls(
+                monthly_gbp=scan["monthly_gbp"], hours_per_month=scan["hours_per_month"],
+                usd_per_gbp=scan["usd_per_gbp"], commitment_discount=scan["commitment_discount"],
+                eris_per_gbp=full["eris_per_gbp"], eris_qualifying=full["eris_qualifying"],
+                resale_usd_per_gpu_hour=full["resale_usd_per_gpu_hour"], resale_fill=full["resale_fill"],
+                resale_platform_take=full["resale_platform_take"], gpus=full["gpus"],
+                storage_gbp_per_month=full["storage_gbp_per_month"],
+                vast_usd_per_gpu_hour=vast["usd_per_gpu_hour"], vast_gpus=vast["gpus"],
+            )  # fmt: skip
+        except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
+            raise EconomicsError(
+                f"{path}: cannot read the cost model ({exc!r}); see ops/data/seed/cost_model.toml for the keys"
+            ) from exc
+
+    def gbp_per_active_hour(self, basis: str, utilisation: float = 1.0) -> float:
+        check_utilisation(utilisation)
+        active_hours = self.hours_per_month * utilisation
+        committed = self.monthly_gbp * (1 - self.commitment_discount)
+        if basis == "list":
+            return self.monthly_gbp / active_hours
+        if basis == "committed":
+            return committed / active_hours
+        if basis == "fully_loaded":
+            relief = committed * self.eris_qualifying * self.eris_per_gbp
+            idle_gpu_hours = self.gpus * self.hours_per_month * (1 - utilisation)
+            resale_usd = idle_gpu_hours * self.resale_fill * self.resale_usd_per_gpu_hour * (1 - self.resale_platform_take)
+            monthly = committed - relief - resale_usd / self.usd_per_gbp + self.storage_gbp_per_month
+            return monthly / active_hours
+        if basis == "vast_on_demand":
+            return self.vast_usd_per_gpu_hour * self.vast_gpus / self.usd_per_gbp
+        raise EconomicsError(f"unknown cost basis {basis!r}; choose one of {', '.join(COST_BASES)}")
+
+    def usd_per_active_hour(self, basis: str, utilisation: float = 1.0) -> float:
+        return self.gbp_per_active_hour(basis, utilisation) * self.usd_per_gbp
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One measured row at one shape: what the economics needs of a bench run."""
+
+    shape: str
+    concurrency: int
+    out_tok_per_s: float
+    in_tok_per_s: float | None
+    input_len: int
+    output_len: int
+    prefix_len: int = 0
+
+    @property
+    def req_per_s(self) -> float:
+        """Requests a second from output throughput: every request of a shape writes output_len tokens."""
+        return self.out_tok_per_s / self.output_len
+
+    @property
+    def in_tok_per_hour(self) -> float:
+        if self.in_tok_per_s is not None:
+            return self.in_tok_per_s * 3600
+        return self.req_per_s * (self.input_len + self.prefix_len) * 3600
+
+    @property
+    def out_tok_per_hour(self) -> float:
+        return self.out_tok_per_s * 3600
+
+
+def api_cost_per_request(price: ApiPrice, t: Throughput) -> float:
+    """USD for one request of the shape: the shared prefix is a cache hit at the cache-read price."""
+    cached = price.cached_in_per_mtok if price.cached_in_per_mtok is not None else price.in_per_mtok
+    return (t.input_len * price.in_per_mtok + t.prefix_len * cached + t.output_len * price.out_per_mtok) / 1e6
+
+
+@dataclass(frozen=True)
+class HourOfOutput:
+    in_m: float  # million input tokens per node-hour
+    out_m: float
+    node_usd: float
+    api_usd: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.api_usd is None else self.api_usd / self.node_usd
+
+
+def hour_of_output(t: Throughput, node_usd_per_hour: float, price: ApiPrice | None) -> HourOfOutput:
+    """The seed's per-hour table: the same hour of tokens bought from an API at list price (no cache)."""
+    in_m, out_m = t.in_tok_per_hour / 1e6, t.out_tok_per_hour / 1e6
+    api = None if price is None else in_m * price.in_per_mtok + out_m * price.out_per_mtok
+    return HourOfOutput(in_m, out_m, node_usd_per_hour, api)
+
+
+@dataclass(frozen=True)
+class Blended:
+    shapes: tuple[str, ...]
+    avg_in_tokens: float  # per request, prefix included
+    avg_out_tokens: float
+    node_per_mtok: float
+    api_per_mtok: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.api_per_mtok is None else self.api_per_mtok / self.node_per_mtok
+
+
+def blended(rows: Sequence[Throughput], node_usd_per_hour: float, price: ApiPrice | None) -> Blended:
+    """USD per million tokens (in + out) averaged per request over the rows' shapes (the seed's chart)."""
+    if not rows:
+        raise EconomicsError("no throughput rows to price")
+    n = len(rows)
+    avg_in = sum(t.input_len + t.prefix_len for t in rows) / n
+    avg_out = sum(t.output_len for t in rows) / n
+    per_request_tokens = avg_in + avg_out
+    node = sum(node_usd_per_hour / (t.req_per_s * 3600) for t in rows) / n
+    api = None if price is None else sum(api_cost_per_request(price, t) for t in rows) / n
+    return Blended(
+        shapes=tuple(t.shape for t in rows), avg_in_tokens=avg_in, avg_out_tokens=avg_out,
+        node_per_mtok=node / per_request_tokens * 1e6,
+        api_per_mtok=None if api is None else api / per_request_tokens * 1e6,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Point:
+    key: Any
+    cost: float
+    quality: float
+    diagnostic_only: bool = False
+
+
+def frontier(points: Iterable[Point]) -> set[Any]:
+    """Keys of the points nothing dominates: no other point is at most as dear and at least as good
+    with one of the two strictly. Diagnostic-only points neither join nor dominate."""
+    usable = [p for p in points if not p.diagnostic_only]
+    on = set()
+    for p in usable:
+        dominated = any(
+            q.cost <= p.cost and q.quality >= p.quality and (q.cost < p.cost or q.quality > p.quality)
+            for q in usable
+        )
+        if not dominated:
+            on.add(p.key)
+    return on
+
+
+def parse_api_price(text: str) -> ApiPrice:
+    """``MODEL=IN/OUT[/CACHED]`` in USD per million tokens, as the operator types it on the CLI."""
+    model, sep, prices = text.partition("=")
+    parts = prices.split("/")
+    if not sep or not model.strip() or len(parts) not in (2, 3):
+        raise EconomicsError(
+            f"--api-price {text!r}: write MODEL=IN/OUT or MODEL=IN/OUT/CACHED in USD per million tokens, "
+            "e.g. GLM-5.3-Flash=0.15/0.50"
+        )
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        raise EconomicsError(f"--api-price {text!r}: prices must be numbers, e.g. 0.15/0.50") from None
+    if any(x < 0 for x in numbers):
+        raise EconomicsError(f"--api-price {text!r}: a price cannot be negative")
+    return ApiPrice(model.strip(), "operator", numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else None)
+
+
+@dataclass(frozen=True)
+class EconomicsRow:
+    """One configuration (box, arm) priced against one API provider, with its place on the frontier."""
+
+    box: str | None
+    arm: str
+    model: str | None
+    rows: str  # the shapes and concurrencies averaged, e.g. "router C1024 + promptopt C1024"
+    node_usd_per_hour: float
+    node_per_mtok: float
+    accuracy: float | None
+    accuracy_items: int | None
+    api_provider: str | None
+    api_per_mtok: float | None
+    api_over_node: float | None
+    on_frontier: bool
+    diagnostic_only: bool
+    source: str
+
+
+def _throughput(row: dict[str, Any]) -> Throughput | None:
+    if not row["out_tok_per_s"] or not row["output_len"] or row["input_len"] is None:
+        return None
+    return Throughput(row["shape"], row["concurrency"], row["out_tok_per_s"], row["in_tok_per_s"],
+                      row["input_len"], row["output_len"], row["prefix_len"] or 0)  # fmt: skip
+
+
+def economics_table(
+    store: Store,
+    *,
+    utilisation: float = DEFAULT_UTILISATION,
+    extra_prices: Sequence[ApiPrice] = (),
+    shapes: Sequence[str] = DEFAULT_SHAPES,
+) -> tuple[list[EconomicsRow], list[str]]:
+    """Every configuration with throughput at ``shapes``, priced on its box and against each API price.
+
+    Returns the rows and the configurations left out, each with the reason (no price, no such shape).
+    For each shape the configuration's fastest usable row counts; a configuration whose rows are all
+    diagnostic-only is priced but marked and kept off the frontier.
+    """
+    check_utilisation(utilisation)
+    # An operator's price replaces the stored ones for that model: it is the price they are comparing.
+    prices: dict[str, list[ApiPrice]] = {}
+    for p in extra_prices:
+        prices.setdefault(p.model, []).append(p)
+    for p in store.results.api_prices():
+        if not any(e.model == p.model for e in extra_prices):
+            prices.setdefault(p.model, []).append(p)
+    box_price = {b.name: b.price_per_hour for b in store.boxes.list()}
+    evals: dict[tuple[str | None, str], dict[str, Any]] = {}
+    for e in store.results.eval_runs():
+        if e["arm"]:
+            evals.setdefault((e["box"], e["arm"]), e)
+            evals.setdefault((None, e["arm"]), e)
+    groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    for r in store.results.summary():
+        if r["shape"] in shapes:
+            groups.setdefault((r["box"], r["arm"]), []).append(r)
+    skipped: list[str] = []
+    priced: list[_Priced] = []
+    for (box, arm), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        diagnostic = all(r["diagnostic_only"] for r in rows)
+        chosen: list[tuple[dict[str, Any], Throughput]] = []
+        for shape in shapes:
+            usable = [(r, t) for r in rows if r["shape"] == shape and (diagnostic or not r["diagnostic_only"])
+                      for t in [_throughput(r)] if t is not None]  # fmt: skip
+            if usable:
+                chosen.append(max(usable, key=lambda rt: rt[1].out_tok_per_s))
+        if not chosen:
+            skipped.append(f"{box}/{arm}: no row with token lengths at {', '.join(shapes)}")
+            continue
+        price = box_price.get(box) if box else None
+        if price is None:
+            skipped.append(f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)")
+            continue
+        ev = evals.get((box, arm)) or evals.get((None, arm))
+        priced.append(_Priced(box, arm, chosen[0][0], [t for _, t in chosen], diagnostic, ev,
+                              node_cost_per_active_hour(price, utilisation)))  # fmt: skip
+    on = frontier(
+        Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev["overall"], c.diagnostic)
+        for c in priced
+        if c.ev is not None
+    )
+    out: list[EconomicsRow] = []
+    for c in priced:
+        for p in prices.get(c.first["model"]) or [None]:
+            b = blended(c.tps, c.node_hour, p)
+            out.append(EconomicsRow(
+                box=c.box, arm=c.arm, model=c.first["model"],
+                rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps), node_usd_per_hour=c.node_hour,
+                node_per_mtok=b.node_per_mtok, accuracy=c.ev["overall"] if c.ev else None,
+                accuracy_items=c.ev["items"] if c.ev else None, api_provider=p.provider if p else None,
+                api_per_mtok=b.api_per_mtok, api_over_node=b.ratio, on_frontier=(c.box, c.arm) in on,
+                diagnostic_only=c.diagnostic, source=c.first["source"],
+            ))  # fmt: skip
+    return out, skipped
+
+
+@dataclass(frozen=True)
+class _Priced:
+    box: str | None
+    arm: str
+    first: dict[str, Any]
+    tps: list[Throughput]
+    diagnostic: bool
+    ev: dict[str, Any] | None
+    node_hour: float

@@ -1,0 +1,337 @@
+"""One box's link: a supervised connection shared by ingest and commands, with reconnect and backoff.
+
+Per box there is exactly one transport (one SSH connection). Ingest holds one agent channel and pulls in
+a loop; every command opens its own channel on the same connection, so a slow command never stalls
+ingest and vice versa. When the link drops, the loop backs off (exponential, full jitter, so a fleet
+of boxes behind one flaky laptop link does not reconnect in lockstep) and comes back; commands waiting
+for delivery are re-sent with the same id, which the agent answers from its ledger instead of re-running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from agents.protocol import ProtocolError
+from console.fleet.hostkeys import (
+    DEFAULT_KNOWN_HOSTS,
+    HostKeyChanged,
+    HostKeyProblem,
+    HostKeyUnknown,
+    fetch_host_key,
+    key_line,
+    policy_for,
+)
+from console.fleet.push import (
+    AgentBuild,
+    AgentHome,
+    AgentStartError,
+    current_build,
+    ensure_agent,
+    resolve_home,
+)
+from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
+from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, new_id
+from console.store import Store
+from console.store.fleet import IngestReport
+from console.timeutil import fmt_remaining
+
+log = logging.getLogger(__name__)
+
+LINK_ERRORS = (
+    OSError, TimeoutError, asyncssh.Error, ChannelClosed, ProtocolError, RemoteCommandError, AgentStartError,
+)  # fmt: skip
+"""Failures that a reconnect may cure. Host-key problems and journal mismatches are not among them."""
+
+
+class JournalMismatch(ConnectionError):
+    """The box's journal and state.db disagree about history; ingesting would skip or lose events."""
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    ssh: SshSettings = field(default_factory=SshSettings)
+    known_hosts: Path | None = DEFAULT_KNOWN_HOSTS
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    poll_interval_s: float = 0.5
+    batch: int = 2000
+    agent_timeout_s: float = 30.0
+
+
+class Backoff:
+    """Exponential backoff with full jitter: delay ~ U(base/2, min(cap, base * 2**attempt))."""
+
+    def __init__(self, base: float, cap: float, rng: random.Random):
+        self.base, self.cap, self.rng = base, cap, rng
+        self.attempt = 0
+
+    def next(self) -> float:
+        top = min(self.cap, self.base * 2**self.attempt)
+        self.attempt += 1
+        return self.rng.uniform(min(self.base / 2, top), top)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class BoxLink:
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        settings: LinkSettings | None = None,
+        *,
+        build: Callable[[], AgentBuild] = current_build,
+        rng: random.Random | None = None,
+    ):
+        self.store = store
+        self.name = name
+        self.settings = settings or LinkSettings()
+        self._build = build
+        self._rng = rng or random.Random()
+        self._transport: Transport | None = None
+        self._home: AgentHome | None = None
+        self._up = asyncio.Event()
+        self._fatal: Exception | None = None
+        self._inflight: set[str] = set()
+        self._closing = False
+        self.last_hello: dict[str, Any] = {}
+        self.on_ingest: Callable[[IngestReport], None] | None = None
+
+    # -- status ----------------------------------------------------------------------------------
+    def _status(self, status: str, detail: str | None) -> None:
+        self.store.boxes.update(self.name, status=status, status_detail=detail)
+
+    # -- connecting ------------------------------------------------------------------------------
+    async def _open_transport(self) -> Transport:
+        box = self.store.boxes.get(self.name)
+        if box.is_local:
+            return LocalTransport()
+        assert box.host and box.port
+        policy = policy_for(box, self.settings.known_hosts)
+        if policy is None:
+            key = await fetch_host_key(box.host, box.port, self.settings.ssh.connect_timeout)
+            problem = HostKeyUnknown(self.name, key.get_fingerprint())
+            self.store.boxes.update(self.name, host_key=key_line(key), host_key_source="pending",
+                                    status="host-key-unknown", status_detail=str(problem))  # fmt: skip
+            raise problem
+        try:
+            transport = await SshTransport.connect(box, policy, self.settings.ssh)
+        except HostKeyChanged as exc:
+            self._status("host-key-changed", str(exc))
+            raise
+        if policy.source == "known_hosts_file":
+            # Remember it: a later edit of ~/.ssh/known_hosts must not silently re-key a box mid-campaign.
+            self.store.boxes.update(self.name, host_key=transport.host_key_line(), host_key_source="known_hosts")
+        return transport
+
+    async def connect(self) -> str:
+        """One attempt: transport, the right agent, a hello that agrees with state.db. Returns what was done."""
+        self._status("connecting", None)
+        transport = await self._open_transport()
+        try:
+            box = self.store.boxes.get(self.name)
+            home = await resolve_home(transport, box.agent_home)
+            python = sys.executable if box.is_local else "python3"
+            hello, action = await ensure_agent(transport, home, self._build(), python, self.settings.agent_timeout_s)
+            self._check_journal(hello)
+        except BaseException:
+            transport.close()
+            raise
+        self._transport, self._home, self.last_hello = transport, home, hello
+        self.store.boxes.update(self.name, agent_version=hello.get("version"), tz=hello.get("tz"),
+                                last_seen_ms=self.store.clock())  # fmt: skip
+        self._status("up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}")
+        self._up.set()
+        return action
+
+    def _check_journal(self, hello: dict[str, Any]) -> None:
+        cursor = self.store.fleet.cursor(self.name)
+        last, acked = int(hello.get("last_seq") or 0), int(hello.get("acked_seq") or 0)
+        if cursor > last:
+            problem = JournalMismatch(
+                f"box {self.name}: its journal ends at seq {last} but state.db committed up to seq {cursor}: the "
+                "agent home was wiped or this is another machine under the same name; nothing was ingested. "
+                f"Add it under a new name (`campaign box add`) to keep both histories"
+            )
+            self._status("journal-mismatch", str(problem))
+            raise problem
+        if acked > cursor:
+            log.warning("box %s: events %d..%d were acked by another state.db and are not in this one",
+                        self.name, cursor + 1, acked)  # fmt: skip
+
+    def _lost(self, exc: BaseException) -> None:
+        self._up.clear()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if not self._closing:
+            self._status("down", f"{type(exc).__name__}: {exc}")
+
+    # -- the supervised loop ---------------------------------------------------------------------
+    async def run(self) -> None:
+        """Connect, ingest and re-send commands until closed; reconnect with backoff on any link failure."""
+        backoff = Backoff(self.settings.backoff_base_s, self.settings.backoff_cap_s, self._rng)
+        while not self._closing:
+            try:
+                await self.connect()
+                backoff.reset()
+                self._resend_unfinished()
+                await self._ingest_forever()
+            except (HostKeyProblem, JournalMismatch) as exc:
+                self._fatal = exc  # the operator must act; retrying would only hammer the box
+                return
+            except LINK_ERRORS as exc:
+                self._lost(exc)
+            if self._closing:
+                return
+            delay = backoff.next()
+            box = self.store.boxes.get(self.name)
+            self._status("down", f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}")
+            await asyncio.sleep(delay)
+
+    async def _ingest_forever(self) -> None:
+        assert self._transport is not None and self._home is not None
+        channel = await self._transport.open_channel(self._home.socket)
+        try:
+            while not self._closing:
+                report = await self._pull(channel)
+                if report is None:
+                    await asyncio.sleep(self.settings.poll_interval_s)
+        finally:
+            channel.close()
+
+    async def _pull(self, channel: AgentChannel) -> IngestReport | None:
+        """One batch: fetch after the cursor, commit rows + cursor in one transaction, THEN ack."""
+        cursor = self.store.fleet.cursor(self.name)
+        answer = await channel.call("events", {"after": cursor, "limit": self.settings.batch})
+        events = answer.get("events") or []
+        if not events:
+            return None
+        report = self.store.fleet.ingest(self.name, events)
+        await channel.call("ack", {"seq": report.cursor})
+        if self.on_ingest is not None:
+            self.on_ingest(report)
+        return report
+
+    async def sync(self) -> int:
+        """Ingest until caught up with the box (one connection, no reconnect); returns events inserted."""
+        if self._transport is None:
+            await self.connect()
+        assert self._transport is not None and self._home is not None
+        self._resend_unfinished()
+        channel = await self._transport.open_channel(self._home.socket)
+        total = 0
+        try:
+            while (report := await self._pull(channel)) is not None:
+                total += report.inserted
+        finally:
+            channel.close()
+        return total
+
+    # -- commands --------------------------------------------------------------------------------
+    async def command(self, op: str, args: dict[str, Any], *, command_id: str | None = None,
+                      timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
+        """Store the command, then deliver it (re-sending the same id across reconnects) and return the result."""
+        command_id = command_id or new_id(op)
+        self.store.fleet.add_command(command_id, self.name, op, args)
+        return await self._deliver(command_id, op, args, timeout)
+
+    async def _deliver(self, command_id: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self._inflight.add(command_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                try:
+                    transport, home = await self._wait_up(deadline - loop.time())
+                except TimeoutError as exc:
+                    raise self._undelivered(command_id, op) from exc
+                try:
+                    channel = await transport.open_channel(home.socket)
+                    try:
+                        self.store.fleet.mark_sent(command_id)
+                        result = await channel.call(op, args, command_id=command_id,
+                                                    timeout=max(0.1, deadline - loop.time()))  # fmt: skip
+                    finally:
+                        channel.close()
+                except AgentError as exc:
+                    self.store.fleet.finish_command(command_id, False, error=exc.message)
+                    raise
+                except LINK_ERRORS as exc:
+                    if loop.time() >= deadline:
+                        raise self._undelivered(command_id, op) from exc
+                    if self._transport is transport:
+                        self._lost(exc)
+                    continue
+                self.store.fleet.finish_command(command_id, True, result)
+                return result
+        finally:
+            self._inflight.discard(command_id)
+
+    async def _wait_up(self, timeout: float) -> tuple[Transport, AgentHome]:
+        """The live transport, waiting up to ``timeout`` for a reconnect; fatal problems raise at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self._fatal is not None:
+                raise self._fatal
+            if self._transport is not None and self._home is not None and self._up.is_set():
+                return self._transport, self._home
+            left = deadline - loop.time()
+            if left <= 0:
+                box = self.store.boxes.get(self.name)
+                raise TimeoutError(f"box {self.name} is {box.status} ({box.status_detail})")
+            try:
+                await asyncio.wait_for(self._up.wait(), min(left, 0.5))
+            except TimeoutError:
+                pass
+
+    def _undelivered(self, command_id: str, op: str) -> TimeoutError:
+        command = self.store.fleet.command(command_id)
+        box = self.store.boxes.get(self.name)
+        if command.state == "pending":
+            self.store.fleet.finish_command(command_id, False, error=f"never sent: box {self.name} was {box.status}")
+            return TimeoutError(f"{op} was not sent: box {self.name} is {box.status} ({box.status_detail})")
+        return TimeoutError(
+            f"{op} was sent to box {self.name} but its answer did not arrive ({box.status}: {box.status_detail}); "
+            f"command {command_id} is re-sent on the next connection and the agent answers it from its ledger"
+        )
+
+    def _resend_unfinished(self) -> None:
+        """Commands a previous console stored and maybe sent: re-send to learn (not repeat) their outcome."""
+        for command in self.store.fleet.unfinished_commands(self.name):
+            if command.id not in self._inflight:
+                task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0))
+                task.add_done_callback(_log_failure)
+
+    # -- forwards and shutdown -------------------------------------------------------------------
+    async def forward(self, port: int, timeout: float = 30.0) -> int:
+        """A console-side port reaching ``127.0.0.1:port`` on the box."""
+        transport, _ = await self._wait_up(timeout)
+        return await transport.forward(port)
+
+    @property
+    def fatal(self) -> Exception | None:
+        return self._fatal
+
+    async def close(self) -> None:
+        self._closing = True
+        self._up.clear()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("re-sent command failed: %s", task.exception())

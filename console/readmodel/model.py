@@ -1,0 +1,108 @@
+"""The one state object the console's panels draw from, with a time cursor for replay.
+
+Live and offline are the same screens: live, the cursor follows the clock and the fleet layer keeps
+writing the store; browsing, the cursor is parked at the end of the record and steps through it (as
+Dolphie replays a recording). The panels never know which; they only ask ``model.<view>()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.readmodel import queries
+from console.readmodel.records import ArmEntry, FleetRow, LaunchRow, LiveView, ResultRow
+from console.store import Store
+from console.timeutil import Clock, system_clock
+
+WINDOWS_MS: tuple[int, ...] = (10 * 60_000, 60 * 60_000, 6 * 3600_000, 24 * 3600_000)
+"""Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
+
+
+@dataclass
+class Cursor:
+    """Where the model reads: ``at_ms`` None means 'now' (live)."""
+
+    at_ms: int | None = None
+    span: tuple[int, int] | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.at_ms is None
+
+
+class ReadModel:
+    def __init__(self, store: Store, clock: Clock = system_clock, *, replay: bool = False):
+        self.store = store
+        self.clock = clock
+        self.cursor = Cursor()
+        self.window_ms = WINDOWS_MS[0]
+        if replay:
+            self.cursor.span = queries.data_span(store)
+            self.cursor.at_ms = self.cursor.span[1] if self.cursor.span else clock()
+
+    # -- the cursor ---------------------------------------------------------------------------------
+    def now(self) -> int:
+        return self.clock() if self.cursor.at_ms is None else self.cursor.at_ms
+
+    def step(self, delta_ms: int) -> int:
+        """Move the replay cursor, clamped to the recorded span; stepping a live model parks it first."""
+        self.cursor.span = queries.data_span(self.store)
+        at = self.now() + delta_ms
+        if self.cursor.span:
+            at = max(self.cursor.span[0], min(self.cursor.span[1], at))
+        self.cursor.at_ms = at
+        return at
+
+    def seek_end(self) -> int:
+        self.cursor.span = queries.data_span(self.store)
+        self.cursor.at_ms = self.cursor.span[1] if self.cursor.span else self.clock()
+        return self.cursor.at_ms
+
+    def follow_live(self) -> None:
+        self.cursor.at_ms = None
+
+    def cycle_window(self) -> int:
+        i = WINDOWS_MS.index(self.window_ms) if self.window_ms in WINDOWS_MS else -1
+        self.window_ms = WINDOWS_MS[(i + 1) % len(WINDOWS_MS)]
+        return self.window_ms
+
+    # -- the views --------------------------------------------------------------------------------------
+    def fleet(self) -> list[FleetRow]:
+        return queries.fleet(self.store, self.now())
+
+    def live(self, box: str, buckets: int) -> LiveView | None:
+        at = self.now()
+        rows = {r.name: r for r in queries.fleet(self.store, at)}
+        if box not in rows:
+            return None
+        start = at - self.window_ms
+        out, inp = queries.throughput(self.store, box, start, at, buckets)
+        serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
+        return LiveView(
+            box=rows[box], at_ms=at, gpus=tuple(queries.gpu_power(self.store, box, at)), out_tok_s=out,
+            in_tok_s=inp, servers=tuple(queries.servers_now(self.store, box, at, serving)),
+            bench=queries.bench_now(self.store, box, start, at),
+            tripwire=tuple(queries.tripwire(self.store, at, box)),
+            timers=tuple(queries.timers(self.store, at, box)),
+        )
+
+    def arms(self, recipe_arms: dict[str, str | None] | None = None) -> list[ArmEntry]:
+        """Arms from the recipes (name -> model) merged with every arm the store has launched."""
+        entries: dict[str, ArmEntry] = {
+            name: ArmEntry(name=name, model=model, in_recipes=True) for name, model in (recipe_arms or {}).items()
+        }
+        at = self.now()
+        models = {r["arm"]: r["model"] for r in self.store.rows("SELECT arm, model FROM arms")}
+        for launch in queries.launches(self.store, at, with_kernels=True):
+            entry = entries.setdefault(
+                launch.arm, ArmEntry(name=launch.arm, model=models.get(launch.arm), in_recipes=False)
+            )
+            entry.launches.append(launch)
+        return sorted(entries.values(), key=lambda e: e.name)
+
+    def launch(self, launch_id: str) -> LaunchRow | None:
+        at = self.now()
+        return next((r for r in queries.launches(self.store, at, with_kernels=True) if r.id == launch_id), None)
+
+    def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
+        return queries.results(self.store, self.now(), sort, text)

@@ -1,0 +1,322 @@
+"""Read-only queries over a Store, each answering 'as of instant ``at``'.
+
+Replaying a night and watching it live are the same question asked at a different instant, so every
+query takes ``at`` and ignores rows after it. Charts are downsampled in SQL (GROUP BY bucket) so a
+state.db with millions of samples costs one indexed range scan per panel, not a Python loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from console.readmodel.records import (
+    STALE_MS,
+    BenchNow,
+    CheckMark,
+    FleetRow,
+    GpuPower,
+    LaunchRow,
+    ResultRow,
+    Series,
+    ServerNow,
+    TimerRow,
+    TripwireRow,
+)
+from console.store import Store
+
+_TIMER_END_EVENTS = {"fired": "fired", "cancelled": "cancelled", "failed": "failed", "firing": "firing"}
+
+
+def _json_list(text: str | None) -> list[Any]:
+    if not text:
+        return []
+    value = json.loads(text)
+    return value if isinstance(value, list) else []
+
+
+def data_span(store: Store) -> tuple[int, int] | None:
+    """First and last instants with recorded data (the replay range); None for an empty campaign."""
+    row = store.rows(
+        """SELECT min(lo) AS lo, max(hi) AS hi FROM (
+             SELECT min(t_ms) AS lo, max(t_ms) AS hi FROM gpu_samples
+             UNION ALL SELECT min(t_ms), max(t_ms) FROM server_samples
+             UNION ALL SELECT min(started_ms), max(coalesce(ended_ms, started_ms)) FROM bench_runs
+             UNION ALL SELECT min(t_ms), max(t_ms) FROM tripwire_runs
+             UNION ALL SELECT min(start_ms), max(coalesce(stop_ms, ready_ms, start_ms)) FROM launches
+             UNION ALL SELECT min(created_ms), max(updated_ms) FROM timers)"""
+    )[0]
+    if row["lo"] is None:
+        return None
+    return int(row["lo"]), int(row["hi"])
+
+
+# -- launches ----------------------------------------------------------------------------------------
+def launch_state_at(row: dict[str, Any], at: int) -> str | None:
+    """The state a launch was in at ``at``, from its recorded instants; None if it had not started yet."""
+    start, ready, stop, final = row["start_ms"], row["ready_ms"], row["stop_ms"], row["state"]
+    if start is not None and start > at:
+        return None
+    if stop is not None and stop <= at:
+        return final if final in ("failed", "stopped") else "stopped"
+    if stop is None and final in ("failed", "stopped", "stopping"):
+        return final  # ended (or ending) without a recorded stop instant: the state row is the record
+    if ready is not None and ready <= at:
+        return "serving"
+    return "starting" if start is not None else final
+
+
+def launches(store: Store, at: int, box: str | None = None, with_kernels: bool = False) -> list[LaunchRow]:
+    where, params = ("WHERE box = ?", [box]) if box else ("", [])
+    rows = store.rows(f"SELECT * FROM launches {where} ORDER BY coalesce(start_ms, 0), id", params)
+    kernels: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    if with_kernels and rows:
+        for k in store.rows(
+            f"SELECT launch_id, category, line FROM kernel_lines WHERE t_ms <= ? {'AND box = ?' if box else ''} "
+            "ORDER BY t_ms, id",
+            [at, *params],
+        ):
+            kernels[k["launch_id"]].append((k["category"], k["line"]))
+    out = []
+    for r in rows:
+        state = launch_state_at(r, at)
+        if state is None:
+            continue
+        out.append(
+            LaunchRow(
+                id=r["id"], box=r["box"], arm=r["arm"], state=state, replica=r["replica"],
+                gpus=tuple(_json_list(r["gpus"])), port=r["port"], pid=r["pid"], start_ms=r["start_ms"],
+                ready_ms=r["ready_ms"], stop_ms=r["stop_ms"] if state in ("failed", "stopped") else None,
+                exit_code=r["exit_code"] if state in ("failed", "stopped") else None,
+                failure_reason=r["failure_reason"] if state == "failed" else None,
+                backends_accepted=tuple(_json_list(r["backends_accepted"])),
+                log_path=r["log_path"], forced=bool(r["forced"]), kernel_lines=tuple(kernels.get(r["id"], ())),
+            )
+        )
+    return out
+
+
+# -- checks and timers -----------------------------------------------------------------------------
+def last_checks(store: Store, box: str, at: int) -> tuple[CheckMark, ...]:
+    rows = store.rows(
+        """SELECT check_name, verdict, reason FROM check_verdicts v
+           WHERE box = ? AND t_ms = (SELECT max(t_ms) FROM check_verdicts w
+                                     WHERE w.box = v.box AND w.check_name = v.check_name AND w.t_ms <= ?)
+           ORDER BY check_name""",
+        [box, at],
+    )
+    return tuple(CheckMark(r["check_name"], r["verdict"], r["reason"]) for r in rows)
+
+
+def timers(store: Store, at: int, box: str | None = None, include_ended: bool = True) -> list[TimerRow]:
+    """Timers that existed at ``at``, in deadline order, with their state and warnings as of then."""
+    where = "t.created_ms <= ?" + (" AND t.box = ?" if box else "")
+    params: list[Any] = [at] + ([box] if box else [])
+    rows = store.rows(
+        f"""SELECT t.*, b.tz AS box_tz FROM timers t LEFT JOIN boxes b ON b.name = t.box
+            WHERE {where} ORDER BY t.deadline_ms, t.id""",
+        params,
+    )
+    if not rows:
+        return []
+    marks = ",".join("?" * len(rows))
+    log: dict[int, list[str]] = defaultdict(list)
+    for e in store.rows(
+        f"SELECT timer_id, event FROM timer_log WHERE timer_id IN ({marks}) AND t_ms <= ? ORDER BY t_ms, id",
+        [r["id"] for r in rows] + [at],
+    ):
+        log[e["timer_id"]].append(e["event"])
+    out = []
+    for r in rows:
+        events = log.get(r["id"], [])
+        ended = [_TIMER_END_EVENTS[e] for e in events if e in _TIMER_END_EVENTS]
+        # With no log the timers row is the only record; it describes now, not the cursor.
+        state = ended[-1] if ended else ("armed" if events else r["state"])
+        row = TimerRow(
+            id=r["id"], box=r["box"], deadline_ms=r["deadline_ms"], action=r["action"], state=state,
+            remaining_ms=r["deadline_ms"] - at, box_tz=r["box_tz"],
+            warnings=tuple(e for e in events if e.startswith("warn")),
+        )
+        if include_ended or row.live:
+            out.append(row)
+    return out
+
+
+# -- fleet -----------------------------------------------------------------------------------------------
+def fleet(store: Store, at: int) -> list[FleetRow]:
+    boxes = store.rows("SELECT * FROM boxes WHERE destroyed_ms IS NULL OR destroyed_ms > ? ORDER BY name", [at])
+    serving: dict[str, list[str]] = defaultdict(list)
+    for launch in launches(store, at):
+        if launch.state == "serving" and launch.arm not in serving[launch.box]:
+            serving[launch.box].append(launch.arm)
+    live_timers: dict[str, TimerRow] = {}
+    for t in timers(store, at, include_ended=False):
+        live_timers.setdefault(t.box, t)
+    out = []
+    for b in boxes:
+        gpus = gpu_power(store, b["name"], at)
+        out.append(
+            FleetRow(
+                name=b["name"], kind=b["kind"], status=b["status"], status_detail=b["status_detail"],
+                gpu_summary=b["gpu_summary"], price_per_hour=b["price_per_hour"],
+                checks=last_checks(store, b["name"], at), serving=tuple(serving.get(b["name"], ())),
+                timer=live_timers.get(b["name"]), last_sample_ms=max((g.t_ms for g in gpus), default=None),
+                capped_gpus=sum(1 for g in gpus if g.capped), tz=b["tz"],
+            )
+        )
+    return out
+
+
+# -- GPUs and servers ------------------------------------------------------------------------------------
+def gpu_power(store: Store, box: str, at: int) -> list[GpuPower]:
+    """The latest sample of each GPU at ``at`` (one sampler tick covers every GPU of a box)."""
+    last = store.scalar("SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?", [box, at])
+    if last is None:
+        return []
+    rows = store.rows(
+        """SELECT * FROM gpu_samples WHERE box = ? AND t_ms > ? AND t_ms <= ? ORDER BY gpu, t_ms""",
+        [box, last - STALE_MS, last],
+    )
+    latest: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        latest[r["gpu"]] = r
+    return [
+        GpuPower(
+            gpu=g, t_ms=r["t_ms"], power_w=r["power_w"], enforced_limit_w=r["enforced_limit_w"],
+            max_limit_w=r["max_limit_w"], sm_clock_mhz=r["sm_clock_mhz"], util_pct=r["util_pct"],
+            temp_c=r["temp_c"], mem_used_mib=r["mem_used_mib"], mem_total_mib=r["mem_total_mib"],
+            stale=at - r["t_ms"] > STALE_MS,
+        )
+        for g, r in sorted(latest.items())
+    ]
+
+
+def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tuple[Series, Series]:
+    """Output and input tok/s of every launch on ``box`` summed, averaged into ``buckets`` in SQL.
+
+    Each launch is averaged within a bucket first and then summed across launches, so two replicas
+    sampled at 1 Hz read as their total, not as their mean.
+    """
+    buckets = max(1, buckets)
+    span = max(1, end - start)
+    rows = store.rows(
+        """SELECT b, sum(g) AS g, sum(p) AS p FROM (
+             SELECT ((t_ms - :start) * :n - 1) / :span AS b, avg(gen_tok_per_s) AS g, avg(prompt_tok_per_s) AS p
+             FROM server_samples WHERE box = :box AND t_ms > :start AND t_ms <= :end
+             GROUP BY b, launch_id)
+           GROUP BY b""",
+        {"start": start, "end": end, "n": buckets, "span": span, "box": box},
+    )
+    out: list[float | None] = [None] * buckets
+    inp: list[float | None] = [None] * buckets
+    for r in rows:
+        i = min(buckets - 1, max(0, int(r["b"])))
+        out[i], inp[i] = r["g"], r["p"]
+    return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
+
+
+def servers_now(store: Store, box: str, at: int, serving: list[LaunchRow]) -> list[ServerNow]:
+    out = []
+    for launch in serving:
+        rows = store.rows(
+            "SELECT * FROM server_samples WHERE launch_id = ? AND t_ms <= ? ORDER BY t_ms DESC LIMIT 1",
+            [launch.id, at],
+        )
+        if rows:
+            r = rows[0]
+            out.append(
+                ServerNow(
+                    launch_id=launch.id, arm=launch.arm, t_ms=r["t_ms"], gen_tok_per_s=r["gen_tok_per_s"],
+                    prompt_tok_per_s=r["prompt_tok_per_s"], running=r["running"], waiting=r["waiting"],
+                    kv_usage=r["kv_usage"],
+                )
+            )
+    return out
+
+
+def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
+    """The bench run in progress at ``at`` on ``box``, else the latest one that ended in the window."""
+    rows = store.rows(
+        """SELECT arm, shape, concurrency, out_tok_per_s, in_tok_per_s, started_ms, ended_ms FROM bench_runs
+           WHERE box = ? AND started_ms <= ? AND coalesce(ended_ms, started_ms) > ?
+           ORDER BY started_ms DESC LIMIT 1""",
+        [box, at, start],
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    running = r["ended_ms"] is None or r["ended_ms"] > at
+    return BenchNow(
+        arm=r["arm"], shape=r["shape"], concurrency=r["concurrency"],
+        out_tok_per_s=None if running else r["out_tok_per_s"], in_tok_per_s=None if running else r["in_tok_per_s"],
+        started_ms=r["started_ms"], ended_ms=r["ended_ms"], running=running,
+    )
+
+
+# -- tripwire and results ---------------------------------------------------------------------------
+def tripwire(store: Store, at: int, box: str | None = None) -> list[TripwireRow]:
+    """The latest tripwire verdict per arm (per box when asked) as of ``at``."""
+    rows = store.rows(
+        f"""SELECT * FROM tripwire_runs r
+            WHERE t_ms <= :at {"AND box = :box" if box else ""} AND id = (
+              SELECT id FROM tripwire_runs s WHERE s.arm = r.arm {"AND s.box = :box" if box else ""}
+              AND s.t_ms <= :at ORDER BY s.t_ms DESC, s.id DESC LIMIT 1)
+            ORDER BY arm""",
+        {"at": at, "box": box},
+    )
+    return [
+        TripwireRow(
+            arm=r["arm"], box=r["box"], t_ms=r["t_ms"], ok=r["ok"], degenerate=r["degenerate"], wrong=r["wrong"],
+            total=r["total"], passed=bool(r["passed"]), reasoning_leak=bool(r["reasoning_leak"]), source=r["source"],
+        )
+        for r in rows
+    ]
+
+
+RESULT_SORTS: dict[str, str] = {
+    "arm": "arm, shape, concurrency",
+    "shape": "shape, concurrency, arm",
+    "out tok/s": "out_tok_per_s DESC",
+    "req/s": "req_per_s DESC",
+    "ttft": "ttft_ms_p50",
+    "tpot": "tpot_ms_p50",
+    "time": "started_ms DESC",
+}
+
+
+def results(store: Store, at: int, sort: str = "arm", text: str = "") -> list[ResultRow]:
+    """Bench rows recorded by ``at`` with their tripwire verdict beside them; ``text`` filters words."""
+    if sort not in RESULT_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; choose one of {', '.join(RESULT_SORTS)}")
+    rows = store.rows(
+        f"""SELECT b.*, t.passed AS t_passed, t.degenerate AS t_degen, t.wrong AS t_wrong,
+                   t.reasoning_leak AS t_leak
+            FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id
+            WHERE b.started_ms IS NULL OR b.started_ms <= ?
+            ORDER BY {RESULT_SORTS[sort]}, b.id""",
+        [at],
+    )
+    out = []
+    needle = text.strip().lower()
+    for r in rows:
+        if r["t_passed"] is None:
+            verdict = "none"
+        elif r["t_passed"]:
+            verdict = "ok"
+        elif r["t_leak"]:
+            verdict = "LEAK"
+        else:
+            verdict = "DEGEN" if r["t_degen"] >= r["t_wrong"] else "WRONG"
+        row = ResultRow(
+            id=r["id"], box=r["box"], arm=r["arm"], model=r["model"], shape=r["shape"], concurrency=r["concurrency"],
+            req_per_s=r["req_per_s"], out_tok_per_s=r["out_tok_per_s"], total_tok_per_s=r["total_tok_per_s"],
+            ttft_ms_p50=r["ttft_ms_p50"], tpot_ms_p50=r["tpot_ms_p50"], e2e_ms_p99=r["e2e_ms_p99"],
+            kernel_line=r["kernel_line"], power_limit_w=r["power_limit_w"], tripwire=verdict,
+            client_bound=bool(r["client_bound"]), diagnostic_only=bool(r["diagnostic_only"]),
+            queueing=bool(r["queueing"]), source=r["source"], started_ms=r["started_ms"],
+        )
+        if needle and not all(word in row.text() for word in needle.split()):
+            continue
+        out.append(row)
+    return out

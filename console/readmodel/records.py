@@ -1,0 +1,255 @@
+"""What the console's panels draw: plain records, no Textual, no SQL.
+
+Every record is a value at one instant (the read model's cursor), so a live view and a replayed night
+render through the same code. Verdicts always carry a word, never only a colour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CAPPED_MARGIN_W = 1.0
+"""An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
+
+STALE_MS = 30_000
+"""A sample older than this at the cursor is shown as stale: a dead box must not look alive."""
+
+
+@dataclass(frozen=True)
+class CheckMark:
+    name: str
+    verdict: str  # ok, warn, fail
+    reason: str
+
+    @property
+    def word(self) -> str:
+        return {"ok": "ok", "warn": "WARN", "fail": "FAIL"}.get(self.verdict, self.verdict.upper())
+
+
+@dataclass(frozen=True)
+class TimerRow:
+    id: int
+    box: str
+    deadline_ms: int
+    action: str
+    state: str  # armed, firing, fired, cancelled, failed (as of the cursor)
+    remaining_ms: int
+    box_tz: str | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        return self.state in ("armed", "firing")
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    name: str
+    kind: str
+    status: str
+    status_detail: str | None
+    gpu_summary: str | None
+    price_per_hour: float | None
+    checks: tuple[CheckMark, ...]
+    serving: tuple[str, ...]  # arm names serving at the cursor
+    timer: TimerRow | None  # the nearest armed timer
+    last_sample_ms: int | None
+    capped_gpus: int = 0
+    tz: str | None = None
+
+    @property
+    def worst_check(self) -> str:
+        """``fail`` beats ``warn`` beats ``ok``; ``unchecked`` when the box never ran a check."""
+        verdicts = {c.verdict for c in self.checks}
+        for v in ("fail", "warn", "ok"):
+            if v in verdicts:
+                return v
+        return "unchecked"
+
+
+@dataclass(frozen=True)
+class GpuPower:
+    gpu: int
+    t_ms: int
+    power_w: float | None
+    enforced_limit_w: float | None
+    max_limit_w: float | None
+    sm_clock_mhz: float | None
+    util_pct: float | None
+    temp_c: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    stale: bool = False
+
+    @property
+    def capped(self) -> bool:
+        """The seed's 400 W host: an enforced limit under the board maximum costs 23-34% throughput."""
+        if self.enforced_limit_w is None or self.max_limit_w is None:
+            return False
+        return self.enforced_limit_w < self.max_limit_w - CAPPED_MARGIN_W
+
+
+@dataclass(frozen=True)
+class Series:
+    """A downsampled series: one value (or None for a gap) per bucket over [start_ms, end_ms]."""
+
+    label: str
+    start_ms: int
+    end_ms: int
+    values: tuple[float | None, ...]
+
+    @property
+    def last(self) -> float | None:
+        return next((v for v in reversed(self.values) if v is not None), None)
+
+    @property
+    def peak(self) -> float | None:
+        present = [v for v in self.values if v is not None]
+        return max(present) if present else None
+
+
+@dataclass(frozen=True)
+class ServerNow:
+    """The latest server sample per serving launch at the cursor (running/waiting requests, KV use)."""
+
+    launch_id: str
+    arm: str
+    t_ms: int
+    gen_tok_per_s: float | None
+    prompt_tok_per_s: float | None
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+
+
+@dataclass(frozen=True)
+class TripwireRow:
+    arm: str
+    box: str | None
+    t_ms: int
+    ok: int
+    degenerate: int
+    wrong: int
+    total: int
+    passed: bool
+    reasoning_leak: bool
+    source: str
+
+    @property
+    def word(self) -> str:
+        if self.passed:
+            return "ok"
+        if self.reasoning_leak:
+            return "LEAK"
+        return "DEGEN" if self.degenerate >= self.wrong else "WRONG"
+
+
+@dataclass(frozen=True)
+class LaunchRow:
+    id: str
+    box: str
+    arm: str
+    state: str  # as of the cursor
+    replica: int
+    gpus: tuple[int, ...]
+    port: int | None
+    pid: int | None
+    start_ms: int | None
+    ready_ms: int | None
+    stop_ms: int | None
+    exit_code: int | None
+    failure_reason: str | None
+    backends_accepted: tuple[str, ...]
+    log_path: str | None
+    forced: bool
+    kernel_lines: tuple[tuple[str, str], ...] = ()  # (category, line)
+
+    @property
+    def alive(self) -> bool:
+        return self.state in ("requested", "starting", "serving", "stopping")
+
+
+@dataclass(frozen=True)
+class BenchNow:
+    """The load generator's run on a box nearest the cursor, shown beside the server's own numbers."""
+
+    arm: str
+    shape: str
+    concurrency: int
+    out_tok_per_s: float | None
+    in_tok_per_s: float | None
+    started_ms: int | None
+    ended_ms: int | None
+    running: bool
+
+
+@dataclass(frozen=True)
+class LiveView:
+    box: FleetRow
+    at_ms: int
+    gpus: tuple[GpuPower, ...]
+    out_tok_s: Series
+    in_tok_s: Series
+    servers: tuple[ServerNow, ...]
+    bench: BenchNow | None
+    tripwire: tuple[TripwireRow, ...]
+    timers: tuple[TimerRow, ...]
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    id: int
+    box: str | None
+    arm: str
+    model: str | None
+    shape: str
+    concurrency: int
+    req_per_s: float | None
+    out_tok_per_s: float | None
+    total_tok_per_s: float | None
+    ttft_ms_p50: float | None
+    tpot_ms_p50: float | None
+    e2e_ms_p99: float | None
+    kernel_line: str | None
+    power_limit_w: float | None
+    tripwire: str  # ok, DEGEN, WRONG, LEAK, or "none" when the arm was never tripwired
+    client_bound: bool
+    diagnostic_only: bool
+    queueing: bool
+    source: str
+    started_ms: int | None
+
+    @property
+    def marks(self) -> str:
+        """The words that must travel with the number (never a colour alone)."""
+        words = []
+        if self.diagnostic_only:
+            words.append("DIAGNOSTIC-ONLY")
+        if self.client_bound:
+            words.append("CLIENT-BOUND")
+        if self.queueing:
+            words.append("QUEUEING")
+        if self.source != "measured":
+            words.append(self.source)
+        return " ".join(words)
+
+    def text(self) -> str:
+        """Everything a `/` filter matches against."""
+        return " ".join(
+            str(v) for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire, self.marks)
+            if v
+        ).lower()
+
+
+@dataclass
+class ArmEntry:
+    """An arm as the Arms view lists it: from the recipes, the store, or both."""
+
+    name: str
+    model: str | None
+    in_recipes: bool
+    launches: list[LaunchRow] = field(default_factory=list)
+
+    @property
+    def latest(self) -> LaunchRow | None:
+        return max(self.launches, key=lambda r: r.start_ms or 0) if self.launches else None

@@ -1,0 +1,48 @@
+"""Recipes: model serving profiles, arms, workload shapes and sweep lists, loaded from ``recipes/*.toml``.
+
+    catalog = load_catalog()
+    findings = lint(catalog, "qwen3.8-27b-nvfp4-b12x", box)
+    r = resolve(catalog, "qwen3.8-27b-nvfp4-b12x", box)   # r.replicas[i].argv / .env / .gpus
+
+Contract C3 (CONTRACTS.md); the format is documented in ``recipes/README.md``.
+"""
+
+from console.recipes.boxspec import box_spec
+from console.recipes.lint import RULES, lint, lint_catalog
+from console.recipes.load import RecipeError, default_recipe_dir, load_catalog
+from console.recipes.model import (
+    Arm,
+    BoxSpec,
+    Catalog,
+    Finding,
+    KernelPair,
+    Profile,
+    ServingProfile,
+    Shape,
+    Sweep,
+)
+from console.recipes.resolve import Replica, ResolvedArm, ResolveError, generic_box, resolve
+
+__all__ = [
+    "RULES",
+    "Arm",
+    "BoxSpec",
+    "Catalog",
+    "Finding",
+    "KernelPair",
+    "Profile",
+    "RecipeError",
+    "Replica",
+    "ResolveError",
+    "ResolvedArm",
+    "ServingProfile",
+    "Shape",
+    "Sweep",
+    "box_spec",
+    "default_recipe_dir",
+    "generic_box",
+    "lint",
+    "lint_catalog",
+    "load_catalog",
+    "resolve",
+]

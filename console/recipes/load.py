@@ -1,0 +1,452 @@
+"""Load recipe TOML into a checked Catalog; every mistake is an error naming file, line and key.
+
+WHY strict: a recipe typo that TOML accepts (``moe_backnd = "marlin"``) silently launches the default
+backend, and the campaign measures the wrong thing for a night. Unknown keys, wrong types, unknown
+backends and dangling references are all refused here, before anything reaches a box.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.recipes.model import (
+    EXTRA_BODY_SAMPLING,
+    TOP_LEVEL_SAMPLING,
+    Arm,
+    Catalog,
+    FlagValue,
+    KernelPair,
+    Origin,
+    Profile,
+    ServingProfile,
+    Shape,
+    Sweep,
+)
+from console.recipes.toml_lines import KeyPath, key_lines, line_of
+from console.recipes.vllm_flags import known_flags
+
+QUANTIZATIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
+QUANTIZERS = ("vendor", "modelopt", "compressed-tensors", "qat")
+QUANT_SCOPES = ("all", "experts")
+
+# Flags resolve writes from first-class keys (or owns outright, like --host): a recipe may not set them
+# as free flags, so there is one place each is decided and servers always bind 127.0.0.1.
+MANAGED_FLAGS = {
+    "--host": "resolve binds every server to 127.0.0.1",
+    "--port": "resolve assigns ports (base_port + replica)",
+    "--model": "the profile's checkpoint is the model",
+    "--served-model-name": "use the profile's served_model_name",
+    "--tensor-parallel-size": "use tensor_parallel",
+    "--data-parallel-size": "use data_parallel",
+    "--enable-expert-parallel": "use expert_parallel",
+    "--linear-backend": "use linear_backend",
+    "--moe-backend": "use moe_backend",
+    "--kernel-config.linear_backend": "use linear_backend",
+    "--kernel-config.moe_backend": "use moe_backend",
+    "--max-num-seqs": "use max_num_seqs",
+    "--max-model-len": "use max_model_len",
+    "--max-num-batched-tokens": "use max_num_batched_tokens",
+    "--block-size": "use block_size",
+    "--kv-cache-dtype": "use kv_cache_dtype",
+    "--dtype": "use dtype",
+    "--enforce-eager": "use enforce_eager",
+    "--gpu-memory-utilization": "use gpu_memory_utilization",
+    "--reasoning-parser": "use the profile's serving.reasoning_parser",
+    "--tool-call-parser": "use the profile's serving.tool_call_parser",
+    "--default-chat-template-kwargs": "use the profile's serving.chat_template_kwargs",
+}
+MANAGED_ENV = {"CUDA_VISIBLE_DEVICES": "resolve assigns GPUs to replicas"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def default_recipe_dir() -> Path:
+    """``$CAMPAIGN_RECIPES`` if set, else the repository's ``recipes/``."""
+    env = os.environ.get("CAMPAIGN_RECIPES")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "recipes"
+
+
+def display_path(path: Path) -> str:
+    """A path as the operator would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+class RecipeError(ValueError):
+    """A recipe cannot be used; ``str()`` reads ``file:line: what 'name': problem``."""
+
+    def __init__(self, file: str, line: int | None, key: str | None, message: str):
+        self.file, self.line, self.key, self.message = file, line, key, message
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class _Reader:
+    """Takes typed values out of one TOML table; whatever is left over is an unknown key."""
+
+    file: str
+    lines: dict[KeyPath, int]
+    path: KeyPath
+    what: str
+    table: dict[str, Any]
+    seen: set[str] = field(default_factory=set)
+
+    def fail(self, key: str | None, message: str) -> RecipeError:
+        path = self.path + ((key,) if key else ())
+        return RecipeError(self.file, line_of(self.lines, path), ".".join(path), f"{self.what}: {message}")
+
+    def line(self, key: str) -> int | None:
+        return line_of(self.lines, self.path + (key,))
+
+    def _get(self, key: str, required: bool) -> Any:
+        self.seen.add(key)
+        if key not in self.table:
+            if required:
+                raise self.fail(None, f"missing required key {key!r}")
+            return None
+        return self.table[key]
+
+    def str(self, key: str, required: bool = False, choices: Iterable[str] | None = None) -> str | None:
+        value = self._get(key, required)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"{key!r} must be a non-empty string, got {value!r}")
+        options = list(choices) if choices is not None else None
+        if options is not None and value not in options:
+            raise self.fail(key, f"{key!r} = {value!r} is not one of: {', '.join(options)}")
+        return value
+
+    def int(self, key: str, minimum: int = 1) -> int | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"{key!r} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def float(self, key: str, low: float, high: float) -> float | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise self.fail(key, f"{key!r} must be a number in [{low}, {high}], got {value!r}")
+        return float(value)
+
+    def bool(self, key: str, default: bool | None = False) -> bool | None:
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.fail(key, f"{key!r} must be true or false, got {value!r}")
+        return value
+
+    def str_list(self, key: str) -> list[str]:
+        value = self._get(key, False)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, f"{key!r} must be a list of strings, got {value!r}")
+        return list(value)
+
+    def sub(self, key: str, what: str) -> _Reader | None:
+        value = self._get(key, False)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(key, f"{key!r} must be a table, got {value!r}")
+        return _Reader(self.file, self.lines, self.path + (key,), what, value)
+
+    def env(self, key: str = "env") -> dict[str, str]:
+        sub = self.sub(key, f"{self.what} env")
+        if sub is None:
+            return {}
+        env: dict[str, str] = {}
+        for name, value in sub.table.items():
+            if not _ENV_NAME.match(name):
+                raise sub.fail(name, f"{name!r} is not an environment variable name")
+            if name in MANAGED_ENV:
+                raise sub.fail(name, f"{name!r} may not be set in a recipe: {MANAGED_ENV[name]}")
+            if not isinstance(value, str):
+                raise sub.fail(name, f"{name!r} must be a string (quote it: {name} = \"{value}\")")
+            env[name] = value
+        sub.seen.update(sub.table)
+        return env
+
+    def flags(self, key: str = "flags") -> dict[str, FlagValue]:
+        sub = self.sub(key, f"{self.what} flags")
+        if sub is None:
+            return {}
+        flags: dict[str, FlagValue] = {}
+        for name, value in sub.table.items():
+            if not _FLAG_NAME.match(name):
+                raise sub.fail(name, f"{name!r} is not a long flag: write \"--name\" = value (no '=', no spaces)")
+            if name in MANAGED_FLAGS:
+                raise sub.fail(name, f"{name!r} may not be set as a free flag: {MANAGED_FLAGS[name]}")
+            if isinstance(value, list):
+                if not value or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+                    raise sub.fail(name, f"{name!r}: a list value must hold strings or numbers, got {value!r}")
+                flags[name] = [str(v) for v in value]
+            elif isinstance(value, str | int | float | bool):
+                flags[name] = value
+            else:
+                raise sub.fail(name, f"{name!r}: a flag value must be a string, number, boolean or list")
+        sub.seen.update(sub.table)
+        return flags
+
+    def done(self) -> None:
+        unknown = [k for k in self.table if k not in self.seen]
+        if unknown:
+            key = unknown[0]
+            close = difflib.get_close_matches(key, sorted(self.seen), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(self.seen))})"
+            raise self.fail(key, f"unknown key {key!r}{hint}")
+
+
+def _serving(r: _Reader) -> ServingProfile:
+    s = r.sub("serving", f"{r.what} serving")
+    if s is None:
+        return ServingProfile()
+    kwargs = s.sub("chat_template_kwargs", f"{s.what} chat_template_kwargs")
+    sampling = s.sub("sampling", f"{s.what} sampling")
+    profile = ServingProfile(
+        reasoning_parser=s.str("reasoning_parser"),
+        tool_call_parser=s.str("tool_call_parser"),
+        chat_template_kwargs=dict(kwargs.table) if kwargs else {},
+        thinking_default=s.bool("thinking_default", default=None),
+        source=s.str("source"),
+    )
+    if sampling is not None:
+        for key in (*TOP_LEVEL_SAMPLING, *EXTRA_BODY_SAMPLING):
+            if key in sampling.table:
+                value = sampling.table[key]
+                if key == "reasoning_effort":
+                    sampling.str(key, choices=("low", "medium", "high", "max"))
+                elif isinstance(value, bool) or not isinstance(value, int | float):
+                    raise sampling.fail(key, f"{key!r} must be a number, got {value!r}")
+                sampling.seen.add(key)
+                profile.sampling[key] = value
+        sampling.done()
+    if kwargs:
+        kwargs.seen.update(kwargs.table)
+    s.done()
+    return profile
+
+
+def _defaults(r: _Reader) -> dict[str, Any]:
+    sub = r.sub("defaults", f"{r.what} defaults")
+    if sub is None:
+        return {}
+    values = {k: v for k, v in _layout(sub).items() if v is not None}
+    sub.done()
+    return values
+
+
+def _profile(name: str, r: _Reader, origin: Origin) -> Profile:
+    weights = r.float("weights_gb", 0.0, 10_000.0)
+    profile = Profile(
+        name=name,
+        checkpoint=r.str("checkpoint", required=True) or "",
+        architecture=r.str("architecture", required=True) or "",
+        quantization=r.str("quantization", required=True, choices=QUANTIZATIONS) or "",
+        quantizer=r.str("quantizer", required=True, choices=QUANTIZERS) or "",
+        weights_gb=weights,
+        origin=origin,
+        local=bool(r.bool("local")),
+        served_model_name=r.str("served_model_name"),
+        publisher=r.str("publisher"),
+        quant_scope=r.str("quant_scope", choices=QUANT_SCOPES) or "all",
+        reasoning=bool(r.bool("reasoning")),
+        moe=bool(r.bool("moe")),
+        description=r.str("description"),
+        serving=_serving(r),
+        defaults=_defaults(r),
+        flags=r.flags(),
+        env=r.env(),
+    )
+    if profile.local and (profile.checkpoint.startswith("/") or ".." in Path(profile.checkpoint).parts):
+        raise r.fail("checkpoint", "a local checkpoint is a directory name under the box's model_root")
+    profile.key_lines = {k: r.line(k) or origin.line or 0 for k in r.table}
+    r.done()
+    return profile
+
+
+def _layout(r: _Reader) -> dict[str, Any]:
+    """The layout keys (``LAYOUT_KEYS``) of an arm or of a profile's ``defaults``; unset keys are None."""
+    vf = known_flags()
+    return {
+        "max_num_seqs": r.int("max_num_seqs"),
+        "max_model_len": r.int("max_model_len", minimum=16),
+        "max_num_batched_tokens": r.int("max_num_batched_tokens"),
+        "block_size": r.int("block_size"),
+        "kv_cache_dtype": r.str("kv_cache_dtype", choices=vf.flags["--kv-cache-dtype"]["choices"]),
+        "dtype": r.str("dtype", choices=vf.flags["--dtype"]["choices"]),
+        "enforce_eager": r.bool("enforce_eager", default=None),
+        "gpu_memory_utilization": r.float("gpu_memory_utilization", 0.05, 1.0),
+    }
+
+
+def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
+    backends = known_flags().kernel_backends
+    replicas = r._get("replicas", False)
+    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1):
+        raise r.fail("replicas", f"'replicas' must be an integer >= 1 (omit it for one per card), got {replicas!r}")
+    arm = Arm(
+        name=name,
+        profile=r.str("profile", required=True) or "",
+        origin=origin,
+        description=r.str("description"),
+        linear_backend=r.str("linear_backend", choices=backends["linear_backend"]),
+        moe_backend=r.str("moe_backend", choices=backends["moe_backend"]),
+        tensor_parallel=r.int("tensor_parallel") or 1,
+        data_parallel=r.int("data_parallel") or 1,
+        expert_parallel=bool(r.bool("expert_parallel")),
+        replicas=replicas,
+        **_layout(r),
+        flags=r.flags(),
+        env=r.env(),
+        expected_findings=r.str_list("expected_findings"),
+    )
+    arm.key_lines = {k: r.line(k) or origin.line or 0 for k in r.table}
+    r.done()
+    return arm
+
+
+def _shape(name: str, r: _Reader) -> Shape:
+    shape = Shape(
+        name=name,
+        input_len=r.int("input_len") or 0,
+        output_len=r.int("output_len") or 0,
+        prefix_len=r.int("prefix_len", minimum=0) or 0,
+        description=r.str("description"),
+    )
+    for key in ("input_len", "output_len"):
+        if key not in r.table:
+            raise r.fail(None, f"missing required key {key!r}")
+    r.done()
+    return shape
+
+
+def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
+    sweep = Sweep(name=name, origin=origin, arms=r.str_list("arms"), base=r.str("base"), description=r.str("description"))
+    pairs = r._get("pairs", False) or []
+    backends = known_flags().kernel_backends
+    if not isinstance(pairs, list):
+        raise r.fail("pairs", "'pairs' must be a list of {linear = ..., moe = ...} tables")
+    for i, pair in enumerate(pairs):
+        p = _Reader(r.file, r.lines, r.path + ("pairs",), f"{r.what} pair {i + 1}", pair if isinstance(pair, dict) else {})
+        if not isinstance(pair, dict):
+            raise p.fail(None, f"each pair must be a table like {{linear = \"b12x\", moe = \"marlin\"}}, got {pair!r}")
+        sweep.pairs.append(
+            KernelPair(p.str("linear", choices=backends["linear_backend"]), p.str("moe", choices=backends["moe_backend"]))
+        )
+        p.done()
+    if sweep.pairs and not sweep.base:
+        raise r.fail("pairs", "kernel 'pairs' need a 'base' arm to apply them to")
+    if not sweep.arms and not sweep.pairs:
+        raise r.fail(None, "a sweep needs 'arms' or 'base' + 'pairs'")
+    r.done()
+    return sweep
+
+
+_SECTIONS = {"profiles": "profile", "arms": "arm", "shapes": "shape", "sweeps": "sweep"}
+
+
+def _toml_error(file: str, exc: tomllib.TOMLDecodeError) -> RecipeError:
+    m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+    line = int(m.group(1)) if m else None
+    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc)) if m else str(exc)
+    return RecipeError(file, line, None, f"malformed TOML: {message}")
+
+
+def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]) -> None:
+    file = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(file, None, None, f"cannot read recipe file: {exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(file, exc) from exc
+    lines = key_lines(text)
+    top = _Reader(file, lines, (), "recipe file", data)
+    for section, what in _SECTIONS.items():
+        sec = top.sub(section, section)
+        if sec is None:
+            continue
+        for name, body in sec.table.items():
+            sec.seen.add(name)
+            origin = Origin(file, line_of(lines, (section, name)))
+            if not isinstance(body, dict):
+                raise sec.fail(name, f"{what} {name!r} must be a table ([{section}.\"{name}\"])")
+            if (section, name) in seen_at:
+                raise RecipeError(
+                    file, origin.line, f"{section}.{name}", f"{what} {name!r} is already defined at {seen_at[section, name]}"
+                )
+            seen_at[section, name] = str(origin)
+            r = _Reader(file, lines, (section, name), f"{what} {name!r}", body)
+            if section == "profiles":
+                catalog.profiles[name] = _profile(name, r, origin)
+            elif section == "arms":
+                catalog.arms[name] = _arm(name, r, origin)
+            elif section == "shapes":
+                catalog.shapes[name] = _shape(name, r)
+            else:
+                catalog.sweeps[name] = _sweep(name, r, origin)
+    top.done()
+    catalog.files.append(path)
+
+
+def _check_references(catalog: Catalog) -> None:
+    for arm in catalog.arms.values():
+        if arm.profile not in catalog.profiles:
+            close = difflib.get_close_matches(arm.profile, list(catalog.profiles), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RecipeError(
+                arm.origin.file, arm.line_of("profile"), f"arms.{arm.name}.profile",
+                f"arm {arm.name!r}: no profile named {arm.profile!r}{hint}",
+            )
+    for sweep in catalog.sweeps.values():
+        for name in [*sweep.arms, *([sweep.base] if sweep.base else [])]:
+            if name not in catalog.arms:
+                raise RecipeError(
+                    sweep.origin.file, sweep.origin.line, f"sweeps.{sweep.name}",
+                    f"sweep {sweep.name!r}: no arm named {name!r}",
+                )
+
+
+def _recipe_files(paths: Iterable[Path | str]) -> list[Path]:
+    files: list[Path] = []
+    for entry in paths:
+        path = Path(entry)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.toml") if p.is_file()))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise RecipeError(display_path(path), None, None, "no such recipe file or directory")
+    return files
+
+
+def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
+    """Load recipe files (directories are searched for ``*.toml``); default: the shipped recipes."""
+    files = _recipe_files([default_recipe_dir()] if paths is None else paths)
+    if not files:
+        raise RecipeError(", ".join(str(p) for p in (paths or [default_recipe_dir()])), None, None, "no *.toml recipe files found")
+    catalog = Catalog()
+    seen_at: dict[tuple[str, str], str] = {}
+    for path in files:
+        _load_file(path, catalog, seen_at)
+    _check_references(catalog)
+    return catalog

@@ -1,0 +1,262 @@
+"""The records a recipe catalog is made of: profiles, arms, shapes, sweeps, and the box they run on.
+
+WHY dataclasses and not dicts: every consumer (launch, sweep, tripwire, TUI) reads the same fields,
+and a typo in a field name should fail at import time, not as a missing key on a rented box at 3 a.m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+FlagValue = str | int | float | bool | list[str]
+"""A flag's value in a recipe: ``true`` is a bare switch, ``false`` removes it, a list repeats values."""
+
+LAYOUT_KEYS = (
+    "max_num_seqs",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "block_size",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+    "gpu_memory_utilization",
+)
+"""Arm keys a profile may default (``[profiles.X.defaults]``); None on an arm means 'take the default'."""
+
+# Sampling keys the OpenAI schema has a slot for, and those that must travel in ``extra_body``
+# (seed rule 9: top_k and min_p have no slot in the schema and silently do not apply otherwise).
+TOP_LEVEL_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "reasoning_effort", "seed")
+EXTRA_BODY_SAMPLING = ("top_k", "min_p", "repetition_penalty")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a record or key was written, so every error and finding can point at it."""
+
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class ServingProfile:
+    """How the vendor says to serve the model (seed rule 9): parser, template flags, sampling."""
+
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    thinking_default: bool | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    def request_params(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(top-level request fields, ``extra_body``) for an OpenAI-client request in the vendor's way."""
+        top = {k: v for k, v in self.sampling.items() if k in TOP_LEVEL_SAMPLING}
+        extra = {k: v for k, v in self.sampling.items() if k in EXTRA_BODY_SAMPLING}
+        if self.chat_template_kwargs:
+            extra["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return top, extra
+
+    def to_dict(self) -> dict[str, Any]:
+        top, extra = self.request_params()
+        return {
+            "reasoning_parser": self.reasoning_parser,
+            "tool_call_parser": self.tool_call_parser,
+            "chat_template_kwargs": dict(self.chat_template_kwargs),
+            "thinking_default": self.thinking_default,
+            "sampling": dict(self.sampling),
+            "request": top,
+            "extra_body": extra,
+            "source": self.source,
+        }
+
+
+@dataclass
+class Profile:
+    """One checkpoint of one model, and everything about serving it that does not depend on the arm."""
+
+    name: str
+    checkpoint: str
+    architecture: str
+    quantization: str
+    quantizer: str
+    weights_gb: float | None
+    origin: Origin
+    local: bool = False
+    served_model_name: str | None = None
+    publisher: str | None = None
+    quant_scope: str = "all"
+    reasoning: bool = False
+    moe: bool = False
+    description: str | None = None
+    serving: ServingProfile = field(default_factory=ServingProfile)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """Layout values every arm of this checkpoint gets unless it sets its own (e.g. GLM's block size)."""
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    key_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def served_name(self) -> str:
+        return self.served_model_name or self.checkpoint
+
+
+@dataclass
+class Arm:
+    """One serving configuration under test: a profile, its kernels, its layout and extra flags."""
+
+    name: str
+    profile: str
+    origin: Origin
+    description: str | None = None
+    linear_backend: str | None = None
+    moe_backend: str | None = None
+    tensor_parallel: int = 1
+    data_parallel: int = 1
+    expert_parallel: bool = False
+    replicas: int | None = None
+    """None: one server per group of tensor_parallel x data_parallel cards, as many as the box has."""
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    enforce_eager: bool | None = None
+    gpu_memory_utilization: float | None = None
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    expected_findings: list[str] = field(default_factory=list)
+    """Rule ids this arm is shipped to trigger on purpose (a control the seed measured); still blocking."""
+    sweep: str | None = None
+    """Set on arms derived from a sweep's kernel pairs (``Catalog.variant``)."""
+    key_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gpus_per_server(self) -> int:
+        return self.tensor_parallel * self.data_parallel
+
+    def line_of(self, key: str) -> int | None:
+        return self.key_lines.get(key, self.origin.line)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A benchmark workload: ``input_len`` excludes the shared prefix, which comes first."""
+
+    name: str
+    input_len: int
+    output_len: int
+    prefix_len: int = 0
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelPair:
+    linear_backend: str | None
+    moe_backend: str | None
+
+
+@dataclass
+class Sweep:
+    """Candidate arms and kernel pairs for one model (seed rule 3: sweep MoE backends, never hard-code)."""
+
+    name: str
+    origin: Origin
+    arms: list[str] = field(default_factory=list)
+    base: str | None = None
+    pairs: list[KernelPair] = field(default_factory=list)
+    description: str | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.arms)
+
+
+@dataclass
+class Catalog:
+    """Everything loaded from a set of recipe files, checked for references between records."""
+
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    arms: dict[str, Arm] = field(default_factory=dict)
+    shapes: dict[str, Shape] = field(default_factory=dict)
+    sweeps: dict[str, Sweep] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def variant(self, base: str, pair: KernelPair, sweep: str | None = None) -> Arm:
+        """The arm ``base`` with one kernel pair swapped in: what a sweep launches for each candidate."""
+        arm = self.arms[base]
+        suffix = "+".join(b or "auto" for b in (pair.linear_backend, pair.moe_backend))
+        return replace(
+            arm,
+            name=f"{base}@{suffix}",
+            linear_backend=pair.linear_backend,
+            moe_backend=pair.moe_backend,
+            expected_findings=[],
+            sweep=sweep,
+            flags=dict(arm.flags),
+            env=dict(arm.env),
+        )
+
+    def sweeps_covering(self, arm: Arm) -> list[Sweep]:
+        """Sweeps that list this arm, derive it, or use it as the base for their kernel pairs."""
+        return [
+            s
+            for s in self.sweeps.values()
+            if arm.name in s.arms or s.base == arm.name or arm.sweep == s.name
+        ]
+
+
+@dataclass(frozen=True)
+class BoxSpec:
+    """What resolve and lint need to know about a box; built from the store's box row and latest probe."""
+
+    name: str
+    gpu_count: int
+    gpu_name: str | None = None
+    gpu_mem_mib: float | None = None
+    nvlink: bool = False
+    serving_env: str | None = None
+    model_root: str | None = None
+
+    @property
+    def gpu_mem_gb(self) -> float | None:
+        return None if self.gpu_mem_mib is None else self.gpu_mem_mib * 1024 * 1024 / 1e9
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule_id: str
+    severity: str  # 'error' blocks a launch; 'warn' is shown
+    arm: str
+    reason: str
+    file: str | None = None
+    key: str | None = None
+    line: int | None = None
+    expected: bool = False
+    """The arm declares this rule in ``expected_findings``: shipped on purpose, still blocks a launch."""
+
+    @property
+    def blocking(self) -> bool:
+        return self.severity == "error"
+
+    def where(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule_id": self.rule_id,
+            "severity": self.severity,
+            "arm": self.arm,
+            "reason": self.reason,
+            "file": self.file,
+            "key": self.key,
+            "line": self.line,
+            "expected": self.expected,
+        }

@@ -1,0 +1,216 @@
+"""Resolve an arm on a box into servers: one argv list, environment and GPU set per replica.
+
+WHY here and not on the box: the agent is dumb about policy (DESIGN.md). The console decides every
+flag, so what was launched is exactly what was linted and recorded; the argv is a list that is never
+joined into a shell line, and every server binds 127.0.0.1 (reached through the SSH tunnel).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from console.recipes.model import LAYOUT_KEYS, Arm, BoxSpec, Catalog, Profile, ServingProfile
+
+LOOPBACK = "127.0.0.1"
+ServerArg = tuple[str, tuple[str, ...]]
+"""A flag and its values: () for a switch, one value usually, several for a list."""
+
+
+class ResolveError(ValueError):
+    """The arm cannot be laid out on this box; the message says why and what would fit."""
+
+
+@dataclass(frozen=True)
+class Replica:
+    index: int
+    gpus: list[int]
+    port: int
+    argv: list[str]
+    env: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "gpus": self.gpus, "port": self.port, "argv": self.argv, "env": self.env}
+
+
+@dataclass(frozen=True)
+class ResolvedArm:
+    arm: str
+    box: str
+    model: str
+    served_model_name: str
+    tensor_parallel: int
+    data_parallel: int
+    expert_parallel: bool
+    replicas: list[Replica]
+    profile: ServingProfile
+
+    @property
+    def recipe_hash(self) -> str:
+        """sha256 of every replica's {argv, env, gpus}: equal hashes mean byte-identical launches."""
+        body = [{"argv": r.argv, "env": r.env, "gpus": r.gpus} for r in self.replicas]
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        first = self.replicas[0]
+        return {
+            "arm": self.arm,
+            "box": self.box,
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "tensor_parallel": self.tensor_parallel,
+            "data_parallel": self.data_parallel,
+            "expert_parallel": self.expert_parallel,
+            "argv": first.argv,
+            "env": first.env,
+            "gpus": [r.gpus for r in self.replicas],
+            "replicas": [r.to_dict() for r in self.replicas],
+            "profile": self.profile.to_dict(),
+            "recipe_hash": self.recipe_hash,
+        }
+
+
+def get_arm(catalog: Catalog, arm: str | Arm) -> Arm:
+    if isinstance(arm, Arm):
+        return arm
+    if arm not in catalog.arms:
+        close = difflib.get_close_matches(arm, list(catalog.arms), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `campaign recipe list` shows the arms"
+        raise ResolveError(f"no arm named {arm!r}{hint}")
+    return catalog.arms[arm]
+
+
+def effective_arm(catalog: Catalog, arm: str | Arm) -> tuple[Arm, Profile]:
+    """The arm with its profile's layout defaults filled in where the arm leaves them unset."""
+    a = get_arm(catalog, arm)
+    profile = catalog.profiles[a.profile]
+    filled = {k: profile.defaults[k] for k in LAYOUT_KEYS if getattr(a, k) is None and k in profile.defaults}
+    return replace(a, **filled), profile
+
+
+def _value(v: object) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
+    """Every flag after ``serve MODEL`` except host/port, in a fixed order (golden tests rely on it)."""
+    args: list[ServerArg] = []
+
+    def add(flag: str, value: object | None = None) -> None:
+        args.append((flag, () if value is None else (_value(value),)))
+
+    if arm.tensor_parallel > 1:
+        add("--tensor-parallel-size", arm.tensor_parallel)
+    if arm.data_parallel > 1:
+        add("--data-parallel-size", arm.data_parallel)
+    if arm.expert_parallel:
+        add("--enable-expert-parallel")
+    if arm.linear_backend:
+        add("--kernel-config.linear_backend", arm.linear_backend)
+    if arm.moe_backend:
+        add("--kernel-config.moe_backend", arm.moe_backend)
+    free = {**profile.flags, **arm.flags}
+    autotune_set = {"--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune"} & set(free)
+    if arm.tensor_parallel > 1 and not autotune_set:
+        # Seed rule 5: a rank with a cached autotune result desynchronises from the others and hangs.
+        add("--no-enable-flashinfer-autotune")
+    for key in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype"):
+        value = getattr(arm, key)
+        if value is not None:
+            add("--" + key.replace("_", "-"), value)
+    if arm.gpu_memory_utilization is not None:
+        add("--gpu-memory-utilization", arm.gpu_memory_utilization)
+    if arm.enforce_eager:
+        add("--enforce-eager")
+    serving = profile.serving
+    if serving.reasoning_parser:
+        add("--reasoning-parser", serving.reasoning_parser)
+    if serving.tool_call_parser:
+        add("--tool-call-parser", serving.tool_call_parser)
+        add("--enable-auto-tool-choice")
+    if serving.chat_template_kwargs:
+        add("--default-chat-template-kwargs", json.dumps(serving.chat_template_kwargs, separators=(",", ":")))
+    for flag, value in free.items():
+        if value is False:
+            continue
+        if value is True:
+            add(flag)
+        elif isinstance(value, list):
+            args.append((flag, tuple(value)))
+        else:
+            add(flag, value)
+    return args
+
+
+def generic_box(catalog: Catalog, arm: str | Arm) -> BoxSpec:
+    """A box with exactly the GPUs one server of the arm needs, no serving env and no model root."""
+    a = get_arm(catalog, arm)
+    return BoxSpec(name="(any)", gpu_count=a.gpus_per_server * (a.replicas or 1))
+
+
+def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]]:
+    available = list(range(box.gpu_count)) if gpus is None else list(gpus)
+    bad = [g for g in available if not 0 <= g < box.gpu_count]
+    if bad or len(set(available)) != len(available):
+        raise ResolveError(f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once")
+    per = arm.gpus_per_server
+    if not available:
+        if per > 1 or (arm.replicas or 1) > 1:
+            raise ResolveError(
+                f"arm {arm.name!r} needs {per * (arm.replicas or 1)} GPUs "
+                f"(tensor_parallel {arm.tensor_parallel} x data_parallel {arm.data_parallel}); box {box.name} has none"
+            )
+        return [[]]
+    count = arm.replicas or len(available) // per
+    if count < 1 or count * per > len(available):
+        want = per * (arm.replicas or 1)
+        raise ResolveError(
+            f"arm {arm.name!r} needs {want} GPUs ({arm.replicas or 1} x tensor_parallel {arm.tensor_parallel} "
+            f"x data_parallel {arm.data_parallel}); box {box.name} offers {len(available)}"
+        )
+    return [available[i * per : (i + 1) * per] for i in range(count)]
+
+
+def resolve(
+    catalog: Catalog, arm: str | Arm, box: BoxSpec, gpus: list[int] | None = None, base_port: int = 8100
+) -> ResolvedArm:
+    a, profile = effective_arm(catalog, arm)
+    if profile.local:
+        if not box.model_root:
+            raise ResolveError(
+                f"arm {a.name!r} serves the local checkpoint {profile.checkpoint!r}, but box {box.name} has no "
+                "model_root; set it with `campaign box add ... --model-root DIR`"
+            )
+        model = f"{box.model_root.rstrip('/')}/{profile.checkpoint}"
+    else:
+        model = profile.checkpoint
+    groups = gpu_groups(a, box, gpus)
+    if not (0 < base_port and base_port + len(groups) <= 65536):
+        raise ResolveError(f"base_port {base_port}: ports {base_port}..{base_port + len(groups) - 1} are out of range")
+    vllm = f"{box.serving_env.rstrip('/')}/bin/vllm" if box.serving_env else "vllm"
+    flags = [part for flag, values in server_args(a, profile) for part in (flag, *values)]
+    base_env = {**profile.env, **a.env}
+    replicas = []
+    for i, group in enumerate(groups):
+        port = base_port + i
+        argv = [vllm, "serve", model, "--served-model-name", profile.served_name, "--host", LOOPBACK, "--port", str(port)]
+        env = dict(base_env)
+        if group:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
+        replicas.append(Replica(index=i, gpus=group, port=port, argv=argv + flags, env=env))
+    return ResolvedArm(
+        arm=a.name,
+        box=box.name,
+        model=model,
+        served_model_name=profile.served_name,
+        tensor_parallel=a.tensor_parallel,
+        data_parallel=a.data_parallel,
+        expert_parallel=a.expert_parallel,
+        replicas=replicas,
+        profile=profile.serving,
+    )

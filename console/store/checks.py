@@ -1,0 +1,141 @@
+"""Probes and check verdicts: what each box looked like, and what the checks concluded from it.
+
+A *check run* is the set of verdicts computed from one probe at one instant; it is stored with that
+probe's id and the instant (``check_verdicts.t_ms``, console clock), and ``last_verdicts`` returns the
+newest run. ``campaign launch`` refuses a box whose last run holds a ``fail`` unless forced, so a run is
+written in one transaction: a half-written run could hide a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from console.store.core import dumps
+
+if TYPE_CHECKING:
+    from console.checks import Verdict
+    from console.store.core import Store
+
+
+@dataclass(frozen=True)
+class StoredProbe:
+    id: int
+    box: str
+    t_ms: int
+    console_t_ms: int | None
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    id: int
+    box: str
+    probe_id: int | None
+    t_ms: int
+    check: str
+    verdict: str
+    reason: str
+    numbers: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> VerdictRow:
+        return cls(
+            id=row["id"], box=row["box"], probe_id=row["probe_id"], t_ms=row["t_ms"],
+            check=row["check_name"], verdict=row["verdict"], reason=row["reason"],
+            numbers=json.loads(row["numbers"]) if row["numbers"] else {},
+        )
+
+
+def gpu_summary(probe: dict[str, Any]) -> str | None:
+    """``4x NVIDIA RTX PRO 6000 ... 400 W`` for the box list; None when the probe saw no GPU."""
+    gpus = [g for g in probe.get("gpus") or [] if isinstance(g, dict)]
+    if not gpus:
+        return None
+    names = sorted({g.get("name") or "?" for g in gpus})
+    limits = sorted({g.get("enforced_limit_w") for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)})
+    power = f", {'/'.join(f'{w:.0f}' for w in limits)} W" if limits else ""
+    return f"{len(gpus)}x {' + '.join(names)}{power}"
+
+
+class Checks:
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- writers ---------------------------------------------------------------------------------
+    def add_probe(self, box: str, probe: dict[str, Any]) -> int:
+        """Keep a probe as it came; also note the box's time zone and GPUs on its row when it exists.
+
+        Called by ``campaign check`` and by the fleet's ingest of ``probe`` journal events, inside the
+        ingest transaction (``atomic`` nests as a savepoint).
+        """
+        t_ms = probe.get("t_ms")
+        if not isinstance(t_ms, int) or isinstance(t_ms, bool):
+            raise ValueError(f"probe for box {box!r} has no integer t_ms (UTC epoch ms); got {t_ms!r}")
+        console_t_ms = probe.get("console_t_ms")
+        if console_t_ms is not None and (not isinstance(console_t_ms, int) or isinstance(console_t_ms, bool)):
+            raise ValueError(f"probe for box {box!r}: console_t_ms must be integer UTC epoch ms or null, "
+                             f"got {console_t_ms!r}")
+        data = dumps(probe)
+        with self.store.atomic() as db:
+            # The same probe arrives twice when `campaign check` asks the agent (the op's result) and the
+            # ingest then commits the agent's `probe` journal event: keep one row.
+            same = db.execute(
+                "SELECT id FROM probes WHERE box = ? AND t_ms = ? AND data = ?", [box, t_ms, data]
+            ).fetchone()
+            if same:
+                return int(same[0])
+            cur = db.execute(
+                "INSERT INTO probes(box, t_ms, console_t_ms, data) VALUES (?, ?, ?, ?)",
+                [box, t_ms, console_t_ms, data],
+            )
+            probe_id = int(cur.lastrowid)
+            db.execute(
+                "UPDATE boxes SET tz = ?, gpu_summary = ?, updated_ms = ? WHERE name = ?",
+                [probe.get("tz"), gpu_summary(probe), self.store.clock(), box],
+            )
+        return probe_id
+
+    def add_verdicts(self, box: str, probe_id: int | None, verdicts: list[Verdict], t_ms: int) -> None:
+        """Store one check run. Re-running the same probe at the same instant replaces that run."""
+        if not verdicts:
+            raise ValueError(f"no verdicts for box {box!r}: a check run that checked nothing is not stored")
+        with self.store.atomic() as db:
+            db.execute(
+                "DELETE FROM check_verdicts WHERE box = ? AND probe_id IS ? AND t_ms = ?",
+                [box, probe_id, t_ms],
+            )
+            for v in verdicts:
+                db.execute(
+                    "INSERT INTO check_verdicts(box, probe_id, t_ms, check_name, verdict, reason, numbers) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [box, probe_id, t_ms, v.check, v.verdict, v.reason, dumps(v.numbers)],
+                )
+
+    # -- readers ---------------------------------------------------------------------------------
+    def latest_probe(self, box: str) -> StoredProbe | None:
+        rows = self.store.rows(
+            "SELECT * FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return StoredProbe(r["id"], r["box"], r["t_ms"], r["console_t_ms"], json.loads(r["data"]))
+
+    def last_verdicts(self, box: str) -> list[VerdictRow]:
+        """The newest check run of a box (empty when it was never checked), in the order it was written."""
+        head = self.store.rows(
+            "SELECT probe_id, t_ms FROM check_verdicts WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]
+        )
+        if not head:
+            return []
+        rows = self.store.rows(
+            "SELECT * FROM check_verdicts WHERE box = ? AND probe_id IS ? AND t_ms = ? ORDER BY id",
+            [box, head[0]["probe_id"], head[0]["t_ms"]],
+        )
+        return [VerdictRow.from_row(r) for r in rows]
+
+    def last_failed(self, box: str) -> list[VerdictRow]:
+        """The failing verdicts of the newest run: non-empty means launches on this box need --force."""
+        return [v for v in self.last_verdicts(box) if v.verdict == "fail"]

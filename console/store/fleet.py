@@ -1,0 +1,356 @@
+"""The fleet's writers: journal ingest with its cursor, derived rows, commands and launches.
+
+Exactly-once ingest rests on one rule: the journal rows, every row derived from them and the new cursor
+are written in ONE transaction, and the console acks the box only after that transaction committed. A
+crash before the commit leaves nothing and the box re-sends; a crash after it leaves the cursor ahead, so
+the re-sent events are skipped. ``UNIQUE(box, seq)`` is the last line of defence, never the mechanism.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from console.store.core import dumps
+
+if TYPE_CHECKING:
+    from console.store.core import Store
+
+log = logging.getLogger(__name__)
+
+LAUNCH_STATES = ("requested", "starting", "serving", "failed", "stopping", "stopped")
+COMMAND_STATES = ("pending", "sent", "acked", "failed")
+
+
+class IngestError(ValueError):
+    """An event batch that cannot be committed as it is; nothing of the batch was written."""
+
+
+@dataclass
+class IngestReport:
+    """What one batch did: the committed cursor and the events kept only as journal rows (and why)."""
+
+    box: str
+    inserted: int = 0
+    skipped: int = 0
+    cursor: int = 0
+    journal_only: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Command:
+    id: str
+    box: str
+    op: str
+    args: dict[str, Any]
+    state: str
+    created_ms: int
+    sent_ms: int | None = None
+    acked_ms: int | None = None
+    result: Any = None
+    error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Command:
+        return cls(
+            id=row["id"],
+            box=row["box"],
+            op=row["op"],
+            args=json.loads(row["args"]),
+            state=row["state"],
+            created_ms=row["created_ms"],
+            sent_ms=row["sent_ms"],
+            acked_ms=row["acked_ms"],
+            result=json.loads(row["result"]) if row["result"] is not None else None,
+            error=row["error"],
+        )
+
+
+_GPU_COLUMNS = (
+    "power_w", "power_limit_w", "enforced_limit_w", "max_limit_w", "sm_clock_mhz",
+    "util_pct", "mem_used_mib", "mem_total_mib", "temp_c",
+)  # fmt: skip
+_SERVER_COLUMNS = (
+    "gen_tok_per_s", "prompt_tok_per_s", "running", "waiting", "kv_usage",
+    "prefix_hit_rate", "gen_tokens_total", "prompt_tokens_total",
+)  # fmt: skip
+
+
+def _require(event: dict[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if k not in event]
+    if missing:
+        raise IngestError(
+            f"event seq {event.get('seq')} kind {event.get('kind')!r} lacks {missing}; "
+            "the agent on this box speaks another protocol revision: push the matching agent"
+        )
+
+
+class Fleet:
+    """``store.fleet``: everything the fleet layer writes, each write inside ``store.atomic()``."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- cursor ----------------------------------------------------------------------------------
+    def cursor(self, box: str) -> int:
+        """The last seq committed for ``box`` (0 when nothing was ever ingested)."""
+        return int(self.store.scalar("SELECT seq FROM ingest_cursor WHERE box = ?", [box]) or 0)
+
+    # -- ingest ----------------------------------------------------------------------------------
+    def ingest(self, box: str, events: Iterable[dict[str, Any]]) -> IngestReport:
+        """Commit a batch of journal events for ``box`` exactly once; return the new cursor.
+
+        Events at or below the cursor were committed before (a re-send after a lost ack) and are
+        skipped. Seqs must strictly increase within the batch: anything else means a corrupt stream, and
+        the whole batch is refused so the cursor never jumps over an event.
+        """
+        report = IngestReport(box=box)
+        now = self.store.clock()
+        with self.store.atomic() as db:
+            cursor = self.cursor(box)
+            last = cursor
+            for event in events:
+                _require(event, "seq", "t_ms", "kind")
+                seq = event["seq"]
+                if not isinstance(seq, int) or not isinstance(event["t_ms"], int):
+                    raise IngestError(f"event {str(event)[:80]}: seq and t_ms must be integers")
+                if seq <= cursor:
+                    report.skipped += 1
+                    continue
+                if seq <= last:
+                    raise IngestError(f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order")
+                db.execute(
+                    "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                    [box, seq, event["t_ms"], event["kind"], dumps(event), now],
+                )
+                self._derive(box, event, report)
+                last = seq
+                report.inserted += 1
+            if last != cursor:
+                db.execute(
+                    "INSERT INTO ingest_cursor(box, seq, updated_ms) VALUES (?, ?, ?) "
+                    "ON CONFLICT(box) DO UPDATE SET seq = excluded.seq, updated_ms = excluded.updated_ms",
+                    [box, last, now],
+                )
+                db.execute("UPDATE boxes SET last_seen_ms = ? WHERE name = ?", [now, box])
+            report.cursor = last
+        return report
+
+    def _derive(self, box: str, event: dict[str, Any], report: IngestReport) -> None:
+        """Derived rows go in a savepoint: one that cannot be derived keeps its journal row and is reported.
+
+        A bad derived row must never stall ingest (the box would re-send the same batch forever and keep
+        every later measurement hostage); the journal row keeps the event for a later re-derivation.
+        """
+        handler = getattr(self, f"_on_{event['kind']}", None)
+        if handler is None:
+            return
+        try:
+            with self.store.atomic():
+                handler(box, event)
+        except (IngestError, ValueError, KeyError, TypeError) as exc:
+            reason = f"seq {event['seq']}: {type(exc).__name__}: {exc}"
+            report.journal_only[event["kind"]] = reason
+            log.warning("box %s: %s kept in the journal only: %s", box, event["kind"], reason)
+
+    def _on_gpu_sample(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "gpus")
+        for gpu in event["gpus"]:
+            values = [gpu.get(c) for c in _GPU_COLUMNS]
+            self.store.db.execute(
+                f"INSERT OR IGNORE INTO gpu_samples(box, gpu, t_ms, {', '.join(_GPU_COLUMNS)}) "
+                f"VALUES (?, ?, ?, {', '.join('?' * len(_GPU_COLUMNS))})",
+                [box, gpu["gpu"], event["t_ms"], *values],
+            )
+
+    def _on_server_sample(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "launch_id")
+        self.store.db.execute(
+            f"INSERT OR IGNORE INTO server_samples(box, launch_id, t_ms, {', '.join(_SERVER_COLUMNS)}) "
+            f"VALUES (?, ?, ?, {', '.join('?' * len(_SERVER_COLUMNS))})",
+            [box, event["launch_id"], event["t_ms"], *(event.get(c) for c in _SERVER_COLUMNS)],
+        )
+
+    def _ensure_launch(self, box: str, launch_id: str, arm: str | None) -> None:
+        """A launch the console did not request (adopted after a console wipe) still gets its row."""
+        self.store.db.execute(
+            "INSERT OR IGNORE INTO launches(id, box, arm, state) VALUES (?, ?, ?, 'requested')",
+            [launch_id, box, arm or "(unknown: launched outside this state.db)"],
+        )
+
+    def _on_launch_state(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "launch_id", "state")
+        state = event["state"]
+        if state not in LAUNCH_STATES:
+            raise IngestError(f"event seq {event['seq']}: unknown launch state {state!r}")
+        self._ensure_launch(box, event["launch_id"], event.get("arm"))
+        values: dict[str, Any] = {"state": state}
+        for src, dst in (("pid", "pid"), ("port", "port"), ("exit_code", "exit_code"),
+                         ("reason", "failure_reason"), ("log_path", "log_path")):  # fmt: skip
+            if event.get(src) is not None:
+                values[dst] = event[src]
+        for src in ("gpus", "backends_accepted"):
+            if event.get(src) is not None:
+                values[src] = dumps(event[src])
+        moment = {"starting": "start_ms", "serving": "ready_ms", "failed": "stop_ms", "stopped": "stop_ms"}
+        if state in moment:
+            values[moment[state]] = event["t_ms"]
+        sets = ", ".join(f"{k} = ?" for k in values)
+        self.store.db.execute(f"UPDATE launches SET {sets} WHERE id = ?", [*values.values(), event["launch_id"]])
+
+    def _on_kernel_line(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "launch_id", "category", "line")
+        self.store.db.execute(
+            "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
+            [box, event["launch_id"], event["t_ms"], event["category"], event["line"]],
+        )
+
+    def _on_launch_budget(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "launch_id")
+        self._ensure_launch(box, event["launch_id"], None)
+        self.store.db.execute(
+            "UPDATE launches SET kv_cache_tokens = ?, max_concurrency = ? WHERE id = ?",
+            [event.get("kv_cache_tokens"), event.get("max_concurrency"), event["launch_id"]],
+        )
+
+    def _on_gpu_released(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "launch_id", "released")
+        self._ensure_launch(box, event["launch_id"], None)
+        self.store.db.execute(
+            "UPDATE launches SET gpu_mem_released = ? WHERE id = ?",
+            [1 if event["released"] else 0, event["launch_id"]],
+        )
+
+    def _on_agent_started(self, box: str, event: dict[str, Any]) -> None:
+        if event.get("version"):
+            self.store.db.execute("UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box])
+
+    def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "command_id", "ok")
+        self._finish_command(event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"),
+                             event["t_ms"])  # fmt: skip
+
+    def _on_probe(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "probe")
+        self.store.checks.add_probe(box, event["probe"])
+
+    def _on_bench_result(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "bench_id", "launch_id", "result")
+        self.store.results.add_bench_run(self._result_row(box, event, "bench_id"))
+
+    def _on_tripwire_result(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "tripwire_id", "launch_id", "result")
+        self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
+
+    def _result_row(self, box: str, event: dict[str, Any], id_key: str) -> dict[str, Any]:
+        """The agent's result plus what only the console knows: the arm and the command's arguments."""
+        launch = self.store.rows("SELECT arm FROM launches WHERE id = ?", [event["launch_id"]])
+        command = self.store.rows("SELECT args FROM commands WHERE id = ?", [event[id_key]])
+        row: dict[str, Any] = dict(json.loads(command[0]["args"])) if command else {}
+        row.update(event["result"])
+        row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"])
+        row.setdefault("arm", launch[0]["arm"] if launch else None)
+        return row
+
+    # -- commands --------------------------------------------------------------------------------
+    def add_command(self, command_id: str, box: str, op: str, args: dict[str, Any]) -> Command:
+        """Store a command BEFORE it is sent, so a crash between send and ack can re-send the same id."""
+        now = self.store.clock()
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT INTO commands(id, box, op, args, state, created_ms) VALUES (?, ?, ?, ?, 'pending', ?)",
+                [command_id, box, op, dumps(args), now],
+            )
+        return self.command(command_id)
+
+    def command(self, command_id: str) -> Command:
+        rows = self.store.rows("SELECT * FROM commands WHERE id = ?", [command_id])
+        if not rows:
+            raise KeyError(f"no command with id {command_id!r}")
+        return Command.from_row(rows[0])
+
+    def mark_sent(self, command_id: str) -> None:
+        with self.store.atomic() as db:
+            db.execute(
+                "UPDATE commands SET state = 'sent', sent_ms = ? WHERE id = ? AND state = 'pending'",
+                [self.store.clock(), command_id],
+            )
+
+    def finish_command(self, command_id: str, ok: bool, result: Any = None, error: str | None = None) -> None:
+        """The agent's immediate answer. A long op's ``command_done`` may have been ingested first: it wins."""
+        with self.store.atomic():
+            if self.command(command_id).state in ("pending", "sent"):
+                self._finish_command(command_id, ok, result, error, self.store.clock())
+
+    def _finish_command(self, command_id: str, ok: bool, result: Any, error: str | None, t_ms: int) -> None:
+        self.store.db.execute(
+            "UPDATE commands SET state = ?, acked_ms = ?, result = ?, error = ? WHERE id = ?",
+            ["acked" if ok else "failed", t_ms, None if result is None else dumps(result), error, command_id],
+        )
+
+    def unfinished_commands(self, box: str) -> list[Command]:
+        """Commands stored but never answered: re-sent after a reconnect (the agent dedupes on the id)."""
+        rows = self.store.rows(
+            "SELECT * FROM commands WHERE box = ? AND state IN ('pending', 'sent') ORDER BY created_ms, rowid",
+            [box],
+        )
+        return [Command.from_row(r) for r in rows]
+
+    # -- launches --------------------------------------------------------------------------------
+    def add_launch(
+        self,
+        launch_id: str,
+        box: str,
+        arm: str,
+        *,
+        arm_id: int | None,
+        replica: int,
+        gpus: list[int],
+        port: int,
+        forced: bool,
+    ) -> None:
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?)",
+                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0],
+            )
+
+    def fail_launch(self, launch_id: str, reason: str) -> None:
+        """A launch the agent never accepted is a row with its reason, never an omission."""
+        with self.store.atomic() as db:
+            db.execute(
+                "UPDATE launches SET state = 'failed', failure_reason = ?, stop_ms = ? WHERE id = ?",
+                [reason, self.store.clock(), launch_id],
+            )
+
+    def add_arm(self, arm: str, model: str, box: str, recipe_hash: str, argv: list[str],
+                env: dict[str, str], gpus: list[list[int]], tensor_parallel: int,
+                lint: list[dict[str, Any]]) -> int:  # fmt: skip
+        """The resolved arm, once per (arm, box, recipe hash): launches point at what really ran."""
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
+                "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [arm, model, box, recipe_hash, dumps(argv), dumps(env), dumps(gpus), tensor_parallel,
+                 dumps(lint), self.store.clock()],
+            )  # fmt: skip
+        return int(self.store.scalar(
+            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [arm, box, recipe_hash]
+        ))  # fmt: skip
+
+    def live_launches(self, box: str, arm: str | None = None) -> list[dict[str, Any]]:
+        """Launches on ``box`` that may still hold GPUs (not failed, not stopped)."""
+        sql = "SELECT * FROM launches WHERE box = ? AND state NOT IN ('failed', 'stopped')"
+        params: list[Any] = [box]
+        if arm is not None:
+            sql += " AND arm = ?"
+            params.append(arm)
+        return self.store.rows(sql + " ORDER BY start_ms, id", params)
+
+    def launch(self, launch_id: str) -> dict[str, Any] | None:
+        rows = self.store.rows("SELECT * FROM launches WHERE id = ?", [launch_id])
+        return rows[0] if rows else None

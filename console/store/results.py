@@ -1,0 +1,408 @@
+"""Results: bench runs, tripwire runs, task-accuracy runs, API prices and imported campaigns.
+
+A throughput number is only worth something next to its arm, the kernel line the engine used, the
+tripwire verdict and the power limit it ran under. ``add_bench_run`` fills in what only the store
+knows (the launch's kernel lines, the box's enforced power limit, the launch's tripwire) so a row can
+never be written bare; a failed tripwire marks every throughput row of that launch diagnostic-only.
+
+Imported figures (the demo campaign) are written by ``record_import`` in one transaction, traced to an
+``imports`` row by ``import_id``: the same files imported twice change nothing, changed files replace
+their own rows and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from console.store.boxes import Box
+from console.store.core import dumps
+
+if TYPE_CHECKING:
+    from console.store.core import Store
+
+BENCH_COLUMNS = (
+    "box", "launch_id", "arm", "model", "configuration", "shape", "concurrency", "prompts", "seed",
+    "input_len", "output_len", "prefix_len", "started_ms", "ended_ms", "duration_s", "requests", "failed",
+    "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s", "ttft_ms_p50", "ttft_ms_p99",
+    "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "steady",
+    "client_cpu", "client_bound", "kernel_line", "power_limit_w", "tripwire_id", "diagnostic_only",
+    "queueing", "source", "provenance", "raw", "import_id",
+)  # fmt: skip
+TRIPWIRE_COLUMNS = (
+    "box", "launch_id", "arm", "model", "t_ms", "ok", "degenerate", "wrong", "total", "passed",
+    "reasoning_leak", "items", "source", "provenance", "import_id",
+)  # fmt: skip
+EVAL_COLUMNS = (
+    "box", "arm", "model", "configuration", "t_ms", "items", "overall", "families", "note", "source",
+    "provenance", "import_id",
+)  # fmt: skip
+JSON_COLUMNS = frozenset({"steady", "raw", "items", "families"})
+KERNEL_SEPARATOR = " | "
+
+
+class ResultError(ValueError):
+    """A result row that cannot be stored as given; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class ApiPrice:
+    """USD per million tokens; ``cached_in_per_mtok`` None means cached input pays the full input price."""
+
+    model: str
+    provider: str
+    in_per_mtok: float
+    out_per_mtok: float
+    cached_in_per_mtok: float | None = None
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("in_per_mtok", "out_per_mtok", "cached_in_per_mtok"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ResultError(f"API price for {self.model} ({self.provider}): {name} {value} is negative")
+
+
+@dataclass
+class ImportedLaunch:
+    """One arm as the imported campaign ran it: its layout, kernel lines and how the launch ended."""
+
+    box: str
+    arm: str
+    model: str
+    configuration: str
+    gpus: list[list[int]]
+    tensor_parallel: int
+    kernel_lines: list[tuple[str, str]]  # (category, line)
+    state: str  # stopped or failed
+    failure_reason: str | None = None
+    kv_cache_tokens: int | None = None
+
+    @property
+    def launch_id(self) -> str:
+        return f"import:{self.box}:{self.arm}"
+
+
+@dataclass
+class ImportPayload:
+    """Everything one import writes. Tripwire rows are keyed by launch id so bench rows can cite them."""
+
+    boxes: list[Box] = field(default_factory=list)
+    launches: list[ImportedLaunch] = field(default_factory=list)
+    tripwires: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bench_runs: list[dict[str, Any]] = field(default_factory=list)
+    eval_runs: list[dict[str, Any]] = field(default_factory=list)
+    api_prices: list[ApiPrice] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        return (len(self.boxes) + len(self.launches) + len(self.tripwires) + len(self.bench_runs)
+                + len(self.eval_runs) + len(self.api_prices))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    import_id: int
+    state: str  # imported, unchanged, replaced
+    rows: int
+
+
+def tripwire_verdict(ok: int | None, degenerate: int | None, wrong: int | None, total: int | None,
+                     passed: int | bool | None, reasoning_leak: int | bool | None = 0) -> str:  # fmt: skip
+    """The tripwire in words, e.g. ``19/20 ok`` or ``FAILED 11/20 ok, 8 degenerate, 1 wrong``.
+
+    When the counts do not add up to the total the split of the rest was not recorded (imported
+    figures printed as "19/20"), so only ok/total is claimed.
+    """
+    if total is None:
+        return "not recorded"
+    words = f"{ok}/{total} ok"
+    if (ok or 0) + (degenerate or 0) + (wrong or 0) == total and (degenerate or wrong):
+        words += f", {degenerate} degenerate, {wrong} wrong"
+    if reasoning_leak:
+        words += ", reasoning leaked"
+    return words if passed else f"FAILED {words}"
+
+
+def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    out = {}
+    for c in columns:
+        if c not in row:
+            continue
+        value = row[c]
+        if c in JSON_COLUMNS and value is not None and not isinstance(value, str):
+            value = dumps(value)
+        elif isinstance(value, bool):
+            value = int(value)
+        out[c] = value
+    return out
+
+
+class Results:
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- writers: measured rows ------------------------------------------------------------------
+    def add_bench_run(self, row: dict[str, Any]) -> int:
+        """Store one benchmark result; the kernel line, power limit and tripwire are filled when missing.
+
+        ``row`` is the bench command's arguments plus the load generator's JSON plus box/launch/t_ms
+        (see console.store.fleet). Keys that are not columns stay in ``raw``.
+        """
+        for key in ("arm", "shape", "concurrency"):
+            if row.get(key) in (None, ""):
+                raise ResultError(f"bench result without {key!r}: the bench command must name it")
+        values = _encode(row, BENCH_COLUMNS)
+        values.setdefault("started_ms", row.get("t_ms"))
+        if values.get("total_tok_per_s") is None and row.get("in_tok_per_s") is not None \
+                and row.get("out_tok_per_s") is not None:  # fmt: skip
+            values["total_tok_per_s"] = row["in_tok_per_s"] + row["out_tok_per_s"]
+        with self.store.atomic() as db:
+            launch_id = values.get("launch_id")
+            if launch_id:
+                if not values.get("kernel_line"):
+                    values["kernel_line"] = self._kernel_line(launch_id)
+                if values.get("power_limit_w") is None:
+                    values["power_limit_w"] = self._power_limit(values.get("box"), launch_id, values.get("started_ms"))
+                if values.get("tripwire_id") is None:
+                    latest = self.store.rows(
+                        "SELECT id, passed FROM tripwire_runs WHERE launch_id = ? ORDER BY t_ms DESC, id DESC LIMIT 1",
+                        [launch_id],
+                    )
+                    if latest:
+                        values["tripwire_id"] = latest[0]["id"]
+                        values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
+            return int(db["bench_runs"].insert(values).last_pk)
+
+    def add_tripwire_run(self, row: dict[str, Any]) -> int:
+        """Store a tripwire verdict and attach it to the launch's throughput rows.
+
+        A failed verdict marks every bench row of the launch diagnostic-only: a fast arm whose output
+        is degenerate must never read as a result (the seed's DP2 x TP2 GLM layout).
+        """
+        missing = [k for k in ("arm", "ok", "degenerate", "wrong", "total", "passed") if row.get(k) is None]
+        if missing:
+            raise ResultError(f"tripwire result without {', '.join(missing)}: the tripwire JSON must carry them")
+        values = _encode(row, TRIPWIRE_COLUMNS)
+        values.setdefault("t_ms", self.store.clock())
+        with self.store.atomic() as db:
+            tripwire_id = int(db["tripwire_runs"].insert(values).last_pk)
+            if values.get("launch_id"):
+                db.execute(
+                    "UPDATE bench_runs SET tripwire_id = ?, diagnostic_only = max(diagnostic_only, ?) "
+                    "WHERE launch_id = ? AND (tripwire_id IS NULL OR ? = 0)",
+                    [tripwire_id, int(not values["passed"]), values["launch_id"], int(values["passed"])],
+                )
+        return tripwire_id
+
+    def add_eval_run(self, row: dict[str, Any]) -> int:
+        missing = [k for k in ("model", "configuration", "items", "overall") if row.get(k) in (None, "")]
+        if missing:
+            raise ResultError(f"task-accuracy row without {', '.join(missing)}")
+        if not 0.0 <= float(row["overall"]) <= 1.0:
+            raise ResultError(f"task accuracy {row['overall']} for {row['model']} is outside 0..1")
+        values = _encode(row, EVAL_COLUMNS)
+        values.setdefault("t_ms", self.store.clock())
+        with self.store.atomic() as db:
+            return int(db["eval_runs"].insert(values).last_pk)
+
+    def add_api_price(self, price: ApiPrice) -> None:
+        """Insert or replace the price of (model, provider): prices move, the latest entry counts."""
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO api_prices(model, provider, in_per_mtok, out_per_mtok, cached_in_per_mtok, "
+                "note, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [price.model, price.provider, price.in_per_mtok, price.out_per_mtok, price.cached_in_per_mtok,
+                 price.note, self.store.clock()],
+            )  # fmt: skip
+
+    def _kernel_line(self, launch_id: str) -> str | None:
+        lines = self.store.rows(
+            "SELECT line FROM kernel_lines WHERE launch_id = ? AND category != 'config' ORDER BY t_ms, id",
+            [launch_id],
+        )
+        return KERNEL_SEPARATOR.join(dict.fromkeys(r["line"] for r in lines)) or None
+
+    def _power_limit(self, box: str | None, launch_id: str, at_ms: int | None) -> float | None:
+        """The lowest enforced limit among the launch's GPUs in the newest sample at or before the run."""
+        launch = self.store.rows("SELECT box, gpus FROM launches WHERE id = ?", [launch_id])
+        box = box or (launch[0]["box"] if launch else None)
+        if box is None:
+            return None
+        gpus = json.loads(launch[0]["gpus"]) if launch and launch[0]["gpus"] else None
+        t = self.store.scalar(
+            "SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?", [box, at_ms or self.store.clock()]
+        )
+        if t is None:
+            return None
+        sql = "SELECT min(coalesce(enforced_limit_w, power_limit_w)) FROM gpu_samples WHERE box = ? AND t_ms = ?"
+        params: list[Any] = [box, t]
+        if gpus:
+            sql += f" AND gpu IN ({','.join('?' * len(gpus))})"
+            params += gpus
+        return self.store.scalar(sql, params)
+
+    # -- imports ---------------------------------------------------------------------------------
+    def has_measured_data(self) -> bool:
+        """True when anything in the db came from a real box (a demo must not be mixed into it)."""
+        return bool(self.store.scalar(
+            "SELECT (SELECT count(*) FROM bench_runs WHERE source != 'imported')"
+            " + (SELECT count(*) FROM tripwire_runs WHERE source != 'imported')"
+            " + (SELECT count(*) FROM eval_runs WHERE source != 'imported')"
+            " + (SELECT count(*) FROM journal)"
+            " + (SELECT count(*) FROM launches WHERE id NOT LIKE 'import:%')"
+        ))  # fmt: skip
+
+    def is_empty(self) -> bool:
+        """Nothing to look at: no results, no launches and no box besides the local one."""
+        return not self.store.scalar(
+            "SELECT (SELECT count(*) FROM bench_runs) + (SELECT count(*) FROM tripwire_runs)"
+            " + (SELECT count(*) FROM launches) + (SELECT count(*) FROM boxes WHERE kind != 'local')"
+        )
+
+    def imports(self) -> list[dict[str, Any]]:
+        return self.store.rows("SELECT * FROM imports ORDER BY t_ms, id")
+
+    def record_import(self, source: str, digest: str, provenance: str, payload: ImportPayload) -> ImportOutcome:
+        """Write an imported campaign in one transaction; the same ``digest`` again is a no-op."""
+        same = self.store.rows("SELECT id, rows FROM imports WHERE source = ? AND digest = ?", [source, digest])
+        if same:
+            return ImportOutcome(same[0]["id"], "unchanged", same[0]["rows"])
+        now = self.store.clock()
+        with self.store.atomic() as db:
+            old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
+            for import_id in old:
+                # Cascades to the bench, tripwire and eval rows of that import and nothing else.
+                db.execute("DELETE FROM imports WHERE id = ?", [import_id])
+            if old:
+                for box in {launch.box for launch in payload.launches}:
+                    db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [box])
+                    db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [box])
+                    db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [box])
+            import_id = int(db["imports"].insert(
+                {"t_ms": now, "source": source, "provenance": provenance, "rows": payload.row_count, "digest": digest}
+            ).last_pk)  # fmt: skip
+            for box in payload.boxes:
+                self._import_box(box)
+            for launch in payload.launches:
+                self._import_launch(launch, now)
+            tripwire_ids = {}
+            for launch_id, tw in payload.tripwires.items():
+                values = _encode({**tw, "launch_id": launch_id, "t_ms": now, "source": "imported",
+                                  "import_id": import_id}, TRIPWIRE_COLUMNS)  # fmt: skip
+                tripwire_ids[launch_id] = int(db["tripwire_runs"].insert(values).last_pk)
+            for row in payload.bench_runs:
+                values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
+                values["tripwire_id"] = tripwire_ids.get(row.get("launch_id", ""))
+                db["bench_runs"].insert(values)
+            for row in payload.eval_runs:
+                self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
+            for price in payload.api_prices:
+                self.add_api_price(price)
+        return ImportOutcome(import_id, "replaced" if old else "imported", payload.row_count)
+
+    def _import_box(self, box: Box) -> None:
+        existing = self.store.rows("SELECT status FROM boxes WHERE name = ?", [box.name])
+        if existing and existing[0]["status"] != "imported":
+            raise ResultError(
+                f"a box named {box.name!r} exists and was not imported: rename or remove it "
+                f"(`campaign box rm {box.name}`) before importing the demo"
+            )
+        if not existing:
+            self.store.boxes.add(box)
+
+    def _import_launch(self, launch: ImportedLaunch, now: int) -> None:
+        db = self.store.db
+        recipe_hash = "imported:" + launch.configuration
+        db.execute(
+            "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
+            "created_ms) VALUES (?, ?, ?, ?, '[]', '{}', ?, ?, NULL, ?)",
+            [launch.arm, launch.model, launch.box, recipe_hash, dumps(launch.gpus), launch.tensor_parallel, now],
+        )
+        arm_id = self.store.scalar(
+            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [launch.arm, launch.box, recipe_hash]
+        )
+        db.execute("DELETE FROM kernel_lines WHERE launch_id = ?", [launch.launch_id])
+        db.execute(
+            "INSERT OR REPLACE INTO launches(id, box, arm, arm_id, replica, gpus, state, failure_reason, "
+            "kv_cache_tokens, start_ms, stop_ms) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL)",
+            [launch.launch_id, launch.box, launch.arm, arm_id, dumps(sorted(g for r in launch.gpus for g in r)),
+             launch.state, launch.failure_reason, launch.kv_cache_tokens],
+        )  # fmt: skip
+        for category, line in launch.kernel_lines:
+            db.execute(
+                "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
+                [launch.box, launch.launch_id, now, category, line],
+            )
+
+    # -- readers ---------------------------------------------------------------------------------
+    def summary(self, *, source: str | None = None) -> list[dict[str, Any]]:
+        """One row per bench run with the power limit, kernel line and tripwire verdict beside it."""
+        where = "WHERE b.source = ?" if source else ""
+        rows = self.store.rows(
+            f"""SELECT b.*, coalesce(b.power_limit_w, (SELECT min(g.enforced_limit_w) FROM gpu_samples g
+                         WHERE g.box = b.box)) AS power_limit,
+                       t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.wrong AS tw_wrong, t.total AS tw_total,
+                       t.passed AS tw_passed, t.reasoning_leak AS tw_leak
+                FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id
+                {where}
+                ORDER BY b.source, b.box, b.model, b.arm, b.shape, b.concurrency, b.id""",
+            [source] if source else [],
+        )
+        for r in rows:
+            r["tripwire"] = tripwire_verdict(r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"],
+                                             r["tw_passed"], r["tw_leak"])  # fmt: skip
+        return rows
+
+    def kernels(self) -> list[dict[str, Any]]:
+        """Every server (launch) with each kernel line it printed; a launch with none still has a row."""
+        return self.store.rows(
+            """SELECT l.box, l.id AS launch_id, l.arm, a.model, l.state, l.failure_reason,
+                      k.category, k.line, k.t_ms
+               FROM launches l LEFT JOIN arms a ON a.id = l.arm_id
+               LEFT JOIN kernel_lines k ON k.launch_id = l.id
+               ORDER BY l.box, l.arm, l.id, k.t_ms, k.id"""
+        )
+
+    def eval_runs(self) -> list[dict[str, Any]]:
+        rows = self.store.rows("SELECT * FROM eval_runs ORDER BY model, overall DESC, id")
+        for r in rows:
+            r["families"] = json.loads(r["families"]) if r["families"] else {}
+        return rows
+
+    def api_prices(self, model: str | None = None) -> list[ApiPrice]:
+        sql = "SELECT * FROM api_prices" + (" WHERE model = ?" if model else "") + " ORDER BY model, provider"
+        return [
+            ApiPrice(r["model"], r["provider"], r["in_per_mtok"], r["out_per_mtok"], r["cached_in_per_mtok"],
+                     r["note"])  # fmt: skip
+            for r in self.store.rows(sql, [model] if model else [])
+        ]
+
+    def best_per_model(self, *, source: str | None = None) -> list[dict[str, Any]]:
+        """The highest output throughput of each model, per source and shape, never diagnostic-only."""
+        rows = [r for r in self.summary(source=source) if not r["diagnostic_only"] and r["out_tok_per_s"] is not None]
+        best: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for r in rows:
+            key = (r["source"], r["model"] or r["arm"], r["shape"])
+            if key not in best or r["out_tok_per_s"] > best[key]["out_tok_per_s"]:
+                best[key] = r
+        return sorted(best.values(), key=lambda r: (r["source"], r["model"] or r["arm"], r["shape"]))
+
+    def failed_launches(self) -> list[dict[str, Any]]:
+        return self.store.rows(
+            "SELECT box, id AS launch_id, arm, failure_reason, exit_code, stop_ms FROM launches "
+            "WHERE state = 'failed' ORDER BY box, arm"
+        )
+
+    def failed_tripwires(self) -> list[dict[str, Any]]:
+        """The newest tripwire of each (box, arm) when it failed: the arm must not be trusted."""
+        rows = self.store.rows(
+            """SELECT * FROM tripwire_runs r WHERE id = (SELECT id FROM tripwire_runs s
+                 WHERE s.arm = r.arm AND s.box IS r.box ORDER BY s.t_ms DESC, s.id DESC LIMIT 1)
+               AND passed = 0 ORDER BY box, arm"""
+        )
+        for r in rows:
+            r["verdict"] = tripwire_verdict(r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"],
+                                            r["reasoning_leak"])  # fmt: skip
+        return rows

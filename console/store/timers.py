@@ -1,0 +1,129 @@
+"""Hard-stop timers and their log: every arm, warning, pull, refusal and firing, with the numbers.
+
+Deadlines are integer UTC epoch milliseconds; what the operator typed is kept beside them, for the
+record only, never re-parsed. State changes go through compare-and-set so two enforcers (a TUI and a
+CLI watcher on the same state.db) cannot both fire one timer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from console.store.core import dumps
+
+if TYPE_CHECKING:
+    from console.store.core import Store
+
+ACTIONS = ("stop-arms", "shutdown", "destroy")
+ACTIVE = ("armed", "firing")
+
+
+@dataclass
+class Timer:
+    id: int
+    box: str
+    deadline_ms: int
+    action: str
+    state: str
+    input_text: str | None
+    created_ms: int
+    updated_ms: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Timer:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+class NoSuchTimer(KeyError):
+    def __str__(self) -> str:
+        return f"no timer with id {self.args[0]}; `campaign timer list` shows them"
+
+
+class Timers:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def add(self, box: str, deadline_ms: int, action: str, input_text: str, *, now_ms: int,
+            detail: dict[str, Any] | None = None) -> Timer:
+        if action not in ACTIONS:
+            raise ValueError(f"action {action!r}: expected one of {', '.join(ACTIONS)}")
+        if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int):
+            raise TypeError(f"deadline_ms must be integer UTC epoch milliseconds, got {deadline_ms!r}")
+        with self.store.atomic() as db:
+            cur = db.execute(
+                "INSERT INTO timers(box, deadline_ms, action, state, input_text, created_ms, updated_ms) "
+                "VALUES (?, ?, ?, 'armed', ?, ?, ?)",
+                [box, deadline_ms, action, input_text, now_ms, now_ms],
+            )
+            timer_id = int(cur.lastrowid)
+            self.log(timer_id, "armed", enforcer="console", now_ms=now_ms, deadline_ms=deadline_ms,
+                     detail=detail)
+        return self.get(timer_id)
+
+    def get(self, timer_id: int) -> Timer:
+        rows = self.store.rows("SELECT * FROM timers WHERE id = ?", [timer_id])
+        if not rows:
+            raise NoSuchTimer(timer_id)
+        return Timer.from_row(rows[0])
+
+    def list(self, box: str | None = None, *, active_only: bool = False) -> list[Timer]:
+        where, params = [], []
+        if box is not None:
+            where.append("box = ?")
+            params.append(box)
+        if active_only:
+            where.append(f"state IN ({', '.join('?' * len(ACTIVE))})")
+            params.extend(ACTIVE)
+        sql = "SELECT * FROM timers" + (f" WHERE {' AND '.join(where)}" if where else "")
+        return [Timer.from_row(r) for r in self.store.rows(sql + " ORDER BY deadline_ms, id", params)]
+
+    def next_for(self, box: str) -> Timer | None:
+        """The earliest live deadline of a box: what the TUI header shows."""
+        active = self.list(box, active_only=True)
+        return active[0] if active else None
+
+    def transition(self, timer_id: int, from_states: tuple[str, ...], to: str, *, now_ms: int) -> bool:
+        """Move a timer to ``to`` only if it is still in one of ``from_states``; False if another won."""
+        with self.store.atomic() as db:
+            cur = db.execute(
+                f"UPDATE timers SET state = ?, updated_ms = ? WHERE id = ? "
+                f"AND state IN ({', '.join('?' * len(from_states))})",
+                [to, now_ms, timer_id, *from_states],
+            )
+            return cur.rowcount == 1
+
+    def log(self, timer_id: int, event: str, *, enforcer: str, now_ms: int, deadline_ms: int | None = None,
+            tz: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        remaining_s = None if deadline_ms is None else (deadline_ms - now_ms) / 1000
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT INTO timer_log(timer_id, t_ms, event, enforcer, now_ms, deadline_ms, remaining_s, tz, "
+                "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [timer_id, now_ms, event, enforcer, now_ms, deadline_ms, remaining_s, tz,
+                 None if detail is None else dumps(detail)],
+            )
+
+    def log_for(self, timer_id: int) -> list[dict[str, Any]]:
+        rows = self.store.rows("SELECT * FROM timer_log WHERE timer_id = ? ORDER BY t_ms, id", [timer_id])
+        for r in rows:
+            r["detail"] = None if r["detail"] is None else json.loads(r["detail"])
+        return rows
+
+    def has_event(self, timer_id: int, event: str) -> bool:
+        return bool(self.store.scalar("SELECT 1 FROM timer_log WHERE timer_id = ? AND event = ? LIMIT 1",
+                                      [timer_id, event]))
+
+    def last_event_ms(self, timer_id: int, event: str) -> int | None:
+        return self.store.scalar("SELECT max(t_ms) FROM timer_log WHERE timer_id = ? AND event = ?",
+                                 [timer_id, event])
+
+    def box_tz(self, box: str) -> str | None:
+        """The box's zone from its latest probe; None when it was never probed (never guessed)."""
+        raw = self.store.scalar("SELECT data FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box])
+        if raw is None:
+            return None
+        tz = json.loads(raw).get("tz")
+        return tz if isinstance(tz, str) and tz else None

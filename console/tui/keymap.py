@@ -1,0 +1,137 @@
+"""Every key of the console in one table, and the operator's remapping from a TOML file.
+
+One table feeds the App and screen BINDINGS, the `?` help screen and the command palette, so the
+help can never drift from what the keys do. Remapping uses Textual's keymap by binding id (as Posting
+does): ``~/.config/campaign-console/keys.toml``::
+
+    [keys]
+    "arms.kill" = "ctrl+k"
+    "view.fleet" = "f1,1"
+
+An unknown id or an empty key is refused with the file and the id named; a key claimed by two bindings
+of the same scope is refused too, since one of them would silently stop working.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.binding import Binding
+
+APP = "app"
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    id: str
+    keys: str  # Textual key names, comma-separated alternatives
+    action: str
+    description: str
+    scope: str  # "app" or a view name
+    show: bool = True
+
+
+SPECS: tuple[KeySpec, ...] = (
+    KeySpec("view.fleet", "1", "app.view('fleet')", "fleet", APP),
+    KeySpec("view.live", "2", "app.view('live')", "live", APP),
+    KeySpec("view.arms", "3", "app.view('arms')", "arms", APP),
+    KeySpec("view.results", "4", "app.view('results')", "results", APP),
+    KeySpec("app.help", "question_mark", "app.help", "help", APP),
+    KeySpec("app.filter", "slash", "app.filter", "filter", APP),
+    KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
+    KeySpec("app.quit", "q", "app.quit", "quit", APP),
+    KeySpec("replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back", APP, show=False),
+    KeySpec("replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False),
+    KeySpec("replay.end", "end", "app.replay_end", "replay: jump to the end (live: follow now)", APP, show=False),
+    KeySpec("chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h", APP, show=False),
+    KeySpec("box.next", "full_stop", "app.box(1)", "next box", APP, show=False),
+    KeySpec("box.previous", "comma", "app.box(-1)", "previous box", APP, show=False),
+    KeySpec("fleet.open", "enter", "open_box", "open box", "fleet"),
+    KeySpec("arms.launch", "l", "launch", "launch", "arms"),
+    KeySpec("arms.kill", "k", "kill", "kill", "arms"),
+    KeySpec("live.timer", "t", "timer", "hard stop", "live"),
+    KeySpec("results.sort", "s", "sort", "sort", "results"),
+    KeySpec("results.chart", "c", "chart", "chart", "results"),
+)
+
+SCOPES = (APP, "fleet", "live", "arms", "results")
+
+
+class KeymapError(ValueError):
+    """The operator's keys file cannot be used; the message names the file, the id and the fix."""
+
+
+def default_path() -> Path:
+    """``$CAMPAIGN_KEYS``, else ``$XDG_CONFIG_HOME/campaign-console/keys.toml`` (``~/.config`` default)."""
+    if os.environ.get("CAMPAIGN_KEYS"):
+        return Path(os.environ["CAMPAIGN_KEYS"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "campaign-console" / "keys.toml"
+
+
+def load(path: Path | None) -> dict[str, str]:
+    """The remapping in ``path`` as {binding id: keys}; a missing file means no remapping."""
+    if path is None or not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise KeymapError(
+            f"{path}: not valid TOML ({exc}); fix the file or delete it to use the default keys"
+        ) from exc
+    keys = data.get("keys", {})
+    if not isinstance(keys, dict) or set(data) - {"keys"}:
+        raise KeymapError(f"{path}: expected only a [keys] table mapping binding ids to keys, like "
+                          '[keys] "arms.kill" = "ctrl+k"')
+    known = {s.id: s for s in SPECS}
+    overrides: dict[str, str] = {}
+    for binding_id, value in keys.items():
+        if binding_id not in known:
+            raise KeymapError(f"{path}: unknown binding id {binding_id!r}; known ids: {', '.join(sorted(known))}")
+        if not isinstance(value, str) or not value.strip() or any(not k.strip() for k in value.split(",")):
+            raise KeymapError(f"{path}: {binding_id!r} must be a key name such as \"ctrl+k\" or \"f2,2\", "
+                              f"got {value!r}")
+        overrides[binding_id] = ",".join(k.strip() for k in value.split(","))
+    _refuse_clashes(path, overrides)
+    return overrides
+
+
+def _refuse_clashes(path: Path, overrides: dict[str, str]) -> None:
+    for scope in SCOPES:
+        # A view's keys share the screen with the app-wide keys, so both count as one scope.
+        specs = [s for s in SPECS if s.scope in (APP, scope)]
+        owner: dict[str, str] = {}
+        for s in specs:
+            for key in effective(s, overrides).split(","):
+                if key in owner and owner[key] != s.id:
+                    raise KeymapError(f"{path}: key {key!r} is bound to both {owner[key]!r} and {s.id!r}; "
+                                      "give one of them another key")
+                owner[key] = s.id
+
+
+def effective(spec: KeySpec, overrides: dict[str, str]) -> str:
+    return overrides.get(spec.id, spec.keys)
+
+
+def bindings(scope: str) -> list[Binding]:
+    """Textual bindings of one scope, with ids so ``App.set_keymap`` can remap them."""
+    return [Binding(s.keys, s.action, s.description, show=s.show, id=s.id) for s in SPECS if s.scope == scope]
+
+
+def help_rows(overrides: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(where, keys, what) for every binding, as the help screen lists them."""
+    names = {APP: "everywhere"}
+    return [(names.get(s.scope, s.scope), display(effective(s, overrides)), s.description) for s in SPECS] + [
+        ("everywhere", "ctrl+p", "command palette"),
+    ]
+
+
+_DISPLAY = {"question_mark": "?", "slash": "/", "escape": "esc", "left_square_bracket": "[",
+            "right_square_bracket": "]", "full_stop": ".", "comma": ","}
+
+
+def display(keys: str) -> str:
+    return " ".join(_DISPLAY.get(k, k) for k in keys.split(","))

@@ -1,0 +1,113 @@
+"""Modal screens: help listing every key, a confirmation that names its target, the timer prompt."""
+
+from __future__ import annotations
+
+from datetime import tzinfo
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from console.timeutil import NaiveTimeError, fmt_remaining, fmt_utc, fmt_zone, parse_instant, zone
+from console.tui import keymap
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every binding from the one key table, with the operator's remapping applied."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def __init__(self, overrides: dict[str, str], read_only: bool):
+        super().__init__()
+        self.overrides = overrides
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        rows = keymap.help_rows(self.overrides)
+        width = max(len(k) for _, k, _ in rows)
+        lines = ["Keys (remap in " + str(keymap.default_path()) + ")", ""]
+        scope = None
+        for where, keys, what in rows:
+            if where != scope:
+                lines.append(f"[{where}]")
+                scope = where
+            lines.append(f"  {keys.ljust(width)}  {what}")
+        if self.read_only:
+            lines += ["", "browse mode: launch, kill and timers are disabled (read-only)"]
+        with VerticalScroll(id="help"):
+            yield Static("\n".join(lines), markup=False)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; No is the default and escape answers No (nothing destructive by accident)."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, title: str, body: list[str], allow_yes: bool = True):
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.allow_yes = allow_yes
+
+    def compose(self) -> ComposeResult:
+        prompt = "y: yes   n/esc: no" if self.allow_yes else "esc: close (blocked: fix the findings first)"
+        with Vertical(id="confirm"):
+            yield Static(self.title_text, id="confirm-title", markup=False)
+            yield Static("\n".join(self.body), markup=False)
+            yield Static(prompt, id="confirm-keys")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes and self.allow_yes)
+
+
+class TimerScreen(ModalScreen[tuple[int, str] | None]):
+    """Ask for a hard-stop instant that names its zone; a bare time is refused, never guessed."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel")]
+
+    def __init__(self, box: str, box_tz: str | None, local: tzinfo, now_ms: int):
+        super().__init__()
+        self.box = box
+        self.box_tz = box_tz
+        self.local = local
+        self.now_ms = now_ms
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="timer"):
+            yield Static(f"Hard stop for {self.box}: stop its arms at (e.g. 2026-09-06 01:27 UTC, "
+                         "2026-09-06T02:27+01:00)", markup=False)
+            yield Input(placeholder="instant with Z, an offset or a zone name", id="timer-input")
+            yield Static("", id="timer-check", markup=False)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#timer-check", Static).update(self._describe(event.value)[1])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        ms, _ = self._describe(event.value)
+        if ms is not None:
+            self.dismiss((ms, event.value))
+
+    def _describe(self, text: str) -> tuple[int | None, str]:
+        if not text.strip():
+            return None, ""
+        try:
+            ms = parse_instant(text)
+        except NaiveTimeError as exc:
+            return None, f"refused: {exc}; add Z, an offset like +01:00, or a zone name like Europe/London"
+        except ValueError as exc:
+            return None, f"refused: {exc}"
+        if ms <= self.now_ms:
+            return None, f"refused: {fmt_utc(ms)} is in the past"
+        lines = [fmt_utc(ms), f"local {fmt_zone(ms, self.local)}"]
+        if self.box_tz:
+            lines.append(f"box   {fmt_zone(ms, zone(self.box_tz))}")
+        lines.append(f"in {fmt_remaining(ms - self.now_ms)}; enter arms it")
+        return ms, "\n".join(lines)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,1 @@
+"""One screen per view; each draws from the read model and redraws only while it is the visible one."""

@@ -1,0 +1,148 @@
+"""Arms: the recipes' arms against the boxes. `l` launches (lint first), `k` kills (always confirms)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from console.readmodel import ArmEntry
+from console.tui import keymap
+from console.tui.actions import LintLine
+from console.tui.modals import ConfirmScreen
+from console.tui.views.base import ViewScreen
+
+COLUMNS = ("arm", "state", "box", "launch")
+
+
+@dataclass(frozen=True)
+class ArmsData:
+    entries: list[ArmEntry]
+    recipes_problem: str | None
+
+
+class ArmsScreen(ViewScreen):
+    VIEW = "arms"
+    TITLE_TEXT = "Arms"
+    BINDINGS = keymap.bindings("arms")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[ArmEntry] = []
+        self.selected: str | None = None
+        self.problem: str | None = None
+
+    def body(self) -> ComposeResult:
+        table: DataTable[str] = DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Static("", id="arms-detail", markup=False)
+
+    def focus_main(self) -> None:
+        self.query_one("#arms-table", DataTable).focus()
+
+    def load(self) -> ArmsData:
+        recipes = self.console.recipes()
+        return ArmsData(self.console.model.arms(recipes.arms), recipes.problem)
+
+    def topbar_extra(self) -> str:
+        box = self.console.selected_box or "none"
+        return f"target box {box} (, . change)" + (f" | {super().topbar_extra()}" if self.filter_text else "")
+
+    def show(self, data: ArmsData) -> None:
+        needle = self.filter_text.lower().strip()
+        self.problem = data.recipes_problem
+        self.entries = [e for e in data.entries if not needle or needle in f"{e.name} {e.model}".lower()]
+        table = self.query_one("#arms-table", DataTable)
+        with self.app.batch_update():
+            table.clear()
+            for e in self.entries:
+                last = e.latest
+                source = "" if e.in_recipes else " (not in recipes)"
+                table.add_row(e.name + source, last.state if last else "-", last.box if last else "-",
+                              last.id if last else "-", key=e.name)
+            names = [e.name for e in self.entries]
+            if self.selected in names:
+                table.move_cursor(row=names.index(self.selected))
+            elif names:
+                self.selected = names[0]
+        self.show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.selected = event.row_key.value
+            self.show_detail()
+
+    def entry(self) -> ArmEntry | None:
+        return next((e for e in self.entries if e.name == self.selected), None)
+
+    def show_detail(self) -> None:
+        lines = [self.problem] if self.problem else []
+        e = self.entry()
+        if e:
+            lines.append(f"{e.name}  model {e.model or '-'}")
+            last = e.latest
+            if last is None:
+                lines.append("never launched")
+            else:
+                lines.append(f"launch {last.id} on {last.box}: {last.state}, GPUs {list(last.gpus)}, port {last.port}"
+                             + (" (forced past a failed check)" if last.forced else ""))
+                if last.failure_reason:
+                    lines.append(f"failed: {last.failure_reason}")
+                if last.backends_accepted:
+                    lines.append(f"engine accepts: {', '.join(last.backends_accepted)}")
+                lines += [f"  {cat:9} {line}" for cat, line in last.kernel_lines]
+                if last.log_path:
+                    lines.append(f"log {last.log_path}")
+        self.query_one("#arms-detail", Static).update("\n".join(lines))
+
+    # -- actions ----------------------------------------------------------------------------------------
+    def action_launch(self) -> None:
+        app = self.console
+        if app.refuse_if_read_only("launching"):
+            return
+        e, box = self.entry(), app.selected_box
+        if e is None or box is None:
+            app.say("pick an arm here and a box in Fleet (1) first", "warning")
+            return
+        self.run_worker(lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint", exit_on_error=False)
+
+    def _lint_then_confirm(self, arm: str, box: str) -> None:
+        try:
+            findings = self.console.actions.lint(arm, box)
+        except Exception as exc:  # shown, not raised: a broken recipe must not close the console
+            findings = [LintLine("error", "lint-failed", str(exc))]
+        self.app.call_from_thread(self._confirm_launch, arm, box, findings)
+
+    def _confirm_launch(self, arm: str, box: str, findings: list[LintLine]) -> None:
+        app = self.console
+        blocked = any(f.blocking for f in findings)
+        body = [f"{f.severity.upper():5} {f.rule_id}: {f.reason}" + (f" ({f.where})" if f.where else "")
+                for f in findings] or ["lint: no findings"]
+        title = f"Launch {arm} on {box}?" if not blocked else f"Launch of {arm} on {box} is blocked by lint"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                app.run_action_worker(app.actions.launch(box, arm), f"launch {arm} on {box}")
+
+        app.push_screen(ConfirmScreen(title, body, allow_yes=not blocked), answered)
+
+    def action_kill(self) -> None:
+        app = self.console
+        if app.refuse_if_read_only("killing"):
+            return
+        e = self.entry()
+        alive = [launch for launch in (e.launches if e else []) if launch.alive]
+        if not alive:
+            app.say(f"{self.selected or 'no arm'}: nothing running to kill", "warning")
+            return
+        target = alive[-1]
+        body = [f"launch {target.id} of {target.arm}", f"box {target.box}, GPUs {list(target.gpus)}, pid {target.pid}",
+                "the server is stopped and its GPU memory checked free"]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                app.run_action_worker(app.actions.kill(target.box, target.id), f"kill {target.id} on {target.box}")
+
+        app.push_screen(ConfirmScreen(f"Kill {target.id} on {target.box}?", body), answered)

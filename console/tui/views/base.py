@@ -1,0 +1,125 @@
+"""What every view shares: the top bar (mode, cursor, box), the `/` filter line, and loading in a worker.
+
+A view loads its data from the read model on a worker thread (never on the UI thread: a slow disk or
+a big state.db must not freeze the keys) and then draws it on the UI thread. Only the visible view is
+asked to reload, so eight boxes of background data cost nothing until the operator looks at them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+from textual.worker import get_current_worker
+
+from console.timeutil import fmt_utc
+from console.tui import keymap
+
+if TYPE_CHECKING:
+    from console.tui.app import ConsoleApp
+
+
+class ViewScreen(Screen[None]):
+    VIEW: ClassVar[str] = ""
+    TITLE_TEXT: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter_text = ""
+        self.loaded = False
+
+    @property
+    def console(self) -> ConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="topbar", markup=False)
+        yield from self.body()
+        yield Input(placeholder="filter (enter keeps it, esc clears it)", id="filter")
+        yield Footer()
+
+    def body(self) -> ComposeResult:
+        raise NotImplementedError
+
+    # -- loading ----------------------------------------------------------------------------------------
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        self.run_worker(self._load_then_show, thread=True, exclusive=True, group="load", exit_on_error=False)
+
+    def _load_then_show(self) -> None:
+        started = time.perf_counter()
+        data = self.console.read(self.load)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show, data, started)
+
+    def _show(self, data: Any, started: float) -> None:
+        self.query_one("#topbar", Static).update(self.topbar())
+        self.show(data)
+        self.loaded = True
+        self.console.record_redraw(self.VIEW, time.perf_counter() - started)
+
+    def load(self) -> Any:
+        """Runs on a worker thread with the read model locked: query only, touch no widget."""
+        raise NotImplementedError
+
+    def show(self, data: Any) -> None:
+        raise NotImplementedError
+
+    def topbar(self) -> str:
+        app = self.console
+        model = app.model
+        at = model.now()
+        if app.read_only:
+            mode = "BROWSE read-only"
+        else:
+            mode = "LIVE" if model.cursor.live else "REPLAY"
+        cursor = fmt_utc(at)
+        if model.cursor.span and not model.cursor.live:
+            end = model.cursor.span[1]
+            cursor += " (end)" if at >= end else f" ({(end - at) // 60_000}m before end)"
+        extra = self.topbar_extra()
+        return f"{self.TITLE_TEXT} | {mode} {cursor}" + (f" | {extra}" if extra else "")
+
+    def topbar_extra(self) -> str:
+        return f"filter: {self.filter_text}" if self.filter_text else ""
+
+    # -- the `/` filter -----------------------------------------------------------------------------------
+    def open_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.value = self.filter_text
+        box.focus()
+
+    def close_filter(self, keep: bool) -> bool:
+        """Hide the filter line; returns False when it was not open (so `esc` goes back instead)."""
+        box = self.query_one("#filter", Input)
+        if not box.has_class("shown"):
+            return False
+        box.remove_class("shown")
+        if not keep:
+            self.filter_text = ""
+            box.value = ""
+            self.reload()
+        self.focus_main()
+        return True
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter" and event.value != self.filter_text:
+            self.filter_text = event.value
+            self.reload()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self.close_filter(keep=True)
+
+    def focus_main(self) -> None:
+        """Give the keys back to the view's main widget."""
+
+    @staticmethod
+    def keys_of(binding_id: str) -> str:
+        return keymap.display(next(s.keys for s in keymap.SPECS if s.id == binding_id))

@@ -1,0 +1,87 @@
+"""Fleet: every box at a glance — connection, GPUs, price, check verdicts in words, arms, timer."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from console.readmodel import FleetRow
+from console.timeutil import fmt_remaining
+from console.tui import keymap
+from console.tui.render import timer_lines
+from console.tui.views.base import ViewScreen
+
+COLUMNS = ("box", "state", "GPUs", "$/h", "checks", "serving", "stop in")
+
+
+def checks_word(row: FleetRow) -> str:
+    """Non-ok verdicts named (``FAIL power``), else ``ok``; a capped GPU is named even if unchecked."""
+    bad = [f"{c.word} {c.name}" for c in row.checks if c.verdict != "ok"]
+    if row.capped_gpus and not any(c.name == "power" and c.verdict != "ok" for c in row.checks):
+        bad.insert(0, f"CAPPED x{row.capped_gpus}")
+    if bad:
+        return ", ".join(bad)
+    return "ok" if row.checks else "unchecked"
+
+
+class FleetScreen(ViewScreen):
+    VIEW = "fleet"
+    TITLE_TEXT = "Fleet"
+    BINDINGS = keymap.bindings("fleet")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[FleetRow] = []
+
+    def body(self) -> ComposeResult:
+        table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Static("", id="fleet-detail", markup=False)
+
+    def focus_main(self) -> None:
+        self.query_one("#fleet-table", DataTable).focus()
+
+    def load(self) -> list[FleetRow]:
+        return self.console.model.fleet()
+
+    def show(self, rows: list[FleetRow]) -> None:
+        self.console.box_names = [r.name for r in rows]
+        if self.console.selected_box is None and rows:
+            # Start on a rented box rather than the laptop itself.
+            ranked = sorted(rows, key=lambda r: (r.kind == "local", r.status != "up"))
+            self.console.selected_box = ranked[0].name
+        needle = self.filter_text.lower().strip()
+        self.rows = [r for r in rows if not needle or needle in f"{r.name} {r.status} {r.gpu_summary}".lower()]
+        table = self.query_one("#fleet-table", DataTable)
+        selected = self.console.selected_box
+        with self.app.batch_update():
+            table.clear()
+            for r in self.rows:
+                stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
+                price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
+                table.add_row(r.name, r.status, r.gpu_summary or "-", price, checks_word(r),
+                              ", ".join(r.serving) or "-", stop, key=r.name)
+            names = [r.name for r in self.rows]
+            if selected in names:
+                table.move_cursor(row=names.index(selected))
+        self.show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.console.selected_box = event.row_key.value
+            self.show_detail()
+
+    def show_detail(self) -> None:
+        row = next((r for r in self.rows if r.name == self.console.selected_box), None)
+        lines: list[str] = []
+        if row:
+            lines.append(f"{row.name}: {row.status}" + (f" ({row.status_detail})" if row.status_detail else ""))
+            lines += [f"  {c.word:>4} {c.name}: {c.reason}" for c in row.checks]
+            if row.timer:
+                lines += timer_lines(row.timer, self.console.local_tz)
+        self.query_one("#fleet-detail", Static).update("\n".join(lines))
+
+    def action_open_box(self) -> None:
+        if self.console.selected_box:
+            self.app.run_action("app.view('live')")

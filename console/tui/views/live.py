@@ -1,0 +1,121 @@
+"""Live: one box's throughput chart, power per GPU, tripwire verdicts and timers (or its replay)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Grid
+from textual.widgets import Static
+
+from console.readmodel import LiveView
+from console.timeutil import fmt_remaining
+from console.tui import keymap
+from console.tui.modals import TimerScreen
+from console.tui.render import braille_area, num, power_line, timer_lines
+from console.tui.views.base import ViewScreen
+
+CHART_ROWS = 4
+
+
+class Panel(Static):
+    """A bordered text panel; its title is the border title so it costs no row."""
+
+    def __init__(self, title: str, id: str):
+        super().__init__("", id=id, markup=False)
+        self.border_title = title
+
+
+class LiveScreen(ViewScreen):
+    VIEW = "live"
+    TITLE_TEXT = "Live"
+    BINDINGS = keymap.bindings("live")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view: LiveView | None = None
+
+    def body(self) -> ComposeResult:
+        yield Static("", id="live-box", markup=False)
+        with Grid(id="live-grid"):
+            yield Panel("throughput", "live-throughput")
+            yield Panel("power", "live-power")
+            yield Panel("tripwire", "live-tripwire")
+            yield Panel("timers", "live-timers")
+
+    def chart_width(self) -> int:
+        width = self.query_one("#live-throughput", Panel).content_region.width
+        return max(10, width - 6)
+
+    def load(self) -> LiveView | None:
+        box = self.console.selected_box
+        if box is None:
+            return None
+        return self.console.model.live(box, buckets=2 * self.chart_width())
+
+    def topbar_extra(self) -> str:
+        window = self.console.model.window_ms // 60_000
+        extra = f"window {window // 60}h" if window >= 60 else f"window {window}m"
+        return extra + (f" | {super().topbar_extra()}" if self.filter_text else "")
+
+    def show(self, view: LiveView | None) -> None:
+        self.view = view
+        if view is None:
+            name = self.console.selected_box
+            self.query_one("#live-box", Static).update(
+                f"no box {name!r} in this state.db" if name else "no box selected: pick one in Fleet (1)"
+            )
+            for panel in self.query(Panel):
+                panel.update("")
+            return
+        b = view.box
+        head = f"{b.name} ({b.gpu_summary or 'no GPU info'}) {b.status}"
+        if b.last_sample_ms is not None and view.at_ms - b.last_sample_ms > 30_000:
+            head += f", last sample {fmt_remaining(view.at_ms - b.last_sample_ms)} ago"
+        if b.timer:
+            head += f" | stop in {fmt_remaining(b.timer.remaining_ms)}"
+        self.query_one("#live-box", Static).update(head)
+        self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
+        power = self.query_one("#live-power", Panel)
+        compact = power.content_region.width < 52
+        lines = [power_line(g, 5 if compact else 10, compact=compact) for g in view.gpus]
+        power.update("\n".join(lines) or "no GPU samples")
+        trip = [f"{t.arm[:22]:22} {t.ok:>2}/{t.total} {t.word}"
+                + (f" degen {t.degenerate} wrong {t.wrong}" if not t.passed else "") for t in view.tripwire]
+        self.query_one("#live-tripwire", Panel).update("\n".join(trip) or "no tripwire run on this box")
+        timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
+        self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
+
+    def throughput_text(self, view: LiveView) -> str:
+        out = view.out_tok_s
+        width = self.chart_width()
+        peak = out.peak
+        chart = braille_area(out.values, width, CHART_ROWS)
+        labels = [num(peak), "", "", "0"]
+        lines = [f"{labels[i]:>5} {row}" for i, row in enumerate(chart)]
+        lines.insert(0, f"out {num(out.last)} tok/s  in {num(view.in_tok_s.last)} tok/s")
+        if view.servers:
+            s = view.servers[0]
+            more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
+            lines.append(f"run {num(s.running)} wait {num(s.waiting)} kv "
+                         f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}")
+            lines.append(f"{s.arm}")
+        else:
+            lines.append("nothing serving")
+        if view.bench:
+            bn = view.bench
+            state = "running" if bn.running else f"out {num(bn.out_tok_per_s)} tok/s"
+            lines.append(f"bench {bn.shape} C{bn.concurrency}: {state}")
+        return "\n".join(lines)
+
+    def action_timer(self) -> None:
+        app = self.console
+        if app.refuse_if_read_only("setting a timer") or self.view is None:
+            return
+        box = self.view.box
+
+        def armed(answer: tuple[int, str] | None) -> None:
+            if answer is not None:
+                deadline, text = answer
+                app.run_action_worker(app.actions.set_deadline(box.name, deadline, "stop-arms", text),
+                                      f"hard stop on {box.name}")
+
+        app.push_screen(TimerScreen(box.name, box.tz, app.local_tz, app.model.now()), armed)

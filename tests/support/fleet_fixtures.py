@@ -1,0 +1,75 @@
+"""Fleet test fixtures: one sshd farm per test session, boxes registered in a fresh state.db per test.
+
+Import into a test module (``from tests.support.fleet_fixtures import sshd_farm, fleet_store``) or into
+tests/conftest.py. The farm is a process-wide singleton so every module shares the same sshd processes
+(started once per session) however many modules import the fixtures.
+"""
+
+from __future__ import annotations
+
+import atexit
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.fleet.link import LinkSettings
+from console.fleet.transport import SshSettings
+from console.store import Box, Store
+from tests.support.sshd import SshBox, SshdFarm, SshdUnavailable
+
+_FARM: SshdFarm | None = None
+
+FAST = LinkSettings(
+    ssh=SshSettings(connect_timeout=5.0, keepalive_interval=1.0, keepalive_count_max=2, command_timeout=30.0),
+    known_hosts=None,
+    backoff_base_s=0.05,
+    backoff_cap_s=0.5,
+    poll_interval_s=0.05,
+)
+"""Link settings for tests: the operator's ~/.ssh/known_hosts is never consulted, reconnects are quick."""
+
+
+def farm() -> SshdFarm:
+    global _FARM
+    if _FARM is None:
+        _FARM = SshdFarm(Path(tempfile.mkdtemp(prefix="campaign-sshd-")))
+        atexit.register(_FARM.stop)
+    return _FARM
+
+
+def box_started(name: str, gpu_fixture: str | None = "h200") -> SshBox:
+    """The running box ``name`` (started on first use)."""
+    f = farm()
+    box = f.boxes.get(name)
+    if box is None or box.process is None or box.process.poll() is not None:
+        box = f.start(name, gpu_fixture)
+    return box
+
+
+def register(store: Store, box: SshBox, *, name: str | None = None, port: int | None = None,
+             pin: bool = True) -> Box:  # fmt: skip
+    """Add the box to ``store``; ``pin`` stores its host key as operator-trusted (TOFU already confirmed)."""
+    return store.boxes.add(Box(
+        name=name or box.name, ssh_user=box.user, host="127.0.0.1", port=port or box.port,
+        key_path=str(box.client_key), host_key=box.host_key_line if pin else None,
+        host_key_source="tofu" if pin else None,
+    ))  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def sshd_farm() -> SshdFarm:
+    try:
+        return farm()
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def fleet_store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "state.db")
+    try:
+        yield store
+    finally:
+        store.close()

@@ -1,0 +1,195 @@
+"""Real OpenSSH ``sshd`` test boxes on 127.0.0.1, each a separate unix user with its own host key and GPUs.
+
+Why real sshd and not asyncssh's in-process server: the fleet layer depends on what only a real box does
+(direct-streamlocal to a unix socket, SFTP rename, a daemon that must outlive the SSH session, SetEnv'd
+PATH). Each box gets: a unix user ``ccbox-<name>`` (created here; tests run as root), its own HOME,
+ed25519 host key, authorized_keys holding the session's client key, and a ``bin/`` first on PATH with a
+fake ``nvidia-smi`` answering from that box's GPU fixture (tests/fixtures/gpus/*.json).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = Path("/usr/sbin/sshd")
+FAKE_SMI = Path(__file__).with_name("fake_nvidia_smi.py")
+GPU_FIXTURES = Path(__file__).parent.parent / "fixtures" / "gpus"
+
+
+class SshdUnavailable(RuntimeError):
+    """This machine cannot run test boxes (no sshd, not root); the message says how to fix it."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run(argv: list[str]) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def _ensure_user(user: str, home: Path) -> pwd.struct_passwd:
+    try:
+        pwd.getpwnam(user)
+        _run(["usermod", "-d", str(home), "-s", "/bin/sh", "-p", "*", user])
+    except KeyError:
+        # '*' (not '!'): sshd without PAM refuses a locked account even for key logins.
+        _run(["useradd", "-M", "-d", str(home), "-s", "/bin/sh", "-p", "*", user])
+    return pwd.getpwnam(user)
+
+
+@dataclass
+class SshBox:
+    name: str
+    user: str
+    port: int
+    root: Path
+    home: Path
+    host_key_line: str
+    client_key: Path
+    fixture: Path | None
+    uid: int
+    gid: int
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def agent_home(self) -> Path:
+        return self.home / ".campaign-agent"
+
+    @property
+    def target(self) -> str:
+        return f"{self.user}@127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+
+    def kill_agent(self) -> None:
+        """Stop the agent daemon of this box (its pidfile names it), e.g. between tests."""
+        pidfile = self.agent_home / "agent.pid"
+        if pidfile.exists():
+            text = pidfile.read_text().split()
+            if text:
+                try:
+                    os.kill(int(text[0]), 15)
+                except ProcessLookupError:
+                    pass
+
+
+class SshdFarm:
+    """Start boxes once per session; ``stop()`` ends every sshd and agent it started."""
+
+    def __init__(self, root: Path):
+        if not SSHD.exists():
+            raise SshdUnavailable("no /usr/sbin/sshd: apt-get install openssh-server (tests/run.sh does)")
+        if os.geteuid() != 0:
+            raise SshdUnavailable("sshd test boxes need root (a unix user per box); CI runs as root")
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        self.client_key = root / "client_ed25519"
+        if not self.client_key.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "campaign-tests", "-f", str(self.client_key)])
+        self.boxes: dict[str, SshBox] = {}
+
+    def start(self, name: str, gpu_fixture: str | None = "h200") -> SshBox:
+        """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json (None: no GPU tooling)."""
+        base = self.root / name
+        base.mkdir(mode=0o755, exist_ok=True)
+        home, bin_dir = base / "home", base / "bin"
+        home.mkdir(mode=0o700, exist_ok=True)
+        bin_dir.mkdir(mode=0o755, exist_ok=True)
+        user = f"ccbox-{name}"[:32]
+        entry = _ensure_user(user, home)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        host_key = base / "ssh_host_ed25519_key"
+        if not host_key.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(host_key)])
+        authorized = base / "authorized_keys"
+        shutil.copy(self.client_key.with_suffix(".pub"), authorized)
+        authorized.chmod(0o644)
+        env = [f"PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"]
+        fixture = None
+        if gpu_fixture is not None:
+            fixture = GPU_FIXTURES / f"{gpu_fixture}.json"
+            smi = bin_dir / "nvidia-smi"
+            smi.write_text(f'#!/bin/sh\nexec /usr/bin/python3 {FAKE_SMI} "$@"\n')
+            smi.chmod(0o755)
+            env.append(f"FAKE_NVIDIA_SMI_FIXTURE={fixture}")
+        port = free_port()
+        config = base / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    f"PidFile {base / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {authorized}",
+                    f"AllowUsers {user}",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PubkeyAuthentication yes",
+                    "AllowStreamLocalForwarding yes",
+                    "AllowTcpForwarding yes",
+                    "MaxSessions 64",
+                    "MaxStartups 64:30:128",
+                    "Subsystem sftp internal-sftp",
+                    f"SetEnv {' '.join(env)}",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        log = (base / "sshd.log").open("ab")
+        process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+        _wait_banner(port, process, base / "sshd.log")
+        box = SshBox(
+            name=name, user=user, port=port, root=base, home=home,
+            host_key_line=" ".join(host_key.with_suffix(".pub").read_text().split()[:2]),
+            client_key=self.client_key, fixture=fixture, uid=entry.pw_uid, gid=entry.pw_gid, process=process,
+        )  # fmt: skip
+        self.boxes[name] = box
+        return box
+
+    def rekey(self, name: str) -> str:
+        """Give a box a new host key (a rebuilt box, or someone in the middle); returns the new key line."""
+        box = self.boxes[name]
+        box.stop()
+        for path in box.root.glob("ssh_host_ed25519_key*"):
+            path.unlink()
+        fresh = self.start(name, box.fixture.stem if box.fixture else None)
+        return fresh.host_key_line
+
+    def stop(self) -> None:
+        for box in self.boxes.values():
+            box.kill_agent()
+            box.stop()
+
+
+def _wait_banner(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SshdUnavailable(f"sshd exited with {process.returncode}: {log.read_text()[-800:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise SshdUnavailable(f"sshd on 127.0.0.1:{port} gave no banner within {timeout:g} s: {log.read_text()[-800:]}")
