@@ -1,7 +1,8 @@
-"""Build the tiny random-weight Llama the end-to-end tests serve with vLLM on CPU.
+"""Build the tiny random-weight models the end-to-end tests serve with vLLM on CPU.
 
 Run with the CPU vLLM environment's Python (it has torch, transformers and tokenizers):
-``python tiny_model.py OUT_DIR``. Nothing is downloaded: the tokenizer is trained here on generated text,
+``python tiny_model.py OUT_DIR [llama|moe]``. The mixture-of-experts variant (a tiny Mixtral) exists so
+the sweep can meet a real engine refusal of a pinned MoE backend, as the seed's campaign did. Nothing is downloaded: the tokenizer is trained here on generated text,
 the weights are random. head_dim is 64 because vLLM's CPU attention refuses smaller heads (FACTS.md).
 """
 
@@ -31,10 +32,16 @@ def corpus(lines: int = 4000, seed: int = 7) -> list[str]:
     return out
 
 
-def build(out_dir: Path) -> None:
+def build(out_dir: Path, arch: str = "llama") -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MixtralConfig,
+        MixtralForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     special = ["<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -49,7 +56,7 @@ def build(out_dir: Path) -> None:
     )
     fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(0)
-    config = LlamaConfig(
+    common = dict(
         vocab_size=len(fast),
         hidden_size=256,
         intermediate_size=512,
@@ -61,7 +68,11 @@ def build(out_dir: Path) -> None:
         eos_token_id=fast.eos_token_id,
         torch_dtype="bfloat16",
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    if arch == "moe":
+        model = MixtralForCausalLM(MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    model = model.to(torch.bfloat16)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
@@ -70,4 +81,4 @@ def build(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]))
+    build(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "llama")

