@@ -142,7 +142,7 @@ def time_zone() -> str | None:
     return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else None
 
 
-_TOPO_CELL = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|PHB|NVB)$")
+_TOPO_CELL = re.compile(r"^(NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NVB)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -163,8 +163,10 @@ def parse_topology(raw: str) -> dict[str, Any]:
                 if i < len(cells) and col != row:
                     cell = cells[i].strip()
                     a, b = sorted((int(row[3:]), int(col[3:])))
-                    if _TOPO_CELL.match(cell):
-                        links[f"{a}-{b}"] = cell
+                    key = f"{a}-{b}"
+                    # the matrix is symmetric on real hosts; if not, the slower (non-NVLink) reading wins
+                    if _TOPO_CELL.match(cell) and (key not in links or not cell.startswith("NV")):
+                        links[key] = cell
     return {"raw": raw, "links": links, "nvlink_all": bool(links) and all(v.startswith("NV") for v in links.values())}
 
 

@@ -159,8 +159,8 @@ class Supervisor:
             refusal = f"port {port} is already in use on 127.0.0.1 (another server or a stale process); " \
                       "kill it or launch on a free port"
         elif shutil.which(argv[0], path=full_env.get("PATH")) is None:
-            refusal = f"argv[0] {argv[0]!r} not found (not an executable path, not on PATH={full_env.get('PATH')!r}); " \
-                      "check the box's serving environment"
+            refusal = f"argv[0] {argv[0]!r} not found: not an executable path and not on the launch's PATH; " \
+                      "check the box's serving environment (argv[0] is normally <serving_env>/bin/vllm)"
         if refusal is None:
             try:
                 with open(launch.log_path, "ab") as log:

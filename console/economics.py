@@ -16,6 +16,7 @@ store and checked (tests/test_economics.py cites the rows):
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -242,6 +243,7 @@ class EconomicsRow:
     node_per_mtok: float
     accuracy: float | None
     accuracy_items: int | None
+    accuracy_box: str | None  # where the accuracy was measured: quality does not depend on the power limit
     api_provider: str | None
     api_per_mtok: float | None
     api_over_node: float | None
@@ -321,7 +323,8 @@ def economics_table(
                 box=c.box, arm=c.arm, model=c.first["model"],
                 rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps), node_usd_per_hour=c.node_hour,
                 node_per_mtok=b.node_per_mtok, accuracy=c.ev["overall"] if c.ev else None,
-                accuracy_items=c.ev["items"] if c.ev else None, api_provider=p.provider if p else None,
+                accuracy_items=c.ev["items"] if c.ev else None, accuracy_box=c.ev["box"] if c.ev else None,
+                api_provider=p.provider if p else None,
                 api_per_mtok=b.api_per_mtok, api_over_node=b.ratio, on_frontier=(c.box, c.arm) in on,
                 diagnostic_only=c.diagnostic, source=c.first["source"],
             ))  # fmt: skip
@@ -337,3 +340,46 @@ class _Priced:
     diagnostic: bool
     ev: dict[str, Any] | None
     node_hour: float
+
+
+CHART_MARKS = {"frontier": "*", "other": "o", "diagnostic": "x"}
+
+
+def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 18) -> str:
+    """The quality/cost chart as text: log10 node USD per million tokens across, accuracy up.
+
+    ``*`` is on the frontier, ``o`` is dominated, ``x`` failed its tripwire (kept visible, never a
+    result). Each configuration is drawn once; the legend lists the frontier in cost order.
+    """
+    points: dict[tuple[str | None, str], EconomicsRow] = {}
+    for r in rows:
+        if r.accuracy is not None and r.node_per_mtok > 0:
+            points.setdefault((r.box, r.arm), r)
+    if not points:
+        return "no configuration has both a cost and an accuracy yet\n"
+    xs = [math.log10(r.node_per_mtok) for r in points.values()]
+    ys = [r.accuracy for r in points.values() if r.accuracy is not None]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 0.01
+    grid = [[" "] * width for _ in range(height)]
+    rank = {"diagnostic": 0, "other": 1, "frontier": 2}
+    for r in sorted(points.values(), key=lambda r: rank[_kind(r)]):  # frontier drawn last, on top
+        col = round((math.log10(r.node_per_mtok) - x0) / (x1 - x0) * (width - 1))
+        row = height - 1 - round(((r.accuracy or 0) - y0) / (y1 - y0) * (height - 1))
+        grid[row][col] = CHART_MARKS[_kind(r)]
+    lines = [f"{y1:.3f} |" + "".join(grid[0]).rstrip()]
+    lines += ["      |" + "".join(line).rstrip() for line in grid[1:-1]]
+    lines.append(f"{y0:.3f} |" + "".join(grid[-1]).rstrip())
+    lines.append("      +" + "-" * width)
+    left, right = f"${10 ** x0:.3f}", f"${10 ** x1:.3f}"
+    lines.append("       " + left + " " * max(1, width - len(left) - len(right)) + right)
+    lines.append("       node USD per million tokens (log scale); accuracy up.  * frontier  o dominated  x tripwire failed")
+    frontier_rows = sorted((r for r in points.values() if r.on_frontier), key=lambda r: r.node_per_mtok)
+    lines += [f"  * ${r.node_per_mtok:.3f}  {r.accuracy:.3f}  {r.arm} ({r.box})" for r in frontier_rows]
+    return "\n".join(lines) + "\n"
+
+
+def _kind(r: EconomicsRow) -> str:
+    if r.diagnostic_only:
+        return "diagnostic"
+    return "frontier" if r.on_frontier else "other"

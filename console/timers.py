@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.watchdog import GUARD_MS, WARN_AT_S, too_early, tz_in_force
 from console.store import Store
@@ -46,6 +46,9 @@ from console.timeutil import (
     zone,
 )
 from ops.providers import Provider, ProviderError, for_box
+
+if TYPE_CHECKING:
+    from console.fleet import FleetManager
 
 MIN_LEAD_MS = 60_000
 """A deadline closer than this leaves no time for the warnings and the pull: refuse it."""
@@ -266,10 +269,22 @@ class Enforcer:
             except Exception as exc:  # one box's failure must not stop the other boxes' deadlines
                 self._log(timer, "error", {"error": f"{type(exc).__name__}: {exc}"})
         for timer in self.store.timers.list():
-            if timer.state == "cancelled" and self._due(timer, "armed-on-box", "cancelled-on-box",
-                                                        "cancel-on-box-failed"):
-                await self._attempt(timer, "cancelled-on-box", "cancel-on-box-failed",
-                                    self.actions.cancel_watchdog(timer.box, timer.id))
+            if timer.state == "cancelled":
+                await self.disarm_box(timer)
+
+    async def arm_box(self, timer: Timer) -> dict[str, Any] | None:
+        """Arm the box's own watchdog for ``timer`` unless done (or failed less than RETRY_MS ago)."""
+        if not self._due(timer, None, "armed-on-box", "arm-on-box-failed"):
+            return None
+        return await self._attempt(timer, "armed-on-box", "arm-on-box-failed", self.actions.arm_watchdog(
+            timer.box, timer.id, timer.deadline_ms, timer.action, self.clock()))
+
+    async def disarm_box(self, timer: Timer) -> dict[str, Any] | None:
+        """Cancel a cancelled timer on the box too, if it was ever armed there."""
+        if not self._due(timer, "armed-on-box", "cancelled-on-box", "cancel-on-box-failed"):
+            return None
+        return await self._attempt(timer, "cancelled-on-box", "cancel-on-box-failed",
+                                   self.actions.cancel_watchdog(timer.box, timer.id))
 
     def _log(self, timer: Timer, event: str, detail: dict[str, Any] | None = None, *, tz: str | None = None) -> None:
         self.store.timers.log(timer.id, event, enforcer=self.name, now_ms=self.clock(),
@@ -297,9 +312,7 @@ class Enforcer:
             if self._retry_due(timer):
                 await self._fire(timer)
             return
-        if self._due(timer, None, "armed-on-box", "arm-on-box-failed"):
-            await self._attempt(timer, "armed-on-box", "arm-on-box-failed", self.actions.arm_watchdog(
-                timer.box, timer.id, timer.deadline_ms, timer.action, self.clock()))
+        await self.arm_box(timer)
         remaining = timer.deadline_ms - self.clock()
         self._warn(timer, remaining)
         if remaining <= 0:
@@ -369,3 +382,63 @@ class Enforcer:
                                     destroyed_ms=self.clock())
         return {"confirmed": result.confirmed, "provider": provider.name, "state": result.state,
                 "detail": result.detail, "requests": result.attempts}
+
+
+class FleetActions:
+    """``BoxActions`` over the fleet's box links: the wiring the CLI and the TUI use.
+
+    ``shutdown`` is handed to the box's own watchdog (re-armed for now with action ``shutdown``): the
+    agent already knows how its host powers off (``--shutdown-cmd``), and its grace lets a last pull in.
+    """
+
+    LOG_LINES = 200
+    """The tail of each live launch's log kept with the final pull (a destroy loses the rest)."""
+
+    def __init__(self, fleet: FleetManager, clock: Clock = system_clock):
+        self.fleet = fleet
+        self.clock = clock
+
+    async def _link(self, box: str) -> Any:
+        link = self.fleet.link(box)
+        if not link.connected and not self.fleet.supervised(box):
+            await link.connect()
+        return link
+
+    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
+                           console_now_ms: int) -> dict[str, Any]:
+        link = await self._link(box)
+        args = {"timer_id": timer_id, "deadline_ms": deadline_ms, "action": action, "console_now_ms": console_now_ms}
+        return dict(await link.command("set_deadline", args))
+
+    async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
+        link = await self._link(box)
+        return dict(await link.command("cancel_deadline", {"timer_id": timer_id}))
+
+    async def _live(self, link: Any) -> list[str]:
+        launches = (await link.command("launches", {}))["launches"]
+        return [la["launch_id"] for la in launches if la.get("state") in ("starting", "serving")]
+
+    async def pull(self, box: str) -> dict[str, Any]:
+        link = await self._link(box)
+        inserted = await link.sync()
+        logs = {}
+        for launch_id in await self._live(link):
+            lines = (await link.command("log_tail", {"launch_id": launch_id, "lines": self.LOG_LINES}))["lines"]
+            logs[launch_id] = lines
+        return {"events": inserted, "logs": logs}
+
+    async def stop_arms(self, box: str) -> dict[str, Any]:
+        link = await self._link(box)
+        results = {}
+        for launch_id in await self._live(link):
+            results[launch_id] = await link.command("kill", {"launch_id": launch_id, "grace_s": 30.0},
+                                                    command_id=f"kill-{launch_id}")
+        await link.sync()
+        return {"killed": results}
+
+    async def shutdown(self, box: str) -> dict[str, Any]:
+        link = await self._link(box)
+        now = self.clock()
+        result = await link.command("set_deadline", {"timer_id": f"shutdown-{now}", "deadline_ms": now,
+                                                     "action": "shutdown", "console_now_ms": now})
+        return {"handed_to": "box watchdog", **dict(result)}

@@ -47,3 +47,22 @@ def test_campaign_db_env_is_the_default(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.delenv("CAMPAIGN_DB")
     assert main(["box", "list"]) == 0
     assert (tmp_path / "state.db").exists()
+
+
+def test_first_start_registers_local_box_and_imports_the_demo_once(tmp_path: Path) -> None:
+    from argparse import Namespace
+
+    from console.cli.open_console import prepare
+    from console.store import Store
+
+    db = tmp_path / "state.db"
+    assert prepare(Namespace(db=str(db))) == db
+    with Store(db) as store:
+        assert store.boxes.get("local").kind == "local"
+        imported = store.scalar("SELECT count(*) FROM bench_runs WHERE source = 'imported'")
+        assert imported > 50
+        store.db.execute("DELETE FROM bench_runs")
+        store.db.conn.commit()
+    prepare(Namespace(db=str(db)))  # a later start never re-imports into an existing database
+    with Store(db) as store:
+        assert store.scalar("SELECT count(*) FROM bench_runs") == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from agents.loadgen import metrics
 from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, served_model
 from agents.loadgen.prompts import PromptPlan, VocabError
-from agents.loadgen.run import RunConfig, execute, result
+from agents.loadgen.run import RunConfig, execute, result, usable_cores
 from agents.loadgen.shapes import SHAPES
 
 STREAMS_PER_PROCESS = 256
@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)")
     p.add_argument("--vocab-size", type=int, help="use ids below N when no tokenizer directory is at hand")
     p.add_argument("--shape", help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it")
-    p.add_argument("--input-len", type=int, help="prompt tokens per request, shared prefix included")
+    p.add_argument("--input-len", type=int, help="unique prompt tokens per request, after the shared prefix")
     p.add_argument("--output-len", type=int, help="generated tokens per request")
     p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
     p.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
@@ -63,8 +63,7 @@ def config(args: argparse.Namespace) -> RunConfig:
     prompts = args.prompts if args.prompts is not None else 6 * args.concurrency
     if prompts < 1:
         raise ValueError(f"--prompts {prompts}: must be at least 1")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    processes = args.processes or min(cores, -(-args.concurrency // STREAMS_PER_PROCESS))
+    processes = args.processes or min(usable_cores(), -(-args.concurrency // STREAMS_PER_PROCESS))
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
     return RunConfig(
@@ -86,7 +85,7 @@ def table(out: dict) -> str:
     flag = "  CLIENT-BOUND: these numbers are the client's ceiling" if out["client_bound"] else ""
     return "\n".join([
         f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
-        f"{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
+        f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
         *rows,
         f"client: busiest worker {out['client_cpu']:.0%} of a core, {out['client']['processes']} process(es){flag}",
         f"records: {out['records_path']}",
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config(args)
         served = served_model(cfg.base_url, cfg.model, cfg.api_key)
-        check_lengths(served, cfg.input_len, cfg.output_len)
+        check_lengths(served, cfg.prefix_len + cfg.input_len, cfg.output_len)
         vocab = find_vocab(args.tokenizer, served, args.vocab_size)
         plan = PromptPlan.build(vocab, cfg.seed, cfg.input_len, cfg.prefix_len)
     except (ValueError, PreflightError, VocabError) as exc:

@@ -90,8 +90,9 @@ class PromptPlan:
 
     @classmethod
     def build(cls, vocab: Vocab, seed: int, input_len: int, prefix_len: int) -> PromptPlan:
-        if not 0 <= prefix_len < input_len:
-            raise ValueError(f"prefix length {prefix_len} must be at least 0 and below the input length {input_len}")
+        """``input_len`` unique tokens per request after ``prefix_len`` shared ones."""
+        if prefix_len < 0 or input_len < 1:
+            raise ValueError(f"prefix length {prefix_len} must be >= 0 and input length {input_len} >= 1")
         rng = random.Random(seed)
         allowed = tuple(vocab.allowed())
         prefix = tuple(rng.choices(allowed, k=prefix_len))
@@ -109,7 +110,7 @@ class PromptPlan:
         return digits
 
     def ids(self, index: int) -> list[int]:
-        suffix_len = self.input_len - self.prefix_len
+        suffix_len = self.input_len
         head = self.unique_ids(index)[:suffix_len]
         rest = suffix_len - len(head)
         start = random.Random(self.seed * 1_000_003 + index).randrange(len(self.pool) - rest + 1)

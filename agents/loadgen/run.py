@@ -71,18 +71,38 @@ def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> N
         conn.close()
 
 
-def _progress_loop(counters: Any, total: int, stop: threading.Event) -> None:
-    """A progress line on stderr: redrawn in place on a terminal, a line every 10 s in a log file."""
-    tty = sys.stderr.isatty()
-    t0 = time.monotonic()
-    while not stop.wait(1.0 if tty else 10.0):
-        done = sum(counters)
-        bar = "#" * (30 * done // max(total, 1))
-        line = f"loadgen [{bar:<30}] {done}/{total} requests, {time.monotonic() - t0:.0f} s"
-        sys.stderr.write(("\r" + line) if tty else line + "\n")
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, a line every 10 s in a log file, and a
+    final line when the run ends."""
+
+    def __init__(self, counters: Any, total: int, enabled: bool) -> None:
+        self.counters, self.total, self.enabled = counters, total, enabled
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+
+    def _line(self) -> str:
+        done = sum(self.counters)
+        bar = "#" * (30 * done // max(self.total, 1))
+        return f"loadgen [{bar:<30}] {done}/{self.total} requests, {time.monotonic() - self.t0:.0f} s"
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(1.0 if self.tty else 10.0):
+            sys.stderr.write(("\r" + self._line()) if self.tty else self._line() + "\n")
+            sys.stderr.flush()
+        sys.stderr.write(("\r" if self.tty else "") + self._line() + "\n")
         sys.stderr.flush()
-    if tty:
-        sys.stderr.write("\n")
+
+    def start(self) -> None:
+        if self.enabled:
+            self.t0 = time.monotonic()
+            self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join()
 
 
 def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float, float]:
@@ -100,12 +120,10 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
         wfirst += warm[w]
     ctx = mp.get_context("fork")
     counters = ctx.RawArray("q", nproc)
-    stop = threading.Event()
+    progress_line = Progress(counters, cfg.prompts, cfg.progress)
     wall0, perf0 = time.time(), time.perf_counter()
-    reporter = threading.Thread(target=_progress_loop, args=(counters, cfg.prompts, stop), daemon=True)
     if nproc == 1:
-        if cfg.progress:
-            reporter.start()
+        progress_line.start()
 
         def progress(n: int) -> None:
             counters[0] += n
@@ -113,7 +131,7 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
         try:
             results = [run_worker(specs[0], lambda: None, progress)]
         finally:
-            stop.set()
+            progress_line.stop()
         return results, wall0, perf0
     barrier = ctx.Barrier(nproc)
     pipes, procs = [], []
@@ -124,8 +142,7 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
         child.close()
         pipes.append(parent)
         procs.append(proc)
-    if cfg.progress:
-        reporter.start()
+    progress_line.start()
     results = []
     try:
         for w, parent in enumerate(pipes):
@@ -139,7 +156,7 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
                 raise got
             results.append(got)
     finally:
-        stop.set()
+        progress_line.stop()
         for proc in procs:
             proc.join(5)
             if proc.is_alive():
@@ -147,8 +164,13 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
     return results, wall0, perf0
 
 
-def client_stats(results: list[WorkerResult], duration_s: float) -> dict[str, Any]:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def client_stats(results: list[WorkerResult], duration_s: float, cores: int) -> dict[str, Any]:
+    """The client's own load: bound when one worker used >= 90% of a core, or the workers together used
+    >= 90% of the cores they could run on (several workers squeezed onto fewer cores)."""
     workers = []
     for r in results:
         lags = sorted(r.lags_ms)
@@ -177,7 +199,7 @@ def checks(records: list[Record], cfg: RunConfig) -> dict[str, Any]:
     ok = [r for r in records if r.ok]
     finish = Counter(r.finish_reason for r in ok if r.finish_reason != "length")
     return {
-        "prompt_tokens": sum(1 for r in ok if r.prompt_tokens != cfg.input_len),
+        "prompt_tokens": sum(1 for r in ok if r.prompt_tokens != cfg.prefix_len + cfg.input_len),
         "completion_tokens": sum(1 for r in ok if r.completion_tokens != cfg.output_len) if cfg.exact_output else 0,
         "finish_reason": {str(k): v for k, v in finish.items()} if cfg.exact_output else {},
         "no_usage": sum(1 for r in ok if r.completion_tokens is None),
@@ -217,7 +239,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
         "failures": dict(failures.most_common(10)),
         "duration_s": duration,
         **metrics.summarize(records, duration),
-        **client_stats(results, duration),
+        **client_stats(results, duration, usable_cores()),
         "steady": metrics.steady_state(records, cfg.concurrency, duration),
         "mismatches": checks(records, cfg),
     }

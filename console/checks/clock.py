@@ -36,7 +36,7 @@ def _offset(offset_s: int | None) -> str:
 
 
 def zone_note(probe: dict[str, Any]) -> str:
-    tz = probe.get("tz") or "unknown zone"
+    tz = probe.get("tz") or "unknown"
     offset = probe.get("utc_offset_s")
     text = f"box time zone {tz} ({_offset(offset)})"
     if offset:

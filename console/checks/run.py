@@ -9,6 +9,7 @@ request, which is what the clock check compares the box's clock with.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -84,8 +85,9 @@ def run_check(store: Store, box_name: str, provider: ProbeProvider | None,
 def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
     """The agent's probe run as a process on this machine (the ``local`` box), exactly as on a box."""
     argv = [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_now_ms)]
-    if box.serving_env:
-        argv += ["--serving-python", f"{box.serving_env.rstrip('/')}/bin/python"]
+    python = serving_python(box)
+    if python:
+        argv += ["--serving-python", python]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:
@@ -100,25 +102,48 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
                          f"({proc.stdout[:200]!r})") from exc
 
 
+def serving_python(box: Box) -> str | None:
+    """The Python whose cuInit(0) matters: the serving env's, where the box has one."""
+    return f"{box.serving_env.rstrip('/')}/bin/python" if box.serving_env else None
+
+
+def fleet_probe(store: Store, settings: Any = None) -> ProbeProvider:
+    """Probes through the box's agent over its link (``console.service``; ``settings`` are its
+    LinkSettings). The service stamps the console time on the request itself; the agent journals the
+    probe too, and ``store.checks.add_probe`` keeps one row for both copies."""
+
+    def provider(box: Box, console_now_ms: int) -> dict[str, Any]:
+        import asyncssh
+
+        from console.service import Service
+
+        async def ask() -> dict[str, Any]:
+            service = Service(store, settings=settings)
+            try:
+                return await service.probe(box.name, serving_python(box))
+            finally:
+                await service.close()
+
+        try:
+            return asyncio.run(ask())
+        except (OSError, RuntimeError, asyncssh.Error) as exc:
+            raise CheckError(f"box {box.name}: probe through the agent failed: {exc}; "
+                             f"`campaign box connect {box.name}` shows the link's state") from exc
+
+    return provider
+
+
 def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
     """An ArmResolver over the recipes catalogue: the arm's layout on this box and its weights' size."""
-    from console.recipes import BoxSpec, load_catalog, resolve
-    from console.recipes.resolve import ResolveError, effective_arm
+    from console.recipes import ResolveError, box_spec, load_catalog, resolve
+    from console.recipes.resolve import effective_arm
 
     cat = catalog if catalog is not None else load_catalog()
 
     def resolver(box: Box, probe: dict[str, Any]) -> ArmContext:
-        gpus = [g for g in probe.get("gpus") or [] if isinstance(g, dict)]
-        spec = BoxSpec(
-            name=box.name, gpu_count=len(gpus),
-            gpu_name=gpus[0].get("name") if gpus else None,
-            gpu_mem_mib=gpus[0].get("mem_total_mib") if gpus else None,
-            nvlink=bool((probe.get("topology") or {}).get("nvlink_all")),
-            serving_env=box.serving_env, model_root=box.model_root,
-        )
         try:
             a, profile = effective_arm(cat, arm_name)
-            resolved = resolve(cat, a, spec)
+            resolved = resolve(cat, a, box_spec(box, probe))
         except ResolveError as exc:
             raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
         used = sorted(g for r in resolved.replicas for g in r.gpus)

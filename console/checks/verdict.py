@@ -32,7 +32,8 @@ class ArmContext:
     ``weights_gb`` comes from the recipes catalogue (decimal GB, as the seed quotes sizes);
     ``gpus`` are the GPU indexes the arm's replicas occupy (None: all of them); ``weight_shards`` is how
     many GPUs one server splits its weights over (tensor parallel, times data parallel when experts are
-    sharded), None meaning the tensor-parallel size.
+    sharded), None meaning the tensor-parallel size. Dense layers are replicated under expert
+    parallelism, so weights / shards is a lower bound of what a GPU holds: a ``fail`` on it is certain.
     """
 
     name: str

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
+import signal
 from dataclasses import asdict
 from pathlib import Path
 
 from console.cli.common import CliError, confirm, open_store, print_json, print_table
-from console.store import Box, BoxExists, NoSuchBox
+from console.fleet import AgentError, HostKeyProblem, JournalMismatch
+from console.fleet.progress import IngestProgress
+from console.service import Service, ServiceError
+from console.store import Box, BoxExists, NoSuchBox, Store
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -92,6 +97,70 @@ def _rm(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _connect_async(store: Store, name: str, follow: bool) -> int:
+    service = Service(store)
+    link = service.fleet.link(name)
+    progress = IngestProgress(link)
+    link.on_ingest = progress
+    try:
+        if not follow:
+            print(f"{name}: {await service.connect(name)}")
+            return 0
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        service.fleet.start(name)
+        while not stop.is_set() and link.fatal is None:
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except TimeoutError:
+                pass
+        if link.fatal is not None:
+            raise link.fatal
+        return 0
+    finally:
+        progress.done()
+        await service.close()
+
+
+def _connect(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            store.boxes.get(args.name)
+            return asyncio.run(_connect_async(store, args.name, args.follow))
+        except (NoSuchBox, HostKeyProblem, JournalMismatch, ServiceError, AgentError) as exc:
+            raise CliError(str(exc)) from exc
+        except (OSError, TimeoutError) as exc:
+            status = store.boxes.get(args.name)
+            raise CliError(f"box {args.name}: {exc or type(exc).__name__} (status {status.status})", 3) from exc
+
+
+def _trust(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        service = Service(store)
+        try:
+            box = store.boxes.get(args.name)
+            line, fp = asyncio.run(service.presented_key(args.name))
+        except (NoSuchBox, ServiceError) as exc:
+            raise CliError(str(exc)) from exc
+        except (OSError, TimeoutError) as exc:
+            raise CliError(f"box {args.name}: cannot read its host key: {exc}", 3) from exc
+        print(f"box {box.name} ({box.ssh_target}) presents {line.split()[0]} {fp}")
+        if box.host_key == line and box.host_key_source in ("tofu", "known_hosts"):
+            print("this key is already trusted")
+            return 0
+        if not confirm(f"trust {fp} for box {box.name}? compare it with the provider's console first", args.yes):
+            print("not trusted")
+            return 1
+        try:
+            service.trust(args.name, line, replace=args.replace)
+        except HostKeyProblem as exc:
+            raise CliError(str(exc)) from exc
+    print(f"trusted {fp} for box {args.name}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     p = sub.add_parser("box", help=help_text, description=help_text)
     boxsub = p.add_subparsers(dest="box_command", metavar="ACTION", required=True)
@@ -116,3 +185,16 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     rm.add_argument("name")
     rm.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     rm.set_defaults(func=_rm)
+
+    conn = boxsub.add_parser("connect", help="connect, push/restart the agent if needed, ingest its journal")
+    conn.add_argument("name")
+    conn.add_argument("--follow", action="store_true",
+                      help="keep ingesting and reconnecting until interrupted (Ctrl-C / SIGTERM)")
+    conn.set_defaults(func=_connect)
+
+    trust = boxsub.add_parser("trust", help="show the box's host key and trust it (first use)")
+    trust.add_argument("name")
+    trust.add_argument("--replace", action="store_true",
+                       help="replace a different, previously trusted key (after checking it out of band)")
+    trust.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    trust.set_defaults(func=_trust)

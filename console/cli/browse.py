@@ -1,5 +1,35 @@
-"""`campaign browse`: not built yet."""
+"""`campaign browse [DB]`: open a state.db read-only in the console, offline, with a replay cursor.
 
-from console.cli.not_built import placeholder
+Nothing here touches the network or writes the file: the store is opened with SQLite's read-only mode
+(and ``query_only``), and launch, kill and timers are refused in the console with a message.
+"""
 
-register = placeholder("browse", 9)
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from console.cli.common import CliError
+from console.store import Store, StoreError, resolve_db_path
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser(
+        "browse",
+        help=help_text,
+        description=f"{help_text}. [ and ] step the replay cursor through the record; end jumps to its end.",
+    )
+    p.add_argument("database", nargs="?", metavar="DB", help="the state.db to browse (default: --db, "
+                   "$CAMPAIGN_DB, else ./state.db)")
+    p.set_defaults(func=browse)
+
+
+def browse(args: argparse.Namespace) -> int:
+    path = Path(args.database) if args.database else resolve_db_path(getattr(args, "db", None))
+    try:
+        Store(path, read_only=True).close()  # refuse a missing, foreign or too-old file before the screen opens
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    from console.tui.app import run_browse
+
+    return run_browse(path)

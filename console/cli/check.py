@@ -10,22 +10,10 @@ import argparse
 import sys
 from collections import Counter
 
-from console.checks.run import CheckError, CheckRun, ProbeProvider, local_probe, recipe_arm, run_check
+from console.checks.run import CheckError, CheckRun, fleet_probe, local_probe, recipe_arm, run_check
 from console.cli.common import CliError, open_store, print_json, print_table
-from console.store import Box, NoSuchBox
+from console.store import LOCAL_BOX, NoSuchBox
 from console.timeutil import fmt_utc
-
-
-def fleet_probe(box: Box, console_now_ms: int) -> dict:
-    """A fresh probe of an SSH box through its agent (``console.fleet``)."""
-    raise CheckError(
-        f"box {box.name} is reached over SSH and fresh probes of SSH boxes go through console.fleet, which "
-        f"does not offer a probe yet; `campaign check {box.name} --stored` judges the newest stored probe"
-    )
-
-
-def provider_for(box: Box) -> ProbeProvider:
-    return local_probe if box.is_local else fleet_probe
 
 
 def _print_run(run: CheckRun) -> None:
@@ -44,18 +32,18 @@ def _print_run(run: CheckRun) -> None:
 def _run(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         try:
-            box = store.boxes.get(args.name)
+            # The machine the console runs on is always checkable, registered or not yet.
+            box = store.boxes.ensure_local() if args.name == LOCAL_BOX else store.boxes.get(args.name)
         except NoSuchBox as exc:
             raise CliError(str(exc)) from exc
         resolver = None
         if args.arm:
             try:
                 resolver = recipe_arm(args.arm)
-            except ImportError as exc:
-                raise CliError(f"--arm needs console.recipes, which is not importable here: {exc}") from exc
             except ValueError as exc:  # RecipeError: file:line: what
                 raise CliError(f"recipes: {exc}") from exc
-        provider = None if args.stored else provider_for(box)
+        # The local box runs the agent's probe as a process (no daemon needed); others ask their agent.
+        provider = None if args.stored else local_probe if box.is_local else fleet_probe(store)
         if provider is not None:
             print(f"probing box {box.name} ...", file=sys.stderr, flush=True)
         try:

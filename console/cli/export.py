@@ -1,5 +1,98 @@
-"""`campaign export`: not built yet."""
+"""``campaign export summary|kernels|economics``: the campaign's figures as TSV (default), CSV or JSON.
 
-from console.cli.not_built import placeholder
+``summary`` is the seed's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
+client_bound and diagnostic-only mark; ``kernels`` is kernels_by_server.tsv; ``economics`` prices every
+configuration on its box and against API prices (``--api-price MODEL=IN/OUT[/CACHED]``, USD per million
+tokens) and marks the quality/cost frontier. ``-o FILE`` writes atomically.
+"""
 
-register = placeholder("export", 10)
+from __future__ import annotations
+
+import argparse
+import sys
+
+from console.cli.common import CliError, open_store
+from console.economics import (
+    DEFAULT_SHAPES,
+    DEFAULT_UTILISATION,
+    EconomicsError,
+    check_utilisation,
+    economics_table,
+    frontier_chart,
+    parse_api_price,
+)
+from ops.export import (
+    ECONOMICS_COLUMNS,
+    FORMATS,
+    KERNEL_COLUMNS,
+    SUMMARY_COLUMNS,
+    ExportError,
+    economics_rows,
+    kernel_rows,
+    render,
+    summary_rows,
+    write_atomic,
+)
+
+
+def _emit(args: argparse.Namespace, rows: list[dict], columns: tuple[str, ...]) -> int:
+    try:
+        write_atomic(render(rows, columns, args.format), args.output)
+    except (ExportError, OSError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.output not in (None, "-"):
+        print(f"wrote {len(rows)} rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        return _emit(args, summary_rows(store), SUMMARY_COLUMNS)
+
+
+def _kernels(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        return _emit(args, kernel_rows(store), KERNEL_COLUMNS)
+
+
+def _economics(args: argparse.Namespace) -> int:
+    try:
+        prices = [parse_api_price(text) for text in args.api_price]
+        utilisation = check_utilisation(args.utilisation)
+    except EconomicsError as exc:
+        raise CliError(str(exc)) from exc
+    shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
+    with open_store(args, read_only=True) as store:
+        if args.chart:
+            table, _ = economics_table(store, utilisation=utilisation, extra_prices=prices, shapes=shapes)
+            sys.stdout.write(frontier_chart(table))
+            return 0
+        rows, skipped = economics_rows(store, utilisation=utilisation, api_prices=prices, shapes=shapes)
+    for reason in skipped:
+        print(f"left out: {reason}", file=sys.stderr)
+    return _emit(args, rows, ECONOMICS_COLUMNS)
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("export", help=help_text, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    kinds = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    for name, func, text in (
+        ("summary", _summary, "one row per (arm, shape, concurrency) run: summary_all.tsv"),
+        ("kernels", _kernels, "the kernel line each server selected: kernels_by_server.tsv"),
+        ("economics", _economics, "cost per million tokens on the node and from APIs; the frontier"),
+    ):
+        k = kinds.add_parser(name, help=text, description=text)
+        k.add_argument("--format", choices=FORMATS, default="tsv", help="output format (default tsv)")
+        k.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
+        k.set_defaults(func=func)
+        if name == "economics":
+            k.add_argument("--api-price", action="append", default=[], metavar="MODEL=IN/OUT[/CACHED]",
+                           help="an API price in USD per million tokens, replacing the stored ones for MODEL "
+                           "(repeatable), e.g. GLM-5.3-Flash=0.15/0.50/0.03")  # fmt: skip
+            k.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, metavar="U",
+                           help="share of the paid hours the node works, 0-1 (default 0.7)")  # fmt: skip
+            k.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), metavar="S1,S2",
+                           help="the shapes averaged per request (default router,promptopt)")  # fmt: skip
+            k.add_argument("--chart", action="store_true",
+                           help="draw the quality/cost frontier as a text chart instead of the table")  # fmt: skip

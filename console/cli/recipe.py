@@ -1,5 +1,190 @@
-"""`campaign recipe`: not built yet."""
+"""``campaign recipe lint|list|show``: check arms against the seed's rules and see what a launch would run."""
 
-from console.cli.not_built import placeholder
+from __future__ import annotations
 
-register = placeholder("recipe", 3)
+import argparse
+import json
+import shlex
+from typing import Any
+
+from console.cli.common import CliError, open_store, print_json, print_table
+from console.recipes import (
+    BoxSpec,
+    Catalog,
+    Finding,
+    RecipeError,
+    ResolveError,
+    box_spec,
+    generic_box,
+    lint,
+    load_catalog,
+    resolve,
+)
+from console.recipes.resolve import get_arm
+from console.store import NoSuchBox
+
+
+def _catalog(paths: list[str] | None, exit_code: int = 2) -> Catalog:
+    try:
+        return load_catalog(paths or None)
+    except RecipeError as exc:
+        raise CliError(str(exc), exit_code=exit_code) from exc
+
+
+def _box(args: argparse.Namespace) -> BoxSpec | None:
+    """The named box as resolve sees it: its row plus the GPUs its latest probe measured."""
+    if not args.box:
+        return None
+    with open_store(args) as store:
+        try:
+            box = store.boxes.get(args.box)
+        except NoSuchBox as exc:
+            raise CliError(str(exc)) from exc
+        rows = store.rows("SELECT data FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box.name])
+    return box_spec(box, json.loads(rows[0]["data"]) if rows else None)
+
+
+def _finding_line(f: Finding) -> str:
+    where = f"{f.where()}: " if f.file else ""
+    note = " (expected: shipped on purpose)" if f.expected else ""
+    return f"{where}{f.rule_id} {f.severity} {f.arm}: {f.reason}{note}"
+
+
+def _lint(args: argparse.Namespace) -> int:
+    catalog = _catalog(args.paths, exit_code=1)
+    box = _box(args)
+    findings = [f for name in sorted(catalog.arms) for f in lint(catalog, name, box)]
+    if args.json:
+        print_json([f.to_dict() for f in findings])
+    else:
+        for f in findings:
+            print(_finding_line(f))
+        errors = [f for f in findings if f.blocking]
+        expected = [f for f in errors if f.expected]
+        warnings = len(findings) - len(errors)
+        print(
+            f"{len(catalog.arms)} arms in {len(catalog.files)} files: {len(errors)} errors "
+            f"({len(expected)} expected), {warnings} warnings" + (f", on box {box.name}" if box else "")
+        )
+    return 1 if any(f.blocking and not f.expected for f in findings) else 0
+
+
+def _summary(catalog: Catalog, name: str, box: BoxSpec | None) -> dict[str, Any]:
+    arm = catalog.arms[name]
+    profile = catalog.profiles[arm.profile]
+    findings = lint(catalog, name, box)
+    try:
+        out = resolve(catalog, name, box or generic_box(catalog, name)).to_dict()
+    except ResolveError as exc:
+        out = {"arm": name, "model": profile.checkpoint, "argv": None, "env": None,
+               "tensor_parallel": arm.tensor_parallel, "error": str(exc)}
+    out.update(profile_name=arm.profile, description=arm.description, findings=[f.to_dict() for f in findings])
+    return out
+
+
+def _layout(catalog: Catalog, r: dict[str, Any], box: BoxSpec | None) -> str:
+    arm = catalog.arms[r["arm"]]
+    if "error" in r:
+        return "does not fit"
+    count = f"{len(r['replicas'])}x" if box else ("per-card" if arm.replicas is None else f"{arm.replicas}x")
+    return (
+        f"{count} TP{arm.tensor_parallel}"
+        + (f" DP{arm.data_parallel}" if arm.data_parallel > 1 else "")
+        + (" EP" if arm.expert_parallel else "")
+    )
+
+
+def _kernels(d: dict[str, Any], catalog: Catalog) -> str:
+    arm = catalog.arms[d["arm"]]
+    return f"{arm.linear_backend or 'auto'}/{arm.moe_backend or 'auto'}"
+
+
+def _lint_cell(findings: list[dict[str, Any]]) -> str:
+    errors = sum(1 for f in findings if f["severity"] == "error")
+    warns = len(findings) - errors
+    parts = [f"{errors} error" + ("s" if errors > 1 else "")] if errors else []
+    parts += [f"{warns} warn"] if warns else []
+    return ", ".join(parts) or "ok"
+
+
+def _list(args: argparse.Namespace) -> int:
+    catalog = _catalog(args.paths)
+    box = _box(args)
+    rows = [_summary(catalog, name, box) for name in sorted(catalog.arms)]
+    if args.json:
+        print_json(rows)
+        return 0
+    table = [
+        {
+            "arm": r["arm"],
+            "model": r.get("served_model_name") or r["model"],
+            "layout": _layout(catalog, r, box),
+            "kernels": _kernels(r, catalog),
+            "lint": _lint_cell(r["findings"]),
+        }
+        for r in rows
+    ]
+    print_table(table, ["arm", "model", "layout", "kernels", "lint"])
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    catalog = _catalog(args.paths)
+    try:
+        get_arm(catalog, args.arm)
+    except ResolveError as exc:
+        raise CliError(str(exc)) from exc
+    box = _box(args)
+    summary = _summary(catalog, args.arm, box)
+    if args.json:
+        print_json(summary)
+        return 0 if "error" not in summary else 1
+    arm = catalog.arms[args.arm]
+    print(f"arm      {arm.name}  ({arm.origin})")
+    if arm.description:
+        print(f"         {arm.description}")
+    print(f"profile  {arm.profile}  model {summary['model']}")
+    print(f"box      {box.name if box else '(none: one server, argv only)'}")
+    if box and box.gpu_count == 0:
+        print("         no GPUs known for this box (no probe yet: `campaign check` probes it)")
+    for f in summary["findings"]:
+        print(f"lint     {f['rule_id']} {f['severity']}: {f['reason']}" + (" (expected)" if f["expected"] else ""))
+    if "error" in summary:
+        print(f"cannot resolve: {summary['error']}")
+        return 1
+    serving = summary["profile"]
+    print(f"request  {json.dumps(serving['request'])}  extra_body {json.dumps(serving['extra_body'])}")
+    for rep in summary["replicas"]:
+        gpus = ",".join(map(str, rep["gpus"])) or "cpu"
+        print(f"replica {rep['index']}  gpus {gpus}  port {rep['port']}")
+        print(f"  env  {' '.join(f'{k}={v}' for k, v in sorted(rep['env'].items()))}")
+        print(f"  argv (quoted for reading; launched as a list) {shlex.join(rep['argv'])}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("recipe", help=help_text, description=help_text)
+    rsub = p.add_subparsers(dest="recipe_command", metavar="ACTION", required=True)
+
+    def common(q: argparse.ArgumentParser, paths: bool = False) -> None:
+        q.add_argument("--box", metavar="NAME", help="resolve on this box (its latest probe gives the GPUs)")
+        q.add_argument("--json", action="store_true", help="machine-readable output")
+        if not paths:
+            q.add_argument(
+                "--recipes", dest="paths", metavar="PATH", action="append",
+                help="recipe files or directories instead of the shipped recipes/ (repeatable)",
+            )
+
+    q = rsub.add_parser("lint", help="lint arms against the seed's rules (exit 1 on an unexpected error)")
+    q.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories (default: recipes/)")
+    common(q, paths=True)
+    q.set_defaults(func=_lint)
+
+    q = rsub.add_parser("list", help="every arm with its model, layout, kernels and lint verdict")
+    common(q)
+    q.set_defaults(func=_list)
+
+    q = rsub.add_parser("show", help="one arm resolved: argv, env and GPUs per replica, and its findings")
+    q.add_argument("arm", metavar="ARM")
+    common(q)
+    q.set_defaults(func=_show)

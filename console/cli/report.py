@@ -1,5 +1,39 @@
-"""`campaign report`: not built yet."""
+"""``campaign report [-o RESUME.md]``: the markdown handover of the campaign (like the seed's RESUME)."""
 
-from console.cli.not_built import placeholder
+from __future__ import annotations
 
-register = placeholder("report", 10)
+import argparse
+import sys
+
+from console.cli.common import CliError, open_store
+from console.economics import DEFAULT_UTILISATION, EconomicsError, check_utilisation
+from console.report import build_report
+from ops.export import ExportError, write_atomic
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        utilisation = check_utilisation(args.utilisation)
+    except EconomicsError as exc:
+        raise CliError(str(exc)) from exc
+    with open_store(args, read_only=True) as store:
+        try:
+            text = build_report(store, now_ms=store.clock(), operator_tz=args.tz, utilisation=utilisation)
+        except ValueError as exc:  # an unknown --tz
+            raise CliError(str(exc)) from exc
+    try:
+        write_atomic(text, args.output)
+    except (ExportError, OSError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.output not in (None, "-"):
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("report", help=help_text, description=__doc__)
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
+    p.add_argument("--tz", metavar="ZONE", help="your zone for the timers' local times (default: this machine's)")
+    p.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, metavar="U",
+                   help="node utilisation for the frontier's costs, 0-1 (default 0.7)")  # fmt: skip
+    p.set_defaults(func=_run)

@@ -7,12 +7,16 @@ and asks before arming: the moment an hour's misreading would be caught is befor
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+import sys
 from typing import Any
 
 from console.cli.common import CliError, confirm, open_store, print_json, print_table
+from console.fleet import FleetManager
 from console.store import NoSuchBox, Store
 from console.store.timers import ACTIONS, NoSuchTimer, Timer
-from console.timers import TimerInputError, cancel, parse_deadline, readings
+from console.timers import Enforcer, FleetActions, TimerInputError, cancel, parse_deadline, readings
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 from ops.providers import ProviderError, for_box
 
@@ -62,9 +66,37 @@ def _set(args: argparse.Namespace) -> int:
             args.box, deadline, args.action, args.at if args.at is not None else f"in {args.within}",
             now_ms=store.clock(), detail={"readings": dict(shown)},
         )
-    print(f"timer {timer.id} armed: {args.action} of box {args.box} at {fmt_utc(deadline)}; the console "
-          "arms the box's own watchdog the next time it reaches the box")
-    return 0
+        print(f"timer {timer.id} armed in {store.path}: {args.action} of box {args.box} at {fmt_utc(deadline)}")
+        if args.no_arm:
+            print("box watchdog: not armed yet (--no-arm); `campaign timer watch` or the console arms it")
+            return 0
+        return _on_box(store, timer, "arm")
+
+
+def _on_box(store: Store, timer: Timer, step: str) -> int:
+    """Arm (or disarm) the box's own watchdog now, so the stop holds with this laptop closed."""
+
+    async def run() -> Any:
+        fleet = FleetManager(store)
+        try:
+            enforcer = Enforcer(store, FleetActions(fleet, store.clock), clock=store.clock)
+            return await (enforcer.arm_box(timer) if step == "arm" else enforcer.disarm_box(timer))
+        finally:
+            await fleet.close()
+
+    result = asyncio.run(run())
+    if result is not None:
+        remaining = f", {fmt_remaining(int(result['remaining_s'] * 1000))} on its clock" if step == "arm" else ""
+        print(f"box watchdog: {'armed' if step == 'arm' else 'disarmed'} on {timer.box}{remaining}")
+        return 0
+    last = store.timers.log_for(timer.id)[-1]
+    if last["event"] in ("armed-on-box", "cancelled-on-box") or (step == "disarm" and last["event"] == "cancelled"):
+        return 0  # already done, or never armed there
+    error = (last["detail"] or {}).get("error", last["event"])
+    print(f"box watchdog: NOT {step}ed on {timer.box}: {error}; the console's own enforcer still holds the "
+          "timer: keep `campaign timer watch` (or the console) running until the box is reachable",
+          file=sys.stderr)
+    return 3
 
 
 def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
@@ -128,9 +160,49 @@ def _cancel(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
         except TimerInputError as exc:
             raise CliError(str(exc)) from exc
-    print(f"timer {timer.id} cancelled ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)}); "
-          "the console disarms the box's watchdog the next time it reaches the box")
+        print(f"timer {timer.id} cancelled ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)})")
+        return 0 if args.no_arm else _on_box(store, timer, "disarm")
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """Enforce every live timer from this console until none is left (Ctrl-C leaves them to the boxes)."""
+    with open_store(args) as store:
+        if not store.timers.list(active_only=True):
+            print("no live timers")
+            return 0
+
+        async def run() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            fleet = FleetManager(store)
+            enforcer = Enforcer(store, FleetActions(fleet, store.clock), clock=store.clock,
+                                notify=lambda t, message: print(message, flush=True))
+            try:
+                while not stop.is_set() and (live := store.timers.list(active_only=True)):
+                    await enforcer.tick()
+                    _progress(live[0], store.clock(), len(live))
+                    try:
+                        await asyncio.wait_for(stop.wait(), args.interval)
+                    except TimeoutError:
+                        pass
+            finally:
+                await fleet.close()
+
+        asyncio.run(run())
+        fired = [t for t in store.timers.list() if t.state in ("fired", "failed")]
+    sys.stderr.write("\n" if sys.stderr.isatty() else "")
+    for t in fired:
+        print(f"timer {t.id}: {t.action} of box {t.box} {t.state}")
     return 0
+
+
+def _progress(first: Timer, now: int, count: int) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{count} live timer(s); next: {first.action} of {first.box} at "
+                         f"{fmt_utc(first.deadline_ms)}, in {fmt_remaining(first.deadline_ms - now)}   ")
+        sys.stderr.flush()
 
 
 def register(sub: argparse._SubParsersAction, help_text: str) -> None:
@@ -149,6 +221,8 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     s.add_argument("--action", choices=ACTIONS, default="stop-arms",
                    help="stop-arms (default), shutdown (power the box off) or destroy (through the provider)")
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    s.add_argument("--no-arm", action="store_true",
+                   help="store the timer only; do not reach the box to arm its watchdog now")
     s.set_defaults(func=_set)
 
     ls = tsub.add_parser("list", help="live timers (all of them with --all)")
@@ -164,4 +238,9 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
 
     c = tsub.add_parser("cancel", help="disarm a timer")
     c.add_argument("id", type=int)
+    c.add_argument("--no-arm", action="store_true", help="do not reach the box to disarm its watchdog now")
     c.set_defaults(func=_cancel)
+
+    w = tsub.add_parser("watch", help="enforce the live timers from this console until they have fired")
+    w.add_argument("--interval", type=float, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    w.set_defaults(func=_watch)

@@ -96,3 +96,16 @@ async def fetch_host_key(host: str, port: int, timeout: float) -> asyncssh.SSHKe
     if key is None:
         raise ConnectionError(f"{host}:{port} presented no host key")
     return key
+
+
+async def presented_key(box: Box, timeout: float) -> tuple[str, str]:
+    """(key line, fingerprint) the box presents now: what ``campaign box trust`` shows the operator."""
+    assert box.host and box.port
+    key = await fetch_host_key(box.host, box.port, timeout)
+    return key_line(key), key.get_fingerprint()
+
+
+def check_trust(box: Box, line: str, replace: bool) -> None:
+    """Refuse to re-pin a box whose trusted key differs, unless the operator said ``--replace``."""
+    if box.host_key_source in PINNED_SOURCES and box.host_key and box.host_key != line and not replace:
+        raise HostKeyChanged(box.name, fingerprint(box.host_key), fingerprint(line))

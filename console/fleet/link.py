@@ -105,6 +105,8 @@ class BoxLink:
         self._inflight: set[str] = set()
         self._closing = False
         self.last_hello: dict[str, Any] = {}
+        self.box_last_seq = 0
+        """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
 
     # -- status ----------------------------------------------------------------------------------
@@ -148,6 +150,7 @@ class BoxLink:
             transport.close()
             raise
         self._transport, self._home, self.last_hello = transport, home, hello
+        self.box_last_seq = int(hello.get("last_seq") or 0)
         self.store.boxes.update(self.name, agent_version=hello.get("version"), tz=hello.get("tz"),
                                 last_seen_ms=self.store.clock())  # fmt: skip
         self._status("up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}")
@@ -215,6 +218,7 @@ class BoxLink:
         cursor = self.store.fleet.cursor(self.name)
         answer = await channel.call("events", {"after": cursor, "limit": self.settings.batch})
         events = answer.get("events") or []
+        self.box_last_seq = int(answer.get("last_seq") or 0)
         if not events:
             return None
         report = self.store.fleet.ingest(self.name, events)
@@ -319,6 +323,10 @@ class BoxLink:
         """A console-side port reaching ``127.0.0.1:port`` on the box."""
         transport, _ = await self._wait_up(timeout)
         return await transport.forward(port)
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None and self._up.is_set()
 
     @property
     def fatal(self) -> Exception | None:

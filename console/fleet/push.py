@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import secrets
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +43,17 @@ class AgentBuild:
 
 
 def current_build() -> AgentBuild:
-    """The agent this console ships (built from its own ``agents`` package)."""
-    from agents.package import agent_version, build_zipapp
+    """The agent this console ships, versioned by what is inside the archive (not a cached guess).
 
-    return AgentBuild(agent_version(), build_zipapp())
+    The version is read back from the archive itself so that the pushed bytes and the version the
+    console expects the daemon to report can never disagree, even if the sources change meanwhile.
+    """
+    from agents.package import VERSION_FILE, build_zipapp
+
+    payload = build_zipapp()
+    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+        version = archive.read(f"agents/{VERSION_FILE}").decode().strip()
+    return AgentBuild(version, payload)
 
 
 @dataclass

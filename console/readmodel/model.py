@@ -53,6 +53,11 @@ class ReadModel:
         self.cursor.at_ms = at
         return at
 
+    def seek_start(self) -> int:
+        self.cursor.span = queries.data_span(self.store)
+        self.cursor.at_ms = self.cursor.span[0] if self.cursor.span else self.clock()
+        return self.cursor.at_ms
+
     def seek_end(self) -> int:
         self.cursor.span = queries.data_span(self.store)
         self.cursor.at_ms = self.cursor.span[1] if self.cursor.span else self.clock()

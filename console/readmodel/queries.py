@@ -286,14 +286,17 @@ RESULT_SORTS: dict[str, str] = {
 
 
 def results(store: Store, at: int, sort: str = "arm", text: str = "") -> list[ResultRow]:
-    """Bench rows recorded by ``at`` with their tripwire verdict beside them; ``text`` filters words."""
+    """Bench rows finished by ``at`` (imported rows have no instant: always) with their tripwire verdict.
+
+    ``text`` keeps rows containing every word of it (arm, model, shape, box, kernel, verdict, marks).
+    """
     if sort not in RESULT_SORTS:
         raise ValueError(f"unknown sort {sort!r}; choose one of {', '.join(RESULT_SORTS)}")
     rows = store.rows(
         f"""SELECT b.*, t.passed AS t_passed, t.degenerate AS t_degen, t.wrong AS t_wrong,
                    t.reasoning_leak AS t_leak
             FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id
-            WHERE b.started_ms IS NULL OR b.started_ms <= ?
+            WHERE coalesce(b.ended_ms, b.started_ms) IS NULL OR coalesce(b.ended_ms, b.started_ms) <= ?
             ORDER BY {RESULT_SORTS[sort]}, b.id""",
         [at],
     )

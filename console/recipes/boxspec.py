@@ -6,10 +6,12 @@ listings said (400 W caps, no NVLink). Layout and memory checks use the GPUs the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.recipes.model import BoxSpec
-from console.store import Box
+
+if TYPE_CHECKING:  # the recipes engine stays stdlib-only: the extractor imports it inside the vLLM venv
+    from console.store import Box
 
 
 def box_spec(box: Box, probe: dict[str, Any] | None) -> BoxSpec:

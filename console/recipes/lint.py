@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from console.recipes.model import Arm, BoxSpec, Catalog, Finding, Profile
-from console.recipes.resolve import ResolveError, gpu_groups, effective_arm, server_args
+from console.recipes.resolve import ResolveError, effective_arm, gpu_groups, server_args
 from console.recipes.vllm_flags import known_flags
 
 W4A4_LINEAR = ("b12x", "flashinfer_b12x")
@@ -41,27 +41,29 @@ class _Ctx:
     args: dict[str, tuple[str, ...]]
     box: BoxSpec | None
 
-    def at_arm(self, rule: str, key: str, reason: str, severity: str | None = None) -> Finding:
+    def at_arm(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+        path = (key,) if isinstance(key, str) else key
         return Finding(
             rule_id=rule,
             severity=severity or RULES[rule],
             arm=self.arm.name,
             reason=reason,
             file=self.arm.origin.file,
-            key=f"arms.{self.arm.name}.{key}",
-            line=self.arm.line_of(key.split(".")[0]),
+            key=".".join(("arms", self.arm.name, *path)),
+            line=self.arm.line_of(*path),
             expected=rule in self.arm.expected_findings,
         )
 
-    def at_profile(self, rule: str, key: str, reason: str, severity: str | None = None) -> Finding:
+    def at_profile(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+        path = (key,) if isinstance(key, str) else key
         return Finding(
             rule_id=rule,
             severity=severity or RULES[rule],
             arm=self.arm.name,
             reason=reason,
             file=self.profile.origin.file,
-            key=f"profiles.{self.profile.name}.{key}",
-            line=self.profile.key_lines.get(key.split(".")[0], self.profile.origin.line),
+            key=".".join(("profiles", self.profile.name, *path)),
+            line=self.profile.line_of(*path),
             expected=rule in self.arm.expected_findings,
         )
 
@@ -128,7 +130,7 @@ def r5_tp_autotune(c: _Ctx) -> Iterator[Finding]:
 
 @dataclass(frozen=True)
 class ArchRequirement:
-    key: str
+    key: tuple[str, ...]
     ok: Callable[[Arm], bool]
     reason: str
 
@@ -137,34 +139,34 @@ class ArchRequirement:
 ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
     "qwen4exp": (
         ArchRequirement(
-            "kv_cache_dtype", lambda a: not (a.kv_cache_dtype or "").startswith("fp8"),
+            ("kv_cache_dtype",), lambda a: not (a.kv_cache_dtype or "").startswith("fp8"),
             "Qwen3.8-Flash-Next rejects an fp8 KV cache: Qwen4Exp QSA needs a BF16 main KV cache (seed rule 6)",
         ),
     ),
     "minimax_m3": (
         ArchRequirement(
-            "enforce_eager", lambda a: bool(a.enforce_eager),
+            ("enforce_eager",), lambda a: bool(a.enforce_eager),
             "MiniMax-M3 needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
         ),
         ArchRequirement(
-            "block_size", lambda a: a.block_size == 128, "MiniMax-M3 needs block_size 128 (seed rule 6)"
+            ("block_size",), lambda a: a.block_size == 128, "MiniMax-M3 needs block_size 128 (seed rule 6)"
         ),
     ),
     "inkling": (
         ArchRequirement(
-            "enforce_eager", lambda a: bool(a.enforce_eager),
+            ("enforce_eager",), lambda a: bool(a.enforce_eager),
             "Inkling needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
         ),
     ),
     "glm5_next": (
         ArchRequirement(
-            "block_size", lambda a: a.block_size == 1024,
+            ("block_size",), lambda a: a.block_size == 1024,
             "GLM-5.3-Flash needs block_size 1024 for the DeepGEMM paged-MQA indexer on sm_120 (seed rule 6)",
         ),
     ),
     "deepseek_v4": (
         ArchRequirement(
-            "env.VLLM_DSV4_OPROJ_SM120_FALLBACK", lambda a: a.env.get("VLLM_DSV4_OPROJ_SM120_FALLBACK") == "1",
+            ("env", "VLLM_DSV4_OPROJ_SM120_FALLBACK"), lambda a: a.env.get("VLLM_DSV4_OPROJ_SM120_FALLBACK") == "1",
             "DeepSeek-V4-Flash needs VLLM_DSV4_OPROJ_SM120_FALLBACK=1: fp8_einsum has no sm_120 path and asserts "
             "during memory profiling for every MoE backend (seed rule 6)",
         ),
@@ -196,11 +198,11 @@ def r8_vllm_flags(c: _Ctx) -> Iterator[Finding]:
             continue
         reason = f"{problem}; vLLM would refuse to start"
         if flag in c.arm.flags:
-            yield c.at_arm("R8-vllm-flag", f"flags.{flag}", reason)
+            yield c.at_arm("R8-vllm-flag", ("flags", flag), reason)
         elif flag in c.profile.flags:
-            yield c.at_profile("R8-vllm-flag", f"flags.{flag}", reason)
+            yield c.at_profile("R8-vllm-flag", ("flags", flag), reason)
         elif flag in ("--reasoning-parser", "--tool-call-parser"):
-            yield c.at_profile("R8-vllm-flag", f"serving.{flag[2:].replace('-', '_')}", reason)
+            yield c.at_profile("R8-vllm-flag", ("serving", flag[2:].replace("-", "_")), reason)
         else:
             yield c.at_arm("R8-vllm-flag", "flags", reason)
 

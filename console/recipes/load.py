@@ -33,7 +33,7 @@ from console.recipes.toml_lines import KeyPath, key_lines, line_of
 from console.recipes.vllm_flags import known_flags
 
 QUANTIZATIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
-QUANTIZERS = ("vendor", "modelopt", "compressed-tensors", "qat")
+QUANTIZERS = ("vendor", "modelopt", "compressed-tensors", "qat", "unknown")
 QUANT_SCOPES = ("all", "experts")
 
 # Flags resolve writes from first-class keys (or owns outright, like --host): a recipe may not set them
@@ -104,9 +104,6 @@ class _Reader:
     def fail(self, key: str | None, message: str) -> RecipeError:
         path = self.path + ((key,) if key else ())
         return RecipeError(self.file, line_of(self.lines, path), ".".join(path), f"{self.what}: {message}")
-
-    def line(self, key: str) -> int | None:
-        return line_of(self.lines, self.path + (key,))
 
     def _get(self, key: str, required: bool) -> Any:
         self.seen.add(key)
@@ -234,8 +231,8 @@ def _serving(r: _Reader) -> ServingProfile:
                     sampling.str(key, choices=("low", "medium", "high", "max"))
                 elif isinstance(value, bool) or not isinstance(value, int | float):
                     raise sampling.fail(key, f"{key!r} must be a number, got {value!r}")
-                sampling.seen.add(key)
                 profile.sampling[key] = value
+        sampling.seen.update((*TOP_LEVEL_SAMPLING, *EXTRA_BODY_SAMPLING))
         sampling.done()
     if kwargs:
         kwargs.seen.update(kwargs.table)
@@ -276,7 +273,6 @@ def _profile(name: str, r: _Reader, origin: Origin) -> Profile:
     )
     if profile.local and (profile.checkpoint.startswith("/") or ".." in Path(profile.checkpoint).parts):
         raise r.fail("checkpoint", "a local checkpoint is a directory name under the box's model_root")
-    profile.key_lines = {k: r.line(k) or origin.line or 0 for k in r.table}
     r.done()
     return profile
 
@@ -317,7 +313,6 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         env=r.env(),
         expected_findings=r.str_list("expected_findings"),
     )
-    arm.key_lines = {k: r.line(k) or origin.line or 0 for k in r.table}
     r.done()
     return arm
 
@@ -362,11 +357,19 @@ def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
 _SECTIONS = {"profiles": "profile", "arms": "arm", "shapes": "shape", "sweeps": "sweep"}
 
 
-def _toml_error(file: str, exc: tomllib.TOMLDecodeError) -> RecipeError:
-    m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
-    line = int(m.group(1)) if m else None
-    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc)) if m else str(exc)
-    return RecipeError(file, line, None, f"malformed TOML: {message}")
+def _toml_error(file: str, text: str, exc: tomllib.TOMLDecodeError) -> RecipeError:
+    """tomllib puts the position in the message: '(at line 3, column 5)' or '(at end of document)'."""
+    message = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column \d+\)", message)
+    if m:
+        line: int | None = int(m.group(1))
+    elif "(at end of document)" in message:
+        line = max(1, len(text.splitlines()))
+    else:
+        line = None
+    if m:
+        message = message.replace(m.group(0), "")
+    return RecipeError(file, line, None, f"malformed TOML: {message.replace(' (at end of document)', '')}")
 
 
 def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]) -> None:
@@ -378,7 +381,7 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise _toml_error(file, exc) from exc
+        raise _toml_error(file, text, exc) from exc
     lines = key_lines(text)
     top = _Reader(file, lines, (), "recipe file", data)
     for section, what in _SECTIONS.items():
@@ -396,10 +399,13 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
                 )
             seen_at[section, name] = str(origin)
             r = _Reader(file, lines, (section, name), f"{what} {name!r}", body)
+            inner = {p[2:]: n for p, n in lines.items() if p[:2] == (section, name) and len(p) > 2}
             if section == "profiles":
                 catalog.profiles[name] = _profile(name, r, origin)
+                catalog.profiles[name].key_lines = inner
             elif section == "arms":
                 catalog.arms[name] = _arm(name, r, origin)
+                catalog.arms[name].key_lines = inner
             elif section == "shapes":
                 catalog.shapes[name] = _shape(name, r)
             else:

@@ -43,6 +43,14 @@ class Origin:
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
+def _line(key_lines: dict[tuple[str, ...], int], path: tuple[str, ...], origin: Origin) -> int | None:
+    """The line of a key inside a record (nearest written ancestor), else the record's header line."""
+    for n in range(len(path), 0, -1):
+        if path[:n] in key_lines:
+            return key_lines[path[:n]]
+    return origin.line
+
+
 @dataclass
 class ServingProfile:
     """How the vendor says to serve the model (seed rule 9): parser, template flags, sampling."""
@@ -99,11 +107,14 @@ class Profile:
     """Layout values every arm of this checkpoint gets unless it sets its own (e.g. GLM's block size)."""
     flags: dict[str, FlagValue] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    key_lines: dict[str, int] = field(default_factory=dict)
+    key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
     def served_name(self) -> str:
         return self.served_model_name or self.checkpoint
+
+    def line_of(self, *path: str) -> int | None:
+        return _line(self.key_lines, path, self.origin)
 
 
 @dataclass
@@ -135,14 +146,14 @@ class Arm:
     """Rule ids this arm is shipped to trigger on purpose (a control the seed measured); still blocking."""
     sweep: str | None = None
     """Set on arms derived from a sweep's kernel pairs (``Catalog.variant``)."""
-    key_lines: dict[str, int] = field(default_factory=dict)
+    key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
     def gpus_per_server(self) -> int:
         return self.tensor_parallel * self.data_parallel
 
-    def line_of(self, key: str) -> int | None:
-        return self.key_lines.get(key, self.origin.line)
+    def line_of(self, *path: str) -> int | None:
+        return _line(self.key_lines, path, self.origin)
 
 
 @dataclass(frozen=True)
@@ -225,7 +236,9 @@ class BoxSpec:
 
     @property
     def gpu_mem_gb(self) -> float | None:
-        return None if self.gpu_mem_mib is None else self.gpu_mem_mib * 1024 * 1024 / 1e9
+        """Card memory in GiB (the '96 GB' / '32 GB' of the seed's tables). Comparing it with weight sizes
+        in decimal GB errs on the safe side: the card looks ~7% smaller than it is."""
+        return None if self.gpu_mem_mib is None else self.gpu_mem_mib / 1024
 
 
 @dataclass(frozen=True)

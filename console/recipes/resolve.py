@@ -148,9 +148,14 @@ def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
 
 
 def generic_box(catalog: Catalog, arm: str | Arm) -> BoxSpec:
-    """A box with exactly the GPUs one server of the arm needs, no serving env and no model root."""
+    """A stand-in box for showing an arm without one: just the GPUs one layout needs, no serving env.
+
+    A single-card arm gets no GPUs (one server, no CUDA_VISIBLE_DEVICES); a local checkpoint is shown
+    under a ``<model_root>`` placeholder.
+    """
     a = get_arm(catalog, arm)
-    return BoxSpec(name="(any)", gpu_count=a.gpus_per_server * (a.replicas or 1))
+    count = a.gpus_per_server * (a.replicas or 1)
+    return BoxSpec(name="(any)", gpu_count=0 if count == 1 else count, model_root="<model_root>")
 
 
 def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]]:

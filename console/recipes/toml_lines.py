@@ -74,8 +74,10 @@ def key_lines(text: str) -> dict[KeyPath, int]:
 
 
 def line_of(lines: dict[KeyPath, int], path: KeyPath) -> int | None:
-    """The line of ``path``, else of its nearest written ancestor (an inline table's key, a header)."""
+    """The line of ``path``, else of its nearest written ancestor (an inline table's key, a header),
+    else of its first written descendant (``[arm.a]`` is where the implicit table ``arm`` starts)."""
     for n in range(len(path), 0, -1):
         if path[:n] in lines:
             return lines[path[:n]]
-    return None
+    below = [line for key, line in lines.items() if key[: len(path)] == path]
+    return min(below) if below else None

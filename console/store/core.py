@@ -70,13 +70,15 @@ class Store:
     def __init__(self, path: Path | str, *, read_only: bool = False, clock: Clock = system_clock):
         self.path = Path(path)
         self.read_only = read_only
+        self.created = False  # True when this open created the file (first start)
         self.clock = clock
         if read_only:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such database to browse")
             conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
         else:
-            if not self.path.exists():
+            self.created = not self.path.exists()
+            if self.created:
                 _create_private(self.path)
             elif stat.S_IMODE(self.path.stat().st_mode) & 0o077:
                 # A state.db holds host keys and the campaign's record; nobody else should read it.

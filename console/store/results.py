@@ -309,7 +309,10 @@ class Results:
                 f"a box named {box.name!r} exists and was not imported: rename or remove it "
                 f"(`campaign box rm {box.name}`) before importing the demo"
             )
-        if not existing:
+        if existing:  # an earlier import of the same box: the data files are the authority
+            self.store.boxes.update(box.name, provider=box.provider, price_per_hour=box.price_per_hour,
+                                    status_detail=box.status_detail, tz=box.tz, gpu_summary=box.gpu_summary)  # fmt: skip
+        else:
             self.store.boxes.add(box)
 
     def _import_launch(self, launch: ImportedLaunch, now: int) -> None:
@@ -341,8 +344,7 @@ class Results:
         """One row per bench run with the power limit, kernel line and tripwire verdict beside it."""
         where = "WHERE b.source = ?" if source else ""
         rows = self.store.rows(
-            f"""SELECT b.*, coalesce(b.power_limit_w, (SELECT min(g.enforced_limit_w) FROM gpu_samples g
-                         WHERE g.box = b.box)) AS power_limit,
+            f"""SELECT b.*, b.power_limit_w AS power_limit,
                        t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.wrong AS tw_wrong, t.total AS tw_total,
                        t.passed AS tw_passed, t.reasoning_leak AS tw_leak
                 FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id

@@ -60,7 +60,8 @@ class ConsoleApp(App[None]):
         self.model = ReadModel(self.store, clock, replay=read_only)
         self.local_tz = local_tz or zone(None)
         self.actions: Actions = actions or ServiceActions(self.db_path, read_only=read_only)
-        self.key_overrides = keymap.load(keys_path if keys_path is not None else keymap.default_path())
+        self.keys_path = keys_path if keys_path is not None else keymap.default_path()
+        self.key_overrides = keymap.load(self.keys_path)
         self.refresh_s = refresh_s
         self.selected_box = box
         self.box_names: list[str] = []
@@ -143,7 +144,7 @@ class ConsoleApp(App[None]):
             self.switch_mode(self.history.pop())
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.key_overrides, self.read_only))
+        self.push_screen(HelpScreen(self.key_overrides, self.keys_path, self.read_only))
 
     def action_filter(self) -> None:
         if isinstance(self.screen, ViewScreen):
@@ -151,6 +152,10 @@ class ConsoleApp(App[None]):
 
     def action_replay(self, direction: int) -> None:
         self.model.step(direction * self.model.window_ms // 10)
+        self.redraw_visible()
+
+    def action_replay_start(self) -> None:
+        self.model.seek_start()
         self.redraw_visible()
 
     def action_replay_end(self) -> None:
@@ -184,10 +189,19 @@ class ConsoleApp(App[None]):
 
 
 def run_console(db_path: Path) -> int:
-    ConsoleApp(db_path).run()
-    return 0
+    return _run(db_path, read_only=False)
 
 
 def run_browse(db_path: Path) -> int:
-    ConsoleApp(db_path, read_only=True).run()
+    return _run(db_path, read_only=True)
+
+
+def _run(db_path: Path, read_only: bool) -> int:
+    from console.cli.common import CliError
+
+    try:
+        app = ConsoleApp(db_path, read_only=read_only)
+    except keymap.KeymapError as exc:
+        raise CliError(str(exc)) from exc
+    app.run()
     return 0

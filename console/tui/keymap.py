@@ -45,7 +45,9 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("app.quit", "q", "app.quit", "quit", APP),
     KeySpec("replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back", APP, show=False),
     KeySpec("replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False),
-    KeySpec("replay.end", "end", "app.replay_end", "replay: jump to the end (live: follow now)", APP, show=False),
+    KeySpec("replay.start", "left_curly_bracket", "app.replay_start", "replay: jump to the start", APP, show=False),
+    KeySpec("replay.end", "right_curly_bracket", "app.replay_end", "replay: jump to the end (live: follow now)", APP,
+            show=False),
     KeySpec("chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h", APP, show=False),
     KeySpec("box.next", "full_stop", "app.box(1)", "next box", APP, show=False),
     KeySpec("box.previous", "comma", "app.box(-1)", "previous box", APP, show=False),
@@ -130,7 +132,7 @@ def help_rows(overrides: dict[str, str]) -> list[tuple[str, str, str]]:
 
 
 _DISPLAY = {"question_mark": "?", "slash": "/", "escape": "esc", "left_square_bracket": "[",
-            "right_square_bracket": "]", "full_stop": ".", "comma": ","}
+            "right_square_bracket": "]", "left_curly_bracket": "{", "right_curly_bracket": "}", "full_stop": ".", "comma": ","}
 
 
 def display(keys: str) -> str:

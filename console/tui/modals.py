@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import tzinfo
+from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,15 +20,16 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
 
-    def __init__(self, overrides: dict[str, str], read_only: bool):
+    def __init__(self, overrides: dict[str, str], keys_path: Path, read_only: bool):
         super().__init__()
         self.overrides = overrides
+        self.keys_path = keys_path
         self.read_only = read_only
 
     def compose(self) -> ComposeResult:
         rows = keymap.help_rows(self.overrides)
         width = max(len(k) for _, k, _ in rows)
-        lines = ["Keys (remap in " + str(keymap.default_path()) + ")", ""]
+        lines = [f"Keys (remap them in {self.keys_path})", ""]
         scope = None
         for where, keys, what in rows:
             if where != scope:

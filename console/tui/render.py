@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import tzinfo
 
-from console.readmodel.records import GpuPower, TimerRow
+from console.readmodel.records import GpuPower, TimerRow, TripwireRow
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
 _LEFT = (0x01, 0x02, 0x04, 0x40)  # braille dots of the left column, top to bottom
@@ -34,6 +34,13 @@ def num(value: float | None, unit: str = "") -> str:
     else:
         text = f"{value:.2f}".rstrip("0").rstrip(".")
     return text + unit
+
+
+def millis(value: float | None) -> str:
+    """A latency: ``436ms`` below a second, ``2.2s`` above."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
 
 
 def braille_area(values: Sequence[float | None], width: int, height: int, top: float | None = None) -> list[str]:
@@ -96,22 +103,36 @@ def power_line(g: GpuPower, bar_width: int = 10, compact: bool = False) -> str:
     head = f"GPU{g.gpu} {num(draw):>4}/{num(limit)} W {gauge}"
     if compact:
         return head + (" CAPPED" if g.capped else "") + (" STALE" if g.stale else "")
+    return head + power_detail(g)
+
+
+def power_detail(g: GpuPower) -> str:
+    """What the compact power line leaves out: the board maximum, SM clock, utilisation, temperature."""
+    top = g.max_limit_w
     tail = f" CAPPED max {num(top)}" if g.capped else f" max {num(top)}"
     clock = "-" if g.sm_clock_mhz is None else f"{g.sm_clock_mhz / 1000:.1f}GHz"
     extra = f" {clock} {num(g.util_pct)}% {num(g.temp_c)}C"
-    return head + tail + extra + (" STALE" if g.stale else "")
+    return tail + extra + (" STALE" if g.stale else "")
 
 
 def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:
     """A deadline in UTC, in the console's zone and in the box's zone, each with its offset."""
     when = f" in {fmt_remaining(t.remaining_ms)}" if t.live else ""
-    lines = [f"#{t.id} {t.action} {t.state}{when}", f"  utc   {fmt_utc(t.deadline_ms)}",
-             f"  local {fmt_zone(t.deadline_ms, local)}"]
+    lines = [f"#{t.id} {t.action} {t.state}{when}", f"utc   {fmt_utc(t.deadline_ms)}",
+             f"local {fmt_zone(t.deadline_ms, local)}"]
     if t.box_tz:
         try:
-            lines.append(f"  box   {fmt_zone(t.deadline_ms, zone(t.box_tz))}")
+            lines.append(f"box   {fmt_zone(t.deadline_ms, zone(t.box_tz))}")
         except ValueError:
-            lines.append(f"  box   zone {t.box_tz!r} unknown")
+            lines.append(f"box   zone {t.box_tz!r} unknown")
     if t.warnings:
-        lines.append("  warned: " + ", ".join(t.warnings))
+        lines.append("warned: " + ", ".join(t.warnings))
     return lines
+
+
+def tripwire_line(t: TripwireRow, width: int) -> str:
+    """``glm…dp2tp2 11/20 DEGEN 8d 1w``: the verdict word and counts first, the arm name shortened to fit."""
+    tail = f" {t.ok:>2}/{t.total} {t.word:5}" + ("" if t.passed else f" {t.degenerate}d {t.wrong}w")
+    room = max(8, width - 19)  # the verdicts line up whatever the arm names
+    arm = t.arm if len(t.arm) <= room else t.arm[: room - 1] + "…"
+    return f"{arm:{room}}{tail}".rstrip()

@@ -5,7 +5,8 @@ Why: the agent's GPU code must run against nvidia-smi's real behaviour (CSV with
 killed, ANSI escapes in ``topo -m``) on machines without a GPU. Valid field names come from the real
 driver's ``--help-query-gpu`` capture, so a field the driver would reject is rejected here too.
 
-Installed on a box's PATH as ``nvidia-smi`` by ``install(bin_dir, fixture)``; the fixture path is read
+A fixture may list ``invalid_fields``: names this driver rejects although the H200 driver knows them
+(drivers add and deprecate fields, e.g. ``kmd_version`` on 595+). Installed on a box's PATH as ``nvidia-smi`` by ``install(bin_dir, fixture)``; the fixture path is read
 from ``FAKE_NVIDIA_SMI_FIXTURE`` (the wrapper sets it unless the environment already does).
 """
 
@@ -93,8 +94,9 @@ class Fake:
 
     def query(self, fields: list[str], fmt: set[str], select: list[int] | None) -> str:
         known = valid_fields()
+        unknown = set(self.fx.get("invalid_fields", []))  # fields this (older/newer) driver does not know
         for f in fields:
-            if f not in known:
+            if f not in known or f in unknown:
                 return f'Field "{f}" is not a valid field to query.\n\n'
         rows = [[self.gpu_value(g, f, known[f]) for f in fields] for g in self.gpus(select)]
         return self._csv(fields, rows, fmt)
@@ -221,3 +223,24 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except (BrokenPipeError, KeyboardInterrupt):
         sys.exit(0)
+
+
+def build_libcuda(fixture: Path | str, out_dir: Path) -> Path:
+    """Compile tests/support/fake_libcuda.c with the fixture's cuInit result and CUDA version.
+
+    Returns the directory to put on ``LD_LIBRARY_PATH``; it is a ``.../compat`` directory when the
+    fixture says forward-compat libraries are on the loader path, as on a misconfigured box.
+    """
+    import subprocess
+
+    fx = json.loads(Path(fixture if Path(fixture).exists() else FIXTURES / f"{fixture}.json").read_text())
+    major, minor = (int(x) for x in str(fx["cuda_version"]).split(".")[:2])
+    lib_dir = out_dir / ("cuda-13/compat" if fx.get("compat_libs") else "lib")
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    source = Path(__file__).resolve().parent / "fake_libcuda.c"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-DFAKE_CUINIT={int(fx.get('cuinit', 0))}",
+         f"-DFAKE_CUDA_VERSION={major * 1000 + minor * 10}", "-o", str(lib_dir / "libcuda.so.1"), str(source)],
+        check=True, capture_output=True,
+    )
+    return lib_dir

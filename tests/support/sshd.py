@@ -104,7 +104,7 @@ class SshdFarm:
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "campaign-tests", "-f", str(self.client_key)])
         self.boxes: dict[str, SshBox] = {}
 
-    def start(self, name: str, gpu_fixture: str | None = "h200") -> SshBox:
+    def start(self, name: str, gpu_fixture: str | None = "h200", port: int | None = None) -> SshBox:
         """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json (None: no GPU tooling)."""
         base = self.root / name
         base.mkdir(mode=0o755, exist_ok=True)
@@ -128,7 +128,7 @@ class SshdFarm:
             smi.write_text(f'#!/bin/sh\nexec /usr/bin/python3 {FAKE_SMI} "$@"\n')
             smi.chmod(0o755)
             env.append(f"FAKE_NVIDIA_SMI_FIXTURE={fixture}")
-        port = free_port()
+        port = port or free_port()
         config = base / "sshd_config"
         config.write_text(
             "\n".join(
@@ -172,7 +172,7 @@ class SshdFarm:
         box.stop()
         for path in box.root.glob("ssh_host_ed25519_key*"):
             path.unlink()
-        fresh = self.start(name, box.fixture.stem if box.fixture else None)
+        fresh = self.start(name, box.fixture.stem if box.fixture else None, port=box.port)
         return fresh.host_key_line
 
     def stop(self) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from console.store import Box, Store, dumps
 from console.timeutil import parse_instant
+from console.tui.actions import LintLine, Recipes
 
 NOW = parse_instant("2026-09-06T00:15:00Z")
 """The fake clock of every TUI test: 01:15 BST, 1h12m before the 01:27 UTC hard stop."""
@@ -27,6 +28,7 @@ QWEN = "qwen3.8-27b-nvfp4-b12x"
 GLM_FAILED = "glm-5.3-flash-dp4-ep"
 GLM_DEGEN = "glm-4.7-dp2tp2"
 SMALL = "qwen3-0.6b-bf16"
+UNFORCED = "qwen3.8-27b-nvfp4-auto"
 
 
 @dataclass(frozen=True)
@@ -185,3 +187,42 @@ def build(path: Path) -> Fixture:
             ])
         insert_server_rows(store, server_rows("pro-a", serving, START, NOW, STEP_MS, peak=5200.0))
     return Fixture(path=path, now_ms=NOW, serving_launch=serving, failed_launch=failed)
+
+
+class FixedActions:
+    """A stand-in for console.service in Pilot tests: fixed recipes and lint, and a record of every call.
+
+    The console talks to the service only through this interface (console.tui.actions.Actions), so the
+    tests drive the real screens, keys and confirmations; what the service does with a launch is tested
+    with the service itself.
+    """
+
+    def __init__(self, read_only: bool = False):
+        self.read_only = read_only
+        self.calls: list[tuple] = []
+        self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"})
+        self.findings = {
+            QWEN: [LintLine("warn", "R7-no-nvlink", "tensor_parallel 4 on a box without NVLink", "arms.toml:12")],
+            UNFORCED: [LintLine("error", "R1-nvfp4-linear-backend",
+                                "NVFP4 without a forced linear backend: the engine may pick a slow kernel",
+                                "arms.toml:30")],
+        }
+
+    def recipes(self) -> Recipes:
+        return self._recipes
+
+    def lint(self, arm: str, box: str) -> list[LintLine]:
+        self.calls.append(("lint", arm, box))
+        return list(self.findings.get(arm, []))
+
+    async def launch(self, box: str, arm: str) -> str:
+        self.calls.append(("launch", box, arm))
+        return f"launch of {arm} on {box} requested"
+
+    async def kill(self, box: str, launch_id: str) -> str:
+        self.calls.append(("kill", box, launch_id))
+        return f"{launch_id} stopping"
+
+    async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
+        self.calls.append(("set_deadline", box, deadline_ms, action, input_text))
+        return "armed"

@@ -38,7 +38,8 @@ class ViewScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="topbar", markup=False)
         yield from self.body()
-        yield Input(placeholder="filter (enter keeps it, esc clears it)", id="filter")
+        # Disabled while hidden, so it can never take focus (and swallow the view keys) by itself.
+        yield Input(placeholder="filter (enter keeps it, esc clears it)", id="filter", disabled=True)
         yield Footer()
 
     def body(self) -> ComposeResult:
@@ -91,6 +92,7 @@ class ViewScreen(Screen[None]):
     # -- the `/` filter -----------------------------------------------------------------------------------
     def open_filter(self) -> None:
         box = self.query_one("#filter", Input)
+        box.disabled = False
         box.add_class("shown")
         box.value = self.filter_text
         box.focus()
@@ -101,6 +103,7 @@ class ViewScreen(Screen[None]):
         if not box.has_class("shown"):
             return False
         box.remove_class("shown")
+        box.disabled = True
         if not keep:
             self.filter_text = ""
             box.value = ""

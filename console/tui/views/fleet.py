@@ -82,6 +82,10 @@ class FleetScreen(ViewScreen):
                 lines += timer_lines(row.timer, self.console.local_tz)
         self.query_one("#fleet-detail", Static).update("\n".join(lines))
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """The table keeps enter for itself; selecting a row opens it, as the binding says."""
+        self.action_open_box()
+
     def action_open_box(self) -> None:
         if self.console.selected_box:
-            self.app.run_action("app.view('live')")
+            self.console.action_view("live")

@@ -10,10 +10,11 @@ from console.readmodel import LiveView
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
-from console.tui.render import braille_area, num, power_line, timer_lines
+from console.tui.render import braille_area, num, power_detail, power_line, timer_lines, tripwire_line
 from console.tui.views.base import ViewScreen
 
-CHART_ROWS = 4
+TEXT_ROWS = 4
+"""Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench."""
 
 
 class Panel(Static):
@@ -75,22 +76,33 @@ class LiveScreen(ViewScreen):
         self.query_one("#live-box", Static).update(head)
         self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
         power = self.query_one("#live-power", Panel)
-        compact = power.content_region.width < 52
-        lines = [power_line(g, 5 if compact else 10, compact=compact) for g in view.gpus]
-        power.update("\n".join(lines) or "no GPU samples")
-        trip = [f"{t.arm[:22]:22} {t.ok:>2}/{t.total} {t.word}"
-                + (f" degen {t.degenerate} wrong {t.wrong}" if not t.passed else "") for t in view.tripwire]
-        self.query_one("#live-tripwire", Panel).update("\n".join(trip) or "no tripwire run on this box")
+        power.update("\n".join(self.power_lines(view, power.content_region.width, power.content_region.height))
+                     or "no GPU samples")
+        trip_panel = self.query_one("#live-tripwire", Panel)
+        trip = [tripwire_line(t, trip_panel.content_region.width) for t in view.tripwire]
+        trip_panel.update("\n".join(trip) or "no tripwire run on this box")
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
         self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
+
+    @staticmethod
+    def power_lines(view: LiveView, width: int, height: int) -> list[str]:
+        """One line per GPU when wide; at 80 columns two (gauge, then clocks) if they fit, CAPPED always."""
+        if width >= 52:
+            return [power_line(g, 10) for g in view.gpus]
+        lines = []
+        for g in view.gpus:
+            lines.append(power_line(g, 5, compact=True))
+            if 2 * len(view.gpus) <= height:
+                lines.append("     " + power_detail(g).strip())
+        return lines
 
     def throughput_text(self, view: LiveView) -> str:
         out = view.out_tok_s
         width = self.chart_width()
         peak = out.peak
-        chart = braille_area(out.values, width, CHART_ROWS)
-        labels = [num(peak), "", "", "0"]
-        lines = [f"{labels[i]:>5} {row}" for i, row in enumerate(chart)]
+        rows = max(2, self.query_one("#live-throughput", Panel).content_region.height - TEXT_ROWS)
+        chart = braille_area(out.values, width, rows)
+        lines = [f"{num(peak) if i == 0 else '0' if i == rows - 1 else '':>5} {row}" for i, row in enumerate(chart)]
         lines.insert(0, f"out {num(out.last)} tok/s  in {num(view.in_tok_s.last)} tok/s")
         if view.servers:
             s = view.servers[0]

@@ -7,11 +7,12 @@ from textual.widgets import DataTable, Static
 
 from console.readmodel import RESULT_SORTS, ResultRow
 from console.tui import keymap
-from console.tui.render import bar, num
+from console.tui.render import bar, millis, num
 from console.tui.views.base import ViewScreen
 
-COLUMNS = ("arm", "shape", "C", "out tok/s", "req/s", "TTFT p50", "TPOT p50", "tripwire", "limit W",
-           "kernel", "marks", "box")
+# The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
+COLUMNS = ("arm", "shape", "C", "out tok/s", "tripwire", "limit W", "marks", "kernel", "req/s", "TTFT p50",
+           "TPOT p50", "E2E p99", "box")
 
 
 def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
@@ -62,7 +63,7 @@ class ResultsScreen(ViewScreen):
         return self.console.model.results(self.sort, self.filter_text)
 
     def topbar_extra(self) -> str:
-        return f"{len(self.rows)} rows, sort {self.sort}" + (f" | {super().topbar_extra()}" if self.filter_text else "")
+        return f"{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (f" | {super().topbar_extra()}" if self.filter_text else "")
 
     def show(self, rows: list[ResultRow]) -> None:
         self.rows = rows
@@ -72,9 +73,9 @@ class ResultsScreen(ViewScreen):
             table.clear()
             for r in rows:
                 table.add_row(
-                    r.arm, r.shape, str(r.concurrency), num(r.out_tok_per_s), num(r.req_per_s),
-                    num(r.ttft_ms_p50, "ms"), num(r.tpot_ms_p50, "ms"), r.tripwire, num(r.power_limit_w),
-                    r.kernel_line or "-", r.marks or "-", r.box or "-", key=str(r.id),
+                    r.arm, r.shape, str(r.concurrency), num(r.out_tok_per_s), r.tripwire, num(r.power_limit_w),
+                    r.marks or "-", r.kernel_line or "-", num(r.req_per_s), millis(r.ttft_ms_p50),
+                    millis(r.tpot_ms_p50), millis(r.e2e_ms_p99), r.box or "-", key=str(r.id),
                 )
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown

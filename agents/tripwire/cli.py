@@ -1,0 +1,79 @@
+"""``python -m agents.tripwire``: 20 fixed prompts through the chat endpoint, graded, one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from agents.tripwire.client import chat, request_body
+from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
+from agents.tripwire.items import ITEMS
+from agents.tripwire.profile import ProfileError, load
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m agents.tripwire",
+        description="Corruption tripwire: 20 fixed chat prompts with expected answers and a repetition "
+        "detector; per item ok / degenerate / wrong.",
+    )
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--profile", help="vendor serving profile name (resolved from the recipes on the console)")
+    p.add_argument("--profile-json", help="the resolved profile as JSON, or @FILE (what the agent is given)")
+    p.add_argument("--max-tokens", type=int, default=4096, help="room per answer (reasoning models need it)")
+    p.add_argument("--concurrency", type=int, default=20)
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
+    p.add_argument("--min-ok", type=int, default=MIN_OK)
+    p.add_argument("--max-degenerate", type=int, default=MAX_DEGENERATE)
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        profile = load(args.profile, args.profile_json)
+    except ProfileError as exc:
+        print(f"tripwire: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
+        return 2
+    api_key = os.environ.get(args.api_key_env) or None
+    started = time.time()
+    done = 0
+
+    def one(item_index: int) -> dict:
+        nonlocal done
+        item = ITEMS[item_index]
+        body = request_body(args.model, item.prompt, profile, args.max_tokens)
+        graded = grade_item(item, chat(args.base_url, body, args.timeout, api_key))
+        done += 1
+        if not args.quiet:
+            print(f"tripwire {done}/{len(ITEMS)} {item.id}: {graded['verdict']}", file=sys.stderr, flush=True)
+        return graded
+
+    with ThreadPoolExecutor(max(1, args.concurrency)) as pool:
+        items = list(pool.map(one, range(len(ITEMS))))
+    summary = summarize(items, Thresholds(args.min_ok, args.max_degenerate))
+    out = {
+        "model": args.model, "base_url": args.base_url, "profile": profile.name,
+        "reasoning_parser": profile.reasoning_parser, "request": profile.request, "extra_body": profile.extra_body,
+        "max_tokens": args.max_tokens, "t_ms": int(started * 1000), "duration_s": round(time.time() - started, 3),
+        **summary, "items": items,
+    }
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{out['verdict']}: {out['ok']} ok, {out['degenerate']} degenerate, {out['wrong']} wrong of "
+              f"{out['total']}" + (f"; reasoning leaked in {out['reasoning_leak']}" if out["reasoning_leak"] else ""))
+        for item in items:
+            if item["verdict"] != "ok" or item["reasoning_leak"]:
+                print(f"  {item['id']}: {item['verdict']}: {'; '.join(item['reasons'] or [item['reasoning_leak']])}")
+    return 0 if any(i["finish_reason"] is not None for i in items) else 1

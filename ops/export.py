@@ -1,0 +1,134 @@
+"""Exports in the formats the seed's readers use: summary_all.tsv, kernels_by_server.tsv, economics.
+
+Every throughput row leaves with its arm, kernel line, tripwire verdict and power limit beside it, and a
+diagnostic-only row says so in every format (a ``diagnostic_only`` column: ``yes`` in TSV/CSV, ``true``
+in JSON), because a number copied out of context is how a degenerate arm becomes a purchase.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from console.economics import DEFAULT_SHAPES, DEFAULT_UTILISATION, economics_table
+from console.store import Store
+from console.store.results import ApiPrice
+from console.timeutil import from_ms
+
+FORMATS = ("tsv", "csv", "json")
+
+SUMMARY_COLUMNS = (
+    "arm", "box", "model", "configuration", "shape", "concurrency",
+    "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
+    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
+    "e2e_ms_p50", "e2e_ms_p99",
+    "kernel_line", "tripwire", "power_limit_w", "client_bound", "diagnostic_only", "queueing",
+    "source", "started_utc", "provenance",
+)  # fmt: skip
+KERNEL_COLUMNS = ("box", "launch_id", "arm", "model", "state", "category", "line", "failure_reason")
+ECONOMICS_COLUMNS = (
+    "box", "arm", "model", "rows", "node_usd_per_hour", "node_usd_per_mtok", "accuracy", "accuracy_items",
+    "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node", "on_frontier", "diagnostic_only", "source",
+)  # fmt: skip
+FLAGS = frozenset({"client_bound", "diagnostic_only", "queueing", "on_frontier"})
+
+
+class ExportError(ValueError):
+    """An export that cannot be written as asked (format, destination)."""
+
+
+def summary_rows(store: Store) -> list[dict[str, Any]]:
+    """One row per (arm, box, shape, concurrency) run, measured first, imported after."""
+    out = []
+    for r in sorted(store.results.summary(), key=lambda r: (r["source"] != "measured", r["box"] or "", r["arm"],
+                                                              r["shape"], r["concurrency"], r["id"])):  # fmt: skip
+        row = {c: r.get(c) for c in SUMMARY_COLUMNS}
+        row["power_limit_w"] = r["power_limit"]
+        row["kernel_line"] = r["kernel_line"] or "not recorded"
+        row["started_utc"] = from_ms(r["started_ms"]).isoformat() if r["started_ms"] is not None else None
+        out.append(row)
+    return out
+
+
+def kernel_rows(store: Store) -> list[dict[str, Any]]:
+    """Every server and each kernel line it printed (kernels_by_server.tsv); silence is a row too."""
+    rows = []
+    for r in store.results.kernels():
+        row = {c: r.get(c) for c in KERNEL_COLUMNS}
+        if r["line"] is None:
+            row["line"] = "none recorded"
+        rows.append(row)
+    return rows
+
+
+def economics_rows(store: Store, *, utilisation: float = DEFAULT_UTILISATION,
+                   api_prices: Sequence[ApiPrice] = (), shapes: Sequence[str] = DEFAULT_SHAPES,
+                   ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+    rows, skipped = economics_table(store, utilisation=utilisation, extra_prices=api_prices, shapes=shapes)
+    out = []
+    for e in rows:
+        d = asdict(e)
+        d["node_usd_per_mtok"] = d.pop("node_per_mtok")
+        d["api_usd_per_mtok"] = d.pop("api_per_mtok")
+        out.append({c: d[c] for c in ECONOMICS_COLUMNS})
+    return out, skipped
+
+
+def _cell(column: str, value: Any) -> str:
+    if column in FLAGS:
+        return "yes" if value else "no"
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        records = [{c: (bool(r.get(c)) if c in FLAGS else r.get(c)) for c in columns} for r in rows]
+        return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    buf = io.StringIO()
+    if fmt == "csv":
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        for r in rows:
+            writer.writerow([_cell(c, r.get(c)) for c in columns])
+        return buf.getvalue()
+    buf.write("\t".join(columns) + "\n")
+    for r in rows:
+        # A tab or newline inside a cell would shift every column after it; TSV has no quoting.
+        buf.write("\t".join(_cell(c, r.get(c)).replace("\t", " ").replace("\n", " ") for c in columns) + "\n")
+    return buf.getvalue()
+
+
+def write_atomic(text: str, destination: str | None) -> None:
+    """Write to stdout, or to a file that either appears whole or not at all (temp file + rename)."""
+    if destination in (None, "-"):
+        sys.stdout.write(text)
+        return
+    path = Path(destination)
+    if path.is_dir():
+        raise ExportError(f"-o {destination}: is a directory; give a file name, e.g. {path / 'summary_all.tsv'}")
+    if not path.parent.exists():
+        raise ExportError(f"-o {destination}: directory {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

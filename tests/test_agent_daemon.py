@@ -1,0 +1,430 @@
+"""The agent as a real detached process: journal, ack, dedupe, GPU samples, launches, faults, restarts.
+
+The "server" the agent launches here is a small real HTTP server (written to tmp by the tests) that
+prints vLLM's real log line formats and serves /health, /v1/models and /metrics; the real vLLM on CPU
+is driven in test_agent_vllm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
+
+FAKE_SERVER = r'''
+import http.server, os, signal, subprocess, sys, threading, time
+
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+t0 = time.monotonic()
+
+def log(line):
+    print(line, flush=True)
+
+if "--ignore-term" in args:
+    signal.signal(signal.SIGTERM, lambda *a: log("ignoring SIGTERM"))
+log("INFO 12-02 13:20:19 [api_server.py:101] vLLM API server version 0.32.0")
+log("(EngineCore pid=%d) INFO 12-02 13:20:20 [cuda.py:507] Using FLASH_ATTN attention backend out of "
+    "potential backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN']." % os.getpid())
+log("INFO 12-02 13:20:20 [nvfp4.py:240] Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential "
+    "backends: ['FLASHINFER_TRTLLM', 'FLASHINFER_CUTLASS', 'MARLIN'].")
+log("INFO 12-02 13:20:20 [__init__.py:88] Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM")
+log("INFO 12-02 13:20:20 [arg_utils.py:1] kernel_config=KernelConfig(moe_backend='auto', linear_backend='auto')")
+log("INFO 12-02 13:20:20 [__init__.py:88] Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM")
+if "--die-at-start" in args:
+    def load_moe(backend):
+        raise ValueError("moe_backend='triton' is not supported for NvFP4 MoE. Expected one of "
+                         "['b12x', 'cutlass', 'flashinfer_cutlass', 'marlin'].")
+    def build_engine():
+        load_moe("triton")
+    try:
+        build_engine()
+    except Exception:
+        import traceback
+        for line in traceback.format_exc().splitlines():
+            log("(EngineCore pid=%d) ERROR 12-02 13:20:21 [core.py:900] %s" % (os.getpid(), line))
+    log("Traceback (most recent call last):")
+    log('  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 100, in __init__')
+    log("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+    sys.exit(1)
+if "--child" in args:
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+ready_after = float(args[args.index("--ready-after") + 1]) if "--ready-after" in args else 0.0
+log("(EngineCore pid=%d) INFO 12-02 13:20:22 [kv_cache_utils.py:2328] GPU KV cache size: 79,648 tokens, "
+    "Maximum concurrency for 65,536 tokens per request: 4.03x" % os.getpid())
+
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        if time.monotonic() - t0 < ready_after:
+            self.send_response(503); self.end_headers(); return
+        if self.path == "/health":
+            body = b""
+        elif self.path == "/v1/models":
+            body = b'{"data":[{"id":"fake"}]}'
+        elif self.path == "/metrics":
+            n = time.monotonic() - t0
+            if "--malformed-metrics" in args:
+                body = b'vllm:generation_tokens_total{engine="0"} lots\nvllm:num_requests_running{engine="0" 3\n'
+            else:
+                body = (
+                    "# TYPE vllm:generation_tokens_total counter\n"
+                    'vllm:generation_tokens_total{engine="0",model_name="fake"} %f\n'
+                    'vllm:generation_tokens_total{engine="1",model_name="fake"} %f\n'
+                    'vllm:prompt_tokens_total{engine="0",model_name="fake"} %f\n'
+                    'vllm:num_requests_running{engine="0",model_name="fake"} 7.0\n'
+                    'vllm:num_requests_waiting{engine="0",model_name="fake"} 2.0\n'
+                    'vllm:kv_cache_usage_perc{engine="0",model_name="fake"} 0.25\n'
+                    'vllm:prefix_cache_queries_total{engine="0",model_name="fake"} %f\n'
+                    'vllm:prefix_cache_hits_total{engine="0",model_name="fake"} %f\n'
+                    'vllm:time_to_first_token_seconds_bucket{le="0.001",engine="0",model_name="fake"} 0.0\n'
+                ) % (100 * n, 100 * n, 400 * n, 1000 * n, 250 * n)
+                body = body.encode()
+        else:
+            self.send_response(404); self.end_headers(); return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path) -> Path:
+    path = tmp_path / "fake_server.py"
+    path.write_text(FAKE_SERVER)
+    return path
+
+
+@pytest.fixture
+def box(tmp_path: Path):
+    agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")])
+    agent.start()
+    try:
+        yield agent
+    finally:
+        agent.stop()
+        _kill_leftovers(agent)
+
+
+def _kill_leftovers(agent: AgentBox) -> None:
+    for launch in json.loads(json.dumps(_journal_launch_pids(agent.home))):
+        try:
+            os.killpg(launch, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _journal_launch_pids(home: Path) -> list[int]:
+    import sqlite3
+
+    db = home / "journal.db"
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT pid FROM launches WHERE pid IS NOT NULL")]
+
+
+def launch_args(fake_server: Path, launch_id: str, port: int, *flags: str, **extra: Any) -> dict[str, Any]:
+    return {"launch_id": launch_id, "argv": [sys.executable, str(fake_server), "--port", str(port), *flags],
+            "env": {"CUDA_VISIBLE_DEVICES": "0"}, "gpus": [0], "port": port, **extra}
+
+
+def state_of(launch_id: str, state: str):
+    return lambda e: e["kind"] == "launch_state" and e["launch_id"] == launch_id and e["state"] == state
+
+
+# -- daemon lifecycle, journal, protocol ---------------------------------------------------------
+
+
+def test_daemon_detaches_refuses_second_start_and_answers_hello(box: AgentBox) -> None:
+    again = box.start(check=False)
+    assert again.returncode == 1
+    assert "already running" in again.stderr and str(box.pid) in again.stderr
+    hello = box.ok("hello")
+    assert hello["pid"] == box.pid and hello["gpu_source"] == "nvidia-smi"
+    assert len(hello["version"]) == 16
+    assert os.stat(box.home / "agent.sock").st_mode & 0o777 == 0o600
+    # detached: another session than ours (double fork: not a session leader, so no terminal ever)
+    assert os.getsid(box.pid) != os.getsid(0) and os.getsid(box.pid) != box.pid
+    assert box.pid not in _children_pids(os.getpid())
+    started = box.wait_for(lambda e: e["kind"] == "agent_started")
+    assert started["restarted"] is False and started["adopted_launches"] == []
+
+
+def test_events_seq_ack_and_nothing_deleted_before_ack(box: AgentBox) -> None:
+    box.wait_for(lambda e: e["kind"] == "gpu_sample")
+    events = box.events()
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert all(isinstance(e["t_ms"], int) and e["t_ms"] > 1_700_000_000_000 for e in events)
+    mid = seqs[len(seqs) // 2]
+    assert box.ok("ack", {"seq": mid})["acked_seq"] == mid
+    after = box.events()
+    assert after[0]["seq"] == mid + 1  # acked rows gone, the rest kept
+    assert box.ok("hello")["acked_seq"] == mid
+    too_far = box.request("ack", {"seq": 10**9})
+    assert not too_far["ok"] and "beyond the last journaled seq" in too_far["error"]
+    bad = box.request("events", {"after": -1})
+    assert not bad["ok"] and "non-negative" in bad["error"]
+
+
+def test_malformed_requests_get_clear_errors(box: AgentBox) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(box.home / "agent.sock"))
+        s.sendall(b"not json\n" + b'{"v": 9, "id": "x", "op": "hello"}\n' + b'{"v": 1, "id": "y", "op": "fly"}\n')
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    replies = [json.loads(x) for x in data.splitlines()]
+    assert [r["ok"] for r in replies] == [False, False, False]
+    assert "not JSON" in replies[0]["error"]
+    assert "protocol version 9" in replies[1]["error"] and "push the matching agent" in replies[1]["error"]
+    assert "unknown op 'fly'" in replies[2]["error"]
+
+
+def test_call_proxy_relays_stdio(box: AgentBox) -> None:
+    import subprocess
+
+    lines = b'{"v":1,"id":"p1","op":"hello","args":{}}\n{"v":1,"id":"p2","op":"launches","args":{}}\n'
+    proc = subprocess.run([sys.executable, "-m", "agents", "call", "--home", str(box.home)], input=lines,
+                          capture_output=True, env=box.env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    replies = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [r["id"] for r in replies] == ["p1", "p2"] and all(r["ok"] for r in replies)
+
+
+def test_resent_command_is_not_executed_twice(box: AgentBox, fake_server: Path) -> None:
+    port = free_port()
+    first = box.request("launch", launch_args(fake_server, "dup", port), command_id="cmd-42")
+    again = box.request("launch", launch_args(fake_server, "dup", port), command_id="cmd-42")
+    assert first["ok"] and again["ok"] and again["replayed"] is True
+    assert again["result"]["pid"] == first["result"]["pid"]
+    box.wait_for(state_of("dup", "serving"))
+    starts = [e for e in box.events() if e["kind"] == "launch_state" and e["state"] == "starting"]
+    assert len(starts) == 1
+    fresh = box.request("launch", launch_args(fake_server, "dup", port), command_id="cmd-43")
+    assert not fresh["ok"] and "already used" in fresh["error"]
+
+
+# -- GPU sampling and its faults -----------------------------------------------------------------
+
+
+def test_gpu_samples_from_one_long_running_nvidia_smi(box: AgentBox) -> None:
+    box.wait_for(lambda e: e["kind"] == "gpu_sample")
+    time.sleep(2.5)
+    samples = [e for e in box.events() if e["kind"] == "gpu_sample"]
+    assert len(samples) >= 2
+    gpu = samples[0]["gpus"][0]
+    assert gpu == {"gpu": 0, "power_w": gpu["power_w"], "power_limit_w": 700.0, "enforced_limit_w": 700.0,
+                   "max_limit_w": 700.0, "sm_clock_mhz": 345.0, "util_pct": 0.0, "mem_used_mib": 0.0,
+                   "mem_total_mib": 143771.0, "temp_c": 36.0}
+    assert {s["gpus"][0]["power_w"] for s in samples} <= {79.18, 79.22, 79.21, 79.12, 79.11, 79.10}
+    # one nvidia-smi -lms process, not one per sample
+    smi = [p for p in _children_cmdlines(box.pid) if "fake_nvidia_smi.py" in p]
+    assert len(smi) == 1 and "-lms" in smi[0]
+
+
+def _children_pids(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _children_cmdlines(pid: int) -> list[str]:
+    out = []
+    for child in _children_pids(pid):
+        try:
+            out.append(Path(f"/proc/{child}/cmdline").read_text().replace("\0", " "))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def test_unknown_field_and_na_placeholder_are_survived(tmp_path: Path) -> None:
+    def fault(fx: dict[str, Any]) -> None:
+        fx["invalid_fields"] = ["clocks.current.sm"]
+        fx["gpus"][0]["power.draw"] = "[N/A]"
+
+    fixture = write_fixture_variant(tmp_path, "old-driver", fault)
+    agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, fixture)])
+    agent.start()
+    try:
+        warning = agent.wait_for(lambda e: e["kind"] == "warning" and "clocks.current.sm" in e["message"])
+        assert 'does not know field "clocks.current.sm"' in warning["message"]
+        sample = agent.wait_for(lambda e: e["kind"] == "gpu_sample")
+        gpu = sample["gpus"][0]
+        assert gpu["power_w"] is None and gpu["sm_clock_mhz"] is None and gpu["power_limit_w"] == 700.0
+        assert agent.ok("hello")["pid"] == agent.pid
+    finally:
+        agent.stop()
+
+
+def test_no_gpu_tooling_warns_once_and_keeps_running(tmp_path: Path) -> None:
+    agent = AgentBox(tmp_path / "home", path_prefix=[])
+    agent.start()
+    try:
+        time.sleep(1.5)
+        events = agent.events()
+        warnings = [e for e in events if e["kind"] == "warning" and e["where"] == "gpu"]
+        assert len(warnings) == 1 and "no GPU tooling" in warnings[0]["message"]
+        assert not [e for e in events if e["kind"] == "gpu_sample"]
+        assert agent.ok("hello")["gpu_source"] is None
+    finally:
+        agent.stop()
+
+
+def test_disk_floor_stops_samples_but_keeps_lifecycle_events(tmp_path: Path) -> None:
+    floor_mb = str(10**9)  # a petabyte floor: any real disk is "nearly full"
+    agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")],
+                     extra_args=["--disk-floor-mb", floor_mb])
+    agent.start()
+    try:
+        low = agent.wait_for(lambda e: e["kind"] == "disk_low")
+        assert low["threshold_bytes"] == 10**9 * 1024 * 1024 and low["free_bytes"] < low["threshold_bytes"]
+        time.sleep(1.5)
+        kinds = [e["kind"] for e in agent.events()]
+        assert "gpu_sample" not in kinds and kinds.count("disk_low") == 1
+        refused = agent.ok("launch", {"launch_id": "l1", "argv": ["no-such-engine"], "port": free_port()})
+        assert refused["state"] == "failed"
+        agent.wait_for(state_of("l1", "failed"))  # lifecycle events are still journaled
+    finally:
+        agent.stop()
+
+
+# -- launches ------------------------------------------------------------------------------------
+
+
+def test_launch_ready_kernel_lines_budget_metrics_and_kill(box: AgentBox, fake_server: Path) -> None:
+    port = free_port()
+    started = box.ok("launch", launch_args(fake_server, "arm1", port, "--ready-after", "0.6", "--child"))
+    assert started["state"] == "starting" and started["log_path"].endswith("arm1.log")
+    box.wait_for(state_of("arm1", "serving"), what="serving")
+    box.wait_for(lambda e: e["kind"] == "server_sample" and e["gen_tok_per_s"] is not None, what="rates")
+    events = box.events()
+    kernel = [e for e in events if e["kind"] == "kernel_line"]
+    cats = sorted(e["category"] for e in kernel)
+    assert cats == ["attention", "config", "linear", "moe"]  # the repeated GEMM line is journaled once
+    assert any("FLASHINFER_CUTLASS" in e["line"] for e in kernel)
+    budget = [e for e in events if e["kind"] == "launch_budget"][0]
+    assert budget["kv_cache_tokens"] == 79648 and budget["max_concurrency"] == 4.03
+    sample = [e for e in events if e["kind"] == "server_sample" and e["gen_tok_per_s"] is not None][-1]
+    assert 120 < sample["gen_tok_per_s"] < 280  # two engines x 100 tok/s, summed over label sets
+    assert 300 < sample["prompt_tok_per_s"] < 500
+    assert sample["running"] == 7 and sample["waiting"] == 2 and sample["kv_usage"] == 0.25
+    assert sample["prefix_hit_rate"] == pytest.approx(0.25, abs=0.02)
+    tail = box.ok("log_tail", {"launch_id": "arm1", "lines": 3})["lines"]
+    assert len(tail) == 3
+
+    killed = box.request("kill", {"launch_id": "arm1", "grace_s": 5}, command_id="kill-1")
+    assert killed["ok"] and killed["result"]["state"] == "stopping"
+    stopped = box.wait_for(state_of("arm1", "stopped"), what="stopped")
+    assert stopped["exit_code"] == -signal.SIGTERM
+    released = box.wait_for(lambda e: e["kind"] == "gpu_released" and e["launch_id"] == "arm1")
+    assert released["released"] is True and released["leftover_pids"] == []
+    assert released["gpus"] == [{"gpu": 0, "mem_used_mib": 0.0}]
+    done = box.wait_for(lambda e: e["kind"] == "command_done" and e["command_id"] == "kill-1")
+    assert done["ok"] and done["result"] == {"state": "stopped", "released": True}
+    assert box.ok("launches")["launches"][0]["state"] == "stopped"
+
+
+def test_kill_escalates_to_sigkill_after_grace(box: AgentBox, fake_server: Path) -> None:
+    port = free_port()
+    box.ok("launch", launch_args(fake_server, "stubborn", port, "--ignore-term"))
+    box.wait_for(state_of("stubborn", "serving"))
+    t0 = time.monotonic()
+    box.ok("kill", {"launch_id": "stubborn", "grace_s": 1.0})
+    stopped = box.wait_for(state_of("stubborn", "stopped"))
+    assert stopped["exit_code"] == -signal.SIGKILL and time.monotonic() - t0 >= 1.0
+
+
+def test_missing_binary_and_port_in_use_are_failed_launches_with_reasons(box: AgentBox, fake_server: Path) -> None:
+    missing = box.ok("launch", {"launch_id": "m1", "argv": ["/opt/nowhere/bin/vllm", "serve"], "port": free_port()})
+    assert missing["state"] == "failed" and "'/opt/nowhere/bin/vllm' not found" in missing["reason"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = box.ok("launch", launch_args(fake_server, "p1", port))
+    assert busy["state"] == "failed" and f"port {port} is already in use" in busy["reason"]
+    events = [e for e in box.events() if e["kind"] == "launch_state"]
+    assert {(e["launch_id"], e["state"]) for e in events} == {("m1", "failed"), ("p1", "failed")}
+    bad = box.request("launch", {"launch_id": "s1", "argv": "vllm serve x", "port": 8000})
+    assert not bad["ok"] and "never a shell string" in bad["error"]
+
+
+def test_server_dying_at_start_records_root_cause_and_accepted_backends(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "dies", free_port(), "--die-at-start"))
+    failed = box.wait_for(state_of("dies", "failed"))
+    assert failed["exit_code"] == 1
+    assert failed["reason"].startswith("ValueError: moe_backend='triton' is not supported for NvFP4 MoE.")
+    assert "in load_moe" in failed["reason"]  # the innermost frame, not the wrapper's
+    assert failed["backends_accepted"] == ["b12x", "cutlass", "flashinfer_cutlass", "marlin"]
+
+
+def test_malformed_metrics_is_a_warning_and_sampling_continues(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "junk", free_port(), "--malformed-metrics"))
+    warning = box.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "metrics:junk")
+    assert "malformed /metrics" in warning["message"] and "lots" in warning["message"]
+    time.sleep(1.0)
+    events = box.events()
+    assert len([e for e in events if e["kind"] == "warning" and e["where"] == "metrics:junk"]) == 1
+    assert [e for e in events if e["kind"] == "server_sample" and e["launch_id"] == "junk"]
+    assert box.ok("hello")["pid"] == box.pid
+
+
+def test_crashed_agent_restarts_and_readopts_its_servers(box: AgentBox, fake_server: Path) -> None:
+    port = free_port()
+    box.ok("launch", launch_args(fake_server, "survivor", port))
+    box.wait_for(state_of("survivor", "serving"))
+    server_pid = box.ok("launches")["launches"][0]["pid"]
+    last = box.events()[-1]["seq"]
+    box.kill_hard()
+    assert Path(f"/proc/{server_pid}").exists()  # the server outlived the agent
+    box.start()
+    started = box.wait_for(lambda e: e["kind"] == "agent_started" and e["seq"] > last)
+    assert started["restarted"] is True and started["adopted_launches"] == ["survivor"]
+    box.wait_for(lambda e: e["kind"] == "server_sample" and e["seq"] > last)  # scraping resumed
+    box.ok("kill", {"launch_id": "survivor", "grace_s": 5})
+    box.wait_for(state_of("survivor", "stopped"))
+    assert not Path(f"/proc/{server_pid}").exists() or "Z" in Path(f"/proc/{server_pid}/stat").read_text()
+
+
+def test_watchdog_deadline_survives_restart_and_stops_arms(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "timed", free_port()))
+    box.wait_for(state_of("timed", "serving"))
+    now = int(time.time() * 1000)
+    armed = box.ok("set_deadline", {"timer_id": "t1", "deadline_ms": now + 4000, "action": "stop-arms",
+                                    "console_now_ms": now})
+    assert armed["armed"] is True and 3 < armed["remaining_s"] <= 4
+    box.stop()
+    box.start()
+    assert [t["timer_id"] for t in box.ok("hello")["timers"]] == ["t1"]
+    box.wait_for(lambda e: e["kind"] == "deadline" and e["state"] == "fired", timeout=20)
+    box.wait_for(state_of("timed", "stopped"), timeout=40)

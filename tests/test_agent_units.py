@@ -1,0 +1,216 @@
+"""Pure parts of the agent on real text: vLLM log lines, /metrics pages, nvidia-smi output, packaging."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from agents import gpu, loglines, metrics, package, probe
+from tests.support.fake_nvidia_smi import build_libcuda
+
+H200 = Path("/work/shared/fixtures/nvidia-smi/h200")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- log lines (formats from vLLM 0.32 source and research/benchclients.md) ------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        ("INFO 12-02 [cuda.py:507] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].",
+         "attention"),
+        ("INFO [nvfp4.py:241] Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: ['A'].", "moe"),
+        ("INFO [__init__.py:88] Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM", "linear"),
+        ("INFO [__init__.py:90] Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod", "linear"),
+        ("INFO [arg_utils.py:1] kernel_config=KernelConfig(moe_backend='auto', linear_backend='b12x')", "config"),
+        ("INFO [cpu.py:175] Using CPU_MLA backend.", "other"),
+        ("INFO [api_server.py:1] vLLM API server version 0.32.0", None),
+    ],
+)
+def test_kernel_line_categories(line: str, category: str | None) -> None:
+    assert loglines.kernel_category(line) == category
+
+
+def test_kv_budget_line_of_vllm_032() -> None:
+    line = "(EngineCore pid=9) INFO [kv_cache_utils.py:2328] CPU KV cache size: 43,680 tokens, " \
+           "Maximum concurrency for 2,048 tokens per request: 21.33x"
+    assert loglines.kv_budget(line) == loglines.KvBudget(43680, 21.33)
+    assert loglines.kv_budget("GPU KV cache size: 79,648 tokens") == loglines.KvBudget(79648, None)
+    assert loglines.kv_budget("nothing here") is None
+
+
+def test_failure_reason_prefers_root_cause_over_wrapper() -> None:
+    prefix = "(EngineCore_DP0 pid=77) ERROR 12-02 13:20:21 [core.py:900] "
+    lines = [
+        "INFO starting",
+        prefix + "Traceback (most recent call last):",
+        prefix + '  File "/v/vllm/engine/core.py", line 10, in run',
+        prefix + "    build()",
+        prefix + '  File "/v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py", line 181, in map_nvfp4_backend',
+        prefix + "    raise ValueError(",
+        prefix + "ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'marlin'].",
+        "Traceback (most recent call last):",
+        '  File "/v/vllm/v1/engine/core_client.py", line 100, in __init__',
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    failure = loglines.failure_reason(lines, 1)
+    assert failure.reason == ("ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of "
+                              "['b12x', 'marlin']. (at /v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:181 "
+                              "in map_nvfp4_backend)")
+    assert failure.backends_accepted == ["b12x", "marlin"]
+
+
+def test_failure_reason_without_traceback_names_exit_and_last_line() -> None:
+    failure = loglines.failure_reason(["loading", "\x1b[31mKilled\x1b[0m", ""], -9)
+    assert failure.reason == "exited with code -9 before serving; last log line: Killed"
+    assert failure.backends_accepted == []
+
+
+# -- /metrics -----------------------------------------------------------------------------------
+
+PAGE = """# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 1000.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 500.0
+vllm:prompt_tokens_total{engine="0",model_name="m"} 4000.0
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 0.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 12.0
+python_gc_objects_collected_total{generation="0"} 1.0
+"""
+
+
+def test_metrics_rates_from_two_scrapes() -> None:
+    tracker = metrics.RateTracker()
+    first, problems = tracker.sample(PAGE, 10.0)
+    assert problems == [] and first["gen_tok_per_s"] is None and first["gen_tokens_total"] == 1500.0
+    assert first["running"] == 3 and first["waiting"] == 0 and first["kv_usage"] == 0.5
+    second, _ = tracker.sample(PAGE.replace("1000.0", "1200.0").replace("4000.0", "4400.0"), 12.0)
+    assert second["gen_tok_per_s"] == 100.0 and second["prompt_tok_per_s"] == 200.0
+    assert second["prefix_hit_rate"] is None  # the family is absent: unknown, not 0
+
+
+def test_metrics_counter_reset_gives_no_rate() -> None:
+    tracker = metrics.RateTracker()
+    tracker.sample(PAGE, 1.0)
+    after_restart, _ = tracker.sample(PAGE.replace("1000.0", "10.0"), 2.0)
+    assert after_restart["gen_tok_per_s"] is None
+
+
+def test_metrics_malformed_lines_are_reported_and_the_rest_kept() -> None:
+    page = PAGE + 'vllm:num_requests_waiting{engine="1" 4\nvllm:kv_cache_usage_perc{engine="1"} NaN\n'
+    parsed = metrics.parse(page)
+    assert len(parsed.problems) == 2 and "line 11" in parsed.problems[0] and "NaN" in parsed.problems[1]
+    assert parsed.values["vllm:num_requests_running"] == 3.0
+
+
+# -- nvidia-smi text ----------------------------------------------------------------------------
+
+
+def test_values_from_real_h200_csv() -> None:
+    header, row = (H200 / "smi_query.csv").read_text().splitlines()
+    cells = dict(zip([h.split(" [")[0] for h in header.split(", ")], row.split(", "), strict=True))
+    assert gpu.value(cells["power.draw"]) == 79.18 and gpu.value(cells["power.max_limit"]) == 700.0
+    assert gpu.value(cells["memory.total"]) == 143771.0 and gpu.value(cells["temperature.gpu"]) == 36.0
+    assert gpu.value("[N/A]") is None and gpu.value("[Not Supported]") is None and gpu.value("N/A") is None
+    assert gpu.text_value("[Requested functionality has been deprecated]") is None
+    assert [gpu.value(x) for x in (H200 / "smi_query_nounits.csv").read_text().strip().split(", ")][:3] == \
+        [0.0, 79.19, 700.0]
+
+
+def test_topology_real_single_gpu_capture_and_an_nvlink_matrix() -> None:
+    single = probe.parse_topology((H200 / "smi_topo.txt").read_text())
+    assert single["links"] == {} and single["nvlink_all"] is False
+    hgx = "\t\x1b[4mGPU0\tGPU1\tGPU2\tCPU Affinity\x1b[0m\nGPU0\t X \tNV18\tNV18\t0-47\nGPU1\tNV18\t X \tNV18\t0-47\n" \
+          "GPU2\tNV18\tNV18\t X \t0-47\n"
+    assert probe.parse_topology(hgx)["links"] == {"0-1": "NV18", "0-2": "NV18", "1-2": "NV18"}
+    assert probe.parse_topology(hgx)["nvlink_all"] is True
+    pcie = hgx.replace("NV18", "SYS", 1)
+    assert probe.parse_topology(pcie)["nvlink_all"] is False
+
+
+def test_cuda_versions() -> None:
+    assert probe.cuda_version_text(13000) == "13.0" and probe.cuda_version_text(12040) == "12.4"
+    assert probe.torch_cuda("2.9.0+cu130") == "13.0" and probe.torch_cuda("2.13.0+cu128") == "12.8"
+    assert probe.torch_cuda("2.13.0+cpu") is None and probe.torch_cuda(None) is None
+
+
+# -- probe as a real process, with the fake nvidia-smi and a fake libcuda -------------------------
+
+
+def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict:
+    from tests.support.agent_box import bin_with_fake_smi
+
+    env = {"PATH": f"{bin_with_fake_smi(tmp_path, fixture)}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TZ": "Europe/London"}
+    if lib_dir is not None:
+        env["LD_LIBRARY_PATH"] = str(lib_dir)
+    out = subprocess.run([sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", "1788658020000",
+                          "--disk-path", str(tmp_path)], env=env, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout)
+
+
+def test_probe_h200_fixture(tmp_path: Path) -> None:
+    p = _probe(tmp_path, "h200", build_libcuda("h200", tmp_path / "cuda"))
+    assert p["source"] == "nvidia-smi" and p["driver_version"] == "580.159.04" and p["cuda_driver_version"] == "13.0"
+    assert p["console_t_ms"] == 1788658020000 and abs(p["t_ms"] - p["console_t_ms"]) > 0
+    assert p["tz"] == "Europe/London" and p["utc_offset_s"] in (0, 3600)
+    g = p["gpus"][0]
+    assert (g["name"], g["compute_cap"], g["pci_bus_id"]) == ("NVIDIA H200", "9.0", "00000000:00:06.0")
+    assert (g["power_limit_w"], g["enforced_limit_w"], g["default_limit_w"], g["min_limit_w"], g["max_limit_w"]) == \
+        (700.0, 700.0, 700.0, 200.0, 700.0)
+    assert g["max_sm_clock_mhz"] == 1980.0
+    env = p["serving_env"]
+    assert env["cuinit"] == 0 and env["cuinit_name"] is None and env["libcuda_path"].endswith("libcuda.so.1")
+    assert env["compat_libs"] == []
+    assert p["disk"]["free_bytes"] > 0 and p["cpu_count"] >= 1
+
+
+def test_probe_error_804_with_compat_libs_on_the_loader_path(tmp_path: Path) -> None:
+    from tests.support.agent_box import write_fixture_variant
+
+    def consumer_card_with_compat(fx: dict) -> None:
+        fx["cuinit"], fx["compat_libs"] = 804, True
+
+    fixture = write_fixture_variant(tmp_path, "compat-804", consumer_card_with_compat)
+    p = _probe(tmp_path, fixture, build_libcuda(fixture, tmp_path / "cuda"))
+    env = p["serving_env"]
+    assert env["cuinit"] == 804 and env["cuinit_name"] == "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"
+    assert env["compat_libs"] and "/compat/libcuda.so.1" in env["compat_libs"][0]
+
+
+def test_probe_without_gpu_tooling(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "agents", "probe", "--json"], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    p = json.loads(out.stdout)
+    assert p["source"] is None and p["gpus"] == [] and p["driver_version"] is None
+    assert any("no GPU tooling" in w for w in p["warnings"])
+
+
+# -- packaging ----------------------------------------------------------------------------------
+
+
+def test_zipapp_is_deterministic_runs_and_reports_its_version(tmp_path: Path) -> None:
+    first, second = package.build_zipapp(), package.build_zipapp()
+    assert first == second and first.startswith(b"#!/usr/bin/env python3\n")
+    names = zipfile.ZipFile(BytesIO(first)).namelist()
+    assert "__main__.py" in names and "agents/daemon.py" in names and not [n for n in names if "__pycache__" in n]
+    pyz = tmp_path / "agent.pyz"
+    pyz.write_bytes(first)
+    out = subprocess.run([sys.executable, str(pyz), "version"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert out.stdout.strip() == package.agent_version() == package.AGENT_VERSION
+
+
+def test_version_changes_with_any_source_change() -> None:
+    sources = package._sources()
+    changed = [(name, data + b"\n# changed\n" if name == "agents/journal.py" else data) for name, data in sources]
+    assert package._hash(sources) != package._hash(changed)

@@ -1,0 +1,349 @@
+"""The load generator: statistics, prompts, the streaming wire parser and whole runs against real servers.
+
+Servers here are real processes or real sockets: bench/zero_server.py (vLLM's framing, zero cost) and a
+scripted asyncio server that splits its bytes at every position, returns errors or short outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.loadgen import main, metrics
+from agents.loadgen.prompts import PromptPlan, Vocab, VocabError, vocab_from_dir
+from agents.loadgen.run import client_stats
+from agents.loadgen.worker import Record, WorkerResult, parse_tail
+
+ROOT = Path(__file__).resolve().parents[1]
+ISSUE_KEYS = [
+    "requests", "failed", "duration_s", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
+    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
+    "e2e_ms_p99", "client_cpu", "client_bound", "steady",
+]
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def numpy_linear(values: list[float], q: float) -> float:
+    """numpy.percentile's default method, written out independently for the check."""
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100
+    f = int(k)
+    c = min(f + 1, len(s) - 1)
+    return s[f] + (s[c] - s[f]) * (k - f)
+
+
+def test_percentiles_match_linear_interpolation_and_weighted_equals_expanded() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        pairs = sorted({rng.random(): rng.randint(1, 5) for _ in range(rng.randint(1, 30))}.items())
+        expanded = [v for v, n in pairs for _ in range(n)]
+        for q in (0, 50, 99, 100):
+            assert metrics.percentile(sorted(expanded), q) == pytest.approx(numpy_linear(expanded, q))
+            assert metrics.weighted_percentile(pairs, q) == pytest.approx(numpy_linear(expanded, q))
+    assert metrics.percentile([], 50) is None
+    assert metrics.weighted_percentile([], 50) is None
+
+
+def rec(start: float, times: list[float], counts: list[int], tokens: int | None = None, error: str | None = None,
+        end: float | None = None) -> Record:
+    return Record(0, 0, start, end if end is not None else (times[-1] if times else start), times, counts,
+                  prompt_tokens=10, completion_tokens=tokens if tokens is not None else sum(counts),
+                  finish_reason="length", error=error)
+
+
+def test_vllm_definitions_of_ttft_tpot_itl_e2e() -> None:
+    # Request 1: events at 0.1 (1 event), 0.3 (2 events in one read), 0.4 (1) -> 4 tokens.
+    r1 = rec(0.0, [0.1, 0.3, 0.4], [1, 2, 1])
+    # Request 2: one read with 3 events at 0.5.
+    r2 = rec(0.2, [0.5], [3])
+    failed = rec(0.0, [], [], tokens=0, error="HTTP 500: boom", end=0.05)
+    s = metrics.summarize([r1, r2, failed], duration_s=1.0)
+    assert s["req_per_s"] == 2.0
+    assert s["out_tok_per_s"] == 7.0
+    assert s["in_tok_per_s"] == 20.0
+    assert s["total_tok_per_s"] == 27.0
+    assert s["ttft_ms_p50"] == pytest.approx(numpy_linear([100.0, 300.0], 50))
+    assert s["e2e_ms_p99"] == pytest.approx(numpy_linear([400.0, 300.0], 99))
+    # TPOT = (E2E - TTFT) / (out - 1): r1 (400-100)/3 = 100 ms; r2 (300-300)/2 = 0 ms.
+    assert s["tpot_ms_p50"] == pytest.approx(50.0)
+    # ITL per event: r1 gaps 200 (first event of the 0.3 read), 0 (its second event), 100; r2 gaps 0, 0.
+    assert s["itl_ms_p50"] == pytest.approx(0.0)
+    assert s["itl_ms_p99"] == pytest.approx(numpy_linear([0, 0, 0, 100, 200], 99))
+
+
+def test_steady_window_is_the_span_at_or_above_95_percent_of_concurrency() -> None:
+    # C=4: in flight 1,2,3,4 from t=1..4, all four until 10, then ends at 10, 11, 12, 13.
+    records = [rec(float(i), [float(i) + 9], [1], end=10.0 + i - 1) for i in range(1, 5)]
+    assert metrics.steady_window(records, 4) == (4.0, 10.0)
+    steady = metrics.steady_state(records, 4, run_s=12.0)
+    assert steady["window_s"] == 6.0 and steady["requests"] == 1 and steady["short"] is True
+    assert metrics.steady_window(records[:2], 4) is None
+    never = metrics.steady_state(records[:2], 4, run_s=12.0)
+    assert never["out_tok_per_s"] is None and "never reached 4" in never["reason"]
+
+
+def test_client_bound_when_a_worker_saturates_its_core_or_workers_share_too_few_cores() -> None:
+    def worker(w: int, cpu: float) -> WorkerResult:
+        return WorkerResult(w, [], 0.0, 10.0, cpu, [0.1, 0.2])
+
+    assert client_stats([worker(0, 9.5)], 10.0, cores=4)["client_bound"] is True
+    assert client_stats([worker(0, 5.0)], 10.0, cores=4)["client_bound"] is False
+    squeezed = client_stats([worker(0, 4.8), worker(1, 4.8)], 10.0, cores=1)
+    assert squeezed["client_bound"] is True and squeezed["client_cpu"] == 0.48
+    assert client_stats([worker(0, 4.8), worker(1, 4.8)], 10.0, cores=2)["client_bound"] is False
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def test_vocab_from_a_model_directory_excludes_special_ids(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text(json.dumps({
+        "model": {"vocab": {f"t{i}": i for i in range(3, 40)}},
+        "added_tokens": [{"id": 0, "special": True}, {"id": 1, "special": True}, {"id": 2, "special": True}],
+    }))
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 48, "eos_token_id": [2, 39]}))
+    vocab = vocab_from_dir(tmp_path)
+    assert vocab.size == 40 and vocab.special_ids == {0, 1, 2, 39}
+    with pytest.raises(VocabError, match="pass --tokenizer DIR"):
+        vocab_from_dir(tmp_path / "missing")
+
+
+def test_prompts_have_exact_length_shared_prefix_unique_suffix_and_follow_the_seed() -> None:
+    vocab = Vocab(50, frozenset({0, 1, 2}), "test")
+    plan = PromptPlan.build(vocab, seed=7, input_len=40, prefix_len=24)
+    prompts = [plan.ids(i) for i in range(3000)]
+    assert all(len(p) == 64 for p in prompts)
+    assert all(p[:24] == prompts[0][:24] for p in prompts)
+    assert len({tuple(p[24:]) for p in prompts}) == 3000
+    assert not {0, 1, 2} & {t for p in prompts for t in p}
+    assert json.loads(plan.prompt_json(5)) == prompts[5]
+    assert PromptPlan.build(vocab, 7, 40, 24).ids(9) == prompts[9]
+    other = PromptPlan.build(vocab, 8, 40, 24)
+    assert other.ids(0)[:24] != prompts[0][:24]
+
+
+def test_parse_tail_finds_usage_finish_reason_and_stream_errors() -> None:
+    tail = (b'xx"}]}\n\n\r\n10\r\ndata: {"choices":[{"text":"a","finish_reason":"length"}],"usage":null}\n\n\r\n'
+            b'20\r\ndata: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}\n\n\r\n'
+            b'e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n')
+    usage, finish, error, trailing = parse_tail(tail)
+    assert usage == {"prompt_tokens": 5, "completion_tokens": 9} and finish == "length"
+    assert error is None and trailing == 2
+    broken = b'\r\n9\r\ndata: {"error": {"message": "KV cache exhausted", "code": 500}}\n\n\r\n0\r\n\r\n'
+    assert "KV cache exhausted" in parse_tail(broken)[2]
+
+
+# ---------------------------------------------------------------- whole runs against real servers
+
+
+@pytest.fixture(scope="module")
+def zero_server() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening on "), line
+    yield line.split()[-1]
+    proc.terminate()
+    proc.wait(10)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
+    rc = main(argv)
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_run_against_the_zero_server_reports_every_issue_key(
+    zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], processes: int
+) -> None:
+    records = tmp_path / "records.jsonl"
+    rc, out = run_json(capsys, [
+        "--base-url", zero_server, "--model", "zero", "--vocab-size", "1000", "--input-len", "16",
+        "--output-len", "32", "--concurrency", "8", "--prompts", "200", "--processes", str(processes),
+        "--seed", "11", "--records", str(records), "--json", "--quiet",
+    ])
+    assert rc == 0
+    for key in ISSUE_KEYS:
+        assert key in out, key
+    for key in metrics.RATE_KEYS + metrics.LATENCY_KEYS:
+        assert key in out["steady"], key
+    assert out["requests"] == 200 and out["failed"] == 0 and out["completed"] == 200
+    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    assert out["out_tok_per_s"] == pytest.approx(32 * out["req_per_s"])
+    assert out["seed"] == 11 and out["client"]["processes"] == processes
+    assert out["records_path"] == str(records)
+    lines = records.read_text().splitlines()
+    assert len(lines) == 201 and json.loads(lines[0])["run"]["seed"] == 11
+    first = json.loads(lines[1])
+    assert first["completion_tokens"] == 32 and sum(n for _, n in first["events"]) == 32
+    assert out["steady"]["window_s"] > 0
+
+
+def test_loadgen_module_entry_point_runs_a_builtin_shape(zero_server: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.loadgen", "--base-url", zero_server, "--model", "zero", "--vocab-size", "500",
+         "--shape", "promptopt", "--concurrency", "4", "--prompts", "12", "--warmup", "0", "--json",
+         "--records", str(tmp_path / "r.jsonl")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["shape"], out["prefix_len"], out["input_len"], out["output_len"]) == ("promptopt", 3072, 512, 256)
+    assert out["mismatches"]["prompt_tokens"] == 0  # the zero server counts the ids it was sent
+    assert "loadgen [" in done.stderr  # progress on stderr
+
+
+def test_preflight_errors_say_what_and_how_to_fix(zero_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "nope", "--vocab-size", "9",
+                                "--input-len", "4", "--output-len", "4", "--concurrency", "1", "--json"])
+    assert rc == 2 and "does not serve model 'nope'" in out["error"] and "['zero']" in out["error"]
+    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--input-len", "4",
+                                "--output-len", "4", "--concurrency", "1", "--json"])
+    assert rc == 2 and "pass --tokenizer DIR" in out["error"]
+    rc, out = run_json(capsys, ["--base-url", "http://127.0.0.1:9", "--model", "zero", "--vocab-size", "9",
+                                "--input-len", "4", "--output-len", "4", "--concurrency", "1", "--json"])
+    assert rc == 2 and "is the server up" in out["error"]
+    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--shape", "huge",
+                                "--concurrency", "1", "--json"])
+    assert rc == 2 and "not built in" in out["error"]
+
+
+class ScriptedServer:
+    """A real loopback HTTP server whose /v1/completions answers follow a script per request number:
+    'split' (vLLM framing written a few bytes at a time), 'short' (stops early), 'http400', 'error-event'."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+        self.count = 0
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    @staticmethod
+    def chunked(events: list[bytes]) -> bytes:
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        return head + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
+
+    def stream(self, n: int, finish: str, prompt: int) -> bytes:
+        events = [b'data: {"choices":[{"index":0,"text":"x","finish_reason":%s}],"usage":null}\n\n'
+                  % (b'"%s"' % finish.encode() if i == n - 1 else b"null") for i in range(n)]
+        events.append(b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}\n\n' % (prompt, n))
+        events.append(b"data: [DONE]\n\n")
+        return self.chunked(events)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
+            raw = await reader.readexactly(lengths[0]) if lengths else b""
+            if head.startswith(b"GET /v1/models"):
+                data = json.dumps({"data": [{"id": "scripted", "root": None, "max_model_len": 4096}]}).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
+                continue
+            body = json.loads(raw)
+            mode = self.script[self.count % len(self.script)]
+            self.count += 1
+            out, prompt = body["max_tokens"], len(body["prompt"])
+            if mode == "http400":
+                data = b'{"error":{"message":"This model\'s maximum context length is 8 tokens"}}'
+                writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
+            elif mode == "error-event":
+                writer.write(self.chunked([b'data: {"error":{"message":"engine died"}}\n\n', b"data: [DONE]\n\n"]))
+            elif mode == "short":
+                writer.write(self.stream(max(1, out // 2), "stop", prompt))
+            else:  # split: every byte boundary is a read boundary somewhere in the run
+                payload = self.stream(out, "length", prompt)
+                pos = 0
+                while pos < len(payload):
+                    step = random.randint(1, 7)
+                    writer.write(payload[pos : pos + step])
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                    pos += step
+            await writer.drain()
+
+
+def test_events_are_counted_exactly_when_reads_split_anywhere(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with ScriptedServer(["split"]) as server:
+        rc, out = run_json(capsys, [
+            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
+            "--input-len", "6", "--output-len", "24", "--concurrency", "3", "--prompts", "30", "--warmup", "0",
+            "--processes", "1", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
+        ])
+    assert rc == 0 and out["failed"] == 0
+    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]:
+        assert sum(n for _, n in json.loads(line)["events"]) == 24  # usage event and [DONE] not counted
+
+
+def test_failures_and_length_mismatches_are_reported_with_reasons(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with ScriptedServer(["split", "short", "http400", "error-event"]) as server:
+        rc, out = run_json(capsys, [
+            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
+            "--input-len", "6", "--output-len", "8", "--concurrency", "1", "--prompts", "8", "--warmup", "0",
+            "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
+        ])
+    assert rc == 0
+    assert (out["requests"], out["completed"], out["failed"]) == (8, 4, 4)
+    assert out["failures"] == {
+        "HTTP 400: This model's maximum context length is 8 tokens": 2,
+        "error event in stream: engine died": 2,
+    }
+    assert out["mismatches"]["completion_tokens"] == 2 and out["mismatches"]["finish_reason"] == {"stop": 2}
+
+
+# ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU
+
+
+@pytest.mark.vllm
+def test_exact_lengths_against_real_vllm(tiny_server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run_json(capsys, [
+        "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--tokenizer", str(tiny_server.model_dir),
+        "--prefix-len", "32", "--input-len", "32", "--output-len", "16", "--concurrency", "4", "--prompts", "16",
+        "--warmup", "2", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
+    ])
+    assert rc == 0 and out["failed"] == 0, out["failures"]
+    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    assert out["out_tok_per_s"] > 0 and out["ttft_ms_p50"] > 0 and out["tpot_ms_p50"] > 0
+    assert out["vocab_source"] == str(tiny_server.model_dir)
+
+
+@pytest.mark.vllm
+def test_vocab_found_through_the_served_model_root(tiny_server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run_json(capsys, [
+        "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--input-len", "20", "--output-len", "4",
+        "--concurrency", "2", "--prompts", "4", "--warmup", "0", "--json", "--quiet",
+        "--records", str(tmp_path / "r.jsonl"),
+    ])
+    assert rc == 0 and out["failed"] == 0 and out["mismatches"]["prompt_tokens"] == 0
+    assert Path(out["vocab_source"]).resolve() == Path(tiny_server.model_dir).resolve()

@@ -1,0 +1,93 @@
+"""Recipes against the real vLLM 0.32 (CPU build): its parser accepts every shipped arm's argv, the
+flag data matches it, and the tiny-cpu arm's resolved argv really serves the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from console.recipes import BoxSpec, load_catalog, resolve
+from console.recipes.vllm_flags import DATA
+from tests.support import vllm_server
+
+pytestmark = pytest.mark.vllm
+ROOT = Path(__file__).resolve().parent.parent
+PRO = BoxSpec("pro-a", 4, "NVIDIA RTX PRO 6000", 97887, False, "/opt/vllm", "/models")
+
+# Runs inside the vLLM venv: regenerate the flag data, and parse each argv with `vllm serve`'s own parser.
+PARSE = """
+import json, sys
+from console.recipes.extract_vllm_flags import extract
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parsed = {}
+for name, argv in json.load(sys.stdin).items():
+    ns = make_arg_parser(FlexibleArgumentParser(prog="vllm serve")).parse_args(argv[2:])
+    kc = ns.kernel_config
+    parsed[name] = {"model": ns.model_tag, "host": ns.host, "port": ns.port, "tp": ns.tensor_parallel_size,
+                    "dp": ns.data_parallel_size, "ep": ns.enable_expert_parallel,
+                    "autotune": ns.enable_flashinfer_autotune, "served": ns.served_model_name,
+                    "linear": kc.linear_backend if kc else "auto", "moe": kc.moe_backend if kc else "auto",
+                    "eager": ns.enforce_eager, "block": ns.block_size, "parser": ns.reasoning_parser}
+json.dump({"flags": extract(), "parsed": parsed}, sys.stdout)
+"""
+
+
+def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env) -> None:
+    catalog = load_catalog()
+    cpu = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
+    argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else PRO).replicas[0].argv for n in catalog.arms}
+    out = subprocess.run(
+        [str(vllm_env.python), "-c", PARSE], input=json.dumps(argvs), capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["flags"] == json.loads(DATA.read_text()), "regenerate vllm_flags.json (extract_vllm_flags.py)"
+    for name, got in result["parsed"].items():
+        arm, profile = catalog.arms[name], catalog.profiles[catalog.arms[name].profile]
+        assert got["host"] == "127.0.0.1" and got["port"] == 8100, name
+        assert got["tp"] == arm.tensor_parallel and got["dp"] == arm.data_parallel, name
+        assert got["ep"] == arm.expert_parallel, name
+        assert got["linear"] == (arm.linear_backend or "auto") and got["moe"] == (arm.moe_backend or "auto"), name
+        assert got["served"] == [profile.served_name], name
+        assert got["parser"] == (profile.serving.reasoning_parser or ""), name
+        if arm.tensor_parallel > 1:
+            assert got["autotune"] is False, name
+
+
+def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tmp_path: Path) -> None:
+    box = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
+    rep = resolve(load_catalog(), "tiny-cpu", box, base_port=vllm_server.free_port()).replicas[0]
+    assert rep.argv[0] == str(vllm_env.vllm) and rep.argv[2] == str(vllm_env.model_dir)
+    log = tmp_path / "vllm.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(rep.argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **rep.env},
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{rep.port}"
+    try:
+        deadline = time.monotonic() + 420
+        while True:
+            assert proc.poll() is None, f"vLLM exited {proc.returncode}: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"not ready in 420 s: {log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(1)
+        with urllib.request.urlopen(url + "/v1/models", timeout=10) as r:
+            assert [m["id"] for m in json.load(r)["data"]] == ["tiny-llama"]
+        body = json.dumps({"model": "tiny-llama", "prompt": "hello", "max_tokens": 4, "ignore_eos": True}).encode()
+        req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert json.load(r)["usage"]["completion_tokens"] == 4
+        text = log.read_text()
+        assert "max_num_seqs=16" in text or "max_num_seqs': 16" in text or "16" in text
+    finally:
+        vllm_server.stop(proc)

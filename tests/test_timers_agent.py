@@ -1,0 +1,118 @@
+"""The hard stop with the real agent: the console arms the box, the console goes away, the arm stops.
+
+The agent is the real daemon (a detached process on this machine, reached over its unix socket, as the
+fleet reaches it through SSH); the arm is the agent tests' small real HTTP server. The console side is
+the real ``Enforcer`` on a real state.db with the real clock, its box actions sent to that agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.store import Box, Store
+from console.timers import Enforcer
+from tests.support.agent_box import AgentBox, bin_with_fake_smi
+from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
+from tests.test_timers import TZS
+
+
+class AgentActions:
+    """The enforcer's box actions sent to a real agent daemon over its socket."""
+
+    def __init__(self, agent: AgentBox):
+        self.agent = agent
+        self.acked = 0
+        self.calls: list[str] = []
+
+    async def _ok(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(op)
+        return await asyncio.to_thread(self.agent.ok, op, args)
+
+    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
+                           console_now_ms: int) -> dict[str, Any]:
+        return await self._ok("set_deadline", {"timer_id": timer_id, "deadline_ms": deadline_ms,
+                                               "action": action, "console_now_ms": console_now_ms})
+
+    async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
+        return await self._ok("cancel_deadline", {"timer_id": timer_id})
+
+    async def pull(self, box: str) -> dict[str, Any]:
+        events = (await self._ok("events", {"after": self.acked, "limit": 10_000}))["events"]
+        if events:
+            self.acked = (await self._ok("ack", {"seq": events[-1]["seq"]}))["acked_seq"]
+        return {"events": len(events), "acked_seq": self.acked}
+
+    async def stop_arms(self, box: str) -> dict[str, Any]:
+        launches = (await self._ok("launches", {}))["launches"]
+        live = [la["launch_id"] for la in launches if la["state"] in ("starting", "serving")]
+        for launch_id in live:
+            await self._ok("kill", {"launch_id": launch_id, "grace_s": 5})
+        return {"killed": live}
+
+    async def shutdown(self, box: str) -> dict[str, Any]:
+        raise RuntimeError("a test box on this machine is never powered off")
+
+
+@pytest.fixture
+def agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AgentBox]:
+    """A real agent daemon running in the parametrized TZ."""
+    box = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")], env={"TZ": request.param})
+    box.start()
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    box.ok("launch", launch_args(server, "arm-1", free_port()))
+    box.wait_for(state_of("arm-1", "serving"))
+    try:
+        yield box
+    finally:
+        box.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "state.db") as s:
+        s.boxes.add(Box(name="pro-a", kind="ssh", ssh_user="root", host="127.0.0.1"))
+        yield s
+
+
+def fired(agent: AgentBox) -> dict[str, Any]:
+    return agent.wait_for(lambda e: e["kind"] == "deadline" and e["state"] == "fired", timeout=20)
+
+
+@pytest.mark.parametrize("agent", TZS, indirect=True)
+async def test_the_console_arms_the_box_then_goes_away_and_the_arm_stops_on_time(
+    agent: AgentBox, store: Store
+) -> None:
+    now = time.time_ns() // 1_000_000
+    deadline = now + 2000
+    timer = store.timers.add("pro-a", deadline, "stop-arms", "in 2s", now_ms=now)
+    actions = AgentActions(agent)
+    await Enforcer(store, actions).tick()  # arms the box's watchdog ...
+    assert actions.calls == ["set_deadline", "events", "ack"]  # armed, and the T-10 pull (2 s is within it)
+    store.close()  # ... and the console is gone
+    event = fired(agent)
+    assert deadline <= event["t_ms"] <= deadline + 1500, event["t_ms"] - deadline
+    assert event["timer_id"] == str(timer.id) and event["detail"]["stop_arms"] == {"stopping": ["arm-1"]}
+    agent.wait_for(state_of("arm-1", "stopped"))
+
+
+@pytest.mark.parametrize("agent", ["Europe/London", "Asia/Kolkata"], indirect=True)  # all TZs: test_timers.py
+async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(agent: AgentBox, store: Store) -> None:
+    now = time.time_ns() // 1_000_000
+    deadline = now + 2000
+    timer = store.timers.add("pro-a", deadline, "stop-arms", "in 2s", now_ms=now)
+    enforcer = Enforcer(store, AgentActions(agent))
+    while store.timers.get(timer.id).state != "fired":
+        assert time.time_ns() // 1_000_000 < deadline + 10_000, store.timers.log_for(timer.id)
+        await enforcer.tick()
+        await asyncio.sleep(0.2)
+    log = {e["event"]: e for e in store.timers.log_for(timer.id)}
+    assert log["fired"]["t_ms"] >= deadline
+    assert log["pulled"]["detail"]["events"] > 0 and log["pulled"]["t_ms"] <= log["fired"]["t_ms"]
+    agent.wait_for(state_of("arm-1", "stopped"))

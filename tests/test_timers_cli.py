@@ -1,0 +1,115 @@
+"""``campaign timer set|list|show|cancel`` on a real state.db, with the console's clock injected."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import console.cli.timer as timer_cli
+from console.cli import main
+from console.store import Box, Store, resolve_db_path
+from tests.test_timers import CUTOFF_MS, NOW_MS, add_probe, process_tz  # noqa: F401 - every TZ
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    path = tmp_path / "state.db"
+    with Store(path) as store:
+        store.boxes.add(Box(name="pro-a", ssh_user="root", host="203.0.113.7", port=22022))
+        add_probe(store, "pro-a", "Europe/London")
+        store.boxes.add(Box(name="bare", ssh_user="root", host="203.0.113.8"))
+        store.boxes.add(Box(name="vast-1", ssh_user="root", host="198.51.100.4", provider="vast",
+                            instance_id="24871932"))
+
+    def at_seed_time(args: argparse.Namespace, *, read_only: bool = False) -> Store:
+        return Store(resolve_db_path(args.db), read_only=read_only, clock=lambda: NOW_MS)
+
+    monkeypatch.setattr(timer_cli, "open_store", at_seed_time)
+    monkeypatch.delenv("VAST_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    yield str(path)
+
+
+def timers(db: str) -> list[dict[str, object]]:
+    with Store(db) as store:
+        return store.rows("SELECT * FROM timers ORDER BY id")
+
+
+@pytest.mark.parametrize("typed", ["01:27", "2026-09-06 01:27"])
+def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "names no time zone" in err
+    assert "read as UTC: 2026-09-06 01:27:00 UTC" in err
+    assert "read in the box's zone (Europe/London): 2026-09-06 00:27:00 UTC" in err
+    assert timers(db) == []
+
+
+def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "UTC        2026-09-06 01:27:00 UTC" in out
+    assert "box        2026-09-06 02:27:00 BST (+01:00) [Europe/London]" in out
+    assert "remaining  3h12m" in out and "console    2026-09-0" in out
+    [row] = timers(db)
+    assert row["deadline_ms"] == CUTOFF_MS and isinstance(row["deadline_ms"], int)
+    assert row["input_text"] == "2026-09-06T02:27+01:00" and row["state"] == "armed"
+
+    assert main(["--db", db, "timer", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert {k: listed[k] for k in ("box", "deadline_ms", "deadline_utc", "action", "state")} == {
+        "box": "pro-a", "deadline_ms": CUTOFF_MS, "deadline_utc": "2026-09-06 01:27:00 UTC",
+        "action": "stop-arms", "state": "armed"}
+    assert listed["deadline_box"] == "2026-09-06 02:27:00 BST (+01:00)" and listed["remaining_s"] == 11520.0
+
+
+def test_set_with_a_duration_and_a_box_never_probed(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes"]) == 0
+    assert "box        box zone unknown" in capsys.readouterr().out
+    assert timers(db)[0]["deadline_ms"] == CUTOFF_MS
+    assert main(["--db", db, "timer", "list"]) == 0
+    assert "box zone unknown" in capsys.readouterr().out
+
+
+def test_without_a_terminal_nothing_is_armed_unless_yes(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--in", "4h30m"]) == 2
+    assert "pass --yes" in capsys.readouterr().err and timers(db) == []
+
+
+def test_destroy_needs_a_destroyable_box_and_a_key(db: str, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--in", "1h", "--action", "destroy", "--yes"]) == 2
+    assert "cannot be destroyed by the console; use --action shutdown" in capsys.readouterr().err
+    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes"]) == 2
+    assert "no Vast API key" in capsys.readouterr().err
+    key = "vk-" + "5" * 40
+    monkeypatch.setenv("VAST_API_KEY", key)
+    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes"]) == 0
+    assert timers(db)[0]["action"] == "destroy"
+    assert key.encode() not in Path(db).read_bytes()
+
+
+def test_show_and_cancel(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
+    assert main(["--db", db, "timer", "cancel", "1"]) == 0
+    assert "timer 1 cancelled" in capsys.readouterr().out
+    assert main(["--db", db, "timer", "cancel", "1"]) == 2
+    assert "only an armed timer" in capsys.readouterr().err
+    assert main(["--db", db, "timer", "cancel", "42"]) == 2
+    assert "no timer with id 42" in capsys.readouterr().err
+    assert main(["--db", db, "timer", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["--db", db, "timer", "show", "1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "cancelled" and [e["event"] for e in shown["log"]] == ["armed", "cancelled"]
+    assert shown["log"][0]["detail"]["readings"]["UTC"] == "2026-09-06 01:27:00 UTC"
+
+
+def test_unknown_box(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "nope", "--in", "1h", "--yes"]) == 2
+    assert "no box named 'nope'" in capsys.readouterr().err

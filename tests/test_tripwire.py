@@ -1,0 +1,172 @@
+"""The corruption tripwire: detectors, grading, profiles, and whole runs against a real local chat server
+(tests/support/fake_chat_server.py) and the real tiny vLLM on CPU (random weights must not pass)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.tripwire import main
+from agents.tripwire.detect import matches, read_answer, repetition
+from agents.tripwire.items import ITEMS
+from agents.tripwire.profile import ProfileError, load
+from tests.support.fake_chat_server import FakeChatServer
+
+ROOT = Path(__file__).resolve().parents[1]
+PROSE = (
+    "The Pacific Ocean is the largest and deepest of Earth's five oceanic divisions. It extends from the "
+    "Arctic Ocean in the north to the Southern Ocean in the south, and is bounded by Asia and Australia in "
+    "the west and the Americas in the east. Its area is about 165 million square kilometres, which is more "
+    "than all of the land on the planet combined. The ocean contains roughly 25,000 islands, more than the "
+    "rest of the world's oceans together, and its deepest point, the Challenger Deep, lies near 11,000 metres."
+)
+
+
+def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
+    rc = main([*argv, "--json", "--quiet"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+# ---------------------------------------------------------------- detectors
+
+
+def test_items_are_twenty_with_distinct_ids() -> None:
+    assert len(ITEMS) == 20 and len({i.id for i in ITEMS}) == 20
+
+
+@pytest.mark.parametrize("text", [
+    PROSE,
+    "| model | tok/s |\n|---------------|---------------|\n| a | 1,000,000 |\n\n==========\n" + PROSE,
+    "17 x 23 = 391. Check: 391 / 23 = 17. So the answer is 391.",
+    "Paris",
+])
+def test_normal_text_is_not_degenerate(text: str) -> None:
+    assert repetition(text) == []
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
+    ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
+    ("111 222 333 444", "structured repeat"),  # the pattern that fooled the seed's first tripwire
+    ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
+    ("Answer!!!!!!!!!!!!!!!!!!!!!", "character loop"),
+    ("abcabcabcabcabcabcabcabcabcabcabc", "character loop"),
+])
+def test_degenerate_output_is_caught_by_the_right_detector(text: str, why: str) -> None:
+    assert any(reason.startswith(why) for reason in repetition(text)), repetition(text)
+
+
+def test_the_answer_is_graded_not_the_chain_of_thought() -> None:
+    tagged = read_answer("We need the capital. Maybe Lyon? No.\n</think>\nParis", None)
+    assert tagged.answer == "Paris" and "</think>" in (tagged.reasoning_leak or "")
+    parsed = read_answer("Paris", "Lyon is wrong, Paris is right")
+    assert parsed.answer == "Paris" and parsed.reasoning_leak is None
+    unfinished = read_answer("<think>\nLet me think about Paris", None)
+    assert unfinished.answer == "" and unfinished.unfinished_thinking
+    prose = read_answer("We need to answer user's request. Think of 17*23...\n\nAnswer: 391", None)
+    assert prose.reasoning_leak and prose.answer.endswith("391")
+    # the thinking mentions the expected answer, the conclusion does not: wrong
+    assert not matches(read_answer("Paris? No, I doubt it.\n</think>\nLyon", None).answer, ("paris",), False)
+
+
+def test_matching_is_word_bounded_and_honours_case() -> None:
+    assert matches("The answer is **391**.", ("391",), False)
+    assert not matches("3910 or 1391", ("391",), False)
+    assert not matches("tripwire", ("TRIPWIRE",), True)
+    assert matches("TRIPWIRE", ("TRIPWIRE",), True)
+    long_answer = "Paris is mentioned first.\n" + PROSE.replace(". ", ".\n") + "\nSo: Lyon."
+    assert not matches(long_answer, ("paris",), False)  # a long answer is graded on its last lines
+
+
+# ---------------------------------------------------------------- whole runs against a local chat server
+
+
+@pytest.mark.parametrize(("mode", "verdict", "counts", "leaks"), [
+    ("correct", "clean", (20, 0, 0), 0),
+    ("parsed", "clean", (20, 0, 0), 0),
+    ("wrong", "wrong", (0, 0, 20), 0),
+    ("degenerate", "degenerate", (0, 20, 0), 0),
+    ("digits", "degenerate", (0, 20, 0), 0),
+    ("bang", "degenerate", (0, 20, 0), 0),
+    ("leak-tags", "reasoning-leak", (20, 0, 0), 20),
+    ("leak-prose", "reasoning-leak", (20, 0, 0), 20),
+    ("truncated", "reasoning-leak", (0, 0, 20), 20),
+])
+def test_verdicts_against_a_local_server(capsys: pytest.CaptureFixture[str], mode: str, verdict: str,
+                                         counts: tuple[int, int, int], leaks: int) -> None:
+    with FakeChatServer(mode) as server:
+        rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
+    assert rc == 0
+    assert (out["verdict"], (out["ok"], out["degenerate"], out["wrong"]), out["reasoning_leak"]) == (verdict, counts, leaks)
+    assert out["total"] == 20 and out["passed"] is (verdict == "clean")
+    assert out["score"] == f"{counts[0]}/20" and len(out["items"]) == 20
+
+
+def test_seed_readings_clean_at_19_1_0_and_rejected_at_11_8_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeChatServer("correct", {"multiply": "digits"}) as server:
+        _, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
+    assert (out["ok"], out["degenerate"], out["wrong"], out["verdict"]) == (19, 1, 0, "clean")
+    item = next(i for i in out["items"] if i["id"] == "multiply")
+    assert item["verdict"] == "degenerate" and "structured repeat" in item["reasons"][0]
+    ids = [i.id for i in ITEMS]
+    modes = {**dict.fromkeys(ids[:8], "degenerate"), ids[8]: "wrong"}
+    with FakeChatServer("correct", modes) as server:
+        _, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
+    assert (out["ok"], out["degenerate"], out["wrong"], out["passed"]) == (11, 8, 1, False)
+
+
+def test_failed_requests_count_as_wrong_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeChatServer("http-500") as server:
+        rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
+    assert rc == 1 and out["wrong"] == 20 and "HTTP 500" in out["items"][0]["reasons"][0]
+
+
+def test_vendor_sampling_goes_through_extra_body(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    profile = {"reasoning_parser": "qwen3", "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
+               "chat_template_kwargs": {"enable_thinking": False}}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    with FakeChatServer("correct") as server:
+        _, out = run(capsys, ["--base-url", server.base_url, "--model", "fake", "--profile", "qwen-test",
+                              "--profile-json", f"@{path}", "--max-tokens", "512"])
+        sent = server.requests[0]
+    assert out["request"] == {"temperature": 0.6, "top_p": 0.95}
+    assert out["extra_body"] == {"top_k": 20, "min_p": 0.0, "chat_template_kwargs": {"enable_thinking": False}}
+    assert (out["profile"], out["reasoning_parser"]) == ("qwen-test", "qwen3")
+    assert sent["top_k"] == 20 and sent["min_p"] == 0.0 and sent["chat_template_kwargs"] == {"enable_thinking": False}
+    assert sent["temperature"] == 0.6 and sent["max_tokens"] == 512
+
+
+def test_profile_by_name_resolves_through_the_recipes_on_the_console() -> None:
+    pytest.importorskip("console.recipes")
+    profile = load("qwen3.8-27b-bf16", None)
+    assert profile.extra_body.get("top_k") == 20 and profile.reasoning_parser == "qwen3"
+    with pytest.raises(ProfileError, match="unknown profile"):
+        load("no-such-profile", None)
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load(None, "{nope")
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    with FakeChatServer("correct") as server:
+        done = subprocess.run([sys.executable, "-m", "agents.tripwire", "--base-url", server.base_url,
+                               "--model", "fake"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("clean: 20 ok, 0 degenerate, 0 wrong of 20")
+    assert "tripwire 20/20" in done.stderr
+
+
+# ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU
+
+
+@pytest.mark.vllm
+def test_random_weights_do_not_pass(tiny_server, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run(capsys, ["--base-url", tiny_server.base_url, "--model", tiny_server.model,
+                           "--max-tokens", "64", "--concurrency", "4", "--timeout", "300"])
+    assert rc == 0
+    assert out["passed"] is False and out["ok"] < 18
+    assert all(item["finish_reason"] is not None for item in out["items"])

@@ -1,0 +1,82 @@
+"""Snapshots of each view at a fixed size, fixed clock, fixed zone and the fixture state.db.
+
+The SVGs live in tests/snapshots/; after a deliberate UI change, review them with
+``pytest tests/test_tui_snapshots.py --snapshot-update`` and look at the diff before committing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from pytest_textual_snapshot import SVGImageExtension
+from syrupy.assertion import SnapshotAssertion
+from textual._doc import take_svg_screenshot
+from textual.pilot import Pilot
+
+from console.tui.app import ConsoleApp
+from tests.support import tui_fixture as F
+
+
+class TuiSnapshots(SVGImageExtension):
+    @classmethod
+    def dirname(cls, *, test_location) -> str:  # type: ignore[no-untyped-def, override]
+        module = Path(test_location.filepath)
+        return str(module.parent / "snapshots" / module.stem)
+
+
+@pytest.fixture
+def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
+    fx = F.build(tmp_path / "state.db")
+
+    def shoot(keys: Iterable[str], size: tuple[int, int] = (80, 24), read_only: bool = False) -> None:
+        app = ConsoleApp(fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
+                         actions=F.FixedActions(read_only=read_only), keys_path=Path("/etc/campaign-console-test/keys.toml"),
+                         refresh_s=None)
+
+        async def drive(pilot: Pilot) -> None:
+            for key in ["", *keys]:
+                if key:
+                    await pilot.press(key)
+                for _ in range(3):
+                    await pilot.pause()
+                    await pilot.app.workers.wait_for_complete()
+
+        svg = take_svg_screenshot(app=app, terminal_size=size, run_before=drive)
+        assert snapshot(extension_class=TuiSnapshots) == svg
+
+    return shoot
+
+
+def test_fleet_80x24(shoot: Callable[..., None]) -> None:
+    shoot([])
+
+
+def test_live_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["2"])
+
+
+def test_arms_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["3"])
+
+
+def test_results_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["4"])
+
+
+def test_live_120x36_browse_replayed_back(shoot: Callable[..., None]) -> None:
+    shoot(["2", "left_square_bracket", "left_square_bracket", "w"], size=(120, 36), read_only=True)
+
+
+def test_results_chart_120x36(shoot: Callable[..., None]) -> None:
+    shoot(["4", "c"], size=(120, 36))
+
+
+def test_help_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["question_mark"])
+
+
+def test_launch_confirmation_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["3", "down", "l"])
