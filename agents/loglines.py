@@ -28,9 +28,31 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
 _WRAPPER_HINTS = ("See root cause above", "initialization failed", "EngineDeadError")
 
 
-def clean(line: str) -> str:
+def clean(line: str, limit: int = MAX_LINE_CHARS) -> str:
     """A log line without ANSI escapes or trailing whitespace, bounded in length."""
-    return _ANSI.sub("", line).rstrip()[:MAX_LINE_CHARS]
+    return _ANSI.sub("", line).rstrip()[:limit]
+
+
+def config_excerpt(line: str) -> str:
+    """The ``KernelConfig(...)`` part of an engine config line (which runs to thousands of characters),
+    plus the flashinfer autotune flag that seed rule 5 is about, when the line carries it."""
+    start = line.find("KernelConfig(")
+    if start < 0:
+        return line[:MAX_LINE_CHARS]
+    depth = 0
+    end = len(line)
+    for i in range(start + len("KernelConfig"), len(line)):
+        depth += {"(": 1, ")": -1}.get(line[i], 0)
+        if depth == 0:
+            end = i + 1
+            break
+    excerpt = line[start:end]
+    if line[:start].endswith("kernel_config="):
+        excerpt = "kernel_config=" + excerpt
+    autotune = re.search(r"enable_flashinfer_autotune=\w+", line)
+    if autotune and autotune.group(0) not in excerpt:
+        excerpt += " " + autotune.group(0)
+    return excerpt[:MAX_LINE_CHARS]
 
 
 def kernel_category(line: str) -> str | None:

@@ -30,6 +30,8 @@ from agents.metrics import RateTracker
 LAUNCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LOG_READ_PER_TICK = 1024 * 1024
 TAIL_LINES = 400
+MAX_ANALYSED_CHARS = 64 * 1024
+"""Lines are matched up to this length (an engine config line runs to several thousand characters)."""
 RELEASE_WAIT_S = 10.0
 """After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
 HTTP_TIMEOUT_S = 1.0
@@ -251,18 +253,19 @@ class Supervisor:
             chunks.append(launch.partial)
             launch.partial = b""
         for raw in chunks:
-            self._line(launch, loglines.clean(raw.decode("utf-8", "replace")))
+            self._line(launch, loglines.clean(raw.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS))
 
     def _line(self, launch: Launch, line: str) -> None:
         if not line:
             return
-        launch.tail.append(line)
+        launch.tail.append(line[:loglines.MAX_LINE_CHARS])
         category = loglines.kernel_category(line)
         if category is not None:
-            key = line.split("] ", 1)[-1]  # the message without the timestamped prefix: dedupe repeats
+            text = loglines.config_excerpt(line) if category == "config" else line[:loglines.MAX_LINE_CHARS]
+            key = text.split("] ", 1)[-1]  # the message without the timestamped prefix: dedupe repeats
             if key not in launch.seen_kernel_lines:
                 launch.seen_kernel_lines.add(key)
-                self.journal.append("kernel_line", launch_id=launch.launch_id, category=category, line=line)
+                self.journal.append("kernel_line", launch_id=launch.launch_id, category=category, line=text)
             accepted = loglines.backend_set(line)
             if accepted and "Expected one of" in line:
                 launch.backends_accepted = accepted
@@ -286,7 +289,7 @@ class Supervisor:
             return
         self._read_log(launch)
         if launch.partial:
-            self._line(launch, loglines.clean(launch.partial.decode("utf-8", "replace")))
+            self._line(launch, loglines.clean(launch.partial.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS))
             launch.partial = b""
         leader = launch.pid if launch.pid is not None else -1
         launch.members.update(proc.group_members(leader, launch.start_ticks) if leader > 0 else {})

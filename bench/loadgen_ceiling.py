@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-cpus", default="1")
     p.add_argument("--server-processes", type=int, default=1)
     p.add_argument("--scaling", default="", help="--processes values to run, e.g. 1,2 (CPUs from --client-cpus)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved runs per tool and level (median reported)")
     p.add_argument("--skip-vllm", action="store_true", help="no `vllm bench serve` comparison (scaling only)")
     p.add_argument("--vllm-python", type=Path, default=VLLM_PYTHON)
     p.add_argument("--tokenizer", type=Path, default=TOKENIZER)
@@ -111,17 +113,24 @@ def main(argv: list[str] | None = None) -> int:
             tmp = Path(tmpdir)
             for c in levels:
                 prompts = args.prompts_per_c * c
-                log(f"C{c}: this load generator, 1 process on CPU {client_cpus[0]}")
-                ours = run_loadgen(url, c, prompts, args, client_cpus[:1], 1, tmp)
-                row = {"concurrency": c, "prompts": prompts, "loadgen_out_tok_per_s": ours["out_tok_per_s"],
-                       "loadgen_client_bound": ours["client_bound"], "loadgen_failed": ours["failed"],
-                       "loadgen_itl_ms_p99": ours["itl_ms_p99"]}
-                if not args.skip_vllm:
-                    log(f"C{c}: vllm bench serve on CPU {client_cpus[0]}")
-                    theirs = run_vllm_bench(url, c, prompts, args, client_cpus[0], tmp)
-                    row["vllm_out_tok_per_s"] = theirs["output_throughput"]
-                    row["vllm_failed"] = theirs.get("failed", 0)
-                    row["ratio"] = ours["out_tok_per_s"] / theirs["output_throughput"]
+                ours_runs, theirs_runs = [], []
+                for rep in range(args.repeats):  # interleaved, so drift on a shared machine hits both alike
+                    log(f"C{c} run {rep + 1}/{args.repeats}: this load generator, 1 process on CPU {client_cpus[0]}")
+                    ours_runs.append(run_loadgen(url, c, prompts, args, client_cpus[:1], 1, tmp))
+                    if not args.skip_vllm:
+                        log(f"C{c} run {rep + 1}/{args.repeats}: vllm bench serve on CPU {client_cpus[0]}")
+                        theirs_runs.append(run_vllm_bench(url, c, prompts, args, client_cpus[0], tmp))
+                ours_tps = [r["out_tok_per_s"] for r in ours_runs]
+                row = {"concurrency": c, "prompts": prompts, "loadgen_out_tok_per_s": statistics.median(ours_tps),
+                       "loadgen_runs": ours_tps, "loadgen_client_cpu": [r["client_cpu"] for r in ours_runs],
+                       "loadgen_failed": sum(r["failed"] for r in ours_runs),
+                       "loadgen_itl_ms_p99": [r["itl_ms_p99"] for r in ours_runs]}
+                if theirs_runs:
+                    theirs_tps = [r["output_throughput"] for r in theirs_runs]
+                    row["vllm_out_tok_per_s"] = statistics.median(theirs_tps)
+                    row["vllm_runs"] = theirs_tps
+                    row["vllm_failed"] = sum(r.get("failed", 0) for r in theirs_runs)
+                    row["ratio"] = row["loadgen_out_tok_per_s"] / row["vllm_out_tok_per_s"]
                 report["comparison"].append(row)
                 log(json.dumps(row))
             for procs in [int(x) for x in args.scaling.split(",") if x]:

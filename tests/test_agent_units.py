@@ -214,3 +214,15 @@ def test_version_changes_with_any_source_change() -> None:
     sources = package._sources()
     changed = [(name, data + b"\n# changed\n" if name == "agents/journal.py" else data) for name, data in sources]
     assert package._hash(sources) != package._hash(changed)
+
+
+def test_config_excerpt_from_vllm_032_engine_config_line() -> None:
+    # the shape of vLLM 0.32's "Initializing a V1 LLM engine ... with config:" line: thousands of characters
+    line = ("(EngineCore pid=10505) INFO 12-02 13:32:48 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
+            "config: model='/m', " + "x_option=None, " * 200 + "kernel_config=KernelConfig(ir_op_priority="
+            "IrOpPriorityConfig(rms_norm=['native']), enable_flashinfer_autotune=True, moe_backend='auto', "
+            "linear_backend='b12x'), observability_config=None")
+    assert len(line) > loglines.MAX_LINE_CHARS and loglines.kernel_category(line) == "config"
+    assert loglines.config_excerpt(line) == (
+        "kernel_config=KernelConfig(ir_op_priority=IrOpPriorityConfig(rms_norm=['native']), "
+        "enable_flashinfer_autotune=True, moe_backend='auto', linear_backend='b12x')")

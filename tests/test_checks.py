@@ -7,6 +7,8 @@ each test changes only what its verdict path needs.
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +71,19 @@ def test_real_h200_capture_is_all_ok() -> None:
     assert tuple(dict.fromkeys(v.check for v in verdicts)) == CHECKS  # every check, in the documented order
     assert [v for v in verdicts if v.verdict != "ok"] == []
     assert worst(verdicts) == "ok"
+
+
+def test_probe_taken_on_a_real_h200_by_the_agent() -> None:
+    """tests/fixtures/probes/h200-real.json: `python -m agents probe --json` on a real H200 (NVML path,
+    driver 580.159.04), 2026-12-02. Its serving venv's torch (2.11.0, metadata without +cu130) hid the CUDA
+    build from this agent version, so the driver check can only warn; everything else is ok."""
+    probe = json.loads((Path(__file__).parent / "fixtures" / "probes" / "h200-real.json").read_text())
+    assert probe["source"] == "nvml" and probe["gpus"][0]["mem_used_mib"] == 615.0625
+    verdicts = evaluate(probe)
+    assert {v.check: v.verdict for v in verdicts if v.check != "driver"} == {
+        "power": "ok", "topology": "ok", "clock": "ok", "capacity": "ok"}
+    driver = [v for v in verdicts if v.check == "driver"]
+    assert [v.verdict for v in driver] == ["warn"] and "/opt/torch/.venv" in driver[0].reason
 
 
 def test_worst_orders_fail_over_warn_and_refuses_empty() -> None:
@@ -272,7 +287,18 @@ def test_serving_env_unknown_warns_and_says_how_to_fix() -> None:
     probe = h200_probe()
     probe["serving_env"] = {"prefix": None, "torch_cuda": None, "cuinit": None, "error": "no torch in /usr/bin/python3"}
     (v,) = check_driver_cuda(probe)
-    assert v.verdict == "warn" and "no torch in /usr/bin/python3" in v.reason and "--serving-env" in v.reason
+    assert v.verdict == "warn" and "no torch in /usr/bin/python3" in v.reason and "fix the serving env" in v.reason
+    probe["serving_env"] = {"prefix": None, "torch_cuda": None, "cuinit": None, "error": None}
+    (v,) = check_driver_cuda(probe)
+    assert "no serving environment is configured" in v.reason and "--serving-env" in v.reason
+
+
+def test_serving_env_without_torch_cuda_names_the_env() -> None:
+    """What the real H200 probe showed: the probe ran in a venv, but torch's CUDA was not read."""
+    probe = h200_probe()
+    probe["serving_env"].update(prefix="/opt/torch/.venv", torch_cuda=None)
+    (v,) = check_driver_cuda(probe)
+    assert v.verdict == "warn" and "/opt/torch/.venv reports no torch CUDA build" in v.reason
 
 
 def test_cuinit_not_run_warns() -> None:

@@ -87,7 +87,5 @@ def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tmp_path: Path) -> None:
         req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as r:
             assert json.load(r)["usage"]["completion_tokens"] == 4
-        text = log.read_text()
-        assert "max_num_seqs=16" in text or "max_num_seqs': 16" in text or "16" in text
     finally:
         vllm_server.stop(proc)

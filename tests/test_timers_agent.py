@@ -8,6 +8,8 @@ the real ``Enforcer`` on a real state.db with the real clock, its box actions se
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from console.fleet import FleetManager
 from console.store import Box, Store
-from console.timers import Enforcer
+from console.timers import Enforcer, FleetActions, cancel
 from tests.support.agent_box import AgentBox, bin_with_fake_smi
+from tests.support.fleet_fixtures import FAST
 from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
 from tests.test_timers import TZS
 
@@ -116,3 +120,61 @@ async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(ag
     assert log["fired"]["t_ms"] >= deadline
     assert log["pulled"]["detail"]["events"] > 0 and log["pulled"]["t_ms"] <= log["fired"]["t_ms"]
     agent.wait_for(state_of("arm-1", "stopped"))
+
+
+# -- the production wiring: FleetActions over the fleet's link to a local box's real agent ----------
+@pytest.fixture
+def local_fleet(tmp_path: Path, store: Store) -> Iterator[tuple[FleetManager, Path]]:
+    home = tmp_path / "local-agent"
+    store.boxes.add(Box(name="local", kind="local", agent_home=str(home)))
+    fleet = FleetManager(store, FAST)
+    try:
+        yield fleet, home
+    finally:
+        pid = home / "agent.pid"
+        if pid.exists():
+            try:
+                os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+async def test_fleet_actions_arm_pull_and_stop_a_real_local_box(
+    local_fleet: tuple[FleetManager, Path], store: Store, tmp_path: Path
+) -> None:
+    fleet, _ = local_fleet
+    link = fleet.link("local")
+    await link.connect()
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    await link.command("launch", launch_args(server, "arm-1", free_port()))
+    for _ in range(100):
+        launches = (await link.command("launches", {}))["launches"]
+        if launches and launches[0]["state"] == "serving":
+            break
+        await asyncio.sleep(0.1)
+    now = time.time_ns() // 1_000_000
+    deadline = now + 2000
+    timer = store.timers.add("local", deadline, "stop-arms", "in 2s", now_ms=now)
+    enforcer = Enforcer(store, FleetActions(fleet))
+    try:
+        while store.timers.get(timer.id).state != "fired":
+            assert time.time_ns() // 1_000_000 < deadline + 15_000, store.timers.log_for(timer.id)
+            await enforcer.tick()
+            await asyncio.sleep(0.2)
+        log = {e["event"]: e for e in store.timers.log_for(timer.id)}
+        assert log["armed-on-box"]["detail"]["armed"] is True
+        assert log["fired"]["t_ms"] >= deadline
+        pulled = log["fired"]["detail"]["pulled"]
+        assert any("vLLM API server version" in line for line in pulled["logs"]["arm-1"])
+        assert list(log["fired"]["detail"]["done"]["killed"]) == ["arm-1"]
+        assert store.fleet.launch("arm-1") is not None  # the pull ingested the launch into state.db
+        timer2 = store.timers.add("local", deadline + 3_600_000, "stop-arms", "in 1h", now_ms=now)
+        await enforcer.arm_box(timer2)
+        cancel(store, timer2.id, now_ms=time.time_ns() // 1_000_000)
+        await enforcer.tick()
+        assert [t["timer_id"] for t in (await link.command("hello", {}))["timers"]
+                if t["timer_id"] == str(timer2.id)] == []
+        assert store.timers.has_event(timer2.id, "cancelled-on-box")
+    finally:
+        await fleet.close()

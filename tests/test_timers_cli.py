@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 import console.cli.timer as timer_cli
 from console.cli import main
 from console.store import Box, Store, resolve_db_path
+from tests.test_agent_daemon import free_port
 from tests.test_timers import CUTOFF_MS, NOW_MS, add_probe, process_tz  # noqa: F401 - every TZ
 
 
@@ -42,7 +45,7 @@ def timers(db: str) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("typed", ["01:27", "2026-09-06 01:27"])
 def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes"]) == 2
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes", "--no-arm"]) == 2
     err = capsys.readouterr().err
     assert "names no time zone" in err
     assert "read as UTC: 2026-09-06 01:27:00 UTC" in err
@@ -51,7 +54,7 @@ def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys
 
 
 def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes"]) == 0
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes", "--no-arm"]) == 0
     out = capsys.readouterr().out
     assert "UTC        2026-09-06 01:27:00 UTC" in out
     assert "box        2026-09-06 02:27:00 BST (+01:00) [Europe/London]" in out
@@ -69,7 +72,7 @@ def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, ca
 
 
 def test_set_with_a_duration_and_a_box_never_probed(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes"]) == 0
+    assert main(["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes", "--no-arm"]) == 0
     assert "box        box zone unknown" in capsys.readouterr().out
     assert timers(db)[0]["deadline_ms"] == CUTOFF_MS
     assert main(["--db", db, "timer", "list"]) == 0
@@ -83,22 +86,22 @@ def test_without_a_terminal_nothing_is_armed_unless_yes(db: str, capsys: pytest.
 
 def test_destroy_needs_a_destroyable_box_and_a_key(db: str, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--in", "1h", "--action", "destroy", "--yes"]) == 2
+    assert main(["--db", db, "timer", "set", "pro-a", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 2
     assert "cannot be destroyed by the console; use --action shutdown" in capsys.readouterr().err
-    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes"]) == 2
+    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 2
     assert "no Vast API key" in capsys.readouterr().err
     key = "vk-" + "5" * 40
     monkeypatch.setenv("VAST_API_KEY", key)
-    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes"]) == 0
+    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 0
     assert timers(db)[0]["action"] == "destroy"
     assert key.encode() not in Path(db).read_bytes()
 
 
 def test_show_and_cancel(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
-    assert main(["--db", db, "timer", "cancel", "1"]) == 0
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T01:27Z", "--yes", "--no-arm"]) == 0
+    assert main(["--db", db, "timer", "cancel", "1", "--no-arm"]) == 0
     assert "timer 1 cancelled" in capsys.readouterr().out
-    assert main(["--db", db, "timer", "cancel", "1"]) == 2
+    assert main(["--db", db, "timer", "cancel", "1", "--no-arm"]) == 2
     assert "only an armed timer" in capsys.readouterr().err
     assert main(["--db", db, "timer", "cancel", "42"]) == 2
     assert "no timer with id 42" in capsys.readouterr().err
@@ -111,5 +114,59 @@ def test_show_and_cancel(db: str, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_unknown_box(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "nope", "--in", "1h", "--yes"]) == 2
+    assert main(["--db", db, "timer", "set", "nope", "--in", "1h", "--yes", "--no-arm"]) == 2
     assert "no box named 'nope'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def local_home(tmp_path: Path) -> Iterator[Path]:
+    """The agent home of a ``local`` box; the daemon the CLI starts there is stopped afterwards."""
+    home = tmp_path / "local-agent"
+    yield home
+    pid = home / "agent.pid"
+    if pid.exists():
+        try:
+            os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def test_set_arms_and_cancel_disarms_the_real_box_watchdog(db: str, local_home: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with Store(db) as store:
+        store.boxes.add(Box(name="local", kind="local", agent_home=str(local_home)))
+    assert main(["--db", db, "timer", "set", "local", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
+    assert "box watchdog: armed on local, 3h12m on its clock" in capsys.readouterr().out
+    state = json.loads((local_home / "deadline.json").read_text())["timers"]
+    assert state["1"]["deadline_ms"] == CUTOFF_MS and state["1"]["action"] == "stop-arms"
+    assert main(["--db", db, "timer", "cancel", "1"]) == 0
+    assert "box watchdog: disarmed on local" in capsys.readouterr().out
+    assert json.loads((local_home / "deadline.json").read_text())["timers"] == {}
+
+
+def test_set_says_loudly_when_the_box_cannot_be_reached(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with Store(db) as store:
+        store.boxes.add(Box(name="gone", ssh_user="root", host="127.0.0.1", port=free_port()))
+    assert main(["--db", db, "timer", "set", "gone", "--in", "2h", "--yes"]) == 3
+    err = capsys.readouterr().err
+    assert "box watchdog: NOT armed on gone" in err and "keep `campaign timer watch`" in err
+    assert timers(db)[0]["state"] == "armed"  # the console side still holds it
+
+
+def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "live.db")
+    monkeypatch.setattr(timer_cli, "open_store", lambda args: Store(resolve_db_path(args.db)))
+    with Store(db) as store:
+        store.boxes.add(Box(name="local", kind="local", agent_home=str(local_home)))
+        assert main(["--db", db, "timer", "watch"]) == 0
+        assert capsys.readouterr().out == "no live timers\n"
+        now = store.clock()
+        store.timers.add("local", now + 2000, "stop-arms", "in 2s", now_ms=now)
+    assert main(["--db", db, "timer", "watch", "--interval", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "box local: stop-arms at" in out and "timer 1: stop-arms of box local fired" in out
+    with Store(db) as store:
+        log = {e["event"]: e for e in store.timers.log_for(1)}
+    assert {"armed-on-box", "warn-1m", "pulled-early", "firing", "pulled", "fired"} <= set(log)
+    assert log["fired"]["t_ms"] >= now + 2000

@@ -95,10 +95,16 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
         problems.append(Verdict(CHECK, WARN, "host driver version not readable from the probe; run "
                                 "`nvidia-smi` on the box", base))
     elif cuda is None:
-        why = env.get("error") or "no serving environment is configured for this box"
-        problems.append(Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); set the box's "
-                                "serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and "
-                                "cuInit can be checked before a launch", base))
+        if env.get("error"):
+            why, fix = env["error"], "fix the serving env so torch's CUDA and cuInit can be checked before a launch"
+        elif env.get("prefix"):
+            why = f"the Python in {env['prefix']} reports no torch CUDA build (torch missing or a CPU build)"
+            fix = "point the box's serving env at the environment that will serve (`--serving-env PREFIX`)"
+        else:
+            why = "no serving environment is configured for this box"
+            fix = "set the box's serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and " \
+                  "cuInit can be checked before a launch"
+        problems.append(Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); {fix}", base))
     else:
         try:
             verdict, text, numbers = _driver_vs_cuda(driver, cuda)

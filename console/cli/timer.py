@@ -93,8 +93,11 @@ def _on_box(store: Store, timer: Timer, step: str) -> int:
     if last["event"] in ("armed-on-box", "cancelled-on-box") or (step == "disarm" and last["event"] == "cancelled"):
         return 0  # already done, or never armed there
     error = (last["detail"] or {}).get("error", last["event"])
-    print(f"box watchdog: NOT {step}ed on {timer.box}: {error}; the console's own enforcer still holds the "
-          "timer: keep `campaign timer watch` (or the console) running until the box is reachable",
+    consequence = (
+        "the console's own enforcer still holds the timer: keep `campaign timer watch` (or the console) running"
+        if step == "arm" else "THE BOX WILL STILL ACT AT THE DEADLINE: run `campaign timer watch` to retry"
+    )
+    print(f"box watchdog: NOT {step}ed on {timer.box}: {error}; {consequence} until the box is reachable",
           file=sys.stderr)
     return 3
 

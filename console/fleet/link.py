@@ -39,7 +39,7 @@ from console.fleet.push import (
     resolve_home,
 )
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
-from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, new_id
+from console.fleet.wire import AgentError, ChannelClosed, new_id
 from console.store import Store
 from console.store.fleet import IngestReport
 from console.timeutil import fmt_remaining
@@ -203,44 +203,53 @@ class BoxLink:
             await asyncio.sleep(delay)
 
     async def _ingest_forever(self) -> None:
-        assert self._transport is not None and self._home is not None
-        channel = await self._transport.open_channel(self._home.socket)
-        try:
-            while not self._closing:
-                report = await self._pull(channel)
-                if report is None:
-                    await asyncio.sleep(self.settings.poll_interval_s)
-        finally:
-            channel.close()
+        while not self._closing:
+            if await self._drain() == 0:
+                await asyncio.sleep(self.settings.poll_interval_s)
 
-    async def _pull(self, channel: AgentChannel) -> IngestReport | None:
-        """One batch: fetch after the cursor, commit rows + cursor in one transaction, THEN ack."""
-        cursor = self.store.fleet.cursor(self.name)
-        answer = await channel.call("events", {"after": cursor, "limit": self.settings.batch})
-        events = answer.get("events") or []
-        self.box_last_seq = int(answer.get("last_seq") or 0)
-        if not events:
-            return None
-        report = self.store.fleet.ingest(self.name, events)
-        await channel.call("ack", {"seq": report.cursor})
-        if self.on_ingest is not None:
-            self.on_ingest(report)
-        return report
+    async def _drain(self) -> int:
+        """Pull until the box has nothing newer; returns the events inserted.
+
+        Each batch is committed (rows + cursor in one transaction) BEFORE it is acked. The next batch is
+        requested on a second channel before the current one is committed, so the agent encodes and
+        SSH carries batch n+1 while SQLite writes batch n; a failed commit discards the prefetch and the
+        next drain starts again from the committed cursor.
+        """
+        assert self._transport is not None and self._home is not None
+        fetch = await self._transport.open_channel(self._home.socket)
+        ack = await self._transport.open_channel(self._home.socket)
+        pending: asyncio.Future[dict[str, Any]] | None = None
+        total = 0
+        try:
+            after = self.store.fleet.cursor(self.name)
+            pending = asyncio.ensure_future(fetch.call("events", {"after": after, "limit": self.settings.batch}))
+            while True:
+                answer = await pending
+                pending = None
+                events = answer.get("events") or []
+                self.box_last_seq = int(answer.get("last_seq") or 0)
+                if not events:
+                    return total
+                pending = asyncio.ensure_future(
+                    fetch.call("events", {"after": events[-1]["seq"], "limit": self.settings.batch})
+                )
+                report = self.store.fleet.ingest(self.name, events)
+                await ack.call("ack", {"seq": report.cursor})
+                total += report.inserted
+                if self.on_ingest is not None:
+                    self.on_ingest(report)
+        finally:
+            if pending is not None:
+                pending.cancel()
+            fetch.close()
+            ack.close()
 
     async def sync(self) -> int:
         """Ingest until caught up with the box (one connection, no reconnect); returns events inserted."""
         if self._transport is None:
             await self.connect()
-        assert self._transport is not None and self._home is not None
         self._resend_unfinished()
-        channel = await self._transport.open_channel(self._home.socket)
-        total = 0
-        try:
-            while (report := await self._pull(channel)) is not None:
-                total += report.inserted
-        finally:
-            channel.close()
-        return total
+        return await self._drain()
 
     # -- commands --------------------------------------------------------------------------------
     async def command(self, op: str, args: dict[str, Any], *, command_id: str | None = None,

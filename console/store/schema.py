@@ -269,5 +269,57 @@ V4 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4)
+V5 = Migration(
+    5,
+    "resumable sweeps: one row per sweep run and per arm tried, with its outcome and benches",
+    (
+        """CREATE TABLE sweeps (
+            id INTEGER PRIMARY KEY,
+            list TEXT NOT NULL,                         -- the sweep list's name in the recipes
+            box TEXT NOT NULL,
+            shapes TEXT NOT NULL,                       -- JSON list of shape names
+            concurrency TEXT NOT NULL,                  -- JSON list of concurrencies
+            bench_degenerate INTEGER NOT NULL DEFAULT 0, -- bench arms that failed the tripwire too
+            state TEXT NOT NULL DEFAULT 'running',      -- running, interrupted, done
+            runner_pid INTEGER, runner_host TEXT,       -- the console process walking it (one at a time)
+            detail TEXT,                                -- why it stopped, when it did not finish
+            created_ms INTEGER NOT NULL,
+            updated_ms INTEGER NOT NULL
+        )""",
+        "CREATE INDEX sweeps_list_box ON sweeps(list, box, state)",
+        """CREATE TABLE sweep_arms (
+            id INTEGER PRIMARY KEY,
+            sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,                  -- walk order
+            arm TEXT NOT NULL,                          -- a recipe arm, or base@linear+moe for a candidate pair
+            base TEXT, linear_backend TEXT, moe_backend TEXT,  -- set for candidates derived from a base arm
+            origin TEXT NOT NULL,                       -- list, pair, or accepted (named by an engine refusal)
+            queued_by TEXT,                             -- the arm whose refusal named this candidate
+            state TEXT NOT NULL DEFAULT 'pending',      -- pending, running, served, refused, degenerate, crashed, interrupted
+            attempts INTEGER NOT NULL DEFAULT 0,
+            reason TEXT,                                -- the engine's own message when it did not serve
+            backends_accepted TEXT,                     -- JSON list the engine said it accepts
+            backends_potential TEXT,                    -- JSON list the engine chose from ("potential backends")
+            launch_ids TEXT,                            -- JSON list of the current attempt's launches
+            gpu_mem_mib REAL,                           -- the card's memory
+            kv_cache_tokens INTEGER, max_concurrency REAL,  -- the engine's start-up budget
+            tripwire_run_id INTEGER REFERENCES tripwire_runs(id),
+            started_ms INTEGER, ended_ms INTEGER,
+            UNIQUE (sweep_id, arm)
+        )""",
+        """CREATE TABLE sweep_benches (
+            sweep_arm_id INTEGER NOT NULL REFERENCES sweep_arms(id) ON DELETE CASCADE,
+            launch_id TEXT NOT NULL,
+            shape TEXT NOT NULL,
+            concurrency INTEGER NOT NULL,
+            bench_run_id INTEGER REFERENCES bench_runs(id),
+            error TEXT,                                 -- why no bench row came back
+            admitted INTEGER,                           -- streams the server admits at once for this shape
+            t_ms INTEGER NOT NULL,
+            PRIMARY KEY (sweep_arm_id, launch_id, shape, concurrency)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5)
 LATEST = MIGRATIONS[-1].version

@@ -1,0 +1,104 @@
+"""`campaign recipe lint|list|show` end to end through the CLI entry point, with a real state.db."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.store import Box, Store
+from tests.test_recipes import PROFILE, write
+
+
+def out_json(capsys: pytest.CaptureFixture[str]):
+    return json.loads(capsys.readouterr().out)
+
+
+def test_lint_shipped_recipes_passes_with_documented_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["recipe", "lint"]) == 0
+    out = capsys.readouterr().out
+    assert "R1-nvfp4-linear-backend error qwen3.8-27b-nvfp4-auto:" in out and "(expected: shipped on purpose)" in out
+    assert "R2-compressed-tensors-nvfp4 warn qwen3.8-27b-nvfp4-redhat-auto:" in out
+    assert "2 errors (2 expected)" in out
+
+
+def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, capsys) -> None:
+    write(tmp_path, "p.toml", PROFILE)
+    write(tmp_path, "a.toml", '[arms.a]\nprofile = "p"\n\n[arms.a.flags]\n"--moe-backnd" = "marlin"\n')
+    assert main(["recipe", "lint", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "a.toml:1: R1-nvfp4-linear-backend error a: NVFP4 checkpoint" in out
+    assert "a.toml:5: R8-vllm-flag error a: unknown vLLM 0.32.0 flag '--moe-backnd'" in out
+    assert main(["recipe", "lint", "--json", str(tmp_path)]) == 1
+    assert {f["rule_id"] for f in out_json(capsys)} == {"R1-nvfp4-linear-backend", "R8-vllm-flag"}
+
+
+def test_lint_refuses_bad_recipe_files_with_file_line_key(tmp_path: Path, capsys) -> None:
+    write(tmp_path, "p.toml", PROFILE)
+    write(tmp_path, "glm.toml", '# x\n[arms.x]\nprofile = "p"\nmoe_backnd = "marlin"\n')
+    assert main(["recipe", "lint", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "glm.toml:4: arm 'x': unknown key 'moe_backnd' (did you mean 'moe_backend'?)" in err
+    assert main(["recipe", "lint", str(tmp_path / "nope")]) == 1
+    assert "no such recipe file or directory" in capsys.readouterr().err
+
+
+def test_list_json_has_every_arm_with_argv(capsys) -> None:
+    assert main(["recipe", "list", "--json"]) == 0
+    rows = out_json(capsys)
+    by_arm = {r["arm"]: r for r in rows}
+    assert "tiny-cpu" in by_arm and "glm-5.3-flash-dp4-ep" in by_arm
+    for r in rows:
+        assert {"arm", "model", "argv", "env", "tensor_parallel", "findings"} <= set(r)
+        assert isinstance(r["argv"], list) and r["argv"][1] == "serve"
+    assert by_arm["deepseek-v4-flash-tp4"]["tensor_parallel"] == 4
+    assert by_arm["deepseek-v4-flash-tp4"]["env"]["VLLM_DSV4_OPROJ_SM120_FALLBACK"] == "1"
+    assert main(["recipe", "list"]) == 0
+    table = capsys.readouterr().out
+    assert "qwen3.8-27b-nvfp4-auto" in table and "1 error" in table and "per-card TP1" in table
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = tmp_path / "state.db"
+    with Store(path) as store:
+        store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root", serving_env="/opt/vllm",
+                            model_root="/models"))
+        store.boxes.add(Box(name="fresh", host="203.0.113.8", ssh_user="root"))
+        gpu = {"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "mem_total_mib": 97887.0}
+        probe = {"gpus": [{**gpu, "index": i} for i in range(4)], "topology": {"nvlink_all": False, "links": {}}}
+        with store.atomic() as d:
+            d["probes"].insert({"box": "pro-a", "t_ms": 1, "console_t_ms": 1, "data": json.dumps(probe)})
+    return str(path)
+
+
+def test_show_on_a_probed_box(db: str, capsys) -> None:
+    assert main(["--db", db, "recipe", "show", "qwen3.8-27b-nvfp4-b12x", "--box", "pro-a", "--json"]) == 0
+    shown = out_json(capsys)
+    assert [r["gpus"] for r in shown["replicas"]] == [[0], [1], [2], [3]]
+    assert shown["argv"][0] == "/opt/vllm/bin/vllm" and shown["findings"] == []
+    assert main(["--db", db, "recipe", "show", "gpt-oss-120b-tp4", "--box", "pro-a"]) == 0
+    out = capsys.readouterr().out
+    assert "lint     R4-tp-without-nvlink warn: TP4 on pro-a (no NVLink)" in out
+    assert "argv (quoted for reading; launched as a list) /opt/vllm/bin/vllm serve openai/gpt-oss-120b" in out
+    assert '"top_p": 1.0' in out
+
+
+def test_show_refusals(db: str, capsys) -> None:
+    assert main(["--db", db, "recipe", "show", "deepseek-v4-flash-tp4", "--box", "fresh"]) == 1
+    out = capsys.readouterr().out
+    assert "no probe yet" in out and "cannot resolve: arm 'deepseek-v4-flash-tp4' needs 4 GPUs" in out
+    assert main(["--db", db, "recipe", "show", "qwen3.8-27b-nvfp4-b12", "--box", "pro-a"]) == 2
+    assert "did you mean qwen3.8-27b-nvfp4-b12x" in capsys.readouterr().err
+    assert main(["--db", db, "recipe", "show", "tiny-cpu", "--box", "ghost"]) == 2
+    assert "no box named 'ghost'" in capsys.readouterr().err
+
+
+def test_lint_on_a_box_adds_layout_rules(db: str, capsys) -> None:
+    assert main(["--db", db, "recipe", "lint", "--box", "pro-a"]) == 0
+    out = capsys.readouterr().out
+    assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4:" in out
+    assert "R10-fits-memory warn minimax-m3-tp4: weight size unknown" in out
+    assert out.rstrip().endswith("on box pro-a")
