@@ -15,9 +15,12 @@ import sys
 import threading
 from pathlib import Path
 
+from agents.gpu import SOURCES
+
 
 def _daemon_options(ns: argparse.Namespace) -> dict:
-    options: dict = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval}
+    options: dict = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval,
+                     "gpu_source": ns.gpu_source}
     if ns.shutdown_cmd:
         argv = json.loads(ns.shutdown_cmd)
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--disk-floor-mb", type=float, default=512, help="stop writing samples below this free space")
     d.add_argument("--interval", type=float, default=1.0, help="sampling period in seconds")
     d.add_argument("--shutdown-cmd", help="JSON argv the watchdog runs to power the box off")
+    d.add_argument("--gpu-source", choices=SOURCES, default="auto", help="force the GPU reader (default: auto)")
     c = sub.add_parser("call", help="relay protocol lines between stdio and the daemon socket")
     c.add_argument("--home", required=True, type=Path)
     sub.add_parser("version", help="print this agent's content version")
@@ -80,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serving-python", help="the Python of the serving environment (for cuInit(0))")
     p.add_argument("--console-t-ms", type=int)
     p.add_argument("--disk-path", help="where free disk is measured (default: current directory)")
+    p.add_argument("--gpu-source", choices=SOURCES, default="auto")
     s = sub.add_parser("sample", help="print one GPU sample (no daemon needed)")
     s.add_argument("--json", action="store_true", required=True)
+    s.add_argument("--gpu-source", choices=SOURCES, default="auto")
     b = sub.add_parser("build", help="write the agent zipapp")
     b.add_argument("--out", required=True, type=Path)
     ns = parser.parse_args(args)
@@ -107,13 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     if ns.cmd == "probe":
         from agents.probe import probe
 
-        print(json.dumps(probe(ns.console_t_ms, ns.serving_python, ns.disk_path), indent=2))
+        print(json.dumps(probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2))
         return 0
     if ns.cmd == "sample":
         from agents.gpu import sample_once
 
         warnings: list[str] = []
-        source, rows = sample_once(lambda where, msg: warnings.append(f"{where}: {msg}"))
+        source, rows = sample_once(lambda where, msg: warnings.append(f"{where}: {msg}"), ns.gpu_source)
         print(json.dumps({"source": source, "gpus": rows, "warnings": warnings}, indent=2))
         return 0
     if ns.cmd == "build":

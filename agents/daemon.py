@@ -43,11 +43,13 @@ PIDFILE = "agent.pid"
 
 class Agent:
     def __init__(self, home: Path, disk_floor_bytes: int = DISK_FLOOR_BYTES,
-                 shutdown_argv: list[str] | None = None, sample_interval_s: float = 1.0) -> None:
+                 shutdown_argv: list[str] | None = None, sample_interval_s: float = 1.0,
+                 gpu_source: str = "auto") -> None:
         self.home = home
         self.disk_floor_bytes = disk_floor_bytes
         self.shutdown_argv = shutdown_argv or ["shutdown", "-h", "now"]
         self.interval = sample_interval_s
+        self.gpu_source = gpu_source
         self.journal = Journal(home / "journal.db")
         self.started_ms = now_ms()
         self.stopping = threading.Event()
@@ -69,7 +71,7 @@ class Agent:
         adopted = self.supervisor.adopt()
         self.journal.append("agent_started", version=agent_version(), pid=os.getpid(), restarted=restarted,
                             adopted_launches=adopted)
-        self.gpu = GpuSampler(self.warn)
+        self.gpu = GpuSampler(self.warn, self.gpu_source)
         self.supervisor.gpu = self.gpu
         self.watchdog = self._make_watchdog()
         if self.watchdog is not None:
@@ -258,7 +260,8 @@ class Agent:
 
     def op_probe(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         result = probe(console_t_ms=args.get("console_t_ms"), serving_python=args.get("serving_python"),
-                       disk_path=str(self.home), serving_env_vars=args.get("serving_env"))
+                       disk_path=str(self.home), serving_env_vars=args.get("serving_env"),
+                       gpu_source=self.gpu_source)
         self.journal.append("probe", probe=result)
         return {"probe": result}
 

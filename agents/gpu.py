@@ -43,6 +43,9 @@ PROBE_NUMERIC: dict[str, str] = {
 }
 PROBE_TEXT: dict[str, str] = {"name": "name", "uuid": "uuid", "pci_bus_id": "pci.bus_id", "compute_cap": "compute_cap"}
 
+SOURCES = ("auto", "nvml", "nvidia-smi", "none")
+"""auto: NVML if importable, else nvidia-smi; the others force one path (to check each on a real box)."""
+
 _BAD_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
 
@@ -146,7 +149,11 @@ def nvml_gpu(nvml: Any, index: int, full: bool = False) -> dict[str, Any]:
     """One GPU's sample (or, with ``full``, probe) fields from NVML, in W / MHz / MiB / C / %."""
     h = nvml.nvmlDeviceGetHandleByIndex(index)
     util = nv(nvml.nvmlDeviceGetUtilizationRates, h)
-    mem = nv(nvml.nvmlDeviceGetMemoryInfo, h)
+    # v2 reports "used" without the driver's reserved memory, as nvidia-smi does (v1 shows ~615 MiB on an
+    # idle H200, which would read as a leftover process).
+    mem = nv(nvml.nvmlDeviceGetMemoryInfo, h, getattr(nvml, "nvmlMemory_v2", None)) \
+        if hasattr(nvml, "nvmlMemory_v2") else None
+    mem = mem or nv(nvml.nvmlDeviceGetMemoryInfo, h)
     constraints = nv(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
     out: dict[str, Any] = {
         "gpu": index,
@@ -295,22 +302,28 @@ class SmiLoop:
 class GpuSampler:
     """The 1 Hz GPU reader the daemon ticks: NVML, else the smi loop, else nothing (one warning)."""
 
-    def __init__(self, warn: Warn) -> None:
+    def __init__(self, warn: Warn, source: str = "auto") -> None:
+        if source not in SOURCES:
+            raise ValueError(f"GPU source {source!r}: expected one of {', '.join(SOURCES)}")
         self.warn = warn
-        self.nvml = load_nvml(warn)
+        self.nvml = load_nvml(warn) if source in ("auto", "nvml") else None
         self.loop: SmiLoop | None = None
         self.source: str | None = None
         if self.nvml is not None:
             self.source = "nvml"
             self.count = int(self.nvml.nvmlDeviceGetCount())
             return
-        smi = smi_path()
-        if smi is None:
-            warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH): "
-                        "no GPU samples will be recorded")
+        smi = smi_path() if source in ("auto", "nvidia-smi") else None
+        if source == "none":
+            warn("gpu", "GPU sampling is off (--gpu-source none)")
             return
-        warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for 14 us samples); "
-                     "sampling with one long-running nvidia-smi -lms process")
+        if smi is None:
+            warn("gpu", f"no GPU tooling on this box for GPU source {source!r} (nvidia-ml-py not importable, "
+                        "nvidia-smi not on PATH): no GPU samples will be recorded")
+            return
+        if source == "auto":
+            warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for 14 us samples); "
+                         "sampling with one long-running nvidia-smi -lms process")
         self.source = "nvidia-smi"
         self.loop = SmiLoop(warn, smi)
         self.loop.start()
@@ -335,12 +348,12 @@ class GpuSampler:
             self.loop.stop()
 
 
-def sample_once(warn: Warn) -> tuple[str | None, list[dict[str, Any]]]:
+def sample_once(warn: Warn, source: str = "auto") -> tuple[str | None, list[dict[str, Any]]]:
     """(source, one gpu_sample row per GPU) without a daemon: for checking a real box by hand."""
-    nvml = load_nvml(warn)
+    nvml = load_nvml(warn) if source in ("auto", "nvml") else None
     if nvml is not None:
         return "nvml", [nvml_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
-    if smi_path() is None:
+    if smi_path() is None or source not in ("auto", "nvidia-smi"):
         warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH)")
         return None, []
     rows = smi_query(["index", *SAMPLE_FIELDS.values()], warn)

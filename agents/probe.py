@@ -204,7 +204,7 @@ def _smi_cuda_version(warn: G.Warn) -> str | None:
 
 
 def probe(console_t_ms: int | None = None, serving_python: str | None = None, disk_path: str | None = None,
-          serving_env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+          serving_env_vars: dict[str, str] | None = None, gpu_source: str = "auto") -> dict[str, Any]:
     """One probe dict (CONTRACTS C2). Never raises for a missing tool: it becomes None + a warning."""
     warnings: list[str] = []
 
@@ -212,7 +212,7 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         warnings.append(f"{where}: {message}")
 
     t = now_ms()
-    nvml = G.load_nvml(warn)
+    nvml = G.load_nvml(warn) if gpu_source in ("auto", "nvml") else None
     gpus: list[dict[str, Any]] = []
     processes: list[dict[str, Any]] = []
     driver = cuda_driver = None
@@ -223,9 +223,10 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         driver = G.nvml_text(G.nv(nvml.nvmlSystemGetDriverVersion))
         cuda_driver = cuda_version_text(G.nv(nvml.nvmlSystemGetCudaDriverVersion))
         processes = G.nvml_processes(nvml)
-    elif G.smi_path() is not None:
+    elif G.smi_path() is not None and gpu_source in ("auto", "nvidia-smi"):
         source = "nvidia-smi"
-        warn("nvml", "nvidia-ml-py not importable; probing with nvidia-smi")
+        if gpu_source == "auto":
+            warn("nvml", "nvidia-ml-py not importable; probing with nvidia-smi")
         gpus, driver = _smi_gpus(warn)
         cuda_driver = _smi_cuda_version(warn)
         processes = G.smi_processes(warn)

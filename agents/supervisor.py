@@ -64,6 +64,7 @@ class Launch:
     killed_hard: bool = False
     members: dict[int, int] = field(default_factory=dict)
     exited_mono: float | None = None
+    release_checks: int = 0
     rates: RateTracker = field(default_factory=RateTracker)
     metrics_problem: str | None = None
 
@@ -370,8 +371,9 @@ class Supervisor:
         mine = set(launch.members) | ({launch.pid} if launch.pid else set())
         holding = [p for p in (self.gpu.processes() if self.gpu else []) if p["pid"] in mine]
         waited = now - launch.exited_mono
-        if (leftovers or holding) and waited < RELEASE_WAIT_S:
-            return
+        launch.release_checks += 1
+        if launch.release_checks < 2 or ((leftovers or holding) and waited < RELEASE_WAIT_S):
+            return  # at least one GPU sample taken after the exit, so mem_used_mib is not stale
         gpus = [
             {"gpu": s["gpu"], "mem_used_mib": s.get("mem_used_mib")}
             for s in self.last_gpu_sample if s.get("gpu") in launch.gpus

@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in report["comparison"]:
         theirs = row.get("vllm_out_tok_per_s")
         print(f"{row['concurrency']:>6} {row['loadgen_out_tok_per_s']:>14,.0f} "
-              f"{theirs if theirs is None else f'{theirs:,.0f}':>17} {row.get('ratio') or 0:>6.1f}")
+              f"{'-' if theirs is None else f'{theirs:,.0f}':>17} "
+              f"{'-' if theirs is None else format(row['ratio'], '.1f'):>6}")
     for row in report["scaling"]:
         print(f"--processes {row['processes']} on {len(row['cpus'])} CPU(s): {row['out_tok_per_s']:,.0f} out tok/s "
               f"({row['cores_used']:.2f} cores used)")

@@ -91,12 +91,12 @@ class Service:
                                 status_detail="host key trusted by the operator")  # fmt: skip
 
     # -- launches --------------------------------------------------------------------------------
-    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None) -> LaunchPlan:
+    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None, base_port: int = 8100) -> LaunchPlan:
         b = self.store.boxes.get(box)
         probe = self.store.checks.latest_probe(box)
         spec = box_spec(b, probe.data if probe else None)
         findings = lint(self.catalog, arm, spec)
-        resolved = resolve(self.catalog, arm, spec, gpus)
+        resolved = resolve(self.catalog, arm, spec, gpus, base_port)
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
         return LaunchPlan(box, resolved, findings, failed)
 

@@ -95,7 +95,7 @@ async def test_every_event_exactly_once_in_order_through_cuts_and_a_console_cras
         follower.wait(10)
         crashed_at = _cursor(db)
         follower = _follower(db, log)
-        while writer.poll() is None and time.monotonic() < deadline:
+        while (writer.poll() is None or cuts < 12) and time.monotonic() < deadline:
             time.sleep(rng.uniform(0.1, 0.6))
             cuts += proxy.drop() > 0
         assert writer.wait(60) == 0
@@ -110,7 +110,7 @@ async def test_every_event_exactly_once_in_order_through_cuts_and_a_console_cras
         proxy.close()
     tail = log.read_text(errors="replace")[-2000:]
     print(f"chaos: {cuts} live links cut, console SIGKILLed at seq {crashed_at} of {last}")
-    assert cuts >= 8, f"the test cut only {cuts} live links; follower log:\n{tail}"
+    assert cuts >= 12, f"the test cut only {cuts} live links; follower log:\n{tail}"
     assert 0 < crashed_at < last, f"the console was not killed mid-ingest (cursor {crashed_at} of {last})"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

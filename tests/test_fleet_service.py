@@ -50,7 +50,7 @@ async def test_lint_error_refuses_and_sends_nothing(sshd_farm: SshdFarm, fleet_s
         assert [f.rule_id for f in plan.blocking] == ["R1-nvfp4-linear-backend"]
         with pytest.raises(ServiceError, match="refused by lint: \\[R1-nvfp4-linear-backend\\]"):
             await service.launch(plan, force=True)  # --force never overrides lint
-        assert fleet_store.scalar("SELECT count(*) FROM launches") == 0
+        assert fleet_store.scalar("SELECT count(*) FROM launches WHERE arm = 'qwen3.8-27b-nvfp4-auto'") == 0
         assert fleet_store.scalar("SELECT count(*) FROM commands WHERE op = 'launch'") == 0
     finally:
         await service.close()
@@ -68,7 +68,7 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         plan = service.plan_launch("tiny-cpu", "alpha")
         with pytest.raises(ServiceError, match="failed its last check \\(power: power.limit 400 W"):
             await service.launch(plan)
-        assert fleet_store.scalar("SELECT count(*) FROM launches") == 0
+        assert fleet_store.scalar("SELECT count(*) FROM launches WHERE arm = 'tiny-cpu'") == 0
         plan = await service.launch(plan, force=True, ready_timeout_s=600)
         [launch_id] = plan.launch_ids
         launch = fleet_store.fleet.launch(launch_id)
@@ -106,5 +106,20 @@ async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(sshd_f
         assert launch is not None and launch["state"] == "failed"
         assert "not found" in launch["failure_reason"] and "/nonexistent-env/bin/vllm" in launch["failure_reason"]
         assert json.loads(launch["gpus"]) == [0]  # the H200 fixture box has one GPU
+    finally:
+        await service.close()
+
+
+async def test_set_deadline_arms_the_box_watchdog(sshd_farm: SshdFarm, fleet_store: Store) -> None:
+    register(fleet_store, box_started("alpha"))
+    service = Service(fleet_store, settings=FAST)
+    try:
+        timer_id = f"t{int(time.time() * 1000)}"
+        deadline = fleet_store.clock() + 3_600_000
+        armed = await service.set_deadline("alpha", timer_id, deadline, "stop-arms")
+        assert armed["armed"] is True and 3590 < armed["remaining_s"] <= 3600
+        link = service.fleet.link("alpha")
+        assert (await link.command("cancel_deadline", {"timer_id": timer_id}))["cancelled"] is True
+        assert [c.op for c in fleet_store.fleet.unfinished_commands("alpha")] == []
     finally:
         await service.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from console.service import Service
 from console.store import Box, Store
 from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
 from tests.support.sshd import SshdFarm
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 __all__ = ["fleet_store", "sshd_farm"]
@@ -210,3 +212,35 @@ async def test_local_box_uses_the_same_protocol_without_ssh(fleet_store: Store, 
     finally:
         await service.close()
         os.kill(int((home / "agent.pid").read_text().split()[0]), signal.SIGTERM)
+
+
+async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(sshd_farm: SshdFarm,
+                                                                             fleet_store: Store) -> None:  # fmt: skip
+    box = box_started("alpha")
+    proxy = TcpProxy(box.port)
+    register(fleet_store, box, port=proxy.port)
+    fleet = FleetManager(fleet_store, FAST)
+    link = fleet.start("alpha")
+    marker = int(time.time() * 1000)
+    try:
+        command = asyncio.create_task(link.command("probe", {"console_t_ms": marker}, command_id=f"probe-{marker}"))
+        while fleet_store.scalar("SELECT state FROM commands WHERE id = ?", [f"probe-{marker}"]) != "sent":
+            await asyncio.sleep(0.01)
+        assert proxy.drop() >= 1  # a probe takes a while on the box: its answer is lost with the link
+        result = await asyncio.wait_for(command, 30)
+        assert result["probe"]["console_t_ms"] == marker
+        assert fleet_store.fleet.command(f"probe-{marker}").state == "acked"
+
+        def journaled() -> int:
+            return sum(json.loads(r["payload"])["probe"].get("console_t_ms") == marker
+                       for r in fleet_store.rows("SELECT payload FROM journal WHERE box = 'alpha' AND kind = 'probe'"))
+
+        deadline = time.monotonic() + 10
+        while journaled() == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # a second run, if any, would be journaled by now
+        assert journaled() == 1, "the re-sent probe ran twice on the box"
+        assert fleet_store.boxes.get("alpha").status == "up"
+    finally:
+        await fleet.close()
+        proxy.close()

@@ -126,6 +126,7 @@ def test_unknown_key_names_file_line_and_key(tmp_path: Path) -> None:
         ('moe_backend = "trtion"', 3, "'moe_backend' = 'trtion' is not one of: "),
         ('kv_cache_dtype = "fp9"', 3, "'kv_cache_dtype' = 'fp9' is not one of"),
         ("replicas = true", 3, "'replicas' must be an integer >= 1"),
+        ('expected_findings = ["R1"]', 3, "unknown rule id 'R1' (rules: R1-nvfp4-linear-backend, "),
         ('[arms.a.env]\nCUDA_VISIBLE_DEVICES = "0"', 4, "may not be set in a recipe"),
         ("[arms.a.env]\nVLLM_X = 1", 4, "must be a string (quote it: VLLM_X = \"1\")"),
         ('[arms.a.flags]\n"--host" = "0.0.0.0"', 4, "'--host' may not be set as a free flag: resolve binds"),

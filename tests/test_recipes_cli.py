@@ -102,3 +102,5 @@ def test_lint_on_a_box_adds_layout_rules(db: str, capsys) -> None:
     assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4:" in out
     assert "R10-fits-memory warn minimax-m3-tp4: weight size unknown" in out
     assert out.rstrip().endswith("on box pro-a")
+    assert main(["--db", db, "recipe", "lint", "--box", "fresh"]) == 0
+    assert "no GPUs known for box fresh" in capsys.readouterr().out

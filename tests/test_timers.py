@@ -445,3 +445,32 @@ def test_providers_by_box() -> None:
     assert for_box(None).can_destroy is False and for_box("manual").name == "manual"
     with pytest.raises(Exception, match="unknown provider 'runpod'"):
         for_box("runpod")
+
+
+async def test_a_stop_across_the_end_of_bst_fires_at_its_utc_instant(store: Store, local_box: LocalBox) -> None:
+    clock = local_box.clock
+    clock.now_ms = parse_instant("2026-10-24T23:30Z")  # 00:30 BST; clocks go back at 01:00 UTC
+    deadline = parse_deadline("2026-10-25 02:30 Europe/London", None, now_ms=clock(), box_tz="Europe/London")
+    assert deadline == parse_instant("2026-10-25T02:30Z")  # GMT by then, not BST
+    timer = store.timers.add("pro-a", deadline, "stop-arms", "2026-10-25 02:30 Europe/London", now_ms=clock())
+    await run_until(Enforcer(store, local_box, clock=clock), clock, deadline + 2 * MIN)
+    at = dict(events(store, timer.id))
+    assert at["fired"] == deadline and local_box.alive() == 0
+    assert [c for c, t in local_box.calls if t < deadline - 31 * MIN] == ["arm_watchdog"]
+
+
+def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(store: Store, clock: FakeClock,
+                                                                 local_box: LocalBox) -> None:
+    stop = store.timers.add("pro-a", CUTOFF_MS, "stop-arms", "x", now_ms=clock())
+    destroy = store.timers.add("pro-a", CUTOFF_MS, "destroy", "x", now_ms=clock())
+    for timer in (stop, destroy):
+        local_box.watchdog.arm(timer.id, CUTOFF_MS, timer.action, clock())
+    clock.now_ms = CUTOFF_MS
+    local_box.watchdog.tick()
+    for seq, event in enumerate(local_box.journal, 1):
+        store.timers.on_agent_event("pro-a", event | {"seq": seq, "t_ms": CUTOFF_MS})
+    store.timers.on_agent_event("other-box", local_box.journal[-1] | {"seq": 99, "t_ms": CUTOFF_MS})
+    assert store.timers.get(stop.id).state == "fired"  # the box did it with the console away
+    assert store.timers.get(destroy.id).state == "armed"  # only the console can finish a destroy
+    agent_events = [e["event"] for e in store.timers.log_for(stop.id) if e["enforcer"] == "agent"]
+    assert agent_events == ["agent-armed", "agent-warning", "agent-firing", "agent-fired"]

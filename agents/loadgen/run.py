@@ -108,7 +108,7 @@ class Progress:
 def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float, float]:
     """Run the workers; returns their results and (wall clock, perf_counter) taken at the same instant."""
     target = target_of(cfg.base_url, cfg.model, cfg.api_key)
-    nproc = max(1, min(cfg.processes, cfg.concurrency))
+    nproc = max(1, min(cfg.processes, cfg.concurrency, cfg.prompts))  # no idle worker skews the CPU figures
     conc, counts, warm = split(cfg.concurrency, nproc), split(cfg.prompts, nproc), split(cfg.warmup, nproc)
     specs, first, wfirst = [], 0, cfg.prompts
     for w in range(nproc):

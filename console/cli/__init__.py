@@ -77,3 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("campaign: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `campaign recipe list | head`: the reader left; stop quietly like any Unix filter.
+        sys.stdout = None  # type: ignore[assignment]  # nothing more can be written to the closed pipe
+        return 141

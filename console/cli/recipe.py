@@ -17,6 +17,7 @@ from console.recipes import (
     box_spec,
     generic_box,
     lint,
+    lint_catalog,
     load_catalog,
     resolve,
 )
@@ -53,10 +54,13 @@ def _finding_line(f: Finding) -> str:
 def _lint(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths, exit_code=1)
     box = _box(args)
-    findings = [f for name in sorted(catalog.arms) for f in lint(catalog, name, box)]
+    findings = lint_catalog(catalog, box)
     if args.json:
         print_json([f.to_dict() for f in findings])
     else:
+        if box and box.gpu_count == 0:
+            print(f"note: no GPUs known for box {box.name} (no probe yet: `campaign check` probes it); "
+                  "memory and NVLink rules skipped")
         for f in findings:
             print(_finding_line(f))
         errors = [f for f in findings if f.blocking]

@@ -1,5 +1,184 @@
-"""`campaign sweep`: not built yet."""
+"""``campaign sweep run LIST --box NAME`` walks a sweep list resumably; ``campaign sweep status`` shows sweeps.
 
-from console.cli.not_built import placeholder
+Exit status of ``run``: 0 the walk finished (whatever each arm's outcome), 1 it stopped part-way and can
+be resumed by running the same command again, 2 bad input, 3 the box could not be reached,
+130 interrupted by the operator (also resumable).
+"""
 
-register = placeholder("sweep", 11)
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from typing import Any
+
+from console.cli.common import CliError, open_store, print_json, print_table
+from console.fleet import HostKeyProblem, JournalMismatch
+from console.recipes import RecipeError
+from console.service import DEFAULT_READY_TIMEOUT_S, Service
+from console.store import NoSuchBox, Store, StoreError
+from console.store.sweeps import FINISHED, SweepArm, SweepRow
+from console.sweep import PlanError, SweepError, SweepOptions, SweepRunner, open_sweep
+
+
+def _csv(text: str | None, what: str, cast: type = str) -> list[Any] | None:
+    if text is None:
+        return None
+    try:
+        values = [cast(part.strip()) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise CliError(f"--{what} {text!r}: expected a comma-separated list, e.g. 1,8,32") from exc
+    if not values:
+        raise CliError(f"--{what} {text!r}: give at least one value")
+    return values
+
+
+class ProgressBar:
+    """One line on stderr: arms finished of arms known (the walk grows when an engine names candidates)."""
+
+    def __init__(self, width: int = 24, stream: Any = None):
+        self.width = width
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+
+    def __call__(self, sweep: SweepRow, arms: list[SweepArm], what: str) -> None:
+        done = sum(a.state in FINISHED for a in arms)
+        frac = done / max(1, len(arms))
+        counts = ", ".join(f"{n} {s}" for s in FINISHED if (n := sum(a.state == s for a in arms)))
+        elapsed = int(time.monotonic() - self.started)
+        self.stream.write(f"\r\x1b[2Ksweep #{sweep.id} [{'#' * int(frac * self.width):<{self.width}}] "
+                          f"{done}/{len(arms)} arms{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s "
+                          f"| {what}"[:200])  # fmt: skip
+        self.stream.flush()
+
+    def done(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+async def _walk(service: Service, runner: SweepRunner) -> SweepRow:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)  # a polite kill is an operator interrupt
+    try:
+        return await runner.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        await service.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    shapes = _csv(args.shapes, "shapes")
+    concurrency = _csv(args.concurrency, "concurrency", int)
+    options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
+                           force=args.force)  # fmt: skip
+    with open_store(args) as store:
+        service = Service(store)
+        try:
+            sweep, resumed = open_sweep(service, args.list, args.box, shapes, concurrency, args.bench_degenerate,
+                                        args.new)  # fmt: skip
+        except (NoSuchBox, RecipeError, PlanError, SweepError) as exc:
+            raise CliError(str(exc)) from exc
+        arms = store.sweeps.arms(sweep.id)
+        left = [a for a in arms if a.state not in FINISHED]
+        verb = "resuming" if resumed else "starting"
+        print(f"{verb} sweep #{sweep.id}: {sweep.list} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
+              f"shapes {','.join(sweep.shapes)} x concurrency {','.join(map(str, sweep.concurrency))}",
+              file=sys.stderr)  # fmt: skip
+        bar = ProgressBar()
+        runner = SweepRunner(service, sweep.id, options, progress=bar)
+        try:
+            sweep = asyncio.run(_walk(service, runner))
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            bar.done()
+            raise CliError(f"sweep #{sweep.id} interrupted; run the same command again to resume it", 130) from exc
+        except SweepError as exc:
+            bar.done()
+            raise CliError(f"sweep #{sweep.id} stopped: {exc}; run the same command again to resume it", 1) from exc
+        except (HostKeyProblem, JournalMismatch) as exc:
+            bar.done()
+            raise CliError(f"box {args.box}: {exc}", 3) from exc
+        bar.done()
+        _show(store, sweep, args.json)
+    return 0
+
+
+def _arm_rows(store: Store, sweep: SweepRow) -> list[dict[str, Any]]:
+    rows = []
+    for a in store.sweeps.arms(sweep.id):
+        benches = store.sweeps.benches(a.id)
+        row = a.to_dict()
+        row["benches"] = benches
+        rows.append(row)
+    return rows
+
+
+def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
+    arms = _arm_rows(store, sweep)
+    if as_json:
+        print_json({**sweep.__dict__, "arms": arms})
+        return
+    print(f"sweep #{sweep.id} {sweep.list} on {sweep.box}: {sweep.state}" + (f" ({sweep.detail})" if sweep.detail else ""))
+    table = []
+    for a in arms:
+        good = [b for b in a["benches"] if b["out_tok_per_s"] is not None]
+        best = max((b["out_tok_per_s"] for b in good), default=None)
+        queued = sum(1 for b in good if b["queueing"])
+        table.append({
+            "arm": a["arm"], "state": a["state"], "tries": a["attempts"], "kv_tokens": a["kv_cache_tokens"],
+            "max_conc": a["max_concurrency"], "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
+            "best_out_tok_s": None if best is None else f"{best:.1f}",
+            "reason": (a["reason"] or "")[:100] + (f" accepts {a['backends_accepted']}" if a["backends_accepted"] else ""),
+        })  # fmt: skip
+    print_table(table, ["arm", "state", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"])
+
+
+def _status(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        try:
+            sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.list(args.box)
+        except StoreError as exc:
+            raise CliError(str(exc)) from exc
+        if args.json:
+            print_json([{**s.__dict__, "arms": _arm_rows(store, s)} for s in sweeps])
+            return 0
+        if not sweeps:
+            print("no sweeps yet; `campaign sweep run LIST --box NAME` starts one")
+        for i, s in enumerate(sweeps):
+            if i:
+                print()
+            _show(store, s, False)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+    p = sub.add_parser("sweep", help=help_text, description=help_text)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    run = verbs.add_parser("run", help="walk a sweep list on a box (resumes an unfinished walk of the same list)")
+    run.add_argument("list", help="a sweep list of the recipes ([sweeps.NAME])")
+    run.add_argument("--box", required=True, metavar="NAME")
+    run.add_argument("--shapes", metavar="A,B", help="benchmark shapes (default: router; kept on resume)")
+    run.add_argument("--concurrency", metavar="1,8", help="concurrencies per shape (default: 1; kept on resume)")
+    run.add_argument("--bench-degenerate", action="store_true",
+                     help="bench arms that failed the tripwire too (their rows are diagnostic-only)")
+    run.add_argument("--new", action="store_true", help="abandon an unfinished sweep of this list and start again")
+    run.add_argument("--force", action="store_true",
+                     help="launch although the box's last check failed (recorded with every launch)")
+    run.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
+                     help="an arm not serving by then is failed by the agent")
+    run.add_argument("--kill-grace", type=float, default=30.0, metavar="SECONDS",
+                     help="SIGTERM grace before SIGKILL when stopping an arm")
+    run.add_argument("--prompts", type=int, metavar="N", help="prompts per bench (default: max(32, 4 x concurrency))")
+    run.add_argument("--json", action="store_true", help="print the finished sweep as JSON")
+    run.set_defaults(func=_run)
+
+    status = verbs.add_parser("status", help="sweeps and every arm tried, with its outcome")
+    status.add_argument("id", nargs="?", type=int, help="one sweep (default: all)")
+    status.add_argument("--box", metavar="NAME")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=_status)
+

@@ -170,7 +170,8 @@ def _cancel(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """Enforce every live timer from this console until none is left (Ctrl-C leaves them to the boxes)."""
     with open_store(args) as store:
-        if not store.timers.list(active_only=True):
+        watched = [t.id for t in store.timers.list(active_only=True)]
+        if not watched:
             print("no live timers")
             return 0
 
@@ -194,9 +195,9 @@ def _watch(args: argparse.Namespace) -> int:
                 await fleet.close()
 
         asyncio.run(run())
-        fired = [t for t in store.timers.list() if t.state in ("fired", "failed")]
+        ended = [store.timers.get(i) for i in watched]
     sys.stderr.write("\n" if sys.stderr.isatty() else "")
-    for t in fired:
+    for t in ended:
         print(f"timer {t.id}: {t.action} of box {t.box} {t.state}")
     return 0
 

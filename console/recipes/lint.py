@@ -41,31 +41,27 @@ class _Ctx:
     args: dict[str, tuple[str, ...]]
     box: BoxSpec | None
 
-    def at_arm(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+    def _at(
+        self, rule: str, record: Arm | Profile, section: str, key: str | tuple[str, ...], reason: str,
+        severity: str | None,
+    ) -> Finding:
         path = (key,) if isinstance(key, str) else key
         return Finding(
             rule_id=rule,
             severity=severity or RULES[rule],
             arm=self.arm.name,
             reason=reason,
-            file=self.arm.origin.file,
-            key=".".join(("arms", self.arm.name, *path)),
-            line=self.arm.line_of(*path),
+            file=record.origin.file,
+            key=".".join((section, record.name, *path)),
+            line=record.line_of(*path),
             expected=rule in self.arm.expected_findings,
         )
 
+    def at_arm(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+        return self._at(rule, self.arm, "arms", key, reason, severity)
+
     def at_profile(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
-        path = (key,) if isinstance(key, str) else key
-        return Finding(
-            rule_id=rule,
-            severity=severity or RULES[rule],
-            arm=self.arm.name,
-            reason=reason,
-            file=self.profile.origin.file,
-            key=".".join(("profiles", self.profile.name, *path)),
-            line=self.profile.line_of(*path),
-            expected=rule in self.arm.expected_findings,
-        )
+        return self._at(rule, self.profile, "profiles", key, reason, severity)
 
 
 Rule = Callable[[_Ctx], Iterator[Finding]]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.recipes.lint import RULES
 from console.recipes.model import (
     EXTRA_BODY_SAMPLING,
     TOP_LEVEL_SAMPLING,
@@ -113,7 +114,7 @@ class _Reader:
             return None
         return self.table[key]
 
-    def str(self, key: str, required: bool = False, choices: Iterable[str] | None = None) -> str | None:
+    def text(self, key: str, required: bool = False, choices: Iterable[str] | None = None) -> str | None:
         value = self._get(key, required)
         if value is None:
             return None
@@ -124,7 +125,7 @@ class _Reader:
             raise self.fail(key, f"{key!r} = {value!r} is not one of: {', '.join(options)}")
         return value
 
-    def int(self, key: str, minimum: int = 1) -> int | None:
+    def integer(self, key: str, minimum: int = 1) -> int | None:
         value = self._get(key, False)
         if value is None:
             return None
@@ -132,7 +133,7 @@ class _Reader:
             raise self.fail(key, f"{key!r} must be an integer >= {minimum}, got {value!r}")
         return value
 
-    def float(self, key: str, low: float, high: float) -> float | None:
+    def number(self, key: str, low: float, high: float) -> float | None:
         value = self._get(key, False)
         if value is None:
             return None
@@ -140,7 +141,7 @@ class _Reader:
             raise self.fail(key, f"{key!r} must be a number in [{low}, {high}], got {value!r}")
         return float(value)
 
-    def bool(self, key: str, default: bool | None = False) -> bool | None:
+    def boolean(self, key: str, default: bool | None = False) -> bool | None:
         value = self._get(key, False)
         if value is None:
             return default
@@ -217,18 +218,18 @@ def _serving(r: _Reader) -> ServingProfile:
     kwargs = s.sub("chat_template_kwargs", f"{s.what} chat_template_kwargs")
     sampling = s.sub("sampling", f"{s.what} sampling")
     profile = ServingProfile(
-        reasoning_parser=s.str("reasoning_parser"),
-        tool_call_parser=s.str("tool_call_parser"),
+        reasoning_parser=s.text("reasoning_parser"),
+        tool_call_parser=s.text("tool_call_parser"),
         chat_template_kwargs=dict(kwargs.table) if kwargs else {},
-        thinking_default=s.bool("thinking_default", default=None),
-        source=s.str("source"),
+        thinking_default=s.boolean("thinking_default", default=None),
+        source=s.text("source"),
     )
     if sampling is not None:
         for key in (*TOP_LEVEL_SAMPLING, *EXTRA_BODY_SAMPLING):
             if key in sampling.table:
                 value = sampling.table[key]
                 if key == "reasoning_effort":
-                    sampling.str(key, choices=("low", "medium", "high", "max"))
+                    sampling.text(key, choices=("low", "medium", "high", "max"))
                 elif isinstance(value, bool) or not isinstance(value, int | float):
                     raise sampling.fail(key, f"{key!r} must be a number, got {value!r}")
                 profile.sampling[key] = value
@@ -250,22 +251,22 @@ def _defaults(r: _Reader) -> dict[str, Any]:
 
 
 def _profile(name: str, r: _Reader, origin: Origin) -> Profile:
-    weights = r.float("weights_gb", 0.0, 10_000.0)
+    weights = r.number("weights_gb", 0.0, 10_000.0)
     profile = Profile(
         name=name,
-        checkpoint=r.str("checkpoint", required=True) or "",
-        architecture=r.str("architecture", required=True) or "",
-        quantization=r.str("quantization", required=True, choices=QUANTIZATIONS) or "",
-        quantizer=r.str("quantizer", required=True, choices=QUANTIZERS) or "",
+        checkpoint=r.text("checkpoint", required=True) or "",
+        architecture=r.text("architecture", required=True) or "",
+        quantization=r.text("quantization", required=True, choices=QUANTIZATIONS) or "",
+        quantizer=r.text("quantizer", required=True, choices=QUANTIZERS) or "",
         weights_gb=weights,
         origin=origin,
-        local=bool(r.bool("local")),
-        served_model_name=r.str("served_model_name"),
-        publisher=r.str("publisher"),
-        quant_scope=r.str("quant_scope", choices=QUANT_SCOPES) or "all",
-        reasoning=bool(r.bool("reasoning")),
-        moe=bool(r.bool("moe")),
-        description=r.str("description"),
+        local=bool(r.boolean("local")),
+        served_model_name=r.text("served_model_name"),
+        publisher=r.text("publisher"),
+        quant_scope=r.text("quant_scope", choices=QUANT_SCOPES) or "all",
+        reasoning=bool(r.boolean("reasoning")),
+        moe=bool(r.boolean("moe")),
+        description=r.text("description"),
         serving=_serving(r),
         defaults=_defaults(r),
         flags=r.flags(),
@@ -281,14 +282,14 @@ def _layout(r: _Reader) -> dict[str, Any]:
     """The layout keys (``LAYOUT_KEYS``) of an arm or of a profile's ``defaults``; unset keys are None."""
     vf = known_flags()
     return {
-        "max_num_seqs": r.int("max_num_seqs"),
-        "max_model_len": r.int("max_model_len", minimum=16),
-        "max_num_batched_tokens": r.int("max_num_batched_tokens"),
-        "block_size": r.int("block_size"),
-        "kv_cache_dtype": r.str("kv_cache_dtype", choices=vf.flags["--kv-cache-dtype"]["choices"]),
-        "dtype": r.str("dtype", choices=vf.flags["--dtype"]["choices"]),
-        "enforce_eager": r.bool("enforce_eager", default=None),
-        "gpu_memory_utilization": r.float("gpu_memory_utilization", 0.05, 1.0),
+        "max_num_seqs": r.integer("max_num_seqs"),
+        "max_model_len": r.integer("max_model_len", minimum=16),
+        "max_num_batched_tokens": r.integer("max_num_batched_tokens"),
+        "block_size": r.integer("block_size"),
+        "kv_cache_dtype": r.text("kv_cache_dtype", choices=vf.flags["--kv-cache-dtype"]["choices"]),
+        "dtype": r.text("dtype", choices=vf.flags["--dtype"]["choices"]),
+        "enforce_eager": r.boolean("enforce_eager", default=None),
+        "gpu_memory_utilization": r.number("gpu_memory_utilization", 0.05, 1.0),
     }
 
 
@@ -299,20 +300,23 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         raise r.fail("replicas", f"'replicas' must be an integer >= 1 (omit it for one per card), got {replicas!r}")
     arm = Arm(
         name=name,
-        profile=r.str("profile", required=True) or "",
+        profile=r.text("profile", required=True) or "",
         origin=origin,
-        description=r.str("description"),
-        linear_backend=r.str("linear_backend", choices=backends["linear_backend"]),
-        moe_backend=r.str("moe_backend", choices=backends["moe_backend"]),
-        tensor_parallel=r.int("tensor_parallel") or 1,
-        data_parallel=r.int("data_parallel") or 1,
-        expert_parallel=bool(r.bool("expert_parallel")),
+        description=r.text("description"),
+        linear_backend=r.text("linear_backend", choices=backends["linear_backend"]),
+        moe_backend=r.text("moe_backend", choices=backends["moe_backend"]),
+        tensor_parallel=r.integer("tensor_parallel") or 1,
+        data_parallel=r.integer("data_parallel") or 1,
+        expert_parallel=bool(r.boolean("expert_parallel")),
         replicas=replicas,
         **_layout(r),
         flags=r.flags(),
         env=r.env(),
         expected_findings=r.str_list("expected_findings"),
     )
+    unknown = [rule for rule in arm.expected_findings if rule not in RULES]
+    if unknown:
+        raise r.fail("expected_findings", f"unknown rule id {unknown[0]!r} (rules: {', '.join(RULES)})")
     r.done()
     return arm
 
@@ -320,10 +324,10 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
 def _shape(name: str, r: _Reader) -> Shape:
     shape = Shape(
         name=name,
-        input_len=r.int("input_len") or 0,
-        output_len=r.int("output_len") or 0,
-        prefix_len=r.int("prefix_len", minimum=0) or 0,
-        description=r.str("description"),
+        input_len=r.integer("input_len") or 0,
+        output_len=r.integer("output_len") or 0,
+        prefix_len=r.integer("prefix_len", minimum=0) or 0,
+        description=r.text("description"),
     )
     for key in ("input_len", "output_len"):
         if key not in r.table:
@@ -333,7 +337,7 @@ def _shape(name: str, r: _Reader) -> Shape:
 
 
 def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
-    sweep = Sweep(name=name, origin=origin, arms=r.str_list("arms"), base=r.str("base"), description=r.str("description"))
+    sweep = Sweep(name=name, origin=origin, arms=r.str_list("arms"), base=r.text("base"), description=r.text("description"))
     pairs = r._get("pairs", False) or []
     backends = known_flags().kernel_backends
     if not isinstance(pairs, list):
@@ -343,7 +347,7 @@ def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
         if not isinstance(pair, dict):
             raise p.fail(None, f"each pair must be a table like {{linear = \"b12x\", moe = \"marlin\"}}, got {pair!r}")
         sweep.pairs.append(
-            KernelPair(p.str("linear", choices=backends["linear_backend"]), p.str("moe", choices=backends["moe_backend"]))
+            KernelPair(p.text("linear", choices=backends["linear_backend"]), p.text("moe", choices=backends["moe_backend"]))
         )
         p.done()
     if sweep.pairs and not sweep.base:

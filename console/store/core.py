@@ -113,6 +113,7 @@ class Store:
         from console.store.checks import Checks
         from console.store.fleet import Fleet
         from console.store.results import Results
+        from console.store.sweeps import Sweeps
         from console.store.timers import Timers
 
         self.boxes = Boxes(self)
@@ -120,6 +121,7 @@ class Store:
         self.timers = Timers(self)
         self.fleet = Fleet(self)
         self.results = Results(self)
+        self.sweeps = Sweeps(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

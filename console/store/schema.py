@@ -280,7 +280,7 @@ V5 = Migration(
             shapes TEXT NOT NULL,                       -- JSON list of shape names
             concurrency TEXT NOT NULL,                  -- JSON list of concurrencies
             bench_degenerate INTEGER NOT NULL DEFAULT 0, -- bench arms that failed the tripwire too
-            state TEXT NOT NULL DEFAULT 'running',      -- running, interrupted, done
+            state TEXT NOT NULL DEFAULT 'running',      -- running, interrupted, done, abandoned (replaced by a new one)
             runner_pid INTEGER, runner_host TEXT,       -- the console process walking it (one at a time)
             detail TEXT,                                -- why it stopped, when it did not finish
             created_ms INTEGER NOT NULL,

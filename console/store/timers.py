@@ -127,3 +127,26 @@ class Timers:
             return None
         tz = json.loads(raw).get("tz")
         return tz if isinstance(tz, str) and tz else None
+
+    def on_agent_event(self, box: str, event: dict[str, Any]) -> None:
+        """Mirror a box watchdog's ``deadline`` journal event into the timer's log (enforcer 'agent').
+
+        Called by the fleet's ingest, inside its transaction. When the box fired a stop-arms or shutdown
+        by itself (the console was away), the timer is fired; a destroy still needs the console and its
+        provider, so it stays live until the console confirms it.
+        """
+        timer_id = str(event.get("timer_id", ""))
+        if not timer_id.isdigit():
+            return  # not one of this store's timers (e.g. a shutdown the console handed to the box)
+        rows = self.store.rows("SELECT * FROM timers WHERE id = ? AND box = ?", [int(timer_id), box])
+        if not rows:
+            return
+        timer = Timer.from_row(rows[0])
+        detail = dict(event.get("detail") or {})
+        state = str(event.get("state"))
+        with self.store.atomic():
+            self.log(timer.id, f"agent-{state}", enforcer="agent", now_ms=int(event["t_ms"]),
+                     deadline_ms=timer.deadline_ms, tz=detail.get("tz"),
+                     detail=detail | {"box_remaining_s": event.get("remaining_s"), "seq": event.get("seq")})
+            if state == "fired" and timer.action != "destroy":
+                self.transition(timer.id, ACTIVE, "fired", now_ms=int(event["t_ms"]))

@@ -11,7 +11,7 @@ from console.readmodel import ArmEntry
 from console.tui import keymap
 from console.tui.actions import LintLine
 from console.tui.modals import ConfirmScreen
-from console.tui.views.base import ViewScreen
+from console.tui.views.base import ViewScreen, fill_table
 
 COLUMNS = ("arm", "state", "box", "launch")
 
@@ -34,9 +34,7 @@ class ArmsScreen(ViewScreen):
         self.problem: str | None = None
 
     def body(self) -> ComposeResult:
-        table: DataTable[str] = DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="arms-detail", markup=False)
 
     def focus_main(self) -> None:
@@ -54,19 +52,17 @@ class ArmsScreen(ViewScreen):
         needle = self.filter_text.lower().strip()
         self.problem = data.recipes_problem
         self.entries = [e for e in data.entries if not needle or needle in f"{e.name} {e.model}".lower()]
-        table = self.query_one("#arms-table", DataTable)
+        names = [e.name for e in self.entries]
+        if self.selected not in names:
+            self.selected = names[0] if names else None
+        rows = []
+        for e in self.entries:
+            last = e.latest
+            label = e.name + ("" if e.in_recipes else " (not in recipes)")
+            rows.append(([label, last.state if last else "-", last.box if last else "-", last.id if last else "-"],
+                         e.name))
         with self.app.batch_update():
-            table.clear()
-            for e in self.entries:
-                last = e.latest
-                source = "" if e.in_recipes else " (not in recipes)"
-                table.add_row(e.name + source, last.state if last else "-", last.box if last else "-",
-                              last.id if last else "-", key=e.name)
-            names = [e.name for e in self.entries]
-            if self.selected in names:
-                table.move_cursor(row=names.index(self.selected))
-            elif names:
-                self.selected = names[0]
+            fill_table(self.query_one("#arms-table", DataTable), COLUMNS, rows, self.selected)
         self.show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

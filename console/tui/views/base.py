@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from console.timeutil import fmt_utc
@@ -126,3 +126,21 @@ class ViewScreen(Screen[None]):
     @staticmethod
     def keys_of(binding_id: str) -> str:
         return keymap.display(next(s.keys for s in keymap.SPECS if s.id == binding_id))
+
+
+def fill_table(table: DataTable[str], columns: tuple[str, ...], rows: list[tuple[list[str], str]],
+               cursor_key: str | None = None) -> None:
+    """Replace a table's rows, sizing each column to its widest cell.
+
+    Widths are given explicitly instead of left to DataTable's measure-on-idle, which can paint a
+    frame with columns cut to their header width; an operator must never read ``h20`` for ``h200-b``.
+    """
+    widths = [max([len(c)] + [len(cells[i]) for cells, _ in rows]) for i, c in enumerate(columns)]
+    table.clear(columns=True)
+    for label, width in zip(columns, widths, strict=True):
+        table.add_column(label, width=width, key=label)
+    for cells, key in rows:
+        table.add_row(*cells, key=key)
+    keys = [key for _, key in rows]
+    if cursor_key in keys:
+        table.move_cursor(row=keys.index(cursor_key))

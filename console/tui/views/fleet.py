@@ -9,7 +9,7 @@ from console.readmodel import FleetRow
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.render import timer_lines
-from console.tui.views.base import ViewScreen
+from console.tui.views.base import ViewScreen, fill_table
 
 COLUMNS = ("box", "state", "GPUs", "$/h", "checks", "serving", "stop in")
 
@@ -34,9 +34,7 @@ class FleetScreen(ViewScreen):
         self.rows: list[FleetRow] = []
 
     def body(self) -> ComposeResult:
-        table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="fleet-detail", markup=False)
 
     def focus_main(self) -> None:
@@ -53,18 +51,14 @@ class FleetScreen(ViewScreen):
             self.console.selected_box = ranked[0].name
         needle = self.filter_text.lower().strip()
         self.rows = [r for r in rows if not needle or needle in f"{r.name} {r.status} {r.gpu_summary}".lower()]
-        table = self.query_one("#fleet-table", DataTable)
-        selected = self.console.selected_box
+        rows = []
+        for r in self.rows:
+            stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
+            price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
+            cells = [r.name, r.status, r.gpu_summary or "-", price, checks_word(r), ", ".join(r.serving) or "-", stop]
+            rows.append((cells, r.name))
         with self.app.batch_update():
-            table.clear()
-            for r in self.rows:
-                stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
-                price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
-                table.add_row(r.name, r.status, r.gpu_summary or "-", price, checks_word(r),
-                              ", ".join(r.serving) or "-", stop, key=r.name)
-            names = [r.name for r in self.rows]
-            if selected in names:
-                table.move_cursor(row=names.index(selected))
+            fill_table(self.query_one("#fleet-table", DataTable), COLUMNS, rows, self.console.selected_box)
         self.show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

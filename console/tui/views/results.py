@@ -8,7 +8,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import RESULT_SORTS, ResultRow
 from console.tui import keymap
 from console.tui.render import bar, millis, num
-from console.tui.views.base import ViewScreen
+from console.tui.views.base import ViewScreen, fill_table
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = ("arm", "shape", "C", "out tok/s", "tripwire", "limit W", "marks", "kernel", "req/s", "TTFT p50",
@@ -51,9 +51,7 @@ class ResultsScreen(ViewScreen):
         self.chart_shown = False
 
     def body(self) -> ComposeResult:
-        table: DataTable[str] = DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="results-chart", markup=False)
 
     def focus_main(self) -> None:
@@ -68,15 +66,18 @@ class ResultsScreen(ViewScreen):
     def show(self, rows: list[ResultRow]) -> None:
         self.rows = rows
         self.query_one("#topbar", Static).update(self.topbar())
+        cells = [
+            ([r.arm, r.shape, str(r.concurrency), num(r.out_tok_per_s), r.tripwire, num(r.power_limit_w),
+              r.marks or "-", r.kernel_line or "-", num(r.req_per_s), millis(r.ttft_ms_p50), millis(r.tpot_ms_p50),
+              millis(r.e2e_ms_p99), r.box or "-"], str(r.id))
+            for r in rows
+        ]
         table = self.query_one("#results-table", DataTable)
+        cursor = None
+        if table.row_count:
+            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         with self.app.batch_update():
-            table.clear()
-            for r in rows:
-                table.add_row(
-                    r.arm, r.shape, str(r.concurrency), num(r.out_tok_per_s), r.tripwire, num(r.power_limit_w),
-                    r.marks or "-", r.kernel_line or "-", num(r.req_per_s), millis(r.ttft_ms_p50),
-                    millis(r.tpot_ms_p50), millis(r.e2e_ms_p99), r.box or "-", key=str(r.id),
-                )
+            fill_table(table, COLUMNS, cells, cursor)
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown
         if self.chart_shown:

@@ -1,0 +1,414 @@
+"""The sweep runner: walk the candidates of a sweep on one box, one arm at a time, resumably.
+
+Per arm: lint, launch (one replica per card where the arm fits one card, all in parallel), wait for
+ready or failure; a failure is recorded with the engine's own reason and the backend set it printed,
+and a set it says it accepts is queued as new candidates; a server that serves gets the tripwire, then
+the benches for each shape and concurrency (not when the tripwire failed, unless asked), then it is
+killed and the GPUs confirmed free before the next arm. Every outcome is committed as it happens
+(``store.sweeps``), so an interrupted walk resumes at the arm it was on.
+
+WHY everything goes through ``console.service``: the sweep is an operator's sequence of intents, and the
+same policy (lint gate, failed-check gate, recorded commands) must hold as for a launch by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents import loglines
+from console.fleet import AgentError
+from console.recipes import ResolveError
+from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service, ServiceError
+from console.store.sweeps import SweepArm, SweepBusy, SweepRow
+from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
+
+GONE = ("failed", "stopped")
+"""Launch states after which a server holds nothing (once its GPU release is journaled)."""
+
+
+class SweepError(RuntimeError):
+    """The sweep cannot go on (box unreachable, a failed check, GPUs not freed); it stays resumable."""
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    kill_grace_s: float = 30.0
+    release_timeout_s: float = 120.0
+    job_timeout_s: float = 3600.0
+    poll_s: float = 0.5
+    prompts: int | None = None
+    force: bool = False
+    """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
+
+
+Progress = Callable[[SweepRow, list[SweepArm], str], None]
+"""Called with the sweep, its arms and what is happening now, whenever something changes."""
+
+
+def this_runner() -> tuple[int, str]:
+    return os.getpid(), socket.gethostname()
+
+
+def runner_alive(sweep: SweepRow) -> bool:
+    """The process recorded as walking the sweep still exists (on this host: a pid elsewhere is unknown)."""
+    if sweep.runner_pid is None or sweep.runner_host != socket.gethostname():
+        return False
+    try:
+        os.kill(sweep.runner_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return sweep.runner_pid != os.getpid()
+
+
+DEFAULT_SHAPES = ["router"]
+DEFAULT_CONCURRENCY = [1]
+
+
+def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | None = None,
+               concurrency: list[int] | None = None, bench_degenerate: bool = False,
+               new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
+    """The unfinished sweep of this list on this box, taken over (resumed), else a new one. (sweep, resumed).
+
+    A resumed sweep keeps the shapes and concurrencies it started with, so its rows stay comparable;
+    asking for others is refused (``new`` abandons the unfinished sweep and starts again).
+    """
+    store = service.store
+    store.boxes.get(box)
+    unknown = [s for s in shapes or [] if s not in service.catalog.shapes]
+    if unknown:
+        raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
+    if concurrency is not None and (not concurrency or any(c < 1 for c in concurrency)):
+        raise SweepError(f"concurrency {concurrency}: give one or more positive integers")
+    existing = store.sweeps.unfinished(list_name, box)
+    if existing is not None and new:
+        if runner_alive(existing):
+            raise SweepError(f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first")
+        store.sweeps.stop(existing.id, "abandoned", "replaced by a new sweep of the same list")
+        existing = None
+    if existing is None:
+        planned = candidates(service.catalog, list_name)
+        sweep = store.sweeps.create(list_name, box, shapes or DEFAULT_SHAPES, concurrency or DEFAULT_CONCURRENCY,
+                                    bench_degenerate, planned, this_runner())  # fmt: skip
+        return sweep, False
+    for what, asked, kept in (("shapes", shapes, existing.shapes), ("concurrency", concurrency, existing.concurrency)):
+        if asked is not None and list(asked) != kept:
+            raise SweepError(f"sweep #{existing.id} of {list_name} on {box} was started with {what} {kept}; resume it "
+                             f"without --{what} (its rows stay comparable) or start again with --new")  # fmt: skip
+    try:
+        store.sweeps.claim(existing.id, this_runner(), runner_alive(existing))
+    except SweepBusy as exc:
+        raise SweepError(str(exc)) from exc
+    store.sweeps.mark_interrupted(
+        existing.id, f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running"
+    )
+    return store.sweeps.get(existing.id), True
+
+
+class SweepRunner:
+    def __init__(self, service: Service, sweep_id: int, options: SweepOptions | None = None,
+                 progress: Progress | None = None):  # fmt: skip
+        self.service = service
+        self.store = service.store
+        self.options = options or SweepOptions()
+        self.sweep = self.store.sweeps.get(sweep_id)
+        self.link = service.fleet.link(self.sweep.box)
+        self._progress = progress
+        self._current: SweepArm | None = None
+
+    # -- the walk --------------------------------------------------------------------------------
+    async def run(self) -> SweepRow:
+        """Walk every unfinished arm; returns the sweep. Interruption leaves it resumable."""
+        sid = self.sweep.id
+        try:
+            while (candidate := self.store.sweeps.next_arm(sid)) is not None:
+                self._current = candidate
+                await self._walk(candidate)
+                self._current = None
+            self.store.sweeps.stop(sid, "done", None)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            await self._interrupted("the operator interrupted the sweep")
+            raise
+        except SweepError as exc:
+            await self._interrupted(str(exc))
+            raise
+        except (AgentError, ServiceError, OSError, TimeoutError) as exc:
+            await self._interrupted(f"box {self.sweep.box}: {type(exc).__name__}: {exc}")
+            raise SweepError(f"sweep #{sid} stopped: box {self.sweep.box}: {exc}; run it again to resume") from exc
+        self._say("done")
+        return self.store.sweeps.get(sid)
+
+    async def _interrupted(self, why: str) -> None:
+        """Record the arm in progress as interrupted and stop its servers (they would hold the GPUs)."""
+        current = self._current
+        self.store.sweeps.stop(self.sweep.id, "interrupted", why)
+        if current is None:
+            return
+        self.store.sweeps.finish_arm(current.id, "interrupted", why)
+        with contextlib.suppress(Exception):  # best effort: a resumed sweep kills what is left anyway
+            await asyncio.shield(self._stop_live(self._arm_name(current), wait=False))
+
+    def _arm_name(self, candidate: SweepArm) -> str:
+        return materialize(self.service.catalog, candidate, self.sweep.list).name
+
+    async def _walk(self, candidate: SweepArm) -> None:
+        sweeps = self.store.sweeps
+        try:
+            arm = materialize(self.service.catalog, candidate, self.sweep.list)
+        except PlanError as exc:
+            sweeps.start_arm(candidate.id, None)
+            sweeps.finish_arm(candidate.id, "refused", str(exc))
+            return
+        await self._sync()
+        await self._stop_live(arm.name, wait=True)  # a previous attempt's servers, left by a killed console
+        self._say(f"{arm.name}: lint")
+        try:
+            plan = self.service.plan_launch(arm.name, self.sweep.box)
+        except ResolveError as exc:
+            sweeps.start_arm(candidate.id, None)
+            sweeps.finish_arm(candidate.id, "refused", f"does not fit box {self.sweep.box}: {exc}")
+            return
+        sweeps.start_arm(candidate.id, self._gpu_mem())
+        if plan.blocking:
+            lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
+            sweeps.finish_arm(candidate.id, "refused", f"lint: {lines}")
+            return
+        if plan.failed_checks and not self.options.force:
+            raise SweepError(
+                f"box {self.sweep.box} failed its last check ({'; '.join(plan.failed_checks)}); fix it and "
+                f"`campaign check {self.sweep.box}`, or resume the sweep with --force (recorded with every launch)"
+            )
+        self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
+        try:
+            await self.service.launch(plan, force=self.options.force, ready_timeout_s=self.options.ready_timeout_s)
+        except ServiceError as exc:  # the agent refused a replica: the others must not keep their GPUs
+            sweeps.finish_arm(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
+            await self._stop(plan.launch_ids)
+            return
+        sweeps.update_arm(candidate.id, launch_ids=plan.launch_ids)
+        launches = await self._until_ready(plan)
+        failed = [x for x in launches if x["state"] in GONE]
+        if failed:
+            await self._record_failure(candidate, arm, failed[0])
+            await self._stop(plan.launch_ids)
+            return
+        self._record_budget(candidate, launches)
+        outcome, reason = await self._measure(candidate, plan)
+        await self._stop(plan.launch_ids)
+        sweeps.finish_arm(candidate.id, outcome, reason)
+        self._say(f"{arm.name}: {outcome}")
+
+    # -- outcomes --------------------------------------------------------------------------------
+    async def _record_failure(self, candidate: SweepArm, arm: Any, launch: dict[str, Any]) -> None:
+        reason = launch["failure_reason"] or f"the server stopped (exit code {launch['exit_code']}) before serving"
+        accepted = json.loads(launch["backends_accepted"] or "[]")
+        # A refusal is the engine saying why (an exception it raised); anything else died: a crash.
+        explained = launch["failure_reason"] and not reason.startswith(("exited with code", "not ready after"))
+        outcome = "refused" if explained else "crashed"
+        queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted)
+        for extra in queued:
+            self.store.sweeps.queue(self.sweep.id, **extra)
+        note = f" (engine names without a flag value here: {', '.join(unmapped)})" if unmapped and accepted else ""
+        self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
+                                     backends_potential=self._potential(launch["id"]))  # fmt: skip
+        self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
+
+    def _record_budget(self, candidate: SweepArm, launches: list[dict[str, Any]]) -> None:
+        kv = [x["kv_cache_tokens"] for x in launches if x["kv_cache_tokens"] is not None]
+        conc = [x["max_concurrency"] for x in launches if x["max_concurrency"] is not None]
+        self.store.sweeps.update_arm(
+            candidate.id, kv_cache_tokens=min(kv) if kv else None, max_concurrency=min(conc) if conc else None,
+            backends_potential=self._potential(launches[0]["id"]),
+        )
+
+    def _potential(self, launch_id: str) -> list[str]:
+        """The backend set the engine chose from ("... out of potential backends: [...]"), from its kernel lines."""
+        found: list[str] = []
+        for row in self.store.rows("SELECT line FROM kernel_lines WHERE launch_id = ? ORDER BY id", [launch_id]):
+            if "potential backends" in row["line"]:
+                found += [b for b in loglines.backend_set(row["line"]) or [] if b not in found]
+        return found
+
+    async def _measure(self, candidate: SweepArm, plan: LaunchPlan) -> tuple[str, str | None]:
+        """Tripwire on the first replica, then benches on every replica; (outcome, reason)."""
+        first = plan.launch_ids[0]
+        self._say(f"{plan.resolved.arm}: tripwire")
+        tripwire_id = await self.service.tripwire(first)
+        error = await self._until_job(tripwire_id)
+        died = self._died(plan.launch_ids)
+        if died is not None:
+            return "crashed", died
+        if error is not None:
+            return "crashed", f"the tripwire did not complete: {error}"
+        run = self.store.rows(
+            "SELECT id, passed, ok, degenerate, wrong, total FROM tripwire_runs WHERE launch_id = ? "
+            "ORDER BY id DESC LIMIT 1", [first],
+        )  # fmt: skip
+        if not run:
+            return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
+        verdict = run[0]
+        self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict["id"])
+        passed = bool(verdict["passed"])
+        summary = (f"tripwire {verdict['ok']}/{verdict['total']} ok, {verdict['degenerate']} degenerate, "
+                   f"{verdict['wrong']} wrong")  # fmt: skip
+        if passed or self.sweep.bench_degenerate:
+            died = await self._benches(candidate, plan)
+            if died is not None:
+                return "crashed", died
+        return ("served", None) if passed else ("degenerate", summary)
+
+    async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
+        """Every shape x concurrency not benched in an earlier attempt, on all replicas at once."""
+        done = self.store.sweeps.benched(candidate.id)
+        limit = _max_num_seqs(plan.resolved.replicas[0].argv)
+        for shape in self.sweep.shapes:
+            for conc in self.sweep.concurrency:
+                if (shape, conc) in done:
+                    continue
+                self._say(f"{plan.resolved.arm}: bench {shape} x{conc}")
+                ids = [await self.service.bench(lid, shape, conc, self.options.prompts) for lid in plan.launch_ids]
+                errors = await asyncio.gather(*(self._until_job(b) for b in ids))
+                for launch_id, error in zip(plan.launch_ids, errors, strict=True):
+                    self._record_bench(candidate, launch_id, shape, conc, error, limit)
+                died = self._died(plan.launch_ids)
+                if died is not None:
+                    return died
+        return None
+
+    def _record_bench(self, candidate: SweepArm, launch_id: str, shape: str, conc: int, error: str | None,
+                      max_num_seqs: int | None) -> None:  # fmt: skip
+        row = self.store.rows(
+            "SELECT id FROM bench_runs WHERE launch_id = ? AND shape = ? AND concurrency = ? ORDER BY id DESC LIMIT 1",
+            [launch_id, shape, conc],
+        )
+        launch = self.store.fleet.launch(launch_id) or {}
+        s = self.service.catalog.shapes[shape]
+        admitted = admitted_streams(launch.get("kv_cache_tokens"), max_num_seqs,
+                                    s.prefix_len + s.input_len + s.output_len)  # fmt: skip
+        if not row and error is None:
+            error = "the bench finished without a throughput row in the store"
+        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, row[0]["id"] if row else None, error, admitted)
+
+    def _died(self, launch_ids: list[str]) -> str | None:
+        for launch_id in launch_ids:
+            launch = self.store.fleet.launch(launch_id)
+            if launch is not None and launch["state"] in GONE:
+                return f"replica {launch_id} died while measured: {launch['failure_reason'] or launch['state']}"
+        return None
+
+    # -- waiting ---------------------------------------------------------------------------------
+    async def _sync(self) -> None:
+        """Pull the journal into the store, unless the fleet's supervised loop is already doing it."""
+        if not self.service.fleet.supervised(self.sweep.box):
+            await self.link.sync()
+
+    async def _until(self, done: Callable[[], bool], timeout_s: float, what: str, *, required: bool = True) -> bool:
+        """Poll ``done`` after each journal pull; on timeout raise (``required``) or return False."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            await self._sync()
+            if done():
+                return True
+            if loop.time() > deadline:
+                if required:
+                    raise SweepError(f"{what}: nothing after {timeout_s:.0f} s")
+                return False
+            await asyncio.sleep(self.options.poll_s)
+
+    async def _until_ready(self, plan: LaunchPlan) -> list[dict[str, Any]]:
+        """All replicas serving, or the first one gone; the agent itself fails a launch at its ready timeout."""
+        rows: list[dict[str, Any]] = []
+
+        def settled() -> bool:
+            rows[:] = [self.store.fleet.launch(i) or {} for i in plan.launch_ids]
+            return any(r.get("state") in GONE for r in rows) or all(r.get("state") == "serving" for r in rows)
+
+        await self._until(settled, self.options.ready_timeout_s + 60, f"arm {plan.resolved.arm} start-up")
+        return rows
+
+    async def _until_job(self, command_id: str) -> str | None:
+        """Wait for a bench/tripwire job to end; None when it produced its result, else the error."""
+        def ended() -> bool:
+            c = self.store.fleet.command(command_id)
+            return c.state == "failed" or (isinstance(c.result, dict) and "exit_code" in c.result)
+
+        await self._until(ended, self.options.job_timeout_s, f"job {command_id}")
+        command = self.store.fleet.command(command_id)
+        return command.error if command.state == "failed" else None
+
+    # -- stopping --------------------------------------------------------------------------------
+    async def _stop_live(self, arm: str, wait: bool) -> None:
+        live = [x["id"] for x in self.store.fleet.live_launches(self.sweep.box, arm=arm)]
+        if live:
+            self._say(f"{arm}: stopping {len(live)} server(s) left by an earlier attempt")
+            await self._stop(live, wait=wait)
+
+    async def _stop(self, launch_ids: list[str], wait: bool = True) -> None:
+        """Kill the servers and confirm the driver freed their GPUs before anything else starts."""
+        known = []
+        for launch_id in launch_ids:
+            try:
+                await self.service.kill([launch_id], self.sweep.box, self.options.kill_grace_s)
+                known.append(launch_id)
+            except AgentError as exc:
+                if "no launch" not in exc.message:
+                    raise
+        if not wait or not known:
+            return
+
+        def settled(launch_id: str) -> bool:
+            r = self.store.fleet.launch(launch_id) or {}
+            # A launch refused before it started (pid None) never held anything to release.
+            return r.get("state") in GONE and (r.get("gpu_mem_released") is not None or r.get("pid") is None)
+
+        await self._until(lambda: all(settled(i) for i in known), self.options.kill_grace_s + self.options.release_timeout_s,
+                          "GPU release", required=False)  # fmt: skip
+        rows = {i: self.store.fleet.launch(i) or {} for i in known}
+        running = [i for i, r in rows.items() if r.get("state") not in GONE]
+        held = [i for i, r in rows.items() if r.get("gpu_mem_released") == 0]
+        if running or held:
+            what = f"{', '.join(running)} still running" if running else f"the GPUs of {', '.join(held)} not freed"
+            raise SweepError(f"after the kill, {what}; check the box (`campaign check {self.sweep.box}`) "
+                             "before resuming the sweep")  # fmt: skip
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _gpu_mem(self) -> float | None:
+        probe = self.store.checks.latest_probe(self.sweep.box)
+        mems = [g.get("mem_total_mib") for g in (probe.data.get("gpus") or [])] if probe else []
+        mems = [m for m in mems if m is not None]
+        return min(mems) if mems else None
+
+    def _say(self, what: str) -> None:
+        if self._progress is not None:
+            self._progress(self.store.sweeps.get(self.sweep.id), self.store.sweeps.arms(self.sweep.id), what)
+
+
+def admitted_streams(kv_cache_tokens: int | None, max_num_seqs: int | None, request_tokens: int) -> int | None:
+    """How many requests of this size the server runs at once: its sequence cap and what its KV cache holds.
+
+    A concurrency above it queues, and the queue shows up as TTFT (the seed's footnote); None when the
+    engine reported neither figure.
+    """
+    limits = []
+    if max_num_seqs is not None:
+        limits.append(max_num_seqs)
+    if kv_cache_tokens is not None and request_tokens > 0:
+        limits.append(kv_cache_tokens // request_tokens)
+    return min(limits) if limits else None
+
+
+def _max_num_seqs(argv: list[str]) -> int | None:
+    if "--max-num-seqs" in argv:
+        return int(argv[argv.index("--max-num-seqs") + 1])
+    return None
+

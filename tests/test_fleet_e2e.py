@@ -1,0 +1,68 @@
+"""End to end through the fleet layer: a real vLLM on CPU launched from a recipe on the ``local`` box,
+measured by the load generator on the box, ingested into state.db, killed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from console.service import Service
+from console.store import Box, Store
+from tests.support.fleet_fixtures import FAST
+from tests.support.vllm_env import VllmEnv
+from tests.support.vllm_server import free_port
+
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
+
+
+async def _until(what: str, predicate: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.5)
+
+
+async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path: Path) -> None:
+    home = tmp_path / "agent-home"
+    store = Store(tmp_path / "state.db")
+    store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(vllm_env.prefix),
+                        model_root=str(vllm_env.model_root)))  # fmt: skip
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")  # supervised: the journal flows into state.db while we act
+        plan = service.plan_launch("tiny-cpu", "local", base_port=free_port())
+        await service.launch(plan, ready_timeout_s=600)
+        [launch_id] = plan.launch_ids
+
+        def state() -> str:
+            return store.fleet.launch(launch_id)["state"]  # type: ignore[index]
+
+        await _until("serving", lambda: state() in ("serving", "failed"), 600)
+        launch = store.fleet.launch(launch_id)
+        assert launch is not None and launch["state"] == "serving", launch
+        assert store.scalar("SELECT count(*) FROM kernel_lines WHERE launch_id = ?", [launch_id]) > 0
+        assert launch["kv_cache_tokens"] and launch["kv_cache_tokens"] > 0
+
+        bench_id = await service.bench(launch_id, "tiny", concurrency=4, prompts=16)
+        await _until("the bench row", lambda: store.scalar(
+            "SELECT count(*) FROM bench_runs WHERE launch_id = ?", [launch_id]) > 0, 300)  # fmt: skip
+        row = store.rows("SELECT * FROM bench_runs WHERE launch_id = ?", [launch_id])[0]
+        assert row["arm"] == "tiny-cpu" and row["shape"] == "tiny" and row["concurrency"] == 4
+        assert row["out_tok_per_s"] > 0 and row["kernel_line"]
+        assert store.fleet.command(bench_id).state == "acked"
+
+        await service.kill([launch_id], "local", grace_s=20)
+        await _until("stopped", lambda: state() in ("stopped", "failed"), 120)
+        assert state() == "stopped"
+    finally:
+        await service.close()
+        store.close()
+        pidfile = home / "agent.pid"
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
