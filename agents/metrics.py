@@ -26,6 +26,10 @@ GAUGES = {
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 }
 _WANTED = {name for names in (*COUNTERS.values(), *GAUGES.values()) for name in names}
+_WANTED_LINES = re.compile(
+    r"^(?:" + "|".join(re.escape(n) for n in sorted(_WANTED, key=len, reverse=True)) + r")(?=[{\s])[^\n]*", re.M
+)
+"""Finds the handful of wanted lines in C; the thousands of histogram lines are never looked at in Python."""
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(\s+-?\d+)?$")
 
 
@@ -43,26 +47,21 @@ def parse(text: str) -> Parsed:
     """Sum the wanted vLLM samples; malformed wanted lines are reported, not fatal."""
     sums: dict[str, float] = {}
     problems: list[str] = []
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        if not raw.startswith("vllm:"):
-            continue
-        name_end = raw.find("{")
-        if name_end < 0:
-            name_end = raw.find(" ")
-        name = raw[:name_end] if name_end > 0 else raw
-        if name not in _WANTED:
-            continue
+    for found in _WANTED_LINES.finditer(text):
+        raw = found.group(0)
         m = _SAMPLE.match(raw.strip())
-        if not m:
+        name = m.group(1) if m else raw.split("{", 1)[0].split()[0]
+        if not m or name not in _WANTED:
+            lineno = text.count("\n", 0, found.start()) + 1
             problems.append(f"line {lineno}: not a Prometheus sample: {raw[:120]!r}")
             continue
         try:
             value = float(m.group(3))
         except ValueError:
-            problems.append(f"line {lineno}: value {m.group(3)[:40]!r} of {name} is not a number")
-            continue
+            value = math.nan
         if math.isnan(value) or math.isinf(value):
-            problems.append(f"line {lineno}: value of {name} is {m.group(3)}")
+            lineno = text.count("\n", 0, found.start()) + 1
+            problems.append(f"line {lineno}: value {m.group(3)[:40]!r} of {name} is not a finite number")
             continue
         sums[name] = sums.get(name, 0.0) + value
     return Parsed(values=sums, problems=problems)

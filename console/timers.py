@@ -24,7 +24,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.watchdog import GUARD_MS, WARN_AT_S, too_early, tz_in_force
@@ -89,25 +89,24 @@ def _naive_readings(text: str, now_ms: int, box_tz: str | None) -> list[tuple[st
     if not tod and not _NAIVE_DATETIME.match(text):
         return None
 
-    def reading(tz: Any) -> int:
-        if tod:
-            h, m, s = (int(g) if g else 0 for g in tod.groups())
-            today = from_ms(now_ms, tz).date()
-            for days in (0, 1):
-                day = today + timedelta(days=days)
-                candidate = to_ms(datetime(day.year, day.month, day.day, h, m, s, tzinfo=tz))
-                if candidate > now_ms:
-                    return candidate
-            return candidate
-        return to_ms(datetime.fromisoformat(text.replace(" ", "T")).replace(tzinfo=tz))
+    def aware(naive: datetime, tz: tzinfo | None) -> datetime:
+        # tz None: this process's local zone with its DST rules, exactly as a naive script would read it.
+        return naive.astimezone() if tz is None else naive.replace(tzinfo=tz)
+
+    def reading(tz: tzinfo | None) -> int:
+        if not tod:
+            return to_ms(aware(datetime.fromisoformat(text.replace(" ", "T")), tz))
+        h, m, s = (int(g) if g else 0 for g in tod.groups())
+        today = from_ms(now_ms, tz or from_ms(now_ms).astimezone().tzinfo or UTC).date()
+        candidates = [to_ms(aware(datetime.combine(today + timedelta(days=d), time(h, m, s)), tz)) for d in (0, 1)]
+        return next((c for c in candidates if c > now_ms), candidates[-1])
 
     try:
         readings: list[tuple[str, int | None]] = [("read as UTC", reading(UTC))]
-        readings.append((f"read in the box's zone ({box_tz or 'unknown'})", reading(zone(box_tz)) if box_tz else None))
-        local = from_ms(now_ms).astimezone().tzinfo
-        readings.append((f"read in this console's zone ({tz_in_force()})", reading(local)))
     except ValueError:
         return None  # e.g. 25:99: not a time, let the caller say so
+    readings.append((f"read in the box's zone ({box_tz or 'unknown'})", reading(zone(box_tz)) if box_tz else None))
+    readings.append((f"read in this console's zone ({tz_in_force()})", reading(None)))
     return readings
 
 
@@ -341,7 +340,7 @@ class Enforcer:
 
     def _retry_due(self, timer: Timer) -> bool:
         last = max((self.store.timers.last_event_ms(timer.id, e) or 0)
-                   for e in ("firing", "pull-failed", "action-failed", "destroy-unconfirmed"))
+                   for e in ("firing", "pull-failed", "action-failed", "unconfirmed"))
         return self.clock() - last >= RETRY_MS
 
     async def _fire(self, timer: Timer) -> None:
@@ -364,7 +363,7 @@ class Enforcer:
             self._log(timer, "action-failed", {"error": f"{type(exc).__name__}: {exc}"})
             return
         if done.get("confirmed") is False:
-            self._log(timer, "destroy-unconfirmed", done)
+            self._log(timer, "unconfirmed", done)
             return
         self.store.timers.transition(timer.id, ("firing",), "fired", now_ms=self.clock())
         self._log(timer, "fired", {"pulled": pulled, "done": done})
@@ -372,21 +371,23 @@ class Enforcer:
             self.notify(timer, f"box {timer.box}: {timer.action} done at {fmt_utc(self.clock())}")
 
     async def _act(self, timer: Timer) -> dict[str, Any]:
+        """Do the timer's action. A box rented through a provider API is stopped or destroyed there
+        (confirmed by the provider); an owned or monthly host powers itself off through its agent."""
         if timer.action == "stop-arms":
             return await self.actions.stop_arms(timer.box)
-        if timer.action == "shutdown":
-            return await self.actions.shutdown(timer.box)
         box = self.store.boxes.get(timer.box)
         provider = self.providers(box.provider)
+        if timer.action == "shutdown" and not provider.can_destroy:
+            return await self.actions.shutdown(timer.box)
         if not box.instance_id:
             raise ProviderError(f"box {box.name} has no provider instance id; `campaign box add --instance`")
-        result = await asyncio.to_thread(provider.destroy, box.instance_id)
-        if result.confirmed:
+        call = provider.destroy if timer.action == "destroy" else provider.stop
+        result = await asyncio.to_thread(call, box.instance_id)
+        if result.confirmed and timer.action == "destroy":
             self.store.boxes.update(box.name, status="destroyed", status_detail=result.detail,
                                     destroyed_ms=self.clock())
         return {"confirmed": result.confirmed, "provider": provider.name, "state": result.state,
                 "detail": result.detail, "requests": result.attempts}
-
 
 class FleetActions:
     """``BoxActions`` over the fleet's box links: the wiring the CLI and the TUI use.

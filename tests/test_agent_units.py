@@ -226,3 +226,16 @@ def test_config_excerpt_from_vllm_032_engine_config_line() -> None:
     assert loglines.config_excerpt(line) == (
         "kernel_config=KernelConfig(ir_op_priority=IrOpPriorityConfig(rms_norm=['native']), "
         "enable_flashinfer_autotune=True, moe_backend='auto', linear_backend='b12x')")
+
+
+def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) -> None:
+    # a PyPI CUDA wheel's layout: no "+cu130" in the version, the CUDA version in torch/version.py
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise SystemExit('the probe must not import torch')\n")
+    (site / "torch" / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0'\n"
+                                               "cuda: Optional[str] = '13.0'\n")
+    (site / "torch-2.11.0.dist-info").mkdir()
+    (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    env = probe.serving_env(sys.executable, {"PYTHONPATH": str(site), "LD_LIBRARY_PATH": ""})
+    assert env["torch_cuda"] == "13.0" and env["error"].startswith("libcuda.so.1 not loadable")

@@ -128,14 +128,15 @@ def test_failed_command_keeps_its_error(store: Store) -> None:
 
 def test_probe_bench_and_tripwire_events_become_their_rows(store: Store) -> None:
     store.fleet.add_launch("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
-    store.fleet.add_command("bench-1", "pro-a", "bench", {"launch_id": "L1", "shape": "chat", "concurrency": 8})
+    store.fleet.add_command("bench-1", "pro-a", "bench", {"launch_id": "L1", "workload": "chat", "concurrency": 8})
     probe = {"t_ms": T0, "console_t_ms": T0 - 5, "hostname": "pro-a", "tz": "Europe/London", "gpus": []}
     events = [
         ev(1, "probe", probe=probe),
         ev(2, "tripwire_result", tripwire_id="tw-1", launch_id="L1",
            result={"ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": False}),
         ev(3, "bench_result", bench_id="bench-1", launch_id="L1",
-           result={"requests": 64, "failed": 0, "out_tok_per_s": 5161.0, "in_tok_per_s": 100.0}),
+           result={"requests": 64, "failed": 0, "out_tok_per_s": 5161.0, "in_tok_per_s": 100.0, "shape": "custom",
+                   "concurrency": 8}),
     ]  # fmt: skip
     report = store.fleet.ingest("pro-a", events)
     assert report.journal_only == {}
@@ -150,3 +151,16 @@ def test_bench_result_without_its_command_is_kept_and_reported(store: Store) -> 
     report = store.fleet.ingest("pro-a", [ev(1, "bench_result", bench_id="b-x", launch_id="L9", result={})])
     assert "bench result without 'arm'" in report.journal_only["bench_result"]
     assert store.scalar("SELECT count(*) FROM bench_runs") == 0
+
+
+def test_bench_that_reported_an_error_is_a_failed_command_not_an_empty_row(store: Store) -> None:
+    store.fleet.add_launch("L1", "pro-a", "tiny-cpu", arm_id=None, replica=0, gpus=[], port=8100, forced=False)
+    store.fleet.add_command("bench-2", "pro-a", "bench", {"launch_id": "L1", "shape": "tiny", "concurrency": 4})
+    store.fleet.finish_command("bench-2", True, {"started": True})
+    store.fleet.ingest("pro-a", [
+        ev(1, "bench_result", bench_id="bench-2", launch_id="L1", result={"error": "prompt too long"}),
+        ev(2, "command_done", command_id="bench-2", op="bench", ok=True, result={"exit_code": 1}),
+    ])  # fmt: skip
+    assert store.scalar("SELECT count(*) FROM bench_runs") == 0
+    command = store.fleet.command("bench-2")
+    assert (command.state, command.error) == ("failed", "prompt too long")

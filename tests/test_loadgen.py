@@ -243,6 +243,12 @@ class ScriptedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        async def shutdown() -> None:
+            self.server.close()
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
 

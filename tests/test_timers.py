@@ -97,11 +97,14 @@ def test_the_seeds_cutoff_typed_without_a_zone_is_refused_with_both_readings(typ
     assert "--at 2026-09-06T01:27Z" in text and "--at '2026-09-06 01:27 Europe/London'" in text
 
 
-def test_box_zone_unknown_is_said_never_guessed() -> None:
+def test_box_zone_unknown_is_said_never_guessed(store: Store) -> None:
     with pytest.raises(TimerInputError) as err:
         parse_deadline("01:27", None, now_ms=NOW_MS, box_tz=None)
     assert "read in the box's zone (unknown): box zone unknown" in str(err.value)
     assert dict(readings(CUTOFF_MS, NOW_MS, None))["box"] == "box zone unknown"
+    assert store.timers.box_tz("pro-a") == "Europe/London" and store.timers.box_tz("never-probed") is None
+    add_probe(store, "pro-a", "BST", t_ms=NOW_MS)  # an abbreviation is not a zone
+    assert store.timers.box_tz("pro-a") is None
 
 
 @pytest.mark.parametrize(
@@ -400,7 +403,7 @@ async def test_an_unconfirmed_destroy_is_retried_and_the_box_not_marked(
     await enforcer.tick()
     assert store.timers.get(timer.id).state == "firing"
     assert store.boxes.get("vast-1").status != "destroyed"
-    assert events(store, timer.id)[-1][0] == "destroy-unconfirmed"
+    assert events(store, timer.id)[-1][0] == "unconfirmed"
     fake.settle_polls = 0
     fake._pending["24871932"] = ("destroy", 0)
     clock.advance(RETRY_MS)
@@ -473,4 +476,17 @@ def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(store: Store, c
     assert store.timers.get(stop.id).state == "fired"  # the box did it with the console away
     assert store.timers.get(destroy.id).state == "armed"  # only the console can finish a destroy
     agent_events = [e["event"] for e in store.timers.log_for(stop.id) if e["enforcer"] == "agent"]
-    assert agent_events == ["agent-armed", "agent-warning", "agent-firing", "agent-fired"]
+    assert agent_events == ["agent-armed", "agent-firing", "agent-fired"]
+
+
+async def test_shutdown_of_a_provider_box_is_a_confirmed_stop_at_the_provider(
+    store: Store, clock: FakeClock, local_box: LocalBox, vast_box: tuple[FakeVast, str]
+) -> None:
+    fake, _ = vast_box
+    timer = store.timers.add("vast-1", CUTOFF_MS, "shutdown", "x", now_ms=clock())
+    clock.now_ms = CUTOFF_MS
+    await Enforcer(store, local_box, clock=clock, providers=fast_vast).tick()
+    done = store.timers.log_for(timer.id)[-1]["detail"]["done"]
+    assert done["confirmed"] is True and done["state"] == "stopped" and fake.count("PUT") == 1
+    assert fake.instances["24871932"]["actual_status"] == "stopped"
+    assert store.boxes.get("vast-1").status != "destroyed" and "shutdown" not in [c for c, _ in local_box.calls]

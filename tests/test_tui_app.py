@@ -21,11 +21,16 @@ def fixture_db(tmp_path: Path) -> F.Fixture:
     return F.build(tmp_path / "state.db")
 
 
-def make_app(fx: F.Fixture, actions: F.FixedActions | None = None, read_only: bool = False,
-             keys: Path | None = None) -> ConsoleApp:
+def make_app(
+    fx: F.Fixture, actions: F.FixedActions | None = None, read_only: bool = False, keys: Path | None = None
+) -> ConsoleApp:
     return ConsoleApp(
-        fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=LONDON,
-        actions=actions or F.FixedActions(read_only=read_only), keys_path=keys or fx.path.with_name("no-keys.toml"),
+        fx.path,
+        read_only=read_only,
+        clock=lambda: F.NOW,
+        local_tz=LONDON,
+        actions=actions or F.FixedActions(read_only=read_only),
+        keys_path=keys or fx.path.with_name("no-keys.toml"),
         refresh_s=None,
     )
 
@@ -235,8 +240,12 @@ async def test_browse_refuses_launch_and_kill(fixture_db: F.Fixture, key: str) -
         await settle(pilot)
         await press(pilot, "3", key)
         assert not isinstance(app.screen, ConfirmScreen)
-        assert app.messages[-1].startswith(("launching is disabled: browse mode is read-only",
-                                            "killing is disabled: browse mode is read-only"))
+        assert app.messages[-1].startswith(
+            (
+                "launching is disabled: browse mode is read-only",
+                "killing is disabled: browse mode is read-only",
+            )
+        )
         assert "campaign --db" in app.messages[-1]
         assert [c for c in actions.calls if c[0] in ("launch", "kill", "lint")] == []
 
@@ -262,7 +271,9 @@ async def test_browse_refuses_timers_and_live_console_arms_one(fixture_db: F.Fix
         for ch in " UTC":
             await pilot.press(ch if ch != " " else "space")
         await settle(pilot)
-        assert "local 2026-09-06 02:27:00 BST (+01:00)" in str(app.screen.query_one("#timer-check", Static).render())
+        assert "local 2026-09-06 02:27:00 BST (+01:00)" in str(
+            app.screen.query_one("#timer-check", Static).render()
+        )
         await press(pilot, "enter")
         assert actions.calls[-1][:4] == ("set_deadline", "pro-a", F.NOW + 72 * 60_000, "stop-arms")
 

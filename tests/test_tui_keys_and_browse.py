@@ -34,7 +34,7 @@ def test_missing_keys_file_means_defaults(tmp_path: Path) -> None:
         ('[keys]\n"arms.kill" = 3\n', "'arms.kill' must be a key name"),
         ('[keys]\n"arms.kill" = "l"\n', "key 'l' is bound to both 'arms.launch' and 'arms.kill'"),
         ('[keys]\n"view.live" = "q"\n', "key 'q' is bound to both"),
-        ('[keys\n', "not valid TOML"),
+        ("[keys\n", "not valid TOML"),
         ('kill = "k"\n', "expected only a [keys] table"),
     ],
 )
@@ -76,8 +76,9 @@ def test_browse_refuses_a_foreign_sqlite_file(tmp_path: Path, capsys: pytest.Cap
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
-def test_browse_reports_a_bad_keys_file_before_opening(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_browse_reports_a_bad_keys_file_before_opening(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     fx = F.build(tmp_path / "state.db")
     keys = tmp_path / "keys.toml"
     keys.write_text('[keys]\n"arms.nuke" = "x"\n')
@@ -93,8 +94,14 @@ async def test_browsing_never_writes_the_file(tmp_path: Path) -> None:
 
     fx = F.build(tmp_path / "state.db")
     before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()}
-    app = ConsoleApp(fx.path, read_only=True, clock=lambda: F.NOW, local_tz=ZoneInfo("UTC"),
-                     actions=F.FixedActions(read_only=True), keys_path=tmp_path / "none.toml")
+    app = ConsoleApp(
+        fx.path,
+        read_only=True,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        actions=F.FixedActions(read_only=True),
+        keys_path=tmp_path / "none.toml",
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         for key in ("2", "3", "4", "left_square_bracket", "1", "l"):
             await pilot.press(key)

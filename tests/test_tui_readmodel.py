@@ -25,7 +25,11 @@ def test_fleet_rows_carry_verdicts_capping_serving_arms_and_timer(model: ReadMod
     pro = rows["pro-a"]
     assert pro.worst_check == "fail" and pro.capped_gpus == 1
     assert pro.serving == (F.QWEN,)
-    assert pro.timer is not None and pro.timer.remaining_ms == 72 * 60_000 and pro.timer.box_tz == "Europe/London"
+    assert (
+        pro.timer is not None
+        and pro.timer.remaining_ms == 72 * 60_000
+        and pro.timer.box_tz == "Europe/London"
+    )
     assert rows["h200-b"].timer is None  # its timer was cancelled
     assert rows["local"].worst_check == "unchecked" and rows["local"].last_sample_ms is None
 
@@ -35,7 +39,8 @@ def test_power_marks_only_the_capped_gpu_and_stale_samples(model: ReadModel) -> 
     assert view is not None
     assert [g.gpu for g in view.gpus if g.capped] == [2]
     assert power_line(view.gpus[2], 10).startswith("GPU2  400/400 W ") and " CAPPED max 600 " in power_line(
-        view.gpus[2], 10)
+        view.gpus[2], 10
+    )
     dead = model.live("h200-b", buckets=60)
     assert dead is not None and all(g.stale for g in dead.gpus)
 
@@ -44,8 +49,10 @@ def test_throughput_is_bucketed_in_sql_and_sums_replicas(model: ReadModel, tmp_p
     store = model.store
     out, inp = throughput(store, "pro-a", F.NOW - 60_000, F.NOW, buckets=6)
     assert len(out.values) == 6 and all(v is not None for v in out.values)
-    raw = store.rows("SELECT t_ms, gen_tok_per_s FROM server_samples WHERE t_ms > ? AND t_ms <= ? ORDER BY t_ms",
-                     [F.NOW - 60_000, F.NOW])
+    raw = store.rows(
+        "SELECT t_ms, gen_tok_per_s FROM server_samples WHERE t_ms > ? AND t_ms <= ? ORDER BY t_ms",
+        [F.NOW - 60_000, F.NOW],
+    )
     first = [r["gen_tok_per_s"] for r in raw if r["t_ms"] <= F.NOW - 50_000]
     assert out.values[0] == pytest.approx(sum(first) / len(first))
     assert out.last == pytest.approx(sum(r["gen_tok_per_s"] for r in raw[-2:]) / 2)
@@ -57,10 +64,14 @@ def test_throughput_is_bucketed_in_sql_and_sums_replicas(model: ReadModel, tmp_p
 def test_a_second_replica_adds_to_the_total(tmp_path: Path) -> None:
     fx = F.build(tmp_path / "s.db")
     with Store(fx.path) as store:
-        F.insert_server_rows(store, F.server_rows("pro-a", "L-qwen-1", F.START, F.NOW, F.STEP_MS, peak=5200.0))
+        F.insert_server_rows(
+            store, F.server_rows("pro-a", "L-qwen-1", F.START, F.NOW, F.STEP_MS, peak=5200.0)
+        )
         one_bucket, _ = throughput(store, "pro-a", F.NOW - 10_000, F.NOW, buckets=1)
-        rows = store.rows("SELECT gen_tok_per_s FROM server_samples WHERE t_ms > ? AND launch_id = 'L-qwen-0'",
-                          [F.NOW - 10_000])
+        rows = store.rows(
+            "SELECT gen_tok_per_s FROM server_samples WHERE t_ms > ? AND launch_id = 'L-qwen-0'",
+            [F.NOW - 10_000],
+        )
         assert one_bucket.values[0] == pytest.approx(2 * sum(r["gen_tok_per_s"] for r in rows) / len(rows))
 
 
@@ -76,7 +87,10 @@ def test_results_carry_verdict_limit_marks_and_filter_by_words(model: ReadModel)
     by_arm = {(r.arm, r.concurrency): r for r in rows}
     degen = by_arm[(F.GLM_DEGEN, 256)]
     assert degen.tripwire == "DEGEN" and degen.marks == "DIAGNOSTIC-ONLY"
-    assert by_arm[(F.SMALL, 2048)].marks == "CLIENT-BOUND QUEUEING" and by_arm[(F.SMALL, 2048)].tripwire == "none"
+    assert (
+        by_arm[(F.SMALL, 2048)].marks == "CLIENT-BOUND QUEUEING"
+        and by_arm[(F.SMALL, 2048)].tripwire == "none"
+    )
     assert by_arm[("seed-glm-4.6-fp8", 256)].marks == "imported"
     assert by_arm[(F.QWEN, 64)].kernel_line == "B12xNvFp4LinearKernel / FLASHINFER"
     assert [r.concurrency for r in model.results(text="qwen3.8 chat")] == [64, 256, 1024]

@@ -32,9 +32,15 @@ def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
     fx = F.build(tmp_path / "state.db")
 
     def shoot(keys: Iterable[str], size: tuple[int, int] = (80, 24), read_only: bool = False) -> None:
-        app = ConsoleApp(fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
-                         actions=F.FixedActions(read_only=read_only), keys_path=Path("/etc/campaign-console-test/keys.toml"),
-                         refresh_s=None)
+        app = ConsoleApp(
+            fx.path,
+            read_only=read_only,
+            clock=lambda: F.NOW,
+            local_tz=ZoneInfo("Europe/London"),
+            actions=F.FixedActions(read_only=read_only),
+            keys_path=Path("/etc/campaign-console-test/keys.toml"),
+            refresh_s=None,
+        )
 
         async def drive(pilot: Pilot) -> None:
             for key in ["", *keys]:

@@ -183,6 +183,8 @@ def test_cancel_and_bad_input(box: Box) -> None:
     assert json.loads((box.home / STATE_FILE).read_text())["timers"] == {}
     with pytest.raises(ValueError, match="action 'reboot'"):
         box.wd.arm(5, CUTOFF_MS, "reboot", ARMED_AT)
+    with pytest.raises(ValueError, match="timer_id must be"):
+        box.wd.arm(None, CUTOFF_MS, "stop-arms", ARMED_AT)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="integer UTC epoch milliseconds"):
         box.wd.arm(5, "2026-09-06 01:27", "stop-arms", ARMED_AT)  # type: ignore[arg-type]
 

@@ -109,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         plan = PromptPlan.build(vocab, cfg.seed, cfg.input_len, cfg.prefix_len)
     except (ValueError, PreflightError, VocabError) as exc:
         return fail(str(exc), args.json)
-    results, wall0, perf0 = execute(cfg, plan)
+    try:
+        results, wall0, perf0 = execute(cfg, plan)
+    except RuntimeError as exc:  # a worker process died: nothing measured can be trusted
+        print(f"loadgen: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
+        return 1
     out = result(cfg, results, wall0, perf0)
     out["vocab_source"] = vocab.source
     print(json.dumps(out, allow_nan=False) if args.json else table(out))

@@ -19,15 +19,21 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
         help=help_text,
         description=f"{help_text}. [ and ] step the replay cursor through the record; end jumps to its end.",
     )
-    p.add_argument("database", nargs="?", metavar="DB", help="the state.db to browse (default: --db, "
-                   "$CAMPAIGN_DB, else ./state.db)")
+    p.add_argument(
+        "database",
+        nargs="?",
+        metavar="DB",
+        help="the state.db to browse (default: --db, $CAMPAIGN_DB, else ./state.db)",
+    )
     p.set_defaults(func=browse)
 
 
 def browse(args: argparse.Namespace) -> int:
     path = Path(args.database) if args.database else resolve_db_path(getattr(args, "db", None))
     try:
-        Store(path, read_only=True).close()  # refuse a missing, foreign or too-old file before the screen opens
+        Store(
+            path, read_only=True
+        ).close()  # refuse a missing, foreign or too-old file before the screen opens
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     from console.tui.app import run_browse

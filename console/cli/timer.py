@@ -25,12 +25,14 @@ def _check_action(store: Store, box_name: str, action: str) -> None:
     box = store.boxes.get(box_name)
     if box.status == "destroyed":
         raise CliError(f"box {box_name} is already destroyed; nothing to stop")
-    if action != "destroy":
+    if action == "stop-arms":
         return
     try:
         provider = for_box(box.provider)  # a Vast box without an API key fails here, not at the deadline
     except ProviderError as exc:
-        raise CliError(f"--action destroy on box {box_name}: {exc}") from exc
+        raise CliError(f"--action {action} on box {box_name}: {exc}") from exc
+    if action == "shutdown":
+        return
     if not provider.can_destroy:
         raise CliError(
             f"--action destroy on box {box_name}: it is a {provider.name} host and cannot be destroyed by the "
@@ -223,7 +225,8 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     when.add_argument("--at", metavar="TIME", help="an instant with Z, an offset or an IANA zone name")
     when.add_argument("--in", dest="within", metavar="DURATION", help="from now, e.g. 4h30m, 90m")
     s.add_argument("--action", choices=ACTIONS, default="stop-arms",
-                   help="stop-arms (default), shutdown (power the box off) or destroy (through the provider)")
+                   help="stop-arms (default); shutdown (a provider box is stopped at the provider, an owned "
+                   "host powers off); destroy (through the provider, confirmed)")
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     s.add_argument("--no-arm", action="store_true",
                    help="store the timer only; do not reach the box to arm its watchdog now")

@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from agents.protocol import MAX_LINE, ProtocolError, decode, encode
+from agents.protocol import ProtocolError, decode, encode
 
 
 class AgentError(RuntimeError):
@@ -61,6 +61,3 @@ class AgentChannel:
 
     def close(self) -> None:
         self._writer.close()
-
-
-__all__ = ["MAX_LINE", "AgentChannel", "AgentError", "ChannelClosed", "new_id"]

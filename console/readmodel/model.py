@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.readmodel import queries
-from console.readmodel.records import ArmEntry, FleetRow, LaunchRow, LiveView, ResultRow
+from console.readmodel.records import ArmEntry, FleetRow, LiveView, ResultRow
 from console.store import Store
 from console.timeutil import Clock, system_clock
 
@@ -77,15 +77,19 @@ class ReadModel:
 
     def live(self, box: str, buckets: int) -> LiveView | None:
         at = self.now()
-        rows = {r.name: r for r in queries.fleet(self.store, at)}
-        if box not in rows:
+        rows = queries.fleet(self.store, at, box)
+        if not rows:
             return None
         start = at - self.window_ms
         out, inp = queries.throughput(self.store, box, start, at, buckets)
         serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
         return LiveView(
-            box=rows[box], at_ms=at, gpus=tuple(queries.gpu_power(self.store, box, at)), out_tok_s=out,
-            in_tok_s=inp, servers=tuple(queries.servers_now(self.store, box, at, serving)),
+            box=rows[0],
+            at_ms=at,
+            gpus=tuple(queries.gpu_power(self.store, box, at)),
+            out_tok_s=out,
+            in_tok_s=inp,
+            servers=tuple(queries.servers_now(self.store, box, at, serving)),
             bench=queries.bench_now(self.store, box, start, at),
             tripwire=tuple(queries.tripwire(self.store, at, box)),
             timers=tuple(queries.timers(self.store, at, box)),
@@ -94,7 +98,8 @@ class ReadModel:
     def arms(self, recipe_arms: dict[str, str | None] | None = None) -> list[ArmEntry]:
         """Arms from the recipes (name -> model) merged with every arm the store has launched."""
         entries: dict[str, ArmEntry] = {
-            name: ArmEntry(name=name, model=model, in_recipes=True) for name, model in (recipe_arms or {}).items()
+            name: ArmEntry(name=name, model=model, in_recipes=True)
+            for name, model in (recipe_arms or {}).items()
         }
         at = self.now()
         models = {r["arm"]: r["model"] for r in self.store.rows("SELECT arm, model FROM arms")}
@@ -104,10 +109,6 @@ class ReadModel:
             )
             entry.launches.append(launch)
         return sorted(entries.values(), key=lambda e: e.name)
-
-    def launch(self, launch_id: str) -> LaunchRow | None:
-        at = self.now()
-        return next((r for r in queries.launches(self.store, at, with_kernels=True) if r.id == launch_id), None)
 
     def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
         return queries.results(self.store, self.now(), sort, text)

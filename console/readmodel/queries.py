@@ -73,7 +73,8 @@ def launches(store: Store, at: int, box: str | None = None, with_kernels: bool =
     kernels: dict[str, list[tuple[str, str]]] = defaultdict(list)
     if with_kernels and rows:
         for k in store.rows(
-            f"SELECT launch_id, category, line FROM kernel_lines WHERE t_ms <= ? {'AND box = ?' if box else ''} "
+            "SELECT launch_id, category, line FROM kernel_lines "
+            f"WHERE t_ms <= ? {'AND box = ?' if box else ''} "
             "ORDER BY t_ms, id",
             [at, *params],
         ):
@@ -85,13 +86,23 @@ def launches(store: Store, at: int, box: str | None = None, with_kernels: bool =
             continue
         out.append(
             LaunchRow(
-                id=r["id"], box=r["box"], arm=r["arm"], state=state, replica=r["replica"],
-                gpus=tuple(_json_list(r["gpus"])), port=r["port"], pid=r["pid"], start_ms=r["start_ms"],
-                ready_ms=r["ready_ms"], stop_ms=r["stop_ms"] if state in ("failed", "stopped") else None,
+                id=r["id"],
+                box=r["box"],
+                arm=r["arm"],
+                state=state,
+                replica=r["replica"],
+                gpus=tuple(_json_list(r["gpus"])),
+                port=r["port"],
+                pid=r["pid"],
+                start_ms=r["start_ms"],
+                ready_ms=r["ready_ms"],
+                stop_ms=r["stop_ms"] if state in ("failed", "stopped") else None,
                 exit_code=r["exit_code"] if state in ("failed", "stopped") else None,
                 failure_reason=r["failure_reason"] if state == "failed" else None,
                 backends_accepted=tuple(_json_list(r["backends_accepted"])),
-                log_path=r["log_path"], forced=bool(r["forced"]), kernel_lines=tuple(kernels.get(r["id"], ())),
+                log_path=r["log_path"],
+                forced=bool(r["forced"]),
+                kernel_lines=tuple(kernels.get(r["id"], ())),
             )
         )
     return out
@@ -134,8 +145,13 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
         # With no log the timers row is the only record; it describes now, not the cursor.
         state = ended[-1] if ended else ("armed" if events else r["state"])
         row = TimerRow(
-            id=r["id"], box=r["box"], deadline_ms=r["deadline_ms"], action=r["action"], state=state,
-            remaining_ms=r["deadline_ms"] - at, box_tz=r["box_tz"],
+            id=r["id"],
+            box=r["box"],
+            deadline_ms=r["deadline_ms"],
+            action=r["action"],
+            state=state,
+            remaining_ms=r["deadline_ms"] - at,
+            box_tz=r["box_tz"],
             warnings=tuple(e for e in events if e.startswith("warn")),
         )
         if include_ended or row.live:
@@ -144,25 +160,37 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
 
 
 # -- fleet -----------------------------------------------------------------------------------------------
-def fleet(store: Store, at: int) -> list[FleetRow]:
-    boxes = store.rows("SELECT * FROM boxes WHERE destroyed_ms IS NULL OR destroyed_ms > ? ORDER BY name", [at])
+def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
+    """Every box (or just ``box``) that existed at ``at``; a box destroyed before ``at`` is gone."""
+    only = "AND name = ?" if box else ""
+    boxes = store.rows(
+        f"SELECT * FROM boxes WHERE (destroyed_ms IS NULL OR destroyed_ms > ?) {only} ORDER BY name",
+        [at, box] if box else [at],
+    )
     serving: dict[str, list[str]] = defaultdict(list)
-    for launch in launches(store, at):
+    for launch in launches(store, at, box):
         if launch.state == "serving" and launch.arm not in serving[launch.box]:
             serving[launch.box].append(launch.arm)
     live_timers: dict[str, TimerRow] = {}
-    for t in timers(store, at, include_ended=False):
+    for t in timers(store, at, box, include_ended=False):
         live_timers.setdefault(t.box, t)
     out = []
     for b in boxes:
         gpus = gpu_power(store, b["name"], at)
         out.append(
             FleetRow(
-                name=b["name"], kind=b["kind"], status=b["status"], status_detail=b["status_detail"],
-                gpu_summary=b["gpu_summary"], price_per_hour=b["price_per_hour"],
-                checks=last_checks(store, b["name"], at), serving=tuple(serving.get(b["name"], ())),
-                timer=live_timers.get(b["name"]), last_sample_ms=max((g.t_ms for g in gpus), default=None),
-                capped_gpus=sum(1 for g in gpus if g.capped), tz=b["tz"],
+                name=b["name"],
+                kind=b["kind"],
+                status=b["status"],
+                status_detail=b["status_detail"],
+                gpu_summary=b["gpu_summary"],
+                price_per_hour=b["price_per_hour"],
+                checks=last_checks(store, b["name"], at),
+                serving=tuple(serving.get(b["name"], ())),
+                timer=live_timers.get(b["name"]),
+                last_sample_ms=max((g.t_ms for g in gpus), default=None),
+                capped_gpus=sum(1 for g in gpus if g.capped),
+                tz=b["tz"],
             )
         )
     return out
@@ -174,18 +202,25 @@ def gpu_power(store: Store, box: str, at: int) -> list[GpuPower]:
     last = store.scalar("SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?", [box, at])
     if last is None:
         return []
+    # SQLite fills the bare columns of a max() aggregate from the row holding the maximum: one row per GPU.
     rows = store.rows(
-        """SELECT * FROM gpu_samples WHERE box = ? AND t_ms > ? AND t_ms <= ? ORDER BY gpu, t_ms""",
+        """SELECT *, max(t_ms) AS t_ms FROM gpu_samples
+           WHERE box = ? AND t_ms > ? AND t_ms <= ? GROUP BY gpu""",
         [box, last - STALE_MS, last],
     )
-    latest: dict[int, dict[str, Any]] = {}
-    for r in rows:
-        latest[r["gpu"]] = r
+    latest = {r["gpu"]: r for r in rows}
     return [
         GpuPower(
-            gpu=g, t_ms=r["t_ms"], power_w=r["power_w"], enforced_limit_w=r["enforced_limit_w"],
-            max_limit_w=r["max_limit_w"], sm_clock_mhz=r["sm_clock_mhz"], util_pct=r["util_pct"],
-            temp_c=r["temp_c"], mem_used_mib=r["mem_used_mib"], mem_total_mib=r["mem_total_mib"],
+            gpu=g,
+            t_ms=r["t_ms"],
+            power_w=r["power_w"],
+            enforced_limit_w=r["enforced_limit_w"],
+            max_limit_w=r["max_limit_w"],
+            sm_clock_mhz=r["sm_clock_mhz"],
+            util_pct=r["util_pct"],
+            temp_c=r["temp_c"],
+            mem_used_mib=r["mem_used_mib"],
+            mem_total_mib=r["mem_total_mib"],
             stale=at - r["t_ms"] > STALE_MS,
         )
         for g, r in sorted(latest.items())
@@ -202,7 +237,8 @@ def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tu
     span = max(1, end - start)
     rows = store.rows(
         """SELECT b, sum(g) AS g, sum(p) AS p FROM (
-             SELECT ((t_ms - :start) * :n - 1) / :span AS b, avg(gen_tok_per_s) AS g, avg(prompt_tok_per_s) AS p
+             SELECT ((t_ms - :start) * :n - 1) / :span AS b,
+                    avg(gen_tok_per_s) AS g, avg(prompt_tok_per_s) AS p
              FROM server_samples WHERE box = :box AND t_ms > :start AND t_ms <= :end
              GROUP BY b, launch_id)
            GROUP BY b""",
@@ -227,8 +263,13 @@ def servers_now(store: Store, box: str, at: int, serving: list[LaunchRow]) -> li
             r = rows[0]
             out.append(
                 ServerNow(
-                    launch_id=launch.id, arm=launch.arm, t_ms=r["t_ms"], gen_tok_per_s=r["gen_tok_per_s"],
-                    prompt_tok_per_s=r["prompt_tok_per_s"], running=r["running"], waiting=r["waiting"],
+                    launch_id=launch.id,
+                    arm=launch.arm,
+                    t_ms=r["t_ms"],
+                    gen_tok_per_s=r["gen_tok_per_s"],
+                    prompt_tok_per_s=r["prompt_tok_per_s"],
+                    running=r["running"],
+                    waiting=r["waiting"],
                     kv_usage=r["kv_usage"],
                 )
             )
@@ -248,9 +289,14 @@ def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
     r = rows[0]
     running = r["ended_ms"] is None or r["ended_ms"] > at
     return BenchNow(
-        arm=r["arm"], shape=r["shape"], concurrency=r["concurrency"],
-        out_tok_per_s=None if running else r["out_tok_per_s"], in_tok_per_s=None if running else r["in_tok_per_s"],
-        started_ms=r["started_ms"], ended_ms=r["ended_ms"], running=running,
+        arm=r["arm"],
+        shape=r["shape"],
+        concurrency=r["concurrency"],
+        out_tok_per_s=None if running else r["out_tok_per_s"],
+        in_tok_per_s=None if running else r["in_tok_per_s"],
+        started_ms=r["started_ms"],
+        ended_ms=r["ended_ms"],
+        running=running,
     )
 
 
@@ -267,8 +313,16 @@ def tripwire(store: Store, at: int, box: str | None = None) -> list[TripwireRow]
     )
     return [
         TripwireRow(
-            arm=r["arm"], box=r["box"], t_ms=r["t_ms"], ok=r["ok"], degenerate=r["degenerate"], wrong=r["wrong"],
-            total=r["total"], passed=bool(r["passed"]), reasoning_leak=bool(r["reasoning_leak"]), source=r["source"],
+            arm=r["arm"],
+            box=r["box"],
+            t_ms=r["t_ms"],
+            ok=r["ok"],
+            degenerate=r["degenerate"],
+            wrong=r["wrong"],
+            total=r["total"],
+            passed=bool(r["passed"]),
+            reasoning_leak=bool(r["reasoning_leak"]),
+            source=r["source"],
         )
         for r in rows
     ]
@@ -312,12 +366,26 @@ def results(store: Store, at: int, sort: str = "arm", text: str = "") -> list[Re
         else:
             verdict = "DEGEN" if r["t_degen"] >= r["t_wrong"] else "WRONG"
         row = ResultRow(
-            id=r["id"], box=r["box"], arm=r["arm"], model=r["model"], shape=r["shape"], concurrency=r["concurrency"],
-            req_per_s=r["req_per_s"], out_tok_per_s=r["out_tok_per_s"], total_tok_per_s=r["total_tok_per_s"],
-            ttft_ms_p50=r["ttft_ms_p50"], tpot_ms_p50=r["tpot_ms_p50"], e2e_ms_p99=r["e2e_ms_p99"],
-            kernel_line=r["kernel_line"], power_limit_w=r["power_limit_w"], tripwire=verdict,
-            client_bound=bool(r["client_bound"]), diagnostic_only=bool(r["diagnostic_only"]),
-            queueing=bool(r["queueing"]), source=r["source"], started_ms=r["started_ms"],
+            id=r["id"],
+            box=r["box"],
+            arm=r["arm"],
+            model=r["model"],
+            shape=r["shape"],
+            concurrency=r["concurrency"],
+            req_per_s=r["req_per_s"],
+            out_tok_per_s=r["out_tok_per_s"],
+            total_tok_per_s=r["total_tok_per_s"],
+            ttft_ms_p50=r["ttft_ms_p50"],
+            tpot_ms_p50=r["tpot_ms_p50"],
+            e2e_ms_p99=r["e2e_ms_p99"],
+            kernel_line=r["kernel_line"],
+            power_limit_w=r["power_limit_w"],
+            tripwire=verdict,
+            client_bound=bool(r["client_bound"]),
+            diagnostic_only=bool(r["diagnostic_only"]),
+            queueing=bool(r["queueing"]),
+            source=r["source"],
+            started_ms=r["started_ms"],
         )
         if needle and not all(word in row.text() for word in needle.split()):
             continue

@@ -236,7 +236,8 @@ class ResultRow:
     def text(self) -> str:
         """Everything a `/` filter matches against."""
         return " ".join(
-            str(v) for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire, self.marks)
+            str(v)
+            for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire, self.marks)
             if v
         ).lower()
 

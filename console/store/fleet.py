@@ -251,6 +251,8 @@ class Fleet:
 
     def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
         _require(event, "command_id", "ok")
+        if self.store.scalar("SELECT state FROM commands WHERE id = ?", [event["command_id"]]) == "failed":
+            return  # the run's own result event already recorded why it failed
         self._finish_command(event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"),
                              event["t_ms"])  # fmt: skip
 
@@ -260,18 +262,34 @@ class Fleet:
 
     def _on_bench_result(self, box: str, event: dict[str, Any]) -> None:
         _require(event, "bench_id", "launch_id", "result")
-        self.store.results.add_bench_run(self._result_row(box, event, "bench_id"))
+        if not self._run_failed(event, "bench_id"):
+            self.store.results.add_bench_run(self._result_row(box, event, "bench_id"))
 
     def _on_tripwire_result(self, box: str, event: dict[str, Any]) -> None:
         _require(event, "tripwire_id", "launch_id", "result")
-        self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
+        if not self._run_failed(event, "tripwire_id"):
+            self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
+
+    def _run_failed(self, event: dict[str, Any], id_key: str) -> bool:
+        """A run that reported an error is a failed command with its reason, never a row without numbers."""
+        error = event["result"].get("error")
+        if error is None:
+            return False
+        self._finish_command(event[id_key], False, None, str(error), event["t_ms"])
+        return True
 
     def _result_row(self, box: str, event: dict[str, Any], id_key: str) -> dict[str, Any]:
-        """The agent's result plus what only the console knows: the arm and the command's arguments."""
+        """The tool's result, then what the console asked (its arguments win over the tool's echo of them).
+
+        ``workload`` is the recipe shape's name: sent under its own key because the load generator only
+        knows its built-in shape names, while the console sends explicit lengths for every shape.
+        """
         launch = self.store.rows("SELECT arm FROM launches WHERE id = ?", [event["launch_id"]])
         command = self.store.rows("SELECT args FROM commands WHERE id = ?", [event[id_key]])
-        row: dict[str, Any] = dict(json.loads(command[0]["args"])) if command else {}
-        row.update(event["result"])
+        row: dict[str, Any] = dict(event["result"])
+        row.update(json.loads(command[0]["args"]) if command else {})
+        if "workload" in row:
+            row["shape"] = row.pop("workload")
         row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"])
         row.setdefault("arm", launch[0]["arm"] if launch else None)
         return row

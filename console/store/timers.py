@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from console.store.core import dumps
+from console.timeutil import zone
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -126,7 +127,13 @@ class Timers:
         if raw is None:
             return None
         tz = json.loads(raw).get("tz")
-        return tz if isinstance(tz, str) and tz else None
+        if not isinstance(tz, str) or not tz:
+            return None
+        try:
+            zone(tz)
+        except ValueError:
+            return None  # a name this Python does not know (e.g. "BST"): unknown, never guessed
+        return tz
 
     def on_agent_event(self, box: str, event: dict[str, Any]) -> None:
         """Mirror a box watchdog's ``deadline`` journal event into the timer's log (enforcer 'agent').

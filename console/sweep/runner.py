@@ -26,6 +26,7 @@ from agents import loglines
 from console.fleet import AgentError
 from console.recipes import ResolveError
 from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service, ServiceError
+from console.store import LOCAL_BOX
 from console.store.sweeps import SweepArm, SweepBusy, SweepRow
 from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
 
@@ -83,7 +84,7 @@ def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | N
     asking for others is refused (``new`` abandons the unfinished sweep and starts again).
     """
     store = service.store
-    store.boxes.get(box)
+    store.boxes.ensure_local() if box == LOCAL_BOX else store.boxes.get(box)
     unknown = [s for s in shapes or [] if s not in service.catalog.shapes]
     if unknown:
         raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
@@ -217,7 +218,7 @@ class SweepRunner:
         queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted)
         for extra in queued:
             self.store.sweeps.queue(self.sweep.id, **extra)
-        note = f" (engine names without a flag value here: {', '.join(unmapped)})" if unmapped and accepted else ""
+        note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
         self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
                                      backends_potential=self._potential(launch["id"]))  # fmt: skip
         self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
@@ -287,9 +288,12 @@ class SweepRunner:
     def _record_bench(self, candidate: SweepArm, launch_id: str, shape: str, conc: int, error: str | None,
                       max_num_seqs: int | None) -> None:  # fmt: skip
         row = self.store.rows(
-            "SELECT id FROM bench_runs WHERE launch_id = ? AND shape = ? AND concurrency = ? ORDER BY id DESC LIMIT 1",
-            [launch_id, shape, conc],
-        )
+            "SELECT id, raw FROM bench_runs WHERE launch_id = ? AND shape = ? AND concurrency = ? "
+            "ORDER BY id DESC LIMIT 1", [launch_id, shape, conc],
+        )  # fmt: skip
+        refused = json.loads(row[0]["raw"] or "{}").get("error") if row else None
+        if refused:  # the load generator ran but measured nothing: keep its row, not as a throughput
+            error, row = f"the load generator refused: {refused}", []
         launch = self.store.fleet.launch(launch_id) or {}
         s = self.service.catalog.shapes[shape]
         admitted = admitted_streams(launch.get("kv_cache_tokens"), max_num_seqs,

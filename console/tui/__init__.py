@@ -1,1 +1,1 @@
-"""The Textual console. The only package that imports Textual; it reads the store and calls the service layer."""
+"""The Textual console: the only package that imports Textual. It reads the store, calls the service layer."""

@@ -88,7 +88,9 @@ class ServiceActions:
         recipes = importlib.import_module("console.recipes")
         catalog = self._load_catalog()
         if arm not in catalog.arms:
-            return [LintLine("error", "no-recipe", f"arm {arm!r} is not in the recipes; only recipe arms launch")]
+            return [
+                LintLine("error", "no-recipe", f"arm {arm!r} is not in the recipes; only recipe arms launch")
+            ]
         return [
             LintLine(f.severity, f.rule_id, f.reason, f.where() if hasattr(f, "where") else "")
             for f in recipes.lint(catalog, arm)

@@ -17,7 +17,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from console.readmodel import ReadModel
-from console.store import Store
+from console.store import Store, StoreError
 from console.timeutil import Clock, system_clock, zone
 from console.tui import keymap
 from console.tui.actions import ActionRefused, Actions, Recipes, ServiceActions
@@ -107,8 +107,11 @@ class ConsoleApp(App[None]):
 
     def refuse_if_read_only(self, verb: str) -> bool:
         if self.read_only:
-            self.say(f"{verb} is disabled: browse mode is read-only ({self.db_path}); "
-                     f"open it with `campaign --db {self.db_path}` to act", "error")
+            self.say(
+                f"{verb} is disabled: browse mode is read-only ({self.db_path}); "
+                f"open it with `campaign --db {self.db_path}` to act",
+                "error",
+            )
             return True
         return False
 
@@ -129,7 +132,7 @@ class ConsoleApp(App[None]):
 
         self.run_worker(run(), group="actions", exit_on_error=False)
 
-    # -- key actions ------------------------------------------------------------------------------------------
+    # -- key actions ---------------------------------------------------------------------------------------
     def action_view(self, name: str) -> None:
         if name not in VIEWS or name == self.current_mode:
             return
@@ -181,11 +184,17 @@ class ConsoleApp(App[None]):
         yield from super().get_system_commands(screen)
         for spec in keymap.SPECS:
             if spec.scope == keymap.APP and spec.id not in ("app.back", "app.quit"):
-                yield SystemCommand(spec.description.capitalize(), f"key {keymap.display(spec.keys)}",
-                                    lambda action=spec.action: self.run_action(action))
+                yield SystemCommand(
+                    spec.description.capitalize(),
+                    f"key {keymap.display(spec.keys)}",
+                    lambda action=spec.action: self.run_action(action),
+                )
             elif spec.scope == getattr(screen, "VIEW", None):
-                yield SystemCommand(spec.description.capitalize(), f"key {keymap.display(spec.keys)}",
-                                    lambda action=spec.action, s=screen: s.run_action(action))
+                yield SystemCommand(
+                    spec.description.capitalize(),
+                    f"key {keymap.display(spec.keys)}",
+                    lambda action=spec.action, s=screen: s.run_action(action),
+                )
 
 
 def run_console(db_path: Path) -> int:
@@ -201,7 +210,7 @@ def _run(db_path: Path, read_only: bool) -> int:
 
     try:
         app = ConsoleApp(db_path, read_only=read_only)
-    except keymap.KeymapError as exc:
+    except (keymap.KeymapError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     app.run()
     return 0

@@ -44,10 +44,20 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
     KeySpec("app.quit", "q", "app.quit", "quit", APP),
     KeySpec("replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back", APP, show=False),
-    KeySpec("replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False),
-    KeySpec("replay.start", "left_curly_bracket", "app.replay_start", "replay: jump to the start", APP, show=False),
-    KeySpec("replay.end", "right_curly_bracket", "app.replay_end", "replay: jump to the end (live: follow now)", APP,
-            show=False),
+    KeySpec(
+        "replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False
+    ),
+    KeySpec(
+        "replay.start", "left_curly_bracket", "app.replay_start", "replay: jump to the start", APP, show=False
+    ),
+    KeySpec(
+        "replay.end",
+        "right_curly_bracket",
+        "app.replay_end",
+        "replay: jump to the end (live: follow now)",
+        APP,
+        show=False,
+    ),
     KeySpec("chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h", APP, show=False),
     KeySpec("box.next", "full_stop", "app.box(1)", "next box", APP, show=False),
     KeySpec("box.previous", "comma", "app.box(-1)", "previous box", APP, show=False),
@@ -86,16 +96,21 @@ def load(path: Path | None) -> dict[str, str]:
         ) from exc
     keys = data.get("keys", {})
     if not isinstance(keys, dict) or set(data) - {"keys"}:
-        raise KeymapError(f"{path}: expected only a [keys] table mapping binding ids to keys, like "
-                          '[keys] "arms.kill" = "ctrl+k"')
+        raise KeymapError(
+            f"{path}: expected only a [keys] table mapping binding ids to keys, like "
+            '[keys] "arms.kill" = "ctrl+k"'
+        )
     known = {s.id: s for s in SPECS}
     overrides: dict[str, str] = {}
     for binding_id, value in keys.items():
         if binding_id not in known:
-            raise KeymapError(f"{path}: unknown binding id {binding_id!r}; known ids: {', '.join(sorted(known))}")
+            raise KeymapError(
+                f"{path}: unknown binding id {binding_id!r}; known ids: {', '.join(sorted(known))}"
+            )
         if not isinstance(value, str) or not value.strip() or any(not k.strip() for k in value.split(",")):
-            raise KeymapError(f"{path}: {binding_id!r} must be a key name such as \"ctrl+k\" or \"f2,2\", "
-                              f"got {value!r}")
+            raise KeymapError(
+                f'{path}: {binding_id!r} must be a key name such as "ctrl+k" or "f2,2", got {value!r}'
+            )
         overrides[binding_id] = ",".join(k.strip() for k in value.split(","))
     _refuse_clashes(path, overrides)
     return overrides
@@ -109,8 +124,10 @@ def _refuse_clashes(path: Path, overrides: dict[str, str]) -> None:
         for s in specs:
             for key in effective(s, overrides).split(","):
                 if key in owner and owner[key] != s.id:
-                    raise KeymapError(f"{path}: key {key!r} is bound to both {owner[key]!r} and {s.id!r}; "
-                                      "give one of them another key")
+                    raise KeymapError(
+                        f"{path}: key {key!r} is bound to both {owner[key]!r} and {s.id!r}; "
+                        "give one of them another key"
+                    )
                 owner[key] = s.id
 
 
@@ -131,8 +148,17 @@ def help_rows(overrides: dict[str, str]) -> list[tuple[str, str, str]]:
     ]
 
 
-_DISPLAY = {"question_mark": "?", "slash": "/", "escape": "esc", "left_square_bracket": "[",
-            "right_square_bracket": "]", "left_curly_bracket": "{", "right_curly_bracket": "}", "full_stop": ".", "comma": ","}
+_DISPLAY = {
+    "question_mark": "?",
+    "slash": "/",
+    "escape": "esc",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+    "left_curly_bracket": "{",
+    "right_curly_bracket": "}",
+    "full_stop": ".",
+    "comma": ",",
+}
 
 
 def display(keys: str) -> str:

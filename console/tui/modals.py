@@ -81,8 +81,11 @@ class TimerScreen(ModalScreen[tuple[int, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timer"):
-            yield Static(f"Hard stop for {self.box}: stop its arms at (e.g. 2026-09-06 01:27 UTC, "
-                         "2026-09-06T02:27+01:00)", markup=False)
+            yield Static(
+                f"Hard stop for {self.box}: stop its arms at (e.g. 2026-09-06 01:27 UTC, "
+                "2026-09-06T02:27+01:00)",
+                markup=False,
+            )
             yield Input(placeholder="instant with Z, an offset or a zone name", id="timer-input")
             yield Static("", id="timer-check", markup=False)
 

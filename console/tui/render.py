@@ -43,7 +43,9 @@ def millis(value: float | None) -> str:
     return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
 
 
-def braille_area(values: Sequence[float | None], width: int, height: int, top: float | None = None) -> list[str]:
+def braille_area(
+    values: Sequence[float | None], width: int, height: int, top: float | None = None
+) -> list[str]:
     """An area chart ``width`` cells wide and ``height`` rows high; two values per cell, gaps stay empty.
 
     ``values`` are resampled by taking the maximum of the values that fall into each dot column, so a
@@ -59,8 +61,10 @@ def braille_area(values: Sequence[float | None], width: int, height: int, top: f
         points.append(max(chunk) if chunk else None)
     peak = top if top is not None else max((p for p in points if p is not None), default=0.0)
     levels = 4 * height
-    heights = [0 if p is None or peak <= 0 else max(1 if p > 0 else 0, min(levels, round(p / peak * levels)))
-               for p in points]
+    heights = [
+        0 if p is None or peak <= 0 else max(1 if p > 0 else 0, min(levels, round(p / peak * levels)))
+        for p in points
+    ]
     rows = []
     for r in range(height):
         cells = []
@@ -118,8 +122,11 @@ def power_detail(g: GpuPower) -> str:
 def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:
     """A deadline in UTC, in the console's zone and in the box's zone, each with its offset."""
     when = f" in {fmt_remaining(t.remaining_ms)}" if t.live else ""
-    lines = [f"#{t.id} {t.action} {t.state}{when}", f"utc   {fmt_utc(t.deadline_ms)}",
-             f"local {fmt_zone(t.deadline_ms, local)}"]
+    lines = [
+        f"#{t.id} {t.action} {t.state}{when}",
+        f"utc   {fmt_utc(t.deadline_ms)}",
+        f"local {fmt_zone(t.deadline_ms, local)}",
+    ]
     if t.box_tz:
         try:
             lines.append(f"box   {fmt_zone(t.deadline_ms, zone(t.box_tz))}")

@@ -79,8 +79,6 @@ class FakeVast:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    fake: FakeVast
-
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length:

@@ -39,8 +39,16 @@ class Fixture:
     failed_launch: str
 
 
-def gpu_rows(box: str, gpus: int, start: int, end: int, step: int, capped: Iterable[int] = (),
-             max_w: float = 600.0, cap_w: float = 400.0) -> Iterable[tuple]:
+def gpu_rows(
+    box: str,
+    gpus: int,
+    start: int,
+    end: int,
+    step: int,
+    capped: Iterable[int] = (),
+    max_w: float = 600.0,
+    cap_w: float = 400.0,
+) -> Iterable[tuple]:
     """GPU samples in gpu_samples column order: under load, a capped GPU sits at its enforced limit."""
     capped = set(capped)
     for t in range(start, end + 1, step):
@@ -48,8 +56,20 @@ def gpu_rows(box: str, gpus: int, start: int, end: int, step: int, capped: Itera
         for g in range(gpus):
             limit = cap_w if g in capped else max_w
             draw = round(min(limit, 0.62 * max_w + 0.35 * max_w * math.sin(phase / 9.5 + g)), 1)
-            yield (box, g, t, draw, limit, limit, max_w, 2400.0 if g in capped else 2850.0,
-                   95.0, 81000.0, 97887.0, 61.0 + g)
+            yield (
+                box,
+                g,
+                t,
+                draw,
+                limit,
+                limit,
+                max_w,
+                2400.0 if g in capped else 2850.0,
+                95.0,
+                81000.0,
+                97887.0,
+                61.0 + g,
+            )
 
 
 def insert_gpu_rows(store: Store, rows: Iterable[tuple]) -> None:
@@ -65,28 +85,63 @@ def server_rows(box: str, launch_id: str, start: int, end: int, step: int, peak:
     for t in range(start, end + 1, step):
         ramp = min(1.0, (t - start) / (10 * 60_000))
         gen = round(peak * ramp * (0.9 + 0.1 * math.sin(t / 40_000)), 1)
-        yield (box, launch_id, t, gen, round(gen * 3.1, 1), round(812 * ramp), round(212 * ramp), 0.71 * ramp,
-               0.42, gen * 60, gen * 180)
+        yield (
+            box,
+            launch_id,
+            t,
+            gen,
+            round(gen * 3.1, 1),
+            round(812 * ramp),
+            round(212 * ramp),
+            0.71 * ramp,
+            0.42,
+            gen * 60,
+            gen * 180,
+        )
 
 
 def insert_server_rows(store: Store, rows: Iterable[tuple]) -> None:
     with store.atomic() as db:
         db.conn.executemany(
-            "INSERT INTO server_samples(box, launch_id, t_ms, gen_tok_per_s, prompt_tok_per_s, running, waiting, "
-            "kv_usage, prefix_hit_rate, gen_tokens_total, prompt_tokens_total) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO server_samples(box, launch_id, t_ms, gen_tok_per_s, prompt_tok_per_s, running, "
+            "waiting, kv_usage, prefix_hit_rate, gen_tokens_total, prompt_tokens_total) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
 
 
 def _bench(arm: str, shape: str, c: int, out: float, **extra: object) -> dict[str, object]:
     row: dict[str, object] = {
-        "box": "pro-a", "launch_id": None, "arm": arm, "model": arm.split("-nvfp4")[0].split("-dp")[0],
-        "shape": shape, "concurrency": c, "prompts": 4 * c, "seed": 0, "requests": 4 * c, "failed": 0,
-        "req_per_s": round(out / 1024, 2), "in_tok_per_s": out * 3, "out_tok_per_s": out,
-        "total_tok_per_s": out * 4, "ttft_ms_p50": 180.0 + c, "ttft_ms_p99": 900.0 + c, "tpot_ms_p50": 21.5,
-        "tpot_ms_p99": 44.0, "e2e_ms_p99": 31000.0, "power_limit_w": 600.0, "source": "measured",
-        "client_bound": 0, "diagnostic_only": 0, "queueing": 0, "client_cpu": 0.31, "kernel_line": None,
-        "tripwire_id": None, "started_ms": None, "ended_ms": None, "provenance": None,
+        "box": "pro-a",
+        "launch_id": None,
+        "arm": arm,
+        "model": arm.split("-nvfp4")[0].split("-dp")[0],
+        "shape": shape,
+        "concurrency": c,
+        "prompts": 4 * c,
+        "seed": 0,
+        "requests": 4 * c,
+        "failed": 0,
+        "req_per_s": round(out / 1024, 2),
+        "in_tok_per_s": out * 3,
+        "out_tok_per_s": out,
+        "total_tok_per_s": out * 4,
+        "ttft_ms_p50": 180.0 + c,
+        "ttft_ms_p99": 900.0 + c,
+        "tpot_ms_p50": 21.5,
+        "tpot_ms_p99": 44.0,
+        "e2e_ms_p99": 31000.0,
+        "power_limit_w": 600.0,
+        "source": "measured",
+        "client_bound": 0,
+        "diagnostic_only": 0,
+        "queueing": 0,
+        "client_cpu": 0.31,
+        "kernel_line": None,
+        "tripwire_id": None,
+        "started_ms": None,
+        "ended_ms": None,
+        "provenance": None,
     }
     row.update(extra)
     return row
@@ -96,95 +151,300 @@ def build(path: Path) -> Fixture:
     """Write the fixture campaign to ``path`` (a new file) and return what tests need to find in it."""
     with Store(path, clock=lambda: START) as store:
         store.boxes.add(Box(name="local", kind="local", status="up", tz="UTC", gpu_summary="no GPU"))
-        store.boxes.add(Box(
-            name="pro-a", ssh_user="root", host="203.0.113.7", port=22022, price_per_hour=2.74, status="up",
-            tz="Europe/London", gpu_summary="4x RTX PRO 6000 96GB", last_seen_ms=NOW - 1000,
-        ))
-        store.boxes.add(Box(
-            name="h200-b", ssh_user="root", host="198.51.100.4", price_per_hour=6.10, status="down",
-            status_detail="connection refused since 23:55 UTC", tz="UTC", gpu_summary="2x H200 141GB",
-            last_seen_ms=NOW - 20 * 60_000,
-        ))
+        store.boxes.add(
+            Box(
+                name="pro-a",
+                ssh_user="root",
+                host="203.0.113.7",
+                port=22022,
+                price_per_hour=2.74,
+                status="up",
+                tz="Europe/London",
+                gpu_summary="4x RTX PRO 6000 96GB",
+                last_seen_ms=NOW - 1000,
+            )
+        )
+        store.boxes.add(
+            Box(
+                name="h200-b",
+                ssh_user="root",
+                host="198.51.100.4",
+                price_per_hour=6.10,
+                status="down",
+                status_detail="connection refused since 23:55 UTC",
+                tz="UTC",
+                gpu_summary="2x H200 141GB",
+                last_seen_ms=NOW - 20 * 60_000,
+            )
+        )
         insert_gpu_rows(store, gpu_rows("pro-a", 4, START, NOW, STEP_MS, capped=[2]))
         insert_gpu_rows(store, gpu_rows("h200-b", 2, START, NOW - 20 * 60_000, STEP_MS, max_w=700.0))
 
         serving, failed, stopped = "L-qwen-0", "L-glm-0", "L-glm47-0"
         with store.atomic() as db:
             db["probes"].insert({"id": 1, "box": "pro-a", "t_ms": START - 60_000, "data": dumps({"gpus": 4})})
-            db["check_verdicts"].insert_all([
-                {"box": "pro-a", "probe_id": 1, "t_ms": START - 60_000, "check_name": name, "verdict": v,
-                 "reason": reason}
-                for name, v, reason in (
-                    ("power", "fail", "GPU 2 capped at 400 W of 600 W max (-23% NVFP4, -34% FP8 in the seed)"),
-                    ("driver", "ok", "driver 580.95 supports CUDA 13.0 of the serving env"),
-                    ("topology", "warn", "no NVLink: PCIe PHB between GPU pairs"),
-                    ("clock", "ok", "box clock within 0.2 s of the console"),
+            db["check_verdicts"].insert_all(
+                [
+                    {
+                        "box": "pro-a",
+                        "probe_id": 1,
+                        "t_ms": START - 60_000,
+                        "check_name": name,
+                        "verdict": v,
+                        "reason": reason,
+                    }
+                    for name, v, reason in (
+                        (
+                            "power",
+                            "fail",
+                            "GPU 2 capped at 400 W of 600 W max (-23% NVFP4, -34% FP8 in the seed)",
+                        ),
+                        ("driver", "ok", "driver 580.95 supports CUDA 13.0 of the serving env"),
+                        ("topology", "warn", "no NVLink: PCIe PHB between GPU pairs"),
+                        ("clock", "ok", "box clock within 0.2 s of the console"),
+                    )
+                ]
+            )
+            db["launches"].insert_all(
+                [
+                    {
+                        "id": stopped,
+                        "box": "pro-a",
+                        "arm": GLM_DEGEN,
+                        "replica": 0,
+                        "gpus": dumps([0, 1, 2, 3]),
+                        "port": 8100,
+                        "pid": 4100,
+                        "state": "stopped",
+                        "start_ms": START - 3600_000,
+                        "ready_ms": START - 3300_000,
+                        "stop_ms": START - 600_000,
+                        "exit_code": 0,
+                    },
+                    {
+                        "id": failed,
+                        "box": "pro-a",
+                        "arm": GLM_FAILED,
+                        "replica": 0,
+                        "gpus": dumps([0, 1, 2, 3]),
+                        "port": 8100,
+                        "pid": 4200,
+                        "state": "failed",
+                        "start_ms": START - 500_000,
+                        "stop_ms": START - 420_000,
+                        "exit_code": 1,
+                        "failure_reason": "vllm/model_executor/layers/fused_moe/oracle.py:211 ValueError: "
+                        "moe_backend 'flashinfer_cutlass' is not supported for this model",
+                        "backends_accepted": dumps(["triton", "marlin"]),
+                        "log_path": "/root/.campaign-agent/logs/L-glm-0.log",
+                    },
+                    {
+                        "id": serving,
+                        "box": "pro-a",
+                        "arm": QWEN,
+                        "replica": 0,
+                        "gpus": dumps([0, 1, 2, 3]),
+                        "port": 8100,
+                        "pid": 4300,
+                        "state": "serving",
+                        "start_ms": START - 240_000,
+                        "ready_ms": START - 60_000,
+                        "log_path": "/root/.campaign-agent/logs/L-qwen-0.log",
+                        "kv_cache_tokens": 1_212_416,
+                        "max_concurrency": 1184.0,
+                    },
+                ]
+            )
+            db["arms"].insert_all(
+                [
+                    {
+                        "arm": QWEN,
+                        "model": "qwen3.8-27b",
+                        "box": "pro-a",
+                        "recipe_hash": "a1",
+                        "argv": "[]",
+                        "env": "{}",
+                        "gpus": "[[0,1,2,3]]",
+                        "tensor_parallel": 4,
+                        "created_ms": START - 240_000,
+                    },
+                    {
+                        "arm": GLM_FAILED,
+                        "model": "glm-5.3-flash",
+                        "box": "pro-a",
+                        "recipe_hash": "b2",
+                        "argv": "[]",
+                        "env": "{}",
+                        "gpus": "[[0,1,2,3]]",
+                        "tensor_parallel": 1,
+                        "created_ms": START - 500_000,
+                    },
+                ]
+            )
+            db["kernel_lines"].insert_all(
+                [
+                    {
+                        "box": "pro-a",
+                        "launch_id": serving,
+                        "t_ms": START - 200_000,
+                        "category": cat,
+                        "line": line,
+                    }
+                    for cat, line in (
+                        ("linear", "Using B12xNvFp4LinearKernel for NVFP4 GEMM"),
+                        ("attention", "Using FLASHINFER attention backend"),
+                        ("config", "max_num_seqs=1024 max_num_batched_tokens=16384"),
+                    )
+                ]
+            )
+            trip_ok = (
+                db["tripwire_runs"]
+                .insert(
+                    {
+                        "box": "pro-a",
+                        "launch_id": serving,
+                        "arm": QWEN,
+                        "model": "qwen3.8-27b",
+                        "t_ms": START + 60_000,
+                        "ok": 20,
+                        "degenerate": 0,
+                        "wrong": 0,
+                        "total": 20,
+                        "passed": 1,
+                    }
                 )
-            ])
-            db["launches"].insert_all([
-                {"id": stopped, "box": "pro-a", "arm": GLM_DEGEN, "replica": 0, "gpus": dumps([0, 1, 2, 3]),
-                 "port": 8100, "pid": 4100, "state": "stopped", "start_ms": START - 3600_000,
-                 "ready_ms": START - 3300_000, "stop_ms": START - 600_000, "exit_code": 0},
-                {"id": failed, "box": "pro-a", "arm": GLM_FAILED, "replica": 0, "gpus": dumps([0, 1, 2, 3]),
-                 "port": 8100, "pid": 4200, "state": "failed", "start_ms": START - 500_000,
-                 "stop_ms": START - 420_000, "exit_code": 1,
-                 "failure_reason": "vllm/model_executor/layers/fused_moe/oracle.py:211 ValueError: "
-                 "moe_backend 'flashinfer_cutlass' is not supported for this model",
-                 "backends_accepted": dumps(["triton", "marlin"]), "log_path": "/root/.campaign-agent/logs/L-glm-0.log"},
-                {"id": serving, "box": "pro-a", "arm": QWEN, "replica": 0, "gpus": dumps([0, 1, 2, 3]),
-                 "port": 8100, "pid": 4300, "state": "serving", "start_ms": START - 240_000,
-                 "ready_ms": START - 60_000, "log_path": "/root/.campaign-agent/logs/L-qwen-0.log",
-                 "kv_cache_tokens": 1_212_416, "max_concurrency": 1184.0},
-            ])
-            db["arms"].insert_all([
-                {"arm": QWEN, "model": "qwen3.8-27b", "box": "pro-a", "recipe_hash": "a1", "argv": "[]",
-                 "env": "{}", "gpus": "[[0,1,2,3]]", "tensor_parallel": 4, "created_ms": START - 240_000},
-                {"arm": GLM_FAILED, "model": "glm-5.3-flash", "box": "pro-a", "recipe_hash": "b2", "argv": "[]",
-                 "env": "{}", "gpus": "[[0,1,2,3]]", "tensor_parallel": 1, "created_ms": START - 500_000},
-            ])
-            db["kernel_lines"].insert_all([
-                {"box": "pro-a", "launch_id": serving, "t_ms": START - 200_000, "category": cat, "line": line}
-                for cat, line in (
-                    ("linear", "Using B12xNvFp4LinearKernel for NVFP4 GEMM"),
-                    ("attention", "Using FLASHINFER attention backend"),
-                    ("config", "max_num_seqs=1024 max_num_batched_tokens=16384"),
+                .last_pk
+            )
+            trip_bad = (
+                db["tripwire_runs"]
+                .insert(
+                    {
+                        "box": "pro-a",
+                        "launch_id": stopped,
+                        "arm": GLM_DEGEN,
+                        "model": "glm-4.7",
+                        "t_ms": START - 3000_000,
+                        "ok": 11,
+                        "degenerate": 8,
+                        "wrong": 1,
+                        "total": 20,
+                        "passed": 0,
+                    }
                 )
-            ])
-            trip_ok = db["tripwire_runs"].insert({
-                "box": "pro-a", "launch_id": serving, "arm": QWEN, "model": "qwen3.8-27b", "t_ms": START + 60_000,
-                "ok": 20, "degenerate": 0, "wrong": 0, "total": 20, "passed": 1}).last_pk
-            trip_bad = db["tripwire_runs"].insert({
-                "box": "pro-a", "launch_id": stopped, "arm": GLM_DEGEN, "model": "glm-4.7", "t_ms": START - 3000_000,
-                "ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": 0}).last_pk
+                .last_pk
+            )
             kernel = "B12xNvFp4LinearKernel / FLASHINFER"
-            db["bench_runs"].insert_all([
-                _bench(QWEN, "chat-1k", 64, 3120.0, started_ms=START + 120_000, ended_ms=START + 300_000,
-                       launch_id=serving, kernel_line=kernel, tripwire_id=trip_ok),
-                _bench(QWEN, "chat-1k", 256, 4410.5, started_ms=START + 400_000, ended_ms=START + 580_000,
-                       launch_id=serving, kernel_line=kernel, tripwire_id=trip_ok),
-                _bench(QWEN, "chat-1k", 1024, 5215.0, started_ms=NOW - 60_000, ended_ms=None,
-                       launch_id=serving, kernel_line=kernel, tripwire_id=trip_ok),
-                _bench(GLM_DEGEN, "chat-1k", 256, 6020.0, started_ms=START - 2900_000, ended_ms=START - 2700_000,
-                       launch_id=stopped, kernel_line="TritonMoE / FLASH_ATTN", tripwire_id=trip_bad,
-                       diagnostic_only=1),
-                _bench(SMALL, "short-128", 2048, 41000.0, started_ms=START - 1800_000, ended_ms=START - 1700_000,
-                       kernel_line="cutlass bf16", client_bound=1, client_cpu=0.98, queueing=1),
-                _bench("seed-glm-4.6-fp8", "chat-1k", 256, 2650.0, box=None, started_ms=None, ended_ms=None,
-                       kernel_line="FP8 CUTLASS (as published)", power_limit_w=400.0, source="imported",
-                       provenance="seed write-up table 3"),
-            ])
-            stop = db["timers"].insert({
-                "box": "pro-a", "deadline_ms": parse_instant("2026-09-06T01:27:00Z"), "action": "stop-arms",
-                "state": "armed", "input_text": "2026-09-06 01:27 UTC", "created_ms": START,
-                "updated_ms": START}).last_pk
-            gone = db["timers"].insert({
-                "box": "h200-b", "deadline_ms": NOW + 3600_000, "action": "destroy", "state": "cancelled",
-                "input_text": "in 2h", "created_ms": START, "updated_ms": START + 60_000}).last_pk
-            db["timer_log"].insert_all([
-                {"timer_id": stop, "t_ms": START, "event": "armed", "enforcer": "agent"},
-                {"timer_id": gone, "t_ms": START, "event": "armed", "enforcer": "agent"},
-                {"timer_id": gone, "t_ms": START + 60_000, "event": "cancelled", "enforcer": "console"},
-            ])
+            db["bench_runs"].insert_all(
+                [
+                    _bench(
+                        QWEN,
+                        "chat-1k",
+                        64,
+                        3120.0,
+                        started_ms=START + 120_000,
+                        ended_ms=START + 300_000,
+                        launch_id=serving,
+                        kernel_line=kernel,
+                        tripwire_id=trip_ok,
+                    ),
+                    _bench(
+                        QWEN,
+                        "chat-1k",
+                        256,
+                        4410.5,
+                        started_ms=START + 400_000,
+                        ended_ms=START + 580_000,
+                        launch_id=serving,
+                        kernel_line=kernel,
+                        tripwire_id=trip_ok,
+                    ),
+                    _bench(
+                        QWEN,
+                        "chat-1k",
+                        1024,
+                        5215.0,
+                        started_ms=NOW - 60_000,
+                        ended_ms=None,
+                        launch_id=serving,
+                        kernel_line=kernel,
+                        tripwire_id=trip_ok,
+                    ),
+                    _bench(
+                        GLM_DEGEN,
+                        "chat-1k",
+                        256,
+                        6020.0,
+                        started_ms=START - 2900_000,
+                        ended_ms=START - 2700_000,
+                        launch_id=stopped,
+                        kernel_line="TritonMoE / FLASH_ATTN",
+                        tripwire_id=trip_bad,
+                        diagnostic_only=1,
+                    ),
+                    _bench(
+                        SMALL,
+                        "short-128",
+                        2048,
+                        41000.0,
+                        started_ms=START - 1800_000,
+                        ended_ms=START - 1700_000,
+                        kernel_line="cutlass bf16",
+                        client_bound=1,
+                        client_cpu=0.98,
+                        queueing=1,
+                    ),
+                    _bench(
+                        "seed-glm-4.6-fp8",
+                        "chat-1k",
+                        256,
+                        2650.0,
+                        box=None,
+                        started_ms=None,
+                        ended_ms=None,
+                        kernel_line="FP8 CUTLASS (as published)",
+                        power_limit_w=400.0,
+                        source="imported",
+                        provenance="seed write-up table 3",
+                    ),
+                ]
+            )
+            stop = (
+                db["timers"]
+                .insert(
+                    {
+                        "box": "pro-a",
+                        "deadline_ms": parse_instant("2026-09-06T01:27:00Z"),
+                        "action": "stop-arms",
+                        "state": "armed",
+                        "input_text": "2026-09-06 01:27 UTC",
+                        "created_ms": START,
+                        "updated_ms": START,
+                    }
+                )
+                .last_pk
+            )
+            gone = (
+                db["timers"]
+                .insert(
+                    {
+                        "box": "h200-b",
+                        "deadline_ms": NOW + 3600_000,
+                        "action": "destroy",
+                        "state": "cancelled",
+                        "input_text": "in 2h",
+                        "created_ms": START,
+                        "updated_ms": START + 60_000,
+                    }
+                )
+                .last_pk
+            )
+            db["timer_log"].insert_all(
+                [
+                    {"timer_id": stop, "t_ms": START, "event": "armed", "enforcer": "agent"},
+                    {"timer_id": gone, "t_ms": START, "event": "armed", "enforcer": "agent"},
+                    {"timer_id": gone, "t_ms": START + 60_000, "event": "cancelled", "enforcer": "console"},
+                ]
+            )
         insert_server_rows(store, server_rows("pro-a", serving, START, NOW, STEP_MS, peak=5200.0))
     return Fixture(path=path, now_ms=NOW, serving_launch=serving, failed_launch=failed)
 
@@ -202,10 +462,17 @@ class FixedActions:
         self.calls: list[tuple] = []
         self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"})
         self.findings = {
-            QWEN: [LintLine("warn", "R7-no-nvlink", "tensor_parallel 4 on a box without NVLink", "arms.toml:12")],
-            UNFORCED: [LintLine("error", "R1-nvfp4-linear-backend",
-                                "NVFP4 without a forced linear backend: the engine may pick a slow kernel",
-                                "arms.toml:30")],
+            QWEN: [
+                LintLine("warn", "R7-no-nvlink", "tensor_parallel 4 on a box without NVLink", "arms.toml:12")
+            ],
+            UNFORCED: [
+                LintLine(
+                    "error",
+                    "R1-nvfp4-linear-backend",
+                    "NVFP4 without a forced linear backend: the engine may pick a slow kernel",
+                    "arms.toml:30",
+                )
+            ],
         }
 
     def recipes(self) -> Recipes:

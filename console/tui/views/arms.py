@@ -59,8 +59,12 @@ class ArmsScreen(ViewScreen):
         for e in self.entries:
             last = e.latest
             label = e.name + ("" if e.in_recipes else " (not in recipes)")
-            rows.append(([label, last.state if last else "-", last.box if last else "-", last.id if last else "-"],
-                         e.name))
+            rows.append(
+                (
+                    [label, last.state if last else "-", last.box if last else "-", last.id if last else "-"],
+                    e.name,
+                )
+            )
         with self.app.batch_update():
             fill_table(self.query_one("#arms-table", DataTable), COLUMNS, rows, self.selected)
         self.show_detail()
@@ -82,8 +86,10 @@ class ArmsScreen(ViewScreen):
             if last is None:
                 lines.append("never launched")
             else:
-                lines.append(f"launch {last.id} on {last.box}: {last.state}, GPUs {list(last.gpus)}, port {last.port}"
-                             + (" (forced past a failed check)" if last.forced else ""))
+                lines.append(
+                    f"launch {last.id} on {last.box}: {last.state}, GPUs {list(last.gpus)}, port {last.port}"
+                    + (" (forced past a failed check)" if last.forced else "")
+                )
                 if last.failure_reason:
                     lines.append(f"failed: {last.failure_reason}")
                 if last.backends_accepted:
@@ -102,7 +108,9 @@ class ArmsScreen(ViewScreen):
         if e is None or box is None:
             app.say("pick an arm here and a box in Fleet (1) first", "warning")
             return
-        self.run_worker(lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint", exit_on_error=False)
+        self.run_worker(
+            lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint", exit_on_error=False
+        )
 
     def _lint_then_confirm(self, arm: str, box: str) -> None:
         try:
@@ -114,8 +122,10 @@ class ArmsScreen(ViewScreen):
     def _confirm_launch(self, arm: str, box: str, findings: list[LintLine]) -> None:
         app = self.console
         blocked = any(f.blocking for f in findings)
-        body = [f"{f.severity.upper():5} {f.rule_id}: {f.reason}" + (f" ({f.where})" if f.where else "")
-                for f in findings] or ["lint: no findings"]
+        body = [
+            f"{f.severity.upper():5} {f.rule_id}: {f.reason}" + (f" ({f.where})" if f.where else "")
+            for f in findings
+        ] or ["lint: no findings"]
         title = f"Launch {arm} on {box}?" if not blocked else f"Launch of {arm} on {box} is blocked by lint"
 
         def answered(yes: bool | None) -> None:
@@ -134,11 +144,16 @@ class ArmsScreen(ViewScreen):
             app.say(f"{self.selected or 'no arm'}: nothing running to kill", "warning")
             return
         target = alive[-1]
-        body = [f"launch {target.id} of {target.arm}", f"box {target.box}, GPUs {list(target.gpus)}, pid {target.pid}",
-                "the server is stopped and its GPU memory checked free"]
+        body = [
+            f"launch {target.id} of {target.arm}",
+            f"box {target.box}, GPUs {list(target.gpus)}, pid {target.pid}",
+            "the server is stopped and its GPU memory checked free",
+        ]
 
         def answered(yes: bool | None) -> None:
             if yes:
-                app.run_action_worker(app.actions.kill(target.box, target.id), f"kill {target.id} on {target.box}")
+                app.run_action_worker(
+                    app.actions.kill(target.box, target.id), f"kill {target.id} on {target.box}"
+                )
 
         app.push_screen(ConfirmScreen(f"Kill {target.id} on {target.box}?", body), answered)

@@ -16,7 +16,6 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from console.timeutil import fmt_utc
-from console.tui import keymap
 
 if TYPE_CHECKING:
     from console.tui.app import ConsoleApp
@@ -123,13 +122,13 @@ class ViewScreen(Screen[None]):
     def focus_main(self) -> None:
         """Give the keys back to the view's main widget."""
 
-    @staticmethod
-    def keys_of(binding_id: str) -> str:
-        return keymap.display(next(s.keys for s in keymap.SPECS if s.id == binding_id))
 
-
-def fill_table(table: DataTable[str], columns: tuple[str, ...], rows: list[tuple[list[str], str]],
-               cursor_key: str | None = None) -> None:
+def fill_table(
+    table: DataTable[str],
+    columns: tuple[str, ...],
+    rows: list[tuple[list[str], str]],
+    cursor_key: str | None = None,
+) -> None:
     """Replace a table's rows, sizing each column to its widest cell.
 
     Widths are given explicitly instead of left to DataTable's measure-on-idle, which can paint a

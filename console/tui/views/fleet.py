@@ -50,12 +50,22 @@ class FleetScreen(ViewScreen):
             ranked = sorted(rows, key=lambda r: (r.kind == "local", r.status != "up"))
             self.console.selected_box = ranked[0].name
         needle = self.filter_text.lower().strip()
-        self.rows = [r for r in rows if not needle or needle in f"{r.name} {r.status} {r.gpu_summary}".lower()]
+        self.rows = [
+            r for r in rows if not needle or needle in f"{r.name} {r.status} {r.gpu_summary}".lower()
+        ]
         rows = []
         for r in self.rows:
             stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
             price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
-            cells = [r.name, r.status, r.gpu_summary or "-", price, checks_word(r), ", ".join(r.serving) or "-", stop]
+            cells = [
+                r.name,
+                r.status,
+                r.gpu_summary or "-",
+                price,
+                checks_word(r),
+                ", ".join(r.serving) or "-",
+                stop,
+            ]
             rows.append((cells, r.name))
         with self.app.batch_update():
             fill_table(self.query_one("#fleet-table", DataTable), COLUMNS, rows, self.console.selected_box)
@@ -70,7 +80,9 @@ class FleetScreen(ViewScreen):
         row = next((r for r in self.rows if r.name == self.console.selected_box), None)
         lines: list[str] = []
         if row:
-            lines.append(f"{row.name}: {row.status}" + (f" ({row.status_detail})" if row.status_detail else ""))
+            lines.append(
+                f"{row.name}: {row.status}" + (f" ({row.status_detail})" if row.status_detail else "")
+            )
             lines += [f"  {c.word:>4} {c.name}: {c.reason}" for c in row.checks]
             if row.timer:
                 lines += timer_lines(row.timer, self.console.local_tz)

@@ -76,10 +76,17 @@ class LiveScreen(ViewScreen):
         self.query_one("#live-box", Static).update(head)
         self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
         power = self.query_one("#live-power", Panel)
-        power.update("\n".join(self.power_lines(view, power.content_region.width, power.content_region.height))
-                     or "no GPU samples")
+        power.update(
+            "\n".join(self.power_lines(view, power.content_region.width, power.content_region.height))
+            or "no GPU samples"
+        )
         trip_panel = self.query_one("#live-tripwire", Panel)
-        trip = [tripwire_line(t, trip_panel.content_region.width) for t in view.tripwire]
+        needle = self.filter_text.lower().strip()
+        trip = [
+            tripwire_line(t, trip_panel.content_region.width)
+            for t in view.tripwire
+            if needle in t.arm.lower()
+        ]
         trip_panel.update("\n".join(trip) or "no tripwire run on this box")
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
         self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
@@ -102,13 +109,17 @@ class LiveScreen(ViewScreen):
         peak = out.peak
         rows = max(2, self.query_one("#live-throughput", Panel).content_region.height - TEXT_ROWS)
         chart = braille_area(out.values, width, rows)
-        lines = [f"{num(peak) if i == 0 else '0' if i == rows - 1 else '':>5} {row}" for i, row in enumerate(chart)]
+        lines = [
+            f"{num(peak) if i == 0 else '0' if i == rows - 1 else '':>5} {row}" for i, row in enumerate(chart)
+        ]
         lines.insert(0, f"out {num(out.last)} tok/s  in {num(view.in_tok_s.last)} tok/s")
         if view.servers:
             s = view.servers[0]
             more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
-            lines.append(f"run {num(s.running)} wait {num(s.waiting)} kv "
-                         f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}")
+            lines.append(
+                f"run {num(s.running)} wait {num(s.waiting)} kv "
+                f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}"
+            )
             lines.append(f"{s.arm}")
         else:
             lines.append("nothing serving")
@@ -127,7 +138,9 @@ class LiveScreen(ViewScreen):
         def armed(answer: tuple[int, str] | None) -> None:
             if answer is not None:
                 deadline, text = answer
-                app.run_action_worker(app.actions.set_deadline(box.name, deadline, "stop-arms", text),
-                                      f"hard stop on {box.name}")
+                app.run_action_worker(
+                    app.actions.set_deadline(box.name, deadline, "stop-arms", text),
+                    f"hard stop on {box.name}",
+                )
 
         app.push_screen(TimerScreen(box.name, box.tz, app.local_tz, app.model.now()), armed)

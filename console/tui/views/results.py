@@ -1,4 +1,7 @@
-"""Results: every bench row beside its arm, kernel line, tripwire verdict and power limit; sort, filter, chart."""
+"""Results: every bench row beside its arm, kernel line, tripwire verdict and power limit.
+
+Sort (`s`), filter (`/`) and a chart comparing arms (`c`).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,21 @@ from console.tui.render import bar, millis, num
 from console.tui.views.base import ViewScreen, fill_table
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
-COLUMNS = ("arm", "shape", "C", "out tok/s", "tripwire", "limit W", "marks", "kernel", "req/s", "TTFT p50",
-           "TPOT p50", "E2E p99", "box")
+COLUMNS = (
+    "arm",
+    "shape",
+    "C",
+    "out tok/s",
+    "tripwire",
+    "limit W",
+    "marks",
+    "kernel",
+    "req/s",
+    "TTFT p50",
+    "TPOT p50",
+    "E2E p99",
+    "box",
+)
 
 
 def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
@@ -20,7 +36,9 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
     best: dict[tuple[str, str], ResultRow] = {}
     for r in rows:
         key = (r.shape, r.arm)
-        if r.out_tok_per_s is not None and (key not in best or r.out_tok_per_s > (best[key].out_tok_per_s or 0)):
+        if r.out_tok_per_s is not None and (
+            key not in best or r.out_tok_per_s > (best[key].out_tok_per_s or 0)
+        ):
             best[key] = r
     if not best:
         return ["no rows to compare"]
@@ -34,8 +52,10 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
             if s != shape:
                 continue
             word = f"trip {r.tripwire}" + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
-            lines.append(f" {arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
-                         f"{num(r.out_tok_per_s):>5} C{r.concurrency} {word}")
+            lines.append(
+                f" {arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
+                f"{num(r.out_tok_per_s):>5} C{r.concurrency} {word}"
+            )
     return lines
 
 
@@ -61,15 +81,32 @@ class ResultsScreen(ViewScreen):
         return self.console.model.results(self.sort, self.filter_text)
 
     def topbar_extra(self) -> str:
-        return f"{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (f" | {super().topbar_extra()}" if self.filter_text else "")
+        return f"{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (
+            f" | {super().topbar_extra()}" if self.filter_text else ""
+        )
 
     def show(self, rows: list[ResultRow]) -> None:
         self.rows = rows
         self.query_one("#topbar", Static).update(self.topbar())
         cells = [
-            ([r.arm, r.shape, str(r.concurrency), num(r.out_tok_per_s), r.tripwire, num(r.power_limit_w),
-              r.marks or "-", r.kernel_line or "-", num(r.req_per_s), millis(r.ttft_ms_p50), millis(r.tpot_ms_p50),
-              millis(r.e2e_ms_p99), r.box or "-"], str(r.id))
+            (
+                [
+                    r.arm,
+                    r.shape,
+                    str(r.concurrency),
+                    num(r.out_tok_per_s),
+                    r.tripwire,
+                    num(r.power_limit_w),
+                    r.marks or "-",
+                    r.kernel_line or "-",
+                    num(r.req_per_s),
+                    millis(r.ttft_ms_p50),
+                    millis(r.tpot_ms_p50),
+                    millis(r.e2e_ms_p99),
+                    r.box or "-",
+                ],
+                str(r.id),
+            )
             for r in rows
         ]
         table = self.query_one("#results-table", DataTable)

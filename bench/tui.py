@@ -1,0 +1,246 @@
+"""Console redraw and browse start-up against a state.db holding millions of samples.
+
+    python bench/tui.py [--samples 5000000] [--db PATH] [--keep]
+
+Builds (or reuses, with --db) a campaign of 8 boxes x 8 GPUs sampled at 1 Hz plus one serving launch per
+box, written through the Store, then measures:
+
+- redraw: the visible Live view reloading (queries + drawing, on the App's worker path) at 120x36,
+  for each chart window, against a peer in the same run: the same throughput chart computed by
+  fetching every raw sample of the window into Python (what downsampling in SQL avoids);
+- browse first screen: `campaign browse DB` in a fresh process until the Fleet table is drawn, against a
+  peer in the same run: a fresh process that only imports the console and Textual and exits.
+
+Numbers are printed as measured on this machine and as ratios against their peers (DESIGN.md: no timed
+assertions in the test suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from console.readmodel import WINDOWS_MS  # noqa: E402
+from console.store import Box, Store  # noqa: E402
+from tests.support import tui_fixture as F  # noqa: E402
+
+BOXES, GPUS = 8, 8
+STEP_MS = 1000
+
+
+def progress(done: int, total: int, what: str) -> None:
+    width = 30
+    filled = int(width * done / max(1, total))
+    sys.stderr.write(f"\r{what} [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def build(path: Path, samples: int) -> None:
+    """8 boxes x 8 GPUs at 1 Hz until ``samples`` GPU samples exist, ending at the fixture's NOW."""
+    ticks = samples // (BOXES * GPUS)
+    start = F.NOW - (ticks - 1) * STEP_MS
+    chunk = 3600  # one hour of ticks per transaction
+    with Store(path, clock=lambda: start) as store:
+        for b in range(BOXES):
+            store.boxes.add(
+                Box(
+                    name=f"box-{b}",
+                    status="up",
+                    tz="UTC",
+                    gpu_summary=f"{GPUS}x H200 141GB",
+                    price_per_hour=2.5 + b,
+                )
+            )
+        with store.atomic() as db:
+            db["launches"].insert_all(
+                [
+                    {
+                        "id": f"L-{b}",
+                        "box": f"box-{b}",
+                        "arm": F.QWEN,
+                        "replica": 0,
+                        "state": "serving",
+                        "start_ms": start,
+                        "ready_ms": start + 60_000,
+                        "gpus": "[0,1,2,3,4,5,6,7]",
+                        "port": 8100,
+                    }
+                    for b in range(BOXES)
+                ]
+            )
+        total = ticks * BOXES
+        done = 0
+        for t0 in range(start, F.NOW + 1, chunk * STEP_MS):
+            t1 = min(F.NOW, t0 + (chunk - 1) * STEP_MS)
+            for b in range(BOXES):
+                F.insert_gpu_rows(
+                    store,
+                    F.gpu_rows(
+                        f"box-{b}", GPUS, t0, t1, STEP_MS, capped=[b % GPUS], max_w=700.0, cap_w=450.0
+                    ),
+                )
+                F.insert_server_rows(store, F.server_rows(f"box-{b}", f"L-{b}", t0, t1, STEP_MS, peak=5200.0))
+                done += (t1 - t0) // STEP_MS + 1
+            progress(done, total, "writing samples")
+        store.db.execute("ANALYZE")
+
+
+async def measure_redraw(path: Path, rounds: int) -> dict[str, list[float]]:
+    from zoneinfo import ZoneInfo
+
+    from console.tui.app import ConsoleApp
+
+    app = ConsoleApp(
+        path,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        actions=F.FixedActions(),
+        keys_path=Path("/nonexistent/keys.toml"),
+        refresh_s=None,
+        box="box-3",
+    )
+    out: dict[str, list[float]] = {}
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        for window in WINDOWS_MS:
+            while app.model.window_ms != window:
+                app.model.cycle_window()
+            times = []
+            for _ in range(rounds):
+                app.redraw_visible()
+                await settle(pilot)
+                times.append(app.redraw_s["live"])
+            out[f"live {window // 60_000}m"] = times
+        await pilot.press("1")
+        await settle(pilot)
+        times = []
+        for _ in range(rounds):
+            app.redraw_visible()
+            await settle(pilot)
+            times.append(app.redraw_s["fleet"])
+        out["fleet (8 boxes)"] = times
+    return out
+
+
+async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(2):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def sql_chart(path: Path, window_ms: int, buckets: int) -> float:
+    """The chart as the console computes it: buckets summed in SQL."""
+    from console.readmodel.queries import throughput
+
+    with Store(path, read_only=True) as store:
+        t = time.perf_counter()
+        throughput(store, "box-3", F.NOW - window_ms, F.NOW, buckets)
+        return time.perf_counter() - t
+
+
+def naive_chart(path: Path, window_ms: int, buckets: int) -> float:
+    """The peer: every raw sample of the window fetched into Python and bucketed there."""
+    with Store(path, read_only=True) as store:
+        t = time.perf_counter()
+        rows = store.db.execute(
+            "SELECT launch_id, t_ms, gen_tok_per_s, prompt_tok_per_s FROM server_samples "
+            "WHERE box = ? AND t_ms > ? AND t_ms <= ?",
+            ["box-3", F.NOW - window_ms, F.NOW],
+        ).fetchall()
+        sums: dict[int, list[float]] = {}
+        for _, t_ms, g, _p in rows:
+            sums.setdefault((t_ms - F.NOW + window_ms) * buckets // window_ms, []).append(g)
+        _ = [statistics.fmean(v) for v in sums.values()]
+        return time.perf_counter() - t
+
+
+BROWSE_SCRIPT = """
+import sys
+from pathlib import Path
+from console.tui.app import ConsoleApp
+app = ConsoleApp(Path(sys.argv[1]), read_only=True)
+app.record_redraw = lambda view, seconds: app.exit() if view == "fleet" else None
+app.run(headless=True, size=(120, 36))
+"""
+PEER_SCRIPT = "import textual.app, console.tui.app, console.readmodel"
+
+
+def timed_process(argv: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(
+        argv,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "CAMPAIGN_KEYS": "/nonexistent/keys.toml"},
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - t
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--samples", type=int, default=5_000_000, help="GPU samples to write (default 5,000,000)"
+    )
+    parser.add_argument("--db", type=Path, help="reuse (or create) this state.db instead of a temporary one")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary state.db")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    tmp = None
+    if args.db is None:
+        tmp = Path(tempfile.mkdtemp(prefix="bench-tui-"))
+        args.db = tmp / "state.db"
+    if not args.db.exists():
+        t = time.perf_counter()
+        build(args.db, args.samples)
+        print(f"built {args.db} in {time.perf_counter() - t:.0f} s")
+    with Store(args.db, read_only=True) as store:
+        n = store.scalar("SELECT count(*) FROM gpu_samples")
+        m = store.scalar("SELECT count(*) FROM server_samples")
+    size = args.db.stat().st_size / 2**20
+    print(f"state.db: {n:,} GPU samples, {m:,} server samples, {size:,.0f} MiB")
+
+    redraw = asyncio.run(measure_redraw(args.db, args.rounds))
+    print(f"\nredraw of the visible view at 120x36 (worker load + draw), median of {args.rounds}:")
+    for name, times in redraw.items():
+        print(f"  {name:18} {statistics.median(times) * 1000:7.1f} ms")
+    print("\nthroughput chart alone (236 buckets): SQL-bucketed vs the peer fetching raw samples into Python")
+    for window in WINDOWS_MS:
+        ours = statistics.median(sql_chart(args.db, window, 236) for _ in range(args.rounds))
+        peer = statistics.median(naive_chart(args.db, window, 236) for _ in range(args.rounds))
+        print(
+            f"  window {window // 60_000:5}m  sql {ours * 1000:7.1f} ms  peer {peer * 1000:7.1f} ms  "
+            f"peer/sql {peer / ours:5.1f}x"
+        )
+
+    browse = [timed_process([sys.executable, "-c", BROWSE_SCRIPT, str(args.db)]) for _ in range(3)]
+    peer = [timed_process([sys.executable, "-c", PEER_SCRIPT]) for _ in range(3)]
+    print(f"\nbrowse first screen (fresh process, until Fleet is drawn): {statistics.median(browse):.2f} s")
+    print(
+        f"  peer (fresh process importing Textual and the console only): {statistics.median(peer):.2f} s"
+        f"; first screen costs {statistics.median(browse) - statistics.median(peer):.2f} s beyond imports"
+    )
+    if tmp and not args.keep:
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

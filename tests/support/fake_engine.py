@@ -1,0 +1,171 @@
+"""A fake serving engine: a real process that behaves like ``vllm serve`` where the sweep looks.
+
+It is installed as ``<env>/bin/vllm`` (``install``) so the agent launches it from a resolved arm's argv,
+exactly as it launches vLLM. It prints vLLM-like start-up lines (the engine config with its
+``KernelConfig``, the MoE backend it picked "out of potential backends", the KV cache budget), then
+serves ``/health``, ``/v1/models``, ``/metrics``, streamed ``/v1/completions`` (the load generator's
+framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire answers, from
+``tests/support/fake_chat_server.py``). Behaviour comes from the environment of the arm:
+
+- ``FAKE_ENGINE_MOE_ACCEPTS="Triton,Marlin"``: a pinned ``--kernel-config.moe_backend`` outside this set is
+  refused the way vLLM refuses one (a Worker traceback ending in ``ValueError: ... Expected one of [...]``,
+  then the "Engine core initialization failed" wrapper, exit 1);
+- ``FAKE_ENGINE_MODE``: ``serve`` (default), ``crash`` (SIGKILLs itself during start-up, no traceback),
+  ``degenerate`` (serves, but every chat answer is a loop), ``die-serving`` (exits 1 s after ready);
+- ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
+- ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.zero_server import prompt_tokens, stream_body  # noqa: E402
+from tests.support.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
+
+
+def install(env_dir: Path) -> Path:
+    """``env_dir/bin/vllm`` running this fake with the test interpreter; returns ``env_dir`` (a serving_env)."""
+    (env_dir / "bin").mkdir(parents=True, exist_ok=True)
+    script = env_dir / "bin" / "vllm"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} \"$@\"\n")
+    script.chmod(0o755)
+    return env_dir
+
+
+def write_model(model_dir: Path, vocab_size: int = 1024) -> Path:
+    """A model directory the load generator can read its vocabulary from (the served model's root)."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(json.dumps({"vocab_size": vocab_size, "eos_token_id": 2, "bos_token_id": 1}))
+    return model_dir
+
+
+def _flag(argv: list[str], name: str, default: str | None = None) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def _log(who: str, level: str, where: str, text: str) -> None:
+    stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
+    print(f"({who} pid={os.getpid()}) {level} {stamp} [{where}] {text}", flush=True)
+
+
+def _refuse(backend: str, accepts: list[str]) -> None:
+    """The shape of vLLM's real refusal (tests/fixtures/vllm_logs/cpu-moe-backend-refused.log), plus the
+    accepted set that GPU builds print."""
+    stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
+    prefix = f"(Worker pid={os.getpid()}) ERROR {stamp} [multiproc_executor.py:953] "
+    for line in (
+        "WorkerProc failed to start.",
+        "Traceback (most recent call last):",
+        '  File "/fake/vllm/model_executor/layers/fused_moe/oracle.py", line 212, in select',
+        "    raise ValueError(_make_log_unsupported(backend, reason))",
+        f"ValueError: Unquantized MoE backend {backend} does not support the deployment configuration since "
+        f"kernel does not support current device. Expected one of {accepts!r}",
+    ):
+        print(prefix + line, flush=True)
+    print("Traceback (most recent call last):", flush=True)
+    print('  File "/fake/vllm/v1/engine/core_client.py", line 101, in __init__', flush=True)
+    print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+          "{'EngineCore': 1}", flush=True)  # fmt: skip
+    sys.exit(1)
+
+
+def _chat(body: dict[str, Any], model: str, mode: str) -> dict[str, Any]:
+    item = BY_PROMPT.get(body["messages"][-1]["content"])
+    content, reasoning, finish = answer_for("degenerate" if mode == "degenerate" else "correct",
+                                            item.expect[0] if item else "")  # fmt: skip
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    words = len(content.split())
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": words, "total_tokens": 20 + words}}  # fmt: skip
+
+
+def serve(argv: list[str]) -> None:
+    if not argv or argv[0] != "serve" or len(argv) < 2:
+        print("usage: vllm serve MODEL [flags]", file=sys.stderr)
+        sys.exit(2)
+    model_path = argv[1]
+    served = _flag(argv, "--served-model-name", model_path)
+    port = int(_flag(argv, "--port", "8000") or 8000)
+    max_len = int(_flag(argv, "--max-model-len", "2048") or 2048)
+    moe = _flag(argv, "--kernel-config.moe_backend", "auto")
+    linear = _flag(argv, "--kernel-config.linear_backend", "auto")
+    mode = os.environ.get("FAKE_ENGINE_MODE", "serve")
+    accepts = [a for a in os.environ.get("FAKE_ENGINE_MOE_ACCEPTS", "Triton").split(",") if a]
+    kv_tokens = int(os.environ.get("FAKE_ENGINE_KV_TOKENS", "4096"))
+    _log("APIServer", "INFO", "api_utils.py:286", f"non-default args: {{'model': {model_path!r}, 'port': {port}}}")
+    _log("EngineCore", "INFO", "core.py:133", "Initializing a V1 LLM engine (v0.32.0) with config: "
+         f"model={model_path!r}, kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})")  # fmt: skip
+    time.sleep(float(os.environ.get("FAKE_ENGINE_STARTUP_S", "0.5")))
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    names = {a.lower().replace(" ", "_").replace("-", "_"): a for a in accepts}
+    if moe != "auto" and moe not in names:
+        _refuse(moe or "", accepts)
+    chosen = names.get(moe or "", accepts[0])
+    _log("Worker", "INFO", "unquantized.py:364",
+         f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.")  # fmt: skip
+    _log("EngineCore", "INFO", "kv_cache_utils.py:2327", f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "
+         f"concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x")  # fmt: skip
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(200, b"", "text/plain")
+            elif self.path == "/v1/models":
+                models = {"object": "list", "data": [{"id": served, "object": "model", "root": model_path,
+                                                       "max_model_len": max_len}]}  # fmt: skip
+                self._send(200, json.dumps(models).encode())
+            elif self.path == "/metrics":
+                text = f'vllm:num_requests_running{{model_name="{served}"}} 0.0\n'
+                self._send(200, text.encode(), "text/plain")
+            else:
+                self._send(404, b'{"error": "not found"}')
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw)
+            if self.path == "/v1/completions":
+                self.wfile.write(stream_body(served or "", int(body["max_tokens"]), prompt_tokens(raw)))
+            elif self.path == "/v1/chat/completions":
+                self._send(200, json.dumps(_chat(body, served or "", mode)).encode())
+            else:
+                self._send(404, b'{"error": "not found"}')
+
+        def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    httpd.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown).start())
+    _log("APIServer", "INFO", "launcher.py:47", f"Starting vLLM API server 0 on http://127.0.0.1:{port}")
+    if mode == "die-serving":
+        threading.Timer(1.0, lambda: os._exit(1)).start()
+    httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

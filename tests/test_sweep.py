@@ -1,0 +1,275 @@
+"""Sweeps without vLLM: the plan, and the walk through a real agent on the local box running a fake engine.
+
+The fake engine (tests/support/fake_engine.py) is a real process launched from the resolved argv; it
+refuses a pinned MoE backend the way vLLM does, crashes, degenerates or serves as its arm's env says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from console.recipes import load_catalog
+from console.service import Service
+from console.store import Store
+from console.store.sweeps import SweepArm
+from console.sweep import (
+    SweepOptions,
+    SweepRunner,
+    accepted_candidates,
+    admitted_streams,
+    candidates,
+    open_sweep,
+)
+from console.sweep.plan import flag_value
+from tests.support.fake_engine import install, write_model
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(240)
+
+RECIPES = """
+[profiles."fake-moe"]
+checkpoint = "fake-moe"
+local = true
+served_model_name = "fake-moe"
+architecture = "mixtral"
+quantization = "bf16"
+quantizer = "vendor"
+weights_gb = 0.001
+moe = true
+
+[profiles."fake-moe".serving]
+sampling = { temperature = 0.0 }
+source = "test fake"
+
+[arms."fake-serve"]
+profile = "fake-moe"
+max_model_len = 2048
+max_num_seqs = 2
+env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,Marlin" }
+
+[arms."fake-refused"]
+profile = "fake-moe"
+moe_backend = "flashinfer_cutlass"
+max_model_len = 2048
+env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,CPU" }
+
+[arms."fake-crash"]
+profile = "fake-moe"
+env = { FAKE_ENGINE_MODE = "crash" }
+
+[arms."fake-degenerate"]
+profile = "fake-moe"
+env = { FAKE_ENGINE_MODE = "degenerate" }
+
+[shapes.short]  # a name the load generator also knows (it refuses others: see the report)
+input_len = 16
+output_len = 4
+
+[sweeps."fake-test"]
+arms = ["fake-serve", "fake-refused", "fake-crash", "fake-degenerate"]
+base = "fake-serve"
+pairs = [{ moe = "marlin" }]
+"""
+
+
+@pytest.fixture
+def recipes(tmp_path: Path) -> Path:
+    path = tmp_path / "recipes"
+    path.mkdir()
+    (path / "fake.toml").write_text(RECIPES)
+    return path
+
+
+@pytest.fixture
+def local_db(tmp_path: Path) -> Iterator[Path]:
+    """A state.db whose ``local`` box has the fake engine as its serving env and a short agent home."""
+    home = Path(tempfile.mkdtemp(prefix="sw-"))  # a unix socket path must stay under 108 bytes
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        store.boxes.ensure_local()
+        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
+                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
+    write_model(tmp_path / "models" / "fake-moe")
+    try:
+        yield db
+    finally:
+        _stop_agent(home / "agent")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _stop_agent(home: Path) -> None:
+    """Stop the agent daemon this test's sweep started (by its recorded pid), and only it."""
+    pid_file = home / "agent.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+# -- the plan, pure ----------------------------------------------------------------------------------
+def test_plan_walks_the_list_then_the_kernel_pairs_on_the_base(recipes: Path) -> None:
+    catalog = load_catalog([recipes])
+    planned = candidates(catalog, "fake-test")
+    assert [c["arm"] for c in planned] == ["fake-serve", "fake-refused", "fake-crash", "fake-degenerate",
+                                           "fake-serve@auto+marlin"]  # fmt: skip
+    assert planned[-1] == {"arm": "fake-serve@auto+marlin", "origin": "pair", "base": "fake-serve",
+                           "linear_backend": None, "moe_backend": "marlin"}  # fmt: skip
+    with pytest.raises(ValueError, match="no sweep list named 'nope'.*known: fake-test"):
+        candidates(catalog, "nope")
+
+
+def test_engine_backend_names_become_flag_values_or_are_kept_unqueued(recipes: Path) -> None:
+    catalog = load_catalog([recipes])
+    assert flag_value("FlashInfer CUTLASS", "moe_backend") == "flashinfer_cutlass"
+    assert flag_value("CPU", "moe_backend") is None  # vLLM names it, but no --kernel-config value selects it
+    row = SweepArm(id=1, sweep_id=1, position=1, arm="fake-refused", base=None, linear_backend=None,
+                   moe_backend=None, origin="list", queued_by=None, state="running", attempts=1, reason=None,
+                   backends_accepted=[], backends_potential=[], launch_ids=[], gpu_mem_mib=None,
+                   kv_cache_tokens=None, max_concurrency=None, tripwire_run_id=None, started_ms=None,
+                   ended_ms=None)  # fmt: skip
+    reason = "ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support ..."
+    queued, unmapped = accepted_candidates(catalog, row, catalog.arms["fake-refused"], reason,
+                                           ["Triton", "CPU", "FlashInfer CUTLASS"])  # fmt: skip
+    assert [q["arm"] for q in queued] == ["fake-refused@auto+triton"]  # the refused one is not re-queued
+    assert queued[0]["queued_by"] == "fake-refused" and queued[0]["origin"] == "accepted"
+    assert unmapped == ["CPU"]
+
+
+def test_admitted_streams_is_the_sequence_cap_or_what_the_kv_cache_holds() -> None:
+    assert admitted_streams(4096, 2, 20) == 2
+    assert admitted_streams(4096, 256, 2048) == 2
+    assert admitted_streams(None, None, 100) is None
+
+
+# -- the walk, through a real agent ------------------------------------------------------------------
+def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, SweepArm]]:
+    async def go() -> int:
+        with Store(db) as store:
+            service = Service(store, catalog=load_catalog([recipes]))
+            sweep, _ = open_sweep(service, "fake-test", "local", **open_args)  # type: ignore[arg-type]
+            try:
+                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4)).run()
+            finally:
+                await service.close()
+            return sweep.id
+
+    sweep_id = asyncio.run(go())
+    with Store(db) as store:
+        return sweep_id, {a.arm: a for a in store.sweeps.arms(sweep_id)}
+
+
+def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accepts(local_db: Path,
+                                                                                   recipes: Path) -> None:  # fmt: skip
+    sweep_id, arms = _walk(local_db, recipes, shapes=["short"], concurrency=[1, 4])
+    assert {name: a.state for name, a in arms.items()} == {
+        "fake-serve": "served", "fake-refused": "refused", "fake-crash": "crashed", "fake-degenerate": "degenerate",
+        "fake-serve@auto+marlin": "served", "fake-refused@auto+triton": "served",
+    }  # fmt: skip
+    served, refused = arms["fake-serve"], arms["fake-refused"]
+    assert served.kv_cache_tokens == 4096 and served.max_concurrency == 2.0  # the engine's start-up budget
+    assert served.backends_potential == ["Triton", "Marlin"]
+    assert refused.reason is not None and refused.reason.startswith(
+        "ValueError: Unquantized MoE backend flashinfer_cutlass does not support the deployment configuration")
+    assert refused.backends_accepted == ["Triton", "CPU"] and "no --kernel-config value selects: CPU" in refused.reason
+    queued = arms["fake-refused@auto+triton"]
+    assert queued.origin == "accepted" and queued.queued_by == "fake-refused" and queued.moe_backend == "triton"
+    assert "exited with code -9" in (arms["fake-crash"].reason or "")
+    assert "tripwire 0/" in (arms["fake-degenerate"].reason or "")
+    with Store(local_db) as store:
+        benches = store.sweeps.benches(served.id)
+        # max_num_seqs 2: concurrency 4 cannot be admitted at once, so its row is flagged as queueing.
+        assert {(b["concurrency"], b["admitted"], b["queueing"]) for b in benches} == {(1, 2, 0), (4, 2, 1)}
+        assert all(b["out_tok_per_s"] and b["error"] is None for b in benches)
+        assert store.sweeps.benches(arms["fake-degenerate"].id) == []  # no benches after a failed tripwire
+        tw = store.rows("SELECT passed FROM tripwire_runs WHERE id = ?", [arms["fake-degenerate"].tripwire_run_id])
+        assert tw == [{"passed": 0}]
+        assert store.sweeps.get(sweep_id).state == "done"
+        live = store.rows("SELECT id, state FROM launches WHERE state NOT IN ('failed', 'stopped')")
+        assert live == []  # every server was killed
+        released = store.rows("SELECT count(*) AS n FROM launches WHERE pid IS NOT NULL AND gpu_mem_released IS NULL")
+        assert released == [{"n": 0}]  # and its release confirmed before the next arm
+
+
+def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _arm_states(db: Path) -> dict[str, str]:
+    with Store(db) as store:
+        return {r["arm"]: r["state"] for r in store.rows("SELECT arm, state FROM sweep_arms")}
+
+
+def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms(local_db: Path,
+                                                                                 recipes: Path) -> None:  # fmt: skip
+    args = ("sweep", "run", "fake-test", "--box", "local", "--shapes", "short", "--concurrency", "1",
+            "--prompts", "4", "--kill-grace", "2")  # fmt: skip
+    first = _campaign(local_db, recipes, *args)
+    deadline = time.monotonic() + 120
+    while _arm_states(local_db).get("fake-crash") != "running":  # killed mid-walk: two arms done, one running
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert _arm_states(local_db)["fake-serve"] == "served"
+    with Store(local_db) as store:
+        bench_rows = store.scalar("SELECT count(*) FROM bench_runs")
+        assert bench_rows >= 1
+
+    status = _campaign(local_db, recipes, "sweep", "status", "--json")
+    out, _ = status.communicate(timeout=60)
+    [sweep] = json.loads(out)
+    assert sweep["state"] == "running"  # nobody recorded the end: the process was killed
+
+    again = _campaign(local_db, recipes, "sweep", "run", "fake-test", "--box", "local", "--prompts", "4",
+                      "--kill-grace", "2")  # no --shapes: a resumed sweep keeps its own
+    out, err = again.communicate(timeout=200)
+    assert again.returncode == 0, err
+    assert "resuming sweep #1" in err and "sweep #1 [" in err  # the progress bar on stderr
+    with Store(local_db) as store:
+        arms = {a.arm: a for a in store.sweeps.arms(1)}
+        assert arms["fake-serve"].attempts == 1 and arms["fake-refused"].attempts == 1  # never re-run
+        assert arms["fake-crash"].attempts == 2 and arms["fake-crash"].state == "crashed"
+        assert store.scalar("SELECT count(*) FROM bench_runs WHERE arm = 'fake-serve'") == bench_rows  # kept
+        assert store.sweeps.get(1).state == "done"
+        assert store.rows("SELECT id FROM launches WHERE state NOT IN ('failed', 'stopped')") == []
+    assert "fake-refused@auto+triton" in out and "served" in out
+
+
+def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its_server(local_db: Path,
+                                                                                       recipes: Path) -> None:  # fmt: skip
+    slow = recipes / "slow.toml"
+    slow.write_text('[arms."fake-slow"]\nprofile = "fake-moe"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
+                    '[sweeps."slow-test"]\narms = ["fake-slow"]\n')  # fmt: skip
+    run = _campaign(local_db, recipes, "sweep", "run", "slow-test", "--box", "local", "--kill-grace", "2")
+    deadline = time.monotonic() + 60
+    while True:
+        with Store(local_db) as store:
+            if store.rows("SELECT id FROM launches WHERE state = 'starting'"):
+                break
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.1)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "run the same command again to resume it" in err
+    with Store(local_db) as store:
+        [arm] = store.sweeps.arms(1)
+        assert arm.state == "interrupted" and "interrupted" in (arm.reason or "")
+        assert store.sweeps.get(1).state == "interrupted"
+        [launch] = store.rows("SELECT state FROM launches")
+        assert launch["state"] in ("stopping", "stopped")  # the kill was sent before the console exited
