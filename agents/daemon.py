@@ -53,6 +53,7 @@ class Agent:
         self.journal = Journal(home / "journal.db")
         self.started_ms = now_ms()
         self.stopping = threading.Event()
+        self.exit_requested = False
         self._mutate = threading.Lock()
         """Held by the tick and by ops that change launches, runs or timers: one writer at a time."""
         self._ledger = threading.Lock()
@@ -184,6 +185,8 @@ class Agent:
                 continue
             wfile.write(protocol.encode(self.handle_line(line)))
             wfile.flush()
+            if self.exit_requested:  # only now: the shutdown_agent reply (and its ledger row) is out
+                self.stopping.set()
 
     def handle_line(self, line: bytes) -> dict[str, Any]:
         try:
@@ -230,8 +233,14 @@ class Agent:
             "last_seq": self.journal.last_seq(), "acked_seq": self.journal.acked_seq(), "now_ms": now_ms(),
             "tz": time_zone(), "python": sys.version.split()[0], "gpu_source": self.gpu.source if self.gpu else None,
             "samples_paused": self.journal.samples_paused,
-            "timers": self.watchdog.timers() if self.watchdog is not None else [],
+            "timers": self._timers(),
         }
+
+    def _timers(self) -> list[dict[str, Any]]:
+        if self.watchdog is None:
+            return []
+        with self._mutate:  # the tick changes the watchdog's timers
+            return self.watchdog.timers()
 
     def op_events(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         after = args.get("after", 0)
@@ -285,7 +294,7 @@ class Agent:
     def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         self.journal.append("warning", where="agent", message=f"agent {os.getpid()} shutting down on request; "
                             "arms keep running and will be re-adopted")
-        self.stopping.set()
+        self.exit_requested = True
         return {}
 
 

@@ -21,9 +21,9 @@ from agents.journal import Journal
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (issue 6 names them).
 _FLAGS = {
-    "bench": ("base_url", "model", "tokenizer", "shape", "input_len", "output_len", "prefix_len", "concurrency",
-              "prompts", "seed", "processes"),
-    "tripwire": ("base_url", "model", "profile"),
+    "bench": ("base_url", "model", "tokenizer", "vocab_size", "shape", "input_len", "output_len", "prefix_len",
+              "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),
+    "tripwire": ("base_url", "model", "profile", "max_tokens", "concurrency", "timeout"),
 }
 _ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id"}
 _TOOL = {"bench": "loadgen", "tripwire": "tripwire"}
@@ -66,8 +66,9 @@ def tool_argv(op: str, args: dict[str, Any]) -> list[str]:
                 out += [f"--{key.replace('_', '-')}-json", json.dumps(val)]
             else:
                 out += [f"--{key.replace('_', '-')}", str(val)]
-    if "--json" not in out:
-        out.append("--json")
+    for flag in ("--json", "--quiet"):  # one JSON object on stdout; no progress bars in the run's log
+        if flag not in out:
+            out.append(flag)
     return out
 
 

@@ -2,8 +2,9 @@
 
 Transport: newline-delimited JSON over a stream. The agent daemon listens on a unix socket in its home
 directory (``<home>/agent.sock``, mode 0600); the console reaches it through the SSH link
-(``direct-streamlocal``: asyncssh ``open_unix_connection``) or, on the ``local`` box, directly. Nothing
-listens on a network port.
+(``direct-streamlocal``: asyncssh ``open_unix_connection``), through ``<agent> call --home DIR`` run
+over SSH exec (a stdio <-> socket relay, for hosts that forbid streamlocal forwarding) or, on the
+``local`` box, directly. Nothing listens on a network port.
 
 Requests and responses::
 
@@ -13,7 +14,9 @@ Requests and responses::
 
 The ``id`` is chosen by the console and stored before sending. The agent records every mutating
 command's id and result in its journal database, so a command re-sent after a reconnect returns the
-recorded result instead of running twice (ops in ``IDEMPOTENT_OPS`` are side-effect free and not recorded).
+recorded response, marked ``"replayed": true``, instead of running twice (ops in ``IDEMPOTENT_OPS`` are
+side-effect free and not recorded). A launch the box refuses (port in use, argv[0] missing) is not an
+error: it answers ``ok`` with ``state: "failed"`` and the reason, and journals that launch_state.
 
 Events (``op: events``) are the only way measurements leave the box::
 
@@ -34,16 +37,23 @@ MAX_LINE = 64 * 1024 * 1024
 
 # Operations the agent answers. Args / result in brief (see agents.daemon for the authority):
 OPS: dict[str, str] = {
-    "hello": "() -> {version, pid, started_ms, home, last_seq, acked_seq, now_ms, tz}",
-    "events": "(after: int, limit: int) -> {events: [event...], last_seq}",
+    "hello": "() -> {version, pid, started_ms, home, last_seq, acked_seq, now_ms, tz, python, gpu_source, "
+    "samples_paused, timers: [{timer_id, deadline_ms, action, state, remaining_s}]}",
+    "events": "(after: int, limit: int) -> {events: [event...], last_seq, acked_seq}",
     "ack": "(seq: int) -> {acked_seq}; events <= seq may now be deleted on the box",
-    "launch": "(launch_id, argv: [str], env: {str: str}, gpus: [int], port: int, ready_timeout_s) -> {pid, log_path}",
-    "kill": "(launch_id, grace_s) -> {state}; results arrive as launch_state / gpu_released events",
+    "launch": "(launch_id, argv: [str], env: {str: str}, gpus: [int], port: int, ready_timeout_s) -> {launch_id, "
+    "state, pid, port, gpus, log_path, exit_code, reason, backends_accepted, kv_cache_tokens, max_concurrency}",
+    "kill": "(launch_id, grace_s) -> {state, already?}; results arrive as launch_state / gpu_released / "
+    "command_done events",
     "launches": "() -> {launches: [{launch_id, state, pid, port, gpus, ...}]}",
     "log_tail": "(launch_id, lines) -> {lines: [str]}",
-    "probe": "(console_t_ms, serving_python?) -> {probe}; also journaled as a probe event",
-    "bench": "(bench_id, launch_id, base_url, model, tokenizer?, shape fields..., concurrency) -> {started}",
-    "tripwire": "(tripwire_id, launch_id, base_url, model, profile) -> {started}",
+    "probe": "(console_t_ms, serving_python?, serving_env?: {str: str}) -> {probe}; also journaled as a probe event",
+    "bench": "(bench_id, launch_id, argv?: [loadgen flags] | base_url, model, tokenizer?, vocab_size?, shape?, "
+    "input_len?, output_len?, prefix_len?, concurrency, prompts?, warmup?, seed?, processes?, timeout?) -> "
+    "{started, pid, log_path}; the result arrives as bench_result + command_done",
+    "tripwire": "(tripwire_id, launch_id, argv?: [tripwire flags] | base_url, model, profile (name, or the "
+    "resolved dict: --profile-json), max_tokens?, concurrency?, timeout?) -> {started, pid, log_path}; the "
+    "verdict arrives as tripwire_result + command_done",
     "set_deadline": "(timer_id, deadline_ms, action, console_now_ms) -> {armed, remaining_s}",
     "cancel_deadline": "(timer_id) -> {cancelled}",
     "shutdown_agent": "() -> {}; the daemon exits, its arms keep running",
@@ -61,15 +71,16 @@ EVENT_KINDS: dict[str, str] = {
     "exit_code, reason, backends_accepted [str], log_path",
     "kernel_line": "launch_id, category (linear|moe|attention|config|other), line",
     "launch_budget": "launch_id, kv_cache_tokens, max_concurrency",
-    "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}]",
+    "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}], leftover_pids [int] (the launch's "
+    "processes still alive), holding [{gpu, pid, name, used_mib}] (its processes still on a GPU)",
     "probe": "probe: {...} (see agents.probe)",
-    "bench_result": "bench_id, launch_id, result: {the load generator's JSON}",
-    "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}",
+    "bench_result": "bench_id, launch_id, result: {the load generator's JSON}, exit_code",
+    "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}, exit_code",
     "deadline": "timer_id, state (armed|warning|firing|fired|refused-early|cancelled), deadline_ms, "
     "remaining_s, action, detail",
     "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",
     "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...)",
-    "disk_low": "path, free_bytes, threshold_bytes",
+    "disk_low": "path, free_bytes, threshold_bytes, samples_paused (gpu/server samples stop; nothing else does)",
 }
 
 

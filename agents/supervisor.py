@@ -204,7 +204,7 @@ class Supervisor:
         return {"stopping": stopping}
 
     def list(self) -> list[dict[str, Any]]:
-        return [launch.summary() for launch in self.launches.values()]
+        return [launch.summary() for launch in list(self.launches.values())]  # list(): atomic vs. the tick
 
     def log_tail(self, launch_id: str, lines: int) -> list[str]:
         launch = self._get(launch_id)

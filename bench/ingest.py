@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,9 +134,8 @@ async def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     finally:
-        for b in farm.boxes.values():
-            b.kill_agent()
         farm.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -428,3 +428,14 @@ def test_watchdog_deadline_survives_restart_and_stops_arms(box: AgentBox, fake_s
     assert [t["timer_id"] for t in box.ok("hello")["timers"]] == ["t1"]
     box.wait_for(lambda e: e["kind"] == "deadline" and e["state"] == "fired", timeout=20)
     box.wait_for(state_of("timed", "stopped"), timeout=40)
+
+
+def test_a_run_that_fails_is_a_command_done_with_its_reason(box: AgentBox) -> None:
+    started = box.ok("tripwire", {"tripwire_id": "w9", "argv": ["--no-such-flag"]}, command_id="trip-9")
+    assert started["started"] is True
+    done = box.wait_for(lambda e: e["kind"] == "command_done" and e["command_id"] == "trip-9", timeout=60)
+    assert done["ok"] is False and done["op"] == "tripwire"
+    assert "tripwire exited 2 without a result" in done["error"] and "arguments are required" in done["error"]
+    assert not [e for e in box.events() if e["kind"] == "tripwire_result"]
+    missing_id = box.request("bench", {"base_url": "http://127.0.0.1:9", "model": "m", "concurrency": 1})
+    assert not missing_id["ok"] and "needs bench_id" in missing_id["error"]

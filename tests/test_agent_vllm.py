@@ -55,6 +55,27 @@ def test_agent_runs_real_vllm_on_cpu(vllm_env: VllmEnv, tmp_path: Path) -> None:
         budget = [e for e in events if e["kind"] == "launch_budget"]
         assert budget and budget[-1]["kv_cache_tokens"] > 0 and budget[-1]["max_concurrency"] > 0
 
+        # a benchmark and a tripwire run on the box, as child processes of the agent
+        base_url = f"http://127.0.0.1:{port}"
+        bench = box.ok("bench", {"bench_id": "b1", "launch_id": "tiny", "base_url": base_url,
+                                 "model": vllm_env.served_name, "tokenizer": str(vllm_env.model_dir),
+                                 "input_len": 32, "output_len": 16, "concurrency": 2, "prompts": 6, "warmup": 1,
+                                 "seed": 7}, command_id="bench-1")
+        assert bench["started"] is True
+        tripwire = box.ok("tripwire", {"tripwire_id": "w1", "launch_id": "tiny",
+                                       "argv": ["--base-url", base_url, "--model", vllm_env.served_name,
+                                                "--max-tokens", "24", "--concurrency", "4"]}, command_id="trip-1")
+        assert tripwire["started"] is True
+        for command in ("bench-1", "trip-1"):
+            done = box.wait_for(lambda e, c=command: e["kind"] == "command_done" and e["command_id"] == c,
+                                timeout=300, what=f"{command} done")
+            assert done["ok"] is True, done
+        result = box.wait_for(lambda e: e["kind"] == "bench_result")
+        assert result["bench_id"] == "b1" and result["launch_id"] == "tiny"
+        assert result["result"]["requests"] >= 6 and result["result"]["out_tok_per_s"] > 0
+        verdict = box.wait_for(lambda e: e["kind"] == "tripwire_result")
+        assert verdict["tripwire_id"] == "w1" and isinstance(verdict["result"], dict)
+
         box.ok("kill", {"launch_id": "tiny", "grace_s": 20}, command_id="kill-tiny")
         stopped = box.wait_for(lambda e: e["kind"] == "launch_state" and e["state"] in ("stopped", "failed"),
                                timeout=60)

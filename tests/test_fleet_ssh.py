@@ -244,3 +244,35 @@ async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(ss
     finally:
         await fleet.close()
         proxy.close()
+
+
+async def test_a_slow_command_never_stalls_ingest(sshd_farm: SshdFarm, fleet_store: Store) -> None:
+    box = box_started("alpha")
+    slow = box.root / "slow-python"
+    slow.write_text('#!/bin/sh\nsleep 4\nexec /usr/bin/python3 "$@"\n')  # a serving env that takes its time
+    slow.chmod(0o755)
+    register(fleet_store, box)
+    fleet = FleetManager(fleet_store, FAST)
+    link = fleet.start("alpha")
+    try:
+        while not link.connected:
+            await asyncio.sleep(0.05)
+        probe = asyncio.create_task(link.command("probe", {"console_t_ms": 2, "serving_python": str(slow)}))
+        await asyncio.sleep(0.3)
+        marker = f"during-probe-{time.time_ns()}"
+        writer = await asyncio.create_subprocess_exec(
+            "/usr/bin/python3", "-c",
+            "import sys; from pathlib import Path; from agents.journal import Journal; "
+            "Journal(Path(sys.argv[1])).append('warning', where='test', message=sys.argv[2])",
+            str(box.agent_home / "journal.db"), marker,
+            user=box.uid, group=box.gid, env={"PYTHONPATH": str(Path(__file__).parent.parent)},
+        )  # fmt: skip
+        assert await writer.wait() == 0
+        deadline = time.monotonic() + 2.5
+        while not fleet_store.scalar("SELECT count(*) FROM journal WHERE payload LIKE ?", [f"%{marker}%"]):
+            assert time.monotonic() < deadline, "ingest waited behind a slow command"
+            await asyncio.sleep(0.05)
+        assert not probe.done(), "the probe was not slow: this test proves nothing"
+        assert (await asyncio.wait_for(probe, 30))["probe"]["console_t_ms"] == 2
+    finally:
+        await fleet.close()

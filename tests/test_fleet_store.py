@@ -164,3 +164,15 @@ def test_bench_that_reported_an_error_is_a_failed_command_not_an_empty_row(store
     assert store.scalar("SELECT count(*) FROM bench_runs") == 0
     command = store.fleet.command("bench-2")
     assert (command.state, command.error) == ("failed", "prompt too long")
+
+
+def test_box_watchdog_deadline_events_reach_the_timer(store: Store) -> None:
+    timer = store.timers.add("pro-a", T0 + 60_000, "stop-arms", "in 1m", now_ms=T0)
+    store.fleet.ingest("pro-a", [
+        ev(1, "deadline", timer_id=str(timer.id), state="firing", deadline_ms=T0 + 60_000, remaining_s=0.0,
+           action="stop-arms", detail={"tz": "UTC"}),
+        ev(2, "deadline", timer_id=str(timer.id), state="fired", deadline_ms=T0 + 60_000, remaining_s=0.0,
+           action="stop-arms", detail={}),
+    ])  # fmt: skip
+    assert store.timers.get(timer.id).state == "fired"
+    assert {"agent-firing", "agent-fired"} <= {row["event"] for row in store.timers.log_for(timer.id)}

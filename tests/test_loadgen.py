@@ -219,6 +219,15 @@ def test_preflight_errors_say_what_and_how_to_fix(zero_server: str, capsys: pyte
     assert rc == 2 and "not built in" in out["error"]
 
 
+def test_a_recipe_shape_unknown_here_is_a_label_for_explicit_lengths(
+    zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--vocab-size", "50", "--shape", "tiny",
+                                "--input-len", "64", "--output-len", "16", "--concurrency", "2", "--prompts", "4",
+                                "--json", "--quiet", "--records", str(tmp_path / "r.jsonl")])
+    assert rc == 0 and (out["shape"], out["input_len"], out["output_len"]) == ("tiny", 64, 16)
+
+
 class ScriptedServer:
     """A real loopback HTTP server whose /v1/completions answers follow a script per request number:
     'split' (vLLM framing written a few bytes at a time), 'short' (stops early), 'http400', 'error-event'."""

@@ -25,6 +25,7 @@ from console.service import Service
 from console.store import Store
 from console.store.sweeps import SweepArm
 from console.sweep import (
+    SweepError,
     SweepOptions,
     SweepRunner,
     accepted_candidates,
@@ -273,3 +274,77 @@ def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its
         assert store.sweeps.get(1).state == "interrupted"
         [launch] = store.rows("SELECT state FROM launches")
         assert launch["state"] in ("stopping", "stopped")  # the kill was sent before the console exited
+
+
+@pytest.mark.sshd
+def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes: Path, tmp_path: Path) -> None:
+    """Over a real sshd box whose fake nvidia-smi shows four cards: four servers, each benched."""
+    from tests.support.fleet_fixtures import FAST, box_started, farm, register
+    from tests.support.sshd import SshdUnavailable
+
+    try:
+        farm()
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+    box = box_started("sweep4", "pcie-4gpu")
+    env_dir = install(box.root / "fake-env")  # the box's user runs it: it lives under the box's root
+    write_model(box.root / "models" / "fake-moe")
+    (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve"]\n')
+
+    async def go() -> int:
+        with Store(tmp_path / "state.db") as store:
+            register(store, box)
+            store.boxes.update(box.name, serving_env=str(env_dir), model_root=str(box.root / "models"))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
+            try:
+                await service.probe(box.name)
+                sweep, _ = open_sweep(service, "one", box.name, ["short"], [2])
+                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4)).run()
+            finally:
+                await service.close()
+            return sweep.id
+
+    try:
+        sweep_id = asyncio.run(go())
+    finally:
+        box.kill_agent()
+    with Store(tmp_path / "state.db") as store:
+        [arm] = store.sweeps.arms(sweep_id)
+        assert arm.state == "served" and len(arm.launch_ids) == 4
+        launches = store.rows("SELECT gpus, port, start_ms, ready_ms, stop_ms FROM launches ORDER BY port")
+        assert [json.loads(x["gpus"]) for x in launches] == [[0], [1], [2], [3]]
+        assert [x["port"] for x in launches] == [8100, 8101, 8102, 8103]
+        # In parallel: every replica was serving before the first one was stopped.
+        assert max(x["ready_ms"] for x in launches) < min(x["stop_ms"] for x in launches)
+        benches = store.sweeps.benches(arm.id)
+        assert sorted(b["launch_id"] for b in benches) == sorted(arm.launch_ids)
+        assert all(b["out_tok_per_s"] and b["queueing"] == 0 for b in benches)
+        assert arm.gpu_mem_mib is not None and arm.gpu_mem_mib > 0  # the card's memory, from the probe
+
+
+def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_its_shapes(
+        recipes: Path, tmp_path: Path) -> None:  # fmt: skip
+    other = subprocess.Popen(["sleep", "60"])  # stands for another console process walking the sweep
+    try:
+        with Store(tmp_path / "state.db") as store:
+            service = Service(store, catalog=load_catalog([recipes]))
+            sweep, resumed = open_sweep(service, "fake-test", "local", ["short"], [1, 8])
+            assert not resumed and sweep.shapes == ["short"] and sweep.concurrency == [1, 8]
+            store.db.execute("UPDATE sweeps SET runner_pid = ? WHERE id = ?", [other.pid, sweep.id])
+            store.db.conn.commit()
+            with pytest.raises(SweepError, match=f"being walked by pid {other.pid}"):
+                open_sweep(service, "fake-test", "local")
+            other.kill()
+            other.wait()
+            with pytest.raises(SweepError, match=r"started with concurrency \[1, 8\]; resume it without"):
+                open_sweep(service, "fake-test", "local", concurrency=[4])
+            again, resumed = open_sweep(service, "fake-test", "local")
+            assert resumed and again.id == sweep.id and again.runner_pid == os.getpid()
+            fresh, resumed = open_sweep(service, "fake-test", "local", new=True)
+            assert not resumed and fresh.id != sweep.id and store.sweeps.get(sweep.id).state == "abandoned"
+            with pytest.raises(SweepError, match="unknown shape"):
+                open_sweep(service, "fake-test", "local", ["nope"])
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()

@@ -141,6 +141,15 @@ def test_vendor_sampling_goes_through_extra_body(capsys: pytest.CaptureFixture[s
     assert sent["temperature"] == 0.6 and sent["max_tokens"] == 512
 
 
+def test_unserved_model_is_refused_and_max_tokens_fits_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeChatServer("correct", max_model_len=2048) as server:
+        rc, out = run(capsys, ["--base-url", server.base_url, "--model", "other"])
+        assert rc == 2 and "does not serve model 'other'" in out["error"]
+        rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
+        assert rc == 0 and out["max_tokens"] == 2048 - 256
+        assert {r["max_tokens"] for r in server.requests} == {2048 - 256}
+
+
 def test_profile_by_name_resolves_through_the_recipes_on_the_console() -> None:
     pytest.importorskip("console.recipes")
     profile = load("qwen3.8-27b-bf16", None)

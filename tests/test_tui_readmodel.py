@@ -64,6 +64,18 @@ def test_throughput_is_bucketed_in_sql_and_sums_replicas(model: ReadModel, tmp_p
 def test_a_second_replica_adds_to_the_total(tmp_path: Path) -> None:
     fx = F.build(tmp_path / "s.db")
     with Store(fx.path) as store:
+        with store.atomic() as db:
+            db["launches"].insert(
+                {
+                    "id": "L-qwen-1",
+                    "box": "pro-a",
+                    "arm": F.QWEN,
+                    "replica": 1,
+                    "state": "serving",
+                    "start_ms": F.START - 240_000,
+                    "ready_ms": F.START - 60_000,
+                }
+            )
         F.insert_server_rows(
             store, F.server_rows("pro-a", "L-qwen-1", F.START, F.NOW, F.STEP_MS, peak=5200.0)
         )
@@ -73,6 +85,17 @@ def test_a_second_replica_adds_to_the_total(tmp_path: Path) -> None:
             [F.NOW - 10_000],
         )
         assert one_bucket.values[0] == pytest.approx(2 * sum(r["gen_tok_per_s"] for r in rows) / len(rows))
+
+
+def test_wide_windows_probe_each_bucket_instead_of_reading_every_sample(model: ReadModel) -> None:
+    six_hours = 6 * 3600_000
+    out, _ = throughput(model.store, "pro-a", F.NOW - six_hours, F.NOW, buckets=12)
+    # Only the last 30-minute bucket holds samples; it averages its first PROBE_MS (20 s) of them.
+    probe = model.store.rows(
+        "SELECT gen_tok_per_s FROM server_samples WHERE t_ms > ? AND t_ms <= ?", [F.START, F.START + 20_000]
+    )
+    assert out.values[:11] == (None,) * 11
+    assert len(probe) == 4 and out.values[11] == pytest.approx(sum(r["gen_tok_per_s"] for r in probe) / 4)
 
 
 def test_launch_state_follows_the_cursor() -> None:

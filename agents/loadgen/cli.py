@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="served model name")
     p.add_argument("--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)")
     p.add_argument("--vocab-size", type=int, help="use ids below N when no tokenizer directory is at hand")
-    p.add_argument("--shape", help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it")
+    p.add_argument("--shape", help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it, and "
+                   "with explicit lengths any name is accepted as the run's label (a recipe's own shape)")
     p.add_argument("--input-len", type=int, help="unique prompt tokens per request, after the shared prefix")
     p.add_argument("--output-len", type=int, help="generated tokens per request")
     p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
@@ -51,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
 
 def config(args: argparse.Namespace) -> RunConfig:
     shape = SHAPES.get(args.shape) if args.shape else None
-    if args.shape and shape is None:
+    if args.shape and shape is None and (args.input_len is None or args.output_len is None):
         raise ValueError(f"--shape {args.shape!r} is not built in ({', '.join(SHAPES)}); give --input-len/--output-len")
     input_len = args.input_len if args.input_len is not None else shape.input_len if shape else None
     output_len = args.output_len if args.output_len is not None else shape.output_len if shape else None

@@ -9,10 +9,14 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from agents.loadgen.preflight import PreflightError, served_model
 from agents.tripwire.client import chat, request_body
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
 from agents.tripwire.items import ITEMS
 from agents.tripwire.profile import ProfileError, load
+
+PROMPT_ROOM = 256
+"""Tokens left for the chat template and the longest prompt when max_tokens is capped to the model."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,7 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--profile", help="vendor serving profile name (resolved from the recipes on the console)")
     p.add_argument("--profile-json", help="the resolved profile as JSON, or @FILE (what the agent is given)")
-    p.add_argument("--max-tokens", type=int, default=4096, help="room per answer (reasoning models need it)")
+    p.add_argument("--max-tokens", type=int, default=4096, help="room per answer (reasoning models need it); "
+                   "capped to the server's max_model_len minus room for the prompt")
     p.add_argument("--concurrency", type=int, default=20)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
     p.add_argument("--min-ok", type=int, default=MIN_OK)
@@ -46,13 +51,23 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": str(exc)}))
         return 2
     api_key = os.environ.get(args.api_key_env) or None
+    try:
+        served = served_model(args.base_url, args.model, api_key)
+    except PreflightError as exc:
+        print(f"tripwire: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
+        return 2
+    max_tokens = args.max_tokens
+    if served.max_model_len:  # a small model (the CPU test model serves 2,048) cannot take the default room
+        max_tokens = max(1, min(max_tokens, served.max_model_len - PROMPT_ROOM))
     started = time.time()
     done = 0
 
     def one(item_index: int) -> dict:
         nonlocal done
         item = ITEMS[item_index]
-        body = request_body(args.model, item.prompt, profile, args.max_tokens)
+        body = request_body(args.model, item.prompt, profile, max_tokens)
         graded = grade_item(item, chat(args.base_url, body, args.timeout, api_key))
         done += 1
         if not args.quiet:
@@ -65,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "model": args.model, "base_url": args.base_url, "profile": profile.name,
         "reasoning_parser": profile.reasoning_parser, "request": profile.request, "extra_body": profile.extra_body,
-        "max_tokens": args.max_tokens, "t_ms": int(started * 1000), "duration_s": round(time.time() - started, 3),
+        "max_tokens": max_tokens, "t_ms": int(started * 1000), "duration_s": round(time.time() - started, 3),
         **summary, "items": items,
     }
     if args.json:

@@ -14,6 +14,7 @@ from console.fleet import AgentError, HostKeyProblem, JournalMismatch
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
 from console.store import Box, BoxExists, NoSuchBox, Store
+from console.store.fleet import IngestError
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -129,7 +130,7 @@ def _connect(args: argparse.Namespace) -> int:
         try:
             store.boxes.get(args.name)
             return asyncio.run(_connect_async(store, args.name, args.follow))
-        except (NoSuchBox, HostKeyProblem, JournalMismatch, ServiceError, AgentError) as exc:
+        except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError) as exc:
             raise CliError(str(exc)) from exc
         except (OSError, TimeoutError) as exc:
             status = store.boxes.get(args.name)

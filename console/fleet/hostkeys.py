@@ -21,7 +21,7 @@ DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 PINNED_SOURCES = ("tofu", "known_hosts")
 
 
-class HostKeyProblem(ConnectionError):
+class HostKeyProblem(RuntimeError):
     """The box cannot be connected to until the operator acts on its host key; retrying will not help."""
 
 

@@ -41,7 +41,7 @@ from console.fleet.push import (
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
 from console.fleet.wire import AgentError, ChannelClosed, new_id
 from console.store import Store
-from console.store.fleet import IngestReport
+from console.store.fleet import IngestError, IngestReport
 from console.timeutil import fmt_remaining
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ LINK_ERRORS = (
 """Failures that a reconnect may cure. Host-key problems and journal mismatches are not among them."""
 
 
-class JournalMismatch(ConnectionError):
+class JournalMismatch(RuntimeError):
     """The box's journal and state.db disagree about history; ingesting would skip or lose events."""
 
 
@@ -139,15 +139,19 @@ class BoxLink:
     async def connect(self) -> str:
         """One attempt: transport, the right agent, a hello that agrees with state.db. Returns what was done."""
         self._status("connecting", None)
-        transport = await self._open_transport()
+        transport: Transport | None = None
         try:
+            transport = await self._open_transport()
             box = self.store.boxes.get(self.name)
             home = await resolve_home(transport, box.agent_home)
             python = sys.executable if box.is_local else "python3"
             hello, action = await ensure_agent(transport, home, self._build(), python, self.settings.agent_timeout_s)
             self._check_journal(hello)
-        except BaseException:
-            transport.close()
+        except BaseException as exc:
+            if transport is not None:
+                transport.close()
+            if isinstance(exc, LINK_ERRORS):
+                self._status("down", f"{type(exc).__name__}: {exc}")
             raise
         self._transport, self._home, self.last_hello = transport, home, hello
         self.box_last_seq = int(hello.get("last_seq") or 0)
@@ -192,6 +196,12 @@ class BoxLink:
                 await self._ingest_forever()
             except (HostKeyProblem, JournalMismatch) as exc:
                 self._fatal = exc  # the operator must act; retrying would only hammer the box
+                return
+            except IngestError as exc:
+                # A corrupt stream: the cursor stays put (nothing is skipped) and the operator is told.
+                self._fatal = exc
+                self._lost(exc)
+                self._status("ingest-error", f"{exc}; the box journal is kept, nothing was skipped")
                 return
             except LINK_ERRORS as exc:
                 self._lost(exc)
@@ -248,8 +258,10 @@ class BoxLink:
         """Ingest until caught up with the box (one connection, no reconnect); returns events inserted."""
         if self._transport is None:
             await self.connect()
-        self._resend_unfinished()
-        return await self._drain()
+        resent = self._resend_unfinished()
+        inserted = await self._drain()
+        await asyncio.gather(*resent, return_exceptions=True)  # their outcome is in the store either way
+        return inserted
 
     # -- commands --------------------------------------------------------------------------------
     async def command(self, op: str, args: dict[str, Any], *, command_id: str | None = None,
@@ -320,12 +332,15 @@ class BoxLink:
             f"command {command_id} is re-sent on the next connection and the agent answers it from its ledger"
         )
 
-    def _resend_unfinished(self) -> None:
+    def _resend_unfinished(self) -> list[asyncio.Future[dict[str, Any]]]:
         """Commands a previous console stored and maybe sent: re-send to learn (not repeat) their outcome."""
+        tasks = []
         for command in self.store.fleet.unfinished_commands(self.name):
             if command.id not in self._inflight:
                 task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0))
                 task.add_done_callback(_log_failure)
+                tasks.append(task)
+        return tasks
 
     # -- forwards and shutdown -------------------------------------------------------------------
     async def forward(self, port: int, timeout: float = 30.0) -> int:

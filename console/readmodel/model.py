@@ -36,12 +36,13 @@ class ReadModel:
         self.clock = clock
         self.cursor = Cursor()
         self.window_ms = WINDOWS_MS[0]
-        if replay:
-            self.cursor.span = queries.data_span(store)
-            self.cursor.at_ms = self.cursor.span[1] if self.cursor.span else clock()
+        self._park = replay  # parked at the end of the record on the first query (a worker), not here
 
     # -- the cursor ---------------------------------------------------------------------------------
     def now(self) -> int:
+        if self._park:
+            self._park = False
+            self.seek_end()
         return self.clock() if self.cursor.at_ms is None else self.cursor.at_ms
 
     def step(self, delta_ms: int) -> int:

@@ -37,19 +37,27 @@ def _json_list(text: str | None) -> list[Any]:
 
 
 def data_span(store: Store) -> tuple[int, int] | None:
-    """First and last instants with recorded data (the replay range); None for an empty campaign."""
+    """First and last instants with recorded data (the replay range); None for an empty campaign.
+
+    Sample tables are asked box by box with one min() or max() per query, so SQLite answers each from
+    the (box, t_ms) index instead of scanning millions of rows.
+    """
+    bounds: list[int] = []
+    for (box,) in store.db.execute("SELECT name FROM boxes").fetchall():
+        for table in ("gpu_samples", "server_samples"):
+            for fn in ("min", "max"):
+                value = store.scalar(f"SELECT {fn}(t_ms) FROM {table} WHERE box = ?", [box])
+                if value is not None:
+                    bounds.append(value)
     row = store.rows(
         """SELECT min(lo) AS lo, max(hi) AS hi FROM (
-             SELECT min(t_ms) AS lo, max(t_ms) AS hi FROM gpu_samples
-             UNION ALL SELECT min(t_ms), max(t_ms) FROM server_samples
-             UNION ALL SELECT min(started_ms), max(coalesce(ended_ms, started_ms)) FROM bench_runs
+             SELECT min(started_ms) AS lo, max(coalesce(ended_ms, started_ms)) AS hi FROM bench_runs
              UNION ALL SELECT min(t_ms), max(t_ms) FROM tripwire_runs
              UNION ALL SELECT min(start_ms), max(coalesce(stop_ms, ready_ms, start_ms)) FROM launches
              UNION ALL SELECT min(created_ms), max(updated_ms) FROM timers)"""
     )[0]
-    if row["lo"] is None:
-        return None
-    return int(row["lo"]), int(row["hi"])
+    bounds += [v for v in (row["lo"], row["hi"]) if v is not None]
+    return (int(min(bounds)), int(max(bounds))) if bounds else None
 
 
 # -- launches ----------------------------------------------------------------------------------------
@@ -227,28 +235,57 @@ def gpu_power(store: Store, box: str, at: int) -> list[GpuPower]:
     ]
 
 
+EXACT_WINDOW_MS = 3600_000
+"""Windows up to an hour average every sample; wider ones probe each bucket (see ``throughput``)."""
+
+PROBE_MS = 20_000
+
+
 def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tuple[Series, Series]:
     """Output and input tok/s of every launch on ``box`` summed, averaged into ``buckets`` in SQL.
 
-    Each launch is averaged within a bucket first and then summed across launches, so two replicas
-    sampled at 1 Hz read as their total, not as their mean.
+    Each launch is averaged within a bucket and then summed across launches, so two replicas read as
+    their total, not their mean. Samples are read through each launch's primary key (launch_id, t_ms),
+    which is clustered. Up to an hour, every sample counts. Beyond, a 24-hour window at 1 Hz would
+    read 86,400 rows per launch on every redraw, so each bucket averages only its first ``PROBE_MS``
+    (a decimated overview, gaps included); the hour window shows every sample again.
     """
     buckets = max(1, buckets)
     span = max(1, end - start)
-    rows = store.rows(
-        """SELECT b, sum(g) AS g, sum(p) AS p FROM (
-             SELECT ((t_ms - :start) * :n - 1) / :span AS b,
-                    avg(gen_tok_per_s) AS g, avg(prompt_tok_per_s) AS p
-             FROM server_samples WHERE box = :box AND t_ms > :start AND t_ms <= :end
-             GROUP BY b, launch_id)
-           GROUP BY b""",
-        {"start": start, "end": end, "n": buckets, "span": span, "box": box},
-    )
+    width = max(1, span // buckets)
+    launch_ids = [
+        r["id"]
+        for r in store.rows(
+            "SELECT id FROM launches WHERE box = ? AND coalesce(start_ms, 0) <= ? "
+            "AND (stop_ms IS NULL OR stop_ms >= ?)",
+            [box, end, start],
+        )
+    ]
     out: list[float | None] = [None] * buckets
     inp: list[float | None] = [None] * buckets
-    for r in rows:
-        i = min(buckets - 1, max(0, int(r["b"])))
-        out[i], inp[i] = r["g"], r["p"]
+    for launch_id in launch_ids:
+        if span <= EXACT_WINDOW_MS or width <= PROBE_MS:
+            rows = store.db.execute(
+                """SELECT ((t_ms - :start) * :n - 1) / :span AS b, avg(gen_tok_per_s), avg(prompt_tok_per_s)
+                   FROM server_samples WHERE launch_id = :launch AND t_ms > :start AND t_ms <= :end
+                   GROUP BY b""",
+                {"start": start, "end": end, "n": buckets, "span": span, "launch": launch_id},
+            ).fetchall()
+        else:
+            rows = store.db.execute(
+                """WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :n - 1)
+                   SELECT b.i, avg(s.gen_tok_per_s), avg(s.prompt_tok_per_s) FROM b JOIN server_samples s
+                     ON s.launch_id = :launch AND s.t_ms > :start + b.i * :width
+                     AND s.t_ms <= :start + b.i * :width + :probe
+                   GROUP BY b.i""",
+                {"start": start, "n": buckets, "width": width, "probe": PROBE_MS, "launch": launch_id},
+            ).fetchall()
+        for b, g, p in rows:
+            i = min(buckets - 1, max(0, int(b)))
+            if g is not None:
+                out[i] = (out[i] or 0.0) + g
+            if p is not None:
+                inp[i] = (inp[i] or 0.0) + p
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
 
 

@@ -249,6 +249,10 @@ class Fleet:
         if event.get("version"):
             self.store.db.execute("UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box])
 
+    def _on_deadline(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "timer_id", "state")
+        self.store.timers.on_agent_event(box, event)
+
     def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
         _require(event, "command_id", "ok")
         if self.store.scalar("SELECT state FROM commands WHERE id = ?", [event["command_id"]]) == "failed":

@@ -144,7 +144,7 @@ class SweepRunner:
             raise
         except (AgentError, ServiceError, OSError, TimeoutError) as exc:
             await self._interrupted(f"box {self.sweep.box}: {type(exc).__name__}: {exc}")
-            raise SweepError(f"sweep #{sid} stopped: box {self.sweep.box}: {exc}; run it again to resume") from exc
+            raise SweepError(f"box {self.sweep.box}: {type(exc).__name__}: {exc}") from exc
         self._say("done")
         return self.store.sweeps.get(sid)
 
@@ -178,16 +178,16 @@ class SweepRunner:
             sweeps.start_arm(candidate.id, None)
             sweeps.finish_arm(candidate.id, "refused", f"does not fit box {self.sweep.box}: {exc}")
             return
+        if plan.failed_checks and not self.options.force and not plan.blocking:
+            raise SweepError(
+                f"box {self.sweep.box} failed its last check ({'; '.join(plan.failed_checks)}); fix it and "
+                f"`campaign check {self.sweep.box}`, or resume the sweep with --force (recorded with every launch)"
+            )
         sweeps.start_arm(candidate.id, self._gpu_mem())
         if plan.blocking:
             lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
             sweeps.finish_arm(candidate.id, "refused", f"lint: {lines}")
             return
-        if plan.failed_checks and not self.options.force:
-            raise SweepError(
-                f"box {self.sweep.box} failed its last check ({'; '.join(plan.failed_checks)}); fix it and "
-                f"`campaign check {self.sweep.box}`, or resume the sweep with --force (recorded with every launch)"
-            )
         self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
         try:
             await self.service.launch(plan, force=self.options.force, ready_timeout_s=self.options.ready_timeout_s)

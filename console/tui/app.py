@@ -154,19 +154,23 @@ class ConsoleApp(App[None]):
             self.screen.open_filter()
 
     def action_replay(self, direction: int) -> None:
-        self.model.step(direction * self.model.window_ms // 10)
-        self.redraw_visible()
+        delta = direction * self.model.window_ms // 10
+        self._move_cursor(lambda: self.model.step(delta))
 
     def action_replay_start(self) -> None:
-        self.model.seek_start()
-        self.redraw_visible()
+        self._move_cursor(self.model.seek_start)
 
     def action_replay_end(self) -> None:
-        if self.read_only:
-            self.model.seek_end()
-        else:
-            self.model.follow_live()
-        self.redraw_visible()
+        self._move_cursor(self.model.seek_end if self.read_only else self.model.follow_live)
+
+    def _move_cursor(self, move: Callable[[], object]) -> None:
+        """Cursor moves read the record's span, so they run on a worker like every other query."""
+
+        def run() -> None:
+            self.read(move)
+            self.call_from_thread(self.redraw_visible)
+
+        self.run_worker(run, thread=True, group="cursor", exit_on_error=False)
 
     def action_window(self) -> None:
         self.model.cycle_window()

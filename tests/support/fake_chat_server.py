@@ -50,8 +50,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeChatServer:
-    def __init__(self, default: str = "correct", modes: dict[str, str] | None = None, model: str = "fake") -> None:
+    def __init__(self, default: str = "correct", modes: dict[str, str] | None = None, model: str = "fake",
+                 max_model_len: int = 40960) -> None:
         self.default = default
+        self.max_model_len = max_model_len
         self.modes = dict(modes or {})
         self.model = model
         self.requests: list[dict[str, Any]] = []
@@ -60,6 +62,12 @@ class FakeChatServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:
+                if self.path != "/v1/models":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._send(200, {"object": "list",
+                                 "data": [{"id": server.model, "max_model_len": server.max_model_len}]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -90,7 +98,7 @@ class FakeChatServer:
                 self.wfile.write(data)
 
         self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def base_url(self) -> str:

@@ -176,9 +176,11 @@ class SshdFarm:
         return fresh.host_key_line
 
     def stop(self) -> None:
+        """End every sshd and agent of the farm and remove its directory (homes, keys, journals)."""
         for box in self.boxes.values():
             box.kill_agent()
             box.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _wait_banner(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 10.0) -> None:

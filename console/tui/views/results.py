@@ -42,21 +42,36 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
             best[key] = r
     if not best:
         return ["no rows to compare"]
-    top = max(r.out_tok_per_s or 0 for r in best.values())
     label = min(24, max(len(a) for _, a in best))
-    bar_width = max(5, width - label - 30)
+    bar_width = max(5, width - label - 44)  # room for " 5.2k C1024 trip DEGEN DIAGNOSTIC-ONLY"
     lines = []
     for shape in sorted({s for s, _ in best}):
+        # Each shape is scaled to its own best: arms are compared within a workload, never across.
+        ranked = sorted(
+            (r for (s, _), r in best.items() if s == shape), key=lambda r: -(r.out_tok_per_s or 0)
+        )
+        top = ranked[0].out_tok_per_s or 1.0
         lines.append(f"{shape} (best out tok/s per arm)")
-        for (s, arm), r in sorted(best.items(), key=lambda kv: -(kv[1].out_tok_per_s or 0)):
-            if s != shape:
-                continue
+        for r in ranked:
             word = f"trip {r.tripwire}" + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
             lines.append(
-                f" {arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
+                f" {r.arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
                 f"{num(r.out_tok_per_s):>5} C{r.concurrency} {word}"
             )
     return lines
+
+
+def detail_line(r: ResultRow) -> str:
+    """The highlighted row whole, so an 80-column terminal still shows its kernel, verdict and limit."""
+    parts = [
+        f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s",
+        f"tripwire {r.tripwire}",
+        f"limit {num(r.power_limit_w)} W",
+        f"kernel {r.kernel_line or 'not recorded'}",
+    ]
+    if r.marks:
+        parts.append(r.marks)
+    return " | ".join(parts)
 
 
 class ResultsScreen(ViewScreen):
@@ -72,6 +87,7 @@ class ResultsScreen(ViewScreen):
 
     def body(self) -> ComposeResult:
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="results-detail", markup=False)
         yield Static("", id="results-chart", markup=False)
 
     def focus_main(self) -> None:
@@ -118,7 +134,11 @@ class ResultsScreen(ViewScreen):
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown
         if self.chart_shown:
-            chart.update("\n".join(compare_chart(rows, chart.size.width or self.size.width)))
+            chart.update("\n".join(compare_chart(rows, chart.content_region.width or self.size.width - 2)))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = next((r for r in self.rows if str(r.id) == event.row_key.value), None)
+        self.query_one("#results-detail", Static).update(detail_line(row) if row else "")
 
     def action_sort(self) -> None:
         names = list(RESULT_SORTS)
