@@ -17,6 +17,8 @@ import shutil
 import signal
 import socket
 import socketserver
+import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -93,8 +95,6 @@ class Agent:
         return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box)
 
     def _shutdown_box(self) -> dict[str, Any]:
-        import subprocess
-
         proc = subprocess.run(self.shutdown_argv, capture_output=True, text=True, timeout=60, check=False)
         return {"argv": self.shutdown_argv, "rc": proc.returncode, "output": (proc.stdout + proc.stderr)[-300:]}
 
@@ -172,7 +172,11 @@ class Agent:
                                 message=f"free space back to {free} bytes; samples resumed")
 
     def warn(self, where: str, message: str) -> None:
-        self.journal.append("warning", where=where, message=message)
+        """Journal a survived fault; if even that fails (disk full), say it in agent.log and go on."""
+        try:
+            self.journal.append("warning", where=where, message=message)
+        except sqlite3.Error as exc:
+            print(f"warning {where}: {message} (not journaled: {exc})", file=sys.stderr, flush=True)
 
     # -- the protocol -------------------------------------------------------------------------------
 

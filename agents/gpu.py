@@ -237,7 +237,8 @@ class SmiLoop:
         self.interval_ms = interval_ms
         self.fields = ["index", *SAMPLE_FIELDS.values()]
         self._lock = threading.Lock()
-        self._pending: dict[int, dict[str, Any]] = {}
+        self._latest: dict[int, dict[str, Any]] = {}
+        self._fresh = False
         self._proc: subprocess.Popen[str] | None = None
         self._stopped = False
         self._restart_at = 0.0
@@ -264,7 +265,8 @@ class SmiLoop:
             sample = _sample_from_row(rows[0])
             if sample is not None:
                 with self._lock:
-                    self._pending[sample["gpu"]] = sample
+                    self._latest[sample["gpu"]] = sample
+                    self._fresh = True
         rc = proc.wait()
         if self._stopped:
             return
@@ -279,14 +281,20 @@ class SmiLoop:
             self._restart_at = time.monotonic() + 30.0
 
     def read(self) -> list[dict[str, Any]]:
-        """The rows received since the last read (one per GPU), restarting a dead loop when due."""
+        """The latest row of every GPU when any row arrived since the last read, else [].
+
+        Rows of one ``-lms`` round arrive one line at a time; keeping the latest of each GPU means a tick
+        that lands mid-round still reports every GPU (each value at most one period old).
+        """
         proc = self._proc
         if not self._stopped and proc is not None and proc.poll() is not None and self._thread is not None \
                 and not self._thread.is_alive() and time.monotonic() >= self._restart_at:
             self.start()
         with self._lock:
-            rows, self._pending = self._pending, {}
-        return [rows[k] for k in sorted(rows)]
+            if not self._fresh:
+                return []
+            self._fresh = False
+            return [dict(self._latest[k]) for k in sorted(self._latest)]
 
     def stop(self) -> None:
         self._stopped = True

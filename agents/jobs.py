@@ -4,7 +4,8 @@ Why child processes: a run lasts minutes and uses several cores; the daemon must
 keep sampling at 1 Hz meanwhile, and a crashing run must not take the agent with it. The child is the
 agent's own entry point (``<agent> loadgen ...`` / ``<agent> tripwire ...``) so the zipapp the console
 pushed is all the box needs. Its one JSON object on stdout becomes a ``bench_result`` /
-``tripwire_result`` event; any failure becomes a ``command_done`` with the reason.
+``tripwire_result`` event; any failure becomes a ``command_done`` with the reason. A run still going
+when the agent restarts is not re-watched: its output stays in ``<home>/jobs/`` for a later pull.
 """
 
 from __future__ import annotations
@@ -137,7 +138,3 @@ class Jobs:
             self.journal.append("command_done", **done)
         elif error is not None:
             self.journal.append("warning", where=f"{job.op}:{job.job_id}", message=error)
-
-    def stop(self) -> None:
-        """On agent shutdown the runs keep going; they are simply no longer watched (results stay on disk)."""
-        self.running.clear()

@@ -130,10 +130,6 @@ class Journal:
                 raise
         return acked
 
-    def pending_count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM events").fetchone()[0])
-
     # -- meta ---------------------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:

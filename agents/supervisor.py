@@ -267,9 +267,6 @@ class Supervisor:
             if key not in launch.seen_kernel_lines:
                 launch.seen_kernel_lines.add(key)
                 self.journal.append("kernel_line", launch_id=launch.launch_id, category=category, line=text)
-            accepted = loglines.backend_set(line)
-            if accepted and "Expected one of" in line:
-                launch.backends_accepted = accepted
         budget = loglines.kv_budget(line)
         if budget is not None:
             launch.kv_tokens = budget.kv_cache_tokens if budget.kv_cache_tokens is not None else launch.kv_tokens

@@ -144,11 +144,11 @@ def main() -> int:
         seq1 = box.ok("hello")["last_seq"]
         events = box.events(seq0)
         gpu_ticks = sum(1 for e in events if e["kind"] == "gpu_sample")
+        gpus_seen = sorted({len(e["gpus"]) for e in events if e["kind"] == "gpu_sample"})
         srv = sum(1 for e in events if e["kind"] == "server_sample")
         payload = sum(len(json.dumps(e, separators=(",", ":"))) for e in events)
     finally:
-        box.stop()
-        _stop_servers(box.home)  # the servers outlive the agent by design: stop them here
+        box.stop()  # the daemon, then the servers (they outlive an agent by design)
     peer = peer_cost(smi, min(10.0, ns.seconds))
     shutil.rmtree(tmp, ignore_errors=True)
     agent_frac = (own1 - own0) / wall
@@ -159,6 +159,7 @@ def main() -> int:
         "agent_pct_of_one_core": round(100 * agent_frac, 3),
         "target_pct": 1.0,
         "gpu_samples": gpu_ticks,
+        "gpus_per_sample": gpus_seen,
         "server_samples": srv,
         "events": seq1 - seq0,
         "journal_payload_bytes_per_hour": int(payload / wall * 3600),
@@ -168,18 +169,6 @@ def main() -> int:
     }
     print(json.dumps(result, indent=2))
     return 0 if agent_frac < 0.01 else 1
-
-
-def _stop_servers(home: Path) -> None:
-    import signal
-    import sqlite3
-
-    with sqlite3.connect(home / "journal.db") as conn:
-        for (pid,) in conn.execute("SELECT pid FROM launches WHERE pid IS NOT NULL"):
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 if __name__ == "__main__":

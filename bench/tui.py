@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from console.readmodel import WINDOWS_MS  # noqa: E402
 from console.store import Box, Store  # noqa: E402
 from tests.support import tui_fixture as F  # noqa: E402
+from tests.support.tui_pilot import settle  # noqa: E402
 
 BOXES, GPUS = 8, 8
 STEP_MS = 1000
@@ -136,13 +137,6 @@ async def measure_redraw(path: Path, rounds: int) -> dict[str, list[float]]:
             times.append(app.redraw_s["fleet"])
         out["fleet (8 boxes)"] = times
     return out
-
-
-async def settle(pilot) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(2):
-        await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def sql_chart(path: Path, window_ms: int, buckets: int) -> float:

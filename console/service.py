@@ -18,6 +18,7 @@ from console.fleet.wire import AgentError
 from console.recipes import Catalog, Finding, ResolvedArm, box_spec, lint, load_catalog, resolve
 from console.store import Store
 
+DEFAULT_BASE_PORT = 8100
 DEFAULT_READY_TIMEOUT_S = 900.0
 """Large checkpoints take minutes to load and compile; the agent fails the launch after this."""
 
@@ -91,12 +92,26 @@ class Service:
                                 status_detail="host key trusted by the operator")  # fmt: skip
 
     # -- launches --------------------------------------------------------------------------------
-    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None, base_port: int = 8100) -> LaunchPlan:
+    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None,
+                    base_port: int | None = None) -> LaunchPlan:  # fmt: skip
+        """Lint and lay out ``arm`` on ``box`` as measured by its latest probe; nothing is sent.
+
+        Without ``base_port`` the replicas take the first ports from 8100 that no live launch on the box
+        holds, so arms side by side on one box never collide on a port.
+        """
+        self.fleet.link(box)  # the box exists (the local one is created on first use)
         b = self.store.boxes.get(box)
         probe = self.store.checks.latest_probe(box)
         spec = box_spec(b, probe.data if probe else None)
         findings = lint(self.catalog, arm, spec)
-        resolved = resolve(self.catalog, arm, spec, gpus, base_port)
+        resolved = resolve(self.catalog, arm, spec, gpus, base_port or DEFAULT_BASE_PORT)
+        if base_port is None:
+            held = {row["port"] for row in self.store.fleet.live_launches(box)}
+            start = DEFAULT_BASE_PORT
+            while held & set(range(start, start + len(resolved.replicas))):
+                start += 1
+            if start != DEFAULT_BASE_PORT:
+                resolved = resolve(self.catalog, arm, spec, gpus, start)
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
         return LaunchPlan(box, resolved, findings, failed)
 
@@ -202,8 +217,11 @@ class Service:
         await link.command("bench", args, command_id=bench_id)
         return bench_id
 
-    async def tripwire(self, launch_id: str) -> str:
-        """Start the corruption tripwire against a serving launch with the arm's vendor serving profile."""
+    async def tripwire(self, launch_id: str, max_tokens: int | None = None) -> str:
+        """Start the corruption tripwire against a serving launch with the arm's vendor serving profile.
+
+        ``max_tokens`` caps each answer (None: the tripwire's own default, which reasoning models need).
+        """
         launch = self._serving(launch_id)
         box = self.store.boxes.get(launch["box"])
         probe = self.store.checks.latest_probe(box.name)
@@ -214,6 +232,8 @@ class Service:
             "base_url": f"http://127.0.0.1:{launch['port']}", "model": self._served_name(launch),
             "profile": resolved.profile.to_dict(),
         }  # fmt: skip
+        if max_tokens is not None:
+            args["max_tokens"] = max_tokens
         link = await self._link(box.name)
         await link.command("tripwire", args, command_id=tripwire_id)
         return tripwire_id

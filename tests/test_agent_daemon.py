@@ -122,25 +122,6 @@ def box(tmp_path: Path):
         yield agent
     finally:
         agent.stop()
-        _kill_leftovers(agent)
-
-
-def _kill_leftovers(agent: AgentBox) -> None:
-    for launch in json.loads(json.dumps(_journal_launch_pids(agent.home))):
-        try:
-            os.killpg(launch, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _journal_launch_pids(home: Path) -> list[int]:
-    import sqlite3
-
-    db = home / "journal.db"
-    if not db.exists():
-        return []
-    with sqlite3.connect(db) as conn:
-        return [r[0] for r in conn.execute("SELECT pid FROM launches WHERE pid IS NOT NULL")]
 
 
 def launch_args(fake_server: Path, launch_id: str, port: int, *flags: str, **extra: Any) -> dict[str, Any]:
@@ -239,6 +220,8 @@ def test_gpu_samples_from_one_long_running_nvidia_smi(box: AgentBox) -> None:
                    "max_limit_w": 700.0, "sm_clock_mhz": 345.0, "util_pct": 0.0, "mem_used_mib": 0.0,
                    "mem_total_mib": 143771.0, "temp_c": 36.0}
     assert {s["gpus"][0]["power_w"] for s in samples} <= {79.18, 79.22, 79.21, 79.12, 79.11, 79.10}
+    fallback = [e for e in box.events() if e["kind"] == "warning" and e["where"] == "nvml"]
+    assert len(fallback) == 1 and "NVML unavailable" in fallback[0]["message"]  # NVML missing: said once
     # one nvidia-smi -lms process, not one per sample
     smi = [p for p in _children_cmdlines(box.pid) if "fake_nvidia_smi.py" in p]
     assert len(smi) == 1 and "-lms" in smi[0]
@@ -423,7 +406,7 @@ def test_watchdog_deadline_survives_restart_and_stops_arms(box: AgentBox, fake_s
     armed = box.ok("set_deadline", {"timer_id": "t1", "deadline_ms": now + 4000, "action": "stop-arms",
                                     "console_now_ms": now})
     assert armed["armed"] is True and 3 < armed["remaining_s"] <= 4
-    box.stop()
+    box.shutdown()  # the agent goes away, its arm and the deadline stay
     box.start()
     assert [t["timer_id"] for t in box.ok("hello")["timers"]] == ["t1"]
     box.wait_for(lambda e: e["kind"] == "deadline" and e["state"] == "fired", timeout=20)
@@ -439,3 +422,10 @@ def test_a_run_that_fails_is_a_command_done_with_its_reason(box: AgentBox) -> No
     assert not [e for e in box.events() if e["kind"] == "tripwire_result"]
     missing_id = box.request("bench", {"base_url": "http://127.0.0.1:9", "model": "m", "concurrency": 1})
     assert not missing_id["ok"] and "needs bench_id" in missing_id["error"]
+
+
+def test_a_server_never_ready_is_killed_and_failed_with_the_reason(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "slow", free_port(), "--ready-after", "600", ready_timeout_s=1))
+    failed = box.wait_for(state_of("slow", "failed"), timeout=30)
+    assert failed["reason"] == "not ready after 1 s (/health and /v1/models); killed"
+    assert failed["exit_code"] == -signal.SIGTERM

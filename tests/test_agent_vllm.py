@@ -88,7 +88,7 @@ def test_agent_runs_real_vllm_on_cpu(vllm_env: VllmEnv, tmp_path: Path) -> None:
         seqs = [e["seq"] for e in box.events()]
         assert seqs == sorted(seqs) and seqs[0] == 1
     finally:
-        box.stop()
+        box.stop()  # also SIGKILLs the launch if an assertion failed before the kill
 
 
 @pytest.mark.timeout(600)

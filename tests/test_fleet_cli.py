@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,20 @@ def test_connect_to_a_changed_key_fails_loudly(sshd_farm: SshdFarm, tmp_path: Pa
     assert "HOST KEY CHANGED" in capsys.readouterr().err
     with Store(db) as store:
         assert store.boxes.get("cli-rekeyed").status == "host-key-changed"
+
+
+def test_local_box_is_the_embedded_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setenv("HOME", str(tmp_path))  # the agent home defaults to ~/.campaign-agent
+    db = str(tmp_path / "state.db")
+    try:
+        assert main(["--db", db, "box", "connect", "local"]) == 0
+        assert "local: started; " in capsys.readouterr().out
+        with Store(db) as store:
+            box = store.boxes.get("local")
+            assert (box.kind, box.status) == ("local", "up")
+            assert store.scalar("SELECT count(*) FROM journal WHERE box = 'local' AND kind = 'agent_started'") == 1
+    finally:
+        pidfile = tmp_path / ".campaign-agent" / "agent.pid"
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)

@@ -58,6 +58,17 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
         assert row["arm"] == "tiny-cpu" and row["shape"] == "tiny" and row["concurrency"] == 4
         assert row["out_tok_per_s"] > 0 and row["kernel_line"], row
 
+        # The tripwire on random weights: degenerate answers, so the arm's throughput is diagnostic only.
+        tripwire_id = await service.tripwire(launch_id, max_tokens=48)
+        await _until("the tripwire to finish", lambda: store.fleet.command(tripwire_id).state == "failed"
+                     or "exit_code" in (store.fleet.command(tripwire_id).result or {}), 300)  # fmt: skip
+        command = store.fleet.command(tripwire_id)
+        assert command.state == "acked", f"tripwire failed on the box: {command.error}"
+        verdict = store.rows("SELECT * FROM tripwire_runs WHERE launch_id = ?", [launch_id])[0]
+        assert verdict["arm"] == "tiny-cpu" and verdict["total"] > 0
+        bench = store.rows("SELECT tripwire_id, diagnostic_only FROM bench_runs WHERE launch_id = ?", [launch_id])[0]
+        assert bench["tripwire_id"] == verdict["id"] and bench["diagnostic_only"] == int(not verdict["passed"])
+
         await service.kill([launch_id], "local", grace_s=20)
         await _until("stopped", lambda: state() in ("stopped", "failed"), 120)
         assert state() == "stopped"

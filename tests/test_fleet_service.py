@@ -78,6 +78,9 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         assert args["argv"][0].endswith("sleepy-env/bin/vllm") and "--host" in args["argv"]
         assert fleet_store.scalar("SELECT recipe_hash FROM arms WHERE id = ?", [launch["arm_id"]])
         await _until(lambda: fleet_store.fleet.launch(launch_id)["state"] == "starting")  # type: ignore[index]
+        held = {row["port"] for row in fleet_store.fleet.live_launches("alpha")}
+        assert launch["port"] in held
+        assert service.plan_launch("tiny-cpu", "alpha").resolved.replicas[0].port not in held
 
         assert service.kill_targets("tiny-cpu", "alpha") == [launch_id]
         with pytest.raises(ServiceError, match="nothing to kill"):

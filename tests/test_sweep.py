@@ -7,10 +7,13 @@ refuses a pinned MoE backend the way vLLM does, crashes, degenerates or serves a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -121,6 +124,20 @@ def _stop_agent(home: Path) -> None:
             pass
 
 
+def free_ports(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports: tests never share 8100.. with other runs."""
+    for base in random.sample(range(20000, 40000, 8), 200):
+        try:
+            with contextlib.ExitStack() as stack:
+                for port in range(base, base + n):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
+
+
 # -- the plan, pure ----------------------------------------------------------------------------------
 def test_plan_walks_the_list_then_the_kernel_pairs_on_the_base(recipes: Path) -> None:
     catalog = load_catalog([recipes])
@@ -163,7 +180,8 @@ def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, 
             service = Service(store, catalog=load_catalog([recipes]))
             sweep, _ = open_sweep(service, "fake-test", "local", **open_args)  # type: ignore[arg-type]
             try:
-                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4)).run()
+                options = SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4, base_port=free_ports(1))
+                await SweepRunner(service, sweep.id, options).run()
             finally:
                 await service.close()
             return sweep.id
@@ -207,6 +225,8 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
 
 def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
+    if args[:2] == ("sweep", "run"):
+        args = (*args, "--base-port", str(free_ports(1)))
     return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
@@ -235,7 +255,7 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
     status = _campaign(local_db, recipes, "sweep", "status", "--json")
     out, _ = status.communicate(timeout=60)
     [sweep] = json.loads(out)
-    assert sweep["state"] == "running"  # nobody recorded the end: the process was killed
+    assert sweep["state"] == "running" and not sweep["runner_alive"]  # killed: nobody recorded the end
 
     again = _campaign(local_db, recipes, "sweep", "run", "fake-test", "--box", "local", "--prompts", "4",
                       "--kill-grace", "2")  # no --shapes: a resumed sweep keeps its own
@@ -257,7 +277,8 @@ def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its
     slow = recipes / "slow.toml"
     slow.write_text('[arms."fake-slow"]\nprofile = "fake-moe"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
                     '[sweeps."slow-test"]\narms = ["fake-slow"]\n')  # fmt: skip
-    run = _campaign(local_db, recipes, "sweep", "run", "slow-test", "--box", "local", "--kill-grace", "2")
+    run = _campaign(local_db, recipes, "sweep", "run", "slow-test", "--box", "local", "--shapes", "short",
+                    "--kill-grace", "2")  # fmt: skip
     deadline = time.monotonic() + 60
     while True:
         with Store(local_db) as store:
@@ -287,9 +308,10 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
     except SshdUnavailable as exc:
         pytest.skip(str(exc))
     box = box_started("sweep4", "pcie-4gpu")
-    env_dir = install(box.root / "fake-env")  # the box's user runs it: it lives under the box's root
+    env_dir = install(box.root / "fake-env", "/usr/bin/python3")  # run by the box's own unix user
     write_model(box.root / "models" / "fake-moe")
     (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve"]\n')
+    base = free_ports(4)
 
     async def go() -> int:
         with Store(tmp_path / "state.db") as store:
@@ -299,7 +321,8 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
             try:
                 await service.probe(box.name)
                 sweep, _ = open_sweep(service, "one", box.name, ["short"], [2])
-                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4)).run()
+                options = SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4, base_port=base)
+                await SweepRunner(service, sweep.id, options).run()
             finally:
                 await service.close()
             return sweep.id
@@ -313,7 +336,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
         assert arm.state == "served" and len(arm.launch_ids) == 4
         launches = store.rows("SELECT gpus, port, start_ms, ready_ms, stop_ms FROM launches ORDER BY port")
         assert [json.loads(x["gpus"]) for x in launches] == [[0], [1], [2], [3]]
-        assert [x["port"] for x in launches] == [8100, 8101, 8102, 8103]
+        assert [x["port"] for x in launches] == [base, base + 1, base + 2, base + 3]
         # In parallel: every replica was serving before the first one was stopped.
         assert max(x["ready_ms"] for x in launches) < min(x["stop_ms"] for x in launches)
         benches = store.sweeps.benches(arm.id)
@@ -340,11 +363,42 @@ def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_i
                 open_sweep(service, "fake-test", "local", concurrency=[4])
             again, resumed = open_sweep(service, "fake-test", "local")
             assert resumed and again.id == sweep.id and again.runner_pid == os.getpid()
-            fresh, resumed = open_sweep(service, "fake-test", "local", new=True)
+            fresh, resumed = open_sweep(service, "fake-test", "local", ["short"], new=True)
             assert not resumed and fresh.id != sweep.id and store.sweeps.get(sweep.id).state == "abandoned"
             with pytest.raises(SweepError, match="unknown shape"):
-                open_sweep(service, "fake-test", "local", ["nope"])
+                open_sweep(service, "fake-test", "local", ["nope"], new=True)
+            with pytest.raises(SweepError, match="unknown shape.*router"):  # the default, not in these recipes
+                open_sweep(service, "fake-test", "local", new=True)
+            assert store.sweeps.get(fresh.id).state == "running"  # a refused --new abandons nothing
     finally:
         if other.poll() is None:
             other.kill()
             other.wait()
+
+
+def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_every_arm(local_db: Path,
+                                                                                      recipes: Path) -> None:  # fmt: skip
+    (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve", "fake-degenerate"]\n')
+    port = free_ports(1)
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", port))  # the port the sweep's servers are given
+    blocker.listen()
+
+    async def go() -> None:
+        with Store(local_db) as store:
+            service = Service(store, catalog=load_catalog([recipes]))
+            sweep, _ = open_sweep(service, "one", "local", ["short"])
+            try:
+                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, base_port=port)).run()
+            finally:
+                await service.close()
+
+    try:
+        with pytest.raises(SweepError, match=f"could not start fake-serve.*port {port} is already in use"):
+            asyncio.run(go())
+    finally:
+        blocker.close()
+    with Store(local_db) as store:
+        assert store.sweeps.get(1).state == "interrupted"
+        assert [(a.arm, a.state) for a in store.sweeps.arms(1)] == [("fake-serve", "interrupted"),
+                                                                    ("fake-degenerate", "pending")]  # fmt: skip

@@ -6,12 +6,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
 from console.tui.app import ConsoleApp
 from console.tui.modals import ConfirmScreen, HelpScreen, TimerScreen
 from tests.support import tui_fixture as F
+from tests.support.tui_pilot import press, settle, table_rows, text_of
 
 LONDON = ZoneInfo("Europe/London")
 
@@ -33,29 +33,6 @@ def make_app(
         keys_path=keys or fx.path.with_name("no-keys.toml"),
         refresh_s=None,
     )
-
-
-async def settle(pilot: Pilot) -> None:
-    """Let key handlers run, then the load workers they started, then the redraw they posted."""
-    for _ in range(3):
-        await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-async def press(pilot: Pilot, *keys: str) -> None:
-    for key in keys:
-        await pilot.press(key)
-        await settle(pilot)
-
-
-def text_of(app: ConsoleApp, selector: str) -> str:
-    return str(app.screen.query_one(selector, Static).render())
-
-
-def table_rows(app: ConsoleApp, selector: str) -> list[list[str]]:
-    table = app.screen.query_one(selector, DataTable)
-    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
 async def test_number_keys_switch_views_and_esc_goes_back(fixture_db: F.Fixture) -> None:

@@ -14,6 +14,7 @@ from console.fleet import AgentError, HostKeyProblem, JournalMismatch
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
 from console.store import Box, BoxExists, NoSuchBox, Store
+from console.store.boxes import LOCAL_BOX
 from console.store.fleet import IngestError
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
@@ -128,7 +129,8 @@ async def _connect_async(store: Store, name: str, follow: bool) -> int:
 def _connect(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         try:
-            store.boxes.get(args.name)
+            if args.name != LOCAL_BOX:
+                store.boxes.get(args.name)
             return asyncio.run(_connect_async(store, args.name, args.follow))
         except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError) as exc:
             raise CliError(str(exc)) from exc

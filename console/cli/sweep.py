@@ -20,7 +20,7 @@ from console.recipes import RecipeError
 from console.service import DEFAULT_READY_TIMEOUT_S, Service
 from console.store import NoSuchBox, Store, StoreError
 from console.store.sweeps import FINISHED, SweepArm, SweepRow
-from console.sweep import PlanError, SweepError, SweepOptions, SweepRunner, open_sweep
+from console.sweep import PlanError, SweepError, SweepOptions, SweepRunner, open_sweep, runner_alive
 
 
 def _csv(text: str | None, what: str, cast: type = str) -> list[Any] | None:
@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     shapes = _csv(args.shapes, "shapes")
     concurrency = _csv(args.concurrency, "concurrency", int)
     options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
-                           force=args.force)  # fmt: skip
+                           force=args.force, base_port=args.base_port)  # fmt: skip
     with open_store(args) as store:
         service = Service(store)
         try:
@@ -116,12 +116,19 @@ def _arm_rows(store: Store, sweep: SweepRow) -> list[dict[str, Any]]:
     return rows
 
 
+def _sweep_json(store: Store, sweep: SweepRow) -> dict[str, Any]:
+    return {**sweep.__dict__, "runner_alive": runner_alive(sweep), "arms": _arm_rows(store, sweep)}
+
+
 def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
     arms = _arm_rows(store, sweep)
     if as_json:
-        print_json({**sweep.__dict__, "arms": arms})
+        print_json(_sweep_json(store, sweep))
         return
-    print(f"sweep #{sweep.id} {sweep.list} on {sweep.box}: {sweep.state}" + (f" ({sweep.detail})" if sweep.detail else ""))
+    state = sweep.state
+    if state == "running" and not runner_alive(sweep):
+        state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
+    print(f"sweep #{sweep.id} {sweep.list} on {sweep.box}: {state}" + (f" ({sweep.detail})" if sweep.detail else ""))
     table = []
     for a in arms:
         good = [b for b in a["benches"] if b["out_tok_per_s"] is not None]
@@ -131,7 +138,8 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
             "arm": a["arm"], "state": a["state"], "tries": a["attempts"], "kv_tokens": a["kv_cache_tokens"],
             "max_conc": a["max_concurrency"], "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
             "best_out_tok_s": None if best is None else f"{best:.1f}",
-            "reason": (a["reason"] or "")[:100] + (f" accepts {a['backends_accepted']}" if a["backends_accepted"] else ""),
+            "reason": (a["reason"] or "")[:100] + (f"; accepts {a['backends_accepted']}" if a["backends_accepted"] else "")
+            + (f"; named by {a['queued_by']}" if a["queued_by"] else ""),
         })  # fmt: skip
     print_table(table, ["arm", "state", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"])
 
@@ -143,7 +151,7 @@ def _status(args: argparse.Namespace) -> int:
         except StoreError as exc:
             raise CliError(str(exc)) from exc
         if args.json:
-            print_json([{**s.__dict__, "arms": _arm_rows(store, s)} for s in sweeps])
+            print_json([_sweep_json(store, s) for s in sweeps])
             return 0
         if not sweeps:
             print("no sweeps yet; `campaign sweep run LIST --box NAME` starts one")
@@ -172,6 +180,8 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
                      help="an arm not serving by then is failed by the agent")
     run.add_argument("--kill-grace", type=float, default=30.0, metavar="SECONDS",
                      help="SIGTERM grace before SIGKILL when stopping an arm")
+    run.add_argument("--base-port", type=int, metavar="PORT",
+                     help="first replica's port on the box (default: the first free ports from 8100)")
     run.add_argument("--prompts", type=int, metavar="N", help="prompts per bench (default: max(32, 4 x concurrency))")
     run.add_argument("--json", action="store_true", help="print the finished sweep as JSON")
     run.set_defaults(func=_run)

@@ -7,6 +7,7 @@ import contextlib
 
 from console.fleet.link import BoxLink, LinkSettings
 from console.store import Store
+from console.store.boxes import LOCAL_BOX
 
 
 class FleetManager:
@@ -18,7 +19,10 @@ class FleetManager:
 
     def link(self, name: str) -> BoxLink:
         """The one link of ``name`` (created on first use; not connected until ``start`` or ``connect``)."""
-        self.store.boxes.get(name)  # NoSuchBox with the operator's fix, before anything connects
+        if name == LOCAL_BOX:
+            self.store.boxes.ensure_local()  # the embedded default: works on a laptop with no rented box
+        else:
+            self.store.boxes.get(name)  # NoSuchBox with the operator's fix, before anything connects
         if name not in self._links:
             self._links[name] = BoxLink(self.store, name, self.settings)
         return self._links[name]

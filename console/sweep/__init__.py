@@ -5,7 +5,14 @@
 """
 
 from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
-from console.sweep.runner import SweepError, SweepOptions, SweepRunner, admitted_streams, open_sweep
+from console.sweep.runner import (
+    SweepError,
+    SweepOptions,
+    SweepRunner,
+    admitted_streams,
+    open_sweep,
+    runner_alive,
+)
 
 __all__ = [
     "PlanError",
@@ -17,4 +24,5 @@ __all__ = [
     "candidates",
     "materialize",
     "open_sweep",
+    "runner_alive",
 ]

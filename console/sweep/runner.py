@@ -48,6 +48,8 @@ class SweepOptions:
     prompts: int | None = None
     force: bool = False
     """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
+    base_port: int | None = None
+    """First replica's port; None: the service picks the first free ports from 8100."""
 
 
 Progress = Callable[[SweepRow, list[SweepArm], str], None]
@@ -85,19 +87,18 @@ def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | N
     """
     store = service.store
     store.boxes.ensure_local() if box == LOCAL_BOX else store.boxes.get(box)
-    unknown = [s for s in shapes or [] if s not in service.catalog.shapes]
-    if unknown:
-        raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
     if concurrency is not None and (not concurrency or any(c < 1 for c in concurrency)):
         raise SweepError(f"concurrency {concurrency}: give one or more positive integers")
     existing = store.sweeps.unfinished(list_name, box)
+    if existing is None or new:
+        _check_shapes(service, shapes or DEFAULT_SHAPES)
+        planned = candidates(service.catalog, list_name)
     if existing is not None and new:
         if runner_alive(existing):
             raise SweepError(f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first")
         store.sweeps.stop(existing.id, "abandoned", "replaced by a new sweep of the same list")
         existing = None
     if existing is None:
-        planned = candidates(service.catalog, list_name)
         sweep = store.sweeps.create(list_name, box, shapes or DEFAULT_SHAPES, concurrency or DEFAULT_CONCURRENCY,
                                     bench_degenerate, planned, this_runner())  # fmt: skip
         return sweep, False
@@ -113,6 +114,12 @@ def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | N
         existing.id, f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running"
     )
     return store.sweeps.get(existing.id), True
+
+
+def _check_shapes(service: Service, shapes: list[str]) -> None:
+    unknown = [s for s in shapes if s not in service.catalog.shapes]
+    if unknown:
+        raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
 
 
 class SweepRunner:
@@ -173,7 +180,7 @@ class SweepRunner:
         await self._stop_live(arm.name, wait=True)  # a previous attempt's servers, left by a killed console
         self._say(f"{arm.name}: lint")
         try:
-            plan = self.service.plan_launch(arm.name, self.sweep.box)
+            plan = self.service.plan_launch(arm.name, self.sweep.box, base_port=self.options.base_port)
         except ResolveError as exc:
             sweeps.start_arm(candidate.id, None)
             sweeps.finish_arm(candidate.id, "refused", f"does not fit box {self.sweep.box}: {exc}")
@@ -198,6 +205,11 @@ class SweepRunner:
         sweeps.update_arm(candidate.id, launch_ids=plan.launch_ids)
         launches = await self._until_ready(plan)
         failed = [x for x in launches if x["state"] in GONE]
+        unstarted = [x for x in failed if x["pid"] is None]
+        if unstarted:  # the agent could not start it (port taken, no vllm): the box's problem, not the arm's
+            await self._stop(plan.launch_ids)
+            raise SweepError(f"box {self.sweep.box} could not start {unstarted[0]['id']}: "
+                             f"{unstarted[0]['failure_reason']}")  # fmt: skip
         if failed:
             await self._record_failure(candidate, arm, failed[0])
             await self._stop(plan.launch_ids)

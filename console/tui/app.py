@@ -50,6 +50,7 @@ class ConsoleApp(App[None]):
         keys_path: Path | None = None,
         refresh_s: float | None = 1.0,
         box: str | None = None,
+        supervise: bool = False,
     ):
         super().__init__()
         self.db_path = Path(db_path)
@@ -63,6 +64,7 @@ class ConsoleApp(App[None]):
         self.keys_path = keys_path if keys_path is not None else keymap.default_path()
         self.key_overrides = keymap.load(self.keys_path)
         self.refresh_s = refresh_s
+        self.supervise = supervise and not read_only
         self.selected_box = box
         self.box_names: list[str] = []
         self.history: list[str] = []
@@ -78,8 +80,15 @@ class ConsoleApp(App[None]):
         self.switch_mode("fleet")
         if self.refresh_s and not self.read_only:
             self.set_interval(self.refresh_s, self.redraw_visible)
+        if self.supervise:
+            self.run_action_worker(self._supervise(), "connecting the boxes")
 
-    def on_unmount(self) -> None:
+    async def _supervise(self) -> str:
+        await self.actions.supervise()
+        return "every box is supervised (links, journal ingest, timers)"
+
+    async def on_unmount(self) -> None:
+        await self.actions.close()
         self.store.close()
 
     def redraw_visible(self) -> None:
@@ -213,7 +222,7 @@ def _run(db_path: Path, read_only: bool) -> int:
     from console.cli.common import CliError
 
     try:
-        app = ConsoleApp(db_path, read_only=read_only)
+        app = ConsoleApp(db_path, read_only=read_only, supervise=not read_only)
     except (keymap.KeymapError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     app.run()

@@ -11,7 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from console.timeutil import NaiveTimeError, fmt_remaining, fmt_utc, fmt_zone, parse_instant, zone
+from console.timers import TimerInputError, parse_deadline
+from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, parse_duration, zone
 from console.tui import keymap
 
 
@@ -82,8 +83,8 @@ class TimerScreen(ModalScreen[tuple[int, str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="timer"):
             yield Static(
-                f"Hard stop for {self.box}: stop its arms at (e.g. 2026-09-06 01:27 UTC, "
-                "2026-09-06T02:27+01:00)",
+                f"Hard stop for {self.box}: stop its arms at an instant that names its zone "
+                "(2026-09-06 01:27 UTC, 2026-09-06T02:27+01:00) or in a duration (4h30m)",
                 markup=False,
             )
             yield Input(placeholder="instant with Z, an offset or a zone name", id="timer-input")
@@ -100,15 +101,18 @@ class TimerScreen(ModalScreen[tuple[int, str] | None]):
     def _describe(self, text: str) -> tuple[int | None, str]:
         if not text.strip():
             return None, ""
+        text = text.strip()
         try:
-            ms = parse_instant(text)
-        except NaiveTimeError as exc:
-            return None, f"refused: {exc}; add Z, an offset like +01:00, or a zone name like Europe/London"
-        except ValueError as exc:
+            parse_duration(text)
+            at, within = None, text
+        except ValueError:
+            at, within = text, None
+        try:
+            # The timers' own reader: a naive or ambiguous time is refused with every reading it could have.
+            ms = parse_deadline(at, within, now_ms=self.now_ms, box_tz=self.box_tz)
+        except TimerInputError as exc:
             return None, f"refused: {exc}"
-        if ms <= self.now_ms:
-            return None, f"refused: {fmt_utc(ms)} is in the past"
-        lines = [fmt_utc(ms), f"local {fmt_zone(ms, self.local)}"]
+        lines = [f"utc   {fmt_utc(ms)}", f"local {fmt_zone(ms, self.local)}"]
         if self.box_tz:
             lines.append(f"box   {fmt_zone(ms, zone(self.box_tz))}")
         lines.append(f"in {fmt_remaining(ms - self.now_ms)}; enter arms it")

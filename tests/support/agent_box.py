@@ -111,7 +111,28 @@ class AgentBox:
         os.kill(self.pid, signal.SIGKILL)
         _wait_gone(self.pid)
 
+    def kill_launches(self) -> None:
+        """SIGKILL the process group of every launch the journal knows: a failed test leaves no server."""
+        import sqlite3
+
+        db = self.home / "journal.db"
+        if not db.exists():
+            return
+        with sqlite3.connect(db) as conn:
+            pids = [r[0] for r in conn.execute("SELECT pid FROM launches WHERE pid IS NOT NULL")]
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def stop(self) -> None:
+        """Shut the daemon down, then make sure none of its launches outlive the test."""
+        self.shutdown()
+        self.kill_launches()
+
+    def shutdown(self) -> None:
+        """Ask the daemon to exit (its launches keep running, as in production)."""
         if self.pid is None:
             return
         try:

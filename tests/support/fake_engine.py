@@ -35,11 +35,12 @@ from bench.zero_server import prompt_tokens, stream_body  # noqa: E402
 from tests.support.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
 
 
-def install(env_dir: Path) -> Path:
-    """``env_dir/bin/vllm`` running this fake with the test interpreter; returns ``env_dir`` (a serving_env)."""
+def install(env_dir: Path, python: str = sys.executable) -> Path:
+    """``env_dir/bin/vllm`` running this fake; returns ``env_dir`` (a serving_env). An sshd test box's user
+    cannot run root's interpreter: pass the system one (``/usr/bin/python3``, as its fake nvidia-smi does)."""
     (env_dir / "bin").mkdir(parents=True, exist_ok=True)
     script = env_dir / "bin" / "vllm"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} \"$@\"\n")
+    script.write_text(f"#!/bin/sh\nexec {python} {Path(__file__).resolve()} \"$@\"\n")
     script.chmod(0o755)
     return env_dir
 
@@ -92,6 +93,11 @@ def _chat(body: dict[str, Any], model: str, mode: str) -> dict[str, Any]:
     return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 20, "completion_tokens": words, "total_tokens": 20 + words}}  # fmt: skip
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the tripwire connects 20 at once; the default backlog of 5 resets some
+    daemon_threads = True
 
 
 def serve(argv: list[str]) -> None:
@@ -158,8 +164,7 @@ def serve(argv: list[str]) -> None:
             self.end_headers()
             self.wfile.write(data)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    httpd.daemon_threads = True
+    httpd = _Server(("127.0.0.1", port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown).start())
     _log("APIServer", "INFO", "launcher.py:47", f"Starting vLLM API server 0 on http://127.0.0.1:{port}")
     if mode == "die-serving":

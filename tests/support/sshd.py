@@ -2,15 +2,17 @@
 
 Why real sshd and not asyncssh's in-process server: the fleet layer depends on what only a real box does
 (direct-streamlocal to a unix socket, SFTP rename, a daemon that must outlive the SSH session, SetEnv'd
-PATH). Each box gets: a unix user ``ccbox-<name>`` (created here; tests run as root), its own HOME,
-ed25519 host key, authorized_keys holding the session's client key, and a ``bin/`` first on PATH with a
-fake ``nvidia-smi`` answering from that box's GPU fixture (tests/fixtures/gpus/*.json).
+PATH). Each box gets: a unix user ``cc<farm tag>-<name>`` (created here, removed by ``stop``; tests run
+as root), its own HOME, ed25519 host key, authorized_keys holding the session's client key, and a
+``bin/`` first on PATH with a fake ``nvidia-smi`` answering from that box's GPU fixture
+(tests/fixtures/gpus/*.json).
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -38,13 +40,15 @@ def _run(argv: list[str]) -> str:
 
 
 def _ensure_user(user: str, home: Path) -> pwd.struct_passwd:
+    """The box's unix user ('*' password, not '!': sshd without PAM refuses a locked account)."""
     try:
-        pwd.getpwnam(user)
-        _run(["usermod", "-d", str(home), "-s", "/bin/sh", "-p", "*", user])
+        entry = pwd.getpwnam(user)
     except KeyError:
-        # '*' (not '!'): sshd without PAM refuses a locked account even for key logins.
         _run(["useradd", "-M", "-d", str(home), "-s", "/bin/sh", "-p", "*", user])
-    return pwd.getpwnam(user)
+        return pwd.getpwnam(user)
+    if entry.pw_dir != str(home):
+        raise SshdUnavailable(f"user {user} exists with home {entry.pw_dir}, not {home}; a farm tag collided")
+    return entry
 
 
 @dataclass
@@ -75,16 +79,20 @@ class SshBox:
             self.process.wait(10)
         self.process = None
 
-    def kill_agent(self) -> None:
-        """Stop the agent daemon of this box (its pidfile names it), e.g. between tests."""
+    def kill_agent(self, timeout: float = 10.0) -> None:
+        """Stop the agent daemon of this box (its pidfile names it) and wait until it is gone."""
         pidfile = self.agent_home / "agent.pid"
-        if pidfile.exists():
-            text = pidfile.read_text().split()
-            if text:
-                try:
-                    os.kill(int(text[0]), 15)
-                except ProcessLookupError:
-                    pass
+        text = pidfile.read_text().split() if pidfile.exists() else []
+        if not text:
+            return
+        pid = int(text[0])
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 class SshdFarm:
@@ -99,6 +107,8 @@ class SshdFarm:
         root.mkdir(parents=True, exist_ok=True)
         root.chmod(0o755)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        # Users are per farm (and removed by stop), so concurrent test sessions never share a box user.
+        self.tag = secrets.token_hex(2)
         self.client_key = root / "client_ed25519"
         if not self.client_key.exists():
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "campaign-tests", "-f", str(self.client_key)])
@@ -111,7 +121,7 @@ class SshdFarm:
         home, bin_dir = base / "home", base / "bin"
         home.mkdir(mode=0o700, exist_ok=True)
         bin_dir.mkdir(mode=0o755, exist_ok=True)
-        user = f"ccbox-{name}"[:32]
+        user = f"cc{self.tag}-{name}"[:32]
         entry = _ensure_user(user, home)
         os.chown(home, entry.pw_uid, entry.pw_gid)
         host_key = base / "ssh_host_ed25519_key"
@@ -180,6 +190,9 @@ class SshdFarm:
         for box in self.boxes.values():
             box.kill_agent()
             box.stop()
+        for box in self.boxes.values():
+            # Fails (and is left for the next reboot) only if a test leaked a process of that user.
+            subprocess.run(["userdel", box.user], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -31,6 +31,29 @@ SMALL = "qwen3-0.6b-bf16"
 UNFORCED = "qwen3.8-27b-nvfp4-auto"
 
 
+def _probe_gpu(i: int) -> dict[str, object]:
+    limit = 400.0 if i == 2 else 600.0
+    return {
+        "index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": f"GPU-fixture-{i}",
+        "pci_bus_id": f"00000000:0{i + 1}:00.0", "compute_cap": "12.0", "power_w": 80.0, "power_limit_w": limit,
+        "enforced_limit_w": limit, "default_limit_w": 600.0, "min_limit_w": 150.0, "max_limit_w": 600.0,
+        "sm_clock_mhz": 180.0, "max_sm_clock_mhz": 2910.0, "temp_c": 35.0, "util_pct": 0.0,
+        "mem_used_mib": 0.0, "mem_total_mib": 97887.0,
+    }  # fmt: skip
+
+
+PROBE: dict[str, object] = {
+    "t_ms": START - 60_000, "console_t_ms": START - 60_000, "hostname": "pro-a", "tz": "Europe/London",
+    "utc_offset_s": 3600, "cpu_count": 64, "disk": {"path": "/", "free_bytes": 900 << 30, "total_bytes": 2 << 40},
+    "driver_version": "580.95.05", "cuda_driver_version": "13.0", "gpus": [_probe_gpu(i) for i in range(4)],
+    "processes": [], "topology": {"raw": "", "links": {"0-1": "PHB", "2-3": "PHB"}, "nvlink_all": False},
+    "serving_env": {"prefix": None, "python": None, "torch_cuda": None, "vllm_version": None, "cuinit": None,
+                    "cuinit_name": None, "libcuda_path": None, "compat_libs": [], "error": None},
+    "source": "nvidia-smi", "warnings": [],
+}  # fmt: skip
+"""A probe of pro-a in the agreed shape (CONTRACTS.md C2): GPU 2 enforced at 400 W of a 600 W maximum."""
+
+
 @dataclass(frozen=True)
 class Fixture:
     path: Path
@@ -182,7 +205,7 @@ def build(path: Path) -> Fixture:
 
         serving, failed, stopped = "L-qwen-0", "L-glm-0", "L-glm47-0"
         with store.atomic() as db:
-            db["probes"].insert({"id": 1, "box": "pro-a", "t_ms": START - 60_000, "data": dumps({"gpus": 4})})
+            db["probes"].insert({"id": 1, "box": "pro-a", "t_ms": START - 60_000, "data": dumps(PROBE)})
             db["check_verdicts"].insert_all(
                 [
                     {
@@ -493,3 +516,9 @@ class FixedActions:
     async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
         self.calls.append(("set_deadline", box, deadline_ms, action, input_text))
         return "armed"
+
+    async def supervise(self) -> None:
+        self.calls.append(("supervise",))
+
+    async def close(self) -> None:
+        self.calls.append(("close",))

@@ -11,7 +11,7 @@ from console.readmodel import ArmEntry
 from console.tui import keymap
 from console.tui.actions import LintLine
 from console.tui.modals import ConfirmScreen
-from console.tui.views.base import ViewScreen, fill_table
+from console.tui.views.base import ViewScreen, fill_table, toned
 
 COLUMNS = ("arm", "state", "box", "launch")
 
@@ -61,7 +61,12 @@ class ArmsScreen(ViewScreen):
             label = e.name + ("" if e.in_recipes else " (not in recipes)")
             rows.append(
                 (
-                    [label, last.state if last else "-", last.box if last else "-", last.id if last else "-"],
+                    [
+                        label,
+                        toned(last.state) if last else "-",
+                        last.box if last else "-",
+                        last.id if last else "-",
+                    ],
                     e.name,
                 )
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
@@ -47,6 +48,11 @@ class ViewScreen(Screen[None]):
     # -- loading ----------------------------------------------------------------------------------------
     def on_screen_resume(self) -> None:
         self.reload()
+
+    def on_resize(self) -> None:
+        """Charts are bucketed to the width they are drawn at; a browsed screen has no timer to catch up."""
+        if self.is_current:
+            self.reload()
 
     def reload(self) -> None:
         self.run_worker(self._load_then_show, thread=True, exclusive=True, group="load", exit_on_error=False)
@@ -123,10 +129,35 @@ class ViewScreen(Screen[None]):
         """Give the keys back to the view's main widget."""
 
 
+_TONES = (
+    ("FAIL", "bold red"), ("DEGEN", "bold red"), ("WRONG", "bold red"), ("LEAK", "bold red"),
+    ("DIAGNOSTIC-ONLY", "bold red"), ("down", "bold red"), ("failed", "bold red"), ("host-key", "bold red"),
+    ("CAPPED", "bold yellow"), ("WARN", "yellow"), ("CLIENT-BOUND", "yellow"), ("unchecked", "yellow"),
+    ("ok", "green"), ("up", "green"), ("serving", "green"),
+)  # fmt: skip
+"""Colour follows the words (worst first), so colour helps the eye and never carries meaning alone."""
+
+
+def toned(text: str) -> Text:
+    words = set(text.replace(",", " ").split())
+    style = next((style for word, style in _TONES if word in words or text.startswith(word)), "")
+    return Text(text, style=style)
+
+
+def toned_block(lines: list[str]) -> Text:
+    """A panel's lines with its alarm words (CAPPED, STALE, DEGEN, ...) coloured where they stand."""
+    text = Text("\n".join(lines))
+    for word, style in _TONES:
+        if word.isupper():
+            text.highlight_words([word], style)
+    text.highlight_words(["STALE"], "bold red")
+    return text
+
+
 def fill_table(
     table: DataTable[str],
     columns: tuple[str, ...],
-    rows: list[tuple[list[str], str]],
+    rows: list[tuple[list[str | Text], str]],
     cursor_key: str | None = None,
 ) -> None:
     """Replace a table's rows, sizing each column to its widest cell.
@@ -134,7 +165,7 @@ def fill_table(
     Widths are given explicitly instead of left to DataTable's measure-on-idle, which can paint a
     frame with columns cut to their header width; an operator must never read ``h20`` for ``h200-b``.
     """
-    widths = [max([len(c)] + [len(cells[i]) for cells, _ in rows]) for i, c in enumerate(columns)]
+    widths = [max([len(c)] + [len(str(cells[i])) for cells, _ in rows]) for i, c in enumerate(columns)]
     table.clear(columns=True)
     for label, width in zip(columns, widths, strict=True):
         table.add_column(label, width=width, key=label)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -9,7 +10,7 @@ from console.readmodel import FleetRow
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.render import timer_lines
-from console.tui.views.base import ViewScreen, fill_table
+from console.tui.views.base import ViewScreen, fill_table, toned
 
 COLUMNS = ("box", "state", "GPUs", "$/h", "checks", "serving", "stop in")
 
@@ -57,12 +58,12 @@ class FleetScreen(ViewScreen):
         for r in self.rows:
             stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
             price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
-            cells = [
+            cells: list[str | Text] = [
                 r.name,
-                r.status,
+                toned(r.status),
                 r.gpu_summary or "-",
                 price,
-                checks_word(r),
+                toned(checks_word(r)),
                 ", ".join(r.serving) or "-",
                 stop,
             ]

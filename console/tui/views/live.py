@@ -11,7 +11,7 @@ from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
 from console.tui.render import braille_area, num, power_detail, power_line, timer_lines, tripwire_line
-from console.tui.views.base import ViewScreen
+from console.tui.views.base import ViewScreen, toned_block
 
 TEXT_ROWS = 4
 """Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench."""
@@ -33,6 +33,7 @@ class LiveScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.view: LiveView | None = None
+        self.buckets = 2
 
     def body(self) -> ComposeResult:
         yield Static("", id="live-box", markup=False)
@@ -46,11 +47,15 @@ class LiveScreen(ViewScreen):
         width = self.query_one("#live-throughput", Panel).content_region.width
         return max(10, width - 6)
 
+    def reload(self) -> None:
+        self.buckets = 2 * self.chart_width()  # measured here, on the UI thread, not in the worker
+        super().reload()
+
     def load(self) -> LiveView | None:
         box = self.console.selected_box
         if box is None:
             return None
-        return self.console.model.live(box, buckets=2 * self.chart_width())
+        return self.console.model.live(box, buckets=self.buckets)
 
     def topbar_extra(self) -> str:
         window = self.console.model.window_ms // 60_000
@@ -76,10 +81,8 @@ class LiveScreen(ViewScreen):
         self.query_one("#live-box", Static).update(head)
         self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
         power = self.query_one("#live-power", Panel)
-        power.update(
-            "\n".join(self.power_lines(view, power.content_region.width, power.content_region.height))
-            or "no GPU samples"
-        )
+        lines = self.power_lines(view, power.content_region.width, power.content_region.height)
+        power.update(toned_block(lines) if lines else "no GPU samples")
         trip_panel = self.query_one("#live-tripwire", Panel)
         needle = self.filter_text.lower().strip()
         trip = [
@@ -87,7 +90,7 @@ class LiveScreen(ViewScreen):
             for t in view.tripwire
             if needle in t.arm.lower()
         ]
-        trip_panel.update("\n".join(trip) or "no tripwire run on this box")
+        trip_panel.update(toned_block(trip) if trip else "no tripwire run on this box")
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
         self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
 
@@ -100,7 +103,7 @@ class LiveScreen(ViewScreen):
         for g in view.gpus:
             lines.append(power_line(g, 5, compact=True))
             if 2 * len(view.gpus) <= height:
-                lines.append("     " + power_detail(g).strip())
+                lines.append("     " + power_detail(g).replace(" CAPPED", "").strip())  # said on line 1
         return lines
 
     def throughput_text(self, view: LiveView) -> str:

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import RESULT_SORTS, ResultRow
 from console.tui import keymap
 from console.tui.render import bar, millis, num
-from console.tui.views.base import ViewScreen, fill_table
+from console.tui.views.base import ViewScreen, fill_table, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = (
@@ -111,9 +111,9 @@ class ResultsScreen(ViewScreen):
                     r.shape,
                     str(r.concurrency),
                     num(r.out_tok_per_s),
-                    r.tripwire,
+                    toned(r.tripwire),
                     num(r.power_limit_w),
-                    r.marks or "-",
+                    toned(r.marks or "-"),
                     r.kernel_line or "-",
                     num(r.req_per_s),
                     millis(r.ttft_ms_p50),
