@@ -32,7 +32,12 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the subcommand being run is imported, the others are listed by name and help.
+
+    ``campaign browse`` must show its first screen in under a second, and importing every subcommand
+    (asyncssh, the fleet, the recipes engine) costs most of that.
+    """
     parser = argparse.ArgumentParser(
         prog="campaign",
         description="Terminal operations console for GPU inference-benchmark campaigns. "
@@ -45,11 +50,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="the campaign database (default: $CAMPAIGN_DB, else ./state.db)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = _chosen_command(argv)
     for name, help_text in COMMANDS:
-        module = importlib.import_module(f"console.cli.{name}")
-        module.register(sub, help_text)
+        if name == chosen:
+            module = importlib.import_module(f"console.cli.{name}")
+            module.register(sub, help_text)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
     _accept_db_anywhere(sub)
     return parser
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the line (skipping ``--db PATH``); None when there is none (help, version)."""
+    words = list(argv)
+    names = {name for name, _ in COMMANDS}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--db":
+            i += 2
+            continue
+        if word.startswith("-"):
+            return None
+        return word if word in names else None
+    return None
 
 
 def _accept_db_anywhere(sub: argparse._SubParsersAction) -> None:
@@ -63,8 +88,8 @@ def _accept_db_anywhere(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(words).parse_args(words)
     handler = getattr(args, "func", None)
     try:
         if handler is None:

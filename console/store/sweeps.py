@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 FINISHED = ("served", "refused", "degenerate", "crashed")
 """Outcomes that end an arm for good: a resumed sweep never runs these again."""
-ARM_STATES = ("pending", "running", "interrupted", *FINISHED)
 
 
 class SweepBusy(StoreError):
@@ -168,9 +167,6 @@ class Sweeps:
     def arms(self, sweep_id: int) -> list[SweepArm]:
         rows = self.store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [sweep_id])
         return [SweepArm.from_row(r) for r in rows]
-
-    def arm(self, sweep_arm_id: int) -> SweepArm:
-        return SweepArm.from_row(self.store.rows("SELECT * FROM sweep_arms WHERE id = ?", [sweep_arm_id])[0])
 
     def next_arm(self, sweep_id: int) -> SweepArm | None:
         """The first arm in walk order that has not finished (pending, or interrupted last time)."""

@@ -190,9 +190,14 @@ class SshdFarm:
         for box in self.boxes.values():
             box.kill_agent()
             box.stop()
-        for box in self.boxes.values():
-            # Fails (and is left for the next reboot) only if a test leaked a process of that user.
-            subprocess.run(["userdel", box.user], capture_output=True, check=False)
+        users = {box.user for box in self.boxes.values()}
+        deadline = time.monotonic() + 5
+        while users and time.monotonic() < deadline:
+            # userdel refuses while a process of the user lives (an sshd session child still closing);
+            # a user a test leaked a process for is left behind, named in /etc/passwd for a human.
+            users = {u for u in users if subprocess.run(["userdel", u], capture_output=True).returncode != 0}
+            if users:
+                time.sleep(0.2)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
