@@ -98,8 +98,11 @@ class Jobs:
         job_id = str(job_id)
         if f"{op}:{job_id}" in self.running:
             raise ValueError(f"{op} {job_id} is already running")
-        argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
+        argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]
+        if op == "bench" and "--records" not in argv:
+            # One records file per bench id: benches on several replicas start in the same second.
+            argv += ["--records", str(self.dir / f"{op}-{safe}.jsonl")]
         out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=agent_env(),
