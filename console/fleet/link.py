@@ -239,6 +239,11 @@ class BoxLink:
                 events = answer.get("events") or []
                 self.box_last_seq = int(answer.get("last_seq") or 0)
                 if not events:
+                    cursor = self.store.fleet.cursor(self.name)
+                    if int(answer.get("acked_seq") or 0) < cursor:
+                        # The ack of a committed batch was lost with a link: repeat it, or the box keeps
+                        # those events (and their disk) until something new arrives.
+                        await ack.call("ack", {"seq": cursor})
                     return total
                 pending = asyncio.ensure_future(
                     fetch.call("events", {"after": events[-1]["seq"], "limit": self.settings.batch})
