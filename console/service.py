@@ -7,8 +7,12 @@ command). Every action is a stored command (``store.fleet``) delivered by the bo
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +21,7 @@ from console.fleet.hostkeys import check_trust, presented_key
 from console.fleet.wire import AgentError
 from console.recipes import Catalog, Finding, ResolvedArm, box_spec, lint, load_catalog, resolve
 from console.store import Store
+from console.timers import bench_refusal
 
 DEFAULT_BASE_PORT = 8100
 DEFAULT_READY_TIMEOUT_S = 900.0
@@ -43,7 +48,9 @@ class LaunchPlan:
 
 
 def _launch_id(arm: str, replica: int) -> str:
-    return f"{arm[:96]}.{secrets.token_hex(4)}.r{replica}"
+    """A launch id the agent accepts: sweep candidates are named like ``arm@auto+marlin``."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "-", arm[:96])
+    return f"{safe}.{secrets.token_hex(4)}.r{replica}"
 
 
 class Service:
@@ -203,6 +210,9 @@ class Service:
                     seed: int = 0) -> str:  # fmt: skip
         """Start the load generator on the box against a serving launch; the result arrives via the journal."""
         launch = self._serving(launch_id)
+        refusal = bench_refusal(self.store, launch["box"], self.store.clock())
+        if refusal:
+            raise ServiceError(refusal)
         s = self.catalog.shapes.get(shape)
         if s is None:
             raise ServiceError(f"unknown shape {shape!r}; known: {', '.join(sorted(self.catalog.shapes))}")
@@ -237,6 +247,32 @@ class Service:
         link = await self._link(box.name)
         await link.command("tripwire", args, command_id=tripwire_id)
         return tripwire_id
+
+    async def wait_for_run(self, box: str, run_id: str, kind: str, timeout_s: float,
+                           tick: Callable[[float], None] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Pull the box's journal until the result row of a bench or tripwire lands, or its command fails.
+
+        The agent runs the tool detached from the link, so a dropped connection only delays this.
+        """
+        link = await self._link(box)
+        started = time.monotonic()
+        while True:
+            await link.sync()
+            row = self.store.results.run(kind, run_id)
+            if row is not None:
+                return row
+            command = self.store.fleet.command(run_id)
+            if command.state == "failed":
+                raise ServiceError(f"{kind} {run_id} on box {box} failed: {command.error}")
+            elapsed = time.monotonic() - started
+            if elapsed > timeout_s:
+                raise ServiceError(
+                    f"{kind} {run_id} on box {box} has no result after {elapsed:.0f} s; it keeps running on "
+                    f"the box and its row lands at the next `campaign box connect {box}`"
+                )
+            if tick:
+                tick(elapsed)
+            await asyncio.sleep(1.0)
 
     async def set_deadline(self, box: str, timer_id: int | str, deadline_ms: int, action: str) -> dict[str, Any]:
         """Arm the box-side watchdog (it holds the deadline with the console gone)."""

@@ -66,3 +66,15 @@ def test_first_start_registers_local_box_and_imports_the_demo_once(tmp_path: Pat
     prepare(Namespace(db=str(db)))  # a later start never re-imports into an existing database
     with Store(db) as store:
         assert store.scalar("SELECT count(*) FROM bench_runs") == 0
+
+
+def test_box_set_places_the_local_box_serving_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "s.db")
+    assert main(["--db", db, "box", "set", "local", "--serving-env", "/opt/vllm", "--model-root", "/models"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "box", "list", "--json"]) == 0
+    [local] = json.loads(capsys.readouterr().out)
+    assert (local["name"], local["serving_env"], local["model_root"]) == ("local", "/opt/vllm", "/models")
+    assert main(["--db", db, "box", "set", "local"]) == 2
+    assert "nothing to set" in capsys.readouterr().err
+    assert main(["--db", db, "box", "set", "nope", "--price-per-hour", "1"]) == 2

@@ -4,11 +4,14 @@ measured by the load generator on the box, ingested into state.db, killed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +29,17 @@ async def _until(what: str, predicate: Callable[[], bool], timeout: float) -> No
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.5)
+
+
+async def _campaign(db: str, *argv: str) -> dict[str, Any]:
+    """Run the real CLI in its own process (it opens its own store and link, as an operator's would)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "console", "--db", db, *argv,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 600)
+    assert proc.returncode == 0, err.decode()
+    return dict(json.loads(out))
 
 
 async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path: Path) -> None:
@@ -68,6 +82,14 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
         assert verdict["arm"] == "tiny-cpu" and verdict["total"] > 0
         bench = store.rows("SELECT tripwire_id, diagnostic_only FROM bench_runs WHERE launch_id = ?", [launch_id])[0]
         assert bench["tripwire_id"] == verdict["id"] and bench["diagnostic_only"] == int(not verdict["passed"])
+
+        # The same through the operator's commands: each prints the stored row, traced to its command.
+        db = str(tmp_path / "state.db")
+        bench_cli = await _campaign(db, "bench", launch_id, "--shape", "tiny", "-c", "2", "--prompts", "8", "--json")
+        assert bench_cli["run_id"].startswith("bench-") and bench_cli["concurrency"] == 2
+        assert bench_cli["out_tok_per_s"] > 0 and bench_cli["diagnostic_only"] == int(not verdict["passed"])
+        tripwire_cli = await _campaign(db, "tripwire", launch_id, "--max-tokens", "32", "--json")
+        assert tripwire_cli["run_id"].startswith("tripwire-") and tripwire_cli["total"] == verdict["total"]
 
         await service.kill([launch_id], "local", grace_s=20)
         await _until("stopped", lambda: state() in ("stopped", "failed"), 120)

@@ -13,8 +13,7 @@ from console.cli.common import CliError, confirm, open_store, print_json, print_
 from console.fleet import AgentError, HostKeyProblem, JournalMismatch
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
-from console.store import Box, BoxExists, NoSuchBox, Store
-from console.store.boxes import LOCAL_BOX
+from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store
 from console.store.fleet import IngestError
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
@@ -164,6 +163,30 @@ def _trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def _placement_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--serving-env", metavar="DIR", help="prefix of the serving environment on the box (its bin/ has vllm)")
+    p.add_argument("--model-root", metavar="DIR", help="directory of local checkpoints on the box")
+    p.add_argument("--agent-home", metavar="DIR", help="the agent's directory on the box (default ~/.campaign-agent)")
+
+
+def _set(args: argparse.Namespace) -> int:
+    names = ("price_per_hour", "serving_env", "model_root", "agent_home")
+    values = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if not values:
+        raise CliError("nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home")
+    if values.get("price_per_hour", 0) < 0:
+        raise CliError("--price-per-hour must be zero or more")
+    with open_store(args) as store:
+        if args.name == LOCAL_BOX:
+            store.boxes.ensure_local()
+        try:
+            store.boxes.update(args.name, **values)
+        except NoSuchBox as exc:
+            raise CliError(str(exc)) from exc
+    print(f"box {args.name}: " + ", ".join(f"{k.replace('_', '-')} = {v}" for k, v in values.items()))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     p = sub.add_parser("box", help=help_text, description=help_text)
     boxsub = p.add_subparsers(dest="box_command", metavar="ACTION", required=True)
@@ -175,10 +198,14 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     add.add_argument("--provider", choices=["vast", "manual"], help="who rents the box out")
     add.add_argument("--instance", metavar="ID", help="the provider's instance id")
     add.add_argument("--price-per-hour", type=float, metavar="USD")
-    add.add_argument("--serving-env", metavar="DIR", help="prefix of the serving environment on the box (its bin/ has vllm)")
-    add.add_argument("--model-root", metavar="DIR", help="directory of local checkpoints on the box")
-    add.add_argument("--agent-home", metavar="DIR", help="the agent's directory on the box (default ~/.campaign-agent)")
+    _placement_options(add)
     add.set_defaults(func=_add)
+
+    setp = boxsub.add_parser("set", help="change where a box keeps things, or its price (the local box too)")
+    setp.add_argument("name")
+    setp.add_argument("--price-per-hour", type=float, metavar="USD")
+    _placement_options(setp)
+    setp.set_defaults(func=_set)
 
     ls = boxsub.add_parser("list", help="list boxes")
     ls.add_argument("--json", action="store_true")

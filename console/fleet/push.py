@@ -117,7 +117,7 @@ async def _wait(transport: Transport, home: AgentHome, up: bool, timeout: float)
         if loop.time() > deadline:
             raise AgentStartError(
                 f"the agent in {home.path} did not {'start' if up else 'stop'} within {timeout:g} s; "
-                f"see {home.path}/daemon.log on the box"
+                f"see {home.path}/agent.log on the box"
             )
         await asyncio.sleep(0.1)
 

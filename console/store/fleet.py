@@ -294,7 +294,8 @@ class Fleet:
         row.update(json.loads(command[0]["args"]) if command else {})
         if "workload" in row:
             row["shape"] = row.pop("workload")
-        row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"])
+        row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"],
+                   run_id=str(event[id_key]))  # fmt: skip
         row.setdefault("arm", launch[0]["arm"] if launch else None)
         return row
 

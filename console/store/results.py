@@ -28,11 +28,11 @@ BENCH_COLUMNS = (
     "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s", "ttft_ms_p50", "ttft_ms_p99",
     "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "steady",
     "client_cpu", "client_bound", "kernel_line", "power_limit_w", "tripwire_id", "diagnostic_only",
-    "queueing", "source", "provenance", "raw", "import_id",
+    "queueing", "source", "provenance", "raw", "import_id", "run_id",
 )  # fmt: skip
 TRIPWIRE_COLUMNS = (
     "box", "launch_id", "arm", "model", "t_ms", "ok", "degenerate", "wrong", "total", "passed",
-    "reasoning_leak", "items", "source", "provenance", "import_id",
+    "reasoning_leak", "items", "source", "provenance", "import_id", "run_id",
 )  # fmt: skip
 EVAL_COLUMNS = (
     "box", "arm", "model", "configuration", "t_ms", "items", "overall", "families", "note", "source",
@@ -174,6 +174,12 @@ class Results:
                         values["tripwire_id"] = latest[0]["id"]
                         values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
             return int(db["bench_runs"].insert(values).last_pk)
+
+    def run(self, kind: str, run_id: str) -> dict[str, Any] | None:
+        """The result row of the bench or tripwire command ``run_id``, once ingested."""
+        table = {"bench": "bench_runs", "tripwire": "tripwire_runs"}[kind]
+        rows = self.store.rows(f"SELECT * FROM {table} WHERE run_id = ?", [run_id])
+        return rows[0] if rows else None
 
     def add_tripwire_run(self, row: dict[str, Any]) -> int:
         """Store a tripwire verdict and attach it to the launch's throughput rows.

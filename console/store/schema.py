@@ -321,5 +321,16 @@ V5 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5)
+V6 = Migration(
+    6,
+    "each measured result names the console command that asked for it",
+    (
+        "ALTER TABLE bench_runs ADD COLUMN run_id TEXT",  # the bench command's id (bench-...)
+        "ALTER TABLE tripwire_runs ADD COLUMN run_id TEXT",  # the tripwire command's id
+        "CREATE UNIQUE INDEX bench_runs_run_id ON bench_runs(run_id) WHERE run_id IS NOT NULL",
+        "CREATE UNIQUE INDEX tripwire_runs_run_id ON tripwire_runs(run_id) WHERE run_id IS NOT NULL",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6)
 LATEST = MIGRATIONS[-1].version
