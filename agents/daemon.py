@@ -72,8 +72,9 @@ class Agent:
         restarted = self.journal.get_meta("started_once") is not None
         self.journal.set_meta("started_once", "1")
         adopted = self.supervisor.adopt()
+        adopted_jobs = self.jobs.adopt()
         self.journal.append("agent_started", version=agent_version(), pid=os.getpid(), restarted=restarted,
-                            adopted_launches=adopted)
+                            adopted_launches=adopted, adopted_jobs=adopted_jobs)
         self.gpu = GpuSampler(self.warn, self.gpu_source)
         self.supervisor.gpu = self.gpu
         self.watchdog = self._make_watchdog()

@@ -4,8 +4,13 @@ Why child processes: a run lasts minutes and uses several cores; the daemon must
 keep sampling at 1 Hz meanwhile, and a crashing run must not take the agent with it. The child is the
 agent's own entry point (``<agent> loadgen ...`` / ``<agent> tripwire ...``) so the zipapp the console
 pushed is all the box needs. Its one JSON object on stdout becomes a ``bench_result`` /
-``tripwire_result`` event; any failure becomes a ``command_done`` with the reason. A run still going
-when the agent restarts is not re-watched: its output stays in ``<home>/jobs/`` for a later pull.
+``tripwire_result`` event; any failure becomes a ``command_done`` with the reason.
+
+No measurement is lost to an agent restart (crash, ``kill -9``, a pushed new version): every run is a
+row of the journal's ``jobs`` table (pid + kernel start time, output paths) before and after it starts,
+so the next agent process re-adopts it, watches it by pid (it is no longer our child), and when it has
+ended reads its output file. The result events and the row's ``done`` state commit in one transaction,
+so each result is journaled exactly once whatever moment the agent dies at.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents import proc
 from agents.journal import Journal
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (issue 6 names them).
@@ -79,9 +85,23 @@ class Job:
     job_id: str
     launch_id: str | None
     command_id: str | None
-    popen: subprocess.Popen[bytes]
+    pid: int | None
+    start_ticks: int | None
     out_path: Path
     err_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    """None for a run adopted from a previous agent process: watched by pid + start time instead."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}:{self.job_id}"
+
+    def exit_code(self) -> tuple[bool, int | None]:
+        """(ended, exit code): the code is unknown (None) for an adopted run, which is not our child."""
+        if self.popen is not None:
+            code = self.popen.poll()
+            return code is not None, code
+        return self.pid is None or not proc.alive(self.pid, self.start_ticks), None
 
 
 class Jobs:
@@ -91,35 +111,70 @@ class Jobs:
         self.journal = journal
         self.running: dict[str, Job] = {}
 
+    def adopt(self) -> list[str]:
+        """Take over the runs a previous agent process started; returns the keys still running.
+
+        Ended ones are finished by the next ``tick()`` (their result read from the output file).
+        """
+        still = []
+        for row in self.journal.running_jobs():
+            job = Job(row["op"], row["job_id"], row["launch_id"], row["command_id"], row["pid"], row["start_ticks"],
+                      Path(row["out_path"]), Path(row["err_path"]))
+            self.running[job.key] = job
+            if not job.exit_code()[0]:
+                still.append(job.key)
+        return still
+
     def start(self, op: str, args: dict[str, Any], command_id: str | None) -> dict[str, Any]:
         job_id = args.get(_ID_KEY[op])
         if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or str(job_id) == "":
             raise ValueError(f"{op} needs {_ID_KEY[op]} (a string or integer id chosen by the console)")
         job_id = str(job_id)
-        if f"{op}:{job_id}" in self.running:
+        key = f"{op}:{job_id}"
+        if key in self.running:
             raise ValueError(f"{op} {job_id} is already running")
+        known = self.journal.job(key)
+        if known is not None:
+            if command_id is not None and known["command_id"] == command_id:
+                # The agent died after starting it but before the ledger kept the reply: same answer again.
+                return {"started": True, "pid": known["pid"], "log_path": known["err_path"], "replayed": True}
+            raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
         argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]
         if op == "bench" and "--records" not in argv:
             # One records file per bench id: benches on several replicas start in the same second.
             argv += ["--records", str(self.dir / f"{op}-{safe}.jsonl")]
         out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=agent_env(),
-                                     start_new_session=True, cwd=str(self.dir))
-        self.running[f"{op}:{job_id}"] = Job(op, job_id, args.get("launch_id"), command_id, popen, out_path, err_path)
+        launch_id = args.get("launch_id")
+        launch_id = None if launch_id is None else str(launch_id)
+        # Saved before the spawn: a crash in between leaves a row the next agent closes with a reason.
+        self.journal.save_job(key, op, job_id, launch_id, command_id, None, None, str(out_path), str(err_path),
+                              "starting")
+        try:
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=agent_env(),
+                                         start_new_session=True, cwd=str(self.dir))
+        except OSError:
+            self.journal.set_job_state(key, "failed")
+            raise
+        ticks = proc.start_ticks(popen.pid)
+        self.journal.save_job(key, op, job_id, launch_id, command_id, popen.pid, ticks, str(out_path), str(err_path),
+                              "running")
+        self.running[key] = Job(op, job_id, launch_id, command_id, popen.pid, ticks, out_path, err_path, popen)
         return {"started": True, "pid": popen.pid, "log_path": str(err_path)}
 
     def tick(self) -> None:
         for key, job in list(self.running.items()):
-            code = job.popen.poll()
-            if code is None:
+            ended, code = job.exit_code()
+            if not ended:
                 continue
+            with self.journal.atomic():  # the result and "done" commit together: journaled exactly once
+                self._finish(job, code)
+                self.journal.set_job_state(key, "done")
             del self.running[key]
-            self._finish(job, code)
 
-    def _finish(self, job: Job, code: int) -> None:
-        text = job.out_path.read_text(errors="replace").strip()
+    def _finish(self, job: Job, code: int | None) -> None:
+        text = _read(job.out_path).strip()
         result: Any = None
         error = None
         try:
@@ -127,8 +182,14 @@ class Jobs:
         except json.JSONDecodeError:
             error = f"{job.op} printed no JSON result: {text[-300:]!r}"
         if result is None and error is None:
-            err = job.err_path.read_text(errors="replace").strip()[-600:]
-            error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
+            err = _read(job.err_path, 600).strip()
+            if job.pid is None:
+                error = (f"the agent restarted while starting this {job.op}; it may not have run. "
+                         f"Run it again with a new id; stderr: {err}")
+            elif code is None:
+                error = f"{_TOOL[job.op]} ended while the agent was not watching it, without a result; stderr: {err}"
+            else:
+                error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
         if error is None and isinstance(result, dict):
             kind = "bench_result" if job.op == "bench" else "tripwire_result"
             self.journal.append(kind, **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
@@ -141,3 +202,14 @@ class Jobs:
             self.journal.append("command_done", **done)
         elif error is not None:
             self.journal.append("warning", where=f"{job.op}:{job.job_id}", message=error)
+
+
+def _read(path: Path, tail: int | None = None) -> str:
+    """A run's output or log file (its end when ``tail``); empty if the run never created it."""
+    try:
+        with open(path, "rb") as f:
+            if tail is not None:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

@@ -4,7 +4,8 @@ Why SQLite: the box must never lose a measurement when the SSH link or the lapto
 agent itself may crash or be replaced. A WAL database survives both, gives ``seq`` for free
 (``AUTOINCREMENT`` never reuses a number, even after acked rows are deleted) and lets the console page
 through "events after N" cheaply. The same file holds the command ledger (a re-sent command is answered
-from here instead of running twice) and the launches table (so a restarted daemon re-adopts its servers).
+from here instead of running twice), the launches table (so a restarted daemon re-adopts its servers)
+and the jobs table (so a bench or tripwire run outlives a restart and its result is journaled once).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,24 @@ CREATE TABLE IF NOT EXISTS launches (
     gpus TEXT NOT NULL,
     log_path TEXT NOT NULL,
     state TEXT NOT NULL,
+    t_ms INTEGER NOT NULL,
+    kill_command_id TEXT
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    key TEXT PRIMARY KEY,
+    op TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    launch_id TEXT,
+    command_id TEXT,
+    pid INTEGER,
+    start_ticks INTEGER,
+    out_path TEXT NOT NULL,
+    err_path TEXT NOT NULL,
+    state TEXT NOT NULL,
     t_ms INTEGER NOT NULL
 );
 """
+_JOB_COLUMNS = ("key", "op", "job_id", "launch_id", "command_id", "pid", "start_ticks", "out_path", "err_path", "state")
 
 
 def now_ms() -> int:
@@ -56,22 +73,45 @@ def now_ms() -> int:
 
 
 class Journal:
-    """Thread-safe wrapper over ``<home>/journal.db``; every public method is one transaction."""
+    """Thread-safe wrapper over ``<home>/journal.db``; every public method is one transaction, and
+    ``atomic()`` groups several (a state change and its event) so a crash keeps both or neither."""
 
     def __init__(self, path: Path, clock: Callable[[], int] = now_ms) -> None:
         self.path = path
         self.clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by the methods inside atomic()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        launch_columns = {r[1] for r in self._db.execute("PRAGMA table_info(launches)")}
+        if "kill_command_id" not in launch_columns:  # a journal.db written by an older agent
+            self._db.execute("ALTER TABLE launches ADD COLUMN kill_command_id TEXT")
         self.samples_paused = False
         """Set by the disk guard: below the floor, samples are dropped and everything else kept."""
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction around the journal calls in the block; other threads wait for its end.
+
+        Why: a result event and the row saying "this job is finished" must commit together, or a crash
+        between them either loses the result or journals it twice after the restart.
+        """
+        with self._lock:
+            if self._db.in_transaction:  # nested: the outer block commits
+                yield
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -169,23 +209,57 @@ class Journal:
                 (launch_id, pid, start_ticks, port, json.dumps(gpus), log_path, state, self.clock()),
             )
 
-    def set_launch_state(self, launch_id: str, state: str) -> None:
+    def set_launch_state(self, launch_id: str, state: str, kill_command_id: str | None = None) -> None:
+        """``kill_command_id``: the kill being carried out, kept so a restarted agent still answers it."""
         with self._lock:
-            self._db.execute("UPDATE launches SET state = ? WHERE launch_id = ?", (state, launch_id))
+            self._db.execute("UPDATE launches SET state = ?, kill_command_id = coalesce(?, kill_command_id)"
+                             " WHERE launch_id = ?", (state, kill_command_id, launch_id))
+
+    def kill_answered(self, launch_id: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE launches SET kill_command_id = NULL WHERE launch_id = ?", (launch_id,))
 
     def launch_ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT launch_id FROM launches")}
 
     def live_launches(self) -> list[dict[str, Any]]:
-        """Launches the journal last saw alive: candidates for re-adoption."""
+        """Launches the journal last saw alive, or ended with a kill not yet answered: to re-adopt."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT launch_id, pid, start_ticks, port, gpus, log_path, state FROM launches"
-                " WHERE state IN ('starting', 'serving', 'stopping') ORDER BY t_ms"
+                "SELECT launch_id, pid, start_ticks, port, gpus, log_path, state, kill_command_id FROM launches"
+                " WHERE state IN ('starting', 'serving', 'stopping') OR kill_command_id IS NOT NULL ORDER BY t_ms"
             ).fetchall()
         return [
             {"launch_id": r[0], "pid": r[1], "start_ticks": r[2], "port": r[3], "gpus": json.loads(r[4]),
-             "log_path": r[5], "state": r[6]}
+             "log_path": r[5], "state": r[6], "kill_command_id": r[7]}
             for r in rows
         ]
+
+    # -- bench / tripwire jobs (for re-adoption after a restart) ------------------------------------
+
+    def save_job(self, key: str, op: str, job_id: str, launch_id: str | None, command_id: str | None,
+                 pid: int | None, start_ticks: int | None, out_path: str, err_path: str, state: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO jobs (key, op, job_id, launch_id, command_id, pid, start_ticks, out_path,"
+                " err_path, state, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, op, job_id, launch_id, command_id, pid, start_ticks, out_path, err_path, state, self.clock()),
+            )
+
+    def set_job_state(self, key: str, state: str) -> None:
+        with self._lock:
+            self._db.execute("UPDATE jobs SET state = ? WHERE key = ?", (state, key))
+
+    def job(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE key = ?", (key,)).fetchone()
+        return dict(zip(_JOB_COLUMNS, row, strict=True)) if row else None
+
+    def running_jobs(self) -> list[dict[str, Any]]:
+        """Jobs whose result is not journaled yet: candidates for re-adoption."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE state IN ('starting', 'running') ORDER BY t_ms"
+            ).fetchall()
+        return [dict(zip(_JOB_COLUMNS, r, strict=True)) for r in rows]

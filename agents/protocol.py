@@ -62,7 +62,8 @@ IDEMPOTENT_OPS = frozenset({"hello", "events", "ack", "launches", "log_tail"})
 
 # Event kinds and their fields (besides v, seq, t_ms, kind).
 EVENT_KINDS: dict[str, str] = {
-    "agent_started": "version, pid, restarted (bool), adopted_launches [launch_id]",
+    "agent_started": "version, pid, restarted (bool), adopted_launches [launch_id], adopted_jobs [\"bench:<id>\" | "
+    "\"tripwire:<id>\"] (runs of a previous agent process still going; their results follow as usual)",
     "gpu_sample": "gpus: [{gpu, power_w, power_limit_w, enforced_limit_w, max_limit_w, sm_clock_mhz, "
     "util_pct, mem_used_mib, mem_total_mib, temp_c}] (one event per tick for all GPUs; None = missing)",
     "server_sample": "launch_id, gen_tok_per_s, prompt_tok_per_s, running, waiting, kv_usage, "

@@ -119,16 +119,20 @@ class Supervisor:
             launch = Launch(
                 launch_id=row["launch_id"], port=row["port"], gpus=row["gpus"], log_path=Path(row["log_path"]),
                 state=row["state"], pid=row["pid"], start_ticks=row["start_ticks"], started_mono=time.monotonic(),
+                kill_command_id=row["kill_command_id"],
             )
             launch.log_offset = launch.log_path.stat().st_size if launch.log_path.exists() else 0
             self.launches[launch.launch_id] = launch
-            if launch.pid is not None and proc.alive(launch.pid, launch.start_ticks):
+            if launch.state in ("stopped", "failed"):  # ended, but its kill was not answered yet: answer it
+                launch.exited_mono = time.monotonic()
+            elif launch.pid is not None and proc.alive(launch.pid, launch.start_ticks):
                 adopted.append(launch.launch_id)
                 if launch.state == "stopping":  # the kill was interrupted by the restart: finish it
                     launch.kill_deadline = time.monotonic()
             else:
                 launch.reason = "the server exited while the agent was not running; exit code unknown"
                 self._finish(launch, "failed" if launch.state != "stopping" else "stopped")
+                launch.exited_mono = time.monotonic()  # then check its GPUs were freed, as after any exit
         return adopted
 
     def launch(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -175,14 +179,18 @@ class Supervisor:
                 refusal = f"could not start {argv[0]!r}: {exc}"
         if refusal is not None:
             launch.reason = refusal
-            self.journal.save_launch(launch_id, None, None, port, gpus, str(launch.log_path), "failed")
-            self._finish(launch, "failed")
+            launch.state = "failed"
+            with self.journal.atomic():
+                self.journal.save_launch(launch_id, None, None, port, gpus, str(launch.log_path), "failed")
+                self._state_event(launch)
             return launch.summary()
         assert launch.popen is not None
         launch.pid = launch.popen.pid
         launch.start_ticks = proc.start_ticks(launch.pid)
-        self.journal.save_launch(launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path), "starting")
-        self._state_event(launch)
+        with self.journal.atomic():
+            self.journal.save_launch(launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path),
+                                     "starting")
+            self._state_event(launch)
         return launch.summary()
 
     def kill(self, launch_id: str, grace_s: float, command_id: str | None) -> dict[str, Any]:
@@ -310,9 +318,7 @@ class Supervisor:
         if health is not None and health[0] == 200:
             models = http_get(launch.port, "/v1/models")
             if models is not None and models[0] == 200:
-                launch.state = "serving"
-                self.journal.set_launch_state(launch.launch_id, "serving")
-                self._state_event(launch)
+                self._finish(launch, "serving")
                 return
         if now - launch.started_mono > launch.ready_timeout_s:
             launch.reason = f"not ready after {launch.ready_timeout_s:.0f} s (/health and /v1/models); killed"
@@ -346,9 +352,7 @@ class Supervisor:
             proc.signal_group(launch.pid, launch.start_ticks, signal.SIGTERM)
         launch.kill_deadline = time.monotonic() + max(0.0, float(grace_s))
         launch.kill_command_id = command_id
-        launch.state = "stopping"
-        self.journal.set_launch_state(launch.launch_id, "stopping")
-        self._state_event(launch)
+        self._finish(launch, "stopping", kill_command_id=command_id)
 
     def _escalate(self, launch: Launch, now: float) -> None:
         if launch.kill_deadline is not None and now >= launch.kill_deadline and not launch.killed_hard \
@@ -376,19 +380,24 @@ class Supervisor:
             for s in self.last_gpu_sample if s.get("gpu") in launch.gpus
         ]
         released = not leftovers and not holding
-        self.journal.append("gpu_released", launch_id=launch.launch_id, released=released, gpus=gpus,
-                            leftover_pids=leftovers, holding=holding)
-        if launch.kill_command_id is not None:
-            self.journal.append("command_done", command_id=launch.kill_command_id, op="kill", ok=True,
-                                result={"state": launch.state, "released": released})
+        with self.journal.atomic():  # the kill is answered once: its answer and "answered" commit together
+            self.journal.append("gpu_released", launch_id=launch.launch_id, released=released, gpus=gpus,
+                                leftover_pids=leftovers, holding=holding)
+            if launch.kill_command_id is not None:
+                self.journal.append("command_done", command_id=launch.kill_command_id, op="kill", ok=True,
+                                    result={"state": launch.state, "released": released})
+                self.journal.kill_answered(launch.launch_id)
         launch.exited_mono = None
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _finish(self, launch: Launch, state: str) -> None:
+    def _finish(self, launch: Launch, state: str, **row: Any) -> None:
+        """Enter ``state``: the launches row and the launch_state event commit together (a crash between
+        them would leave a state the console never hears of, or journal it twice after the restart)."""
         launch.state = state
-        self.journal.set_launch_state(launch.launch_id, state)
-        self._state_event(launch)
+        with self.journal.atomic():
+            self.journal.set_launch_state(launch.launch_id, state, **row)
+            self._state_event(launch)
 
     def _state_event(self, launch: Launch) -> None:
         s = launch.summary()

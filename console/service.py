@@ -282,5 +282,14 @@ class Service:
             {"timer_id": timer_id, "deadline_ms": deadline_ms, "action": action, "console_now_ms": self.store.clock()},
         )
 
+    async def log_tail(self, launch_id: str, lines: int = 40, timeout: float = 15.0) -> list[str]:
+        """The last ``lines`` of a launch's server log, read on its box (the log never leaves the box)."""
+        launch = self.store.fleet.launch(launch_id)
+        if launch is None:
+            raise ServiceError(f"no launch {launch_id!r} in this state.db")
+        link = await self._link(launch["box"])
+        result = await link.command("log_tail", {"launch_id": launch_id, "lines": lines}, timeout=timeout)
+        return [str(line) for line in result["lines"]]
+
     async def close(self) -> None:
         await self.fleet.close()

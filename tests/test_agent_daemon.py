@@ -429,3 +429,22 @@ def test_a_server_never_ready_is_killed_and_failed_with_the_reason(box: AgentBox
     failed = box.wait_for(state_of("slow", "failed"), timeout=30)
     assert failed["reason"] == "not ready after 1 s (/health and /v1/models); killed"
     assert failed["exit_code"] == -signal.SIGTERM
+
+
+def test_a_kill_interrupted_by_an_agent_crash_is_still_carried_out_and_answered(box: AgentBox,
+                                                                                fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "obstinate", free_port(), "--ignore-term"))
+    box.wait_for(state_of("obstinate", "serving"))
+    box.ok("kill", {"launch_id": "obstinate", "grace_s": 600}, command_id="kill-7")  # SIGTERM is ignored
+    box.wait_for(state_of("obstinate", "stopping"))
+    box.kill_hard()  # the agent dies holding the kill
+    box.start()
+    stopped = box.wait_for(state_of("obstinate", "stopped"), timeout=20)
+    assert stopped["exit_code"] is None  # finished by the new agent: the server is no longer its child
+    done = box.wait_for(lambda e: e["kind"] == "command_done" and e["command_id"] == "kill-7")
+    assert done["ok"] and done["result"] == {"state": "stopped", "released": True}
+    box.shutdown()
+    box.start()  # answered once: a further restart does not answer it again
+    box.wait_for(lambda e: e["kind"] == "agent_started" and e["seq"] > done["seq"])
+    time.sleep(0.6)
+    assert [e["command_id"] for e in box.events() if e["kind"] == "command_done"] == ["kill-7"]

@@ -16,6 +16,9 @@ from console.readmodel.records import (
     ResultRow,
     Series,
     ServerNow,
+    SweepArmRow,
+    SweepBench,
+    SweepEntry,
     TimerRow,
     TripwireRow,
 )
@@ -35,6 +38,9 @@ __all__ = [
     "ResultRow",
     "Series",
     "ServerNow",
+    "SweepArmRow",
+    "SweepBench",
+    "SweepEntry",
     "TimerRow",
     "TripwireRow",
 ]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table
 from console.readmodel import queries
-from console.readmodel.records import ArmEntry, FleetRow, LiveView, ResultRow
+from console.readmodel.records import ArmEntry, FleetRow, LiveView, ResultRow, SweepEntry
 from console.store import Store
 from console.timeutil import Clock, system_clock
 
@@ -113,3 +114,13 @@ class ReadModel:
 
     def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
         return queries.results(self.store, self.now(), sort, text)
+
+    def sweeps(self) -> list[SweepEntry]:
+        return queries.sweeps(self.store, self.now())
+
+    def economics(self, utilisation: float = DEFAULT_UTILISATION) -> tuple[list[EconomicsRow], list[str]]:
+        """Cost per million tokens per configuration and the frontier (console.economics does the sums).
+
+        The campaign's whole record is priced, not the cursor's slice: a price is a summary of the runs.
+        """
+        return economics_table(self.store, utilisation=utilisation)

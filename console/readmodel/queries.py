@@ -21,6 +21,9 @@ from console.readmodel.records import (
     ResultRow,
     Series,
     ServerNow,
+    SweepArmRow,
+    SweepBench,
+    SweepEntry,
     TimerRow,
     TripwireRow,
 )
@@ -314,9 +317,34 @@ def servers_now(store: Store, box: str, at: int, serving: list[LaunchRow]) -> li
 
 
 def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
-    """The bench run in progress at ``at`` on ``box``, else the latest one that ended in the window."""
+    """The bench run in progress at ``at`` on ``box``, else the latest one that ended in the window.
+
+    A bench the console started has no row until the load generator reports at its end, so a sent
+    ``bench`` command without its result row is the run in progress (its arguments name the workload).
+    """
+    pending = store.rows(
+        """SELECT c.args, c.created_ms FROM commands c
+           WHERE c.box = ? AND c.op = 'bench' AND c.state != 'failed' AND c.created_ms <= ? AND c.created_ms > ?
+             AND NOT EXISTS (SELECT 1 FROM bench_runs r WHERE r.run_id = c.id
+                             AND coalesce(r.ended_ms, r.started_ms) <= ?)
+           ORDER BY c.created_ms DESC LIMIT 1""",
+        [box, at, start, at],
+    )
+    if pending:
+        args = json.loads(pending[0]["args"])
+        return BenchNow(
+            arm=str(args.get("arm") or "?"),
+            shape=str(args.get("workload") or args.get("shape") or "?"),
+            concurrency=int(args.get("concurrency") or 0),
+            out_tok_per_s=None,
+            in_tok_per_s=None,
+            started_ms=pending[0]["created_ms"],
+            ended_ms=None,
+            running=True,
+        )
     rows = store.rows(
-        """SELECT arm, shape, concurrency, out_tok_per_s, in_tok_per_s, started_ms, ended_ms FROM bench_runs
+        """SELECT arm, shape, concurrency, out_tok_per_s, in_tok_per_s, req_per_s, ttft_ms_p50, started_ms,
+                  ended_ms FROM bench_runs
            WHERE box = ? AND started_ms <= ? AND coalesce(ended_ms, started_ms) > ?
            ORDER BY started_ms DESC LIMIT 1""",
         [box, at, start],
@@ -334,7 +362,76 @@ def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
         started_ms=r["started_ms"],
         ended_ms=r["ended_ms"],
         running=running,
+        req_per_s=None if running else r["req_per_s"],
+        ttft_ms_p50=None if running else r["ttft_ms_p50"],
     )
+
+
+# -- sweeps ----------------------------------------------------------------------------------------------
+def sweep_arm_state(row: dict[str, Any], at: int) -> str:
+    """What a sweep arm was at ``at``: pending before its attempt began, running until it ended."""
+    started, ended, state = row["started_ms"], row["ended_ms"], row["state"]
+    if started is None or started > at:
+        return "pending"
+    if ended is None or ended > at:
+        return "running" if state != "pending" else "pending"
+    return str(state)
+
+
+def sweeps(store: Store, at: int) -> list[SweepEntry]:
+    """Every sweep begun by ``at``, newest first, with each arm's outcome and benches as of ``at``."""
+    out = []
+    for s in store.rows("SELECT * FROM sweeps WHERE created_ms <= ? ORDER BY id DESC", [at]):
+        benches: dict[int, list[SweepBench]] = defaultdict(list)
+        for b in store.rows(
+            """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing
+               FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
+               LEFT JOIN bench_runs r ON r.id = b.bench_run_id
+               WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.id""",
+            [s["id"], at],
+        ):
+            benches[b["sweep_arm_id"]].append(
+                SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"])
+            )
+        arms = []
+        for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):
+            state = sweep_arm_state(a, at)
+            done = state not in ("pending", "running")
+            arms.append(
+                SweepArmRow(
+                    position=a["position"],
+                    arm=a["arm"],
+                    origin=a["origin"],
+                    queued_by=a["queued_by"],
+                    state=state,
+                    attempts=a["attempts"],
+                    reason=a["reason"] if done else None,
+                    backends_accepted=tuple(_json_list(a["backends_accepted"])) if done else (),
+                    backends_potential=tuple(_json_list(a["backends_potential"])) if done else (),
+                    launch_ids=tuple(_json_list(a["launch_ids"])),
+                    kv_cache_tokens=a["kv_cache_tokens"],
+                    max_concurrency=a["max_concurrency"],
+                    started_ms=a["started_ms"] if state != "pending" else None,
+                    ended_ms=a["ended_ms"] if done else None,
+                    benches=tuple(benches.get(a["id"], ())),
+                )
+            )
+        state = s["state"] if s["updated_ms"] <= at else "running"
+        out.append(
+            SweepEntry(
+                id=s["id"],
+                list=s["list"],
+                box=s["box"],
+                state=state,
+                detail=s["detail"] if s["updated_ms"] <= at else None,
+                shapes=tuple(_json_list(s["shapes"])),
+                concurrency=tuple(_json_list(s["concurrency"])),
+                created_ms=s["created_ms"],
+                updated_ms=s["updated_ms"],
+                arms=tuple(arms),
+            )
+        )
+    return out
 
 
 # -- tripwire and results ---------------------------------------------------------------------------

@@ -171,7 +171,11 @@ class LaunchRow:
 
 @dataclass(frozen=True)
 class BenchNow:
-    """The load generator's run on a box nearest the cursor, shown beside the server's own numbers."""
+    """The load generator's run on a box nearest the cursor, shown beside the server's own numbers.
+
+    A run in progress has no numbers yet (the load generator reports once, at its end); a finished one
+    carries its rates and TTFT so the operator can hold them against the server's /metrics curve.
+    """
 
     arm: str
     shape: str
@@ -181,6 +185,8 @@ class BenchNow:
     started_ms: int | None
     ended_ms: int | None
     running: bool
+    req_per_s: float | None = None
+    ttft_ms_p50: float | None = None
 
 
 @dataclass(frozen=True)
@@ -254,3 +260,70 @@ class ArmEntry:
     @property
     def latest(self) -> LaunchRow | None:
         return max(self.launches, key=lambda r: r.start_ms or 0) if self.launches else None
+
+
+@dataclass(frozen=True)
+class SweepBench:
+    shape: str
+    concurrency: int
+    out_tok_per_s: float | None
+    queueing: bool  # the server could not admit the concurrency at once: TTFT is queueing
+    error: str | None
+
+
+@dataclass(frozen=True)
+class SweepArmRow:
+    """One arm a sweep tried (or will try), with its outcome as of the cursor and the engine's reason."""
+
+    position: int
+    arm: str
+    origin: str  # list, pair, accepted (named by an engine refusal)
+    queued_by: str | None
+    state: str  # pending, running, served, refused, degenerate, crashed, interrupted
+    attempts: int
+    reason: str | None
+    backends_accepted: tuple[str, ...]
+    backends_potential: tuple[str, ...]
+    launch_ids: tuple[str, ...]
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    started_ms: int | None
+    ended_ms: int | None
+    benches: tuple[SweepBench, ...] = ()
+
+    @property
+    def word(self) -> str:
+        """Outcomes that lost the arm are upper case, so they read as alarms (and get their colour)."""
+        alarms = {"refused": "REFUSED", "degenerate": "DEGEN", "crashed": "CRASHED", "interrupted": "INTERRUPTED"}
+        return alarms.get(self.state, self.state)
+
+
+@dataclass(frozen=True)
+class SweepEntry:
+    """A sweep as of the cursor: its list, box, state and every arm in walk order."""
+
+    id: int
+    list: str
+    box: str
+    state: str  # running, interrupted, done, abandoned
+    detail: str | None
+    shapes: tuple[str, ...]
+    concurrency: tuple[int, ...]
+    created_ms: int
+    updated_ms: int
+    arms: tuple[SweepArmRow, ...]
+
+    @property
+    def finished(self) -> int:
+        return sum(1 for a in self.arms if a.state in ("served", "refused", "degenerate", "crashed"))
+
+    @property
+    def current(self) -> SweepArmRow | None:
+        return next((a for a in self.arms if a.state == "running"), None)
+
+    def counts(self) -> str:
+        """``2 served, 1 refused, 1 pending``: every outcome in words, in walk order of first appearance."""
+        seen: dict[str, int] = {}
+        for a in self.arms:
+            seen[a.state] = seen.get(a.state, 0) + 1
+        return ", ".join(f"{n} {state}" for state, n in seen.items())

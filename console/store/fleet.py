@@ -161,6 +161,9 @@ class Fleet:
                     elif kind == "server_sample":
                         server_rows.append(_server_row(box, event))
                     else:
+                        # A derived row reads the samples before it (a bench row takes its power limit
+                        # from the newest GPU sample): write the pending ones first.
+                        self._flush_samples(db.conn, gpu_rows, server_rows)
                         self._derive(box, event)
                 except (IngestError, ValueError, KeyError, TypeError) as exc:
                     reason = f"seq {seq}: {type(exc).__name__}: {exc}"
@@ -171,8 +174,7 @@ class Fleet:
             conn.executemany(
                 "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)", journal
             )
-            conn.executemany(_GPU_INSERT, gpu_rows)
-            conn.executemany(_SERVER_INSERT, server_rows)
+            self._flush_samples(conn, gpu_rows, server_rows)
             if last != cursor:
                 conn.execute(
                     "INSERT INTO ingest_cursor(box, seq, updated_ms) VALUES (?, ?, ?) "
@@ -183,6 +185,14 @@ class Fleet:
             report.inserted = len(journal)
             report.cursor = last
         return report
+
+    @staticmethod
+    def _flush_samples(conn: Any, gpu_rows: list[tuple[Any, ...]], server_rows: list[tuple[Any, ...]]) -> None:
+        """Write the batched sample rows (one executemany per table) and empty the batches."""
+        conn.executemany(_GPU_INSERT, gpu_rows)
+        conn.executemany(_SERVER_INSERT, server_rows)
+        gpu_rows.clear()
+        server_rows.clear()
 
     def _derive(self, box: str, event: dict[str, Any]) -> None:
         """Derived rows in a savepoint: one that cannot be derived keeps only its journal row.

@@ -54,6 +54,8 @@ class Actions(Protocol):
 
     async def kill(self, box: str, launch_id: str) -> str: ...
 
+    async def log_tail(self, launch_id: str, lines: int) -> list[str]: ...
+
     async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str: ...
 
     async def supervise(self) -> None: ...
@@ -121,6 +123,9 @@ class ServiceActions:
     async def kill(self, box: str, launch_id: str) -> str:
         results = await self.service("killing").kill([launch_id], box)
         return f"{launch_id}: {results.get(launch_id)}"
+
+    async def log_tail(self, launch_id: str, lines: int) -> list[str]:
+        return await self.service("reading a log on its box").log_tail(launch_id, lines)
 
     async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
         """Record the timer, then arm the box's own watchdog so the stop holds with the laptop closed."""

@@ -1,4 +1,4 @@
-"""The console application: four views over one read model, keys from one table, actions via an adapter.
+"""The console application: six views over one read model, keys from one table, actions via an adapter.
 
 ``run_console`` (plain ``campaign``) follows the clock; ``run_browse`` (``campaign browse``) opens the
 same screens read-only with the cursor parked at the end of the record, to replay the night with
@@ -24,20 +24,29 @@ from console.tui.actions import ActionRefused, Actions, Recipes, ServiceActions
 from console.tui.modals import HelpScreen
 from console.tui.views.arms import ArmsScreen
 from console.tui.views.base import ViewScreen
+from console.tui.views.economics import EconomicsScreen
 from console.tui.views.fleet import FleetScreen
 from console.tui.views.live import LiveScreen
 from console.tui.views.results import ResultsScreen
+from console.tui.views.sweeps import SweepScreen
 
 T = TypeVar("T")
 
-VIEWS = ("fleet", "live", "arms", "results")
+VIEWS = ("fleet", "live", "arms", "results", "economics", "sweep")
 
 
 class ConsoleApp(App[None]):
     TITLE = "campaign"
     CSS_PATH = "console.tcss"
     BINDINGS = keymap.bindings(keymap.APP)
-    MODES = {"fleet": FleetScreen, "live": LiveScreen, "arms": ArmsScreen, "results": ResultsScreen}
+    MODES = {
+        "fleet": FleetScreen,
+        "live": LiveScreen,
+        "arms": ArmsScreen,
+        "results": ResultsScreen,
+        "economics": EconomicsScreen,
+        "sweep": SweepScreen,
+    }
 
     def __init__(
         self,

@@ -39,6 +39,8 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("view.live", "2", "app.view('live')", "live", APP),
     KeySpec("view.arms", "3", "app.view('arms')", "arms", APP),
     KeySpec("view.results", "4", "app.view('results')", "results", APP),
+    KeySpec("view.economics", "5", "app.view('economics')", "economics", APP),
+    KeySpec("view.sweep", "6", "app.view('sweep')", "sweep", APP),
     KeySpec("app.help", "question_mark", "app.help", "help", APP),
     KeySpec("app.filter", "slash", "app.filter", "filter", APP),
     KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
@@ -64,12 +66,14 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("fleet.open", "enter", "open_box", "open box", "fleet"),
     KeySpec("arms.launch", "l", "launch", "launch", "arms"),
     KeySpec("arms.kill", "k", "kill", "kill", "arms"),
+    KeySpec("arms.log", "o", "log_tail", "log tail: fetch again", "arms"),
     KeySpec("live.timer", "t", "timer", "hard stop", "live"),
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
+    KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
 )
 
-SCOPES = (APP, "fleet", "live", "arms", "results")
+SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep")
 
 
 class KeymapError(ValueError):

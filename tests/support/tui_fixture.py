@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.store import Box, Store, dumps
+from console.store.results import ApiPrice
 from console.timeutil import parse_instant
 from console.tui.actions import LintLine, Recipes
 
@@ -469,7 +470,97 @@ def build(path: Path) -> Fixture:
                 ]
             )
         insert_server_rows(store, server_rows("pro-a", serving, START, NOW, STEP_MS, peak=5200.0))
+        add_sweep(store, failed)
     return Fixture(path=path, now_ms=NOW, serving_launch=serving, failed_launch=failed)
+
+
+SWEEP_LIST = "glm-5.3-moe-pairs"
+
+
+def add_sweep(store: Store, refused_launch: str) -> None:
+    """A sweep half-way through its walk, as the seed's ksweep.sh night: one arm served (with benches),
+    one refused by the engine (which named the backends it accepts, queued next), one crashed, one
+    degenerate, one running and one still pending; a finished earlier sweep below it."""
+    with store.atomic() as db:
+        old = db["sweeps"].insert({
+            "list": "qwen3-smoke", "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64]),
+            "bench_degenerate": 0, "state": "done", "created_ms": START - 7200_000, "updated_ms": START - 5400_000,
+        }).last_pk  # fmt: skip
+        db["sweep_arms"].insert({
+            "sweep_id": old, "position": 0, "arm": SMALL, "origin": "list", "state": "served", "attempts": 1,
+            "started_ms": START - 7200_000, "ended_ms": START - 5400_000,
+        })  # fmt: skip
+        sweep = db["sweeps"].insert({
+            "list": SWEEP_LIST, "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64, 256]),
+            "bench_degenerate": 0, "state": "running", "runner_pid": 4242, "runner_host": "laptop",
+            "created_ms": START - 600_000, "updated_ms": NOW - 30_000,
+        }).last_pk  # fmt: skip
+        refusal = (
+            "vllm/model_executor/layers/fused_moe/oracle.py:211 ValueError: moe_backend 'flashinfer_cutlass' "
+            "is not supported for this model; accepted backends: ['triton', 'marlin']"
+        )
+        arms = [
+            {"arm": QWEN, "origin": "list", "state": "served", "kv_cache_tokens": 1_212_416,
+             "max_concurrency": 1184.0, "launch_ids": dumps(["L-qwen-0"]), "started_ms": START - 600_000,
+             "ended_ms": START - 590_000},
+            {"arm": f"{GLM_FAILED}@auto+flashinfer_cutlass", "base": GLM_FAILED, "moe_backend": "flashinfer_cutlass",
+             "origin": "pair", "state": "refused", "reason": refusal, "backends_accepted": dumps(["triton", "marlin"]),
+             "backends_potential": dumps(["triton", "marlin", "flashinfer_cutlass"]),
+             "launch_ids": dumps([refused_launch]), "started_ms": START - 500_000, "ended_ms": START - 420_000},
+            {"arm": f"{GLM_FAILED}@auto+triton", "base": GLM_FAILED, "moe_backend": "triton", "origin": "accepted",
+             "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass", "state": "crashed", "attempts": 1,
+             "reason": "server exited with code -9 (killed: out of host memory) before it was ready",
+             "started_ms": START - 400_000, "ended_ms": START - 200_000},
+            {"arm": GLM_DEGEN, "origin": "list", "state": "degenerate", "reason": "tripwire 11/20: 8 degenerate, 1 wrong",
+             "started_ms": START - 180_000, "ended_ms": START - 100_000},
+            {"arm": f"{GLM_FAILED}@auto+marlin", "base": GLM_FAILED, "moe_backend": "marlin", "origin": "accepted",
+             "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass", "state": "running", "attempts": 2,
+             "started_ms": NOW - 192_000},
+            {"arm": UNFORCED, "origin": "list", "state": "pending"},
+        ]  # fmt: skip
+        ids = []
+        for position, arm in enumerate(arms):
+            arm.setdefault("attempts", 1 if arm["state"] != "pending" else 0)
+            ids.append(db["sweep_arms"].insert({"sweep_id": sweep, "position": position, **arm}).last_pk)
+        qwen_runs = [r["id"] for r in store.rows("SELECT id FROM bench_runs WHERE arm = ? AND concurrency IN "
+                                                 "(64, 256) ORDER BY concurrency", [QWEN])]  # fmt: skip
+        for run_id, c in zip(qwen_runs, (64, 256), strict=True):
+            db["sweep_benches"].insert({"sweep_arm_id": ids[0], "launch_id": "L-qwen-0", "shape": "chat-1k",
+                                        "concurrency": c, "bench_run_id": run_id, "admitted": 1184,
+                                        "t_ms": START - 595_000})  # fmt: skip
+
+
+ECONOMICS_BOX = "pro-a"
+
+
+def add_economics(path: Path) -> None:
+    """Router and promptopt rows of three configurations, their task accuracy and two API prices: enough
+    for the Economics view to price each one and draw a frontier with a dominated and a degenerate point.
+    Kept out of ``build`` so the Results and Live screens stay as their snapshots show them."""
+    shapes = {"router": (1024, 128, 0), "promptopt": (512, 256, 3072)}
+    configs = [  # arm, model, router out tok/s, promptopt out tok/s, accuracy, diagnostic-only
+        (QWEN, "qwen3.8-27b", 2400.0, 3900.0, 0.842, 0),
+        (SMALL, "qwen3-0.6b", 9800.0, 14500.0, 0.512, 0),
+        ("qwen3.8-27b-fp8-flashinfer", "qwen3.8-27b", 1900.0, 3100.0, 0.801, 0),
+        (GLM_DEGEN, "glm-4.7", 5200.0, 8800.0, 0.655, 1),
+    ]
+    with Store(path, clock=lambda: NOW) as store:
+        for arm, model, router, promptopt, accuracy, diagnostic in configs:
+            for shape, out in (("router", router), ("promptopt", promptopt)):
+                input_len, output_len, prefix_len = shapes[shape]
+                store.results.add_bench_run(_bench(
+                    arm, shape, 256, out, model=model, input_len=input_len, output_len=output_len,
+                    prefix_len=prefix_len, in_tok_per_s=out * (input_len + prefix_len) / output_len,
+                    started_ms=START - 7000_000, ended_ms=START - 6900_000, diagnostic_only=diagnostic,
+                ))  # fmt: skip
+            store.results.add_eval_run({"box": ECONOMICS_BOX, "arm": arm, "model": model, "t_ms": START - 6000_000,
+                                        "configuration": arm, "items": 200, "overall": accuracy})  # fmt: skip
+        for model, provider, p_in, p_out, cached in (
+            ("qwen3.8-27b", "openrouter-list", 0.30, 1.20, 0.06),
+            ("qwen3-0.6b", "openrouter-list", 0.02, 0.08, None),
+            ("glm-4.7", "openrouter-list", 0.40, 1.60, 0.10),
+        ):
+            store.results.add_api_price(ApiPrice(model, provider, p_in, p_out, cached))
 
 
 class FixedActions:
@@ -483,6 +574,13 @@ class FixedActions:
     def __init__(self, read_only: bool = False):
         self.read_only = read_only
         self.calls: list[tuple] = []
+        self.logs = {
+            "L-qwen-0": [
+                "INFO 09-05 23:41:02 [gpu_model_runner.py:1901] Model loading took 14.2 GiB",
+                "INFO 09-05 23:43:40 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:8100",
+                "INFO:     127.0.0.1:51234 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+            ]
+        }
         self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"})
         self.findings = {
             QWEN: [
@@ -512,6 +610,12 @@ class FixedActions:
     async def kill(self, box: str, launch_id: str) -> str:
         self.calls.append(("kill", box, launch_id))
         return f"{launch_id} stopping"
+
+    async def log_tail(self, launch_id: str, lines: int) -> list[str]:
+        self.calls.append(("log_tail", launch_id, lines))
+        if launch_id not in self.logs:
+            raise RuntimeError(f"box unreachable: no log for {launch_id}")
+        return self.logs[launch_id][-lines:]
 
     async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
         self.calls.append(("set_deadline", box, deadline_ms, action, input_text))

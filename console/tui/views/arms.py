@@ -1,4 +1,10 @@
-"""Arms: the recipes' arms against the boxes. `l` launches (lint first), `k` kills (always confirms)."""
+"""Arms: the recipes' arms against the boxes. `l` launches (lint first), `k` kills (always confirms).
+
+The selected arm's latest launch shows its state, kernel lines, failure reason and the tail of its
+server log. The log stays on the box (only its path is in state.db), so the live console asks the box
+for the tail through the service once per selected launch (`o` asks again); browsing is offline and
+says where the log lives instead.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,14 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from console.readmodel import ArmEntry
+from console.readmodel import ArmEntry, LaunchRow
 from console.tui import keymap
 from console.tui.actions import LintLine
 from console.tui.modals import ConfirmScreen
 from console.tui.views.base import ViewScreen, fill_table, toned
 
 COLUMNS = ("arm", "state", "box", "launch")
+LOG_LINES = 12
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,8 @@ class ArmsScreen(ViewScreen):
         self.entries: list[ArmEntry] = []
         self.selected: str | None = None
         self.problem: str | None = None
+        self.tails: dict[str, list[str] | str] = {}  # launch id -> its log tail, or why it could not be read
+        self.asked: set[str] = set()
 
     def body(self) -> ComposeResult:
         yield DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
@@ -100,9 +109,44 @@ class ArmsScreen(ViewScreen):
                 if last.backends_accepted:
                     lines.append(f"engine accepts: {', '.join(last.backends_accepted)}")
                 lines += [f"  {cat:9} {line}" for cat, line in last.kernel_lines]
-                if last.log_path:
-                    lines.append(f"log {last.log_path}")
+                lines += self.log_lines(last)
         self.query_one("#arms-detail", Static).update("\n".join(lines))
+
+    def log_lines(self, launch: LaunchRow) -> list[str]:
+        if self.console.read_only:
+            where = f"at {launch.log_path}" if launch.log_path else "(path not recorded yet)"
+            return [f"log: on box {launch.box} {where}; browse is offline, `campaign --db "
+                    f"{self.console.db_path}` shows its tail"]  # fmt: skip
+        tail = self.tails.get(launch.id)
+        if tail is None:
+            if launch.id not in self.asked:
+                self.fetch_tail(launch.id)
+            return [f"log tail: asking box {launch.box}..."]
+        if isinstance(tail, str):
+            return [f"log tail: {tail}" + (f" (log at {launch.log_path})" if launch.log_path else "")]
+        head = f"log tail ({launch.log_path or 'on the box'}; o fetches again):"
+        return [head, *(f"  {line}" for line in tail or ["(empty)"])]
+
+    def fetch_tail(self, launch_id: str) -> None:
+        """One request per launch (a worker, never the UI thread); `o` clears it to ask again."""
+        self.asked.add(launch_id)
+
+        async def fetch() -> None:
+            try:
+                self.tails[launch_id] = await self.console.actions.log_tail(launch_id, LOG_LINES)
+            except Exception as exc:  # an unreachable box is shown, it must not close the console
+                self.tails[launch_id] = f"unavailable ({exc})"
+            self.show_detail()
+
+        self.run_worker(fetch(), group="log-tail", exit_on_error=False)
+
+    def action_log_tail(self) -> None:
+        e = self.entry()
+        if self.console.refuse_if_read_only("fetching a log tail") or e is None or e.latest is None:
+            return
+        self.tails.pop(e.latest.id, None)
+        self.asked.discard(e.latest.id)
+        self.show_detail()
 
     # -- actions ----------------------------------------------------------------------------------------
     def action_launch(self) -> None:

@@ -1,4 +1,7 @@
-"""Live: one box's throughput chart, power per GPU, tripwire verdicts and timers (or its replay)."""
+"""Live: one box's throughput charts (output and input tok/s), power per GPU, tripwire verdicts and timers.
+
+The same screen replays a recorded night: everything is read as of the model's cursor.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,40 @@ from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.widgets import Static
 
-from console.readmodel import LiveView
+from console.readmodel import BenchNow, LiveView, Series
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
-from console.tui.render import braille_area, num, power_detail, power_line, timer_lines, tripwire_line
+from console.tui.render import braille_area, millis, num, power_detail, power_line, timer_lines, tripwire_line
 from console.tui.views.base import ViewScreen, toned_block
 
 TEXT_ROWS = 4
 """Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench."""
+
+
+def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
+    """A braille chart with its peak on the top row, its name below it and 0 at the bottom."""
+    chart = braille_area(series.values, width, rows)
+    gutter = [num(series.peak)] + [""] * (rows - 1)
+    if rows >= 3:
+        gutter[1] = label
+    if rows >= 2:
+        gutter[-1] = "0" if rows >= 3 else f"{label} 0"
+    else:
+        gutter[0] = label
+    return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
+
+
+def bench_line(b: BenchNow, at: int) -> str:
+    """The load generator's own numbers (it reports once, at the end of a run) beside the server's."""
+    head = f"bench {b.shape} C{b.concurrency}"
+    if b.running:
+        since = f" {fmt_remaining(at - b.started_ms)}" if b.started_ms is not None else ""
+        return f"{head}: running{since}, load generator reports at its end"
+    return (
+        f"{head} loadgen: out {num(b.out_tok_per_s)} in {num(b.in_tok_per_s)} tok/s, "
+        f"{num(b.req_per_s)} req/s, TTFT {millis(b.ttft_ms_p50)}"
+    )
 
 
 class Panel(Static):
@@ -107,15 +135,13 @@ class LiveScreen(ViewScreen):
         return lines
 
     def throughput_text(self, view: LiveView) -> str:
-        out = view.out_tok_s
+        """Output tok/s over input tok/s, each charted to its own peak, then the servers and the bench."""
         width = self.chart_width()
-        peak = out.peak
         rows = max(2, self.query_one("#live-throughput", Panel).content_region.height - TEXT_ROWS)
-        chart = braille_area(out.values, width, rows)
-        lines = [
-            f"{num(peak) if i == 0 else '0' if i == rows - 1 else '':>5} {row}" for i, row in enumerate(chart)
-        ]
-        lines.insert(0, f"out {num(out.last)} tok/s  in {num(view.in_tok_s.last)} tok/s")
+        lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
+        out_rows = max(1, (rows + 1) // 2)
+        lines += chart_lines(view.out_tok_s, "out", width, out_rows)
+        lines += chart_lines(view.in_tok_s, "in", width, max(1, rows - out_rows))
         if view.servers:
             s = view.servers[0]
             more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
@@ -127,9 +153,7 @@ class LiveScreen(ViewScreen):
         else:
             lines.append("nothing serving")
         if view.bench:
-            bn = view.bench
-            state = "running" if bn.running else f"out {num(bn.out_tok_per_s)} tok/s"
-            lines.append(f"bench {bn.shape} C{bn.concurrency}: {state}")
+            lines.append(bench_line(view.bench, view.at_ms))
         return "\n".join(lines)
 
     def action_timer(self) -> None:

@@ -1,0 +1,122 @@
+"""Economics: what a million tokens cost on each configuration's box against an API, and the frontier.
+
+The sums are console.economics' (the seed's Economics section, tested there against the seed's own
+table); this view only lays them out: one row per configuration and API price, then the quality/cost
+chart (``frontier_chart``) at the width it is drawn. `u` cycles the owner's utilisation, which divides
+the box's price per hour into its price per active hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from console.economics import DEFAULT_UTILISATION, EconomicsRow, frontier_chart
+from console.tui import keymap
+from console.tui.views.base import ViewScreen, fill_table, toned
+
+COLUMNS = ("arm", "box", "$/Mtok", "API $/Mtok", "API/node", "accuracy", "frontier", "$/h active", "rows")
+UTILISATIONS = (0.70, 1.00, 0.50)
+CHART_HEIGHT = 10
+
+
+@dataclass(frozen=True)
+class EconomicsData:
+    rows: list[EconomicsRow]
+    skipped: list[str]
+
+
+def money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.3f}" if value < 10 else f"${value:.2f}"
+
+
+def frontier_word(r: EconomicsRow) -> str:
+    """The row's place in words: a failed tripwire is named, never priced as a result."""
+    if r.diagnostic_only:
+        return "DIAGNOSTIC-ONLY"
+    if r.accuracy is None:
+        return "no accuracy"
+    return "frontier" if r.on_frontier else "dominated"
+
+
+class EconomicsScreen(ViewScreen):
+    VIEW = "economics"
+    TITLE_TEXT = "Economics"
+    BINDINGS = keymap.bindings("economics")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.utilisation = DEFAULT_UTILISATION
+        self.rows: list[EconomicsRow] = []
+
+    def body(self) -> ComposeResult:
+        yield DataTable(id="economics-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="economics-below"):
+            yield Static("", id="economics-detail", markup=False)
+            yield Static("", id="economics-chart", markup=False)
+
+    def focus_main(self) -> None:
+        self.query_one("#economics-table", DataTable).focus()
+
+    def load(self) -> EconomicsData:
+        rows, skipped = self.console.model.economics(self.utilisation)
+        return EconomicsData(rows, skipped)
+
+    def topbar_extra(self) -> str:
+        extra = f"utilisation {self.utilisation:.0%} (u)"
+        return extra + (f" | {super().topbar_extra()}" if self.filter_text else "")
+
+    def show(self, data: EconomicsData) -> None:
+        needle = self.filter_text.lower().strip()
+        self.rows = [
+            r for r in data.rows if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
+        ]
+        cells = [
+            (
+                [
+                    r.arm,
+                    r.box or "-",
+                    money(r.node_per_mtok),
+                    f"{money(r.api_per_mtok)} {r.api_provider}" if r.api_provider else "no API price",
+                    "-" if r.api_over_node is None else f"{r.api_over_node:.1f}x",
+                    "-" if r.accuracy is None else f"{r.accuracy:.3f} ({r.accuracy_items})",
+                    toned(frontier_word(r)),
+                    money(r.node_usd_per_hour),
+                    r.rows,
+                ],
+                f"{i}",
+            )
+            for i, r in enumerate(self.rows)
+        ]
+        with self.app.batch_update():
+            fill_table(self.query_one("#economics-table", DataTable), COLUMNS, cells)
+            chart = self.query_one("#economics-chart", Static)
+            width = max(20, (chart.content_region.width or self.size.width) - 8)
+            lines = [frontier_chart(self.rows, width=width, height=CHART_HEIGHT).rstrip("\n")]
+            lines += [f"not priced: {reason}" for reason in data.skipped]
+            chart.update("\n".join(lines))
+            if not self.rows:
+                self.query_one("#economics-detail", Static).update(
+                    "no configuration priced yet: a box needs a price per hour and bench rows at the "
+                    "router and promptopt shapes (`campaign export economics` says the same)"
+                )
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        i = int(event.row_key.value or 0)
+        if i < len(self.rows):
+            r = self.rows[i]
+            where = f" (accuracy measured on {r.accuracy_box})" if r.accuracy_box and r.accuracy_box != r.box else ""
+            self.query_one("#economics-detail", Static).update(
+                f"{r.arm} on {r.box}: {money(r.node_usd_per_hour)} per active hour at "
+                f"{self.utilisation:.0%} use, {money(r.node_per_mtok)} per million tokens over {r.rows}"
+                + (f"; {r.api_provider} {money(r.api_per_mtok)}" if r.api_provider else "")
+                + f"{where}; {r.source}"
+            )
+
+    def action_utilisation(self) -> None:
+        i = UTILISATIONS.index(self.utilisation) if self.utilisation in UTILISATIONS else -1
+        self.utilisation = UTILISATIONS[(i + 1) % len(UTILISATIONS)]
+        self.reload()

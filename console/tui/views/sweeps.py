@@ -1,0 +1,112 @@
+"""Sweep: every arm a sweep tried, its outcome in words and the engine's own reason; a running sweep's progress.
+
+Read-only on purpose: a sweep walks GPUs for hours and must survive the console, so it is started and
+resumed from the CLI (``campaign sweep run``); this view reads what the walk committed to state.db.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from console.readmodel import SweepArmRow, SweepEntry
+from console.timeutil import fmt_remaining, fmt_utc
+from console.tui import keymap
+from console.tui.render import num
+from console.tui.views.base import ViewScreen, fill_table, toned, toned_block
+
+COLUMNS = ("sweep", "#", "arm", "outcome", "tries", "reason")
+REASON_CELL = 100
+"""The table shows the reason's first line cut to this; the detail below shows all of it."""
+
+
+def _first_line(reason: str | None) -> str:
+    line = (reason or "-").strip().splitlines()[0] if (reason or "").strip() else "-"
+    return line if len(line) <= REASON_CELL else line[: REASON_CELL - 1] + "…"
+
+
+def progress_line(s: SweepEntry, at: int) -> str:
+    """``#3 tiny on local: running, 2/5 finished (...); now arm for 3m12s``."""
+    line = f"#{s.id} {s.list} on {s.box}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
+    current = s.current
+    if current is not None and current.started_ms is not None:
+        line += f"; now {current.arm} for {fmt_remaining(at - current.started_ms)}"
+    if s.detail:
+        line += f"; {s.detail}"
+    return line
+
+
+def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
+    lines = [f"#{s.id}/{a.position} {a.arm}: {a.word} after {a.attempts} attempt(s), origin {a.origin}"
+             + (f" (queued by {a.queued_by})" if a.queued_by else "")]  # fmt: skip
+    if a.reason:
+        lines.append(f"reason: {a.reason}")
+    if a.backends_accepted:
+        lines.append(f"engine accepts: {', '.join(a.backends_accepted)}")
+    if a.backends_potential:
+        lines.append(f"engine could use: {', '.join(a.backends_potential)}")
+    if a.kv_cache_tokens or a.max_concurrency:
+        lines.append(f"budget: KV cache {num(a.kv_cache_tokens)} tokens, max concurrency {num(a.max_concurrency)}")
+    if a.launch_ids:
+        lines.append(f"launches: {', '.join(a.launch_ids)}")
+    for b in a.benches:
+        what = f"bench {b.shape} C{b.concurrency}"
+        lines.append(f"{what} failed: {b.error}" if b.error else
+                     f"{what}: {num(b.out_tok_per_s)} out tok/s" + (" QUEUEING" if b.queueing else ""))  # fmt: skip
+    if a.started_ms:
+        lines.append(f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else ""))
+    return lines
+
+
+class SweepScreen(ViewScreen):
+    VIEW = "sweep"
+    TITLE_TEXT = "Sweep"
+    BINDINGS = keymap.bindings("sweep")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweeps: list[SweepEntry] = []
+        self.at = 0
+
+    def body(self) -> ComposeResult:
+        yield Static("", id="sweep-progress", markup=False)
+        yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="sweep-detail", markup=False)
+
+    def focus_main(self) -> None:
+        self.query_one("#sweep-table", DataTable).focus()
+
+    def load(self) -> tuple[list[SweepEntry], int]:
+        return self.console.model.sweeps(), self.console.model.now()
+
+    def show(self, data: tuple[list[SweepEntry], int]) -> None:
+        self.sweeps, self.at = data
+        needle = self.filter_text.lower().strip()
+        progress = [progress_line(s, self.at) for s in self.sweeps]
+        self.query_one("#sweep-progress", Static).update(
+            toned_block(progress) if progress else "no sweep in this state.db: `campaign sweep run LIST --box NAME`"
+        )
+        rows = [
+            (
+                [f"#{s.id}", str(a.position), a.arm, toned(a.word), str(a.attempts), _first_line(a.reason)],
+                f"{s.id}:{a.position}",
+            )
+            for s in self.sweeps
+            for a in s.arms
+            if not needle or needle in f"{a.arm} {a.state} {a.reason or ''}".lower()
+        ]
+        table = self.query_one("#sweep-table", DataTable)
+        cursor = None
+        if table.row_count:
+            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        with self.app.batch_update():
+            fill_table(table, COLUMNS, rows, cursor)
+        if not rows:
+            self.query_one("#sweep-detail", Static).update("")
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        sweep_id, _, position = (event.row_key.value or "").partition(":")
+        s = next((s for s in self.sweeps if str(s.id) == sweep_id), None)
+        a = next((a for a in s.arms if str(a.position) == position), None) if s else None
+        if s and a:
+            self.query_one("#sweep-detail", Static).update(toned_block(arm_detail(s, a)))
