@@ -16,7 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +254,7 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         "console_t_ms": console_t_ms,
         "hostname": socket.gethostname(),
         "tz": time_zone(),
-        "utc_offset_s": time.localtime().tm_gmtoff,
+        "utc_offset_s": _utc_offset_s(),
         "cpu_count": os.cpu_count() or 0,
         "disk": {"path": os.path.abspath(disk_path or os.getcwd()), "free_bytes": usage.free, "total_bytes": usage.total},
         "driver_version": driver,
@@ -266,3 +266,9 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         "source": source,
         "warnings": warnings,
     }
+
+
+def _utc_offset_s() -> int:
+    """The box's current offset from UTC, reported beside its zone name (display only, never stored as time)."""
+    offset = datetime.now(timezone.utc).astimezone().utcoffset()
+    return int(offset.total_seconds()) if offset is not None else 0
