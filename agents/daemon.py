@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +124,7 @@ class Agent:
         """The 1 Hz loop, until shutdown_agent or SIGTERM."""
         next_tick = time.monotonic()
         while not self.stopping.is_set():
-            try:
-                self.tick()
-            except Exception:  # one bad tick must not end the agent: journal it and keep going
-                self.warn("tick", traceback.format_exc(limit=6)[-1500:])
+            self.tick()  # never raises: each step journals its own faults
             next_tick += self.interval
             delay = next_tick - time.monotonic()
             if delay < 0:
@@ -145,20 +143,33 @@ class Agent:
                 pass
         if self.gpu is not None:
             self.gpu.close()
+        self.supervisor.close()
         self.journal.close()
 
     def tick(self) -> None:
-        self._disk_guard()
+        """One pass of the periodic work. Each step is isolated: a fault in one (a full disk failing a
+        journal write, a launch's odd log) is journaled and must not starve the others, above all the
+        watchdog, which holds the box's hard stop."""
+        self._step("disk", self._disk_guard)
+        self._step("gpu", self._sample_gpus)
+        with self._mutate:
+            self._step("launches", self.supervisor.tick)
+            self._step("jobs", self.jobs.tick)
+            if self.watchdog is not None:
+                self._step("watchdog", self.watchdog.tick)
+
+    def _step(self, where: str, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception:
+            self.warn(f"tick:{where}", traceback.format_exc(limit=6)[-1500:])
+
+    def _sample_gpus(self) -> None:
         if self.gpu is not None:
             rows = self.gpu.read()
             if rows:
                 self.supervisor.last_gpu_sample = rows
                 self.journal.append("gpu_sample", gpus=rows)
-        with self._mutate:
-            self.supervisor.tick()
-            self.jobs.tick()
-            if self.watchdog is not None:
-                self.watchdog.tick()
 
     def _disk_guard(self) -> None:
         free = shutil.disk_usage(self.home).free

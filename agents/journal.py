@@ -108,10 +108,11 @@ class Journal:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                self._db.execute("COMMIT")  # inside the try: a COMMIT failing on a full disk rolls back too
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     # -- events -------------------------------------------------------------------------------------
 

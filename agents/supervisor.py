@@ -4,7 +4,9 @@ Why this shape: the console decides everything about an arm (argv, env, GPUs, po
 runs it, faithfully and observably. Every launch gets its own session/process group (so a kill reaches
 the engine's worker processes too), its own log file, and a row in the journal database so that a
 restarted agent re-adopts it by (pid, start time) instead of orphaning it. All work happens in
-``tick()`` on the daemon's 1 Hz loop, so launch state has a single writer and no locks.
+``tick()`` on the daemon's 1 Hz loop, so launch state has a single writer and no locks. The HTTP
+requests (readiness, ``/metrics``) run on a small thread pool and are collected by a later tick: a
+server too busy to answer ``/metrics`` (normal at C2048) must never stall the GPU samples or the watchdog.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import socket
 import subprocess
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,8 @@ MAX_ANALYSED_CHARS = 64 * 1024
 RELEASE_WAIT_S = 10.0
 """After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
 HTTP_TIMEOUT_S = 1.0
+METRICS_TIMEOUT_S = 5.0
+"""A server under full load answers /metrics late; off the tick, waiting for it costs nothing."""
 
 
 @dataclass
@@ -67,6 +73,8 @@ class Launch:
     release_checks: int = 0
     rates: RateTracker = field(default_factory=RateTracker)
     metrics_problem: str | None = None
+    inflight: tuple[str, Future[Any]] | None = None
+    """The HTTP request of this launch on the pool ("ready" or "metrics"), collected by a later tick."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -101,6 +109,15 @@ def http_get(port: int, path: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int
         conn.close()
 
 
+def _ready(port: int) -> bool:
+    """The server answers both /health and /v1/models (vLLM's API server up and its model loaded)."""
+    health = http_get(port, "/health")
+    if health is None or health[0] != 200:
+        return False
+    models = http_get(port, "/v1/models")
+    return models is not None and models[0] == 200
+
+
 class Supervisor:
     def __init__(self, home: Path, journal: Journal, gpu: GpuSampler | None) -> None:
         self.dir = home / "launches"
@@ -109,6 +126,10 @@ class Supervisor:
         self.gpu = gpu
         self.launches: dict[str, Launch] = {}
         self.last_gpu_sample: list[dict[str, Any]] = []
+        self._http = ThreadPoolExecutor(max_workers=8, thread_name_prefix="http")
+
+    def close(self) -> None:
+        self._http.shutdown(wait=False, cancel_futures=True)
 
     # -- operations ---------------------------------------------------------------------------------
 
@@ -313,20 +334,40 @@ class Supervisor:
             self._finish(launch, "failed")
         launch.exited_mono = now
 
+    def _collect(self, launch: Launch, kind: str, request: Callable[[], Any]) -> tuple[bool, Any]:
+        """(answered, value) of this launch's ``kind`` request, never waiting for it.
+
+        Returns the answer of the request sent by an earlier tick once it is in, and sends the next one;
+        a request still in flight is left alone (one at a time per launch, so a hung server costs one
+        pool thread, not one per tick). An answer of another kind (the launch changed state) is dropped.
+        """
+        if launch.inflight is not None:
+            sent, future = launch.inflight
+            if not future.done():
+                return False, None
+            launch.inflight = None
+            if sent == kind:
+                launch.inflight = (kind, self._http.submit(request))
+                return True, future.result()
+        launch.inflight = (kind, self._http.submit(request))
+        return False, None
+
     def _check_ready(self, launch: Launch, now: float) -> None:
-        health = http_get(launch.port, "/health")
-        if health is not None and health[0] == 200:
-            models = http_get(launch.port, "/v1/models")
-            if models is not None and models[0] == 200:
-                self._finish(launch, "serving")
-                return
+        answered, ready = self._collect(launch, "ready", lambda: _ready(launch.port))
+        if answered and ready:
+            launch.inflight = None
+            self._finish(launch, "serving")
+            return
         if now - launch.started_mono > launch.ready_timeout_s:
             launch.reason = f"not ready after {launch.ready_timeout_s:.0f} s (/health and /v1/models); killed"
             launch.fail_on_stop = True
             self._begin_stop(launch, 10.0, None)
 
     def _scrape(self, launch: Launch, now: float) -> None:
-        got = http_get(launch.port, "/metrics")
+        answered, timed = self._collect(launch, "metrics", lambda: (http_get(launch.port, "/metrics", METRICS_TIMEOUT_S), time.monotonic()))
+        if not answered:
+            return
+        got, now = timed  # rates use the moment the page came back, not the tick that collected it
         if got is None or got[0] != 200:
             self._metrics_problem(launch, f"GET /metrics on port {launch.port} failed"
                                           f" ({'no answer' if got is None else f'HTTP {got[0]}'})")

@@ -73,6 +73,8 @@ class H(http.server.BaseHTTPRequestHandler):
         elif self.path == "/v1/models":
             body = b'{"data":[{"id":"fake"}]}'
         elif self.path == "/metrics":
+            if "--slow-metrics" in args:  # a server saturated by its clients: /metrics takes seconds
+                time.sleep(float(args[args.index("--slow-metrics") + 1]))
             n = time.monotonic() - t0
             if "--malformed-metrics" in args:
                 body = b'vllm:generation_tokens_total{engine="0"} lots\nvllm:num_requests_running{engine="0" 3\n'
@@ -448,3 +450,16 @@ def test_a_kill_interrupted_by_an_agent_crash_is_still_carried_out_and_answered(
     box.wait_for(lambda e: e["kind"] == "agent_started" and e["seq"] > done["seq"])
     time.sleep(0.6)
     assert [e["command_id"] for e in box.events() if e["kind"] == "command_done"] == ["kill-7"]
+
+
+def test_a_server_slow_to_answer_metrics_never_stalls_the_samples(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "busy", free_port(), "--slow-metrics", "1.5"))
+    serving = box.wait_for(state_of("busy", "serving"))
+    time.sleep(2.5)
+    events = box.events(serving["seq"])
+    stamps = [e["t_ms"] for e in events if e["kind"] == "gpu_sample"]
+    # interval 0.25 s; a scrape waited for on the tick would open gaps of 1.5 s
+    assert len(stamps) >= 8 and max(b - a for a, b in zip(stamps, stamps[1:], strict=False)) < 900
+    samples = [e for e in events if e["kind"] == "server_sample" and e["launch_id"] == "busy"]
+    assert samples and samples[-1]["running"] == 7  # the slow server is still measured
+    assert not [e for e in events if e["kind"] == "warning" and e["where"] == "metrics:busy"]

@@ -78,3 +78,24 @@ def test_box_set_places_the_local_box_serving_env(tmp_path: Path, capsys: pytest
     assert main(["--db", db, "box", "set", "local"]) == 2
     assert "nothing to set" in capsys.readouterr().err
     assert main(["--db", db, "box", "set", "nope", "--price-per-hour", "1"]) == 2
+
+
+def test_imported_demo_boxes_are_never_connected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's boxes hold someone else's figures: the fleet skips them and says why when asked."""
+    from argparse import Namespace
+
+    from console.cli.open_console import prepare
+    from console.fleet import FleetManager
+    from console.store import BoxNotReachable, Store
+
+    db = tmp_path / "state.db"
+    prepare(Namespace(db=str(db)))
+    with Store(db) as store:
+        imported = [b for b in store.boxes.list() if b.status == "imported"]
+        assert imported and not any(b.reachable for b in imported)
+        assert store.boxes.get("local").reachable
+        fleet = FleetManager(store)
+        with pytest.raises(BoxNotReachable, match="cannot be reached: imported figures"):
+            fleet.link(imported[0].name)
+    assert main(["--db", str(db), "box", "connect", imported[0].name]) != 0
+    assert "cannot be reached" in capsys.readouterr().err

@@ -126,3 +126,21 @@ def test_indexes_serve_the_tui_queries(tmp_path: Path) -> None:
         ):
             plan = " ".join(r["detail"] for r in store.rows("EXPLAIN QUERY PLAN " + sql))
             assert "USING" in plan and "SCAN" not in plan, (sql, plan)
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """A mistyped --db (say, a config file) gets one clear error, and its mode and bytes are untouched."""
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database\n" * 100)
+    path.chmod(0o644)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="cannot be read as a campaign state.db.*--db or CAMPAIGN_DB"):
+            Store(path, read_only=read_only)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert path.read_text() == "not a database\n" * 100
+
+
+def test_a_directory_is_refused_with_the_file_to_give(tmp_path: Path) -> None:
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=r"is a directory; give a state.db file, e.g. .*state.db"):
+            Store(tmp_path, read_only=read_only)

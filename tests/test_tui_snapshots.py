@@ -31,7 +31,11 @@ class TuiSnapshots(SVGImageExtension):
 def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
     fx = F.build(tmp_path / "state.db")
 
-    def shoot(keys: Iterable[str], size: tuple[int, int] = (80, 24), read_only: bool = False) -> None:
+    def shoot(
+        keys: Iterable[str], size: tuple[int, int] = (80, 24), read_only: bool = False, economics: bool = False
+    ) -> None:
+        if economics:
+            F.add_economics(fx.path)
         app = ConsoleApp(
             fx.path,
             read_only=read_only,
@@ -86,3 +90,19 @@ def test_help_80x24(shoot: Callable[..., None]) -> None:
 
 def test_launch_confirmation_80x24(shoot: Callable[..., None]) -> None:
     shoot(["3", "down", "l"])
+
+
+def test_economics_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["5"], economics=True)
+
+
+def test_economics_frontier_chart_120x36(shoot: Callable[..., None]) -> None:
+    shoot(["5"], size=(120, 36), economics=True)
+
+
+def test_sweep_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["6"])
+
+
+def test_sweep_refused_arm_120x36(shoot: Callable[..., None]) -> None:
+    shoot(["6", "down"], size=(120, 36))

@@ -40,7 +40,7 @@ from console.fleet.push import (
 )
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
 from console.fleet.wire import AgentError, ChannelClosed, new_id
-from console.store import Store
+from console.store import BoxNotReachable, Store
 from console.store.fleet import IngestError, IngestReport
 from console.timeutil import fmt_remaining
 
@@ -118,7 +118,8 @@ class BoxLink:
         box = self.store.boxes.get(self.name)
         if box.is_local:
             return LocalTransport()
-        assert box.host and box.port
+        if not box.port:
+            raise BoxNotReachable(self.name, "it has no SSH port recorded; `campaign box add` it again")
         policy = policy_for(box, self.settings.known_hosts)
         if policy is None:
             key = await fetch_host_key(box.host, box.port, self.settings.ssh.connect_timeout)
@@ -138,6 +139,9 @@ class BoxLink:
 
     async def connect(self) -> str:
         """One attempt: transport, the right agent, a hello that agrees with state.db. Returns what was done."""
+        box = self.store.boxes.get(self.name)
+        if not box.reachable:  # imported figures or a destroyed box: keep its status, say why
+            raise BoxNotReachable(self.name, box.status_detail or f"its status is {box.status}")
         self._status("connecting", None)
         transport: Transport | None = None
         try:
@@ -194,7 +198,7 @@ class BoxLink:
                 backoff.reset()
                 self._resend_unfinished()
                 await self._ingest_forever()
-            except (HostKeyProblem, JournalMismatch) as exc:
+            except (HostKeyProblem, JournalMismatch, BoxNotReachable) as exc:
                 self._fatal = exc  # the operator must act; retrying would only hammer the box
                 return
             except IngestError as exc:

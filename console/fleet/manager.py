@@ -7,7 +7,7 @@ import contextlib
 
 from console.fleet.link import BoxLink, LinkSettings
 from console.store import Store
-from console.store.boxes import LOCAL_BOX
+from console.store.boxes import LOCAL_BOX, BoxNotReachable
 
 
 class FleetManager:
@@ -22,7 +22,10 @@ class FleetManager:
         if name == LOCAL_BOX:
             self.store.boxes.ensure_local()  # the embedded default: works on a laptop with no rented box
         else:
-            self.store.boxes.get(name)  # NoSuchBox with the operator's fix, before anything connects
+            box = self.store.boxes.get(name)  # NoSuchBox with the operator's fix, before anything connects
+            if not box.reachable:
+                why = box.status_detail or f"its status is {box.status}"
+                raise BoxNotReachable(name, why)
         if name not in self._links:
             self._links[name] = BoxLink(self.store, name, self.settings)
         return self._links[name]
@@ -40,8 +43,8 @@ class FleetManager:
         return task is not None and not task.done()
 
     def start_all(self) -> list[BoxLink]:
-        """Every box still rented: a dead or silent one only delays itself."""
-        return [self.start(b.name) for b in self.store.boxes.list(include_destroyed=False)]
+        """Every box still rented: a dead or silent one only delays itself; imported figures have no box."""
+        return [self.start(b.name) for b in self.store.boxes.list(include_destroyed=False) if b.reachable]
 
     async def close(self) -> None:
         for link in self._links.values():

@@ -387,7 +387,7 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
             """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing
                FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
                LEFT JOIN bench_runs r ON r.id = b.bench_run_id
-               WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.id""",
+               WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.shape, b.concurrency""",
             [s["id"], at],
         ):
             benches[b["sweep_arm_id"]].append(

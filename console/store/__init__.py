@@ -1,6 +1,6 @@
 """state.db: the campaign's single source of record. Only this package writes it."""
 
-from console.store.boxes import LOCAL_BOX, Box, BoxExists, NoSuchBox
+from console.store.boxes import LOCAL_BOX, Box, BoxExists, BoxNotReachable, NoSuchBox
 from console.store.core import (
     DEFAULT_DB,
     ReadOnlyStore,
@@ -16,6 +16,7 @@ __all__ = [
     "LOCAL_BOX",
     "Box",
     "BoxExists",
+    "BoxNotReachable",
     "NoSuchBox",
     "ReadOnlyStore",
     "Store",

@@ -42,6 +42,13 @@ class Box:
         return self.kind == "local"
 
     @property
+    def reachable(self) -> bool:
+        """Whether the console can connect to it: not imported figures (``campaign demo``), not destroyed."""
+        if self.is_local:
+            return True
+        return self.status not in ("imported", "destroyed") and self.destroyed_ms is None and bool(self.host)
+
+    @property
     def ssh_target(self) -> str:
         if self.is_local:
             return "local"
@@ -61,6 +68,14 @@ class BoxExists(ValueError):
 class NoSuchBox(KeyError):
     def __str__(self) -> str:
         return f"no box named {self.args[0]!r}; `campaign box list` shows the boxes"
+
+
+class BoxNotReachable(NoSuchBox):
+    """The box exists in the store but there is nothing to connect to (imported figures, destroyed)."""
+
+    def __str__(self) -> str:
+        name, why = self.args
+        return f"box {name!r} cannot be reached: {why}"
 
 
 class Boxes:

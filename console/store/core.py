@@ -72,6 +72,8 @@ class Store:
         self.read_only = read_only
         self.created = False  # True when this open created the file (first start)
         self.clock = clock
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory; give a state.db file, e.g. {self.path / DEFAULT_DB}")
         if read_only:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such database to browse")
@@ -80,13 +82,24 @@ class Store:
             self.created = not self.path.exists()
             if self.created:
                 _create_private(self.path)
-            elif stat.S_IMODE(self.path.stat().st_mode) & 0o077:
-                # A state.db holds host keys and the campaign's record; nobody else should read it.
-                os.chmod(self.path, 0o600)
             conn = sqlite3.connect(self.path, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
+        try:
+            conn.execute("PRAGMA busy_timeout = 10000")
+            version = _schema_version(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(
+                f"{self.path} cannot be read as a campaign state.db ({exc}); point --db or CAMPAIGN_DB at "
+                "another path"
+            ) from exc
+        except StoreError:
+            conn.close()
+            raise
+        if not read_only and stat.S_IMODE(self.path.stat().st_mode) & 0o077:
+            # A state.db holds host keys and the campaign's record; nobody else should read it. Only a file
+            # known to be one is tightened: a mistyped --db must not change some other file's mode.
+            os.chmod(self.path, 0o600)
         self.db = sqlite_utils.Database(conn)
-        version = _schema_version(conn)
         if version > LATEST:
             conn.close()
             raise StoreTooNew(

@@ -66,7 +66,7 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("fleet.open", "enter", "open_box", "open box", "fleet"),
     KeySpec("arms.launch", "l", "launch", "launch", "arms"),
     KeySpec("arms.kill", "k", "kill", "kill", "arms"),
-    KeySpec("arms.log", "o", "log_tail", "log tail: fetch again", "arms"),
+    KeySpec("arms.log", "o", "log_tail", "log tail", "arms"),
     KeySpec("live.timer", "t", "timer", "hard stop", "live"),
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
@@ -139,9 +139,18 @@ def effective(spec: KeySpec, overrides: dict[str, str]) -> str:
     return overrides.get(spec.id, spec.keys)
 
 
+VIEWS_GROUP = Binding.Group("views", compact=True)
+"""The number keys share one footer entry (``123456 views``) so `? help` still fits in 80 columns."""
+
+
 def bindings(scope: str) -> list[Binding]:
     """Textual bindings of one scope, with ids so ``App.set_keymap`` can remap them."""
-    return [Binding(s.keys, s.action, s.description, show=s.show, id=s.id) for s in SPECS if s.scope == scope]
+    return [
+        Binding(s.keys, s.action, s.description, show=s.show, id=s.id,
+                group=VIEWS_GROUP if s.id.startswith("view.") else None)  # fmt: skip
+        for s in SPECS
+        if s.scope == scope
+    ]
 
 
 def help_rows(overrides: dict[str, str]) -> list[tuple[str, str, str]]:

@@ -575,6 +575,10 @@ class FixedActions:
         self.read_only = read_only
         self.calls: list[tuple] = []
         self.logs = {
+            "L-glm47-0": [
+                "INFO 09-05 22:45:10 [launcher.py:31] Shutting down FastAPI HTTP server.",
+                "INFO 09-05 22:45:11 [api_server.py:1912] vLLM API server stopped",
+            ],
             "L-qwen-0": [
                 "INFO 09-05 23:41:02 [gpu_model_runner.py:1901] Model loading took 14.2 GiB",
                 "INFO 09-05 23:43:40 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:8100",

@@ -18,7 +18,8 @@ from console.economics import DEFAULT_UTILISATION, EconomicsRow, frontier_chart
 from console.tui import keymap
 from console.tui.views.base import ViewScreen, fill_table, toned
 
-COLUMNS = ("arm", "box", "$/Mtok", "API $/Mtok", "API/node", "accuracy", "frontier", "$/h active", "rows")
+# Cost, quality and the frontier word first: at 80 columns they stay visible, the API and box follow.
+COLUMNS = ("arm", "$/Mtok", "accuracy", "frontier", "API $/Mtok", "API/node", "box", "$/h active", "rows")
 UTILISATIONS = (0.70, 1.00, 0.50)
 CHART_HEIGHT = 10
 
@@ -29,8 +30,9 @@ class EconomicsData:
     skipped: list[str]
 
 
-def money(value: float | None) -> str:
-    return "-" if value is None else f"${value:.3f}" if value < 10 else f"${value:.2f}"
+def money(value: float | None, places: int = 3) -> str:
+    """USD per million tokens needs three places (the seed's cheapest rows are fractions of a cent)."""
+    return "-" if value is None else f"${value:.{places}f}"
 
 
 def frontier_word(r: EconomicsRow) -> str:
@@ -78,13 +80,13 @@ class EconomicsScreen(ViewScreen):
             (
                 [
                     r.arm,
-                    r.box or "-",
                     money(r.node_per_mtok),
-                    f"{money(r.api_per_mtok)} {r.api_provider}" if r.api_provider else "no API price",
-                    "-" if r.api_over_node is None else f"{r.api_over_node:.1f}x",
                     "-" if r.accuracy is None else f"{r.accuracy:.3f} ({r.accuracy_items})",
                     toned(frontier_word(r)),
-                    money(r.node_usd_per_hour),
+                    f"{money(r.api_per_mtok)} {r.api_provider}" if r.api_provider else "no API price",
+                    "-" if r.api_over_node is None else f"{r.api_over_node:.1f}x",
+                    r.box or "-",
+                    money(r.node_usd_per_hour, 2),
                     r.rows,
                 ],
                 f"{i}",
@@ -94,7 +96,8 @@ class EconomicsScreen(ViewScreen):
         with self.app.batch_update():
             fill_table(self.query_one("#economics-table", DataTable), COLUMNS, cells)
             chart = self.query_one("#economics-chart", Static)
-            width = max(20, (chart.content_region.width or self.size.width) - 8)
+            # The chart's axis labels take 7 cells; 2 more stay free for the scrollbar of a short terminal.
+            width = max(20, (chart.content_region.width or self.size.width) - 9)
             lines = [frontier_chart(self.rows, width=width, height=CHART_HEIGHT).rstrip("\n")]
             lines += [f"not priced: {reason}" for reason in data.skipped]
             chart.update("\n".join(lines))
@@ -110,7 +113,7 @@ class EconomicsScreen(ViewScreen):
             r = self.rows[i]
             where = f" (accuracy measured on {r.accuracy_box})" if r.accuracy_box and r.accuracy_box != r.box else ""
             self.query_one("#economics-detail", Static).update(
-                f"{r.arm} on {r.box}: {money(r.node_usd_per_hour)} per active hour at "
+                f"{r.arm} on {r.box}: {money(r.node_usd_per_hour, 2)} per active hour at "
                 f"{self.utilisation:.0%} use, {money(r.node_per_mtok)} per million tokens over {r.rows}"
                 + (f"; {r.api_provider} {money(r.api_per_mtok)}" if r.api_provider else "")
                 + f"{where}; {r.source}"

@@ -17,7 +17,7 @@ from console.tui.render import braille_area, millis, num, power_detail, power_li
 from console.tui.views.base import ViewScreen, toned_block
 
 TEXT_ROWS = 4
-"""Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench."""
+"""Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench (a finished bench: 2)."""
 
 
 def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
@@ -33,16 +33,16 @@ def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
     return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
 
 
-def bench_line(b: BenchNow, at: int) -> str:
-    """The load generator's own numbers (it reports once, at the end of a run) beside the server's."""
-    head = f"bench {b.shape} C{b.concurrency}"
+def bench_lines(b: BenchNow, at: int) -> list[str]:
+    """The load generator's own numbers beside the server's; it reports once, at the end of a run."""
+    head = f"loadgen {b.shape} C{b.concurrency}"
     if b.running:
         since = f" {fmt_remaining(at - b.started_ms)}" if b.started_ms is not None else ""
-        return f"{head}: running{since}, load generator reports at its end"
-    return (
-        f"{head} loadgen: out {num(b.out_tok_per_s)} in {num(b.in_tok_per_s)} tok/s, "
-        f"{num(b.req_per_s)} req/s, TTFT {millis(b.ttft_ms_p50)}"
-    )
+        return [f"{head} running{since}"]
+    return [
+        f"{head} TTFT {millis(b.ttft_ms_p50)}",
+        f"out {num(b.out_tok_per_s)} in {num(b.in_tok_per_s)} tok/s {num(b.req_per_s)} req/s",
+    ]
 
 
 class Panel(Static):
@@ -137,7 +137,9 @@ class LiveScreen(ViewScreen):
     def throughput_text(self, view: LiveView) -> str:
         """Output tok/s over input tok/s, each charted to its own peak, then the servers and the bench."""
         width = self.chart_width()
-        rows = max(2, self.query_one("#live-throughput", Panel).content_region.height - TEXT_ROWS)
+        bench = bench_lines(view.bench, view.at_ms) if view.bench else []
+        height = self.query_one("#live-throughput", Panel).content_region.height
+        rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1))
         lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
         out_rows = max(1, (rows + 1) // 2)
         lines += chart_lines(view.out_tok_s, "out", width, out_rows)
@@ -152,8 +154,7 @@ class LiveScreen(ViewScreen):
             lines.append(f"{s.arm}")
         else:
             lines.append("nothing serving")
-        if view.bench:
-            lines.append(bench_line(view.bench, view.at_ms))
+        lines += bench
         return "\n".join(lines)
 
     def action_timer(self) -> None:

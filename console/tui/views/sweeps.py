@@ -15,7 +15,7 @@ from console.tui import keymap
 from console.tui.render import num
 from console.tui.views.base import ViewScreen, fill_table, toned, toned_block
 
-COLUMNS = ("sweep", "#", "arm", "outcome", "tries", "reason")
+COLUMNS = ("sweep", "outcome", "arm", "tries", "reason")
 REASON_CELL = 100
 """The table shows the reason's first line cut to this; the detail below shows all of it."""
 
@@ -88,7 +88,7 @@ class SweepScreen(ViewScreen):
         )
         rows = [
             (
-                [f"#{s.id}", str(a.position), a.arm, toned(a.word), str(a.attempts), _first_line(a.reason)],
+                [f"#{s.id}/{a.position}", toned(a.word), a.arm, str(a.attempts), _first_line(a.reason)],
                 f"{s.id}:{a.position}",
             )
             for s in self.sweeps
