@@ -173,6 +173,14 @@ class Agent:
 
     def _disk_guard(self) -> None:
         free = shutil.disk_usage(self.home).free
+        if free < self.disk_floor_bytes:
+            freed = self.jobs.prune_records(int(self.disk_floor_bytes * 1.1) - free)
+            if freed:
+                total = sum(n for _, n in freed)
+                self.warn("disk", f"free space {free} bytes is below the floor: deleted the per-request records of "
+                          f"{len(freed)} finished run(s), oldest first ({total} bytes: "
+                          f"{', '.join(name for name, _ in freed[:20])}); their results are in the journal")
+                free = shutil.disk_usage(self.home).free
         low = free < self.disk_floor_bytes
         if low and not self.journal.samples_paused:
             self.journal.samples_paused = True

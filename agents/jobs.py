@@ -64,6 +64,9 @@ def tool_argv(op: str, args: dict[str, Any]) -> list[str]:
             raise ValueError(f"{op} argv must be a list of strings")
         out = list(argv)
     else:
+        if op == "bench" and args.get("shape") is None and args.get("workload") is not None:
+            # The console names the recipe's shape ``workload`` and sends its lengths: the name is a label.
+            args = {**args, "shape": args["workload"]}
         out = []
         for key in _FLAGS[op]:
             val = args.get(key)
@@ -162,6 +165,34 @@ class Jobs:
                               "running")
         self.running[key] = Job(op, job_id, launch_id, command_id, popen.pid, ticks, out_path, err_path, popen)
         return {"started": True, "pid": popen.pid, "log_path": str(err_path)}
+
+    def prune_records(self, need_bytes: int) -> list[tuple[str, int]]:
+        """Delete per-request records of finished runs, oldest first, until ``need_bytes`` are freed.
+
+        Why: a C1024 bench of long outputs writes hundreds of MB of per-event records, and a sweep runs
+        dozens; nothing else bounds them. Only the disk guard calls this, below the disk floor, where
+        the choice is between old raw records and the journal itself. Results (``.json``) and logs stay.
+        Returns (file name, bytes) of what went.
+        """
+        live = {job.out_path.with_suffix(".jsonl") for job in self.running.values()}
+        candidates = []
+        for path in self.dir.glob("*.jsonl"):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            if path not in live:
+                candidates.append((st.st_mtime, path, st.st_size))
+        freed: list[tuple[str, int]] = []
+        for _, path, size in sorted(candidates):
+            if sum(n for _, n in freed) >= need_bytes:
+                break
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            freed.append((path.name, size))
+        return freed
 
     def tick(self) -> None:
         for key, job in list(self.running.items()):

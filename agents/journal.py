@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS launches (
     log_path TEXT NOT NULL,
     state TEXT NOT NULL,
     t_ms INTEGER NOT NULL,
-    kill_command_id TEXT
+    kill_command_id TEXT,
+    log_offset INTEGER
 );
 CREATE TABLE IF NOT EXISTS jobs (
     key TEXT PRIMARY KEY,
@@ -85,8 +86,9 @@ class Journal:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         launch_columns = {r[1] for r in self._db.execute("PRAGMA table_info(launches)")}
-        if "kill_command_id" not in launch_columns:  # a journal.db written by an older agent
-            self._db.execute("ALTER TABLE launches ADD COLUMN kill_command_id TEXT")
+        for column in ("kill_command_id TEXT", "log_offset INTEGER"):  # a journal.db of an older agent
+            if column.split()[0] not in launch_columns:
+                self._db.execute(f"ALTER TABLE launches ADD COLUMN {column}")
         self.samples_paused = False
         """Set by the disk guard: below the floor, samples are dropped and everything else kept."""
 
@@ -216,6 +218,11 @@ class Journal:
             self._db.execute("UPDATE launches SET state = ?, kill_command_id = coalesce(?, kill_command_id)"
                              " WHERE launch_id = ?", (state, kill_command_id, launch_id))
 
+    def set_log_offset(self, launch_id: str, offset: int) -> None:
+        """How far the launch's log has been read (and its lines journaled): a restart reads on from here."""
+        with self._lock:
+            self._db.execute("UPDATE launches SET log_offset = ? WHERE launch_id = ?", (offset, launch_id))
+
     def kill_answered(self, launch_id: str) -> None:
         with self._lock:
             self._db.execute("UPDATE launches SET kill_command_id = NULL WHERE launch_id = ?", (launch_id,))
@@ -228,12 +235,13 @@ class Journal:
         """Launches the journal last saw alive, or ended with a kill not yet answered: to re-adopt."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT launch_id, pid, start_ticks, port, gpus, log_path, state, kill_command_id FROM launches"
+                "SELECT launch_id, pid, start_ticks, port, gpus, log_path, state, kill_command_id, log_offset"
+                " FROM launches"
                 " WHERE state IN ('starting', 'serving', 'stopping') OR kill_command_id IS NOT NULL ORDER BY t_ms"
             ).fetchall()
         return [
             {"launch_id": r[0], "pid": r[1], "start_ticks": r[2], "port": r[3], "gpus": json.loads(r[4]),
-             "log_path": r[5], "state": r[6], "kill_command_id": r[7]}
+             "log_path": r[5], "state": r[6], "kill_command_id": r[7], "log_offset": r[8]}
             for r in rows
         ]
 

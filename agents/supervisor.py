@@ -142,7 +142,10 @@ class Supervisor:
                 state=row["state"], pid=row["pid"], start_ticks=row["start_ticks"], started_mono=time.monotonic(),
                 kill_command_id=row["kill_command_id"],
             )
-            launch.log_offset = launch.log_path.stat().st_size if launch.log_path.exists() else 0
+            if row["log_offset"] is not None:  # read on from there: lines written while no agent ran count
+                launch.log_offset = row["log_offset"]
+            else:  # a launch of an agent that did not keep the offset
+                launch.log_offset = launch.log_path.stat().st_size if launch.log_path.exists() else 0
             self.launches[launch.launch_id] = launch
             if launch.state in ("stopped", "failed"):  # ended, but its kill was not answered yet: answer it
                 launch.exited_mono = time.monotonic()
@@ -152,6 +155,11 @@ class Supervisor:
                     launch.kill_deadline = time.monotonic()
             else:
                 launch.reason = "the server exited while the agent was not running; exit code unknown"
+                self._read_log(launch)
+                failure = loglines.failure_reason(list(launch.tail), None)
+                if launch.state != "stopping" and not failure.reason.startswith("exited with code"):
+                    launch.reason = f"{failure.reason}; {launch.reason}"  # its log says why
+                    launch.backends_accepted = failure.backends_accepted
                 self._finish(launch, "failed" if launch.state != "stopping" else "stopped")
                 launch.exited_mono = time.monotonic()  # then check its GPUs were freed, as after any exit
         return adopted
@@ -282,8 +290,10 @@ class Supervisor:
         if len(launch.partial) > loglines.MAX_LINE_CHARS * 4:  # a line with no end (progress bars): cut it
             chunks.append(launch.partial)
             launch.partial = b""
-        for raw in chunks:
-            self._line(launch, loglines.clean(raw.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS))
+        with self.journal.atomic():  # the lines' events and how far the log was read commit together
+            for raw in chunks:
+                self._line(launch, loglines.clean(raw.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS))
+            self.journal.set_log_offset(launch.launch_id, launch.log_offset - len(launch.partial))
 
     def _line(self, launch: Launch, line: str) -> None:
         if not line:

@@ -8,6 +8,7 @@ imported figures are never mixed in one table: an imported number is someone els
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import tzinfo
 from typing import Any
 
 from console.economics import DEFAULT_UTILISATION, economics_table, frontier_chart
@@ -39,7 +40,7 @@ def _boxes(store: Store) -> list[str]:
         verdicts = store.checks.last_verdicts(b.name)
         checks = ", ".join(f"{v.check} {v.verdict}" for v in verdicts) or "never checked"
         price = f"${b.price_per_hour:.2f}/h" if b.price_per_hour is not None else None
-        rows.append((b.name, b.gpu_summary, b.status, b.ssh_target if b.host or b.is_local else None, price, checks))
+        rows.append((b.name, b.gpu_summary, b.status, b.ssh_target, price, checks))
     return out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + [""]
 
 
@@ -59,7 +60,7 @@ def _running(store: Store) -> list[str]:
     return out + _table(table, ("box", "arm", "launch", "state", "port", "GPUs", "started", "kernel line")) + [""]
 
 
-def _timers(store: Store, now_ms: int, operator_tz: str | None) -> list[str]:
+def _timers(store: Store, now_ms: int, mine: tzinfo) -> list[str]:
     out = ["## Timers", ""]
     timers = store.timers.list(active_only=True)
     if not timers:
@@ -69,7 +70,7 @@ def _timers(store: Store, now_ms: int, operator_tz: str | None) -> list[str]:
         box_tz = store.timers.box_tz(t.box)
         rows.append((t.id, t.box, t.action, fmt_utc(t.deadline_ms),
                      fmt_zone(t.deadline_ms, zone(box_tz)) if box_tz else "box zone unknown",
-                     fmt_zone(t.deadline_ms, zone(operator_tz)), fmt_remaining(t.deadline_ms - now_ms), t.state))  # fmt: skip
+                     fmt_zone(t.deadline_ms, mine), fmt_remaining(t.deadline_ms - now_ms), t.state))  # fmt: skip
     header = ("id", "box", "action", "deadline (UTC)", "box local", "your local", "in", "state")
     return out + _table(rows, header) + [""]
 
@@ -154,6 +155,7 @@ def _imports(store: Store) -> list[str]:
 def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
                  utilisation: float = DEFAULT_UTILISATION) -> str:  # fmt: skip
     """The whole handover as markdown. ``now_ms`` fixes 'remaining' so a report is reproducible."""
+    mine = zone(operator_tz)  # an unknown zone is refused before anything is written, timers or not
     parts = [
         "# Campaign handover",
         "",
@@ -162,7 +164,7 @@ def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
         "",
         *_boxes(store),
         *_running(store),
-        *_timers(store, now_ms, operator_tz),
+        *_timers(store, now_ms, mine),
         *_failures(store),
         *(_best(store, "measured", "Best measured rows per model")
           or ["## Best measured rows per model", "", "Nothing measured yet.", ""]),

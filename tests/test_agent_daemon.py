@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from agents import proc
 from tests.support.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
 
 FAKE_SERVER = r'''
@@ -56,6 +57,13 @@ if "--die-at-start" in args:
     log('  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 100, in __init__')
     log("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
     sys.exit(1)
+if "--traceback-on-usr1" in args:  # dies of an error of its own while it serves
+    def die(*_):
+        log("ERROR 12-02 13:30:00 [core.py:900] Traceback (most recent call last):")
+        log('ERROR 12-02 13:30:00 [core.py:900]   File "/venv/vllm/v1/worker/gpu_worker.py", line 7, in execute')
+        log("ERROR 12-02 13:30:00 [core.py:900] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+        os._exit(1)
+    signal.signal(signal.SIGUSR1, die)
 if "--child" in args:
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 ready_after = float(args[args.index("--ready-after") + 1]) if "--ready-after" in args else 0.0
@@ -287,10 +295,18 @@ def test_no_gpu_tooling_warns_once_and_keeps_running(tmp_path: Path) -> None:
 
 def test_disk_floor_stops_samples_but_keeps_lifecycle_events(tmp_path: Path) -> None:
     floor_mb = str(10**9)  # a petabyte floor: any real disk is "nearly full"
+    jobs = tmp_path / "home" / "jobs"
+    jobs.mkdir(parents=True)
+    for name in ("bench-old.jsonl", "bench-old.json", "bench-old.log"):  # a finished run of an earlier agent
+        (jobs / name).write_text('{"x": 1}\n' * 100)
     agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")],
                      extra_args=["--disk-floor-mb", floor_mb])
     agent.start()
     try:
+        pruned = agent.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "disk")
+        assert "deleted the per-request records of 1 finished run(s)" in pruned["message"]
+        assert "bench-old.jsonl" in pruned["message"] and "900 bytes" in pruned["message"]
+        assert sorted(p.name for p in jobs.iterdir()) == ["bench-old.json", "bench-old.log"]  # results and logs stay
         low = agent.wait_for(lambda e: e["kind"] == "disk_low")
         assert low["threshold_bytes"] == 10**9 * 1024 * 1024 and low["free_bytes"] < low["threshold_bytes"]
         time.sleep(1.5)
@@ -452,14 +468,34 @@ def test_a_kill_interrupted_by_an_agent_crash_is_still_carried_out_and_answered(
     assert [e["command_id"] for e in box.events() if e["kind"] == "command_done"] == ["kill-7"]
 
 
-def test_a_server_slow_to_answer_metrics_never_stalls_the_samples(box: AgentBox, fake_server: Path) -> None:
+def test_a_server_slow_to_answer_metrics_never_stalls_the_others(box: AgentBox, fake_server: Path) -> None:
     box.ok("launch", launch_args(fake_server, "busy", free_port(), "--slow-metrics", "1.5"))
-    serving = box.wait_for(state_of("busy", "serving"))
+    box.ok("launch", launch_args(fake_server, "quick", free_port()))
+    box.wait_for(state_of("busy", "serving"))
+    serving = box.wait_for(state_of("quick", "serving"))
     time.sleep(2.5)
     events = box.events(serving["seq"])
-    stamps = [e["t_ms"] for e in events if e["kind"] == "gpu_sample"]
-    # interval 0.25 s; a scrape waited for on the tick would open gaps of 1.5 s
-    assert len(stamps) >= 8 and max(b - a for a, b in zip(stamps, stamps[1:], strict=False)) < 900
-    samples = [e for e in events if e["kind"] == "server_sample" and e["launch_id"] == "busy"]
-    assert samples and samples[-1]["running"] == 7  # the slow server is still measured
+    quick = [e["t_ms"] for e in events if e["kind"] == "server_sample" and e["launch_id"] == "quick"]
+    # the tick runs every 0.25 s; a scrape of "busy" waited for on the tick would hold it 1.5 s each time
+    assert len(quick) >= 5 and max(b - a for a, b in zip(quick, quick[1:], strict=False)) < 900
+    busy = [e for e in events if e["kind"] == "server_sample" and e["launch_id"] == "busy"]
+    assert busy and busy[-1]["running"] == 7  # the slow server is still measured
     assert not [e for e in events if e["kind"] == "warning" and e["where"] == "metrics:busy"]
+
+
+def test_a_server_dying_while_no_agent_runs_gets_the_reason_from_its_log(box: AgentBox, fake_server: Path) -> None:
+    box.ok("launch", launch_args(fake_server, "oom", free_port(), "--traceback-on-usr1"))
+    box.wait_for(state_of("oom", "serving"))
+    server_pid = box.ok("launches")["launches"][0]["pid"]
+    box.kill_hard()
+    os.kill(server_pid, signal.SIGUSR1)  # it dies, logging why, while the agent is down
+    deadline = time.monotonic() + 10
+    while proc.alive(server_pid, None):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    box.start()
+    failed = box.wait_for(state_of("oom", "failed"))
+    assert failed["reason"].startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+    assert "gpu_worker.py:7 in execute" in failed["reason"] and "agent was not running" in failed["reason"]
+    kinds = [e["kind"] for e in box.events() if e.get("launch_id") == "oom"]
+    assert kinds.count("kernel_line") == 4  # lines read before the crash are not journaled again

@@ -190,3 +190,30 @@ def test_an_old_journal_gains_the_kill_column(tmp_path: Path) -> None:
     assert journal.live_launches()[0]["kill_command_id"] == "k1"  # ended, kill not answered: still listed
     journal.kill_answered("a")
     assert journal.live_launches() == []
+
+
+def test_pruning_spares_the_records_of_a_run_still_going(tmp_path: Path) -> None:
+    import os
+
+    journal = Journal(tmp_path / "journal.db")
+    jobs = Jobs(tmp_path, journal)
+    for age, name in enumerate(("bench-c", "bench-b", "bench-a", "bench-live")):
+        path = jobs.dir / f"{name}.jsonl"
+        path.write_bytes(b"r" * 1000)
+        os.utime(path, (1_000_000 - age * 1000, 1_000_000 - age * 1000))  # bench-live oldest, bench-c newest
+    journal.save_job("bench:live", "bench", "live", None, None, 1, 1, str(jobs.dir / "bench-live.json"),
+                     str(jobs.dir / "bench-live.log"), "running")
+    jobs.adopt()
+    assert jobs.prune_records(1500) == [("bench-a.jsonl", 1000), ("bench-b.jsonl", 1000)]  # oldest first, enough
+    assert sorted(p.name for p in jobs.dir.iterdir()) == ["bench-c.jsonl", "bench-live.jsonl"]
+    assert jobs.prune_records(10**9) == [("bench-c.jsonl", 1000)]  # the live run's records are never touched
+
+
+def test_the_consoles_workload_name_reaches_the_load_generator_as_a_label() -> None:
+    from agents.jobs import tool_argv
+
+    argv = tool_argv("bench", {"base_url": "http://127.0.0.1:1", "model": "m", "workload": "tiny", "input_len": 64,
+                               "output_len": 16, "prefix_len": 0, "concurrency": 2})
+    assert argv[argv.index("--shape") + 1] == "tiny" and argv[argv.index("--input-len") + 1] == "64"
+    own = tool_argv("bench", {"base_url": "u", "model": "m", "shape": "router", "workload": "x", "concurrency": 1})
+    assert own[own.index("--shape") + 1] == "router"

@@ -239,3 +239,81 @@ def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) ->
     (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
     env = probe.serving_env(sys.executable, {"PYTHONPATH": str(site), "LD_LIBRARY_PATH": ""})
     assert env["torch_cuda"] == "13.0" and env["error"].startswith("libcuda.so.1 not loadable")
+
+
+# -- Python 3.10: the box's interpreter (the zipapp runs on whatever python3 the box has) -------------
+
+_PY311_MODULES = {"tomllib", "wsgiref.types"}
+_PY311_NAMES = {
+    ("datetime", "UTC"), ("typing", "Self"), ("typing", "LiteralString"), ("typing", "Never"),
+    ("typing", "assert_never"), ("typing", "reveal_type"), ("typing", "Required"), ("typing", "NotRequired"),
+    ("typing", "TypeVarTuple"), ("typing", "Unpack"), ("enum", "StrEnum"), ("enum", "verify"),
+    ("contextlib", "chdir"), ("asyncio", "TaskGroup"), ("asyncio", "timeout"), ("asyncio", "Runner"),
+    ("hashlib", "file_digest"), ("operator", "call"), ("logging", "getLevelNamesMapping"),
+}
+_PY311_BUILTINS = {"ExceptionGroup", "BaseExceptionGroup", "add_note"}
+
+
+def py311_only(source: str, name: str = "<source>") -> list[str]:
+    """What in ``source`` needs Python 3.11+: syntax (``except*``...) and the 3.11 standard library."""
+    import ast
+
+    try:
+        tree = ast.parse(source, name, feature_version=(3, 10))
+    except SyntaxError as exc:
+        return [f"{name}:{exc.lineno}: {exc.msg}"]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{name}:{node.lineno}: import {a.name}" for a in node.names if a.name in _PY311_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module in _PY311_MODULES:
+                found.append(f"{name}:{node.lineno}: from {node.module}")
+            found += [f"{name}:{node.lineno}: {node.module}.{a.name}" for a in node.names
+                      if (node.module, a.name) in _PY311_NAMES]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in _PY311_NAMES:
+                found.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
+            elif node.attr in _PY311_BUILTINS:
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in _PY311_BUILTINS:
+            found.append(f"{name}:{node.lineno}: {node.id}")
+    return found
+
+
+def test_the_checker_sees_311_only_code() -> None:
+    bad = "import tomllib\nfrom datetime import UTC\nimport asyncio\ntry:\n    pass\nexcept* ValueError:\n    pass\n"
+    assert py311_only(bad) and "except" in py311_only(bad)[0].lower()
+    assert len(py311_only("import tomllib\nfrom datetime import UTC\nimport asyncio\nasyncio.TaskGroup()\n")) == 3
+    assert py311_only("x: int | None = None\nmatch x:\n    case None:\n        pass\n") == []  # 3.10 is fine
+
+
+def test_agent_sources_run_on_python_310() -> None:
+    found = []
+    for path in sorted((ROOT / "agents").rglob("*.py")):
+        found += py311_only(path.read_text(), str(path.relative_to(ROOT)))
+    assert found == []
+
+
+# -- the daemon's tick: one failing step must not starve the others (the watchdog above all) ----------
+
+
+def test_a_failing_tick_step_is_journaled_and_the_watchdog_still_ticks(tmp_path: Path) -> None:
+    from agents.daemon import Agent
+
+    agent = Agent(tmp_path, disk_floor_bytes=0)
+    ticks = []
+
+    def broken() -> None:
+        raise OSError(28, "No space left on device")
+
+    agent.supervisor.tick = broken  # type: ignore[method-assign]
+    agent.watchdog = type("Watch", (), {"tick": lambda self: ticks.append(1)})()
+    try:
+        agent.tick()
+        agent.tick()
+        warnings = [e for e in agent.journal.events_after(0, 100) if e["kind"] == "warning"]
+        assert ticks == [1, 1] and [w["where"] for w in warnings] == ["tick:launches", "tick:launches"]
+        assert "No space left on device" in warnings[0]["message"]
+    finally:
+        agent.close()

@@ -268,3 +268,13 @@ def test_campaign_check_arm_errors_are_specific(tmp_path: Path) -> None:
     no_gpus = campaign(db, "check", "local", "--stored", "--arm", "glm-5.3-flash-tp4")
     assert no_gpus.returncode == 2 and "arm glm-5.3-flash-tp4 on box local" in no_gpus.stderr
     assert "has none" in no_gpus.stderr
+
+
+def test_an_unknown_arm_is_refused_before_the_box_is_probed(tmp_path: Path) -> None:
+    """A probe can take minutes; a typo in --arm must not cost them, nor leave a probe row behind."""
+    db = tmp_path / "state.db"
+    unknown = campaign(db, "check", "local", "--arm", "glm-5.3-flash-tp5")
+    assert unknown.returncode == 2 and "no arm named 'glm-5.3-flash-tp5'" in unknown.stderr
+    assert "probing" not in unknown.stderr
+    with Store(db) as store:
+        assert store.scalar("SELECT count(*) FROM probes") == 0

@@ -175,6 +175,9 @@ def test_chart_and_report_on_the_demo(store: Store, tmp_path: Path, capsys: pyte
     assert "* $0.033  0.844  deepseek-v4-flash-dp4-ep-512 (seed-pro6000-600w)" in chart
     plot = chart.split("+---")[0]
     assert plot.count("*") == chart.count("\n  * ") and "x" in plot  # the failed tripwire stays visible
+    saved = tmp_path / "frontier.txt"
+    assert main(["--db", str(store.path), "export", "economics", "--chart", "-o", str(saved)]) == 0
+    assert saved.read_text() == chart and capsys.readouterr().out == ""  # -o holds for the chart too
     out = tmp_path / "RESUME.md"
     assert main(["--db", str(store.path), "report", "-o", str(out)]) == 0
     text = out.read_text()

@@ -167,3 +167,12 @@ def test_report_timers_in_utc_and_local(measured: Path) -> None:
     timers = text.split("## Timers")[1].split("##")[0]
     assert "2026-09-06 04:27:00 UTC" in timers and "05:27:00 BST (+01:00)" in timers
     assert "3h00m" in timers and "box zone unknown" in timers  # never guessed from the console's zone
+
+
+def test_report_refuses_an_unknown_zone_even_with_no_timer(measured: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A typo in --tz is caught the first time, not on the day a timer makes the zone matter."""
+    out = tmp_path / "RESUME.md"
+    assert main(["--db", str(measured), "report", "--tz", "Europe/Londn", "-o", str(out)]) == 2
+    assert "unknown time zone 'Europe/Londn'" in capsys.readouterr().err
+    assert not out.exists()

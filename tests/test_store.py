@@ -142,5 +142,5 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path)
 
 def test_a_directory_is_refused_with_the_file_to_give(tmp_path: Path) -> None:
     for read_only in (False, True):
-        with pytest.raises(StoreError, match=r"is a directory; give a state.db file, e.g. .*state.db"):
+        with pytest.raises(StoreError, match=r"is a directory; give a state.db file in it, e.g. .*state.db"):
             Store(tmp_path, read_only=read_only)

@@ -118,6 +118,15 @@ def test_unknown_box(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "no box named 'nope'" in capsys.readouterr().err
 
 
+def test_an_imported_box_has_nothing_to_stop(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's boxes are someone else's figures: a timer there would arm nothing and mislead."""
+    with Store(db) as store:
+        store.boxes.add(Box(name="seed-a", status="imported", status_detail="imported figures"))
+    assert main(["--db", db, "timer", "set", "seed-a", "--in", "1h", "--yes", "--no-arm"]) == 2
+    assert "box seed-a cannot be reached (imported figures); nothing to stop" in capsys.readouterr().err
+    assert timers(db) == []
+
+
 @pytest.fixture
 def local_home(tmp_path: Path) -> Iterator[Path]:
     """The agent home of a ``local`` box; the daemon the CLI starts there is stopped afterwards."""

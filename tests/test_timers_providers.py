@@ -139,3 +139,16 @@ def test_api_key_lookup_order(tmp_path: Path) -> None:
 def test_manual_hosts_cannot_be_destroyed() -> None:
     with pytest.raises(ProviderError, match="use the 'shutdown' action"):
         ManualProvider().destroy("pro-a")
+
+
+@pytest.mark.parametrize("url", ["http://console.vast.ai", "http://203.0.113.9:8080", "ftp://127.0.0.1/"])
+def test_the_key_never_travels_in_clear_text(url: str) -> None:
+    """VAST_URL pointing at plain http elsewhere than this machine would send the key readable en route."""
+    with pytest.raises(ProviderError, match="only sent over https") as err:
+        VastProvider(KEY, url)
+    assert KEY not in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["https://console.vast.ai/", "http://127.0.0.1:9", "http://[::1]:9", "http://localhost:9"])
+def test_https_or_this_machine_is_accepted(url: str) -> None:
+    assert VastProvider(KEY, url).base_url == url.rstrip("/")

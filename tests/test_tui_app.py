@@ -83,7 +83,7 @@ async def test_live_view_names_the_capped_gpu_and_the_deadline_in_three_zones(fi
         assert "local 2026-09-06 02:27:00 BST (+01:00)" in timers
         trip = text_of(app, "#live-tripwire")
         assert "11/20 DEGEN 8d 1w" in trip and "20/20 ok" in trip
-        assert "bench chat-1k C1024: running" in text_of(app, "#live-throughput")
+        assert "loadgen chat-1k C1024 running 1m00s" in text_of(app, "#live-throughput")
 
 
 async def test_replay_cursor_steps_back_through_the_night(fixture_db: F.Fixture) -> None:

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from console.service import ServiceError
 from console.store import Store
 from console.tui.actions import ActionRefused, ServiceActions
 from console.tui.app import ConsoleApp
@@ -71,3 +72,14 @@ async def test_the_live_console_supervises_and_closes_its_actions(fx: F.Fixture)
         await settle(pilot)
         assert ("supervise",) in actions.calls
     assert actions.calls[-1] == ("close",)
+
+
+async def test_log_tail_of_an_unknown_launch_is_refused_before_any_box_is_reached(fx: F.Fixture) -> None:
+    actions = ServiceActions(fx.path)
+    try:
+        with pytest.raises(ServiceError, match="no launch 'L-nope'"):
+            await actions.log_tail("L-nope", 5)
+    finally:
+        await actions.close()
+    with Store(fx.path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM commands") == 0

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from console.checks import ArmContext, Verdict, evaluate, worst
-from console.store import Box, Store
+from console.store import Box, NoSuchBox, Store
 
 ProbeProvider = Callable[[Box, int], dict[str, Any]]
 """(box, console_now_ms) -> the agent's probe dict (CONTRACTS C2), console_now_ms sent with the request."""
@@ -126,6 +126,9 @@ def fleet_probe(store: Store, settings: Any = None) -> ProbeProvider:
 
         try:
             return asyncio.run(ask())
+        except NoSuchBox as exc:  # BoxNotReachable: imported figures or a destroyed box
+            stored = f"`campaign check {box.name} --stored` judges its last stored probe"
+            raise CheckError(f"{exc}; {stored}") from exc
         except (OSError, RuntimeError, asyncssh.Error) as exc:
             raise CheckError(f"box {box.name}: probe through the agent failed: {exc}; "
                              f"`campaign box connect {box.name}` shows the link's state") from exc
@@ -136,9 +139,10 @@ def fleet_probe(store: Store, settings: Any = None) -> ProbeProvider:
 def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
     """An ArmResolver over the recipes catalogue: the arm's layout on this box and its weights' size."""
     from console.recipes import ResolveError, box_spec, load_catalog, resolve
-    from console.recipes.resolve import effective_arm
+    from console.recipes.resolve import effective_arm, get_arm
 
     cat = catalog if catalog is not None else load_catalog()
+    get_arm(cat, arm_name)  # an unknown arm is refused now, before a probe that can take minutes
 
     def resolver(box: Box, probe: dict[str, Any]) -> ArmContext:
         try:

@@ -10,7 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from console.cli.common import CliError, confirm, open_store, print_json, print_table
+from console.cli.remote import describe
 from console.fleet import AgentError, HostKeyProblem, JournalMismatch
+from console.fleet.link import LINK_ERRORS
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
 from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store
@@ -76,7 +78,7 @@ def _list(args: argparse.Namespace) -> int:
             "status": b.status,
             "gpus": b.gpu_summary,
             "price/h": f"{b.price_per_hour:.2f}" if b.price_per_hour is not None else None,
-            "provider": f"{b.provider}:{b.instance_id}" if b.provider else None,
+            "provider": ":".join(filter(None, (b.provider, b.instance_id))) or None,
         }
         for b in boxes
     ]
@@ -90,7 +92,8 @@ def _rm(args: argparse.Namespace) -> int:
             box = store.boxes.get(args.name)
         except NoSuchBox as exc:
             raise CliError(str(exc)) from exc
-        if not confirm(f"remove box {box.name} ({box.ssh_target}) and its journal from the store?", args.yes):
+        where = box.ssh_target or "no SSH address"
+        if not confirm(f"remove box {box.name} ({where}) and its journal from the store?", args.yes):
             print("not removed")
             return 1
         store.boxes.remove(args.name)
@@ -133,9 +136,9 @@ def _connect(args: argparse.Namespace) -> int:
             return asyncio.run(_connect_async(store, args.name, args.follow))
         except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError) as exc:
             raise CliError(str(exc)) from exc
-        except (OSError, TimeoutError) as exc:
+        except LINK_ERRORS as exc:
             status = store.boxes.get(args.name)
-            raise CliError(f"box {args.name}: {exc or type(exc).__name__} (status {status.status})", 3) from exc
+            raise CliError(f"box {args.name}: {describe(exc)} (status {status.status})", 3) from exc
 
 
 def _trust(args: argparse.Namespace) -> int:
@@ -146,8 +149,8 @@ def _trust(args: argparse.Namespace) -> int:
             line, fp = asyncio.run(service.presented_key(args.name))
         except (NoSuchBox, ServiceError) as exc:
             raise CliError(str(exc)) from exc
-        except (OSError, TimeoutError) as exc:
-            raise CliError(f"box {args.name}: cannot read its host key: {exc}", 3) from exc
+        except LINK_ERRORS as exc:
+            raise CliError(f"box {args.name}: cannot read its host key: {describe(exc)}", 3) from exc
         print(f"box {box.name} ({box.ssh_target}) presents {line.split()[0]} {fp}")
         if box.host_key == line and box.host_key_source in ("tofu", "known_hosts"):
             print("this key is already trusted")

@@ -35,14 +35,18 @@ from ops.export import (
 )
 
 
-def _emit(args: argparse.Namespace, rows: list[dict], columns: tuple[str, ...]) -> int:
+def _write(text: str, output: str | None, what: str) -> int:
     try:
-        write_atomic(render(rows, columns, args.format), args.output)
+        write_atomic(text, output)
     except (ExportError, OSError) as exc:
         raise CliError(str(exc)) from exc
-    if args.output not in (None, "-"):
-        print(f"wrote {len(rows)} rows to {args.output}", file=sys.stderr)
+    if output not in (None, "-"):
+        print(f"wrote {what} to {output}", file=sys.stderr)
     return 0
+
+
+def _emit(args: argparse.Namespace, rows: list[dict], columns: tuple[str, ...]) -> int:
+    return _write(render(rows, columns, args.format), args.output, f"{len(rows)} rows")
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -65,8 +69,7 @@ def _economics(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         if args.chart:
             table, _ = economics_table(store, utilisation=utilisation, extra_prices=prices, shapes=shapes)
-            sys.stdout.write(frontier_chart(table))
-            return 0
+            return _write(frontier_chart(table), args.output, "the frontier chart")
         rows, skipped = economics_rows(store, utilisation=utilisation, api_prices=prices, shapes=shapes)
     for reason in skipped:
         print(f"left out: {reason}", file=sys.stderr)

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from console.cli.common import CliError, confirm, open_store
-from console.fleet import AgentError, HostKeyProblem, JournalMismatch
+from console.cli.remote import reaching
 from console.service import Service, ServiceError
 from console.store import NoSuchBox
 
@@ -35,12 +35,8 @@ def _run(args: argparse.Namespace) -> int:
         if not confirm(f"kill {names} on box {args.box}?", args.yes):
             print("nothing killed")
             return 1
-        try:
+        with reaching(args.box):
             results = asyncio.run(_kill(service, ids, args.box, args.grace))
-        except (ServiceError, AgentError) as exc:
-            raise CliError(str(exc), 1) from exc
-        except (HostKeyProblem, JournalMismatch, OSError, TimeoutError) as exc:
-            raise CliError(f"box {args.box}: {exc}", 3) from exc
     for launch_id, result in results.items():
         print(f"{launch_id}: {result.get('state', 'kill sent')}")
     return 0

@@ -10,9 +10,9 @@ import argparse
 import asyncio
 
 from console.cli.common import CliError, open_store, print_json, print_table
-from console.fleet import AgentError, HostKeyProblem, JournalMismatch
+from console.cli.remote import reaching
 from console.recipes import RecipeError, ResolveError
-from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service, ServiceError
+from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service
 from console.store import NoSuchBox
 
 
@@ -53,15 +53,11 @@ def _run(args: argparse.Namespace) -> int:
         service = Service(store)
         try:
             plan = service.plan_launch(args.arm, args.box, gpus)
-        except (NoSuchBox, RecipeError, ResolveError, KeyError) as exc:
+        except (NoSuchBox, RecipeError, ResolveError) as exc:
             raise CliError(str(exc)) from exc
         _show(plan)
-        try:
+        with reaching(args.box):
             plan = asyncio.run(_launch(service, plan, args.force, args.ready_timeout))
-        except (ServiceError, AgentError) as exc:
-            raise CliError(str(exc), 1) from exc
-        except (HostKeyProblem, JournalMismatch, OSError, TimeoutError) as exc:
-            raise CliError(f"box {args.box}: {exc}", 3) from exc
         if args.json:
             print_json({"arm": plan.resolved.arm, "box": plan.box, "launch_ids": plan.launch_ids,
                         "forced": bool(args.force and plan.failed_checks)})  # fmt: skip

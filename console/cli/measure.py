@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from console.cli.common import CliError, open_store, print_json
-from console.fleet import AgentError, HostKeyProblem
-from console.service import Service, ServiceError
+from console.cli.remote import reaching
+from console.service import Service
 
 
 def _ticker(label: str) -> Callable[[float], None]:
@@ -49,11 +49,8 @@ def run_and_wait(
                 await service.close()
 
         try:
-            outcome = asyncio.run(go())
-        except (ServiceError, AgentError) as exc:
-            raise CliError(str(exc), 1) from exc
-        except (HostKeyProblem, OSError, TimeoutError) as exc:
-            raise CliError(f"box {launch['box']}: {exc}", 3) from exc
+            with reaching(launch["box"]):
+                outcome = asyncio.run(go())
         finally:
             if sys.stderr.isatty():
                 sys.stderr.write("\n")

@@ -41,8 +41,8 @@ def _box(args: argparse.Namespace) -> BoxSpec | None:
             box = store.boxes.get(args.box)
         except NoSuchBox as exc:
             raise CliError(str(exc)) from exc
-        rows = store.rows("SELECT data FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box.name])
-    return box_spec(box, json.loads(rows[0]["data"]) if rows else None)
+        probe = store.checks.latest_probe(box.name)
+    return box_spec(box, probe.data if probe else None)
 
 
 def _finding_line(f: Finding) -> str:

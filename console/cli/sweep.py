@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from console.cli.common import CliError, open_store, print_json, print_table
-from console.fleet import HostKeyProblem, JournalMismatch
+from console.cli.remote import reaching
 from console.recipes import RecipeError
 from console.service import DEFAULT_READY_TIMEOUT_S, Service
 from console.store import NoSuchBox, Store, StoreError
@@ -91,17 +91,14 @@ def _run(args: argparse.Namespace) -> int:
         bar = ProgressBar()
         runner = SweepRunner(service, sweep.id, options, progress=bar)
         try:
-            sweep = asyncio.run(_walk(service, runner))
+            with reaching(args.box):
+                sweep = asyncio.run(_walk(service, runner))
         except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-            bar.done()
             raise CliError(f"sweep #{sweep.id} interrupted; run the same command again to resume it", 130) from exc
         except SweepError as exc:
-            bar.done()
             raise CliError(f"sweep #{sweep.id} stopped: {exc}; run the same command again to resume it", 1) from exc
-        except (HostKeyProblem, JournalMismatch) as exc:
+        finally:
             bar.done()
-            raise CliError(f"box {args.box}: {exc}", 3) from exc
-        bar.done()
         _show(store, sweep, args.json)
     return 0
 

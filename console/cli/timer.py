@@ -25,6 +25,8 @@ def _check_action(store: Store, box_name: str, action: str) -> None:
     box = store.boxes.get(box_name)
     if box.status == "destroyed":
         raise CliError(f"box {box_name} is already destroyed; nothing to stop")
+    if not box.reachable:  # imported figures: there is no machine behind the name to stop
+        raise CliError(f"box {box_name} cannot be reached ({box.status_detail or box.status}); nothing to stop")
     if action == "stop-arms":
         return
     try:

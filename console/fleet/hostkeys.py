@@ -15,7 +15,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.store.boxes import Box
+from console.store.boxes import Box, BoxNotReachable
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 PINNED_SOURCES = ("tofu", "known_hosts")
@@ -100,7 +100,8 @@ async def fetch_host_key(host: str, port: int, timeout: float) -> asyncssh.SSHKe
 
 async def presented_key(box: Box, timeout: float) -> tuple[str, str]:
     """(key line, fingerprint) the box presents now: what ``campaign box trust`` shows the operator."""
-    assert box.host and box.port
+    if not box.host or not box.port:
+        raise BoxNotReachable(box.name, box.status_detail or "it has no SSH host and port recorded")
     key = await fetch_host_key(box.host, box.port, timeout)
     return key_line(key), key.get_fingerprint()
 

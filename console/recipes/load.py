@@ -445,7 +445,8 @@ def _recipe_files(paths: Iterable[Path | str]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise RecipeError(display_path(path), None, None, "no such recipe file or directory")
+            raise RecipeError(display_path(path), None, None, "no such recipe file or directory; give .toml files or "
+                              "folders (default recipes/), or see one arm with `campaign recipe show ARM`")
     return files
 
 

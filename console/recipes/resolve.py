@@ -189,7 +189,7 @@ def resolve(
         if not box.model_root:
             raise ResolveError(
                 f"arm {a.name!r} serves the local checkpoint {profile.checkpoint!r}, but box {box.name} has no "
-                "model_root; set it with `campaign box add ... --model-root DIR`"
+                f"model_root; set it with `campaign box set {box.name} --model-root DIR`"
             )
         model = f"{box.model_root.rstrip('/')}/{profile.checkpoint}"
     else:

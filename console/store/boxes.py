@@ -49,9 +49,12 @@ class Box:
         return self.status not in ("imported", "destroyed") and self.destroyed_ms is None and bool(self.host)
 
     @property
-    def ssh_target(self) -> str:
+    def ssh_target(self) -> str | None:
+        """``user@host[:port]``; None for a box with no SSH address (imported figures)."""
         if self.is_local:
             return "local"
+        if not self.host:
+            return None
         port = f":{self.port}" if self.port and self.port != 22 else ""
         return f"{self.ssh_user}@{self.host}{port}"
 

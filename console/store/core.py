@@ -73,7 +73,8 @@ class Store:
         self.created = False  # True when this open created the file (first start)
         self.clock = clock
         if self.path.is_dir():
-            raise StoreError(f"{self.path} is a directory; give a state.db file, e.g. {self.path / DEFAULT_DB}")
+            raise StoreError(f"{self.path} is a directory; give a state.db file in it, e.g. "
+                             f"{self.path / DEFAULT_DB}")
         if read_only:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no such database to browse")

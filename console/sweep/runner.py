@@ -24,6 +24,7 @@ from typing import Any
 
 from agents import loglines
 from console.fleet import AgentError
+from console.fleet.link import LINK_ERRORS
 from console.recipes import ResolveError
 from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service, ServiceError
 from console.store import LOCAL_BOX
@@ -149,7 +150,7 @@ class SweepRunner:
         except SweepError as exc:
             await self._interrupted(str(exc))
             raise
-        except (AgentError, ServiceError, OSError, TimeoutError) as exc:
+        except (AgentError, ServiceError, *LINK_ERRORS) as exc:  # SSH failures too: the sweep stays resumable
             await self._interrupted(f"box {self.sweep.box}: {type(exc).__name__}: {exc}")
             raise SweepError(f"box {self.sweep.box}: {type(exc).__name__}: {exc}") from exc
         self._say("done")

@@ -12,10 +12,12 @@ in a message, a repr, the store or a log.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +27,20 @@ from ops.providers import ProviderError, ProviderResult
 
 DEFAULT_URL = "https://console.vast.ai"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def _key_safe_url(url: str) -> str:
+    """The API base, refused unless the key would travel encrypted or never leave this machine."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if parts.scheme == "https" or (parts.scheme == "http" and loopback):
+        return url.rstrip("/")
+    raise ProviderError(f"Vast API URL {url!r} (VAST_URL): the API key is only sent over https, or over http "
+                        "to this machine (127.0.0.1, ::1, localhost); fix or unset VAST_URL")
 
 
 def key_paths(env: Mapping[str, str], home: Path) -> list[Path]:
@@ -64,8 +80,8 @@ class VastProvider:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ):
+        self.base_url = _key_safe_url(base_url or os.environ.get("VAST_URL") or DEFAULT_URL)
         self.__key = api_key or load_api_key()
-        self.base_url = (base_url or os.environ.get("VAST_URL") or DEFAULT_URL).rstrip("/")
         self.tries = tries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
