@@ -116,6 +116,8 @@ def test_show_and_cancel(db: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_unknown_box(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "timer", "set", "nope", "--in", "1h", "--yes", "--no-arm"]) == 2
     assert "no box named 'nope'" in capsys.readouterr().err
+    assert main(["--db", db, "timer", "list", "--box", "nope"]) == 2
+    assert "no box named 'nope'" in capsys.readouterr().err
 
 
 def test_an_imported_box_has_nothing_to_stop(db: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,6 +123,11 @@ def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
 
 def _list(args: argparse.Namespace) -> int:
     with open_store(args) as store:
+        if args.box is not None:
+            try:
+                store.boxes.get(args.box)  # a mistyped name must not read as "no timers: nothing will stop"
+            except NoSuchBox as exc:
+                raise CliError(str(exc)) from exc
         now = store.clock()
         timers = store.timers.list(args.box, active_only=not args.all)
         records = [_record(t, now, store.timers.box_tz(t.box)) for t in timers]
