@@ -259,10 +259,20 @@ class Supervisor:
     # -- the 1 Hz tick ------------------------------------------------------------------------------
 
     def tick(self) -> None:
+        """Advance every launch; one launch's fault (a journal write failing) does not hold up the others."""
         now = time.monotonic()
+        fault: Exception | None = None
         for launch in list(self.launches.values()):
             if launch.state in ("failed", "stopped") and launch.exited_mono is None:
                 continue
+            try:
+                self._advance(launch, now)
+            except Exception as exc:
+                fault = fault or exc
+        if fault is not None:
+            raise fault  # the daemon journals it (or, with the disk full, writes it to agent.log)
+
+    def _advance(self, launch: Launch, now: float) -> None:
             self._read_log(launch)
             if launch.state in ("starting", "serving", "stopping"):
                 self._check_exit(launch, now)
@@ -420,8 +430,12 @@ class Supervisor:
         if leftovers and launch.kill_deadline is not None and now >= launch.kill_deadline:
             for pid in leftovers:
                 proc.signal_pid(pid, launch.members[pid], signal.SIGKILL)
+        # nvidia-smi is slowest just when a context is torn down: ask on the pool, collect on a later tick
+        answered, on_gpus = self._collect(launch, "gpu_processes", self.gpu.processes if self.gpu else list)
+        if not answered:
+            return
         mine = set(launch.members) | ({launch.pid} if launch.pid else set())
-        holding = [p for p in (self.gpu.processes() if self.gpu else []) if p["pid"] in mine]
+        holding = [p for p in on_gpus if p["pid"] in mine]
         waited = now - launch.exited_mono
         launch.release_checks += 1
         if launch.release_checks < 2 or ((leftovers or holding) and waited < RELEASE_WAIT_S):
@@ -439,16 +453,23 @@ class Supervisor:
                                     result={"state": launch.state, "released": released})
                 self.journal.kill_answered(launch.launch_id)
         launch.exited_mono = None
+        launch.inflight = None
 
     # -- helpers ------------------------------------------------------------------------------------
 
     def _finish(self, launch: Launch, state: str, **row: Any) -> None:
         """Enter ``state``: the launches row and the launch_state event commit together (a crash between
-        them would leave a state the console never hears of, or journal it twice after the restart)."""
-        launch.state = state
-        with self.journal.atomic():
-            self.journal.set_launch_state(launch.launch_id, state, **row)
-            self._state_event(launch)
+        them would leave a state the console never hears of, or journal it twice after the restart).
+        If the journal cannot be written (disk full) the launch keeps its old state, so a later tick
+        sees the same change again and retries it."""
+        previous, launch.state = launch.state, state
+        try:
+            with self.journal.atomic():
+                self.journal.set_launch_state(launch.launch_id, state, **row)
+                self._state_event(launch)
+        except BaseException:
+            launch.state = previous
+            raise
 
     def _state_event(self, launch: Launch) -> None:
         s = launch.summary()

@@ -14,7 +14,7 @@ import pytest
 from agents import gpu, loglines, metrics, package, probe
 from tests.support.fake_nvidia_smi import build_libcuda
 
-H200 = Path("/work/shared/fixtures/nvidia-smi/h200")
+H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "h200"  # real captures from an H200
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-HELP_QUERY_GPU = Path("/work/shared/fixtures/nvidia-smi/h200/smi_help_query_gpu.txt")
+HELP_QUERY_GPU = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi" / "h200" / "smi_help_query_gpu.txt"
 _LOCAL_HELP = Path(__file__).resolve().parent.parent / "fixtures" / "gpus" / "smi_help_query_gpu.txt"
 APP_FIELDS = {"timestamp", "gpu_name", "gpu_bus_id", "gpu_serial", "gpu_uuid", "pid", "process_name",
               "used_gpu_memory", "used_memory"}
