@@ -134,13 +134,13 @@ class Jobs:
             raise ValueError(f"{op} needs {_ID_KEY[op]} (a string or integer id chosen by the console)")
         job_id = str(job_id)
         key = f"{op}:{job_id}"
+        known = self.journal.job(key)
+        if known is not None and command_id is not None and known["command_id"] == command_id:
+            # The agent died after starting it but before the ledger kept the reply: same answer again.
+            return {"started": True, "pid": known["pid"], "log_path": known["err_path"], "replayed": True}
         if key in self.running:
             raise ValueError(f"{op} {job_id} is already running")
-        known = self.journal.job(key)
         if known is not None:
-            if command_id is not None and known["command_id"] == command_id:
-                # The agent died after starting it but before the ledger kept the reply: same answer again.
-                return {"started": True, "pid": known["pid"], "log_path": known["err_path"], "replayed": True}
             raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
         argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]

@@ -431,7 +431,7 @@ class Supervisor:
             for pid in leftovers:
                 proc.signal_pid(pid, launch.members[pid], signal.SIGKILL)
         # nvidia-smi is slowest just when a context is torn down: ask on the pool, collect on a later tick
-        answered, on_gpus = self._collect(launch, "gpu_processes", self.gpu.processes if self.gpu else list)
+        answered, on_gpus = self._collect(launch, "gpu_processes", self.gpu.processes if self.gpu else lambda: [])
         if not answered:
             return
         mine = set(launch.members) | ({launch.pid} if launch.pid else set())

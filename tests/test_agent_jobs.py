@@ -217,3 +217,49 @@ def test_the_consoles_workload_name_reaches_the_load_generator_as_a_label() -> N
     assert argv[argv.index("--shape") + 1] == "tiny" and argv[argv.index("--input-len") + 1] == "64"
     own = tool_argv("bench", {"base_url": "u", "model": "m", "shape": "router", "workload": "x", "concurrency": 1})
     assert own[own.index("--shape") + 1] == "router"
+
+
+def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tmp_path: Path) -> None:
+    import socket
+    import sqlite3
+    import sys
+
+    from agents.supervisor import Supervisor
+
+    journal = Journal(tmp_path / "journal.db")
+    supervisor = Supervisor(tmp_path, journal, None)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    supervisor.launch({"launch_id": "short", "argv": [sys.executable, "-c", "raise SystemExit(3)"], "port": port})
+    supervisor.launches["short"].popen.wait(30)  # type: ignore[union-attr]
+    db = journal._db  # a real SQLite "database or disk is full": cap the file at its current size, fill it
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+    for size in (2000, 200, 20, 0):  # down to the last free byte of the last page
+        with pytest.raises(sqlite3.OperationalError, match="full"):
+            while True:
+                journal.append("warning", where="fill", message="x" * size)
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        supervisor.tick()
+    assert supervisor.launches["short"].state == "starting"  # not failed in memory only
+    db.execute("PRAGMA max_page_count = 1000000")
+    supervisor.tick()
+    supervisor.tick()
+    states = [e for e in journal.events_after(0, 10_000) if e["kind"] == "launch_state" and e["state"] == "failed"]
+    assert len(states) == 1 and states[0]["exit_code"] == 3
+    assert journal.live_launches() == []
+    supervisor.close()
+
+
+def test_a_start_resent_after_a_crash_before_the_ledger_is_answered_not_rerun(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    journal.save_job("bench:b7", "bench", "b7", "L1", "cmd-b7", 4242, None, str(tmp_path / "jobs" / "bench-b7.json"),
+                     str(tmp_path / "jobs" / "bench-b7.log"), "running")
+    jobs = Jobs(tmp_path, journal)
+    jobs.adopt()
+    args = {"bench_id": "b7", "base_url": "http://127.0.0.1:9", "model": "m", "concurrency": 1}
+    again = jobs.start("bench", args, "cmd-b7")
+    assert again == {"started": True, "pid": 4242, "log_path": str(tmp_path / "jobs" / "bench-b7.log"),
+                     "replayed": True}
+    with pytest.raises(ValueError, match="already running"):
+        jobs.start("bench", args, "cmd-other")
