@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.agent_box import AgentBox
 from tests.support.vllm_env import VllmEnv, server_env
-from tests.support.vllm_server import free_port, serve_argv
+from tests.support.vllm_server import free_port, tiny_cpu_replica
 
 pytestmark = pytest.mark.vllm
 
@@ -32,9 +32,9 @@ def test_agent_runs_real_vllm_on_cpu(vllm_env: VllmEnv, tmp_path: Path) -> None:
     box = AgentBox(tmp_path / "home", path_prefix=[vllm_env.prefix / "bin"], interval_s=1.0)
     box.start()
     try:
-        port = free_port()
-        argv = serve_argv(vllm_env, port)
-        started = box.ok("launch", {"launch_id": "tiny", "argv": argv, "env": server_env(), "gpus": [],
+        replica = tiny_cpu_replica(vllm_env, free_port())
+        port = replica.port
+        started = box.ok("launch", {"launch_id": "tiny", "argv": replica.argv, "env": replica.env, "gpus": [],
                                     "port": port, "ready_timeout_s": 600})
         assert started["state"] == "starting" and started["pid"] > 0
         box.wait_for(lambda e: e["kind"] == "launch_state" and e["state"] in ("serving", "failed"), timeout=600,

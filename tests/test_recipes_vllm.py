@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 from console.recipes import BoxSpec, load_catalog, resolve
 from console.recipes.vllm_flags import DATA
-from tests.support import vllm_server
 
 pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,30 +60,15 @@ def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env) -> No
             assert got["autotune"] is False, name
 
 
-def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tmp_path: Path) -> None:
+def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tiny_server) -> None:
+    """The session's shared server IS the shipped tiny-cpu arm, resolved on this machine and started as is."""
     box = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
-    rep = resolve(load_catalog(), "tiny-cpu", box, base_port=vllm_server.free_port()).replicas[0]
+    rep = resolve(load_catalog(), "tiny-cpu", box, base_port=tiny_server.port).replicas[0]
+    assert tiny_server.argv == rep.argv
     assert rep.argv[0] == str(vllm_env.vllm) and rep.argv[2] == str(vllm_env.model_dir)
-    log = tmp_path / "vllm.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(rep.argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **rep.env},
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{rep.port}"
-    try:
-        deadline = time.monotonic() + 420
-        while True:
-            assert proc.poll() is None, f"vLLM exited {proc.returncode}: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"not ready in 420 s: {log.read_text()[-3000:]}"
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2):
-                    break
-            except OSError:
-                time.sleep(1)
-        with urllib.request.urlopen(url + "/v1/models", timeout=10) as r:
-            assert [m["id"] for m in json.load(r)["data"]] == ["tiny-llama"]
-        body = json.dumps({"model": "tiny-llama", "prompt": "hello", "max_tokens": 4, "ignore_eos": True}).encode()
-        req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            assert json.load(r)["usage"]["completion_tokens"] == 4
-    finally:
-        vllm_server.stop(proc)
+    with urllib.request.urlopen(tiny_server.base_url + "/v1/models", timeout=10) as r:
+        assert [m["id"] for m in json.load(r)["data"]] == ["tiny-llama"]
+    body = json.dumps({"model": "tiny-llama", "prompt": "hello", "max_tokens": 4, "ignore_eos": True}).encode()
+    req = urllib.request.Request(tiny_server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert json.load(r)["usage"]["completion_tokens"] == 4

@@ -11,7 +11,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.vllm_env import VllmEnv, server_env
+from console.recipes import BoxSpec, Replica, load_catalog, resolve
+from tests.support.vllm_env import VllmEnv
 
 
 def free_port() -> int:
@@ -28,25 +29,24 @@ class TinyServer:
     log_path: Path
     process: subprocess.Popen[bytes]
     model_dir: Path
+    argv: list[str]
 
 
-def serve_argv(env: VllmEnv, port: int) -> list[str]:
-    return [
-        str(env.vllm), "serve", str(env.model_dir),
-        "--served-model-name", env.served_name,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "64",
-    ]
+def tiny_cpu_replica(env: VllmEnv, port: int) -> Replica:
+    """The product's own ``tiny-cpu`` arm resolved on this machine: tests serve what operators launch."""
+    box = BoxSpec("local", 0, serving_env=str(env.prefix), model_root=str(env.model_root))
+    return resolve(load_catalog(), "tiny-cpu", box, base_port=port).replicas[0]
 
 
 def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
-    port = free_port()
+    replica = tiny_cpu_replica(env, free_port())
+    port = replica.port
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        serve_argv(env, port),
+        replica.argv,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, **server_env()},
+        env={**os.environ, **replica.env},
         start_new_session=True,
     )
     deadline = time.monotonic() + timeout_s
@@ -57,7 +57,7 @@ def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:
-                    return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir)
+                    return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir, replica.argv)
         except OSError:
             pass
         time.sleep(1)
