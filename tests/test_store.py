@@ -144,3 +144,9 @@ def test_a_directory_is_refused_with_the_file_to_give(tmp_path: Path) -> None:
     for read_only in (False, True):
         with pytest.raises(StoreError, match=r"is a directory; give a state.db file in it, e.g. .*state.db"):
             Store(tmp_path, read_only=read_only)
+
+
+def test_a_mistyped_folder_is_refused_not_created(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist; create it first"):
+        Store(tmp_path / "no-such-dir" / "state.db")
+    assert not (tmp_path / "no-such-dir").exists()

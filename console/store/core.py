@@ -42,8 +42,15 @@ def resolve_db_path(cli_value: str | None) -> Path:
 
 
 def _create_private(path: Path) -> None:
-    """Create an empty file readable by its owner only, before SQLite ever opens it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Create an empty file readable by its owner only, before SQLite ever opens it.
+
+    A missing folder is refused rather than created: a mistyped ``--db`` must not quietly start a new,
+    empty campaign somewhere else.
+    """
+    if not path.parent.is_dir():
+        raise StoreError(
+            f"{path}: the folder {path.parent} does not exist; create it first or give another --db path"
+        )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
 
