@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -160,6 +161,9 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
         register(store, box)
         store.boxes.update(BOX, serving_env=str(vllm_env.prefix), model_root=str(box.home / "models"),
                            price_per_hour=0.5)  # fmt: skip
+        # The console supervises the local box too: keep its agent in this test's folder, not ~/.campaign-agent.
+        store.boxes.ensure_local()
+        store.boxes.update("local", agent_home=str(tmp_path / "local-agent"))
     env = {**os.environ, "CAMPAIGN_KEYS": str(tmp_path / "keys.toml"), "TERM": "xterm-256color"}
     term: Terminal | None = None
     bench: subprocess.Popen[str] | None = None
@@ -219,3 +223,7 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
                 term.close()
             asyncio.run(kill_leftovers(db))
             box.kill_agent()
+            local_pid = tmp_path / "local-agent" / "agent.pid"
+            if local_pid.exists():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(local_pid.read_text().split()[0]), signal.SIGTERM)
