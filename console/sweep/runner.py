@@ -263,13 +263,9 @@ class SweepRunner:
             return "crashed", died
         if error is not None:
             return "crashed", f"the tripwire did not complete: {error}"
-        run = self.store.rows(
-            "SELECT id, passed, ok, degenerate, wrong, total FROM tripwire_runs WHERE launch_id = ? "
-            "ORDER BY id DESC LIMIT 1", [first],
-        )  # fmt: skip
-        if not run:
+        verdict = self.store.results.run("tripwire", tripwire_id)
+        if verdict is None:
             return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
-        verdict = run[0]
         self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict["id"])
         passed = bool(verdict["passed"])
         summary = (f"tripwire {verdict['ok']}/{verdict['total']} ok, {verdict['degenerate']} degenerate, "
@@ -291,29 +287,26 @@ class SweepRunner:
                 self._say(f"{plan.resolved.arm}: bench {shape} x{conc}")
                 ids = [await self.service.bench(lid, shape, conc, self.options.prompts) for lid in plan.launch_ids]
                 errors = await asyncio.gather(*(self._until_job(b) for b in ids))
-                for launch_id, error in zip(plan.launch_ids, errors, strict=True):
-                    self._record_bench(candidate, launch_id, shape, conc, error, limit)
+                for launch_id, bench_id, error in zip(plan.launch_ids, ids, errors, strict=True):
+                    self._record_bench(candidate, launch_id, bench_id, shape, conc, error, limit)
                 died = self._died(plan.launch_ids)
                 if died is not None:
                     return died
         return None
 
-    def _record_bench(self, candidate: SweepArm, launch_id: str, shape: str, conc: int, error: str | None,
-                      max_num_seqs: int | None) -> None:  # fmt: skip
-        row = self.store.rows(
-            "SELECT id, raw FROM bench_runs WHERE launch_id = ? AND shape = ? AND concurrency = ? "
-            "ORDER BY id DESC LIMIT 1", [launch_id, shape, conc],
-        )  # fmt: skip
-        refused = json.loads(row[0]["raw"] or "{}").get("error") if row else None
+    def _record_bench(self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int,
+                      error: str | None, max_num_seqs: int | None) -> None:  # fmt: skip
+        run = self.store.results.run("bench", bench_id)
+        refused = json.loads(run["raw"] or "{}").get("error") if run else None
         if refused:  # the load generator ran but measured nothing: keep its row, not as a throughput
-            error, row = f"the load generator refused: {refused}", []
+            error, run = f"the load generator refused: {refused}", None
         launch = self.store.fleet.launch(launch_id) or {}
         s = self.service.catalog.shapes[shape]
         admitted = admitted_streams(launch.get("kv_cache_tokens"), max_num_seqs,
                                     s.prefix_len + s.input_len + s.output_len)  # fmt: skip
-        if not row and error is None:
+        if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
-        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, row[0]["id"] if row else None, error, admitted)
+        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run["id"] if run else None, error, admitted)
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
