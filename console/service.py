@@ -252,12 +252,13 @@ class Service:
                            tick: Callable[[float], None] | None = None) -> dict[str, Any]:  # fmt: skip
         """Pull the box's journal until the result row of a bench or tripwire lands, or its command fails.
 
-        The agent runs the tool detached from the link, so a dropped connection only delays this.
+        The agent runs the tool detached from the link: if the link drops, this wait ends with the link's
+        error, but the run goes on and its row lands at the next pull of the journal.
         """
         link = await self._link(box)
         started = time.monotonic()
         while True:
-            await link.sync()
+            await self._settle(link)  # a supervised loop (the TUI) is already pulling
             row = self.store.results.run(kind, run_id)
             if row is not None:
                 return row
