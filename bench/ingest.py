@@ -4,7 +4,7 @@ Target (issue 5): a one-hour backlog of an 8-GPU box at 1 Hz (3,600 ``gpu_sample
 28,800 ``gpu_samples`` rows, plus one ``server_sample`` per second for 4 servers) ingested in under 2 s.
 Setup, all real: an OpenSSH sshd test box on 127.0.0.1 (tests/support/sshd.py; needs root), the agent
 pushed over SFTP and started by the fleet layer, the backlog written into the box's journal with the
-agent's own Journal class. The peer measured in the same run is ``store.fleet.ingest`` of the very same
+agent's own Journal class. The peer measured in the same run is ``store.ingest.batch`` of the very same
 events with no link at all, so the ratio shows what the wire (SSH + agent + JSON) costs.
 
 Command round trip: ``link.command("launches")`` (stored, sent on its own channel, answered, stored) against
@@ -89,7 +89,7 @@ async def main() -> int:
             env={"PYTHONPATH": str(ROOT)}, check=True,
         )  # fmt: skip
         del writer
-        before = store.fleet.cursor("bench")
+        before = store.ingest.cursor("bench")
         t = time.perf_counter()
         inserted = await link.sync()
         wire_s = time.perf_counter() - t
@@ -102,7 +102,7 @@ async def main() -> int:
         numbered = [{**e, "seq": before + i + 1, "v": 1} for i, e in enumerate(events)]
         t = time.perf_counter()
         for i in range(0, len(numbered), FAST.batch):
-            peer_store.fleet.ingest("bench", numbered[i : i + FAST.batch])
+            peer_store.ingest.batch("bench", numbered[i : i + FAST.batch])
         peer_s = time.perf_counter() - t
 
         # Command round trip: stored command over its own channel vs a bare hello on an open channel.

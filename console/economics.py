@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.errors import InputError
 from console.store.results import ApiPrice
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ DEFAULT_SHAPES = ("router", "promptopt")
 COST_BASES = ("list", "committed", "fully_loaded", "vast_on_demand")
 
 
-class EconomicsError(ValueError):
+class EconomicsError(InputError, ValueError):
     """Input the arithmetic cannot use; the message says which value and what is allowed."""
 
 
@@ -280,7 +281,7 @@ def economics_table(
     for p in store.results.api_prices():
         if not any(e.model == p.model for e in extra_prices):
             prices.setdefault(p.model, []).append(p)
-    box_price = {b.name: b.price_per_hour for b in store.boxes.list()}
+    box_price = {b.name: b.price_per_hour for b in store.boxes.every()}
     evals: dict[tuple[str | None, str], dict[str, Any]] = {}
     for e in store.results.eval_runs():
         if e["arm"]:

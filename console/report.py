@@ -32,7 +32,7 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
 
 def _boxes(store: Store) -> list[str]:
     out = ["## Boxes", ""]
-    boxes = store.boxes.list()
+    boxes = store.boxes.every()
     if not boxes:
         return out + ["No boxes.", ""]
     rows = []
@@ -62,7 +62,7 @@ def _running(store: Store) -> list[str]:
 
 def _timers(store: Store, now_ms: int, mine: tzinfo) -> list[str]:
     out = ["## Timers", ""]
-    timers = store.timers.list(active_only=True)
+    timers = store.timers.every(active_only=True)
     if not timers:
         return out + ["No timer is armed: nothing will stop the boxes on its own.", ""]
     rows = []
@@ -78,14 +78,14 @@ def _timers(store: Store, now_ms: int, mine: tzinfo) -> list[str]:
 def _failures(store: Store) -> list[str]:
     out = ["## Open failures", ""]
     rows: list[tuple[Any, ...]] = []
-    for b in store.boxes.list(include_destroyed=False):
+    for b in store.boxes.every(include_destroyed=False):
         for v in store.checks.last_failed(b.name):
             rows.append((b.name, f"check {v.check}", v.reason))
     for r in store.results.failed_launches():
         rows.append((r["box"], f"launch {r['arm']}", r["failure_reason"] or f"exit code {r['exit_code']}"))
     for r in store.results.failed_tripwires():
         rows.append((r["box"], f"tripwire {r['arm']}", f"{r['verdict']}: its throughput is diagnostic only"))
-    for t in store.timers.list():
+    for t in store.timers.every():
         if t.state == "failed":
             rows.append((t.box, f"timer {t.id}", f"{t.action} at {fmt_utc(t.deadline_ms)} failed"))
     if not rows:

@@ -2,7 +2,7 @@
 
 Policy lives here and nowhere else: a launch is refused on any blocking lint finding, and on a box whose
 last check failed unless the operator forces it (the force is recorded with the launch and in its
-command). Every action is a stored command (``store.fleet``) delivered by the box's one link.
+command). Every action is a stored command (``store.commands``) delivered by the box's one link.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.errors import Refused
 from console.fleet import BoxLink, FleetManager, LinkSettings
 from console.fleet.hostkeys import check_trust, presented_key
 from console.fleet.wire import AgentError
@@ -28,7 +29,7 @@ DEFAULT_READY_TIMEOUT_S = 900.0
 """Large checkpoints take minutes to load and compile; the agent fails the launch after this."""
 
 
-class ServiceError(RuntimeError):
+class ServiceError(Refused):
     """An intent refused before anything was sent; the message says why and what to do."""
 
 
@@ -113,7 +114,7 @@ class Service:
         findings = lint(self.catalog, arm, spec)
         resolved = resolve(self.catalog, arm, spec, gpus, base_port or DEFAULT_BASE_PORT)
         if base_port is None:
-            held = {row["port"] for row in self.store.fleet.live_launches(box)}
+            held = {row["port"] for row in self.store.launches.live(box)}
             start = DEFAULT_BASE_PORT
             while held & set(range(start, start + len(resolved.replicas))):
                 start += 1
@@ -134,7 +135,7 @@ class Service:
                 f"`campaign check {plan.box}` again, or launch with --force (recorded with the launch)"
             )
         r = plan.resolved
-        arm_id = self.store.fleet.add_arm(
+        arm_id = self.store.launches.add_arm(
             r.arm, r.model, plan.box, r.recipe_hash, r.replicas[0].argv, r.replicas[0].env,
             [rep.gpus for rep in r.replicas], r.tensor_parallel, [f.to_dict() for f in plan.findings],
         )  # fmt: skip
@@ -142,7 +143,7 @@ class Service:
         forced = bool(force and plan.failed_checks)
         for rep in r.replicas:
             launch_id = _launch_id(r.arm, rep.index)
-            self.store.fleet.add_launch(launch_id, plan.box, r.arm, arm_id=arm_id, replica=rep.index,
+            self.store.launches.add(launch_id, plan.box, r.arm, arm_id=arm_id, replica=rep.index,
                                         gpus=rep.gpus, port=rep.port, forced=forced)  # fmt: skip
             plan.launch_ids.append(launch_id)
             args: dict[str, Any] = {"launch_id": launch_id, "argv": rep.argv, "env": rep.env, "gpus": rep.gpus,
@@ -152,19 +153,19 @@ class Service:
             try:
                 await link.command("launch", args, command_id=f"launch-{launch_id}")
             except AgentError as exc:
-                self.store.fleet.fail_launch(launch_id, exc.message)
-                raise ServiceError(f"box {plan.box} refused launch {launch_id}: {exc.message}") from exc
+                self.store.launches.fail(launch_id, exc.reason)
+                raise ServiceError(f"box {plan.box} refused launch {launch_id}: {exc.reason}") from exc
         await self._settle(link)
         return plan
 
     def kill_targets(self, target: str, box: str) -> list[str]:
         """A launch id, or every live launch of an arm on the box."""
-        launch = self.store.fleet.launch(target)
+        launch = self.store.launches.get(target)
         if launch is not None:
             if launch["box"] != box:
                 raise ServiceError(f"launch {target} runs on box {launch['box']}, not {box}")
             return [target]
-        ids = [row["id"] for row in self.store.fleet.live_launches(box, arm=target)]
+        ids = [row["id"] for row in self.store.launches.live(box, arm=target)]
         if not ids:
             raise ServiceError(f"nothing to kill: no launch {target!r} and no live launch of arm {target!r} on {box}")
         return ids
@@ -191,7 +192,7 @@ class Service:
         return dict(result["probe"])
 
     def _serving(self, launch_id: str) -> dict[str, Any]:
-        launch = self.store.fleet.launch(launch_id)
+        launch = self.store.launches.get(launch_id)
         if launch is None:
             raise ServiceError(f"no launch {launch_id!r} in this state.db; `campaign launch` first")
         if launch["state"] != "serving":
@@ -262,7 +263,7 @@ class Service:
             row = self.store.results.run(kind, run_id)
             if row is not None:
                 return row
-            command = self.store.fleet.command(run_id)
+            command = self.store.commands.get(run_id)
             if command.state == "failed":
                 raise ServiceError(f"{kind} {run_id} on box {box} failed: {command.error}")
             elapsed = time.monotonic() - started
@@ -285,7 +286,7 @@ class Service:
 
     async def log_tail(self, launch_id: str, lines: int = 40, timeout: float = 15.0) -> list[str]:
         """The last ``lines`` of a launch's server log, read on its box (the log never leaves the box)."""
-        launch = self.store.fleet.launch(launch_id)
+        launch = self.store.launches.get(launch_id)
         if launch is None:
             raise ServiceError(f"no launch {launch_id!r} in this state.db")
         link = await self._link(launch["box"])

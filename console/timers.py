@@ -28,6 +28,7 @@ from datetime import UTC, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.watchdog import GUARD_MS, WARN_AT_S, too_early, tz_in_force
+from console.errors import InputError, Refused
 from console.store import Store
 from console.store.timers import ACTIVE, Timer
 from console.timeutil import (
@@ -66,11 +67,11 @@ RETRY_MS = 15_000
 UNKNOWN_BOX_ZONE = "box zone unknown"
 
 
-class TimerInputError(ValueError):
+class TimerInputError(InputError, ValueError):
     """The deadline as typed cannot be armed; the message shows what it could mean and how to write it."""
 
 
-class EarlyFireError(RuntimeError):
+class EarlyFireError(Refused):
     """A stop or destroy was refused because its deadline is more than 30 s away."""
 
 
@@ -264,8 +265,8 @@ class Enforcer:
     async def tick(self) -> None:
         """One pass over every live timer, concurrently: a box that takes 30 s to time out must not make
         another box's stop late."""
-        await asyncio.gather(*(self._isolated(t) for t in self.store.timers.list(active_only=True)))
-        for timer in self.store.timers.list():
+        await asyncio.gather(*(self._isolated(t) for t in self.store.timers.every(active_only=True)))
+        for timer in self.store.timers.every():
             if timer.state == "cancelled":
                 await self.disarm_box(timer)
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from console.errors import InputError
+
 Clock = Callable[[], int]
 """A source of 'now' in UTC epoch milliseconds; injected wherever time matters so tests control it."""
 
@@ -19,7 +21,7 @@ Clock = Callable[[], int]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class NaiveTimeError(ValueError):
+class NaiveTimeError(InputError, ValueError):
     """A time without a zone or offset was given where an instant is required."""
 
 
@@ -124,7 +126,7 @@ def fmt_local(ms: int) -> str:
     return fmt_zone(ms, from_ms(ms).astimezone().tzinfo or UTC)
 
 
-class AmbiguousWallTimeError(ValueError):
+class AmbiguousWallTimeError(InputError, ValueError):
     """A zone's wall-clock time that happens twice (DST ends) or never (DST starts)."""
 
 

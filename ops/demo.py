@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from console.errors import InputError, Refused
 from console.store import Box, Store
 from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
 
@@ -31,11 +32,11 @@ Progress = Callable[[str, int, int], None]
 """(step, done, total): the CLI draws it as a bar on stderr."""
 
 
-class DemoDataError(ValueError):
+class DemoDataError(InputError, ValueError):
     """A data file that does not parse or does not hang together; names the file, line and column."""
 
 
-class MeasuredDataPresent(RuntimeError):
+class MeasuredDataPresent(Refused):
     """The database holds measured results; mixing the demo in needs an explicit --force."""
 
 

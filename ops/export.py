@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from console.economics import DEFAULT_SHAPES, DEFAULT_UTILISATION, economics_table
+from console.errors import InputError
 from console.store import Store
 from console.store.results import ApiPrice
 from console.timeutil import from_ms
@@ -41,7 +42,7 @@ ECONOMICS_COLUMNS = (
 FLAGS = frozenset({"client_bound", "diagnostic_only", "queueing", "on_frontier"})
 
 
-class ExportError(ValueError):
+class ExportError(InputError, ValueError):
     """An export that cannot be written as asked (format, destination)."""
 
 

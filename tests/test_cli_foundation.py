@@ -91,7 +91,7 @@ def test_imported_demo_boxes_are_never_connected(tmp_path: Path, capsys: pytest.
     db = tmp_path / "state.db"
     prepare(Namespace(db=str(db)))
     with Store(db) as store:
-        imported = [b for b in store.boxes.list() if b.status == "imported"]
+        imported = [b for b in store.boxes.every() if b.status == "imported"]
         assert imported and not any(b.reachable for b in imported)
         assert store.boxes.get("local").reachable
         fleet = FleetManager(store)

@@ -50,7 +50,7 @@ def demo_db(tmp_path: Path) -> tuple[str, str]:
     db = tmp_path / "state.db"
     prepare(Namespace(db=str(db)))  # a first start imports the seed campaign's boxes
     with Store(db) as store:
-        imported = next(b.name for b in store.boxes.list() if b.status == "imported")
+        imported = next(b.name for b in store.boxes.every() if b.status == "imported")
     return str(db), imported
 
 

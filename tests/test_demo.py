@@ -70,7 +70,7 @@ def test_every_row_is_marked_imported_with_provenance(demo: Path) -> None:
         for table in ("bench_runs", "tripwire_runs", "eval_runs"):
             assert store.scalar(f"SELECT count(*) FROM {table} WHERE source != 'imported' OR provenance IS NULL "
                                 "OR import_id IS NULL") == 0  # fmt: skip
-        assert {b.status for b in store.boxes.list()} == {"imported"}
+        assert {b.status for b in store.boxes.every()} == {"imported"}
         assert [i["rows"] for i in store.results.imports()] == [load_payload().row_count]
 
 

@@ -63,7 +63,7 @@ def test_kill_names_launch_and_box_and_needs_a_terminal_or_yes(sshd_farm: SshdFa
     db = str(tmp_path / "state.db")
     with Store(db) as store:
         register(store, box_started("alpha"))
-        store.fleet.add_launch("tiny-cpu.abcd.r0", "alpha", "tiny-cpu", arm_id=None, replica=0, gpus=[0],
+        store.launches.add("tiny-cpu.abcd.r0", "alpha", "tiny-cpu", arm_id=None, replica=0, gpus=[0],
                                port=8100, forced=False)  # fmt: skip
     assert main(["--db", db, "kill", "tiny-cpu", "--box", "alpha"]) == 2
     err = capsys.readouterr().err

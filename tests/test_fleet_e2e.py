@@ -55,18 +55,18 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
         [launch_id] = plan.launch_ids
 
         def state() -> str:
-            return store.fleet.launch(launch_id)["state"]  # type: ignore[index]
+            return store.launches.get(launch_id).state  # type: ignore[union-attr]
 
         await _until("serving", lambda: state() in ("serving", "failed"), 600)
-        launch = store.fleet.launch(launch_id)
-        assert launch is not None and launch["state"] == "serving", launch
+        launch = store.launches.get(launch_id)
+        assert launch is not None and launch.state == "serving", launch
         assert store.scalar("SELECT count(*) FROM kernel_lines WHERE launch_id = ?", [launch_id]) > 0
-        assert launch["kv_cache_tokens"] and launch["kv_cache_tokens"] > 0
+        assert launch.kv_cache_tokens and launch.kv_cache_tokens > 0
 
         bench_id = await service.bench(launch_id, "tiny", concurrency=4, prompts=16)
-        await _until("the bench run to finish", lambda: store.fleet.command(bench_id).state == "failed"
-                     or "exit_code" in (store.fleet.command(bench_id).result or {}), 300)  # fmt: skip
-        command = store.fleet.command(bench_id)
+        await _until("the bench run to finish", lambda: store.commands.get(bench_id).state == "failed"
+                     or "exit_code" in (store.commands.get(bench_id).result or {}), 300)  # fmt: skip
+        command = store.commands.get(bench_id)
         assert command.state == "acked", f"bench failed on the box: {command.error}"
         row = store.rows("SELECT * FROM bench_runs WHERE launch_id = ?", [launch_id])[0]
         assert row["arm"] == "tiny-cpu" and row["shape"] == "tiny" and row["concurrency"] == 4
@@ -74,9 +74,9 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
 
         # The tripwire on random weights: degenerate answers, so the arm's throughput is diagnostic only.
         tripwire_id = await service.tripwire(launch_id, max_tokens=48)
-        await _until("the tripwire to finish", lambda: store.fleet.command(tripwire_id).state == "failed"
-                     or "exit_code" in (store.fleet.command(tripwire_id).result or {}), 300)  # fmt: skip
-        command = store.fleet.command(tripwire_id)
+        await _until("the tripwire to finish", lambda: store.commands.get(tripwire_id).state == "failed"
+                     or "exit_code" in (store.commands.get(tripwire_id).result or {}), 300)  # fmt: skip
+        command = store.commands.get(tripwire_id)
         assert command.state == "acked", f"tripwire failed on the box: {command.error}"
         verdict = store.rows("SELECT * FROM tripwire_runs WHERE launch_id = ?", [launch_id])[0]
         assert verdict["arm"] == "tiny-cpu" and verdict["total"] > 0
@@ -95,7 +95,7 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
         await _until("stopped", lambda: state() in ("stopped", "failed"), 120)
         assert state() == "stopped"
     finally:
-        live = [row["id"] for row in store.fleet.live_launches("local")]
+        live = [row.id for row in store.launches.live("local")]
         if live:  # arms outlive their agent by design: never leave a vLLM behind a failed test
             await service.kill(live, "local", grace_s=5)
         await service.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest
@@ -71,15 +70,15 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         assert fleet_store.scalar("SELECT count(*) FROM launches WHERE arm = 'tiny-cpu'") == 0
         plan = await service.launch(plan, force=True, ready_timeout_s=600)
         [launch_id] = plan.launch_ids
-        launch = fleet_store.fleet.launch(launch_id)
-        assert launch is not None and launch["forced"] == 1 and launch["arm"] == "tiny-cpu"
-        args = fleet_store.fleet.command(f"launch-{launch_id}").args
+        launch = fleet_store.launches.get(launch_id)
+        assert launch is not None and launch.forced and launch.arm == "tiny-cpu"
+        args = fleet_store.commands.get(f"launch-{launch_id}").args
         assert args["forced_past"] == ["power: power.limit 400 W of 600 W"]
         assert args["argv"][0].endswith("sleepy-env/bin/vllm") and "--host" in args["argv"]
-        assert fleet_store.scalar("SELECT recipe_hash FROM arms WHERE id = ?", [launch["arm_id"]])
-        await _until(lambda: fleet_store.fleet.launch(launch_id)["state"] == "starting")  # type: ignore[index]
-        held = {row["port"] for row in fleet_store.fleet.live_launches("alpha")}
-        assert launch["port"] in held
+        assert fleet_store.scalar("SELECT recipe_hash FROM arms WHERE id = ?", [launch.arm_id])
+        await _until(lambda: fleet_store.launches.get(launch_id).state == "starting")  # type: ignore[union-attr]
+        held = {row.port for row in fleet_store.launches.live("alpha")}
+        assert launch.port in held
         assert service.plan_launch("tiny-cpu", "alpha").resolved.replicas[0].port not in held
 
         assert service.kill_targets("tiny-cpu", "alpha") == [launch_id]
@@ -90,7 +89,7 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
 
         async def stopped() -> bool:
             await link.sync()
-            return fleet_store.fleet.launch(launch_id)["state"] == "stopped"  # type: ignore[index]
+            return fleet_store.launches.get(launch_id).state == "stopped"  # type: ignore[union-attr]
 
         deadline = time.monotonic() + 20
         while not await stopped():
@@ -105,10 +104,10 @@ async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(sshd_f
     service = await _service(fleet_store, box_started("alpha"), serving_env="/nonexistent-env")
     try:
         plan = await service.launch(service.plan_launch("tiny-cpu", "alpha"))
-        launch = fleet_store.fleet.launch(plan.launch_ids[0])
-        assert launch is not None and launch["state"] == "failed"
-        assert "not found" in launch["failure_reason"] and "/nonexistent-env/bin/vllm" in launch["failure_reason"]
-        assert json.loads(launch["gpus"]) == [0]  # the H200 fixture box has one GPU
+        launch = fleet_store.launches.get(plan.launch_ids[0])
+        assert launch is not None and launch.state == "failed"
+        assert "not found" in launch.failure_reason and "/nonexistent-env/bin/vllm" in launch.failure_reason
+        assert launch.gpus == (0,)  # the H200 fixture box has one GPU
     finally:
         await service.close()
 
@@ -123,6 +122,6 @@ async def test_set_deadline_arms_the_box_watchdog(sshd_farm: SshdFarm, fleet_sto
         assert armed["armed"] is True and 3590 < armed["remaining_s"] <= 3600
         link = service.fleet.link("alpha")
         assert (await link.command("cancel_deadline", {"timer_id": timer_id}))["cancelled"] is True
-        assert [c.op for c in fleet_store.fleet.unfinished_commands("alpha")] == []
+        assert [c.op for c in fleet_store.commands.unfinished("alpha")] == []
     finally:
         await service.close()

@@ -45,7 +45,7 @@ async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(sshd
     row = fleet_store.boxes.get("alpha")
     assert row.status == "up" and row.agent_version == current_build().version
     journal = fleet_store.rows("SELECT seq, kind FROM journal WHERE box = 'alpha' ORDER BY seq")
-    assert journal and fleet_store.fleet.cursor("alpha") == journal[-1]["seq"]
+    assert journal and fleet_store.ingest.cursor("alpha") == journal[-1]["seq"]
     await service.close()
 
 
@@ -166,10 +166,10 @@ async def test_command_re_sent_with_its_id_runs_once(sshd_farm: SshdFarm, fleet_
     # A console that crashed after sending but before storing the answer re-sends the same id.
     fleet_store.db.execute("UPDATE commands SET state = 'sent', result = NULL WHERE id = ?", [f"launch-{launch_id}"])
     fleet_store.db.conn.commit()
-    assert [c.id for c in fleet_store.fleet.unfinished_commands("alpha")] == [f"launch-{launch_id}"]
+    assert [c.id for c in fleet_store.commands.unfinished("alpha")] == [f"launch-{launch_id}"]
     again = await link._deliver(f"launch-{launch_id}", "launch", args, 30)
     assert again == first
-    assert fleet_store.fleet.command(f"launch-{launch_id}").state == "acked"
+    assert fleet_store.commands.get(f"launch-{launch_id}").state == "acked"
     listed = await link.command("launches", {})
     assert [e["launch_id"] for e in listed["launches"]].count(launch_id) == 1
     await link.command("kill", {"launch_id": launch_id, "grace_s": 1})
@@ -229,7 +229,7 @@ async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(ss
         assert proxy.drop() >= 1  # a probe takes a while on the box: its answer is lost with the link
         result = await asyncio.wait_for(command, 30)
         assert result["probe"]["console_t_ms"] == marker
-        assert fleet_store.fleet.command(f"probe-{marker}").state == "acked"
+        assert fleet_store.commands.get(f"probe-{marker}").state == "acked"
 
         def journaled() -> int:
             return sum(json.loads(r["payload"])["probe"].get("console_t_ms") == marker

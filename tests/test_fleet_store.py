@@ -1,4 +1,4 @@
-"""store.fleet: exactly-once ingest with its cursor, derived rows in the same transaction, commands."""
+"""store.ingest and store.commands: exactly-once ingest with its cursor, derived rows in the same transaction, commands."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from console.store import Box, Store
-from console.store.fleet import IngestError
+from console.store.ingest import IngestError
 
 T0 = 1_788_658_020_000
 
@@ -27,42 +27,42 @@ def ev(seq: int, kind: str = "warning", **fields: object) -> dict[str, object]:
 
 
 def test_batch_commits_rows_and_cursor_and_resend_is_skipped(store: Store) -> None:
-    report = store.fleet.ingest("pro-a", [ev(1), ev(2), ev(3)])
+    report = store.ingest.batch("pro-a", [ev(1), ev(2), ev(3)])
     assert (report.inserted, report.skipped, report.cursor) == (3, 0, 3)
     # The ack was lost: the box re-sends 2..4. Only 4 is new.
-    report = store.fleet.ingest("pro-a", [ev(2), ev(3), ev(4)])
+    report = store.ingest.batch("pro-a", [ev(2), ev(3), ev(4)])
     assert (report.inserted, report.skipped, report.cursor) == (1, 2, 4)
     seqs = [r["seq"] for r in store.rows("SELECT seq FROM journal WHERE box = 'pro-a' ORDER BY rowid")]
     assert seqs == [1, 2, 3, 4]
-    assert store.fleet.cursor("pro-a") == 4
+    assert store.ingest.cursor("pro-a") == 4
     assert json.loads(store.scalar("SELECT payload FROM journal WHERE seq = 4"))["message"] == "m4"
 
 
 def test_out_of_order_batch_writes_nothing(store: Store) -> None:
-    store.fleet.ingest("pro-a", [ev(1)])
+    store.ingest.batch("pro-a", [ev(1)])
     with pytest.raises(IngestError, match="out of order"):
-        store.fleet.ingest("pro-a", [ev(2), ev(5), ev(3)])
+        store.ingest.batch("pro-a", [ev(2), ev(5), ev(3)])
     assert store.scalar("SELECT count(*) FROM journal") == 1
-    assert store.fleet.cursor("pro-a") == 1
+    assert store.ingest.cursor("pro-a") == 1
 
 
 def test_event_that_cannot_be_derived_keeps_its_journal_row_and_never_stalls_ingest(store: Store) -> None:
     bad = ev(3, "launch_state", launch_id="L1")  # no state
-    report = store.fleet.ingest("pro-a", [ev(1), ev(2), bad, ev(4)])
+    report = store.ingest.batch("pro-a", [ev(1), ev(2), bad, ev(4)])
     assert report.cursor == 4 and report.inserted == 4
     assert "lacks ['state']" in report.journal_only["launch_state"]
     assert store.scalar("SELECT count(*) FROM journal") == 4
-    assert store.fleet.launch("L1") is None  # the half-derived row was rolled back to its savepoint
+    assert store.launches.get("L1") is None  # the half-derived row was rolled back to its savepoint
 
 
 def test_non_integer_seq_is_refused(store: Store) -> None:
     with pytest.raises(IngestError, match="must be integers"):
-        store.fleet.ingest("pro-a", [{"seq": "1", "t_ms": T0, "kind": "warning"}])
-    assert store.fleet.cursor("pro-a") == 0
+        store.ingest.batch("pro-a", [{"seq": "1", "t_ms": T0, "kind": "warning"}])
+    assert store.ingest.cursor("pro-a") == 0
 
 
 def test_derived_rows_land_with_their_events(store: Store) -> None:
-    store.fleet.add_launch("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
+    store.launches.add("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
     gpu = {"gpu": 0, "power_w": 581.0, "power_limit_w": 600.0, "enforced_limit_w": 600.0, "max_limit_w": 600.0,
            "sm_clock_mhz": 2900.0, "util_pct": 99.0, "mem_used_mib": 90000.0, "mem_total_mib": 97887.0,
            "temp_c": 70.0}  # fmt: skip
@@ -78,13 +78,13 @@ def test_derived_rows_land_with_their_events(store: Store) -> None:
         ev(8, "gpu_released", launch_id="L1", released=True, gpus=[{"gpu": 0, "mem_used_mib": 0}]),
         ev(9, "agent_started", version="abc123", pid=7, restarted=True, adopted_launches=[]),
     ]
-    store.fleet.ingest("pro-a", events)
-    launch = store.fleet.launch("L1")
+    store.ingest.batch("pro-a", events)
+    launch = store.launches.get("L1")
     assert launch is not None
-    assert (launch["state"], launch["pid"], launch["start_ms"], launch["ready_ms"], launch["stop_ms"]) == (
+    assert (launch.state, launch.pid, launch.start_ms, launch.ready_ms, launch.stop_ms) == (
         "stopped", 42, T0 + 1, T0 + 4, T0 + 7)  # fmt: skip
-    assert (launch["kv_cache_tokens"], launch["max_concurrency"], launch["gpu_mem_released"]) == (123456, 30.1, 1)
-    assert json.loads(launch["backends_accepted"]) == ["b12x"]
+    assert (launch.kv_cache_tokens, launch.max_concurrency, launch.gpu_mem_released) == (123456, 30.1, True)
+    assert launch.backends_accepted == ("b12x",)
     assert store.scalar("SELECT line FROM kernel_lines WHERE launch_id = 'L1'") == "Using B12xNvFp4LinearKernel"
     rows = store.rows("SELECT gpu, power_w, enforced_limit_w FROM gpu_samples ORDER BY gpu")
     assert rows == [{"gpu": 0, "power_w": 581.0, "enforced_limit_w": 600.0}, {"gpu": 1, "power_w": None,
@@ -94,41 +94,41 @@ def test_derived_rows_land_with_their_events(store: Store) -> None:
 
 
 def test_launch_unknown_to_this_store_still_gets_a_row(store: Store) -> None:
-    store.fleet.ingest("pro-a", [ev(1, "launch_state", launch_id="X9", state="serving", pid=3)])
-    launch = store.fleet.launch("X9")
-    assert launch is not None and launch["state"] == "serving" and "unknown" in launch["arm"]
+    store.ingest.batch("pro-a", [ev(1, "launch_state", launch_id="X9", state="serving", pid=3)])
+    launch = store.launches.get("X9")
+    assert launch is not None and launch.state == "serving" and "unknown" in launch.arm
 
 
 def test_unknown_launch_state_is_reported(store: Store) -> None:
-    report = store.fleet.ingest("pro-a", [ev(1, "launch_state", launch_id="L", state="exploded")])
+    report = store.ingest.batch("pro-a", [ev(1, "launch_state", launch_id="L", state="exploded")])
     assert "unknown launch state 'exploded'" in report.journal_only["launch_state"]
-    assert store.fleet.launch("L") is None
+    assert store.launches.get("L") is None
 
 
 def test_command_lifecycle_and_long_op_result_from_journal(store: Store) -> None:
-    store.fleet.add_command("bench-1", "pro-a", "bench", {"shape": "chat", "concurrency": 8})
-    assert [c.id for c in store.fleet.unfinished_commands("pro-a")] == ["bench-1"]
-    store.fleet.mark_sent("bench-1")
-    assert store.fleet.command("bench-1").state == "sent"
+    store.commands.add("bench-1", "pro-a", "bench", {"shape": "chat", "concurrency": 8})
+    assert [c.id for c in store.commands.unfinished("pro-a")] == ["bench-1"]
+    store.commands.mark_sent("bench-1")
+    assert store.commands.get("bench-1").state == "sent"
     # The final result is journaled before the immediate answer is processed: the final result wins.
-    store.fleet.ingest("pro-a", [ev(1, "command_done", command_id="bench-1", op="bench", ok=True,
+    store.ingest.batch("pro-a", [ev(1, "command_done", command_id="bench-1", op="bench", ok=True,
                                     result={"requests": 10})])  # fmt: skip
-    store.fleet.finish_command("bench-1", True, {"started": True})
-    command = store.fleet.command("bench-1")
+    store.commands.finish("bench-1", True, {"started": True})
+    command = store.commands.get("bench-1")
     assert (command.state, command.result) == ("acked", {"requests": 10})
-    assert store.fleet.unfinished_commands("pro-a") == []
+    assert store.commands.unfinished("pro-a") == []
 
 
 def test_failed_command_keeps_its_error(store: Store) -> None:
-    store.fleet.add_command("kill-1", "pro-a", "kill", {"launch_id": "nope"})
-    store.fleet.finish_command("kill-1", False, error="no launch nope on this box")
-    command = store.fleet.command("kill-1")
+    store.commands.add("kill-1", "pro-a", "kill", {"launch_id": "nope"})
+    store.commands.finish("kill-1", False, error="no launch nope on this box")
+    command = store.commands.get("kill-1")
     assert (command.state, command.error) == ("failed", "no launch nope on this box")
 
 
 def test_probe_bench_and_tripwire_events_become_their_rows(store: Store) -> None:
-    store.fleet.add_launch("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
-    store.fleet.add_command("bench-1", "pro-a", "bench", {"launch_id": "L1", "workload": "chat", "concurrency": 8})
+    store.launches.add("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
+    store.commands.add("bench-1", "pro-a", "bench", {"launch_id": "L1", "workload": "chat", "concurrency": 8})
     probe = {"t_ms": T0, "console_t_ms": T0 - 5, "hostname": "pro-a", "tz": "Europe/London", "gpus": []}
     events = [
         ev(1, "probe", probe=probe),
@@ -138,7 +138,7 @@ def test_probe_bench_and_tripwire_events_become_their_rows(store: Store) -> None
            result={"requests": 64, "failed": 0, "out_tok_per_s": 5161.0, "in_tok_per_s": 100.0, "shape": "custom",
                    "concurrency": 8}),
     ]  # fmt: skip
-    report = store.fleet.ingest("pro-a", events)
+    report = store.ingest.batch("pro-a", events)
     assert report.journal_only == {}
     assert store.scalar("SELECT console_t_ms FROM probes WHERE box = 'pro-a'") == T0 - 5
     assert store.boxes.get("pro-a").tz == "Europe/London"
@@ -148,27 +148,27 @@ def test_probe_bench_and_tripwire_events_become_their_rows(store: Store) -> None
 
 
 def test_bench_result_without_its_command_is_kept_and_reported(store: Store) -> None:
-    report = store.fleet.ingest("pro-a", [ev(1, "bench_result", bench_id="b-x", launch_id="L9", result={})])
+    report = store.ingest.batch("pro-a", [ev(1, "bench_result", bench_id="b-x", launch_id="L9", result={})])
     assert "bench result without 'arm'" in report.journal_only["bench_result"]
     assert store.scalar("SELECT count(*) FROM bench_runs") == 0
 
 
 def test_bench_that_reported_an_error_is_a_failed_command_not_an_empty_row(store: Store) -> None:
-    store.fleet.add_launch("L1", "pro-a", "tiny-cpu", arm_id=None, replica=0, gpus=[], port=8100, forced=False)
-    store.fleet.add_command("bench-2", "pro-a", "bench", {"launch_id": "L1", "shape": "tiny", "concurrency": 4})
-    store.fleet.finish_command("bench-2", True, {"started": True})
-    store.fleet.ingest("pro-a", [
+    store.launches.add("L1", "pro-a", "tiny-cpu", arm_id=None, replica=0, gpus=[], port=8100, forced=False)
+    store.commands.add("bench-2", "pro-a", "bench", {"launch_id": "L1", "shape": "tiny", "concurrency": 4})
+    store.commands.finish("bench-2", True, {"started": True})
+    store.ingest.batch("pro-a", [
         ev(1, "bench_result", bench_id="bench-2", launch_id="L1", result={"error": "prompt too long"}),
         ev(2, "command_done", command_id="bench-2", op="bench", ok=True, result={"exit_code": 1}),
     ])  # fmt: skip
     assert store.scalar("SELECT count(*) FROM bench_runs") == 0
-    command = store.fleet.command("bench-2")
+    command = store.commands.get("bench-2")
     assert (command.state, command.error) == ("failed", "prompt too long")
 
 
 def test_box_watchdog_deadline_events_reach_the_timer(store: Store) -> None:
     timer = store.timers.add("pro-a", T0 + 60_000, "stop-arms", "in 1m", now_ms=T0)
-    store.fleet.ingest("pro-a", [
+    store.ingest.batch("pro-a", [
         ev(1, "deadline", timer_id=str(timer.id), state="firing", deadline_ms=T0 + 60_000, remaining_s=0.0,
            action="stop-arms", detail={"tz": "UTC"}),
         ev(2, "deadline", timer_id=str(timer.id), state="fired", deadline_ms=T0 + 60_000, remaining_s=0.0,

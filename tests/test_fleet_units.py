@@ -61,7 +61,7 @@ def test_trust_refuses_to_replace_a_pinned_key_silently() -> None:
 def test_journal_behind_state_db_is_refused_not_ingested(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     store.boxes.add(Box(name="pro-a", host="h", port=22, ssh_user="root"))
-    store.fleet.ingest("pro-a", [{"seq": s, "t_ms": 1, "kind": "warning"} for s in range(1, 11)])
+    store.ingest.batch("pro-a", [{"seq": s, "t_ms": 1, "kind": "warning"} for s in range(1, 11)])
     link = BoxLink(store, "pro-a")
     with pytest.raises(JournalMismatch, match="ends at seq 3 but state.db committed up to seq 10"):
         link._check_journal({"last_seq": 3, "acked_seq": 3})

@@ -37,7 +37,7 @@ def measured(tmp_path: Path) -> Path:
     path = tmp_path / "state.db"
     with Store(path, clock=lambda: T0) as store:
         store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root", price_per_hour=3.08))
-        store.fleet.ingest("pro-a", _events(
+        store.ingest.batch("pro-a", _events(
             1,
             {"kind": "launch_state", "launch_id": "L1", "arm": "qwen-b12x", "state": "serving", "gpus": [0, 1]},
             {"kind": "kernel_line", "launch_id": "L1", "category": "linear", "line": "Using B12xNvFp4 W4A4 kernel"},

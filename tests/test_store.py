@@ -90,7 +90,7 @@ def test_read_only_store_refuses_writes_and_old_files(tmp_path: Path) -> None:
     with Store(path) as store:
         store.boxes.add(Box(name="b1", ssh_user="u", host="h", port=22))
     with Store(path, read_only=True) as ro:
-        assert [b.name for b in ro.boxes.list()] == ["b1"]
+        assert [b.name for b in ro.boxes.every()] == ["b1"]
         with pytest.raises(ReadOnlyStore):
             ro.boxes.add(Box(name="b2"))
         with pytest.raises(sqlite3.OperationalError):

@@ -276,7 +276,7 @@ async def run_until(enforcer: Enforcer, clock: FakeClock, until_ms: int, step_ms
     """Tick the enforcer as a 1 Hz loop would, coarsely far from the deadline and every step near it."""
     while clock.now_ms < until_ms:
         await enforcer.tick()
-        remaining = enforcer.store.timers.list()[0].deadline_ms - clock.now_ms
+        remaining = enforcer.store.timers.every()[0].deadline_ms - clock.now_ms
         clock.advance(step_ms if remaining <= 31 * MIN else min(remaining - 31 * MIN, 30 * MIN))
     await enforcer.tick()
 

@@ -168,7 +168,7 @@ async def test_fleet_actions_arm_pull_and_stop_a_real_local_box(
         pulled = log["fired"]["detail"]["pulled"]
         assert any("vLLM API server version" in line for line in pulled["logs"]["arm-1"])
         assert list(log["fired"]["detail"]["done"]["killed"]) == ["arm-1"]
-        assert store.fleet.launch("arm-1") is not None  # the pull ingested the launch into state.db
+        assert store.launches.get("arm-1") is not None  # the pull ingested the launch into state.db
         timer2 = store.timers.add("local", deadline + 3_600_000, "stop-arms", "in 1h", now_ms=now)
         await enforcer.arm_box(timer2)
         cancel(store, timer2.id, now_ms=time.time_ns() // 1_000_000)

@@ -32,6 +32,7 @@ import pytest
 
 from console.service import Service
 from console.store import Store
+from console.store.launches import Launch
 from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
 from tests.support.sshd import SshBox, SshdFarm
 from tests.support.vllm_env import VllmEnv
@@ -108,9 +109,9 @@ def campaign(db: Path, *args: str, timeout: float = 900) -> str:
     return out.stdout
 
 
-def launch_row(db: Path, launch_id: str) -> dict[str, object]:
+def launch_row(db: Path, launch_id: str) -> Launch:
     with Store(db, read_only=True) as store:
-        row = store.fleet.launch(launch_id)
+        row = store.launches.get(launch_id)
     assert row is not None
     return row
 
@@ -144,7 +145,7 @@ def box_with_model(vllm_env: VllmEnv) -> SshBox:
 async def kill_leftovers(db: Path) -> None:
     """Arms outlive their console by design: never leave a vLLM behind a failed test."""
     with Store(db) as store:
-        live = [row["id"] for row in store.fleet.live_launches(BOX)]
+        live = [row.id for row in store.launches.live(BOX)]
         if live:
             service = Service(store, settings=FAST)
             try:
@@ -177,8 +178,8 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
 
             term.wait_for("Fleet up", lambda s: re.search(rf"{BOX}\s+up\b", s) is not None)
             until("the launch to serve (the console ingests the box's journal)",
-                  lambda: launch_row(db, launch_id)["state"] in ("serving", "failed"), 600)  # fmt: skip
-            assert launch_row(db, launch_id)["state"] == "serving", launch_row(db, launch_id)
+                  lambda: launch_row(db, launch_id).state in ("serving", "failed"), 600)  # fmt: skip
+            assert launch_row(db, launch_id).state == "serving", launch_row(db, launch_id)
             term.wait_for("Fleet lists the arm serving", "tiny-cpu")
 
             with Store(db, read_only=True) as store:
@@ -209,8 +210,8 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
             term.keys("k")
             term.wait_for("the kill asks, naming launch and box", f"Kill {launch_id} on {BOX}?")
             term.keys("y")
-            until("the launch to stop", lambda: launch_row(db, launch_id)["state"] in ("stopped", "failed"), 120)
-            assert launch_row(db, launch_id)["state"] == "stopped"
+            until("the launch to stop", lambda: launch_row(db, launch_id).state in ("stopped", "failed"), 120)
+            assert launch_row(db, launch_id).state == "stopped"
             term.wait_for("Arms shows it stopped", lambda s: re.search(
                 rf"tiny-cpu\s+stopped\s+{BOX}\s+{re.escape(launch_id)}", s) is not None)  # fmt: skip
             term.keys("q")

@@ -150,7 +150,7 @@ async def test_live_charts_input_beside_output_and_names_the_running_bench(fx: F
 def test_a_sent_bench_command_is_the_run_in_progress(fx: F.Fixture) -> None:
     """A real bench has no row until the load generator reports; its command names the workload."""
     with Store(fx.path, clock=lambda: F.NOW - 20_000) as store:
-        store.fleet.add_command("bench-abc", "pro-a", "bench", {"arm": F.QWEN, "workload": "router",
+        store.commands.add("bench-abc", "pro-a", "bench", {"arm": F.QWEN, "workload": "router",
                                                                 "concurrency": 8, "launch_id": "L-qwen-0"})  # fmt: skip
     with Store(fx.path, read_only=True) as store:
         view = ReadModel(store, lambda: F.NOW).live("pro-a", buckets=10)

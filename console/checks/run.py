@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from console.checks import ArmContext, Verdict, evaluate, worst
+from console.errors import InputError
 from console.store import Box, NoSuchBox, Store
 
 ProbeProvider = Callable[[Box, int], dict[str, Any]]
@@ -30,7 +31,7 @@ PROBE_TIMEOUT_S = 180.0
 """A probe runs nvidia-smi a few times and cuInit in the serving Python: seconds, not minutes."""
 
 
-class CheckError(RuntimeError):
+class CheckError(InputError):
     """The check could not run (no probe to judge, the probe failed); the message says how to fix it."""
 
 

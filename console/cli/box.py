@@ -16,7 +16,7 @@ from console.fleet.link import LINK_ERRORS
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
 from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store
-from console.store.fleet import IngestError
+from console.store.ingest import IngestError
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -67,7 +67,7 @@ def _add(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        boxes = store.boxes.list()
+        boxes = store.boxes.every()
     if args.json:
         print_json([asdict(b) for b in boxes])
         return 0

@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
             ids = service.kill_targets(args.target, args.box)
         except (NoSuchBox, ServiceError) as exc:
             raise CliError(str(exc)) from exc
-        launches = [launch for launch in map(store.fleet.launch, ids) if launch is not None]
+        launches = [launch for launch in map(store.launches.get, ids) if launch is not None]
         names = ", ".join(f"{launch['id']} (arm {launch['arm']})" for launch in launches)
         if not confirm(f"kill {names} on box {args.box}?", args.yes):
             print("nothing killed")

@@ -35,7 +35,7 @@ def run_and_wait(
     """Start a ``kind`` run with ``start(service)`` (returns its run id), then wait for and show its row."""
     with open_store(args) as store:
         service = Service(store)
-        launch = store.fleet.launch(args.launch)
+        launch = store.launches.get(args.launch)
         if launch is None:
             raise CliError(f"no launch {args.launch!r} in this state.db; `campaign launch ARM --box NAME` first")
 

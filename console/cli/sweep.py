@@ -144,7 +144,7 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
 def _status(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         try:
-            sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.list(args.box)
+            sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.every(args.box)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
         if args.json:

@@ -61,7 +61,7 @@ def _set(args: argparse.Namespace) -> int:
         print(f"hard stop for box {args.box}: {args.action}")
         for label, text in shown:
             print(f"  {label:<10} {text}")
-        for other in store.timers.list(args.box, active_only=True):
+        for other in store.timers.every(args.box, active_only=True):
             print(f"  note: timer {other.id} is also armed: {other.action} at {fmt_utc(other.deadline_ms)}")
         if not confirm(f"arm {args.action} of box {args.box} at {fmt_utc(deadline)}?", args.yes):
             print("not armed")
@@ -129,7 +129,7 @@ def _list(args: argparse.Namespace) -> int:
             except NoSuchBox as exc:
                 raise CliError(str(exc)) from exc
         now = store.clock()
-        timers = store.timers.list(args.box, active_only=not args.all)
+        timers = store.timers.every(args.box, active_only=not args.all)
         records = [_record(t, now, store.timers.box_tz(t.box)) for t in timers]
     if args.json:
         print_json(records)
@@ -179,7 +179,7 @@ def _cancel(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     """Enforce every live timer from this console until none is left (Ctrl-C leaves them to the boxes)."""
     with open_store(args) as store:
-        watched = [t.id for t in store.timers.list(active_only=True)]
+        watched = [t.id for t in store.timers.every(active_only=True)]
         if not watched:
             print("no live timers")
             return 0
@@ -193,7 +193,7 @@ def _watch(args: argparse.Namespace) -> int:
             enforcer = Enforcer(store, FleetActions(fleet, store.clock), clock=store.clock,
                                 notify=lambda t, message: print(message, flush=True))
             try:
-                while not stop.is_set() and (live := store.timers.list(active_only=True)):
+                while not stop.is_set() and (live := store.timers.every(active_only=True)):
                     await enforcer.tick()
                     _progress(live[0], store.clock(), len(live))
                     try:

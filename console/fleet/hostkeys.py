@@ -15,13 +15,14 @@ from pathlib import Path
 
 import asyncssh
 
+from console.errors import Unreachable
 from console.store.boxes import Box, BoxNotReachable
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 PINNED_SOURCES = ("tofu", "known_hosts")
 
 
-class HostKeyProblem(RuntimeError):
+class HostKeyProblem(Unreachable):
     """The box cannot be connected to until the operator acts on its host key; retrying will not help."""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import asyncssh
 
 from agents.protocol import ProtocolError
+from console.errors import Unreachable
 from console.fleet.hostkeys import (
     DEFAULT_KNOWN_HOSTS,
     HostKeyChanged,
@@ -41,7 +42,7 @@ from console.fleet.push import (
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
 from console.fleet.wire import AgentError, ChannelClosed, new_id
 from console.store import BoxNotReachable, Store
-from console.store.fleet import IngestError, IngestReport
+from console.store.ingest import IngestError, IngestReport
 from console.timeutil import fmt_remaining
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ LINK_ERRORS = (
 """Failures that a reconnect may cure. Host-key problems and journal mismatches are not among them."""
 
 
-class JournalMismatch(RuntimeError):
+class JournalMismatch(Unreachable):
     """The box's journal and state.db disagree about history; ingesting would skip or lose events."""
 
 
@@ -166,7 +167,7 @@ class BoxLink:
         return action
 
     def _check_journal(self, hello: dict[str, Any]) -> None:
-        cursor = self.store.fleet.cursor(self.name)
+        cursor = self.store.ingest.cursor(self.name)
         last, acked = int(hello.get("last_seq") or 0), int(hello.get("acked_seq") or 0)
         if cursor > last:
             problem = JournalMismatch(
@@ -235,7 +236,7 @@ class BoxLink:
         pending: asyncio.Future[dict[str, Any]] | None = None
         total = 0
         try:
-            after = self.store.fleet.cursor(self.name)
+            after = self.store.ingest.cursor(self.name)
             pending = asyncio.ensure_future(fetch.call("events", {"after": after, "limit": self.settings.batch}))
             while True:
                 answer = await pending
@@ -243,7 +244,7 @@ class BoxLink:
                 events = answer.get("events") or []
                 self.box_last_seq = int(answer.get("last_seq") or 0)
                 if not events:
-                    cursor = self.store.fleet.cursor(self.name)
+                    cursor = self.store.ingest.cursor(self.name)
                     if int(answer.get("acked_seq") or 0) < cursor:
                         # The ack of a committed batch was lost with a link: repeat it, or the box keeps
                         # those events (and their disk) until something new arrives.
@@ -252,7 +253,7 @@ class BoxLink:
                 pending = asyncio.ensure_future(
                     fetch.call("events", {"after": events[-1]["seq"], "limit": self.settings.batch})
                 )
-                report = self.store.fleet.ingest(self.name, events)
+                report = self.store.ingest.batch(self.name, events)
                 await ack.call("ack", {"seq": report.cursor})
                 total += report.inserted
                 if self.on_ingest is not None:
@@ -277,7 +278,7 @@ class BoxLink:
                       timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
         """Store the command, then deliver it (re-sending the same id across reconnects) and return the result."""
         command_id = command_id or new_id(op)
-        self.store.fleet.add_command(command_id, self.name, op, args)
+        self.store.commands.add(command_id, self.name, op, args)
         return await self._deliver(command_id, op, args, timeout)
 
     async def _deliver(self, command_id: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -293,13 +294,13 @@ class BoxLink:
                 try:
                     channel = await transport.open_channel(home.socket)
                     try:
-                        self.store.fleet.mark_sent(command_id)
+                        self.store.commands.mark_sent(command_id)
                         result = await channel.call(op, args, command_id=command_id,
                                                     timeout=max(0.1, deadline - loop.time()))  # fmt: skip
                     finally:
                         channel.close()
                 except AgentError as exc:
-                    self.store.fleet.finish_command(command_id, False, error=exc.message)
+                    self.store.commands.finish(command_id, False, error=exc.reason)
                     raise
                 except LINK_ERRORS as exc:
                     if loop.time() >= deadline:
@@ -307,7 +308,7 @@ class BoxLink:
                     if self._transport is transport:
                         self._lost(exc)
                     continue
-                self.store.fleet.finish_command(command_id, True, result)
+                self.store.commands.finish(command_id, True, result)
                 return result
         finally:
             self._inflight.discard(command_id)
@@ -331,10 +332,10 @@ class BoxLink:
                 pass
 
     def _undelivered(self, command_id: str, op: str) -> TimeoutError:
-        command = self.store.fleet.command(command_id)
+        command = self.store.commands.get(command_id)
         box = self.store.boxes.get(self.name)
         if command.state == "pending":
-            self.store.fleet.finish_command(command_id, False, error=f"never sent: box {self.name} was {box.status}")
+            self.store.commands.finish(command_id, False, error=f"never sent: box {self.name} was {box.status}")
             return TimeoutError(f"{op} was not sent: box {self.name} is {box.status} ({box.status_detail})")
         return TimeoutError(
             f"{op} was sent to box {self.name} but its answer did not arrive ({box.status}: {box.status_detail}); "
@@ -344,7 +345,7 @@ class BoxLink:
     def _resend_unfinished(self) -> list[asyncio.Future[dict[str, Any]]]:
         """Commands a previous console stored and maybe sent: re-send to learn (not repeat) their outcome."""
         tasks = []
-        for command in self.store.fleet.unfinished_commands(self.name):
+        for command in self.store.commands.unfinished(self.name):
             if command.id not in self._inflight:
                 task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0))
                 task.add_done_callback(_log_failure)

@@ -44,7 +44,7 @@ class FleetManager:
 
     def start_all(self) -> list[BoxLink]:
         """Every box still rented: a dead or silent one only delays itself; imported figures have no box."""
-        return [self.start(b.name) for b in self.store.boxes.list(include_destroyed=False) if b.reachable]
+        return [self.start(b.name) for b in self.store.boxes.every(include_destroyed=False) if b.reachable]
 
     async def close(self) -> None:
         for link in self._links.values():

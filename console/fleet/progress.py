@@ -6,7 +6,7 @@ import sys
 import time
 
 from console.fleet import BoxLink
-from console.store.fleet import IngestReport
+from console.store.ingest import IngestReport
 
 
 class IngestProgress:

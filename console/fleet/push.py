@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncssh
 
+from console.errors import Unreachable
 from console.fleet.transport import RemoteCommandError, Transport
 from console.fleet.wire import AgentChannel, ChannelClosed
 
@@ -28,7 +29,7 @@ UNREACHABLE = (OSError, asyncssh.ChannelOpenError, ChannelClosed, TimeoutError)
 """What 'no agent answers on that socket' looks like, locally and over SSH."""
 
 
-class AgentStartError(RuntimeError):
+class AgentStartError(Unreachable):
     """The agent did not come up on the box; the message says what the box answered."""
 
 

@@ -17,12 +17,13 @@ from typing import Protocol
 import asyncssh
 
 from agents.protocol import MAX_LINE
+from console.errors import Unreachable
 from console.fleet.hostkeys import HostKeyChanged, Policy, fetch_host_key, key_line
 from console.fleet.wire import AgentChannel
 from console.store.boxes import Box
 
 
-class RemoteCommandError(RuntimeError):
+class RemoteCommandError(Unreachable):
     """A command run on the box exited non-zero; the message carries its argv, exit code and stderr."""
 
 

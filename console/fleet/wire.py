@@ -11,15 +11,16 @@ import uuid
 from typing import Any
 
 from agents.protocol import ProtocolError, decode, encode
+from console.errors import Refused
 
 
-class AgentError(RuntimeError):
+class AgentError(Refused):
     """The agent answered ``ok: false``; the message is the agent's own (what, where, how to fix)."""
 
     def __init__(self, op: str, message: str):
         super().__init__(f"agent refused {op}: {message}")
         self.op = op
-        self.message = message
+        self.reason = message
 
 
 class ChannelClosed(ConnectionError):

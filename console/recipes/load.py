@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.errors import InputError
 from console.recipes.lint import RULES
 from console.recipes.model import (
     EXTRA_BODY_SAMPLING,
@@ -82,11 +83,11 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-class RecipeError(ValueError):
+class RecipeError(InputError, ValueError):
     """A recipe cannot be used; ``str()`` reads ``file:line: what 'name': problem``."""
 
     def __init__(self, file: str, line: int | None, key: str | None, message: str):
-        self.file, self.line, self.key, self.message = file, line, key, message
+        self.file, self.line, self.key, self.problem = file, line, key, message
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {message}")
 

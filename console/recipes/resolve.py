@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from console.errors import InputError
 from console.recipes.model import LAYOUT_KEYS, Arm, BoxSpec, Catalog, Profile, ServingProfile
 
 LOOPBACK = "127.0.0.1"
@@ -20,7 +21,7 @@ ServerArg = tuple[str, tuple[str, ...]]
 """A flag and its values: () for a switch, one value usually, several for a list."""
 
 
-class ResolveError(ValueError):
+class ResolveError(InputError, ValueError):
     """The arm cannot be laid out on this box; the message says why and what would fit."""
 
 

@@ -1,15 +1,8 @@
 """state.db: the campaign's single source of record. Only this package writes it."""
 
 from console.store.boxes import LOCAL_BOX, Box, BoxExists, BoxNotReachable, NoSuchBox
-from console.store.core import (
-    DEFAULT_DB,
-    ReadOnlyStore,
-    Store,
-    StoreError,
-    StoreTooNew,
-    dumps,
-    resolve_db_path,
-)
+from console.store.core import DEFAULT_DB, Store, resolve_db_path
+from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew
 
 __all__ = [
     "DEFAULT_DB",
@@ -22,6 +15,5 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreTooNew",
-    "dumps",
     "resolve_db_path",
 ]

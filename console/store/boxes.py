@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from console.errors import ConsoleError, InputError
+
 if TYPE_CHECKING:
     from console.store.core import Store
 
@@ -64,21 +66,26 @@ class Box:
         return cls(**{k: v for k, v in row.items() if k in names})
 
 
-class BoxExists(ValueError):
-    pass
+class BoxExists(InputError, ValueError):
+    def __init__(self, name: str):
+        super().__init__(f"a box named {name!r} already exists", f"`campaign box rm {name}` first")
 
 
-class NoSuchBox(KeyError):
-    def __str__(self) -> str:
-        return f"no box named {self.args[0]!r}; `campaign box list` shows the boxes"
+class NoSuchBox(InputError, KeyError):
+    def __init__(self, name: str):
+        super().__init__(f"no box named {name!r}", "`campaign box list` shows the boxes")
+        self.name = name
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return ConsoleError.__str__(self)
 
 
 class BoxNotReachable(NoSuchBox):
     """The box exists in the store but there is nothing to connect to (imported figures, destroyed)."""
 
-    def __str__(self) -> str:
-        name, why = self.args
-        return f"box {name!r} cannot be reached: {why}"
+    def __init__(self, name: str, why: str):
+        InputError.__init__(self, f"box {name!r} cannot be reached: {why}")
+        self.name = name
 
 
 class Boxes:
@@ -91,7 +98,7 @@ class Boxes:
         box.updated_ms = now
         with self.store.atomic() as db:
             if db["boxes"].count_where("name = ?", [box.name]):
-                raise BoxExists(f"a box named {box.name!r} already exists; `campaign box rm {box.name}` first")
+                raise BoxExists(box.name)
             db["boxes"].insert(asdict(box))
         return box
 
@@ -108,7 +115,7 @@ class Boxes:
             raise NoSuchBox(name)
         return Box.from_row(rows[0])
 
-    def list(self, include_destroyed: bool = True) -> list[Box]:
+    def every(self, include_destroyed: bool = True) -> list[Box]:
         where = "" if include_destroyed else "WHERE destroyed_ms IS NULL"
         return [Box.from_row(r) for r in self.store.rows(f"SELECT * FROM boxes {where} ORDER BY name")]
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.store.core import dumps
+from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
     from console.checks import Verdict

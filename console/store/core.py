@@ -6,7 +6,6 @@ read-only (``campaign browse``) refuses every write, so an offline replay can ne
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -18,22 +17,19 @@ from typing import Any
 
 import sqlite_utils
 
+from console.store.boxes import Boxes
+from console.store.checks import Checks
+from console.store.commands import Commands
+from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew
+from console.store.ingest import Ingest
+from console.store.launches import Launches
+from console.store.results import Results
 from console.store.schema import LATEST, MIGRATIONS
+from console.store.sweeps import Sweeps
+from console.store.timers import Timers
 from console.timeutil import Clock, system_clock
 
 DEFAULT_DB = "state.db"
-
-
-class StoreError(RuntimeError):
-    """state.db cannot be used as asked; the message says what and how to fix it."""
-
-
-class StoreTooNew(StoreError):
-    """The file was written by a newer campaign-console than this one."""
-
-
-class ReadOnlyStore(StoreError):
-    """A write was attempted on a store opened for browsing."""
 
 
 def resolve_db_path(cli_value: str | None) -> Path:
@@ -130,17 +126,12 @@ class Store:
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(version)
             self.schema_version = LATEST
-        from console.store.boxes import Boxes
-        from console.store.checks import Checks
-        from console.store.fleet import Fleet
-        from console.store.results import Results
-        from console.store.sweeps import Sweeps
-        from console.store.timers import Timers
-
         self.boxes = Boxes(self)
         self.checks = Checks(self)
         self.timers = Timers(self)
-        self.fleet = Fleet(self)
+        self.commands = Commands(self)
+        self.launches = Launches(self)
+        self.ingest = Ingest(self)
         self.results = Results(self)
         self.sweeps = Sweeps(self)
 
@@ -197,8 +188,3 @@ class Store:
     def scalar(self, sql: str, params: Any = ()) -> Any:
         row = self.db.execute(sql, params).fetchone()
         return None if row is None else row[0]
-
-
-def dumps(value: Any) -> str:
-    """JSON for a store column: compact and key-sorted so equal values store equal text."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -16,8 +16,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from console.errors import InputError
 from console.store.boxes import Box
-from console.store.core import dumps
+from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -42,7 +43,7 @@ JSON_COLUMNS = frozenset({"steady", "raw", "items", "families"})
 KERNEL_SEPARATOR = " | "
 
 
-class ResultError(ValueError):
+class ResultError(InputError, ValueError):
     """A result row that cannot be stored as given; the message names the field and the fix."""
 
 
@@ -148,7 +149,7 @@ class Results:
         """Store one benchmark result; the kernel line, power limit and tripwire are filled when missing.
 
         ``row`` is the bench command's arguments plus the load generator's JSON plus box/launch/t_ms
-        (see console.store.fleet). Keys that are not columns stay in ``raw``.
+        (see console.store.ingest). Keys that are not columns stay in ``raw``.
         """
         for key in ("arm", "shape", "concurrency"):
             if row.get(key) in (None, ""):

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.store.core import StoreError, dumps
+from console.store.errors import StoreError
+from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -124,7 +125,7 @@ class Sweeps:
         )
         return SweepRow.from_row(rows[0]) if rows else None
 
-    def list(self, box: str | None = None) -> list[SweepRow]:
+    def every(self, box: str | None = None) -> list[SweepRow]:
         sql, params = "SELECT * FROM sweeps", []
         if box is not None:
             sql, params = sql + " WHERE box = ?", [box]

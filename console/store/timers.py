@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from console.store.core import dumps
+from console.errors import ConsoleError, InputError
+from console.store.jsonutil import dumps
 from console.timeutil import zone
 
 if TYPE_CHECKING:
@@ -38,9 +39,12 @@ class Timer:
         return cls(**{k: v for k, v in row.items() if k in names})
 
 
-class NoSuchTimer(KeyError):
-    def __str__(self) -> str:
-        return f"no timer with id {self.args[0]}; `campaign timer list` shows them"
+class NoSuchTimer(InputError, KeyError):
+    def __init__(self, timer_id: int):
+        super().__init__(f"no timer with id {timer_id}", "`campaign timer list` shows them")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return ConsoleError.__str__(self)
 
 
 class Timers:
@@ -70,7 +74,7 @@ class Timers:
             raise NoSuchTimer(timer_id)
         return Timer.from_row(rows[0])
 
-    def list(self, box: str | None = None, *, active_only: bool = False) -> list[Timer]:
+    def every(self, box: str | None = None, *, active_only: bool = False) -> list[Timer]:
         where, params = [], []
         if box is not None:
             where.append("box = ?")
@@ -83,7 +87,7 @@ class Timers:
 
     def next_for(self, box: str) -> Timer | None:
         """The earliest live deadline of a box: what the TUI header shows."""
-        active = self.list(box, active_only=True)
+        active = self.every(box, active_only=True)
         return active[0] if active else None
 
     def transition(self, timer_id: int, from_states: tuple[str, ...], to: str, *, now_ms: int) -> bool:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.errors import InputError
 from console.recipes import Arm, Catalog, KernelPair
 from console.recipes.vllm_flags import known_flags
 from console.store.sweeps import SweepArm
 
 
-class PlanError(ValueError):
+class PlanError(InputError, ValueError):
     """The sweep cannot be planned as asked; the message says what and how to fix it."""
 
 

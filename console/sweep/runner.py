@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import loglines
+from console.errors import Refused
 from console.fleet import AgentError
 from console.fleet.link import LINK_ERRORS
 from console.recipes import ResolveError
@@ -35,7 +36,7 @@ GONE = ("failed", "stopped")
 """Launch states after which a server holds nothing (once its GPU release is journaled)."""
 
 
-class SweepError(RuntimeError):
+class SweepError(Refused):
     """The sweep cannot go on (box unreachable, a failed check, GPUs not freed); it stays resumable."""
 
 
@@ -300,7 +301,7 @@ class SweepRunner:
         refused = json.loads(run["raw"] or "{}").get("error") if run else None
         if refused:  # the load generator ran but measured nothing: keep its row, not as a throughput
             error, run = f"the load generator refused: {refused}", None
-        launch = self.store.fleet.launch(launch_id) or {}
+        launch = self.store.launches.get(launch_id) or {}
         s = self.service.catalog.shapes[shape]
         admitted = admitted_streams(launch.get("kv_cache_tokens"), max_num_seqs,
                                     s.prefix_len + s.input_len + s.output_len)  # fmt: skip
@@ -310,7 +311,7 @@ class SweepRunner:
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
-            launch = self.store.fleet.launch(launch_id)
+            launch = self.store.launches.get(launch_id)
             if launch is not None and launch["state"] in GONE:
                 return f"replica {launch_id} died while measured: {launch['failure_reason'] or launch['state']}"
         return None
@@ -340,7 +341,7 @@ class SweepRunner:
         rows: list[dict[str, Any]] = []
 
         def settled() -> bool:
-            rows[:] = [self.store.fleet.launch(i) or {} for i in plan.launch_ids]
+            rows[:] = [self.store.launches.get(i) or {} for i in plan.launch_ids]
             return any(r.get("state") in GONE for r in rows) or all(r.get("state") == "serving" for r in rows)
 
         await self._until(settled, self.options.ready_timeout_s + 60, f"arm {plan.resolved.arm} start-up")
@@ -349,16 +350,16 @@ class SweepRunner:
     async def _until_job(self, command_id: str) -> str | None:
         """Wait for a bench/tripwire job to end; None when it produced its result, else the error."""
         def ended() -> bool:
-            c = self.store.fleet.command(command_id)
+            c = self.store.commands.get(command_id)
             return c.state == "failed" or (isinstance(c.result, dict) and "exit_code" in c.result)
 
         await self._until(ended, self.options.job_timeout_s, f"job {command_id}")
-        command = self.store.fleet.command(command_id)
+        command = self.store.commands.get(command_id)
         return command.error if command.state == "failed" else None
 
     # -- stopping --------------------------------------------------------------------------------
     async def _stop_live(self, arm: str, wait: bool) -> None:
-        live = [x["id"] for x in self.store.fleet.live_launches(self.sweep.box, arm=arm)]
+        live = [x["id"] for x in self.store.launches.live(self.sweep.box, arm=arm)]
         if live:
             self._say(f"{arm}: stopping {len(live)} server(s) left by an earlier attempt")
             await self._stop(live, wait=wait)
@@ -371,19 +372,19 @@ class SweepRunner:
                 await self.service.kill([launch_id], self.sweep.box, self.options.kill_grace_s)
                 known.append(launch_id)
             except AgentError as exc:
-                if "no launch" not in exc.message:
+                if "no launch" not in exc.reason:
                     raise
         if not wait or not known:
             return
 
         def settled(launch_id: str) -> bool:
-            r = self.store.fleet.launch(launch_id) or {}
+            r = self.store.launches.get(launch_id) or {}
             # A launch refused before it started (pid None) never held anything to release.
             return r.get("state") in GONE and (r.get("gpu_mem_released") is not None or r.get("pid") is None)
 
         await self._until(lambda: all(settled(i) for i in known), self.options.kill_grace_s + self.options.release_timeout_s,
                           "GPU release", required=False)  # fmt: skip
-        rows = {i: self.store.fleet.launch(i) or {} for i in known}
+        rows = {i: self.store.launches.get(i) or {} for i in known}
         running = [i for i, r in rows.items() if r.get("state") not in GONE]
         held = [i for i, r in rows.items() if r.get("gpu_mem_released") == 0]
         if running or held:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from textual.binding import Binding
 
+from console.errors import InputError
+
 APP = "app"
 
 
@@ -76,7 +78,7 @@ SPECS: tuple[KeySpec, ...] = (
 SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep")
 
 
-class KeymapError(ValueError):
+class KeymapError(InputError, ValueError):
     """The operator's keys file cannot be used; the message names the file, the id and the fix."""
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from console.errors import ConsoleError
 
-class ProviderError(RuntimeError):
+
+class ProviderError(ConsoleError):
     """The provider refused or could not be reached; the message says what and how to fix it."""
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.store import Box, Store, dumps
+from console.store import Box, Store
+from console.store.jsonutil import dumps
 from console.store.results import ApiPrice
 from console.timeutil import parse_instant
 from console.tui.actions import LintLine, Recipes

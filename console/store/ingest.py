@@ -1,4 +1,4 @@
-"""The fleet's writers: journal ingest with its cursor, derived rows, commands and launches.
+"""Journal ingest: the box's events, the rows derived from them and the cursor, in one transaction.
 
 Exactly-once ingest rests on one rule: the journal rows, every row derived from them and the new cursor
 are written in ONE transaction, and the console acks the box only after that transaction committed. A
@@ -14,18 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from console.store.core import dumps
+from console.errors import Refused
+from console.store.jsonutil import dumps
+from console.store.launches import LAUNCH_STATES
 
 if TYPE_CHECKING:
     from console.store.core import Store
 
 log = logging.getLogger(__name__)
 
-LAUNCH_STATES = ("requested", "starting", "serving", "failed", "stopping", "stopped")
-COMMAND_STATES = ("pending", "sent", "acked", "failed")
 
-
-class IngestError(ValueError):
+class IngestError(Refused, ValueError):
     """An event batch that cannot be committed as it is; nothing of the batch was written."""
 
 
@@ -38,35 +37,6 @@ class IngestReport:
     skipped: int = 0
     cursor: int = 0
     journal_only: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Command:
-    id: str
-    box: str
-    op: str
-    args: dict[str, Any]
-    state: str
-    created_ms: int
-    sent_ms: int | None = None
-    acked_ms: int | None = None
-    result: Any = None
-    error: str | None = None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Command:
-        return cls(
-            id=row["id"],
-            box=row["box"],
-            op=row["op"],
-            args=json.loads(row["args"]),
-            state=row["state"],
-            created_ms=row["created_ms"],
-            sent_ms=row["sent_ms"],
-            acked_ms=row["acked_ms"],
-            result=json.loads(row["result"]) if row["result"] is not None else None,
-            error=row["error"],
-        )
 
 
 _GPU_COLUMNS = (
@@ -115,19 +85,17 @@ def _server_row(box: str, event: dict[str, Any]) -> tuple[Any, ...]:
     return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in _SERVER_COLUMNS))
 
 
-class Fleet:
-    """``store.fleet``: everything the fleet layer writes, each write inside ``store.atomic()``."""
+class Ingest:
+    """``store.ingest``: the journal cursor per box, and the one transaction that commits a batch."""
 
     def __init__(self, store: Store):
         self.store = store
 
-    # -- cursor ----------------------------------------------------------------------------------
     def cursor(self, box: str) -> int:
         """The last seq committed for ``box`` (0 when nothing was ever ingested)."""
         return int(self.store.scalar("SELECT seq FROM ingest_cursor WHERE box = ?", [box]) or 0)
 
-    # -- ingest ----------------------------------------------------------------------------------
-    def ingest(self, box: str, events: Iterable[dict[str, Any]]) -> IngestReport:
+    def batch(self, box: str, events: Iterable[dict[str, Any]]) -> IngestReport:
         """Commit a batch of journal events for ``box`` exactly once; return the new cursor.
 
         Events at or below the cursor were committed before (a re-send after a lost ack) and are
@@ -265,9 +233,10 @@ class Fleet:
 
     def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
         _require(event, "command_id", "ok")
-        if self.store.scalar("SELECT state FROM commands WHERE id = ?", [event["command_id"]]) == "failed":
+        known = self.store.commands.find(event["command_id"])
+        if known is not None and known.state == "failed":
             return  # the run's own result event already recorded why it failed
-        self._finish_command(event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"),
+        self.store.commands.record_answer(event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"),
                              event["t_ms"])  # fmt: skip
 
     def _on_probe(self, box: str, event: dict[str, Any]) -> None:
@@ -289,7 +258,7 @@ class Fleet:
         error = event["result"].get("error")
         if error is None:
             return False
-        self._finish_command(event[id_key], False, None, str(error), event["t_ms"])
+        self.store.commands.record_answer(event[id_key], False, None, str(error), event["t_ms"])
         return True
 
     def _result_row(self, box: str, event: dict[str, Any], id_key: str) -> dict[str, Any]:
@@ -298,113 +267,13 @@ class Fleet:
         ``workload`` is the recipe shape's name: sent under its own key because the load generator only
         knows its built-in shape names, while the console sends explicit lengths for every shape.
         """
-        launch = self.store.rows("SELECT arm FROM launches WHERE id = ?", [event["launch_id"]])
-        command = self.store.rows("SELECT args FROM commands WHERE id = ?", [event[id_key]])
+        launch = self.store.launches.get(event["launch_id"])
+        command = self.store.commands.find(str(event[id_key]))
         row: dict[str, Any] = dict(event["result"])
-        row.update(json.loads(command[0]["args"]) if command else {})
+        row.update(command.args if command else {})
         if "workload" in row:
             row["shape"] = row.pop("workload")
         row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"],
                    run_id=str(event[id_key]))  # fmt: skip
-        row.setdefault("arm", launch[0]["arm"] if launch else None)
+        row.setdefault("arm", launch.arm if launch else None)
         return row
-
-    # -- commands --------------------------------------------------------------------------------
-    def add_command(self, command_id: str, box: str, op: str, args: dict[str, Any]) -> Command:
-        """Store a command BEFORE it is sent, so a crash between send and ack can re-send the same id."""
-        now = self.store.clock()
-        with self.store.atomic() as db:
-            db.execute(
-                "INSERT INTO commands(id, box, op, args, state, created_ms) VALUES (?, ?, ?, ?, 'pending', ?)",
-                [command_id, box, op, dumps(args), now],
-            )
-        return self.command(command_id)
-
-    def command(self, command_id: str) -> Command:
-        rows = self.store.rows("SELECT * FROM commands WHERE id = ?", [command_id])
-        if not rows:
-            raise KeyError(f"no command with id {command_id!r}")
-        return Command.from_row(rows[0])
-
-    def mark_sent(self, command_id: str) -> None:
-        with self.store.atomic() as db:
-            db.execute(
-                "UPDATE commands SET state = 'sent', sent_ms = ? WHERE id = ? AND state = 'pending'",
-                [self.store.clock(), command_id],
-            )
-
-    def finish_command(self, command_id: str, ok: bool, result: Any = None, error: str | None = None) -> None:
-        """The agent's immediate answer. A long op's ``command_done`` may have been ingested first: it wins."""
-        with self.store.atomic():
-            if self.command(command_id).state in ("pending", "sent"):
-                self._finish_command(command_id, ok, result, error, self.store.clock())
-
-    def _finish_command(self, command_id: str, ok: bool, result: Any, error: str | None, t_ms: int) -> None:
-        self.store.db.execute(
-            "UPDATE commands SET state = ?, acked_ms = ?, result = ?, error = ? WHERE id = ?",
-            ["acked" if ok else "failed", t_ms, None if result is None else dumps(result), error, command_id],
-        )
-
-    def unfinished_commands(self, box: str) -> list[Command]:
-        """Commands stored but never answered: re-sent after a reconnect (the agent dedupes on the id)."""
-        rows = self.store.rows(
-            "SELECT * FROM commands WHERE box = ? AND state IN ('pending', 'sent') ORDER BY created_ms, rowid",
-            [box],
-        )
-        return [Command.from_row(r) for r in rows]
-
-    # -- launches --------------------------------------------------------------------------------
-    def add_launch(
-        self,
-        launch_id: str,
-        box: str,
-        arm: str,
-        *,
-        arm_id: int | None,
-        replica: int,
-        gpus: list[int],
-        port: int,
-        forced: bool,
-    ) -> None:
-        with self.store.atomic() as db:
-            db.execute(
-                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?)",
-                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0],
-            )
-
-    def fail_launch(self, launch_id: str, reason: str) -> None:
-        """A launch the agent never accepted is a row with its reason, never an omission."""
-        with self.store.atomic() as db:
-            db.execute(
-                "UPDATE launches SET state = 'failed', failure_reason = ?, stop_ms = ? WHERE id = ?",
-                [reason, self.store.clock(), launch_id],
-            )
-
-    def add_arm(self, arm: str, model: str, box: str, recipe_hash: str, argv: list[str],
-                env: dict[str, str], gpus: list[list[int]], tensor_parallel: int,
-                lint: list[dict[str, Any]]) -> int:  # fmt: skip
-        """The resolved arm, once per (arm, box, recipe hash): launches point at what really ran."""
-        with self.store.atomic() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
-                "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [arm, model, box, recipe_hash, dumps(argv), dumps(env), dumps(gpus), tensor_parallel,
-                 dumps(lint), self.store.clock()],
-            )  # fmt: skip
-        return int(self.store.scalar(
-            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [arm, box, recipe_hash]
-        ))  # fmt: skip
-
-    def live_launches(self, box: str, arm: str | None = None) -> list[dict[str, Any]]:
-        """Launches on ``box`` that may still hold GPUs (not failed, not stopped)."""
-        sql = "SELECT * FROM launches WHERE box = ? AND state NOT IN ('failed', 'stopped')"
-        params: list[Any] = [box]
-        if arm is not None:
-            sql += " AND arm = ?"
-            params.append(arm)
-        return self.store.rows(sql + " ORDER BY start_ms, id", params)
-
-    def launch(self, launch_id: str) -> dict[str, Any] | None:
-        rows = self.store.rows("SELECT * FROM launches WHERE id = ?", [launch_id])
-        return rows[0] if rows else None

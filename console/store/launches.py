@@ -1,0 +1,158 @@
+"""Arms as resolved and launched, and their launches (one per replica): what really ran, where.
+
+A launch the agent never accepted is a row with its reason, never an omission. Launches point at the arm
+row holding the exact argv and environment sent, so a result can always name what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from console.store.jsonutil import dumps, json_list
+
+if TYPE_CHECKING:
+    from console.store.core import Store
+
+LAUNCH_STATES = ("requested", "starting", "serving", "failed", "stopping", "stopped")
+ENDED = ("failed", "stopped")
+"""Launch states after which a server holds nothing (once its GPU release is journaled)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One replica of an arm on a box, as the store last recorded it."""
+
+    id: str
+    box: str
+    arm: str
+    arm_id: int | None
+    replica: int
+    gpus: tuple[int, ...]
+    port: int | None
+    pid: int | None
+    state: str
+    start_ms: int | None
+    ready_ms: int | None
+    stop_ms: int | None
+    exit_code: int | None
+    failure_reason: str | None
+    backends_accepted: tuple[str, ...]
+    log_path: str | None
+    forced: bool
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    gpu_mem_released: bool | None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Launch:
+        released = row["gpu_mem_released"]
+        return cls(
+            id=row["id"], box=row["box"], arm=row["arm"], arm_id=row["arm_id"], replica=row["replica"],
+            gpus=tuple(json_list(row["gpus"])), port=row["port"], pid=row["pid"], state=row["state"],
+            start_ms=row["start_ms"], ready_ms=row["ready_ms"], stop_ms=row["stop_ms"],
+            exit_code=row["exit_code"], failure_reason=row["failure_reason"],
+            backends_accepted=tuple(json_list(row["backends_accepted"])), log_path=row["log_path"],
+            forced=bool(row["forced"]), kv_cache_tokens=row["kv_cache_tokens"],
+            max_concurrency=row["max_concurrency"], gpu_mem_released=None if released is None else bool(released),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ArmRecord:
+    """An arm as resolved for one box: the exact argv and environment its launches ran."""
+
+    id: int
+    arm: str
+    model: str
+    box: str
+    recipe_hash: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    gpus: tuple[tuple[int, ...], ...]
+    tensor_parallel: int
+
+    @property
+    def served_model_name(self) -> str | None:
+        words = self.argv
+        if "--served-model-name" in words[:-1]:
+            return words[words.index("--served-model-name") + 1]
+        return None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ArmRecord:
+        return cls(
+            id=row["id"], arm=row["arm"], model=row["model"], box=row["box"], recipe_hash=row["recipe_hash"],
+            argv=tuple(json.loads(row["argv"])), env=dict(json.loads(row["env"])),
+            gpus=tuple(tuple(g) for g in json.loads(row["gpus"])), tensor_parallel=row["tensor_parallel"],
+        )  # fmt: skip
+
+
+class Launches:
+    """``store.launches``: arms as resolved, their launches, and the few facts ingest adds to them."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    # -- arms ------------------------------------------------------------------------------------
+    def add_arm(self, arm: str, model: str, box: str, recipe_hash: str, argv: list[str],
+                env: dict[str, str], gpus: list[list[int]], tensor_parallel: int,
+                lint: list[dict[str, Any]]) -> int:  # fmt: skip
+        """The resolved arm, once per (arm, box, recipe hash): launches point at what really ran."""
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
+                "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [arm, model, box, recipe_hash, dumps(argv), dumps(env), dumps(gpus), tensor_parallel,
+                 dumps(lint), self.store.clock()],
+            )  # fmt: skip
+        return int(self.store.scalar(
+            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [arm, box, recipe_hash]
+        ))  # fmt: skip
+
+    def arm_record(self, arm_id: int | None) -> ArmRecord | None:
+        if arm_id is None:
+            return None
+        rows = self.store.rows("SELECT * FROM arms WHERE id = ?", [arm_id])
+        return ArmRecord.from_row(rows[0]) if rows else None
+
+    # -- launches --------------------------------------------------------------------------------
+    def add(self, launch_id: str, box: str, arm: str, *, arm_id: int | None, replica: int, gpus: list[int],
+            port: int, forced: bool) -> None:  # fmt: skip
+        with self.store.atomic() as db:
+            db.execute(
+                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?)",
+                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0],
+            )
+
+    def fail(self, launch_id: str, reason: str) -> None:
+        """A launch the agent never accepted is a row with its reason, never an omission."""
+        with self.store.atomic() as db:
+            db.execute(
+                "UPDATE launches SET state = 'failed', failure_reason = ?, stop_ms = ? WHERE id = ?",
+                [reason, self.store.clock(), launch_id],
+            )
+
+    def get(self, launch_id: str) -> Launch | None:
+        rows = self.store.rows("SELECT * FROM launches WHERE id = ?", [launch_id])
+        return Launch.from_row(rows[0]) if rows else None
+
+    def live(self, box: str, arm: str | None = None) -> list[Launch]:
+        """Launches on ``box`` that may still hold GPUs (not failed, not stopped)."""
+        sql = "SELECT * FROM launches WHERE box = ? AND state NOT IN ('failed', 'stopped')"
+        params: list[Any] = [box]
+        if arm is not None:
+            sql += " AND arm = ?"
+            params.append(arm)
+        return [Launch.from_row(r) for r in self.store.rows(sql + " ORDER BY start_ms, id", params)]
+
+    def kernel_lines(self, launch_id: str) -> list[tuple[str, str]]:
+        """(category, line) the engine printed for ``launch_id``, in the order it printed them."""
+        rows = self.store.rows("SELECT category, line FROM kernel_lines WHERE launch_id = ? ORDER BY id", [launch_id])
+        return [(r["category"], r["line"]) for r in rows]
