@@ -14,8 +14,8 @@ read "01:27" in the host's local zone (BST). Three rules here make that impossib
   from the store and refuses (and logs now, deadline, remaining seconds and the zone in force) if now is
   more than 30 s before it. The box's watchdog applies the same rule (``agents.watchdog.too_early``).
 
-The actions go through ``BoxActions`` so the fleet layer plugs in; destroy goes through the provider
-adapters in ``ops.providers``.
+The actions go through ``BoxActions``, which ``console.service`` implements over the box links; destroy
+goes through the provider adapters in ``ops.providers``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agents.watchdog import GUARD_MS, WARN_AT_S, too_early, tz_in_force
 from console.errors import InputError, Refused
@@ -47,9 +47,6 @@ from console.timeutil import (
     zone,
 )
 from ops.providers import Provider, ProviderError, for_box
-
-if TYPE_CHECKING:
-    from console.fleet import FleetManager
 
 MIN_LEAD_MS = 60_000
 """A deadline closer than this leaves no time for the warnings and the pull: refuse it."""
@@ -150,7 +147,7 @@ def parse_deadline(at: str | None, within: str | None, *, now_ms: int, box_tz: s
     else:
         assert at is not None
         try:
-            deadline = parse_instant_strict(at)
+            deadline = parse_instant_strict(at, now_ms)
         except AmbiguousWallTimeError as exc:
             raise TimerInputError(f"--at {exc}") from exc
         except NaiveTimeError:
@@ -389,62 +386,3 @@ class Enforcer:
                                     destroyed_ms=self.clock())
         return {"confirmed": result.confirmed, "provider": provider.name, "state": result.state,
                 "detail": result.detail, "requests": result.attempts}
-
-class FleetActions:
-    """``BoxActions`` over the fleet's box links: the wiring the CLI and the TUI use.
-
-    ``shutdown`` is handed to the box's own watchdog (re-armed for now with action ``shutdown``): the
-    agent already knows how its host powers off (``--shutdown-cmd``), and its grace lets a last pull in.
-    """
-
-    LOG_LINES = 200
-    """The tail of each live launch's log kept with the final pull (a destroy loses the rest)."""
-
-    def __init__(self, fleet: FleetManager, clock: Clock = system_clock):
-        self.fleet = fleet
-        self.clock = clock
-
-    async def _link(self, box: str) -> Any:
-        link = self.fleet.link(box)
-        if not link.connected and not self.fleet.supervised(box):
-            await link.connect()
-        return link
-
-    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
-                           console_now_ms: int) -> dict[str, Any]:
-        link = await self._link(box)
-        args = {"timer_id": timer_id, "deadline_ms": deadline_ms, "action": action, "console_now_ms": console_now_ms}
-        return dict(await link.command("set_deadline", args))
-
-    async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
-        link = await self._link(box)
-        return dict(await link.command("cancel_deadline", {"timer_id": timer_id}))
-
-    async def _live(self, link: Any) -> list[str]:
-        launches = (await link.command("launches", {}))["launches"]
-        return [la["launch_id"] for la in launches if la.get("state") in ("starting", "serving")]
-
-    async def pull(self, box: str) -> dict[str, Any]:
-        link = await self._link(box)
-        inserted = await link.sync()
-        logs = {}
-        for launch_id in await self._live(link):
-            lines = (await link.command("log_tail", {"launch_id": launch_id, "lines": self.LOG_LINES}))["lines"]
-            logs[launch_id] = lines
-        return {"events": inserted, "logs": logs}
-
-    async def stop_arms(self, box: str) -> dict[str, Any]:
-        link = await self._link(box)
-        results = {}
-        for launch_id in await self._live(link):
-            results[launch_id] = await link.command("kill", {"launch_id": launch_id, "grace_s": 30.0},
-                                                    command_id=f"kill-{launch_id}")
-        await link.sync()
-        return {"killed": results}
-
-    async def shutdown(self, box: str) -> dict[str, Any]:
-        link = await self._link(box)
-        now = self.clock()
-        result = await link.command("set_deadline", {"timer_id": f"shutdown-{now}", "deadline_ms": now,
-                                                     "action": "shutdown", "console_now_ms": now})
-        return {"handed_to": "box watchdog", **dict(result)}

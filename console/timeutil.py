@@ -130,12 +130,47 @@ class AmbiguousWallTimeError(InputError, ValueError):
     """A zone's wall-clock time that happens twice (DST ends) or never (DST starts)."""
 
 
-def parse_instant_strict(text: str) -> int:
+_TIME_OF_DAY_ZONED = re.compile(
+    r"^(?P<time>\d{1,2}:\d{2}(?::\d{2})?)\s*(?:(?P<z>[Zz])|(?P<offset>[+-]\d{2}:\d{2})"
+    r"|\s(?P<zone>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*))$"
+)
+
+
+def next_time_of_day(text: str, now_ms: int) -> int | None:
+    """A time of day that names its zone (``01:27Z``, ``02:27+01:00``, ``01:27 Europe/London``) as the next
+    such instant after ``now_ms``; None when ``text`` is not of that form (a bare ``01:27`` is not).
+
+    The date is the one in force in that zone at ``now_ms`` (or the next day when that instant has passed),
+    so the reading never depends on the zone of the machine doing the reading.
+    """
+    m = _TIME_OF_DAY_ZONED.match(text.strip())
+    if not m:
+        return None
+    hh, mm, *rest = (int(part) for part in m["time"].split(":"))
+    clock = f"{hh:02d}:{mm:02d}:{rest[0] if rest else 0:02d}"
+    suffix = "+00:00" if m["z"] else m["offset"] or f" {m['zone']}"
+    tz = zone(m["zone"]) if m["zone"] else datetime.fromisoformat(f"2000-01-01T00:00{suffix}").tzinfo
+    assert tz is not None
+    today = from_ms(now_ms, tz).date()
+    for day in (today, today + timedelta(days=1)):
+        sep = " " if m["zone"] else "T"
+        ms = parse_instant_strict(f"{day.isoformat()}{sep}{clock}{suffix}")
+        if ms > now_ms:
+            return ms
+    raise ValueError(f"{text!r}: no such instant in the next day")  # unreachable for a valid time of day
+
+
+def parse_instant_strict(text: str, now_ms: int | None = None) -> int:
     """``parse_instant``, but a named-zone time inside a DST change is refused instead of guessed.
 
     ``2026-10-25 01:30 Europe/London`` happens twice (BST, then GMT an hour later) and
     ``2026-03-29 01:30 Europe/London`` never happens; zoneinfo would silently pick one reading.
+    With ``now_ms``, a time of day that names its zone means its next occurrence (``next_time_of_day``).
     """
+    if now_ms is not None:
+        upcoming = next_time_of_day(text, now_ms)
+        if upcoming is not None:
+            return upcoming
     ms = parse_instant(text)
     m = _ZONED.match(text.strip())
     if not m:

@@ -6,6 +6,7 @@ says which CUDA it was built for. Then ``campaign check`` end to end on the ``lo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,7 +19,8 @@ import pytest
 
 from console.checks import ArmContext, evaluate
 from console.checks.capacity import DISK_LOW_GB, GB
-from console.checks.run import fleet_probe, local_probe, run_check
+from console.checks.run import CheckRun, judge, local_probe
+from console.service import Service
 from console.store import Store
 from console.timeutil import system_clock
 from tests.support.fake_nvidia_smi import FIXTURES, build_libcuda, install
@@ -137,7 +139,8 @@ def test_box_clock_two_hours_off_fails_and_shows_its_zone(tmp_path: Path, monkey
     with Store(tmp_path / "state.db") as store:
         store.boxes.ensure_local()
         store.boxes.update("local", serving_env=str(prefix))
-        run = run_check(store, "local", lambda box, now: local_probe(box, now - 2 * 3600_000))
+        box = store.boxes.get("local")
+        run = judge(store, "local", local_probe(box, store.clock() - 2 * 3600_000))
         clock = next(v for v in run.verdicts if v.check == "clock")
         assert clock.verdict == "fail" and run.verdict == "fail"
         assert "box clock 2h00m" in clock.reason and "ahead of the console" in clock.reason
@@ -209,7 +212,15 @@ def test_check_of_an_ssh_box_goes_through_its_agent(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     with Store(tmp_path / "state.db") as store:
         register(store, box)
-        run = run_check(store, "chkpro", fleet_probe(store, FAST))
+        service = Service(store, settings=FAST)
+
+        async def check() -> CheckRun:
+            try:
+                return await service.check("chkpro")
+            finally:
+                await service.close()
+
+        run = asyncio.run(check())
         assert run.probe["source"] == "nvidia-smi" and len(run.probe["gpus"]) == 4
         power = [v for v in run.verdicts if v.check == "power"]
         assert [v.verdict for v in power] == ["warn"] and "400 W of a 600 W" in power[0].reason

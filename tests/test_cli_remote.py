@@ -9,12 +9,14 @@ import asyncssh
 import pytest
 
 from console.cli import main
-from console.cli.common import CliError
 from console.cli.open_console import prepare
-from console.cli.remote import NOT_DRIVABLE, REFUSED, UNREACHABLE, reaching
+from console.errors import ConsoleError, exit_code
 from console.fleet import AgentError, HostKeyUnknown, JournalMismatch
 from console.service import ServiceError
+from console.service.base import reaching
 from console.store import BoxNotReachable, NoSuchBox, Store
+
+REFUSED, NOT_DRIVABLE, UNREACHABLE = 1, 2, 3
 
 
 @pytest.mark.parametrize(
@@ -25,18 +27,19 @@ from console.store import BoxNotReachable, NoSuchBox, Store
         (NoSuchBox("pro-z"), NOT_DRIVABLE, "no box named 'pro-z'"),
         (BoxNotReachable("seed", "imported figures"), NOT_DRIVABLE, "cannot be reached: imported figures"),
         (HostKeyUnknown("pro-a", "SHA256:abc"), UNREACHABLE, "box pro-a: "),
-        (JournalMismatch("journal ends at seq 3"), UNREACHABLE, "box pro-a: journal ends at seq 3"),
+        (JournalMismatch("box pro-a: journal ends at seq 3"), UNREACHABLE, "box pro-a: journal ends at seq 3"),
         (ConnectionRefusedError(111, "Connection refused"), UNREACHABLE, "box pro-a: [Errno 111]"),
         (TimeoutError(), UNREACHABLE, "box pro-a: TimeoutError"),
         (asyncssh.PermissionDenied("Permission denied"), UNREACHABLE, "box pro-a: Permission denied"),
     ],
 )
 def test_fleet_failures_map_to_one_line_and_a_status(exc: Exception, status: int, text: str) -> None:
-    with pytest.raises(CliError) as caught, reaching("pro-a"):
+    """Console errors keep their own category; link failures become ``Unreachable`` at the service boundary."""
+    with pytest.raises(ConsoleError) as caught, reaching("pro-a"):
         raise exc
-    assert caught.value.exit_code == status
+    assert exit_code(caught.value) == status
     assert text in str(caught.value)
-    assert caught.value.__cause__ is exc
+    assert caught.value is exc or caught.value.__cause__ is exc
 
 
 def test_other_errors_are_not_disguised() -> None:

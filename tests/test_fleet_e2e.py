@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from console.service import Service
+from console.service import Service, released
 from console.store import Box, Store
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_env import VllmEnv
@@ -31,14 +31,15 @@ async def _until(what: str, predicate: Callable[[], bool], timeout: float) -> No
         await asyncio.sleep(0.5)
 
 
-async def _campaign(db: str, *argv: str) -> dict[str, Any]:
-    """Run the real CLI in its own process (it opens its own store and link, as an operator's would)."""
+async def _campaign(db: str, *argv: str, status: int = 0) -> dict[str, Any]:
+    """Run the real CLI in its own process (it opens its own store and link, as an operator's would);
+    with ``--json`` its stdout is that JSON and nothing else."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "console", "--db", db, *argv,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 600)
-    assert proc.returncode == 0, err.decode()
+    assert proc.returncode == status, err.decode()
     return dict(json.loads(out))
 
 
@@ -51,13 +52,9 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
     try:
         service.fleet.start("local")  # supervised: the journal flows into state.db while we act
         plan = service.plan_launch("tiny-cpu", "local", base_port=free_port())
-        await service.launch(plan, ready_timeout_s=600)
-        [launch_id] = plan.launch_ids
-
-        def state() -> str:
-            return store.launches.get(launch_id).state  # type: ignore[union-attr]
-
-        await _until("serving", lambda: state() in ("serving", "failed"), 600)
+        outcome = await service.launch(plan, ready_timeout_s=600)
+        [launch_id] = outcome.launch_ids
+        assert outcome.serving, outcome.replicas
         launch = store.launches.get(launch_id)
         assert launch is not None and launch.state == "serving", launch
         assert store.scalar("SELECT count(*) FROM kernel_lines WHERE launch_id = ?", [launch_id]) > 0
@@ -88,16 +85,16 @@ async def test_recipe_to_bench_row_through_the_fleet(vllm_env: VllmEnv, tmp_path
         bench_cli = await _campaign(db, "bench", launch_id, "--shape", "tiny", "-c", "2", "--prompts", "8", "--json")
         assert bench_cli["run_id"].startswith("bench-") and bench_cli["concurrency"] == 2
         assert bench_cli["out_tok_per_s"] > 0 and bench_cli["diagnostic_only"] == int(not verdict["passed"])
-        tripwire_cli = await _campaign(db, "tripwire", launch_id, "--max-tokens", "32", "--json")
-        assert tripwire_cli["run_id"].startswith("tripwire-") and tripwire_cli["total"] == verdict["total"]
+        failed = 0 if verdict["passed"] else 1  # `campaign tripwire` exits 1 on a failed tripwire, as `check`
+        tripwire_cli = await _campaign(db, "tripwire", launch_id, "--max-tokens", "32", "--json", status=failed)
+        assert tripwire_cli["run_id"].startswith("tripwire-") and tripwire_cli["verdict"]["total"] == verdict["total"]
 
-        await service.kill([launch_id], "local", grace_s=20)
-        await _until("stopped", lambda: state() in ("stopped", "failed"), 120)
-        assert state() == "stopped"
+        [stopped] = await service.kill(service.plan_kill(launch_id, "local"), grace_s=20)
+        assert stopped.state == "stopped" and released(stopped)
     finally:
         live = [row.id for row in store.launches.live("local")]
         if live:  # arms outlive their agent by design: never leave a vLLM behind a failed test
-            await service.kill(live, "local", grace_s=5)
+            await service.stop_launches("local", live, grace_s=5)
         await service.close()
         store.close()
         pidfile = home / "agent.pid"

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from console.checks.verdict import Verdict
-from console.service import Service, ServiceError
+from console.errors import InputError
+from console.service import Service, ServiceError, released
 from console.store import Store
 from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
 from tests.support.sshd import SshBox, SshdFarm
@@ -68,8 +69,8 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         with pytest.raises(ServiceError, match="failed its last check \\(power: power.limit 400 W"):
             await service.launch(plan)
         assert fleet_store.scalar("SELECT count(*) FROM launches WHERE arm = 'tiny-cpu'") == 0
-        plan = await service.launch(plan, force=True, ready_timeout_s=600)
-        [launch_id] = plan.launch_ids
+        outcome = await service.launch(plan, force=True, ready_timeout_s=600, wait=False)
+        [launch_id] = outcome.launch_ids
         launch = fleet_store.launches.get(launch_id)
         assert launch is not None and launch.forced and launch.arm == "tiny-cpu"
         args = fleet_store.commands.get(f"launch-{launch_id}").args
@@ -81,20 +82,12 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         assert launch.port in held
         assert service.plan_launch("tiny-cpu", "alpha").resolved.replicas[0].port not in held
 
-        assert service.kill_targets("tiny-cpu", "alpha") == [launch_id]
-        with pytest.raises(ServiceError, match="nothing to kill"):
-            service.kill_targets("no-such-arm", "alpha")
-        await service.kill([launch_id], "alpha", grace_s=1)
-        link = service.fleet.link("alpha")
-
-        async def stopped() -> bool:
-            await link.sync()
-            return fleet_store.launches.get(launch_id).state == "stopped"  # type: ignore[union-attr]
-
-        deadline = time.monotonic() + 20
-        while not await stopped():
-            assert time.monotonic() < deadline, "the launch never reached stopped"
-            await asyncio.sleep(0.2)
+        kill = service.plan_kill("tiny-cpu", "alpha")
+        assert [x.id for x in kill.launches] == [launch_id]
+        with pytest.raises(InputError, match="nothing to kill"):
+            service.plan_kill("no-such-arm", "alpha")
+        [stopped] = await service.kill(kill, grace_s=1)
+        assert stopped.id == launch_id and stopped.state == "stopped" and released(stopped)
     finally:
         await service.close()
 
@@ -103,25 +96,32 @@ async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(sshd_f
                                                                          fleet_store: Store) -> None:  # fmt: skip
     service = await _service(fleet_store, box_started("alpha"), serving_env="/nonexistent-env")
     try:
-        plan = await service.launch(service.plan_launch("tiny-cpu", "alpha"))
-        launch = fleet_store.launches.get(plan.launch_ids[0])
-        assert launch is not None and launch.state == "failed"
+        outcome = await service.launch(service.plan_launch("tiny-cpu", "alpha"))
+        assert not outcome.serving  # a launch whose server never started is never reported as served
+        [launch] = outcome.failed
+        assert launch.state == "failed" and launch == fleet_store.launches.get(launch.id)
         assert "not found" in launch.failure_reason and "/nonexistent-env/bin/vllm" in launch.failure_reason
         assert launch.gpus == (0,)  # the H200 fixture box has one GPU
     finally:
         await service.close()
 
 
-async def test_set_deadline_arms_the_box_watchdog(sshd_farm: SshdFarm, fleet_store: Store) -> None:
+async def test_a_timer_is_armed_and_cancelled_on_the_box_watchdog(sshd_farm: SshdFarm, fleet_store: Store) -> None:
     register(fleet_store, box_started("alpha"))
     service = Service(fleet_store, settings=FAST)
     try:
-        timer_id = f"t{int(time.time() * 1000)}"
-        deadline = fleet_store.clock() + 3_600_000
-        armed = await service.set_deadline("alpha", timer_id, deadline, "stop-arms")
-        assert armed["armed"] is True and 3590 < armed["remaining_s"] <= 3600
+        plan = service.plan_timer("alpha", at=None, within="1h", action="stop-arms")
+        armed = await service.arm_timer(plan)
+        assert armed.on_box is not None and armed.on_box.done
+        assert armed.on_box.remaining_s is not None and 3590 < armed.on_box.remaining_s <= 3600
+        armed_log = fleet_store.timers.log_for(armed.timer.id)[0]
+        assert armed_log["event"] == "armed" and armed_log["detail"]["readings"]["UTC"]  # as confirmed
         link = service.fleet.link("alpha")
-        assert (await link.command("cancel_deadline", {"timer_id": timer_id}))["cancelled"] is True
+        on_box = {t["timer_id"] for t in (await link.command("hello", {}))["timers"]}
+        assert str(armed.timer.id) in on_box
+        cancelled = await service.cancel_timer(armed.timer.id)
+        assert cancelled.timer.state == "cancelled" and cancelled.on_box is not None and cancelled.on_box.done
+        assert str(armed.timer.id) not in {t["timer_id"] for t in (await link.command("hello", {}))["timers"]}
         assert [c.op for c in fleet_store.commands.unfinished("alpha")] == []
     finally:
         await service.close()

@@ -18,7 +18,7 @@ import pytest
 from console.fleet import BoxLink, FleetManager, HostKeyChanged, HostKeyUnknown
 from console.fleet.push import AgentBuild, current_build
 from console.fleet.transport import SshSettings
-from console.service import Service
+from console.service import HostKey, Service
 from console.store import Box, Store
 from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
 from tests.support.sshd import SshdFarm
@@ -38,10 +38,10 @@ async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(sshd
     row = fleet_store.boxes.get("alpha")
     assert (row.status, row.host_key_source, row.host_key) == ("host-key-unknown", "pending", box.host_key_line)
     service = Service(fleet_store, settings=FAST)
-    line, fp = await service.presented_key("alpha")
-    assert line == box.host_key_line and fp.startswith("SHA256:")
-    service.trust("alpha", line)
-    assert "new events ingested" in await service.connect("alpha")
+    key = await service.presented_key("alpha")
+    assert key.line == box.host_key_line and key.fingerprint.startswith("SHA256:")
+    service.trust("alpha", key)
+    assert "new events ingested" in str(await service.connect("alpha"))
     row = fleet_store.boxes.get("alpha")
     assert row.status == "up" and row.agent_version == current_build().version
     journal = fleet_store.rows("SELECT seq, kind FROM journal WHERE box = 'alpha' ORDER BY seq")
@@ -76,8 +76,8 @@ async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFar
     assert isinstance(link.fatal, HostKeyChanged)
     service = Service(fleet_store, settings=FAST)
     with pytest.raises(HostKeyChanged):
-        service.trust("rekeyed", new_line)
-    service.trust("rekeyed", new_line, replace=True)
+        service.trust("rekeyed", HostKey(new_line, "presented"))
+    service.trust("rekeyed", HostKey(new_line, "presented"), replace=True)
     assert fleet_store.boxes.get("rekeyed").host_key == new_line
 
 
@@ -204,7 +204,7 @@ async def test_local_box_uses_the_same_protocol_without_ssh(fleet_store: Store, 
     fleet_store.boxes.add(Box(name="local", kind="local", agent_home=str(home)))
     service = Service(fleet_store, settings=FAST)
     try:
-        assert (await service.connect("local")).startswith("started")
+        assert (await service.connect("local")).action.startswith("started")
         probe = await service.probe("local")
         assert probe["cpu_count"] >= 1
         assert fleet_store.checks.latest_probe("local") is not None  # arrived through the journal

@@ -9,8 +9,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from console.cli.common import CliError
 from console.cli.launch import parse_gpus
+from console.errors import InputError
 from console.fleet import BoxLink, HostKeyChanged, JournalMismatch
 from console.fleet.hostkeys import check_trust, policy_for
 from console.fleet.link import Backoff
@@ -72,7 +72,7 @@ def test_journal_behind_state_db_is_refused_not_ingested(tmp_path: Path) -> None
 def test_parse_gpus() -> None:
     assert parse_gpus("0,1, 3") == [0, 1, 3] and parse_gpus(None) is None
     for bad in ("0,0", "-1", "a", ","):
-        with pytest.raises(CliError):
+        with pytest.raises(InputError):
             parse_gpus(bad)
 
 

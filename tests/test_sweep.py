@@ -30,11 +30,9 @@ from console.store.sweeps import SweepArm
 from console.sweep import (
     SweepError,
     SweepOptions,
-    SweepRunner,
     accepted_candidates,
     admitted_streams,
     candidates,
-    open_sweep,
 )
 from console.sweep.plan import flag_value
 from tests.support.fake_engine import install, write_model
@@ -178,10 +176,10 @@ def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, 
     async def go() -> int:
         with Store(db) as store:
             service = Service(store, catalog=load_catalog([recipes]))
-            sweep, _ = open_sweep(service, "fake-test", "local", **open_args)  # type: ignore[arg-type]
+            sweep, _ = service.open_sweep("fake-test", "local", **open_args)  # type: ignore[arg-type]
             try:
-                options = SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4, base_port=free_ports(1))
-                await SweepRunner(service, sweep.id, options).run()
+                options = SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(1))
+                await service.run_sweep(sweep.id, options)
             finally:
                 await service.close()
             return sweep.id
@@ -320,9 +318,9 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
             service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 await service.probe(box.name)
-                sweep, _ = open_sweep(service, "one", box.name, ["short"], [2])
-                options = SweepOptions(poll_s=0.2, kill_grace_s=2, prompts=4, base_port=base)
-                await SweepRunner(service, sweep.id, options).run()
+                sweep, _ = service.open_sweep("one", box.name, ["short"], [2])
+                options = SweepOptions(kill_grace_s=2, prompts=4, base_port=base)
+                await service.run_sweep(sweep.id, options)
             finally:
                 await service.close()
             return sweep.id
@@ -351,24 +349,24 @@ def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_i
     try:
         with Store(tmp_path / "state.db") as store:
             service = Service(store, catalog=load_catalog([recipes]))
-            sweep, resumed = open_sweep(service, "fake-test", "local", ["short"], [1, 8])
+            sweep, resumed = service.open_sweep("fake-test", "local", ["short"], [1, 8])
             assert not resumed and sweep.shapes == ["short"] and sweep.concurrency == [1, 8]
             store.db.execute("UPDATE sweeps SET runner_pid = ? WHERE id = ?", [other.pid, sweep.id])
             store.db.conn.commit()
             with pytest.raises(SweepError, match=f"being walked by pid {other.pid}"):
-                open_sweep(service, "fake-test", "local")
+                service.open_sweep("fake-test", "local")
             other.kill()
             other.wait()
             with pytest.raises(SweepError, match=r"started with concurrency \[1, 8\]; resume it without"):
-                open_sweep(service, "fake-test", "local", concurrency=[4])
-            again, resumed = open_sweep(service, "fake-test", "local")
+                service.open_sweep("fake-test", "local", concurrency=[4])
+            again, resumed = service.open_sweep("fake-test", "local")
             assert resumed and again.id == sweep.id and again.runner_pid == os.getpid()
-            fresh, resumed = open_sweep(service, "fake-test", "local", ["short"], new=True)
+            fresh, resumed = service.open_sweep("fake-test", "local", ["short"], new=True)
             assert not resumed and fresh.id != sweep.id and store.sweeps.get(sweep.id).state == "abandoned"
             with pytest.raises(SweepError, match="unknown shape"):
-                open_sweep(service, "fake-test", "local", ["nope"], new=True)
+                service.open_sweep("fake-test", "local", ["nope"], new=True)
             with pytest.raises(SweepError, match="unknown shape.*router"):  # the default, not in these recipes
-                open_sweep(service, "fake-test", "local", new=True)
+                service.open_sweep("fake-test", "local", new=True)
             assert store.sweeps.get(fresh.id).state == "running"  # a refused --new abandons nothing
     finally:
         if other.poll() is None:
@@ -387,9 +385,9 @@ def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_ever
     async def go() -> None:
         with Store(local_db) as store:
             service = Service(store, catalog=load_catalog([recipes]))
-            sweep, _ = open_sweep(service, "one", "local", ["short"])
+            sweep, _ = service.open_sweep("one", "local", ["short"])
             try:
-                await SweepRunner(service, sweep.id, SweepOptions(poll_s=0.2, kill_grace_s=2, base_port=port)).run()
+                await service.run_sweep(sweep.id, SweepOptions(kill_grace_s=2, base_port=port))
             finally:
                 await service.close()
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from console.fleet import FleetManager
+from console.service import Service
 from console.store import Box, Store
-from console.timers import Enforcer, FleetActions, cancel
+from console.timers import Enforcer, cancel
 from tests.support.agent_box import AgentBox, bin_with_fake_smi
 from tests.support.fleet_fixtures import FAST
 from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
@@ -122,7 +123,7 @@ async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(ag
     agent.wait_for(state_of("arm-1", "stopped"))
 
 
-# -- the production wiring: FleetActions over the fleet's link to a local box's real agent ----------
+# -- the production wiring: the service's box actions over the fleet's link to a local box's real agent --
 @pytest.fixture
 def local_fleet(tmp_path: Path, store: Store) -> Iterator[tuple[FleetManager, Path]]:
     home = tmp_path / "local-agent"
@@ -139,7 +140,7 @@ def local_fleet(tmp_path: Path, store: Store) -> Iterator[tuple[FleetManager, Pa
                 pass
 
 
-async def test_fleet_actions_arm_pull_and_stop_a_real_local_box(
+async def test_service_box_actions_arm_pull_and_stop_a_real_local_box(
     local_fleet: tuple[FleetManager, Path], store: Store, tmp_path: Path
 ) -> None:
     fleet, _ = local_fleet
@@ -156,7 +157,7 @@ async def test_fleet_actions_arm_pull_and_stop_a_real_local_box(
     now = time.time_ns() // 1_000_000
     deadline = now + 2000
     timer = store.timers.add("local", deadline, "stop-arms", "in 2s", now_ms=now)
-    enforcer = Enforcer(store, FleetActions(fleet))
+    enforcer = Service(store, fleet).enforcer()
     try:
         while store.timers.get(timer.id).state != "fired":
             assert time.time_ns() // 1_000_000 < deadline + 15_000, store.timers.log_for(timer.id)
@@ -168,6 +169,7 @@ async def test_fleet_actions_arm_pull_and_stop_a_real_local_box(
         pulled = log["fired"]["detail"]["pulled"]
         assert any("vLLM API server version" in line for line in pulled["logs"]["arm-1"])
         assert list(log["fired"]["detail"]["done"]["killed"]) == ["arm-1"]
+        assert log["fired"]["detail"]["done"]["killed"]["arm-1"]["gpu_released"] is True
         assert store.launches.get("arm-1") is not None  # the pull ingested the launch into state.db
         timer2 = store.timers.add("local", deadline + 3_600_000, "stop-arms", "in 1h", now_ms=now)
         await enforcer.arm_box(timer2)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import console.cli.common as cli_common
 import console.cli.timer as timer_cli
 from console.cli import main
 from console.store import Box, Store, resolve_db_path
@@ -31,7 +32,8 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     def at_seed_time(args: argparse.Namespace, *, read_only: bool = False) -> Store:
         return Store(resolve_db_path(args.db), read_only=read_only, clock=lambda: NOW_MS)
 
-    monkeypatch.setattr(timer_cli, "open_store", at_seed_time)
+    monkeypatch.setattr(timer_cli, "open_store", at_seed_time)  # list, show
+    monkeypatch.setattr(cli_common, "open_store", at_seed_time)  # the service's store: set, cancel, watch
     monkeypatch.delenv("VAST_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -55,7 +57,7 @@ def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys
 
 def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes", "--no-arm"]) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # the readings are what the operator confirms: prose, on stderr
     assert "UTC        2026-09-06 01:27:00 UTC" in out
     assert "box        2026-09-06 02:27:00 BST (+01:00) [Europe/London]" in out
     assert "remaining  3h12m" in out and "console    2026-09-0" in out
@@ -73,7 +75,7 @@ def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, ca
 
 def test_set_with_a_duration_and_a_box_never_probed(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes", "--no-arm"]) == 0
-    assert "box        box zone unknown" in capsys.readouterr().out
+    assert "box        box zone unknown" in capsys.readouterr().err
     assert timers(db)[0]["deadline_ms"] == CUTOFF_MS
     assert main(["--db", db, "timer", "list"]) == 0
     assert "box zone unknown" in capsys.readouterr().out
@@ -99,11 +101,13 @@ def test_destroy_needs_a_destroyable_box_and_a_key(db: str, monkeypatch: pytest.
 
 def test_show_and_cancel(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T01:27Z", "--yes", "--no-arm"]) == 0
-    assert main(["--db", db, "timer", "cancel", "1", "--no-arm"]) == 0
+    assert main(["--db", db, "timer", "cancel", "1", "--no-arm"]) == 2  # no terminal: like every confirmation
+    assert "pass --yes" in capsys.readouterr().err and timers(db)[0]["state"] == "armed"
+    assert main(["--db", db, "timer", "cancel", "1", "--no-arm", "--yes"]) == 0
     assert "timer 1 cancelled" in capsys.readouterr().out
-    assert main(["--db", db, "timer", "cancel", "1", "--no-arm"]) == 2
+    assert main(["--db", db, "timer", "cancel", "1", "--no-arm", "--yes"]) == 2
     assert "only an armed timer" in capsys.readouterr().err
-    assert main(["--db", db, "timer", "cancel", "42"]) == 2
+    assert main(["--db", db, "timer", "cancel", "42", "--yes"]) == 2
     assert "no timer with id 42" in capsys.readouterr().err
     assert main(["--db", db, "timer", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
@@ -147,11 +151,11 @@ def test_set_arms_and_cancel_disarms_the_real_box_watchdog(db: str, local_home: 
     with Store(db) as store:
         store.boxes.add(Box(name="local", kind="local", agent_home=str(local_home)))
     assert main(["--db", db, "timer", "set", "local", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
-    assert "box watchdog: armed on local, 3h12m on its clock" in capsys.readouterr().out
+    assert "box watchdog: armed on local, 3h12m on its clock" in capsys.readouterr().err
     state = json.loads((local_home / "deadline.json").read_text())["timers"]
     assert state["1"]["deadline_ms"] == CUTOFF_MS and state["1"]["action"] == "stop-arms"
-    assert main(["--db", db, "timer", "cancel", "1"]) == 0
-    assert "box watchdog: disarmed on local" in capsys.readouterr().out
+    assert main(["--db", db, "timer", "cancel", "1", "--yes"]) == 0
+    assert "box watchdog: disarmed on local" in capsys.readouterr().err
     assert json.loads((local_home / "deadline.json").read_text())["timers"] == {}
 
 
@@ -167,7 +171,7 @@ def test_set_says_loudly_when_the_box_cannot_be_reached(db: str, capsys: pytest.
 def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "live.db")
-    monkeypatch.setattr(timer_cli, "open_store", lambda args: Store(resolve_db_path(args.db)))
+    monkeypatch.setattr(cli_common, "open_store", lambda args: Store(resolve_db_path(args.db)))
     with Store(db) as store:
         store.boxes.add(Box(name="local", kind="local", agent_home=str(local_home)))
         assert main(["--db", db, "timer", "watch"]) == 0
@@ -175,9 +179,25 @@ def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: 
         now = store.clock()
         store.timers.add("local", now + 2000, "stop-arms", "in 2s", now_ms=now)
     assert main(["--db", db, "timer", "watch", "--interval", "0.2"]) == 0
-    out = capsys.readouterr().out
-    assert "box local: stop-arms at" in out and "timer 1: stop-arms of box local fired" in out
+    captured = capsys.readouterr()
+    assert "box local: stop-arms at" in captured.err and "timer 1: stop-arms of box local fired" in captured.out
     with Store(db) as store:
         log = {e["event"]: e for e in store.timers.log_for(1)}
     assert {"armed-on-box", "warn-1m", "pulled-early", "firing", "pulled", "fired"} <= set(log)
     assert log["fired"]["t_ms"] >= now + 2000
+
+
+@pytest.mark.parametrize("typed", ["01:27Z", "01:27 UTC", "02:27+01:00", "02:27 Europe/London", "21:27 America/New_York"])
+def test_a_zoned_time_of_day_means_its_next_occurrence(db: str, typed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """At 22:15 UTC on the 5th, '01:27Z' is the seed's cut-off the next night, whatever zone reads it."""
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes", "--no-arm"]) == 0
+    err = capsys.readouterr().err
+    assert "UTC        2026-09-06 01:27:00 UTC" in err  # the full date, in UTC
+    assert "box        2026-09-06 02:27:00 BST (+01:00) [Europe/London]" in err  # in the box's zone
+    assert "console    2026-09-0" in err  # and in this console's zone, with its offset
+    assert timers(db)[0]["deadline_ms"] == CUTOFF_MS
+
+
+def test_a_time_of_day_already_past_today_is_tomorrows(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "timer", "set", "pro-a", "--at", "22:00Z", "--yes", "--no-arm"]) == 0
+    assert "2026-09-06 22:00:00 UTC" in capsys.readouterr().err  # 22:15 has passed 22:00 on the 5th

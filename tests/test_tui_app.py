@@ -252,7 +252,7 @@ async def test_browse_refuses_timers_and_live_console_arms_one(fixture_db: F.Fix
             app.screen.query_one("#timer-check", Static).render()
         )
         await press(pilot, "enter")
-        assert actions.calls[-1][:4] == ("set_deadline", "pro-a", F.NOW + 72 * 60_000, "stop-arms")
+        assert actions.calls[-1] == ("arm_timer", "pro-a", "2026-09-06 01:27 UTC", "stop-arms")
 
 
 async def test_help_lists_every_binding_with_remapped_keys(fixture_db: F.Fixture, tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ async def kill_leftovers(db: Path) -> None:
         if live:
             service = Service(store, settings=FAST)
             try:
-                await service.kill(live, BOX, grace_s=5)
+                await service.stop_launches(BOX, live, grace_s=5)
             finally:
                 await service.close()
 

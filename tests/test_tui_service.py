@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from console.service import ServiceError
+from console.errors import InputError, Refused
 from console.store import Store
-from console.tui.actions import ActionRefused, ServiceActions
+from console.tui.actions import ServiceActions
 from console.tui.app import ConsoleApp
 from console.tui.modals import ConfirmScreen
 from tests.support import tui_fixture as F
@@ -39,10 +39,10 @@ async def test_browse_adapter_refuses_every_action(fx: F.Fixture) -> None:
     for call in (
         actions.launch("pro-a", F.QWEN),
         actions.kill("pro-a", "L-qwen-0"),
-        actions.set_deadline("pro-a", F.NOW + 3600_000, "stop-arms", "in 1h"),
-        actions.supervise(),
+        actions.arm_timer("pro-a", "1h", "stop-arms"),
+        actions.supervise(lambda message: None),
     ):
-        with pytest.raises(ActionRefused, match="read-only view"):
+        with pytest.raises(Refused, match="read-only view"):
             await call
     await actions.close()
 
@@ -77,7 +77,7 @@ async def test_the_live_console_supervises_and_closes_its_actions(fx: F.Fixture)
 async def test_log_tail_of_an_unknown_launch_is_refused_before_any_box_is_reached(fx: F.Fixture) -> None:
     actions = ServiceActions(fx.path)
     try:
-        with pytest.raises(ServiceError, match="no launch 'L-nope'"):
+        with pytest.raises(InputError, match="no launch 'L-nope'"):
             await actions.log_tail("L-nope", 5)
     finally:
         await actions.close()

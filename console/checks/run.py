@@ -1,15 +1,13 @@
 """Running the checks on a box: get a probe, judge it, store both.
 
-The pure checks need a probe; where it comes from is a parameter (``ProbeProvider``) so that
-``campaign check``, the TUI and tests share one path: the local box runs the agent's probe as a process,
-an SSH box asks its agent through ``console.fleet``, and ``--stored`` re-judges the newest stored probe
-(offline, or with another arm). The console's clock is read just before asking and travels with the
-request, which is what the clock check compares the box's clock with.
+The pure checks need a probe; where it comes from is the service's business (``console.service``):
+the local box runs the agent's probe as a process, an SSH box asks its agent, and ``--stored`` re-judges the
+newest stored probe (offline, or with another arm). The console's clock is read just before asking and
+travels with the request, which is what the clock check compares the box's clock with.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -19,10 +17,7 @@ from typing import Any
 
 from console.checks import ArmContext, Verdict, evaluate, worst
 from console.errors import InputError
-from console.store import Box, NoSuchBox, Store
-
-ProbeProvider = Callable[[Box, int], dict[str, Any]]
-"""(box, console_now_ms) -> the agent's probe dict (CONTRACTS C2), console_now_ms sent with the request."""
+from console.store import Box, Store
 
 ArmResolver = Callable[[Box, dict[str, Any]], ArmContext]
 """(box, probe) -> what the arm would ask of this box; the probe says how many GPUs of which kind."""
@@ -58,23 +53,18 @@ class CheckRun:
         }
 
 
-def run_check(store: Store, box_name: str, provider: ProbeProvider | None,
-              arm: ArmResolver | None = None) -> CheckRun:
-    """Probe (or, with no provider, take the newest stored probe), judge, and store the verdicts."""
+def judge(store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmResolver | None = None) -> CheckRun:
+    """Judge ``probe`` (None: the newest stored probe) and store the probe and the verdicts."""
     box = store.boxes.get(box_name)
-    if provider is None:
+    if probe is None:
         stored = store.checks.latest_probe(box.name)
         if stored is None:
-            raise CheckError(f"box {box.name} has no stored probe; run `campaign check {box.name}` without "
-                             "--stored to probe it")
+            raise CheckError(f"box {box.name} has no stored probe", f"run `campaign check {box.name}` without "
+                             "--stored to probe it")  # fmt: skip
         probe, probe_id = stored.data, stored.id
     else:
-        console_now = store.clock()
-        probe = provider(box, console_now)
         if not isinstance(probe, dict):
             raise CheckError(f"box {box.name}: the probe answered {type(probe).__name__}, not a probe object")
-        if probe.get("console_t_ms") is None:
-            probe = {**probe, "console_t_ms": console_now}
         probe_id = store.checks.add_probe(box.name, probe)
     context = arm(box, probe) if arm else None
     verdicts = evaluate(probe, context)
@@ -106,35 +96,6 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
 def serving_python(box: Box) -> str | None:
     """The Python whose cuInit(0) matters: the serving env's, where the box has one."""
     return f"{box.serving_env.rstrip('/')}/bin/python" if box.serving_env else None
-
-
-def fleet_probe(store: Store, settings: Any = None) -> ProbeProvider:
-    """Probes through the box's agent over its link (``console.service``; ``settings`` are its
-    LinkSettings). The service stamps the console time on the request itself; the agent journals the
-    probe too, and ``store.checks.add_probe`` keeps one row for both copies."""
-
-    def provider(box: Box, console_now_ms: int) -> dict[str, Any]:
-        import asyncssh
-
-        from console.service import Service
-
-        async def ask() -> dict[str, Any]:
-            service = Service(store, settings=settings)
-            try:
-                return await service.probe(box.name, serving_python(box))
-            finally:
-                await service.close()
-
-        try:
-            return asyncio.run(ask())
-        except NoSuchBox as exc:  # BoxNotReachable: imported figures or a destroyed box
-            stored = f"`campaign check {box.name} --stored` judges its last stored probe"
-            raise CheckError(f"{exc}; {stored}") from exc
-        except (OSError, RuntimeError, asyncssh.Error) as exc:
-            raise CheckError(f"box {box.name}: probe through the agent failed: {exc}; "
-                             f"`campaign box connect {box.name}` shows the link's state") from exc
-
-    return provider
 
 
 def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:

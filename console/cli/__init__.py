@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from console import __version__
-from console.cli.common import CliError
+from console.errors import ConsoleError, exit_code
 
 # (module, one-line help) in the order --help lists them.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -97,9 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return open_console(args)
         return int(handler(args) or 0)
-    except CliError as exc:
+    except ConsoleError as exc:
         print(f"campaign: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return exit_code(exc)
     except KeyboardInterrupt:
         print("campaign: interrupted", file=sys.stderr)
         return 130

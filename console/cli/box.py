@@ -1,4 +1,4 @@
-"""``campaign box add|list|rm``: the inventory of boxes the console drives."""
+"""``campaign box add|set|list|rm|trust|connect``: the inventory of boxes the console drives, and their links."""
 
 from __future__ import annotations
 
@@ -8,66 +8,45 @@ import re
 import signal
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
-from console.cli.common import CliError, confirm, open_store, print_json, print_table
-from console.cli.remote import describe
-from console.fleet import AgentError, HostKeyProblem, JournalMismatch
-from console.fleet.link import LINK_ERRORS
-from console.fleet.progress import IngestProgress
-from console.service import Service, ServiceError
-from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store
-from console.store.ingest import IngestError
+from console.cli.common import confirm, open_store, print_json, print_table, run, say, service_for
+from console.errors import InputError
+from console.store import Box
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 def parse_target(text: str) -> tuple[str, str, int]:
     """``USER@HOST[:PORT]`` into its parts; anything else is refused with the expected form."""
     m = _TARGET.match(text)
     if not m:
-        raise CliError(f"--ssh {text!r}: expected USER@HOST[:PORT], e.g. root@203.0.113.7:22022")
+        raise InputError(f"--ssh {text!r}: expected USER@HOST[:PORT], e.g. root@203.0.113.7:22022")
     port = int(m["port"] or 22)
     if not 0 < port < 65536:
-        raise CliError(f"--ssh {text!r}: port {port} is out of range 1-65535")
+        raise InputError(f"--ssh {text!r}: port {port} is out of range 1-65535")
     return m["user"], m["host"].strip("[]"), port
 
 
 def _add(args: argparse.Namespace) -> int:
-    if not _NAME.match(args.name):
-        raise CliError(f"box name {args.name!r}: use letters, digits, '.', '_' or '-' (max 63)")
     user, host, port = parse_target(args.ssh)
-    if args.key and not Path(args.key).expanduser().is_file():
-        raise CliError(f"--key {args.key}: no such file")
-    if args.provider and not args.instance:
-        raise CliError(f"--provider {args.provider} needs --instance ID (the provider's instance id)")
-    if args.price_per_hour is not None and args.price_per_hour < 0:
-        raise CliError("--price-per-hour must be zero or more")
     box = Box(
-        name=args.name,
-        ssh_user=user,
-        host=host,
-        port=port,
+        name=args.name, ssh_user=user, host=host, port=port,
         key_path=str(Path(args.key).expanduser().resolve()) if args.key else None,
-        provider=args.provider,
-        instance_id=args.instance,
-        price_per_hour=args.price_per_hour,
-        serving_env=args.serving_env,
-        model_root=args.model_root,
-        agent_home=args.agent_home,
-    )
-    with open_store(args) as store:
-        try:
-            store.boxes.add(box)
-        except BoxExists as exc:
-            raise CliError(str(exc)) from exc
+        provider=args.provider, instance_id=args.instance, price_per_hour=args.price_per_hour,
+        serving_env=args.serving_env, model_root=args.model_root, agent_home=args.agent_home,
+    )  # fmt: skip
+    with service_for(args) as service:
+        service.add_box(box)
     print(f"added box {box.name} ({box.ssh_target})")
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
+    from console.readmodel import box_list
+
     with open_store(args) as store:
-        boxes = store.boxes.every()
+        boxes = box_list(store)
     if args.json:
         print_json([asdict(b) for b in boxes])
         return 0
@@ -87,82 +66,57 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        try:
-            box = store.boxes.get(args.name)
-        except NoSuchBox as exc:
-            raise CliError(str(exc)) from exc
+    with service_for(args) as service:
+        box = service.store.boxes.get(args.name)
         where = box.ssh_target or "no SSH address"
         if not confirm(f"remove box {box.name} ({where}) and its journal from the store?", args.yes):
-            print("not removed")
+            say("not removed")
             return 1
-        store.boxes.remove(args.name)
+        service.remove_box(args.name)
     print(f"removed box {args.name}")
     return 0
 
 
-async def _connect_async(store: Store, name: str, follow: bool) -> int:
-    service = Service(store)
-    link = service.fleet.link(name)
-    progress = IngestProgress(link)
-    link.on_ingest = progress
-    try:
-        if not follow:
-            print(f"{name}: {await service.connect(name)}")
-            return 0
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        service.fleet.start(name)
-        while not stop.is_set() and link.fatal is None:
-            try:
-                await asyncio.wait_for(stop.wait(), 1.0)
-            except TimeoutError:
-                pass
-        if link.fatal is not None:
-            raise link.fatal
-        return 0
-    finally:
-        progress.done()
-        await service.close()
-
-
 def _connect(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    from console.fleet.progress import IngestProgress
+
+    with service_for(args) as service:
+        link = service.fleet.link(args.name)
+        progress = IngestProgress(link)
+
+        async def follow() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await service.follow(args.name, stop, progress)
+
         try:
-            if args.name != LOCAL_BOX:
-                store.boxes.get(args.name)
-            return asyncio.run(_connect_async(store, args.name, args.follow))
-        except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError) as exc:
-            raise CliError(str(exc)) from exc
-        except LINK_ERRORS as exc:
-            status = store.boxes.get(args.name)
-            raise CliError(f"box {args.name}: {describe(exc)} (status {status.status})", 3) from exc
+            if args.follow:
+                run(service, follow)
+            else:
+                connected = run(service, lambda: service.connect(args.name, progress))
+        finally:
+            progress.done()
+    if not args.follow:
+        print(f"{args.name}: {connected}")
+    return 0
 
 
 def _trust(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        service = Service(store)
-        try:
-            box = store.boxes.get(args.name)
-            line, fp = asyncio.run(service.presented_key(args.name))
-        except (NoSuchBox, ServiceError) as exc:
-            raise CliError(str(exc)) from exc
-        except LINK_ERRORS as exc:
-            raise CliError(f"box {args.name}: cannot read its host key: {describe(exc)}", 3) from exc
-        print(f"box {box.name} ({box.ssh_target}) presents {line.split()[0]} {fp}")
-        if box.host_key == line and box.host_key_source in ("tofu", "known_hosts"):
-            print("this key is already trusted")
+    with service_for(args) as service:
+        box = service.store.boxes.get(args.name)
+        key = run(service, lambda: service.presented_key(args.name))
+        say(f"box {box.name} ({box.ssh_target}) presents {key.kind} {key.fingerprint}")
+        if box.host_key == key.line and box.host_key_source in ("tofu", "known_hosts"):
+            say("this key is already trusted")
             return 0
-        if not confirm(f"trust {fp} for box {box.name}? compare it with the provider's console first", args.yes):
-            print("not trusted")
+        question = f"trust {key.fingerprint} for box {box.name}? compare it with the provider's console first"
+        if not confirm(question, args.yes):
+            say("not trusted")
             return 1
-        try:
-            service.trust(args.name, line, replace=args.replace)
-        except HostKeyProblem as exc:
-            raise CliError(str(exc)) from exc
-    print(f"trusted {fp} for box {args.name}")
+        service.trust(args.name, key, replace=args.replace)
+    print(f"trusted {key.fingerprint} for box {args.name}")
     return 0
 
 
@@ -173,24 +127,15 @@ def _placement_options(p: argparse.ArgumentParser) -> None:
 
 
 def _set(args: argparse.Namespace) -> int:
-    names = ("price_per_hour", "serving_env", "model_root", "agent_home")
-    values = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    if not values:
-        raise CliError("nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home")
-    if values.get("price_per_hour", 0) < 0:
-        raise CliError("--price-per-hour must be zero or more")
-    with open_store(args) as store:
-        if args.name == LOCAL_BOX:
-            store.boxes.ensure_local()
-        try:
-            store.boxes.update(args.name, **values)
-        except NoSuchBox as exc:
-            raise CliError(str(exc)) from exc
+    from console.service.boxes import SETTABLE
+
+    with service_for(args) as service:
+        values = service.set_box(args.name, **{n: getattr(args, n) for n in SETTABLE})
     print(f"box {args.name}: " + ", ".join(f"{k.replace('_', '-')} = {v}" for k, v in values.items()))
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("box", help=help_text, description=help_text)
     boxsub = p.add_subparsers(dest="box_command", metavar="ACTION", required=True)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.cli.common import CliError
-from console.store import Store, StoreError, resolve_db_path
+from console.store import Store, resolve_db_path
 
 
 def register(sub: argparse._SubParsersAction, help_text: str) -> None:
@@ -30,12 +29,7 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
 
 def browse(args: argparse.Namespace) -> int:
     path = Path(args.database) if args.database else resolve_db_path(getattr(args, "db", None))
-    try:
-        Store(
-            path, read_only=True
-        ).close()  # refuse a missing, foreign or too-old file before the screen opens
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    Store(path, read_only=True).close()  # refuse a missing, foreign or too-old file before the screen opens
     from console.tui.app import run_browse
 
     return run_browse(path)

@@ -7,12 +7,11 @@ and ``campaign launch`` rely on it — and 2 when the check itself could not run
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
+from typing import Any
 
-from console.checks.run import CheckError, CheckRun, fleet_probe, local_probe, recipe_arm, run_check
-from console.cli.common import CliError, open_store, print_json, print_table
-from console.store import LOCAL_BOX, NoSuchBox
+from console.checks.run import CheckRun
+from console.cli.common import print_json, print_table, run, say, service_for
 from console.timeutil import fmt_utc
 
 
@@ -30,34 +29,18 @@ def _print_run(run: CheckRun) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        try:
-            # The machine the console runs on is always checkable, registered or not yet.
-            box = store.boxes.ensure_local() if args.name == LOCAL_BOX else store.boxes.get(args.name)
-        except NoSuchBox as exc:
-            raise CliError(str(exc)) from exc
-        resolver = None
-        if args.arm:
-            try:
-                resolver = recipe_arm(args.arm)
-            except ValueError as exc:  # RecipeError: file:line: what
-                raise CliError(f"recipes: {exc}") from exc
-        # The local box runs the agent's probe as a process (no daemon needed); others ask their agent.
-        provider = None if args.stored else local_probe if box.is_local else fleet_probe(store)
-        if provider is not None:
-            print(f"probing box {box.name} ...", file=sys.stderr, flush=True)
-        try:
-            run = run_check(store, box.name, provider, resolver)
-        except CheckError as exc:
-            raise CliError(str(exc)) from exc
+    with service_for(args) as service:
+        if not args.stored:
+            say(f"probing box {args.name} ...")
+        checked = run(service, lambda: service.check(args.name, args.arm, stored=args.stored))
     if args.json:
-        print_json(run.to_dict())
+        print_json(checked.to_dict())
     else:
-        _print_run(run)
-    return 1 if run.verdict == "fail" else 0
+        _print_run(checked)
+    return 1 if checked.verdict == "fail" else 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("check", help=help_text, description=help_text + ". Exits 1 when any check fails.")
     p.add_argument("name", help="the box (see `campaign box list`)")
     p.add_argument("--arm", help="judge the box for this arm: its tensor parallelism, GPUs and weights")

@@ -1,29 +1,60 @@
-"""What every subcommand shares: opening the store, errors with exit codes, output helpers."""
+"""What every subcommand shares: opening the store and the service, confirmation, and output.
+
+Output discipline: with ``--json`` stdout carries JSON and nothing else; progress and prose go to stderr,
+so ``campaign ... --json | jq`` always parses. Errors are ``console.errors.ConsoleError``s: ``main`` prints
+them as one line and maps them to the exit status.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from console.store import Store, StoreError, resolve_db_path
+from console.errors import InputError
+from console.store import Store, resolve_db_path
 
+if TYPE_CHECKING:
+    from console.service import Service
 
-class CliError(Exception):
-    """An error the operator can act on: printed as one message, no traceback."""
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
+T = TypeVar("T")
 
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False) -> Store:
-    path = resolve_db_path(getattr(args, "db", None))
-    try:
-        return Store(path, read_only=read_only)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    """The campaign's store. A database this command creates starts as every new one does: this machine
+    registered as the box ``local`` and the seed campaign's published figures imported to browse."""
+    store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
+    if store.created:
+        from ops.demo import seed_if_empty
+
+        store.boxes.ensure_local()
+        seed_if_empty(store)
+    return store
+
+
+@contextmanager
+def service_for(args: argparse.Namespace) -> Iterator[Service]:
+    """A ``console.service.Service`` over the command's store; its links are closed by ``run``."""
+    from console.service import Service
+
+    with open_store(args) as store:
+        yield Service(store)
+
+
+def run(service: Service, intent: Callable[[], Awaitable[T]]) -> T:
+    """Run one async intent of ``service`` to completion, then close the service's box links."""
+
+    async def go() -> T:
+        try:
+            return await intent()
+        finally:
+            await service.close()
+
+    return asyncio.run(go())
 
 
 def print_json(value: Any) -> None:
@@ -31,12 +62,17 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def say(text: str) -> None:
+    """Prose for the operator: on stderr, so stdout stays what the command produces."""
+    print(text, file=sys.stderr, flush=True)
+
+
 def confirm(question: str, assume_yes: bool) -> bool:
     """Ask y/N on the terminal; ``--yes`` answers for the operator. No terminal means no."""
     if assume_yes:
         return True
     if not sys.stdin.isatty():
-        raise CliError(f"{question} -- no terminal to confirm on; pass --yes to confirm")
+        raise InputError(question, "no terminal to confirm on; pass --yes to confirm")
     answer = input(f"{question} [y/N] ").strip().lower()
     return answer in ("y", "yes")
 
@@ -48,3 +84,31 @@ def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def ms(value: float | None) -> str:
+    """A latency for people: ``42.1 ms``, ``1.52 s``; ``-`` when not measured."""
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} s" if value >= 10_000 else f"{value:.1f} ms"
+
+
+def csv_values(text: str | None, what: str, cast: Callable[[str], T]) -> list[T] | None:
+    """``--what a,b,c`` as a list (None when not given); an empty or malformed list is refused."""
+    if text is None:
+        return None
+    try:
+        values = [cast(part.strip()) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise InputError(f"--{what} {text!r}: expected a comma-separated list, e.g. 1,8,32") from exc
+    if not values:
+        raise InputError(f"--{what} {text!r}: give at least one value")
+    return values
+
+
+class CliError(InputError):
+    """Transitional: an input error with an explicit exit status (being replaced by the error family)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,52 +1,42 @@
 """``campaign kill LAUNCH|ARM --box NAME [--yes]``: stop a launch, or every live launch of an arm, on a box.
 
-It names what it will kill (launch, arm, box) and asks first unless ``--yes``.
+It names what it will kill (launch, arm, box) and asks first unless ``--yes``; then it waits until the box
+confirms each server stopped and its GPU memory freed. Exit status: 0 all stopped and freed, 1 declined or
+not confirmed, 2 bad input, 3 the box could not be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
-from console.cli.common import CliError, confirm, open_store
-from console.cli.remote import reaching
-from console.service import Service, ServiceError
-from console.store import NoSuchBox
-
-
-async def _kill(service: Service, ids: list[str], box: str, grace_s: float) -> dict[str, Any]:
-    try:
-        return await service.kill(ids, box, grace_s)
-    finally:
-        await service.close()
+from console.cli.common import confirm, print_json, print_table, run, say, service_for
+from console.service import released
 
 
 def _run(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        service = Service(store)
-        try:
-            store.boxes.get(args.box)
-            ids = service.kill_targets(args.target, args.box)
-        except (NoSuchBox, ServiceError) as exc:
-            raise CliError(str(exc)) from exc
-        launches = [launch for launch in map(store.launches.get, ids) if launch is not None]
-        names = ", ".join(f"{launch['id']} (arm {launch['arm']})" for launch in launches)
+    with service_for(args) as service:
+        plan = service.plan_kill(args.target, args.box)
+        names = ", ".join(f"{x.id} (arm {x.arm})" for x in plan.launches)
         if not confirm(f"kill {names} on box {args.box}?", args.yes):
-            print("nothing killed")
+            say("nothing killed")
             return 1
-        with reaching(args.box):
-            results = asyncio.run(_kill(service, ids, args.box, args.grace))
-    for launch_id, result in results.items():
-        print(f"{launch_id}: {result.get('state', 'kill sent')}")
-    return 0
+        stopped = run(service, lambda: service.kill(plan, args.grace))
+    rows = [{"launch": x.id, "state": x.state, "gpu_memory": "freed" if released(x) else "NOT confirmed free"}
+            for x in stopped]  # fmt: skip
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(rows, ["launch", "state", "gpu_memory"])
+    return 0 if all(released(x) for x in stopped) else 1
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("kill", help=help_text, description=help_text)
     p.add_argument("target", metavar="LAUNCH|ARM")
     p.add_argument("--box", required=True, metavar="NAME")
     p.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
                    help="SIGTERM, then SIGKILL after this long")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")
     p.set_defaults(func=_run)

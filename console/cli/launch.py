@@ -1,19 +1,22 @@
-"""``campaign launch ARM --box NAME [--gpus 0,1] [--force]``: lint-gated launch of an arm on a box.
+"""``campaign launch ARM --box NAME [--gpus 0,1] [--force] [--no-wait]``: lint-gated launch of an arm.
 
-Exit status: 0 launched, 1 refused (lint error, failed check without --force, the box's agent said no),
-2 bad input, 3 the box could not be reached.
+By default it waits, with progress on stderr, until every replica serves or fails: a launch is not "ok"
+because the agent accepted it. Exit status: 0 every replica serves (or, with ``--no-wait``, the agent
+accepted them), 1 refused (lint error, failed check without --force, the agent said no) or a replica failed
+(the engine's own reason is printed), 2 bad input, 3 the box could not be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import sys
+import time
+from typing import Any
 
-from console.cli.common import CliError, open_store, print_json, print_table
-from console.cli.remote import reaching
-from console.recipes import RecipeError, ResolveError
-from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service
-from console.store import NoSuchBox
+from console.cli.common import print_json, print_table, run, say, service_for
+from console.errors import InputError
+from console.service import DEFAULT_READY_TIMEOUT_S, LaunchOutcome, LaunchPlan
+from console.store.launches import Launch
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
@@ -22,59 +25,96 @@ def parse_gpus(text: str | None) -> list[int] | None:
     try:
         gpus = [int(part) for part in text.split(",") if part.strip() != ""]
     except ValueError as exc:
-        raise CliError(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. 0,1") from exc
+        raise InputError(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. 0,1") from exc
     if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise CliError(f"--gpus {text!r}: give distinct non-negative GPU indexes, e.g. 0,1")
+        raise InputError(f"--gpus {text!r}: give distinct non-negative GPU indexes, e.g. 0,1")
     return gpus
 
 
-def _show(plan: LaunchPlan) -> None:
+def _show_plan(plan: LaunchPlan) -> None:
     r = plan.resolved
-    print(f"arm {r.arm} on box {plan.box}: {r.model} as {r.served_model_name}, TP{r.tensor_parallel}, "
-          f"{len(r.replicas)} replica(s)")  # fmt: skip
-    print_table([{"replica": rep.index, "gpus": ",".join(map(str, rep.gpus)) or "-", "port": rep.port}
-                 for rep in r.replicas], ["replica", "gpus", "port"])  # fmt: skip
+    say(f"arm {r.arm} on box {plan.box}: {r.model} as {r.served_model_name}, TP{r.tensor_parallel}, "
+        f"{len(r.replicas)} replica(s)")  # fmt: skip
+    for rep in r.replicas:
+        say(f"  replica {rep.index}: GPUs {','.join(map(str, rep.gpus)) or '-'}, port {rep.port}")
     for f in plan.findings:
-        print(f"  {f.severity.upper()} [{f.rule_id}] {f.reason}" + (f" ({f.where()})" if f.where() else ""))
+        say(f"  {f.severity.upper()} [{f.rule_id}] {f.reason}" + (f" ({f.where()})" if f.where() else ""))
     for failed in plan.failed_checks:
-        print(f"  FAILED CHECK {failed}")
+        say(f"  FAILED CHECK {failed}")
 
 
-async def _launch(service: Service, plan: LaunchPlan, force: bool, ready_timeout_s: float) -> LaunchPlan:
-    try:
-        return await service.launch(plan, force=force, ready_timeout_s=ready_timeout_s)
-    finally:
-        await service.close()
+class Progress:
+    """One line on stderr while replicas start: how many serve, how many are still starting."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __call__(self, replicas: list[Launch]) -> None:
+        if not sys.stderr.isatty():
+            return
+        states = ", ".join(f"{x.id.rsplit('.', 1)[-1]} {x.state}" for x in replicas)
+        sys.stderr.write(f"\r\x1b[2K{time.monotonic() - self.started:5.0f} s  {states}"[:200])
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
+
+
+def _record(outcome: LaunchOutcome) -> dict[str, Any]:
+    return {
+        "arm": outcome.arm, "box": outcome.box, "forced": outcome.forced, "waited": outcome.waited,
+        "serving": outcome.serving, "launch_ids": outcome.launch_ids,
+        "replicas": [{"launch_id": x.id, "replica": x.replica, "state": x.state, "port": x.port,
+                      "gpus": list(x.gpus), "reason": x.failure_reason,
+                      "backends_accepted": list(x.backends_accepted)} for x in outcome.replicas],
+    }  # fmt: skip
 
 
 def _run(args: argparse.Namespace) -> int:
     gpus = parse_gpus(args.gpus)
-    with open_store(args) as store:
-        service = Service(store)
+    with service_for(args) as service:
+        plan = service.plan_launch(args.arm, args.box, gpus)
+        _show_plan(plan)
+        progress = Progress()
         try:
-            plan = service.plan_launch(args.arm, args.box, gpus)
-        except (NoSuchBox, RecipeError, ResolveError) as exc:
-            raise CliError(str(exc)) from exc
-        _show(plan)
-        with reaching(args.box):
-            plan = asyncio.run(_launch(service, plan, args.force, args.ready_timeout))
-        if args.json:
-            print_json({"arm": plan.resolved.arm, "box": plan.box, "launch_ids": plan.launch_ids,
-                        "forced": bool(args.force and plan.failed_checks)})  # fmt: skip
-        else:
-            forced = " (FORCED past a failed check; recorded)" if args.force and plan.failed_checks else ""
-            print(f"launched {', '.join(plan.launch_ids)}{forced}; `campaign box connect {args.box}` follows it")
+            outcome = run(service, lambda: service.launch(plan, force=args.force, ready_timeout_s=args.ready_timeout,
+                                                          wait=not args.no_wait, progress=progress))  # fmt: skip
+        finally:
+            progress.done()
+    failed = outcome.failed
+    if args.json:
+        print_json(_record(outcome))
+    else:
+        forced = " (FORCED past a failed check; recorded)" if outcome.forced else ""
+        print_table([{"launch": x.id, "state": x.state, "port": x.port, "gpus": ",".join(map(str, x.gpus)) or "-",
+                      "reason": x.failure_reason or ""} for x in outcome.replicas],
+                    ["launch", "state", "port", "gpus", "reason"])  # fmt: skip
+        if not outcome.waited:
+            say(f"accepted by the agent{forced}; `campaign box connect {args.box}` follows it")
+        elif outcome.serving:
+            say(f"serving{forced}")
+    if failed:
+        for x in failed:
+            accepted = f" (the engine accepts: {', '.join(x.backends_accepted)})" if x.backends_accepted else ""
+            say(f"{x.id} failed: {x.failure_reason or x.state}{accepted}")
+        return 1
+    if outcome.waited and not outcome.serving:
+        say(f"not serving after {args.ready_timeout:.0f} s: {', '.join(x.id for x in outcome.replicas)}")
+        return 1
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("launch", help=help_text, description=help_text)
     p.add_argument("arm")
     p.add_argument("--box", required=True, metavar="NAME")
     p.add_argument("--gpus", metavar="0,1", help="GPU indexes to use (default: what the arm's layout needs)")
     p.add_argument("--force", action="store_true",
                    help="launch although the box's last check failed (recorded with the launch)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="return once the agent accepted the launch, without waiting for the server to serve")
     p.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
                    help="the agent fails the launch if the server is not ready by then")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")
     p.set_defaults(func=_run)

@@ -1,23 +1,23 @@
 """What ``campaign bench`` and ``campaign tripwire`` share: start a run on the box, wait for its row.
 
 The run itself happens on the box (the agent runs the load generator or the tripwire next to the
-server); the console only asks, then pulls the journal until the result row lands in state.db.
+server); the console asks, then pulls the journal until the result row lands in state.db.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
-from console.cli.common import CliError, open_store, print_json
-from console.cli.remote import reaching
+from console.cli.common import run, say, service_for
 from console.service import Service
 
+T = TypeVar("T")
 
-def _ticker(label: str) -> Callable[[float], None]:
+
+def ticker(label: str) -> Callable[[float], None]:
     def tick(elapsed: float) -> None:
         if sys.stderr.isatty():
             sys.stderr.write(f"\r{label}: running {elapsed:5.0f} s")
@@ -26,42 +26,24 @@ def _ticker(label: str) -> Callable[[float], None]:
     return tick
 
 
-def run_and_wait(
-    args: argparse.Namespace,
-    kind: str,
-    start: Callable[[Service], Awaitable[str]],
-    show: Callable[[dict[str, Any]], None],
-) -> int:
-    """Start a ``kind`` run with ``start(service)`` (returns its run id), then wait for and show its row."""
-    with open_store(args) as store:
-        service = Service(store)
-        launch = store.launches.get(args.launch)
-        if launch is None:
-            raise CliError(f"no launch {args.launch!r} in this state.db; `campaign launch ARM --box NAME` first")
+def start_and_wait(args: argparse.Namespace, kind: str, start: Callable[[Service], Awaitable[str]],
+                   result: Callable[[Service, str, str], Awaitable[T]]) -> T | None:  # fmt: skip
+    """Start a ``kind`` run (``start`` returns its run id), then wait for its stored result (None: --no-wait)."""
+    with service_for(args) as service:
+        box = service.serving_launch(args.launch).box
 
-        async def go() -> dict[str, Any] | str:
-            try:
-                run_id = await start(service)
-                if args.no_wait:
-                    return run_id
-                return await service.wait_for_run(launch["box"], run_id, kind, args.timeout, _ticker(run_id))
-            finally:
-                await service.close()
+        async def go() -> T | None:
+            run_id = await start(service)
+            if args.no_wait:
+                say(f"started {kind} {run_id}; its row lands at the next `campaign box connect {box}`")
+                return None
+            return await result(service, box, run_id)
 
         try:
-            with reaching(launch["box"]):
-                outcome = asyncio.run(go())
+            return run(service, go)
         finally:
             if sys.stderr.isatty():
                 sys.stderr.write("\n")
-    if isinstance(outcome, str):
-        print(f"started {kind} {outcome}; its row lands at the next `campaign box connect {launch['box']}`")
-        return 0
-    if args.json:
-        print_json(outcome)
-    else:
-        show(outcome)
-    return 0
 
 
 def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> None:
@@ -69,4 +51,4 @@ def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> No
     p.add_argument("--no-wait", action="store_true", help="start it and return; the row lands at the next sync")
     p.add_argument("--timeout", type=float, default=default_timeout_s, metavar="S",
                    help=f"how long to wait for the result (default {default_timeout_s:.0f} s)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print the stored row as JSON")
+    p.add_argument("--json", action="store_true", help="print the stored row as JSON (and nothing else) on stdout")

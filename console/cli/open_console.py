@@ -6,19 +6,13 @@ import argparse
 from pathlib import Path
 
 from console.cli.common import open_store
-from ops.demo import seed_if_empty
 
 
 def prepare(args: argparse.Namespace) -> Path:
-    """Register this machine as the box ``local``; on a first start, import the demo campaign.
-
-    A newcomer's first start shows a real campaign (the seed's, marked imported) to browse; an existing
-    database is never given demo rows.
-    """
+    """Register this machine as the box ``local`` (a new database also gets the demo campaign: see
+    ``open_store``); an existing database is never given demo rows."""
     with open_store(args) as store:
         store.boxes.ensure_local()
-        if store.created:
-            seed_if_empty(store)
         return store.path
 
 

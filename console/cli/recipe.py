@@ -7,7 +7,8 @@ import json
 import shlex
 from typing import Any
 
-from console.cli.common import CliError, open_store, print_json, print_table
+from console.cli.common import open_store, print_json, print_table
+from console.errors import Refused
 from console.recipes import (
     BoxSpec,
     Catalog,
@@ -22,14 +23,16 @@ from console.recipes import (
     resolve,
 )
 from console.recipes.resolve import get_arm
-from console.store import NoSuchBox
 
 
-def _catalog(paths: list[str] | None, exit_code: int = 2) -> Catalog:
+def _catalog(paths: list[str] | None, *, linting: bool = False) -> Catalog:
+    """The recipes; for ``lint`` a recipe that does not even load is a finding (exit 1), not bad input."""
     try:
         return load_catalog(paths or None)
     except RecipeError as exc:
-        raise CliError(str(exc), exit_code=exit_code) from exc
+        if linting:
+            raise Refused(str(exc)) from exc
+        raise
 
 
 def _box(args: argparse.Namespace) -> BoxSpec | None:
@@ -37,10 +40,7 @@ def _box(args: argparse.Namespace) -> BoxSpec | None:
     if not args.box:
         return None
     with open_store(args) as store:
-        try:
-            box = store.boxes.get(args.box)
-        except NoSuchBox as exc:
-            raise CliError(str(exc)) from exc
+        box = store.boxes.get(args.box)
         probe = store.checks.latest_probe(box.name)
     return box_spec(box, probe.data if probe else None)
 
@@ -52,7 +52,7 @@ def _finding_line(f: Finding) -> str:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    catalog = _catalog(args.paths, exit_code=1)
+    catalog = _catalog(args.paths, linting=True)
     box = _box(args)
     findings = lint_catalog(catalog, box)
     if args.json:
@@ -134,10 +134,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths)
-    try:
-        get_arm(catalog, args.arm)
-    except ResolveError as exc:
-        raise CliError(str(exc)) from exc
+    get_arm(catalog, args.arm)
     box = _box(args)
     summary = _summary(catalog, args.arm, box)
     if args.json:
@@ -166,7 +163,7 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("recipe", help=help_text, description=help_text)
     rsub = p.add_subparsers(dest="recipe_command", metavar="ACTION", required=True)
 

@@ -14,25 +14,12 @@ import sys
 import time
 from typing import Any
 
-from console.cli.common import CliError, open_store, print_json, print_table
-from console.cli.remote import reaching
-from console.recipes import RecipeError
+from console.cli.common import csv_values, open_store, print_json, print_table, say, service_for
+from console.errors import Interrupted
 from console.service import DEFAULT_READY_TIMEOUT_S, Service
-from console.store import NoSuchBox, Store, StoreError
+from console.store import Store
 from console.store.sweeps import FINISHED, SweepArm, SweepRow
-from console.sweep import PlanError, SweepError, SweepOptions, SweepRunner, open_sweep, runner_alive
-
-
-def _csv(text: str | None, what: str, cast: type = str) -> list[Any] | None:
-    if text is None:
-        return None
-    try:
-        values = [cast(part.strip()) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise CliError(f"--{what} {text!r}: expected a comma-separated list, e.g. 1,8,32") from exc
-    if not values:
-        raise CliError(f"--{what} {text!r}: give at least one value")
-    return values
+from console.sweep import SweepError, SweepOptions, runner_alive
 
 
 class ProgressBar:
@@ -58,48 +45,42 @@ class ProgressBar:
         self.stream.flush()
 
 
-async def _walk(service: Service, runner: SweepRunner) -> SweepRow:
+async def _walk(service: Service, sweep_id: int, options: SweepOptions, bar: ProgressBar) -> SweepRow:
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)  # a polite kill is an operator interrupt
     try:
-        return await runner.run()
+        return await service.run_sweep(sweep_id, options, bar)
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         await service.close()
 
 
 def _run(args: argparse.Namespace) -> int:
-    shapes = _csv(args.shapes, "shapes")
-    concurrency = _csv(args.concurrency, "concurrency", int)
+    shapes = csv_values(args.shapes, "shapes", str)
+    concurrency = csv_values(args.concurrency, "concurrency", int)
     options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
                            force=args.force, base_port=args.base_port)  # fmt: skip
-    with open_store(args) as store:
-        service = Service(store)
-        try:
-            sweep, resumed = open_sweep(service, args.list, args.box, shapes, concurrency, args.bench_degenerate,
-                                        args.new)  # fmt: skip
-        except (NoSuchBox, RecipeError, PlanError, SweepError) as exc:
-            raise CliError(str(exc)) from exc
-        arms = store.sweeps.arms(sweep.id)
+    with service_for(args) as service:
+        sweep, resumed = service.open_sweep(args.list, args.box, shapes, concurrency,
+                                            bench_degenerate=args.bench_degenerate, new=args.new)  # fmt: skip
+        arms = service.store.sweeps.arms(sweep.id)
         left = [a for a in arms if a.state not in FINISHED]
         verb = "resuming" if resumed else "starting"
-        print(f"{verb} sweep #{sweep.id}: {sweep.list} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
-              f"shapes {','.join(sweep.shapes)} x concurrency {','.join(map(str, sweep.concurrency))}",
-              file=sys.stderr)  # fmt: skip
+        say(f"{verb} sweep #{sweep.id}: {sweep.list} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
+            f"shapes {','.join(sweep.shapes)} x concurrency {','.join(map(str, sweep.concurrency))}")  # fmt: skip
         bar = ProgressBar()
-        runner = SweepRunner(service, sweep.id, options, progress=bar)
         try:
-            with reaching(args.box):
-                sweep = asyncio.run(_walk(service, runner))
+            sweep = asyncio.run(_walk(service, sweep.id, options, bar))
         except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-            raise CliError(f"sweep #{sweep.id} interrupted; run the same command again to resume it", 130) from exc
+            raise Interrupted(f"sweep #{sweep.id} interrupted", "run the same command again to resume it") from exc
         except SweepError as exc:
-            raise CliError(f"sweep #{sweep.id} stopped: {exc}; run the same command again to resume it", 1) from exc
+            raise SweepError(f"sweep #{sweep.id} stopped: {exc}", "run the same command again to resume it") \
+                from exc  # fmt: skip
         finally:
             bar.done()
-        _show(store, sweep, args.json)
+        _show(service.store, sweep, args.json)
     return 0
 
 
@@ -143,10 +124,7 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        try:
-            sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.every(args.box)
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+        sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.every(args.box)
         if args.json:
             print_json([_sweep_json(store, s) for s in sweeps])
             return 0
@@ -159,7 +137,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("sweep", help=help_text, description=help_text)
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 

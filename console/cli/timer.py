@@ -12,97 +12,46 @@ import signal
 import sys
 from typing import Any
 
-from console.cli.common import CliError, confirm, open_store, print_json, print_table
-from console.fleet import FleetManager
-from console.store import NoSuchBox, Store
-from console.store.timers import ACTIONS, NoSuchTimer, Timer
-from console.timers import Enforcer, FleetActions, TimerInputError, cancel, parse_deadline, readings
+from console.cli.common import confirm, open_store, print_json, print_table, run, say, service_for
+from console.service import TimerChange
+from console.store.timers import ACTIONS, Timer
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
-from ops.providers import ProviderError, for_box
-
-
-def _check_action(store: Store, box_name: str, action: str) -> None:
-    box = store.boxes.get(box_name)
-    if box.status == "destroyed":
-        raise CliError(f"box {box_name} is already destroyed; nothing to stop")
-    if not box.reachable:  # imported figures: there is no machine behind the name to stop
-        raise CliError(f"box {box_name} cannot be reached ({box.status_detail or box.status}); nothing to stop")
-    if action == "stop-arms":
-        return
-    try:
-        provider = for_box(box.provider)  # a Vast box without an API key fails here, not at the deadline
-    except ProviderError as exc:
-        raise CliError(f"--action {action} on box {box_name}: {exc}") from exc
-    if action == "shutdown":
-        return
-    if not provider.can_destroy:
-        raise CliError(
-            f"--action destroy on box {box_name}: it is a {provider.name} host and cannot be destroyed by the "
-            "console; use --action shutdown (or stop-arms)"
-        )
-    if not box.instance_id:
-        raise CliError(f"--action destroy on box {box_name}: the box has no provider instance id "
-                       f"(`campaign box add ... --provider {box.provider} --instance ID`)")
 
 
 def _set(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        try:
-            _check_action(store, args.box, args.action)
-        except NoSuchBox as exc:
-            raise CliError(str(exc)) from exc
-        box_tz = store.timers.box_tz(args.box)
-        now = store.clock()
-        try:
-            deadline = parse_deadline(args.at, args.within, now_ms=now, box_tz=box_tz)
-        except TimerInputError as exc:
-            raise CliError(str(exc)) from exc
-        shown = readings(deadline, now, box_tz)
-        print(f"hard stop for box {args.box}: {args.action}")
-        for label, text in shown:
-            print(f"  {label:<10} {text}")
-        for other in store.timers.every(args.box, active_only=True):
-            print(f"  note: timer {other.id} is also armed: {other.action} at {fmt_utc(other.deadline_ms)}")
-        if not confirm(f"arm {args.action} of box {args.box} at {fmt_utc(deadline)}?", args.yes):
-            print("not armed")
+    with service_for(args) as service:
+        plan = service.plan_timer(args.box, at=args.at, within=args.within, action=args.action)
+        say(f"hard stop for box {plan.box}: {plan.action}")
+        for label, text in plan.readings:
+            say(f"  {label:<10} {text}")
+        for other in plan.others:
+            say(f"  note: timer {other.id} is also armed: {other.action} at {fmt_utc(other.deadline_ms)}")
+        if not confirm(f"arm {plan.action} of box {plan.box} at {fmt_utc(plan.deadline_ms)}?", args.yes):
+            say("not armed")
             return 1
-        timer = store.timers.add(
-            args.box, deadline, args.action, args.at if args.at is not None else f"in {args.within}",
-            now_ms=store.clock(), detail={"readings": dict(shown)},
-        )
-        print(f"timer {timer.id} armed in {store.path}: {args.action} of box {args.box} at {fmt_utc(deadline)}")
-        if args.no_arm:
-            print("box watchdog: not armed yet (--no-arm); `campaign timer watch` or the console arms it")
-            return 0
-        return _on_box(store, timer, "arm")
+        change = run(service, lambda: service.arm_timer(plan, on_box=not args.no_arm))
+        print(f"timer {change.timer.id} armed in {service.store.path}: {plan.action} of box {plan.box} at "
+              f"{fmt_utc(plan.deadline_ms)}")  # fmt: skip
+    return _on_box(change, "arm")
 
 
-def _on_box(store: Store, timer: Timer, step: str) -> int:
-    """Arm (or disarm) the box's own watchdog now, so the stop holds with this laptop closed."""
-
-    async def run() -> Any:
-        fleet = FleetManager(store)
-        try:
-            enforcer = Enforcer(store, FleetActions(fleet, store.clock), clock=store.clock)
-            return await (enforcer.arm_box(timer) if step == "arm" else enforcer.disarm_box(timer))
-        finally:
-            await fleet.close()
-
-    result = asyncio.run(run())
-    if result is not None:
-        remaining = f", {fmt_remaining(int(result['remaining_s'] * 1000))} on its clock" if step == "arm" else ""
-        print(f"box watchdog: {'armed' if step == 'arm' else 'disarmed'} on {timer.box}{remaining}")
+def _on_box(change: TimerChange, step: str) -> int:
+    """Say what the box's own watchdog did; exit 3 when it could not be reached (the console still holds it)."""
+    timer, on_box = change.timer, change.on_box
+    if on_box is None:
+        say(f"box watchdog: not {step}ed yet (--no-arm); `campaign timer watch` or the console does it")
         return 0
-    last = store.timers.log_for(timer.id)[-1]
-    if last["event"] in ("armed-on-box", "cancelled-on-box") or (step == "disarm" and last["event"] == "cancelled"):
-        return 0  # already done, or never armed there
-    error = (last["detail"] or {}).get("error", last["event"])
+    if on_box.done:
+        remaining = (f", {fmt_remaining(int(on_box.remaining_s * 1000))} on its clock"
+                     if step == "arm" and on_box.remaining_s is not None else "")  # fmt: skip
+        say(f"box watchdog: {step}ed on {timer.box}{remaining}" if on_box.detail == "done"
+            else f"box watchdog: {on_box.detail}")  # fmt: skip
+        return 0
     consequence = (
         "the console's own enforcer still holds the timer: keep `campaign timer watch` (or the console) running"
         if step == "arm" else "THE BOX WILL STILL ACT AT THE DEADLINE: run `campaign timer watch` to retry"
     )
-    print(f"box watchdog: NOT {step}ed on {timer.box}: {error}; {consequence} until the box is reachable",
-          file=sys.stderr)
+    say(f"box watchdog: NOT {step}ed on {timer.box}: {on_box.detail}; {consequence} until the box is reachable")
     return 3
 
 
@@ -124,10 +73,7 @@ def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
 def _list(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         if args.box is not None:
-            try:
-                store.boxes.get(args.box)  # a mistyped name must not read as "no timers: nothing will stop"
-            except NoSuchBox as exc:
-                raise CliError(str(exc)) from exc
+            store.boxes.get(args.box)  # a mistyped name must not read as "no timers: nothing will stop"
         now = store.clock()
         timers = store.timers.every(args.box, active_only=not args.all)
         records = [_record(t, now, store.timers.box_tz(t.box)) for t in timers]
@@ -145,10 +91,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        try:
-            timer = store.timers.get(args.id)
-        except NoSuchTimer as exc:
-            raise CliError(str(exc)) from exc
+        timer = store.timers.get(args.id)
         record = _record(timer, store.clock(), store.timers.box_tz(timer.box))
         log = store.timers.log_for(timer.id)
     if args.json:
@@ -165,60 +108,49 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        try:
-            timer = cancel(store, args.id, now_ms=store.clock())
-        except NoSuchTimer as exc:
-            raise CliError(str(exc)) from exc
-        except TimerInputError as exc:
-            raise CliError(str(exc)) from exc
-        print(f"timer {timer.id} cancelled ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)})")
-        return 0 if args.no_arm else _on_box(store, timer, "disarm")
+    with service_for(args) as service:
+        timer = service.store.timers.get(args.id)
+        if not confirm(f"cancel timer {timer.id} ({timer.action} of box {timer.box} at "
+                       f"{fmt_utc(timer.deadline_ms)})?", args.yes):  # fmt: skip
+            say("not cancelled")
+            return 1
+        change = run(service, lambda: service.cancel_timer(args.id, on_box=not args.no_arm))
+    print(f"timer {timer.id} cancelled ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)})")
+    return _on_box(change, "disarm")
 
 
 def _watch(args: argparse.Namespace) -> int:
     """Enforce every live timer from this console until none is left (Ctrl-C leaves them to the boxes)."""
-    with open_store(args) as store:
-        watched = [t.id for t in store.timers.every(active_only=True)]
-        if not watched:
+    with service_for(args) as service:
+        if not service.store.timers.every(active_only=True):
             print("no live timers")
             return 0
 
-        async def run() -> None:
+        async def watch() -> list[Timer]:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            fleet = FleetManager(store)
-            enforcer = Enforcer(store, FleetActions(fleet, store.clock), clock=store.clock,
-                                notify=lambda t, message: print(message, flush=True))
-            try:
-                while not stop.is_set() and (live := store.timers.every(active_only=True)):
-                    await enforcer.tick()
-                    _progress(live[0], store.clock(), len(live))
-                    try:
-                        await asyncio.wait_for(stop.wait(), args.interval)
-                    except TimeoutError:
-                        pass
-            finally:
-                await fleet.close()
+            return await service.watch_timers(stop, notify=lambda t, message: say(message),
+                                              tick=lambda live: _progress(live, service.store.clock()),
+                                              interval_s=args.interval)  # fmt: skip
 
-        asyncio.run(run())
-        ended = [store.timers.get(i) for i in watched]
+        ended = run(service, watch)
     sys.stderr.write("\n" if sys.stderr.isatty() else "")
     for t in ended:
         print(f"timer {t.id}: {t.action} of box {t.box} {t.state}")
     return 0
 
 
-def _progress(first: Timer, now: int, count: int) -> None:
+def _progress(live: list[Timer], now: int) -> None:
     if sys.stderr.isatty():
-        sys.stderr.write(f"\r{count} live timer(s); next: {first.action} of {first.box} at "
+        first = live[0]
+        sys.stderr.write(f"\r{len(live)} live timer(s); next: {first.action} of {first.box} at "
                          f"{fmt_utc(first.deadline_ms)}, in {fmt_remaining(first.deadline_ms - now)}   ")
         sys.stderr.flush()
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("timer", help=help_text, description=help_text)
     tsub = p.add_subparsers(dest="timer_command", metavar="ACTION", required=True)
 
@@ -253,6 +185,7 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     c = tsub.add_parser("cancel", help="disarm a timer")
     c.add_argument("id", type=int)
     c.add_argument("--no-arm", action="store_true", help="do not reach the box to disarm its watchdog now")
+    c.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     c.set_defaults(func=_cancel)
 
     w = tsub.add_parser("watch", help="enforce the live timers from this console until they have fired")

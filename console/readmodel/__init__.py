@@ -3,6 +3,7 @@
 The TUI, benchmarks and tests read the campaign through here; nothing here writes.
 """
 
+from console.readmodel.inventory import box_list
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.queries import RESULT_SORTS
 from console.readmodel.records import (
@@ -24,6 +25,7 @@ from console.readmodel.records import (
 )
 
 __all__ = [
+    "box_list",
     "RESULT_SORTS",
     "WINDOWS_MS",
     "ArmEntry",

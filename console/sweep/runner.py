@@ -8,33 +8,32 @@ killed and the GPUs confirmed free before the next arm. Every outcome is committ
 (``store.sweeps``), so an interrupted walk resumes at the arm it was on.
 
 WHY everything goes through ``console.service``: the sweep is an operator's sequence of intents, and the
-same policy (lint gate, failed-check gate, recorded commands) must hold as for a launch by hand.
+same policy (lint gate, failed-check gate, recorded commands) must hold as for a launch by hand; the
+service's ``run_sweep`` drives this runner, which only decides what to do next.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import loglines
-from console.errors import Refused
-from console.fleet import AgentError
-from console.fleet.link import LINK_ERRORS
+from console.errors import ConsoleError, Refused
+from console.readmodel import bench_run, tripwire_run
 from console.recipes import ResolveError
-from console.service import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Service, ServiceError
+from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
 from console.store import LOCAL_BOX
+from console.store.launches import Launch
 from console.store.sweeps import SweepArm, SweepBusy, SweepRow
 from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
 
-GONE = ("failed", "stopped")
-"""Launch states after which a server holds nothing (once its GPU release is journaled)."""
-
+if TYPE_CHECKING:
+    from console.service.runs import RunIntents
 
 class SweepError(Refused):
     """The sweep cannot go on (box unreachable, a failed check, GPUs not freed); it stays resumable."""
@@ -44,9 +43,7 @@ class SweepError(Refused):
 class SweepOptions:
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     kill_grace_s: float = 30.0
-    release_timeout_s: float = 120.0
     job_timeout_s: float = 3600.0
-    poll_s: float = 0.5
     prompts: int | None = None
     force: bool = False
     """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
@@ -79,7 +76,7 @@ DEFAULT_SHAPES = ["router"]
 DEFAULT_CONCURRENCY = [1]
 
 
-def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | None = None,
+def open_sweep(service: RunIntents, list_name: str, box: str, shapes: list[str] | None = None,
                concurrency: list[int] | None = None, bench_degenerate: bool = False,
                new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
     """The unfinished sweep of this list on this box, taken over (resumed), else a new one. (sweep, resumed).
@@ -118,20 +115,20 @@ def open_sweep(service: Service, list_name: str, box: str, shapes: list[str] | N
     return store.sweeps.get(existing.id), True
 
 
-def _check_shapes(service: Service, shapes: list[str]) -> None:
+def _check_shapes(service: RunIntents, shapes: list[str]) -> None:
     unknown = [s for s in shapes if s not in service.catalog.shapes]
     if unknown:
         raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
 
 
 class SweepRunner:
-    def __init__(self, service: Service, sweep_id: int, options: SweepOptions | None = None,
+    def __init__(self, service: RunIntents, sweep_id: int, options: SweepOptions | None = None,
                  progress: Progress | None = None):  # fmt: skip
         self.service = service
         self.store = service.store
         self.options = options or SweepOptions()
         self.sweep = self.store.sweeps.get(sweep_id)
-        self.link = service.fleet.link(self.sweep.box)
+        service.fleet.link(self.sweep.box)  # the box can be driven, before anything is recorded
         self._progress = progress
         self._current: SweepArm | None = None
 
@@ -151,9 +148,9 @@ class SweepRunner:
         except SweepError as exc:
             await self._interrupted(str(exc))
             raise
-        except (AgentError, ServiceError, *LINK_ERRORS) as exc:  # SSH failures too: the sweep stays resumable
-            await self._interrupted(f"box {self.sweep.box}: {type(exc).__name__}: {exc}")
-            raise SweepError(f"box {self.sweep.box}: {type(exc).__name__}: {exc}") from exc
+        except ConsoleError as exc:  # the box refused or could not be reached: the sweep stays resumable
+            await self._interrupted(f"box {self.sweep.box}: {exc}")
+            raise SweepError(f"box {self.sweep.box}: {exc}") from exc
         self._say("done")
         return self.store.sweeps.get(sid)
 
@@ -178,7 +175,7 @@ class SweepRunner:
             sweeps.start_arm(candidate.id, None)
             sweeps.finish_arm(candidate.id, "refused", str(exc))
             return
-        await self._sync()
+        await self.service.settle(self.sweep.box)
         await self._stop_live(arm.name, wait=True)  # a previous attempt's servers, left by a killed console
         self._say(f"{arm.name}: lint")
         try:
@@ -199,58 +196,62 @@ class SweepRunner:
             return
         self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
         try:
-            await self.service.launch(plan, force=self.options.force, ready_timeout_s=self.options.ready_timeout_s)
-        except ServiceError as exc:  # the agent refused a replica: the others must not keep their GPUs
+            outcome = await self.service.launch(plan, force=self.options.force,
+                                                ready_timeout_s=self.options.ready_timeout_s)  # fmt: skip
+        except Refused as exc:  # the agent refused a replica: the others must not keep their GPUs
             sweeps.finish_arm(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
             await self._stop(plan.launch_ids)
             return
         sweeps.update_arm(candidate.id, launch_ids=plan.launch_ids)
-        launches = await self._until_ready(plan)
-        failed = [x for x in launches if x["state"] in GONE]
-        unstarted = [x for x in failed if x["pid"] is None]
+        launches = list(outcome.replicas)
+        if not all(x.state == "serving" or x.ended for x in launches):
+            await self._stop(plan.launch_ids)
+            raise SweepError(f"arm {arm.name} start-up: no verdict from the box after "
+                             f"{self.options.ready_timeout_s:.0f} s")  # fmt: skip
+        failed = outcome.failed
+        unstarted = [x for x in failed if x.pid is None]
         if unstarted:  # the agent could not start it (port taken, no vllm): the box's problem, not the arm's
             await self._stop(plan.launch_ids)
-            raise SweepError(f"box {self.sweep.box} could not start {unstarted[0]['id']}: "
-                             f"{unstarted[0]['failure_reason']}")  # fmt: skip
+            raise SweepError(f"box {self.sweep.box} could not start {unstarted[0].id}: {unstarted[0].failure_reason}")
         if failed:
             await self._record_failure(candidate, arm, failed[0])
             await self._stop(plan.launch_ids)
             return
         self._record_budget(candidate, launches)
-        outcome, reason = await self._measure(candidate, plan)
+        result, reason = await self._measure(candidate, plan)
         await self._stop(plan.launch_ids)
-        sweeps.finish_arm(candidate.id, outcome, reason)
-        self._say(f"{arm.name}: {outcome}")
+        sweeps.finish_arm(candidate.id, result, reason)
+        self._say(f"{arm.name}: {result}")
 
     # -- outcomes --------------------------------------------------------------------------------
-    async def _record_failure(self, candidate: SweepArm, arm: Any, launch: dict[str, Any]) -> None:
-        reason = launch["failure_reason"] or f"the server stopped (exit code {launch['exit_code']}) before serving"
-        accepted = json.loads(launch["backends_accepted"] or "[]")
+    async def _record_failure(self, candidate: SweepArm, arm: Any, launch: Launch) -> None:
+        reason = launch.failure_reason or f"the server stopped (exit code {launch.exit_code}) before serving"
+        accepted = list(launch.backends_accepted)
         # A refusal is the engine saying why (an exception it raised); anything else died: a crash.
-        explained = launch["failure_reason"] and not reason.startswith(("exited with code", "not ready after"))
+        explained = launch.failure_reason and not reason.startswith(("exited with code", "not ready after"))
         outcome = "refused" if explained else "crashed"
         queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted)
         for extra in queued:
             self.store.sweeps.queue(self.sweep.id, **extra)
         note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
         self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
-                                     backends_potential=self._potential(launch["id"]))  # fmt: skip
+                                     backends_potential=self._potential(launch.id))  # fmt: skip
         self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
 
-    def _record_budget(self, candidate: SweepArm, launches: list[dict[str, Any]]) -> None:
-        kv = [x["kv_cache_tokens"] for x in launches if x["kv_cache_tokens"] is not None]
-        conc = [x["max_concurrency"] for x in launches if x["max_concurrency"] is not None]
+    def _record_budget(self, candidate: SweepArm, launches: list[Launch]) -> None:
+        kv = [x.kv_cache_tokens for x in launches if x.kv_cache_tokens is not None]
+        conc = [x.max_concurrency for x in launches if x.max_concurrency is not None]
         self.store.sweeps.update_arm(
             candidate.id, kv_cache_tokens=min(kv) if kv else None, max_concurrency=min(conc) if conc else None,
-            backends_potential=self._potential(launches[0]["id"]),
+            backends_potential=self._potential(launches[0].id),
         )
 
     def _potential(self, launch_id: str) -> list[str]:
         """The backend set the engine chose from ("... out of potential backends: [...]"), from its kernel lines."""
         found: list[str] = []
-        for row in self.store.rows("SELECT line FROM kernel_lines WHERE launch_id = ? ORDER BY id", [launch_id]):
-            if "potential backends" in row["line"]:
-                found += [b for b in loglines.backend_set(row["line"]) or [] if b not in found]
+        for _, line in self.store.launches.kernel_lines(launch_id):
+            if "potential backends" in line:
+                found += [b for b in loglines.backend_set(line) or [] if b not in found]
         return found
 
     async def _measure(self, candidate: SweepArm, plan: LaunchPlan) -> tuple[str, str | None]:
@@ -258,24 +259,22 @@ class SweepRunner:
         first = plan.launch_ids[0]
         self._say(f"{plan.resolved.arm}: tripwire")
         tripwire_id = await self.service.tripwire(first)
-        error = await self._until_job(tripwire_id)
+        error = await self.service.until_job_ends(self.sweep.box, tripwire_id, self.options.job_timeout_s)
         died = self._died(plan.launch_ids)
         if died is not None:
             return "crashed", died
         if error is not None:
             return "crashed", f"the tripwire did not complete: {error}"
-        verdict = self.store.results.run("tripwire", tripwire_id)
+        verdict = tripwire_run(self.store, tripwire_id)
         if verdict is None:
             return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
-        self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict["id"])
-        passed = bool(verdict["passed"])
-        summary = (f"tripwire {verdict['ok']}/{verdict['total']} ok, {verdict['degenerate']} degenerate, "
-                   f"{verdict['wrong']} wrong")  # fmt: skip
+        self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict.id)
+        passed = verdict.verdict.passed
         if passed or self.sweep.bench_degenerate:
             died = await self._benches(candidate, plan)
             if died is not None:
                 return "crashed", died
-        return ("served", None) if passed else ("degenerate", summary)
+        return ("served", None) if passed else ("degenerate", f"tripwire {verdict.verdict.text}")
 
     async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
         """Every shape x concurrency not benched in an earlier attempt, on all replicas at once."""
@@ -287,7 +286,9 @@ class SweepRunner:
                     continue
                 self._say(f"{plan.resolved.arm}: bench {shape} x{conc}")
                 ids = [await self.service.bench(lid, shape, conc, self.options.prompts) for lid in plan.launch_ids]
-                errors = await asyncio.gather(*(self._until_job(b) for b in ids))
+                errors = await asyncio.gather(
+                    *(self.service.until_job_ends(self.sweep.box, b, self.options.job_timeout_s) for b in ids)
+                )
                 for launch_id, bench_id, error in zip(plan.launch_ids, ids, errors, strict=True):
                     self._record_bench(candidate, launch_id, bench_id, shape, conc, error, limit)
                 died = self._died(plan.launch_ids)
@@ -297,96 +298,36 @@ class SweepRunner:
 
     def _record_bench(self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int,
                       error: str | None, max_num_seqs: int | None) -> None:  # fmt: skip
-        run = self.store.results.run("bench", bench_id)
-        refused = json.loads(run["raw"] or "{}").get("error") if run else None
-        if refused:  # the load generator ran but measured nothing: keep its row, not as a throughput
-            error, run = f"the load generator refused: {refused}", None
-        launch = self.store.launches.get(launch_id) or {}
+        run = bench_run(self.store, bench_id)
+        launch = self.store.launches.get(launch_id)
         s = self.service.catalog.shapes[shape]
-        admitted = admitted_streams(launch.get("kv_cache_tokens"), max_num_seqs,
+        admitted = admitted_streams(launch.kv_cache_tokens if launch else None, max_num_seqs,
                                     s.prefix_len + s.input_len + s.output_len)  # fmt: skip
         if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
-        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run["id"] if run else None, error, admitted)
+        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error, admitted)
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
             launch = self.store.launches.get(launch_id)
-            if launch is not None and launch["state"] in GONE:
-                return f"replica {launch_id} died while measured: {launch['failure_reason'] or launch['state']}"
+            if launch is not None and launch.ended:
+                return f"replica {launch_id} died while measured: {launch.failure_reason or launch.state}"
         return None
-
-    # -- waiting ---------------------------------------------------------------------------------
-    async def _sync(self) -> None:
-        """Pull the journal into the store, unless the fleet's supervised loop is already doing it."""
-        if not self.service.fleet.supervised(self.sweep.box):
-            await self.link.sync()
-
-    async def _until(self, done: Callable[[], bool], timeout_s: float, what: str, *, required: bool = True) -> bool:
-        """Poll ``done`` after each journal pull; on timeout raise (``required``) or return False."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            await self._sync()
-            if done():
-                return True
-            if loop.time() > deadline:
-                if required:
-                    raise SweepError(f"{what}: nothing after {timeout_s:.0f} s")
-                return False
-            await asyncio.sleep(self.options.poll_s)
-
-    async def _until_ready(self, plan: LaunchPlan) -> list[dict[str, Any]]:
-        """All replicas serving, or the first one gone; the agent itself fails a launch at its ready timeout."""
-        rows: list[dict[str, Any]] = []
-
-        def settled() -> bool:
-            rows[:] = [self.store.launches.get(i) or {} for i in plan.launch_ids]
-            return any(r.get("state") in GONE for r in rows) or all(r.get("state") == "serving" for r in rows)
-
-        await self._until(settled, self.options.ready_timeout_s + 60, f"arm {plan.resolved.arm} start-up")
-        return rows
-
-    async def _until_job(self, command_id: str) -> str | None:
-        """Wait for a bench/tripwire job to end; None when it produced its result, else the error."""
-        def ended() -> bool:
-            c = self.store.commands.get(command_id)
-            return c.state == "failed" or (isinstance(c.result, dict) and "exit_code" in c.result)
-
-        await self._until(ended, self.options.job_timeout_s, f"job {command_id}")
-        command = self.store.commands.get(command_id)
-        return command.error if command.state == "failed" else None
 
     # -- stopping --------------------------------------------------------------------------------
     async def _stop_live(self, arm: str, wait: bool) -> None:
-        live = [x["id"] for x in self.store.launches.live(self.sweep.box, arm=arm)]
+        live = [x.id for x in self.store.launches.live(self.sweep.box, arm=arm)]
         if live:
             self._say(f"{arm}: stopping {len(live)} server(s) left by an earlier attempt")
             await self._stop(live, wait=wait)
 
     async def _stop(self, launch_ids: list[str], wait: bool = True) -> None:
         """Kill the servers and confirm the driver freed their GPUs before anything else starts."""
-        known = []
-        for launch_id in launch_ids:
-            try:
-                await self.service.kill([launch_id], self.sweep.box, self.options.kill_grace_s)
-                known.append(launch_id)
-            except AgentError as exc:
-                if "no launch" not in exc.reason:
-                    raise
-        if not wait or not known:
+        launches = await self.service.stop_launches(self.sweep.box, launch_ids, self.options.kill_grace_s, wait=wait)
+        if not wait:
             return
-
-        def settled(launch_id: str) -> bool:
-            r = self.store.launches.get(launch_id) or {}
-            # A launch refused before it started (pid None) never held anything to release.
-            return r.get("state") in GONE and (r.get("gpu_mem_released") is not None or r.get("pid") is None)
-
-        await self._until(lambda: all(settled(i) for i in known), self.options.kill_grace_s + self.options.release_timeout_s,
-                          "GPU release", required=False)  # fmt: skip
-        rows = {i: self.store.launches.get(i) or {} for i in known}
-        running = [i for i, r in rows.items() if r.get("state") not in GONE]
-        held = [i for i, r in rows.items() if r.get("gpu_mem_released") == 0]
+        running = [x.id for x in launches if not x.ended]
+        held = [x.id for x in launches if x.gpu_mem_released is False]
         if running or held:
             what = f"{', '.join(running)} still running" if running else f"the GPUs of {', '.join(held)} not freed"
             raise SweepError(f"after the kill, {what}; check the box (`campaign check {self.sweep.box}`) "

@@ -1,26 +1,30 @@
-"""The console's only way to change anything: a small adapter over the recipes and console.service.
+"""The console's only way to change anything: an adapter from keys to ``console.service`` intents.
 
-The TUI never opens SSH and never writes SQL. Keys call this adapter; the adapter calls the service
-layer (the same intents the CLI uses), which writes through console.store and reaches boxes through
-console.fleet. Pilot tests hand the App another object with the same methods. Browsing is read-only:
-every action is refused up front with a message that says why and what to run instead.
+The TUI never opens SSH, never writes SQL and never ingests on Textual's event loop. ``ServiceActions``
+runs one ``Service`` on a thread of its own with its own asyncio loop (``ServiceThread``): the box links,
+journal ingest and the timer enforcer live there, so an hour of backlog arriving never freezes a redraw.
+Each method is one service call, marshalled onto that loop, and renders the typed result in words.
+Pilot tests hand the App another object with the same methods (``Actions``). Browsing is read-only: every
+action is refused up front with a message that says why and what to run instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from console.errors import Refused
 
 if TYPE_CHECKING:
     from console.service import Service
-    from console.store import Store
+    from console.store.timers import Timer
 
-
-class ActionRefused(Exception):
-    """An action the console will not take; the message is shown to the operator as is."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,9 @@ class Actions(Protocol):
 
     def recipes(self) -> Recipes: ...
 
-    def lint(self, arm: str, box: str) -> list[LintLine]: ...
+    def lint(self, arm: str, box: str) -> list[LintLine]:
+        """Blocking: call from a worker thread, never from the event loop."""
+        ...
 
     async def launch(self, box: str, arm: str) -> str: ...
 
@@ -56,22 +62,78 @@ class Actions(Protocol):
 
     async def log_tail(self, launch_id: str, lines: int) -> list[str]: ...
 
-    async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str: ...
+    async def arm_timer(self, box: str, text: str, action: str) -> str: ...
 
-    async def supervise(self) -> None: ...
+    async def supervise(self, notify: Callable[[str], None]) -> None: ...
 
     async def close(self) -> None: ...
 
 
-def refusal(verb: str, db_path: Path) -> ActionRefused:
-    return ActionRefused(
-        f"{verb} is disabled: this is `campaign browse`, a read-only view of {db_path}; "
-        f"open it with `campaign --db {db_path}` to act on the fleet"
+def refusal(verb: str, db_path: Path) -> Refused:
+    return Refused(
+        f"{verb} is disabled: this is `campaign browse`, a read-only view of {db_path}",
+        f"open it with `campaign --db {db_path}` to act on the fleet",
     )
 
 
+class ServiceThread:
+    """One ``Service`` on a daemon thread with its own event loop; every call is marshalled onto it.
+
+    The service's store is a SQLite connection: using it from one thread only (this one) is what keeps it
+    safe, so even the service's synchronous methods run here.
+    """
+
+    def __init__(self, db_path: Path):
+        self.db_path = db_path
+        self._loop = asyncio.new_event_loop()
+        self._ready: Future[Service] = Future()
+        self._thread = threading.Thread(target=self._main, name="console-service", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            from console.service import Service
+            from console.store import Store
+
+            self._ready.set_result(Service(Store(self.db_path)))
+        except BaseException as exc:  # shown by the first call that needs the service
+            self._ready.set_exception(exc)
+        self._loop.run_forever()
+
+    def submit(self, call: Callable[[Service], Awaitable[T]]) -> Future[T]:
+        async def run() -> T:
+            return await call(self._ready.result())
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop)
+
+    async def call(self, call: Callable[[Service], Awaitable[T]]) -> T:
+        """Await ``call(service)`` from another event loop (Textual's) without blocking it."""
+        return await asyncio.wrap_future(self.submit(call))
+
+    def call_blocking(self, call: Callable[[Service], T]) -> T:
+        """Run a synchronous service method on the service thread and wait for it (worker threads only)."""
+
+        async def run(service: Service) -> T:
+            return call(service)
+
+        return self.submit(run).result()
+
+    async def close(self) -> None:
+        if self._ready.done() and self._ready.exception() is None:
+            service = self._ready.result()
+
+            async def shut(_: Service) -> None:
+                await service.close()
+                service.store.close()
+
+            await self.call(shut)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+
+
 class ServiceActions:
-    """Recipes from ``console.recipes``; launch, kill, timers and box links through ``console.service``.
+    """Recipes from ``console.recipes``; everything else is one ``console.service`` call on its thread.
 
     The service gets its own writable Store (the console's panels read through a read-only one), opened
     on first use, so browsing never opens the file for writing at all.
@@ -80,34 +142,29 @@ class ServiceActions:
     def __init__(self, db_path: Path, *, read_only: bool = False):
         self.db_path = db_path
         self.read_only = read_only
-        self._store: Store | None = None
-        self._service: Service | None = None
-        self._stop = asyncio.Event()
-        self._enforcer: asyncio.Task[None] | None = None
+        self._thread: ServiceThread | None = None
+        self._stop: asyncio.Event | None = None
 
     def recipes(self) -> Recipes:
+        from console.errors import ConsoleError
         from console.recipes import load_catalog
 
         try:
             catalog = load_catalog()
-        except Exception as exc:  # a broken recipe must not take the console down; it is shown instead
+        except ConsoleError as exc:  # a broken recipe must not take the console down; it is shown instead
             return Recipes({}, f"recipes not loaded: {exc}")
         return Recipes({name: arm.profile for name, arm in sorted(catalog.arms.items())})
 
-    def service(self, verb: str) -> Service:
+    def service(self, verb: str) -> ServiceThread:
         if self.read_only:
             raise refusal(verb, self.db_path)
-        if self._service is None:
-            from console.service import Service
-            from console.store import Store
-
-            self._store = Store(self.db_path)
-            self._service = Service(self._store)
-        return self._service
+        if self._thread is None:
+            self._thread = ServiceThread(self.db_path)
+        return self._thread
 
     def lint(self, arm: str, box: str) -> list[LintLine]:
         """The recipe rules for ``arm`` on ``box`` as last probed, and the box's failed checks (which block)."""
-        plan = self.service("launching").plan_launch(arm, box)
+        plan = self.service("launching").call_blocking(lambda s: s.plan_launch(arm, box))
         lines = [LintLine(f.severity, f.rule_id, f.reason, f.where()) for f in plan.findings]
         lines += [
             LintLine("error", "check-failed", f"{failed}; `campaign launch --force` records a forced launch")
@@ -116,48 +173,71 @@ class ServiceActions:
         return lines
 
     async def launch(self, box: str, arm: str) -> str:
-        service = self.service("launching")
-        plan = await service.launch(service.plan_launch(arm, box))
-        return f"sent {len(plan.launch_ids)} replica(s): {', '.join(plan.launch_ids)}"
+        async def go(s: Service) -> str:
+            outcome = await s.launch(s.plan_launch(arm, box))
+            if outcome.serving:
+                return f"serving: {', '.join(outcome.launch_ids)}"
+            failed = outcome.failed
+            if failed:
+                raise Refused(f"{failed[0].id} failed: {failed[0].failure_reason or failed[0].state}")
+            raise Refused(f"{', '.join(outcome.launch_ids)} not serving yet: {outcome.replicas[0].state}")
+
+        return await self.service("launching").call(go)
 
     async def kill(self, box: str, launch_id: str) -> str:
-        results = await self.service("killing").kill([launch_id], box)
-        return f"{launch_id}: {results.get(launch_id)}"
+        from console.service import released
+
+        async def go(s: Service) -> str:
+            launches = await s.kill(s.plan_kill(launch_id, box))
+            return "; ".join(f"{x.id} {x.state}, GPU memory " + ("freed" if released(x) else "NOT confirmed free")
+                             for x in launches)  # fmt: skip
+
+        return await self.service("killing").call(go)
 
     async def log_tail(self, launch_id: str, lines: int) -> list[str]:
-        return await self.service("reading a log on its box").log_tail(launch_id, lines)
+        return await self.service("reading a log on its box").call(lambda s: s.log_tail(launch_id, lines))
 
-    async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
+    async def arm_timer(self, box: str, text: str, action: str) -> str:
         """Record the timer, then arm the box's own watchdog so the stop holds with the laptop closed."""
-        from console.timers import Enforcer, FleetActions
+        from console.timeutil import parse_duration
 
-        service = self.service("setting a timer")
-        store = service.store
-        timer = store.timers.add(box, deadline_ms, action, input_text, now_ms=store.clock())
-        enforcer = Enforcer(store, FleetActions(service.fleet, store.clock), clock=store.clock)
-        result = await enforcer.arm_box(timer)
-        if result is None:
-            return (
-                f"timer {timer.id} recorded; the box's watchdog is NOT armed yet (the console keeps retrying)"
-            )
-        return f"timer {timer.id} armed on {box}"
+        try:
+            parse_duration(text)
+            at, within = None, text
+        except ValueError:
+            at, within = text, None
 
-    async def supervise(self) -> None:
-        """The live console: keep every box's link up (ingesting its journal) and enforce the timers."""
-        from console.timers import Enforcer, FleetActions
+        async def go(s: Service) -> str:
+            change = await s.arm_timer(s.plan_timer(box, at=at, within=within, action=action))
+            if change.on_box is not None and change.on_box.done:
+                return f"timer {change.timer.id} armed on {box}"
+            why = change.on_box.detail if change.on_box else "not reached"
+            return f"timer {change.timer.id} recorded; the box's watchdog is NOT armed yet ({why}); the console retries"
 
-        service = self.service("supervising boxes")
-        service.fleet.start_all()
-        store = service.store
-        enforcer = Enforcer(store, FleetActions(service.fleet, store.clock), clock=store.clock)
-        self._enforcer = asyncio.create_task(enforcer.run(self._stop), name="timers")
+        return await self.service("setting a timer").call(go)
+
+    async def supervise(self, notify: Callable[[str], None]) -> None:
+        """The live console: every box's link up (ingesting its journal) and the timers enforced, on the
+        service's thread; ``notify`` is called there with each timer warning (thread-safe callers only)."""
+        thread = self.service("supervising boxes")
+
+        async def start(s: Service) -> None:
+            self._stop = asyncio.Event()
+
+            def told(_: Timer, message: str) -> None:
+                notify(message)
+
+            asyncio.ensure_future(s.supervise(self._stop, notify=told, name="tui"))
+
+        await thread.call(start)
 
     async def close(self) -> None:
-        self._stop.set()
-        if self._enforcer is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._enforcer
-        if self._service is not None:
-            await self._service.close()
-        if self._store is not None:
-            self._store.close()
+        if self._thread is None:
+            return
+        stop = self._stop
+        if stop is not None:
+            async def halt(_: Service) -> None:
+                stop.set()
+
+            await self._thread.call(halt)
+        await self._thread.close()

@@ -7,6 +7,7 @@ same screens read-only with the cursor parked at the end of the record, to repla
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import tzinfo
@@ -16,11 +17,12 @@ from typing import Any, TypeVar
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from console.errors import ConsoleError, InputError
 from console.readmodel import ReadModel
-from console.store import Store, StoreError
+from console.store import Store
 from console.timeutil import Clock, system_clock, zone
 from console.tui import keymap
-from console.tui.actions import ActionRefused, Actions, Recipes, ServiceActions
+from console.tui.actions import Actions, Recipes, ServiceActions
 from console.tui.modals import HelpScreen
 from console.tui.views.arms import ArmsScreen
 from console.tui.views.base import ViewScreen
@@ -93,7 +95,10 @@ class ConsoleApp(App[None]):
             self.run_action_worker(self._supervise(), "connecting the boxes")
 
     async def _supervise(self) -> str:
-        await self.actions.supervise()
+        def told(message: str) -> None:  # called on the service's thread
+            self.call_from_thread(self.say, message, "warning")
+
+        await self.actions.supervise(told)
         return "every box is supervised (links, journal ingest, timers)"
 
     async def on_unmount(self) -> None:
@@ -139,16 +144,14 @@ class ConsoleApp(App[None]):
         async def run() -> None:
             try:
                 result = await coro
-            except ActionRefused as exc:
-                self.say(str(exc), "error")
-            except Exception as exc:  # the box or service failed: say so, keep the console up
-                self.say(f"{what} failed: {exc}", "error")
+            except ConsoleError as exc:  # refused, unreachable, bad input: said, and the console stays up
+                self.say(f"{what}: {exc}", "error")
             else:
                 self.say(f"{what}: {result}")
             if isinstance(self.screen, ViewScreen):
                 self.screen.reload()
 
-        self.run_worker(run(), group="actions", exit_on_error=False)
+        self.run_worker(run(), group="actions")
 
     # -- key actions ---------------------------------------------------------------------------------------
     def action_view(self, name: str) -> None:
@@ -188,7 +191,7 @@ class ConsoleApp(App[None]):
             self.read(move)
             self.call_from_thread(self.redraw_visible)
 
-        self.run_worker(run, thread=True, group="cursor", exit_on_error=False)
+        self.run_worker(run, thread=True, group="cursor")
 
     def action_window(self) -> None:
         self.model.cycle_window()
@@ -228,11 +231,9 @@ def run_browse(db_path: Path) -> int:
 
 
 def _run(db_path: Path, read_only: bool) -> int:
-    from console.cli.common import CliError
-
-    try:
-        app = ConsoleApp(db_path, read_only=read_only, supervise=not read_only)
-    except (keymap.KeymapError, StoreError) as exc:
-        raise CliError(str(exc)) from exc
-    app.run()
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if not stream.isatty():  # Textual would wait forever for keys that cannot come
+            raise InputError(f"the console needs a terminal, and {name} is not one",
+                             "run `campaign` in a terminal, or use a subcommand (`campaign --help`)")  # fmt: skip
+    ConsoleApp(db_path, read_only=read_only, supervise=not read_only).run()
     return 0

@@ -68,7 +68,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes and self.allow_yes)
 
 
-class TimerScreen(ModalScreen[tuple[int, str] | None]):
+class TimerScreen(ModalScreen[str | None]):
     """Ask for a hard-stop instant that names its zone; a bare time is refused, never guessed."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "cancel")]
@@ -96,7 +96,7 @@ class TimerScreen(ModalScreen[tuple[int, str] | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         ms, _ = self._describe(event.value)
         if ms is not None:
-            self.dismiss((ms, event.value))
+            self.dismiss(event.value.strip())
 
     def _describe(self, text: str) -> tuple[int | None, str]:
         if not text.strip():

@@ -10,10 +10,11 @@ renders it identically on every run.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.errors import Unreachable
 from console.store import Box, Store
 from console.store.jsonutil import dumps
 from console.store.results import ApiPrice
@@ -619,14 +620,14 @@ class FixedActions:
     async def log_tail(self, launch_id: str, lines: int) -> list[str]:
         self.calls.append(("log_tail", launch_id, lines))
         if launch_id not in self.logs:
-            raise RuntimeError(f"box unreachable: no log for {launch_id}")
+            raise Unreachable(f"box unreachable: no log for {launch_id}")
         return self.logs[launch_id][-lines:]
 
-    async def set_deadline(self, box: str, deadline_ms: int, action: str, input_text: str) -> str:
-        self.calls.append(("set_deadline", box, deadline_ms, action, input_text))
+    async def arm_timer(self, box: str, text: str, action: str) -> str:
+        self.calls.append(("arm_timer", box, text, action))
         return "armed"
 
-    async def supervise(self) -> None:
+    async def supervise(self, notify: Callable[[str], None]) -> None:
         self.calls.append(("supervise",))
 
     async def close(self) -> None:

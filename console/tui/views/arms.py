@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
+from console.errors import ConsoleError
 from console.readmodel import ArmEntry, LaunchRow
 from console.tui import keymap
 from console.tui.actions import LintLine
@@ -134,11 +135,11 @@ class ArmsScreen(ViewScreen):
         async def fetch() -> None:
             try:
                 self.tails[launch_id] = await self.console.actions.log_tail(launch_id, LOG_LINES)
-            except Exception as exc:  # an unreachable box is shown, it must not close the console
+            except ConsoleError as exc:  # an unreachable box is shown, it must not close the console
                 self.tails[launch_id] = f"unavailable ({exc})"
             self.show_detail()
 
-        self.run_worker(fetch(), group="log-tail", exit_on_error=False)
+        self.run_worker(fetch(), group="log-tail")
 
     def action_log_tail(self) -> None:
         e = self.entry()
@@ -158,13 +159,13 @@ class ArmsScreen(ViewScreen):
             app.say("pick an arm here and a box in Fleet (1) first", "warning")
             return
         self.run_worker(
-            lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint", exit_on_error=False
+            lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint"
         )
 
     def _lint_then_confirm(self, arm: str, box: str) -> None:
         try:
             findings = self.console.actions.lint(arm, box)
-        except Exception as exc:  # shown, not raised: a broken recipe must not close the console
+        except ConsoleError as exc:  # shown, not raised: a broken recipe must not close the console
             findings = [LintLine("error", "lint-failed", str(exc))]
         self.app.call_from_thread(self._confirm_launch, arm, box, findings)
 

@@ -55,7 +55,7 @@ class ViewScreen(Screen[None]):
             self.reload()
 
     def reload(self) -> None:
-        self.run_worker(self._load_then_show, thread=True, exclusive=True, group="load", exit_on_error=False)
+        self.run_worker(self._load_then_show, thread=True, exclusive=True, group="load")
 
     def _load_then_show(self) -> None:
         started = time.perf_counter()

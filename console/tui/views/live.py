@@ -163,12 +163,8 @@ class LiveScreen(ViewScreen):
             return
         box = self.view.box
 
-        def armed(answer: tuple[int, str] | None) -> None:
-            if answer is not None:
-                deadline, text = answer
-                app.run_action_worker(
-                    app.actions.set_deadline(box.name, deadline, "stop-arms", text),
-                    f"hard stop on {box.name}",
-                )
+        def armed(text: str | None) -> None:
+            if text is not None:
+                app.run_action_worker(app.actions.arm_timer(box.name, text, "stop-arms"), f"hard stop on {box.name}")
 
         app.push_screen(TimerScreen(box.name, box.tz, app.local_tz, app.model.now()), armed)

@@ -1,0 +1,10 @@
+"""The box inventory as the operator lists it."""
+
+from __future__ import annotations
+
+from console.store import Box, Store
+
+
+def box_list(store: Store) -> list[Box]:
+    """Every box the campaign knows, destroyed ones included (their results still name them)."""
+    return store.boxes.every()

@@ -1,0 +1,43 @@
+"""``console.service``: the only place anything happens.
+
+The CLI and the TUI are adapters: they parse input, call one method of ``Service``, and render its typed
+result. Policy (lint gates, failed-check gates, the early-fire guard, what a launch must prove before it
+counts) lives in these intents, once. Errors are ``console.errors.ConsoleError``s with their exit category.
+
+The intents are grouped by what they act on, one module each; ``Service`` is all of them over one store and
+one fleet of box links.
+"""
+
+from console.service.base import ServiceError, describe
+from console.service.boxes import BoxIntents, Connected, HostKey
+from console.service.checks import CheckIntents
+from console.service.launches import (
+    DEFAULT_READY_TIMEOUT_S,
+    KillPlan,
+    LaunchOutcome,
+    LaunchPlan,
+    released,
+)
+from console.service.sweeps import SweepIntents
+from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
+
+
+class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents):
+    """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
+
+
+__all__ = [
+    "DEFAULT_READY_TIMEOUT_S",
+    "Connected",
+    "HostKey",
+    "KillPlan",
+    "LaunchOutcome",
+    "LaunchPlan",
+    "OnBox",
+    "Service",
+    "ServiceError",
+    "TimerChange",
+    "TimerPlan",
+    "describe",
+    "released",
+]

@@ -1,0 +1,119 @@
+"""Box intents: the inventory, host-key trust, and connecting (push the agent, ingest its journal)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.errors import InputError
+from console.fleet.hostkeys import check_trust, presented_key
+from console.service.base import ServiceBase, ServiceError, reaching
+from console.store import LOCAL_BOX, Box
+from console.store.ingest import IngestReport
+
+BOX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+SETTABLE = ("price_per_hour", "serving_env", "model_root", "agent_home")
+"""What ``box set`` may change; where a box is reached (and its trusted key) is fixed at ``box add``."""
+
+
+@dataclass(frozen=True)
+class Connected:
+    """What one ``connect`` did."""
+
+    box: str
+    action: str  # what was done to the agent: pushed, restarted, already running ...
+    ingested: int
+
+    def __str__(self) -> str:
+        return f"{self.action}; {self.ingested} new events ingested"
+
+
+@dataclass(frozen=True)
+class HostKey:
+    """The key a box presents now, as the operator compares it with the provider's console."""
+
+    line: str
+    fingerprint: str
+
+    @property
+    def kind(self) -> str:
+        return self.line.split()[0]
+
+
+class BoxIntents(ServiceBase):
+    def add_box(self, box: Box) -> Box:
+        """Register a box; nothing is contacted until it is connected or checked."""
+        if not BOX_NAME.match(box.name):
+            raise InputError(f"box name {box.name!r}: use letters, digits, '.', '_' or '-' (max 63)")
+        if box.key_path and not Path(box.key_path).is_file():
+            raise InputError(f"--key {box.key_path}: no such file")
+        if box.provider and not box.instance_id:
+            raise InputError(f"--provider {box.provider} needs --instance ID (the provider's instance id)")
+        _check_price(box.price_per_hour)
+        return self.store.boxes.add(box)
+
+    def set_box(self, name: str, **values: Any) -> dict[str, Any]:
+        """Change where a box keeps things, or its price; returns what was set."""
+        unknown = set(values) - set(SETTABLE)
+        if unknown:
+            raise InputError(f"box set: cannot change {', '.join(sorted(unknown))}; settable: {', '.join(SETTABLE)}")
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            raise InputError("nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home")
+        _check_price(values.get("price_per_hour"))
+        if name == LOCAL_BOX:
+            self.store.boxes.ensure_local()
+        self.store.boxes.update(name, **values)
+        return values
+
+    def remove_box(self, name: str) -> Box:
+        box = self.store.boxes.get(name)
+        self.store.boxes.remove(name)
+        return box
+
+    async def presented_key(self, name: str) -> HostKey:
+        box = self.store.boxes.get(name)
+        if box.is_local:
+            raise ServiceError("the local box is reached without SSH: it has no host key to trust")
+        with reaching(name):
+            line, fingerprint = await presented_key(box, self.fleet.settings.ssh.connect_timeout)
+        return HostKey(line, fingerprint)
+
+    def trust(self, name: str, key: HostKey, replace: bool = False) -> None:
+        """Pin the key the operator compared and confirmed (TOFU), clearing a host-key status."""
+        check_trust(self.store.boxes.get(name), key.line, replace)
+        self.store.boxes.update(name, host_key=key.line, host_key_source="tofu", status="new",
+                                status_detail="host key trusted by the operator")  # fmt: skip
+
+    async def connect(self, name: str, on_ingest: Callable[[IngestReport], None] | None = None) -> Connected:
+        """Connect (push or restart the agent as needed) and ingest everything pending."""
+        link = self.fleet.link(name)
+        link.on_ingest = on_ingest
+        with reaching(name):
+            action = await link.connect()
+            inserted = await link.sync()
+        return Connected(name, action, inserted)
+
+    async def follow(self, name: str, stop: asyncio.Event,
+                     on_ingest: Callable[[IngestReport], None] | None = None) -> None:  # fmt: skip
+        """Keep the box's link up and its journal ingested until ``stop`` (or a problem the operator must fix,
+        which is raised: a changed host key, a journal that disagrees with state.db)."""
+        link = self.fleet.start(name)
+        link.on_ingest = on_ingest
+        while not stop.is_set() and link.fatal is None:
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except TimeoutError:
+                pass
+        if link.fatal is not None:
+            raise link.fatal
+
+
+def _check_price(price: float | None) -> None:
+    if price is not None and price < 0:
+        raise InputError("--price-per-hour must be zero or more")
+

@@ -1,0 +1,48 @@
+"""Check intents: probe a box (through its agent, or the agent's probe as a process on this machine) and
+judge it: power limit against maximum, driver against the serving CUDA (error 804), topology, clock, disk."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from console.checks.run import CheckRun, judge, local_probe, recipe_arm, serving_python
+from console.errors import InputError
+from console.service.base import ServiceBase, reaching
+from console.store import LOCAL_BOX, BoxNotReachable
+
+PROBE_COMMAND_TIMEOUT_S = 120.0
+
+
+class CheckIntents(ServiceBase):
+    async def probe(self, box: str, serving_python: str | None = None) -> dict[str, Any]:
+        """A fresh probe through the box's agent; it also lands in the store through the journal."""
+        link = await self.link(box)
+        args: dict[str, Any] = {"console_t_ms": self.store.clock()}
+        if serving_python:
+            args["serving_python"] = serving_python
+        with reaching(box):
+            result = await link.command("probe", args, timeout=PROBE_COMMAND_TIMEOUT_S)
+        await self.settle(box)
+        return dict(result["probe"])
+
+    async def check(self, box_name: str, arm: str | None = None, *, stored: bool = False) -> CheckRun:
+        """Probe the box now (``stored``: judge its newest stored probe, offline) and store the verdicts.
+
+        With ``arm``, the box is judged for that arm: its tensor parallelism, GPUs and weights.
+        """
+        # The machine the console runs on is always checkable, registered or not yet.
+        box = self.store.boxes.ensure_local() if box_name == LOCAL_BOX else self.store.boxes.get(box_name)
+        resolver = recipe_arm(arm, self.catalog) if arm else None  # an unknown arm is refused before probing
+        probe: dict[str, Any] | None
+        if stored:
+            probe = None
+        elif box.is_local:
+            probe = await asyncio.to_thread(local_probe, box, self.store.clock())
+        else:
+            try:
+                probe = await self.probe(box.name, serving_python(box))
+            except BoxNotReachable as exc:  # imported figures or a destroyed box
+                raise InputError(str(exc), f"`campaign check {box.name} --stored` judges its last stored probe") \
+                    from exc  # fmt: skip
+        return judge(self.store, box.name, probe, resolver)
