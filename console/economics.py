@@ -21,13 +21,12 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from console.errors import InputError
+from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow
+from console.readmodel.results import best_by
 from console.store.results import ApiPrice
-
-if TYPE_CHECKING:
-    from console.store import Store
 
 DEFAULT_UTILISATION = 0.70
 DEFAULT_SHAPES = ("router", "promptopt")
@@ -253,15 +252,15 @@ class EconomicsRow:
     source: str
 
 
-def _throughput(row: dict[str, Any]) -> Throughput | None:
-    if not row["out_tok_per_s"] or not row["output_len"] or row["input_len"] is None:
+def _throughput(row: ResultRow) -> Throughput | None:
+    if not row.out_tok_per_s or not row.output_len or row.input_len is None:
         return None
-    return Throughput(row["shape"], row["concurrency"], row["out_tok_per_s"], row["in_tok_per_s"],
-                      row["input_len"], row["output_len"], row["prefix_len"] or 0)  # fmt: skip
+    return Throughput(row.shape, row.concurrency, row.out_tok_per_s, row.in_tok_per_s, row.input_len,
+                      row.output_len, row.prefix_len or 0)  # fmt: skip
 
 
 def economics_table(
-    store: Store,
+    inputs: EconomicsInputs,
     *,
     utilisation: float = DEFAULT_UTILISATION,
     extra_prices: Sequence[ApiPrice] = (),
@@ -269,6 +268,7 @@ def economics_table(
 ) -> tuple[list[EconomicsRow], list[str]]:
     """Every configuration with throughput at ``shapes``, priced on its box and against each API price.
 
+    ``inputs`` is the campaign's record as the read model gathers it (console.readmodel.economics_inputs).
     Returns the rows and the configurations left out, each with the reason (no price, no such shape).
     For each shape the configuration's fastest usable row counts; a configuration whose rows are all
     diagnostic-only is priced but marked and kept off the frontier.
@@ -278,56 +278,53 @@ def economics_table(
     prices: dict[str, list[ApiPrice]] = {}
     for p in extra_prices:
         prices.setdefault(p.model, []).append(p)
-    for p in store.results.api_prices():
+    for p in inputs.api_prices:
         if not any(e.model == p.model for e in extra_prices):
             prices.setdefault(p.model, []).append(p)
-    box_price = {b.name: b.price_per_hour for b in store.boxes.every()}
-    evals: dict[tuple[str | None, str], dict[str, Any]] = {}
-    for e in store.results.eval_runs():
-        if e["arm"]:
-            evals.setdefault((e["box"], e["arm"]), e)
-            evals.setdefault((None, e["arm"]), e)
-    groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
-    for r in store.results.summary():
-        if r["shape"] in shapes:
-            groups.setdefault((r["box"], r["arm"]), []).append(r)
+    evals: dict[tuple[str | None, str], EvalRow] = {}
+    for e in inputs.evals:
+        if e.arm:
+            evals.setdefault((e.box, e.arm), e)
+            evals.setdefault((None, e.arm), e)
+    groups: dict[tuple[str | None, str], list[ResultRow]] = {}
+    for r in inputs.bench:
+        if r.shape in shapes:
+            groups.setdefault((r.box, r.arm), []).append(r)
     skipped: list[str] = []
     priced: list[_Priced] = []
     for (box, arm), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-        diagnostic = all(r["diagnostic_only"] for r in rows)
-        chosen: list[tuple[dict[str, Any], Throughput]] = []
-        for shape in shapes:
-            usable = [(r, t) for r in rows if r["shape"] == shape and (diagnostic or not r["diagnostic_only"])
-                      for t in [_throughput(r)] if t is not None]  # fmt: skip
-            if usable:
-                chosen.append(max(usable, key=lambda rt: rt[1].out_tok_per_s))
+        diagnostic = all(r.diagnostic_only for r in rows)
+        usable = [r for r in rows if (diagnostic or not r.diagnostic_only) and _throughput(r) is not None]
+        fastest = best_by(usable, lambda r: r.shape)
+        chosen = [fastest[shape] for shape in shapes if shape in fastest]
         if not chosen:
             skipped.append(f"{box}/{arm}: no row with token lengths at {', '.join(shapes)}")
             continue
-        price = box_price.get(box) if box else None
+        price = inputs.box_prices.get(box) if box else None
         if price is None:
             skipped.append(f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)")
             continue
+        tps = [t for t in map(_throughput, chosen) if t is not None]
         ev = evals.get((box, arm)) or evals.get((None, arm))
-        priced.append(_Priced(box, arm, chosen[0][0], [t for _, t in chosen], diagnostic, ev,
-                              node_cost_per_active_hour(price, utilisation)))  # fmt: skip
+        priced.append(_Priced(box, arm, chosen[0], tps, diagnostic, ev, node_cost_per_active_hour(price, utilisation)))
     on = frontier(
-        Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev["overall"], c.diagnostic)
+        Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev.overall, c.diagnostic)
         for c in priced
         if c.ev is not None
     )
     out: list[EconomicsRow] = []
     for c in priced:
-        for p in prices.get(c.first["model"]) or [None]:
-            b = blended(c.tps, c.node_hour, p)
+        offers: list[ApiPrice | None] = [*prices.get(c.first.model or "", [])]
+        for offer in offers or [None]:
+            b = blended(c.tps, c.node_hour, offer)
             out.append(EconomicsRow(
-                box=c.box, arm=c.arm, model=c.first["model"],
+                box=c.box, arm=c.arm, model=c.first.model,
                 rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps), node_usd_per_hour=c.node_hour,
-                node_per_mtok=b.node_per_mtok, accuracy=c.ev["overall"] if c.ev else None,
-                accuracy_items=c.ev["items"] if c.ev else None, accuracy_box=c.ev["box"] if c.ev else None,
-                api_provider=p.provider if p else None,
+                node_per_mtok=b.node_per_mtok, accuracy=c.ev.overall if c.ev else None,
+                accuracy_items=c.ev.items if c.ev else None, accuracy_box=c.ev.box if c.ev else None,
+                api_provider=offer.provider if offer else None,
                 api_per_mtok=b.api_per_mtok, api_over_node=b.ratio, on_frontier=(c.box, c.arm) in on,
-                diagnostic_only=c.diagnostic, source=c.first["source"],
+                diagnostic_only=c.diagnostic, source=c.first.source,
             ))  # fmt: skip
     return out, skipped
 
@@ -336,10 +333,10 @@ def economics_table(
 class _Priced:
     box: str | None
     arm: str
-    first: dict[str, Any]
+    first: ResultRow
     tps: list[Throughput]
     diagnostic: bool
-    ev: dict[str, Any] | None
+    ev: EvalRow | None
     node_hour: float
 
 

@@ -11,9 +11,25 @@ from collections.abc import Sequence
 from datetime import tzinfo
 from typing import Any
 
-from console.economics import DEFAULT_UTILISATION, economics_table, frontier_chart
+from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
+from console.readmodel import (
+    EvalRow,
+    FleetRow,
+    ImportRow,
+    LaunchRow,
+    ResultRow,
+    TimerRow,
+    TripwireRow,
+    best_per_model,
+    economics_inputs,
+    failed_launches,
+    failed_tripwires,
+    fleet,
+    imports,
+    launches,
+    timers,
+)
 from console.store import Store
-from console.store.results import tripwire_verdict
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
 
@@ -30,95 +46,88 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> list[str]:
     return lines
 
 
-def _boxes(store: Store) -> list[str]:
+def _boxes(boxes: Sequence[FleetRow]) -> list[str]:
     out = ["## Boxes", ""]
-    boxes = store.boxes.every()
     if not boxes:
         return out + ["No boxes.", ""]
     rows = []
     for b in boxes:
-        verdicts = store.checks.last_verdicts(b.name)
-        checks = ", ".join(f"{v.check} {v.verdict}" for v in verdicts) or "never checked"
+        checks = ", ".join(f"{c.name} {c.verdict}" for c in b.checks) or "never checked"
         price = f"${b.price_per_hour:.2f}/h" if b.price_per_hour is not None else None
         rows.append((b.name, b.gpu_summary, b.status, b.ssh_target, price, checks))
     return out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + [""]
 
 
-def _running(store: Store) -> list[str]:
+def _running(rows: Sequence[LaunchRow]) -> list[str]:
     out = ["## What runs where", ""]
-    rows = store.rows(
-        """SELECT l.box, l.arm, l.id, l.state, l.port, l.gpus, l.start_ms,
-                  (SELECT group_concat(line, ' | ') FROM kernel_lines k WHERE k.launch_id = l.id
-                     AND k.category != 'config') AS kernels
-           FROM launches l WHERE l.state IN ('requested', 'starting', 'serving', 'stopping')
-           ORDER BY l.box, l.arm"""
-    )
-    if not rows:
+    alive = sorted((launch for launch in rows if launch.alive), key=lambda r: (r.box, r.arm, r.id))
+    if not alive:
         return out + ["Nothing is launched.", ""]
-    table = [(r["box"], r["arm"], r["id"], r["state"], r["port"], r["gpus"],
-              fmt_utc(r["start_ms"]) if r["start_ms"] else None, r["kernels"] or "not recorded") for r in rows]  # fmt: skip
+    table = [(r.box, r.arm, r.id, r.state, r.port, ",".join(str(g) for g in r.gpus),
+              fmt_utc(r.start_ms) if r.start_ms else None, r.kernel_line or "not recorded") for r in alive]  # fmt: skip
     return out + _table(table, ("box", "arm", "launch", "state", "port", "GPUs", "started", "kernel line")) + [""]
 
 
-def _timers(store: Store, now_ms: int, mine: tzinfo) -> list[str]:
+def _box_local(t: TimerRow) -> str:
+    if not t.box_tz:
+        return "box zone unknown"
+    try:
+        return fmt_zone(t.deadline_ms, zone(t.box_tz))
+    except ValueError:
+        return f"box zone {t.box_tz!r} unknown"  # a probed name this Python does not know (e.g. "BST")
+
+
+def _timers(rows: Sequence[TimerRow], mine: tzinfo) -> list[str]:
     out = ["## Timers", ""]
-    timers = store.timers.every(active_only=True)
-    if not timers:
+    live = [t for t in rows if t.live]
+    if not live:
         return out + ["No timer is armed: nothing will stop the boxes on its own.", ""]
-    rows = []
-    for t in timers:
-        box_tz = store.timers.box_tz(t.box)
-        rows.append((t.id, t.box, t.action, fmt_utc(t.deadline_ms),
-                     fmt_zone(t.deadline_ms, zone(box_tz)) if box_tz else "box zone unknown",
-                     fmt_zone(t.deadline_ms, mine), fmt_remaining(t.deadline_ms - now_ms), t.state))  # fmt: skip
+    table = [(t.id, t.box, t.action, fmt_utc(t.deadline_ms), _box_local(t), fmt_zone(t.deadline_ms, mine),
+              fmt_remaining(t.remaining_ms), t.state) for t in live]  # fmt: skip
     header = ("id", "box", "action", "deadline (UTC)", "box local", "your local", "in", "state")
-    return out + _table(rows, header) + [""]
+    return out + _table(table, header) + [""]
 
 
-def _failures(store: Store) -> list[str]:
+def _failures(boxes: Sequence[FleetRow], failed: Sequence[LaunchRow], tripwires: Sequence[TripwireRow],
+              timer_rows: Sequence[TimerRow]) -> list[str]:  # fmt: skip
     out = ["## Open failures", ""]
     rows: list[tuple[Any, ...]] = []
-    for b in store.boxes.every(include_destroyed=False):
-        for v in store.checks.last_failed(b.name):
-            rows.append((b.name, f"check {v.check}", v.reason))
-    for r in store.results.failed_launches():
-        rows.append((r["box"], f"launch {r['arm']}", r["failure_reason"] or f"exit code {r['exit_code']}"))
-    for r in store.results.failed_tripwires():
-        rows.append((r["box"], f"tripwire {r['arm']}", f"{r['verdict']}: its throughput is diagnostic only"))
-    for t in store.timers.every():
-        if t.state == "failed":
-            rows.append((t.box, f"timer {t.id}", f"{t.action} at {fmt_utc(t.deadline_ms)} failed"))
+    for b in boxes:
+        rows += [(b.name, f"check {c.name}", c.reason) for c in b.checks if c.verdict == "fail"]
+    for launch in failed:
+        rows.append((launch.box, f"launch {launch.arm}", launch.failure_reason or f"exit code {launch.exit_code}"))
+    for t in tripwires:
+        rows.append((t.box, f"tripwire {t.arm}", f"{t.verdict.text}: its throughput is diagnostic only"))
+    for timer in timer_rows:
+        if timer.state == "failed":
+            rows.append((timer.box, f"timer {timer.id}", f"{timer.action} at {fmt_utc(timer.deadline_ms)} failed"))
     if not rows:
         return out + ["None.", ""]
     return out + _table(rows, ("box", "what", "reason")) + [""]
 
 
-def _best(store: Store, source: str, title: str) -> list[str]:
-    rows = store.results.best_per_model(source=source)
+def _best(rows: Sequence[ResultRow], title: str) -> list[str]:
     if not rows:
         return []
-    table = [(r["model"], r["arm"], r["box"], f"{r['shape']} C{r['concurrency']}", r["out_tok_per_s"],
-              None if r["ttft_ms_p50"] is None else f"{r['ttft_ms_p50'] / 1000:.2f} s" + (" (queueing)" if r["queueing"] else ""),
-              r["kernel_line"] or "not recorded",
-              tripwire_verdict(r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"], r["tw_passed"], r["tw_leak"]),
-              None if r["power_limit"] is None else f"{r['power_limit']:.0f} W")
+    table = [(r.model, r.arm, r.box, f"{r.shape} C{r.concurrency}", r.out_tok_per_s,
+              None if r.ttft_ms_p50 is None else f"{r.ttft_ms_p50 / 1000:.2f} s" + (" (queueing)" if r.queueing else ""),
+              r.kernel_line or "not recorded", r.tripwire.text,
+              None if r.power_limit_w is None else f"{r.power_limit_w:.0f} W")
              for r in rows]  # fmt: skip
     header = ("model", "arm", "box", "shape", "out tok/s", "TTFT p50", "kernel line", "tripwire", "power limit")
     note = "Fastest row per model and shape; diagnostic-only rows (failed tripwire) are left out."
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 
-def _quality(store: Store) -> list[str]:
-    rows = store.results.eval_runs()
-    if not rows:
+def _quality(evals: Sequence[EvalRow]) -> list[str]:
+    if not evals:
         return []
-    table = [(r["model"], r["configuration"], r["items"], f"{r['overall']:.3f}", r["source"], r["note"]) for r in rows]
+    table = [(e.model, e.configuration, e.items, f"{e.overall:.3f}", e.source, e.note) for e in evals]
     return ["## Task accuracy", "", *_table(table, ("model", "configuration", "items", "overall", "source", "note")), ""]
 
 
-def _frontier(store: Store, utilisation: float) -> list[str]:
-    rows, _ = economics_table(store, utilisation=utilisation)
-    best: dict[tuple[str | None, str], Any] = {}
+def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
+    best: dict[tuple[str | None, str], EconomicsRow] = {}
     for r in rows:
         if r.on_frontier and (r.box, r.arm) not in best:
             best[(r.box, r.arm)] = r
@@ -142,13 +151,11 @@ def _frontier(store: Store, utilisation: float) -> list[str]:
     ]
 
 
-def _imports(store: Store) -> list[str]:
-    imports = store.results.imports()
-    if not imports:
+def _imports(rows: Sequence[ImportRow]) -> list[str]:
+    if not rows:
         return []
     lines = ["## Imported data", ""]
-    for i in imports:
-        lines.append(f"- {fmt_utc(i['t_ms'])}: {i['rows']} rows from {i['source']}. {i['provenance']}")
+    lines += [f"- {fmt_utc(i.t_ms)}: {i.rows} rows from {i.source}. {i.provenance}" for i in rows]
     return lines + [""]
 
 
@@ -156,21 +163,26 @@ def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
                  utilisation: float = DEFAULT_UTILISATION) -> str:  # fmt: skip
     """The whole handover as markdown. ``now_ms`` fixes 'remaining' so a report is reproducible."""
     mine = zone(operator_tz)  # an unknown zone is refused before anything is written, timers or not
+    boxes = fleet(store, now_ms)
+    timer_rows = timers(store, now_ms)
+    inputs = economics_inputs(store)
+    best = best_per_model(inputs.bench)
+    economics, _ = economics_table(inputs, utilisation=utilisation)
     parts = [
         "# Campaign handover",
         "",
         f"Written {fmt_utc(now_ms)} from `{store.path}` (schema v{store.schema_version}). Every instant is UTC "
         "unless a zone is named beside it.",
         "",
-        *_boxes(store),
-        *_running(store),
-        *_timers(store, now_ms, mine),
-        *_failures(store),
-        *(_best(store, "measured", "Best measured rows per model")
+        *_boxes(boxes),
+        *_running(launches(store, now_ms, with_kernels=True)),
+        *_timers(timer_rows, mine),
+        *_failures(boxes, failed_launches(store, now_ms), failed_tripwires(store, now_ms), timer_rows),
+        *(_best([r for r in best if r.source == "measured"], "Best measured rows per model")
           or ["## Best measured rows per model", "", "Nothing measured yet.", ""]),
-        *_best(store, "imported", "Best imported rows per model (someone else's measurements)"),
-        *_quality(store),
-        *_frontier(store, utilisation),
-        *_imports(store),
+        *_best([r for r in best if r.source == "imported"], "Best imported rows per model (someone else's measurements)"),
+        *_quality(inputs.evals),
+        *_frontier(economics, utilisation),
+        *_imports(imports(store)),
     ]  # fmt: skip
     return "\n".join(parts).rstrip() + "\n"

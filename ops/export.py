@@ -13,15 +13,14 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from console.economics import DEFAULT_SHAPES, DEFAULT_UTILISATION, economics_table
+from console.economics import EconomicsRow
 from console.errors import InputError
-from console.store import Store
-from console.store.results import ApiPrice
+from console.readmodel import LaunchRow, ResultRow
 from console.timeutil import from_ms
 
 FORMATS = ("tsv", "csv", "json")
@@ -46,41 +45,38 @@ class ExportError(InputError, ValueError):
     """An export that cannot be written as asked (format, destination)."""
 
 
-def summary_rows(store: Store) -> list[dict[str, Any]]:
+def summary_rows(rows: Iterable[ResultRow]) -> list[dict[str, Any]]:
     """One row per (arm, box, shape, concurrency) run, measured first, imported after."""
     out = []
-    for r in sorted(store.results.summary(), key=lambda r: (r["source"] != "measured", r["box"] or "", r["arm"],
-                                                              r["shape"], r["concurrency"], r["id"])):  # fmt: skip
-        row = {c: r.get(c) for c in SUMMARY_COLUMNS}
-        row["power_limit_w"] = r["power_limit"]
-        row["kernel_line"] = r["kernel_line"] or "not recorded"
-        row["started_utc"] = from_ms(r["started_ms"]).isoformat() if r["started_ms"] is not None else None
+    for r in sorted(rows, key=lambda r: (r.source != "measured", r.box or "", r.arm, r.shape, r.concurrency, r.id)):
+        row = {c: getattr(r, c, None) for c in SUMMARY_COLUMNS}
+        row["tripwire"] = r.tripwire.text
+        row["kernel_line"] = r.kernel_line or "not recorded"
+        row["started_utc"] = from_ms(r.started_ms).isoformat() if r.started_ms is not None else None
         out.append(row)
     return out
 
 
-def kernel_rows(store: Store) -> list[dict[str, Any]]:
+def kernel_rows(launches: Iterable[LaunchRow]) -> list[dict[str, Any]]:
     """Every server and each kernel line it printed (kernels_by_server.tsv); silence is a row too."""
     rows = []
-    for r in store.results.kernels():
-        row = {c: r.get(c) for c in KERNEL_COLUMNS}
-        if r["line"] is None:
-            row["line"] = "none recorded"
-        rows.append(row)
+    for launch in sorted(launches, key=lambda r: (r.box, r.arm, r.id)):
+        server = {"box": launch.box, "launch_id": launch.id, "arm": launch.arm, "model": launch.model,
+                  "state": launch.state, "failure_reason": launch.failure_reason}  # fmt: skip
+        lines: Sequence[tuple[str | None, str]] = launch.kernel_lines or [(None, "none recorded")]
+        rows += [{**server, "category": category, "line": line} for category, line in lines]
     return rows
 
 
-def economics_rows(store: Store, *, utilisation: float = DEFAULT_UTILISATION,
-                   api_prices: Sequence[ApiPrice] = (), shapes: Sequence[str] = DEFAULT_SHAPES,
-                   ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
-    rows, skipped = economics_table(store, utilisation=utilisation, extra_prices=api_prices, shapes=shapes)
+def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
+    """console.economics' table under the export's column names (USD made explicit)."""
     out = []
-    for e in rows:
+    for e in table:
         d = asdict(e)
         d["node_usd_per_mtok"] = d.pop("node_per_mtok")
         d["api_usd_per_mtok"] = d.pop("api_per_mtok")
         out.append({c: d[c] for c in ECONOMICS_COLUMNS})
-    return out, skipped
+    return out
 
 
 def _cell(column: str, value: Any) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from console.readmodel import ResultRow, api_prices, bench_rows, eval_runs, failed_launches, imports
 from console.store import Box, Store
 from ops.demo import SEED_DIR, DemoDataError, MeasuredDataPresent, build_demo, load_payload, seed_if_empty
 
@@ -20,9 +21,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _row(store: Store, arm: str, box: str, shape: str, concurrency: int) -> dict:
-    rows = [r for r in store.results.summary() if (r["arm"], r["box"], r["shape"], r["concurrency"]) ==
-            (arm, box, shape, concurrency)]  # fmt: skip
+def _row(store: Store, arm: str, box: str, shape: str, concurrency: int) -> ResultRow:
+    rows = [r for r in bench_rows(store) if (r.arm, r.box, r.shape, r.concurrency) == (arm, box, shape, concurrency)]
     assert len(rows) == 1, (arm, box, shape, concurrency)
     return rows[0]
 
@@ -31,36 +31,36 @@ def test_figures_match_the_write_up(demo: Path) -> None:
     with Store(demo, read_only=True) as store:
         # Headline table, 600 W: "B12xNvFp4 W4A4 (b12x) ... router C1024 5,161 ... tripwire 19/20".
         r = _row(store, "qwen3.8-27b-nvfp4-b12x", "seed-pro6000-600w", "router", 1024)
-        assert r["out_tok_per_s"] == 5161 and r["kernel_line"] == "B12xNvFp4 W4A4 (b12x)"
-        assert r["tripwire"] == "19/20 ok" and r["power_limit"] == 600 and r["source"] == "imported"
-        assert (r["input_len"], r["output_len"], r["prefix_len"]) == (1024, 128, 0)
+        assert r.out_tok_per_s == 5161 and r.kernel_line == "B12xNvFp4 W4A4 (b12x)"
+        assert r.tripwire.text == "19/20 ok" and r.power_limit_w == 600 and r.source == "imported"
+        assert (r.input_len, r.output_len, r.prefix_len) == (1024, 128, 0)
         # "DP2 x TP2 + expert parallel, 384 seqs per rank - rejected by quality tripwire ... 1,300 (diagnostic
         # only)": eight degenerate outputs and one wrong answer.
         r = _row(store, "glm-5.3-flash-dp2tp2-ep-384", "seed-pro6000-600w", "router", 1024)
-        assert r["out_tok_per_s"] == 1300 and r["diagnostic_only"] == 1
-        assert r["tripwire"] == "FAILED 11/20 ok, 8 degenerate, 1 wrong"
+        assert r.out_tok_per_s == 1300 and r.diagnostic_only is True
+        assert r.tripwire.text == "FAILED 11/20 ok, 8 degenerate, 1 wrong"
         # DeepSeek TP4 promptopt C1024: 2,387 out, 33,411 in, 45.7 s TTFT, footnote i (queueing).
         r = _row(store, "deepseek-v4-flash-tp4-b12x-256", "seed-pro6000-600w", "promptopt", 1024)
-        assert (r["out_tok_per_s"], r["in_tok_per_s"], r["ttft_ms_p50"], r["queueing"]) == (2387, 33411, 45700, 1)
-        assert r["prefix_len"] == 3072 and r["total_tok_per_s"] == 2387 + 33411
+        assert (r.out_tok_per_s, r.in_tok_per_s, r.ttft_ms_p50, r.queueing) == (2387, 33411, 45700, True)
+        assert r.prefix_len == 3072 and r.total_tok_per_s == 2387 + 33411
         # 400 W Workstation table: gpt-oss-20b promptopt C256 13,442 / 188,192 / 0.6 s, 20/20.
         r = _row(store, "gpt-oss-20b-4rep", "seed-pro6000-400w", "promptopt", 256)
-        assert (r["out_tok_per_s"], r["in_tok_per_s"], r["ttft_ms_p50"]) == (13442, 188192, 600)
-        assert r["power_limit"] == 400 and r["tripwire"] == "20/20 ok"
+        assert (r.out_tok_per_s, r.in_tok_per_s, r.ttft_ms_p50) == (13442, 188192, 600)
+        assert r.power_limit_w == 400 and r.tripwire.text == "20/20 ok"
         # 8x RTX 5090: Qwen3.8-27B NVFP4 b12x router C1024 6,558; head to head router C256 6,445.
-        assert _row(store, "qwen3.8-27b-nvfp4-b12x", "seed-5090x8-400w", "router", 1024)["out_tok_per_s"] == 6558
-        assert _row(store, "qwen3.8-27b-nvfp4-b12x", "seed-5090x8-400w", "router", 256)["out_tok_per_s"] == 6445
+        assert _row(store, "qwen3.8-27b-nvfp4-b12x", "seed-5090x8-400w", "router", 1024).out_tok_per_s == 6558
+        assert _row(store, "qwen3.8-27b-nvfp4-b12x", "seed-5090x8-400w", "router", 256).out_tok_per_s == 6445
         # Quality table: DeepSeek-V4-Flash TP1 x DP4 + EP, 403 items, 0.844, maths 0.938.
-        ds = [e for e in store.results.eval_runs() if e["arm"] == "deepseek-v4-flash-dp4-ep-512"]
-        assert len(ds) == 1 and ds[0]["overall"] == 0.844 and ds[0]["families"]["maths"] == 0.938
+        ds = [e for e in eval_runs(store) if e.arm == "deepseek-v4-flash-dp4-ep-512"]
+        assert len(ds) == 1 and ds[0].overall == 0.844 and ds[0].families["maths"] == 0.938
         # Prices: the boxes and the API.
         assert store.boxes.get("seed-pro6000-600w").price_per_hour == pytest.approx(3.082)
-        glm = {p.provider: p for p in store.results.api_prices("GLM-5.3-Flash")}
+        glm = {p.provider: p for p in api_prices(store, "GLM-5.3-Flash")}
         assert (glm["openrouter-list"].in_per_mtok, glm["openrouter-list"].out_per_mtok) == (0.075, 0.25)
         # Failed launches are rows with the engine's refusal.
-        reasons = {r["arm"]: r["failure_reason"] for r in store.results.failed_launches()}
-        assert "101,376" in reasons["ling-3.0-flash-tp"]
-        assert "swiglu_limit" in reasons["glm-5.3-flash-dp4-flashinfer-b12x-moe"]
+        reasons = {r.arm: r.failure_reason for r in failed_launches(store, None)}
+        assert reasons["ling-3.0-flash-tp"] is not None and "101,376" in reasons["ling-3.0-flash-tp"]
+        assert "swiglu_limit" in (reasons["glm-5.3-flash-dp4-flashinfer-b12x-moe"] or "")
         kv = store.scalar("SELECT kv_cache_tokens FROM launches WHERE id = 'import:seed-5090x8-400w:qwen3.8-27b-nvfp4-b12x'")
         assert kv == 181000
 
@@ -71,7 +71,7 @@ def test_every_row_is_marked_imported_with_provenance(demo: Path) -> None:
             assert store.scalar(f"SELECT count(*) FROM {table} WHERE source != 'imported' OR provenance IS NULL "
                                 "OR import_id IS NULL") == 0  # fmt: skip
         assert {b.status for b in store.boxes.every()} == {"imported"}
-        assert [i["rows"] for i in store.results.imports()] == [load_payload().row_count]
+        assert [i.rows for i in imports(store)] == [load_payload().row_count]
 
 
 def test_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,7 @@ from console.economics import (
     hour_of_output,
     parse_api_price,
 )
+from console.readmodel import bench_rows, economics_inputs
 from console.store import Store
 from console.store.results import ApiPrice
 from ops.demo import SEED_DIR, build_demo, read_tsv
@@ -51,10 +52,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 def _throughput(store: Store, arm: str, shape: str, concurrency: int) -> Throughput:
-    r = next(r for r in store.results.summary() if (r["box"], r["arm"], r["shape"], r["concurrency"]) ==
-             (SEED_BOX, arm, shape, concurrency))  # fmt: skip
-    return Throughput(shape, concurrency, r["out_tok_per_s"], r["in_tok_per_s"], r["input_len"], r["output_len"],
-                      r["prefix_len"])  # fmt: skip
+    r = next(r for r in bench_rows(store) if (r.box, r.arm, r.shape, r.concurrency) == (SEED_BOX, arm, shape, concurrency))
+    assert r.out_tok_per_s is not None and r.input_len is not None and r.output_len is not None
+    return Throughput(shape, concurrency, r.out_tok_per_s, r.in_tok_per_s, r.input_len, r.output_len, r.prefix_len or 0)
 
 
 @pytest.mark.parametrize("row", read_tsv(SEED_DIR / "econ_cost_bases.tsv"), ids=lambda c: c.where)
@@ -89,7 +89,7 @@ FRONTIER = read_tsv(SEED_DIR / "econ_frontier.tsv")
 def test_frontier_table_node_and_api_cost(store: Store, row) -> None:  # type: ignore[no-untyped-def]
     """'Every configuration on one chart': node $/M per request over router + promptopt (router alone for
     gpt-oss-20b), the API at market median and cheapest tier with cached prefixes at cache-read prices."""
-    rows, _ = economics_table(store, utilisation=0.7)
+    rows, _ = economics_table(economics_inputs(store), utilisation=0.7)
     mine = {r.api_provider: r for r in rows if (r.box, r.arm) == (SEED_BOX, row.need("arm"))}
     assert mine, row.need("arm")
     any_row = next(iter(mine.values()))
@@ -118,7 +118,7 @@ def test_frontier_of_the_write_ups_own_points() -> None:
 
 def test_frontier_from_the_imported_throughput(store: Store) -> None:
     """The same four points fall out of the demo database's 600 W throughput and accuracy."""
-    rows, _ = economics_table(store, utilisation=0.7)
+    rows, _ = economics_table(economics_inputs(store), utilisation=0.7)
     on_box = {(r.arm): r for r in rows if r.box == SEED_BOX and r.accuracy is not None}
     points = [Point(r.arm, r.node_per_mtok, r.accuracy, r.diagnostic_only) for r in on_box.values()]  # type: ignore[arg-type]
     assert frontier(points) == {"gpt-oss-120b-mxfp8", "muse-glimmer-30b-bf16", "qwen3.8-27b-nvfp4-qat-b12x",
@@ -146,7 +146,7 @@ def test_operator_price_and_errors(store: Store, capsys: pytest.CaptureFixture[s
         with pytest.raises(EconomicsError, match="--api-price"):
             parse_api_price(bad)
     with pytest.raises(EconomicsError, match="utilisation"):
-        economics_table(store, utilisation=0)
+        economics_table(economics_inputs(store), utilisation=0)
     assert main(["--db", str(store.path), "export", "economics", "--format", "csv",
                  "--api-price", "GLM-5.3-Flash=0.15/0.50/0.03"]) == 0  # fmt: skip
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))

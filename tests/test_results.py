@@ -1,5 +1,6 @@
-"""store.results and the exports: a measured state.db (built through the real journal ingest) out to
-TSV/CSV/JSON and back, with the kernel line, tripwire verdict and power limit beside every number."""
+"""The result records and the exports: a measured state.db (built through the real journal ingest) read
+through console.readmodel and out to TSV/CSV/JSON, with the kernel line, tripwire verdict and power limit
+beside every number."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from console.readmodel import TripwireVerdict, bench_rows, bench_run, tripwire_run
 from console.store import Box, Store
-from console.store.results import ResultError, tripwire_verdict
+from console.store.results import ResultError
 from ops.export import KERNEL_COLUMNS, SUMMARY_COLUMNS
 
 T0 = 1_788_658_020_000  # 2026-09-06 01:27:00 UTC
@@ -60,16 +62,43 @@ def measured(tmp_path: Path) -> Path:
 
 
 def test_bench_rows_carry_kernel_power_and_tripwire(measured: Path) -> None:
-    with Store(measured) as store:
-        rows = {r["arm"]: r for r in store.results.summary()}
+    with Store(measured, read_only=True) as store:
+        rows = {r.arm: r for r in bench_rows(store)}
     clean, bad = rows["qwen-b12x"], rows["glm-dp2tp2"]
-    assert clean["kernel_line"] == "Using B12xNvFp4 W4A4 kernel | Using FLASHINFER backend"
-    assert clean["power_limit_w"] == 400.0  # the lowest enforced limit among the launch's GPUs 0 and 1
-    assert clean["tripwire"] == "20/20 ok" and clean["diagnostic_only"] == 0
-    assert clean["client_bound"] == 1 and clean["started_ms"] == T0 + 4000
+    assert clean.kernel_line == "Using B12xNvFp4 W4A4 kernel | Using FLASHINFER backend"
+    assert clean.power_limit_w == 400.0  # the lowest enforced limit among the launch's GPUs 0 and 1
+    assert clean.tripwire.text == "20/20 ok" and clean.tripwire.word == "ok" and clean.diagnostic_only is False
+    assert clean.client_bound is True and clean.started_ms == T0 + 4000 and clean.marks == "CLIENT-BOUND"
     # The tripwire arrived after the bench: it still reaches the row and marks it diagnostic-only.
-    assert bad["tripwire"] == "FAILED 11/20 ok, 8 degenerate, 1 wrong" and bad["diagnostic_only"] == 1
-    assert bad["power_limit_w"] == 300.0 and bad["kernel_line"] is None
+    assert bad.tripwire.text == "FAILED 11/20 ok, 8 degenerate, 1 wrong" and bad.diagnostic_only is True
+    assert bad.tripwire.word == "DEGEN" and bad.marks == "DIAGNOSTIC-ONLY"
+    assert bad.power_limit_w == 300.0 and bad.kernel_line is None
+
+
+def test_bench_and_tripwire_runs_by_the_command_that_asked(measured: Path) -> None:
+    with Store(measured, read_only=True) as store:
+        bench = bench_run(store, "B1")
+        run = tripwire_run(store, "T2")
+        assert bench_run(store, "nope") is None and tripwire_run(store, "nope") is None
+    assert bench is not None and (bench.arm, bench.launch_id, bench.requests, bench.failed) == ("qwen-b12x", "L1", 1536, 0)
+    assert bench.ttft_ms_p99 == 1900.0 and bench.tripwire.text == "20/20 ok"
+    assert run is not None and (run.arm, run.box, run.launch_id) == ("glm-dp2tp2", "pro-a", "L2")
+    assert run.verdict == TripwireVerdict(11, 8, 1, 20, passed=False) and run.verdict.failed and run.items == ()
+
+
+def test_tripwire_items_are_parsed(tmp_path: Path) -> None:
+    items = [{"id": "math-1", "verdict": "ok", "reasons": [], "reasoning_leak": None},
+             {"id": "code-2", "verdict": "degenerate", "reasons": ["repeats a 12-token span 9 times"],
+              "reasoning_leak": "<think> in the answer"}]  # fmt: skip
+    with Store(tmp_path / "s.db", clock=lambda: T0) as store:
+        store.results.add_tripwire_run({"arm": "a", "ok": 1, "degenerate": 1, "wrong": 0, "total": 2, "passed": False,
+                                        "reasoning_leak": 1, "items": items, "run_id": "tw-1"})  # fmt: skip
+        run = tripwire_run(store, "tw-1")
+    assert run is not None and run.verdict.word == "LEAK"
+    assert [(i.id, i.verdict, i.reasons, i.reasoning_leak) for i in run.items] == [
+        ("math-1", "ok", (), None),
+        ("code-2", "degenerate", ("repeats a 12-token span 9 times",), "<think> in the answer"),
+    ]
 
 
 def test_bad_rows_are_refused_with_the_field(tmp_path: Path) -> None:
@@ -83,10 +112,13 @@ def test_bad_rows_are_refused_with_the_field(tmp_path: Path) -> None:
 
 
 def test_tripwire_words() -> None:
-    assert tripwire_verdict(None, None, None, None, None) == "not recorded"
-    assert tripwire_verdict(19, 0, 0, 20, 1) == "19/20 ok"  # split not published: only ok/total claimed
-    assert tripwire_verdict(18, 1, 1, 20, 1) == "18/20 ok, 1 degenerate, 1 wrong"
-    assert tripwire_verdict(20, 0, 0, 20, 0, 1) == "FAILED 20/20 ok, reasoning leaked"
+    assert TripwireVerdict.of(None, None, None, None, None).text == "not recorded"
+    assert TripwireVerdict.of(None, None, None, None, None).word == "none"
+    assert TripwireVerdict.of(19, 0, 0, 20, 1).text == "19/20 ok"  # split not published: only ok/total claimed
+    assert TripwireVerdict.of(18, 1, 1, 20, 1).text == "18/20 ok, 1 degenerate, 1 wrong"
+    assert TripwireVerdict.of(20, 0, 0, 20, 0, 1).text == "FAILED 20/20 ok, reasoning leaked"
+    assert [TripwireVerdict.of(*c).word for c in ((20, 0, 0, 20, 1), (20, 0, 0, 20, 0, 1), (11, 8, 1, 20, 0),
+                                                  (15, 1, 4, 20, 0))] == ["ok", "LEAK", "DEGEN", "WRONG"]  # fmt: skip
 
 
 def test_summary_tsv_round_trip(measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

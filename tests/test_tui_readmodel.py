@@ -109,10 +109,12 @@ def test_results_carry_verdict_limit_marks_and_filter_by_words(model: ReadModel)
     rows = model.results()
     by_arm = {(r.arm, r.concurrency): r for r in rows}
     degen = by_arm[(F.GLM_DEGEN, 256)]
-    assert degen.tripwire == "DEGEN" and degen.marks == "DIAGNOSTIC-ONLY"
+    assert degen.tripwire.word == "DEGEN" and degen.marks == "DIAGNOSTIC-ONLY"
+    assert degen.tripwire.text == "FAILED 11/20 ok, 8 degenerate, 1 wrong"
     assert (
         by_arm[(F.SMALL, 2048)].marks == "CLIENT-BOUND QUEUEING"
-        and by_arm[(F.SMALL, 2048)].tripwire == "none"
+        and by_arm[(F.SMALL, 2048)].tripwire.word == "none"
+        and by_arm[(F.SMALL, 2048)].tripwire.text == "not recorded"
     )
     assert by_arm[("seed-glm-4.6-fp8", 256)].marks == "imported"
     assert by_arm[(F.QWEN, 64)].kernel_line == "B12xNvFp4LinearKernel / FLASHINFER"

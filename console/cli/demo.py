@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from console.cli.common import CliError, open_store
+from console.readmodel import imported_counts
 from console.store.results import ResultError
 from ops.demo import DemoDataError, MeasuredDataPresent, build_demo
 
@@ -29,12 +30,11 @@ def _run(args: argparse.Namespace) -> int:
             outcome = build_demo(store, force=args.force, progress=_progress)
         except (MeasuredDataPresent, DemoDataError, ResultError) as exc:
             raise CliError(str(exc)) from exc
-        counts = {t: store.scalar(f"SELECT count(*) FROM {t} WHERE source = 'imported'")
-                  for t in ("bench_runs", "tripwire_runs", "eval_runs")}  # fmt: skip
+        counts = imported_counts(store)
         path = store.path
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}
-    print(f"demo campaign {verb[outcome.state]} in {path}: {counts['bench_runs']} throughput rows, "
-          f"{counts['tripwire_runs']} tripwire verdicts, {counts['eval_runs']} task-accuracy rows")  # fmt: skip
+    print(f"demo campaign {verb[outcome.state]} in {path}: {counts.bench_runs} throughput rows, "
+          f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows")  # fmt: skip
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from console.cli.common import CliError, open_store
 from console.economics import (
@@ -21,6 +22,7 @@ from console.economics import (
     frontier_chart,
     parse_api_price,
 )
+from console.readmodel import bench_rows, economics_inputs, launches
 from ops.export import (
     ECONOMICS_COLUMNS,
     FORMATS,
@@ -45,18 +47,20 @@ def _write(text: str, output: str | None, what: str) -> int:
     return 0
 
 
-def _emit(args: argparse.Namespace, rows: list[dict], columns: tuple[str, ...]) -> int:
+def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> int:
     return _write(render(rows, columns, args.format), args.output, f"{len(rows)} rows")
 
 
 def _summary(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
-        return _emit(args, summary_rows(store), SUMMARY_COLUMNS)
+        rows = summary_rows(bench_rows(store))
+    return _emit(args, rows, SUMMARY_COLUMNS)
 
 
 def _kernels(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
-        return _emit(args, kernel_rows(store), KERNEL_COLUMNS)
+        rows = kernel_rows(launches(store, None, with_kernels=True))
+    return _emit(args, rows, KERNEL_COLUMNS)
 
 
 def _economics(args: argparse.Namespace) -> int:
@@ -67,13 +71,13 @@ def _economics(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
     with open_store(args, read_only=True) as store:
-        if args.chart:
-            table, _ = economics_table(store, utilisation=utilisation, extra_prices=prices, shapes=shapes)
-            return _write(frontier_chart(table), args.output, "the frontier chart")
-        rows, skipped = economics_rows(store, utilisation=utilisation, api_prices=prices, shapes=shapes)
+        inputs = economics_inputs(store)
+    table, skipped = economics_table(inputs, utilisation=utilisation, extra_prices=prices, shapes=shapes)
+    if args.chart:
+        return _write(frontier_chart(table), args.output, "the frontier chart")
     for reason in skipped:
         print(f"left out: {reason}", file=sys.stderr)
-    return _emit(args, rows, ECONOMICS_COLUMNS)
+    return _emit(args, economics_rows(table), ECONOMICS_COLUMNS)
 
 
 def register(sub: argparse._SubParsersAction, help_text: str) -> None:

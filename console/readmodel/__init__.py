@@ -1,17 +1,31 @@
 """The console's read side, outside Textual: records, queries over a Store, and the cursor-bearing model.
 
-The TUI, benchmarks and tests read the campaign through here; nothing here writes.
+The TUI, the report, the exports, economics, the CLI and benchmarks read the campaign through here, and
+get frozen records, never dict rows; nothing here writes. console.store is the only writer.
 """
 
+from console.readmodel.campaign import (
+    api_prices,
+    box_prices,
+    economics_inputs,
+    eval_runs,
+    imported_counts,
+    imports,
+)
 from console.readmodel.inventory import box_list
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
-from console.readmodel.queries import RESULT_SORTS
+from console.readmodel.queries import failed_launches, fleet, launches, timers
 from console.readmodel.records import (
+    NOT_RECORDED,
     ArmEntry,
     BenchNow,
     CheckMark,
+    EconomicsInputs,
+    EvalRow,
     FleetRow,
     GpuPower,
+    ImportedCounts,
+    ImportRow,
     LaunchRow,
     LiveView,
     ResultRow,
@@ -21,10 +35,24 @@ from console.readmodel.records import (
     SweepBench,
     SweepEntry,
     TimerRow,
+    TripwireItem,
     TripwireRow,
+    TripwireRun,
+    TripwireVerdict,
+)
+from console.readmodel.results import (
+    RESULT_SORTS,
+    bench_rows,
+    bench_run,
+    best_by,
+    best_per_model,
+    failed_tripwires,
+    latest_tripwires,
+    tripwire_run,
 )
 
 __all__ = [
+    "NOT_RECORDED",
     "box_list",
     "RESULT_SORTS",
     "WINDOWS_MS",
@@ -32,8 +60,12 @@ __all__ = [
     "BenchNow",
     "CheckMark",
     "Cursor",
+    "EconomicsInputs",
+    "EvalRow",
     "FleetRow",
     "GpuPower",
+    "ImportRow",
+    "ImportedCounts",
     "LaunchRow",
     "LiveView",
     "ReadModel",
@@ -44,5 +76,25 @@ __all__ = [
     "SweepBench",
     "SweepEntry",
     "TimerRow",
+    "TripwireItem",
     "TripwireRow",
+    "TripwireRun",
+    "TripwireVerdict",
+    "api_prices",
+    "bench_rows",
+    "bench_run",
+    "best_by",
+    "best_per_model",
+    "box_prices",
+    "economics_inputs",
+    "eval_runs",
+    "failed_launches",
+    "failed_tripwires",
+    "fleet",
+    "imported_counts",
+    "imports",
+    "latest_tripwires",
+    "launches",
+    "timers",
+    "tripwire_run",
 ]

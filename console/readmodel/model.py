@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table
 from console.readmodel import queries
-from console.readmodel.records import ArmEntry, FleetRow, LiveView, ResultRow, SweepEntry
+from console.readmodel.campaign import economics_inputs
+from console.readmodel.records import ArmEntry, EconomicsInputs, FleetRow, LiveView, ResultRow, SweepEntry
+from console.readmodel.results import bench_rows, latest_tripwires
+from console.readmodel.sweeps import sweeps
 from console.store import Store
 from console.timeutil import Clock, system_clock
 
@@ -93,7 +95,7 @@ class ReadModel:
             in_tok_s=inp,
             servers=tuple(queries.servers_now(self.store, box, at, serving)),
             bench=queries.bench_now(self.store, box, start, at),
-            tripwire=tuple(queries.tripwire(self.store, at, box)),
+            tripwire=tuple(latest_tripwires(self.store, at, box)),
             timers=tuple(queries.timers(self.store, at, box)),
         )
 
@@ -104,7 +106,7 @@ class ReadModel:
             for name, model in (recipe_arms or {}).items()
         }
         at = self.now()
-        models = {r["arm"]: r["model"] for r in self.store.rows("SELECT arm, model FROM arms")}
+        models = queries.arm_models(self.store)
         for launch in queries.launches(self.store, at, with_kernels=True):
             entry = entries.setdefault(
                 launch.arm, ArmEntry(name=launch.arm, model=models.get(launch.arm), in_recipes=False)
@@ -113,14 +115,12 @@ class ReadModel:
         return sorted(entries.values(), key=lambda e: e.name)
 
     def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
-        return queries.results(self.store, self.now(), sort, text)
+        return bench_rows(self.store, self.now(), sort, text)
 
     def sweeps(self) -> list[SweepEntry]:
-        return queries.sweeps(self.store, self.now())
+        return sweeps(self.store, self.now())
 
-    def economics(self, utilisation: float = DEFAULT_UTILISATION) -> tuple[list[EconomicsRow], list[str]]:
-        """Cost per million tokens per configuration and the frontier (console.economics does the sums).
-
-        The campaign's whole record is priced, not the cursor's slice: a price is a summary of the runs.
-        """
-        return economics_table(self.store, utilisation=utilisation)
+    def economics_inputs(self) -> EconomicsInputs:
+        """What console.economics prices: the campaign's whole record, not the cursor's slice (a price is
+        a summary of the runs)."""
+        return economics_inputs(self.store)

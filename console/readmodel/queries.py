@@ -1,4 +1,6 @@
-"""Read-only queries over a Store, each answering 'as of instant ``at``'.
+"""Read-only queries for the live panels (fleet, launches, checks, timers, GPUs, servers, the running
+bench), each answering 'as of instant ``at``'. Bench and tripwire rows are in console.readmodel.results,
+sweeps in console.readmodel.sweeps, the rest of the campaign's record in console.readmodel.campaign.
 
 Replaying a night and watching it live are the same question asked at a different instant, so every
 query takes ``at`` and ignores rows after it. Charts are downsampled in SQL (GROUP BY bucket) so a
@@ -18,25 +20,14 @@ from console.readmodel.records import (
     FleetRow,
     GpuPower,
     LaunchRow,
-    ResultRow,
     Series,
     ServerNow,
-    SweepArmRow,
-    SweepBench,
-    SweepEntry,
     TimerRow,
-    TripwireRow,
 )
-from console.store import Store
+from console.store import Box, Store
+from console.store.jsonutil import json_list
 
 _TIMER_END_EVENTS = {"fired": "fired", "cancelled": "cancelled", "failed": "failed", "firing": "firing"}
-
-
-def _json_list(text: str | None) -> list[Any]:
-    if not text:
-        return []
-    value = json.loads(text)
-    return value if isinstance(value, list) else []
 
 
 def data_span(store: Store) -> tuple[int, int] | None:
@@ -64,9 +55,14 @@ def data_span(store: Store) -> tuple[int, int] | None:
 
 
 # -- launches ----------------------------------------------------------------------------------------
-def launch_state_at(row: dict[str, Any], at: int) -> str | None:
-    """The state a launch was in at ``at``, from its recorded instants; None if it had not started yet."""
-    start, ready, stop, final = row["start_ms"], row["ready_ms"], row["stop_ms"], row["state"]
+def launch_state_at(row: dict[str, Any], at: int | None) -> str | None:
+    """The state a launch was in at ``at``, from its recorded instants; None if it had not started yet.
+
+    ``at`` None asks for the record as it stands (an export), not for an instant.
+    """
+    start, ready, stop, final = row["start_ms"], row["ready_ms"], row["stop_ms"], str(row["state"])
+    if at is None:
+        return final
     if start is not None and start > at:
         return None
     if stop is not None and stop <= at:
@@ -78,16 +74,24 @@ def launch_state_at(row: dict[str, Any], at: int) -> str | None:
     return "starting" if start is not None else final
 
 
-def launches(store: Store, at: int, box: str | None = None, with_kernels: bool = False) -> list[LaunchRow]:
-    where, params = ("WHERE box = ?", [box]) if box else ("", [])
-    rows = store.rows(f"SELECT * FROM launches {where} ORDER BY coalesce(start_ms, 0), id", params)
+def launches(
+    store: Store, at: int | None, box: str | None = None, with_kernels: bool = False
+) -> list[LaunchRow]:
+    """Launches that had started by ``at`` (every one when None), with their kernel lines when asked."""
+    where, params = ("WHERE l.box = ?", [box]) if box else ("", [])
+    rows = store.rows(
+        f"""SELECT l.*, a.model FROM launches l LEFT JOIN arms a ON a.id = l.arm_id {where}
+            ORDER BY coalesce(l.start_ms, 0), l.id""",
+        params,
+    )
     kernels: dict[str, list[tuple[str, str]]] = defaultdict(list)
     if with_kernels and rows:
+        clauses = {"t_ms <= ?": at, "box = ?": box or None}
+        used = {c: v for c, v in clauses.items() if v is not None}
         for k in store.rows(
             "SELECT launch_id, category, line FROM kernel_lines "
-            f"WHERE t_ms <= ? {'AND box = ?' if box else ''} "
-            "ORDER BY t_ms, id",
-            [at, *params],
+            f"{'WHERE ' + ' AND '.join(used) if used else ''} ORDER BY t_ms, id",
+            list(used.values()),
         ):
             kernels[k["launch_id"]].append((k["category"], k["line"]))
     out = []
@@ -102,7 +106,7 @@ def launches(store: Store, at: int, box: str | None = None, with_kernels: bool =
                 arm=r["arm"],
                 state=state,
                 replica=r["replica"],
-                gpus=tuple(_json_list(r["gpus"])),
+                gpus=tuple(json_list(r["gpus"])),
                 port=r["port"],
                 pid=r["pid"],
                 start_ms=r["start_ms"],
@@ -110,13 +114,24 @@ def launches(store: Store, at: int, box: str | None = None, with_kernels: bool =
                 stop_ms=r["stop_ms"] if state in ("failed", "stopped") else None,
                 exit_code=r["exit_code"] if state in ("failed", "stopped") else None,
                 failure_reason=r["failure_reason"] if state == "failed" else None,
-                backends_accepted=tuple(_json_list(r["backends_accepted"])),
+                backends_accepted=tuple(json_list(r["backends_accepted"])),
                 log_path=r["log_path"],
                 forced=bool(r["forced"]),
                 kernel_lines=tuple(kernels.get(r["id"], ())),
+                model=r["model"],
             )
         )
     return out
+
+
+def arm_models(store: Store) -> dict[str, str]:
+    """The model each arm serves, by arm name, from every arm the store has resolved."""
+    return {r["arm"]: r["model"] for r in store.rows("SELECT arm, model FROM arms")}
+
+
+def failed_launches(store: Store, at: int | None) -> list[LaunchRow]:
+    """Launches that had failed by ``at``, by box and arm, each with the engine's reason."""
+    return sorted((r for r in launches(store, at) if r.state == "failed"), key=lambda r: (r.box, r.arm, r.id))
 
 
 # -- checks and timers -----------------------------------------------------------------------------
@@ -202,6 +217,7 @@ def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
                 last_sample_ms=max((g.t_ms for g in gpus), default=None),
                 capped_gpus=sum(1 for g in gpus if g.capped),
                 tz=b["tz"],
+                ssh_target=Box.from_row(b).ssh_target,
             )
         )
     return out
@@ -365,163 +381,3 @@ def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
         req_per_s=None if running else r["req_per_s"],
         ttft_ms_p50=None if running else r["ttft_ms_p50"],
     )
-
-
-# -- sweeps ----------------------------------------------------------------------------------------------
-def sweep_arm_state(row: dict[str, Any], at: int) -> str:
-    """What a sweep arm was at ``at``: pending before its attempt began, running until it ended."""
-    started, ended, state = row["started_ms"], row["ended_ms"], row["state"]
-    if started is None or started > at:
-        return "pending"
-    if ended is None or ended > at:
-        return "running" if state != "pending" else "pending"
-    return str(state)
-
-
-def sweeps(store: Store, at: int) -> list[SweepEntry]:
-    """Every sweep begun by ``at``, newest first, with each arm's outcome and benches as of ``at``."""
-    out = []
-    for s in store.rows("SELECT * FROM sweeps WHERE created_ms <= ? ORDER BY id DESC", [at]):
-        benches: dict[int, list[SweepBench]] = defaultdict(list)
-        for b in store.rows(
-            """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing
-               FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
-               LEFT JOIN bench_runs r ON r.id = b.bench_run_id
-               WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.shape, b.concurrency""",
-            [s["id"], at],
-        ):
-            benches[b["sweep_arm_id"]].append(
-                SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"])
-            )
-        arms = []
-        for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):
-            state = sweep_arm_state(a, at)
-            done = state not in ("pending", "running")
-            arms.append(
-                SweepArmRow(
-                    position=a["position"],
-                    arm=a["arm"],
-                    origin=a["origin"],
-                    queued_by=a["queued_by"],
-                    state=state,
-                    attempts=a["attempts"],
-                    reason=a["reason"] if done else None,
-                    backends_accepted=tuple(_json_list(a["backends_accepted"])) if done else (),
-                    backends_potential=tuple(_json_list(a["backends_potential"])) if done else (),
-                    launch_ids=tuple(_json_list(a["launch_ids"])),
-                    kv_cache_tokens=a["kv_cache_tokens"],
-                    max_concurrency=a["max_concurrency"],
-                    started_ms=a["started_ms"] if state != "pending" else None,
-                    ended_ms=a["ended_ms"] if done else None,
-                    benches=tuple(benches.get(a["id"], ())),
-                )
-            )
-        state = s["state"] if s["updated_ms"] <= at else "running"
-        out.append(
-            SweepEntry(
-                id=s["id"],
-                list=s["list"],
-                box=s["box"],
-                state=state,
-                detail=s["detail"] if s["updated_ms"] <= at else None,
-                shapes=tuple(_json_list(s["shapes"])),
-                concurrency=tuple(_json_list(s["concurrency"])),
-                created_ms=s["created_ms"],
-                updated_ms=s["updated_ms"],
-                arms=tuple(arms),
-            )
-        )
-    return out
-
-
-# -- tripwire and results ---------------------------------------------------------------------------
-def tripwire(store: Store, at: int, box: str | None = None) -> list[TripwireRow]:
-    """The latest tripwire verdict per arm (per box when asked) as of ``at``."""
-    rows = store.rows(
-        f"""SELECT * FROM tripwire_runs r
-            WHERE t_ms <= :at {"AND box = :box" if box else ""} AND id = (
-              SELECT id FROM tripwire_runs s WHERE s.arm = r.arm {"AND s.box = :box" if box else ""}
-              AND s.t_ms <= :at ORDER BY s.t_ms DESC, s.id DESC LIMIT 1)
-            ORDER BY arm""",
-        {"at": at, "box": box},
-    )
-    return [
-        TripwireRow(
-            arm=r["arm"],
-            box=r["box"],
-            t_ms=r["t_ms"],
-            ok=r["ok"],
-            degenerate=r["degenerate"],
-            wrong=r["wrong"],
-            total=r["total"],
-            passed=bool(r["passed"]),
-            reasoning_leak=bool(r["reasoning_leak"]),
-            source=r["source"],
-        )
-        for r in rows
-    ]
-
-
-RESULT_SORTS: dict[str, str] = {
-    "arm": "arm, shape, concurrency",
-    "shape": "shape, concurrency, arm",
-    "out tok/s": "out_tok_per_s DESC",
-    "req/s": "req_per_s DESC",
-    "ttft": "ttft_ms_p50",
-    "tpot": "tpot_ms_p50",
-    "time": "started_ms DESC",
-}
-
-
-def results(store: Store, at: int, sort: str = "arm", text: str = "") -> list[ResultRow]:
-    """Bench rows finished by ``at`` (imported rows have no instant: always) with their tripwire verdict.
-
-    ``text`` keeps rows containing every word of it (arm, model, shape, box, kernel, verdict, marks).
-    """
-    if sort not in RESULT_SORTS:
-        raise ValueError(f"unknown sort {sort!r}; choose one of {', '.join(RESULT_SORTS)}")
-    rows = store.rows(
-        f"""SELECT b.*, t.passed AS t_passed, t.degenerate AS t_degen, t.wrong AS t_wrong,
-                   t.reasoning_leak AS t_leak
-            FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id
-            WHERE coalesce(b.ended_ms, b.started_ms) IS NULL OR coalesce(b.ended_ms, b.started_ms) <= ?
-            ORDER BY {RESULT_SORTS[sort]}, b.id""",
-        [at],
-    )
-    out = []
-    needle = text.strip().lower()
-    for r in rows:
-        if r["t_passed"] is None:
-            verdict = "none"
-        elif r["t_passed"]:
-            verdict = "ok"
-        elif r["t_leak"]:
-            verdict = "LEAK"
-        else:
-            verdict = "DEGEN" if r["t_degen"] >= r["t_wrong"] else "WRONG"
-        row = ResultRow(
-            id=r["id"],
-            box=r["box"],
-            arm=r["arm"],
-            model=r["model"],
-            shape=r["shape"],
-            concurrency=r["concurrency"],
-            req_per_s=r["req_per_s"],
-            out_tok_per_s=r["out_tok_per_s"],
-            total_tok_per_s=r["total_tok_per_s"],
-            ttft_ms_p50=r["ttft_ms_p50"],
-            tpot_ms_p50=r["tpot_ms_p50"],
-            e2e_ms_p99=r["e2e_ms_p99"],
-            kernel_line=r["kernel_line"],
-            power_limit_w=r["power_limit_w"],
-            tripwire=verdict,
-            client_bound=bool(r["client_bound"]),
-            diagnostic_only=bool(r["diagnostic_only"]),
-            queueing=bool(r["queueing"]),
-            source=r["source"],
-            started_ms=r["started_ms"],
-        )
-        if needle and not all(word in row.text() for word in needle.split()):
-            continue
-        out.append(row)
-    return out

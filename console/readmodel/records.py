@@ -1,12 +1,16 @@
-"""What the console's panels draw: plain records, no Textual, no SQL.
+"""What the console's panels, the report and the exports read: plain frozen records, no Textual, no SQL.
 
-Every record is a value at one instant (the read model's cursor), so a live view and a replayed night
-render through the same code. Verdicts always carry a word, never only a colour.
+A panel's record is a value at one instant (the read model's cursor), so a live view and a replayed
+night render through the same code. Verdicts always carry a word, never only a colour, and the words
+are computed here (``TripwireVerdict``, ``ResultRow.marks``), not in each view.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from console.store.results import ApiPrice, join_kernel_lines
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
@@ -56,6 +60,7 @@ class FleetRow:
     last_sample_ms: int | None
     capped_gpus: int = 0
     tz: str | None = None
+    ssh_target: str | None = None  # user@host[:port]; None for imported figures
 
     @property
     def worst_check(self) -> str:
@@ -123,25 +128,100 @@ class ServerNow:
 
 
 @dataclass(frozen=True)
-class TripwireRow:
-    arm: str
-    box: str | None
-    t_ms: int
-    ok: int
-    degenerate: int
-    wrong: int
-    total: int
-    passed: bool
-    reasoning_leak: bool
-    source: str
+class TripwireVerdict:
+    """A tripwire outcome as counts, with the only code that puts it in words.
+
+    ``total`` None means no tripwire was recorded (the arm was never tripwired). ``word`` is the short
+    alarm a column shows (ok, DEGEN, WRONG, LEAK, or none); ``text`` is the sentence an export or a
+    report prints, e.g. ``19/20 ok`` or ``FAILED 11/20 ok, 8 degenerate, 1 wrong``.
+    """
+
+    ok: int = 0
+    degenerate: int = 0
+    wrong: int = 0
+    total: int | None = None
+    passed: bool = False
+    reasoning_leak: bool = False
+
+    @classmethod
+    def of(cls, ok: int | None, degenerate: int | None, wrong: int | None, total: int | None,
+           passed: int | bool | None, reasoning_leak: int | bool | None = 0) -> TripwireVerdict:  # fmt: skip
+        """From stored columns, which are all NULL when a bench row has no tripwire (a LEFT JOIN)."""
+        if total is None:
+            return NOT_RECORDED
+        return cls(ok or 0, degenerate or 0, wrong or 0, total, bool(passed), bool(reasoning_leak))
+
+    @property
+    def recorded(self) -> bool:
+        return self.total is not None
+
+    @property
+    def failed(self) -> bool:
+        """A recorded verdict that failed: the arm's throughput is diagnostic only."""
+        return self.recorded and not self.passed
 
     @property
     def word(self) -> str:
+        if not self.recorded:
+            return "none"
         if self.passed:
             return "ok"
         if self.reasoning_leak:
             return "LEAK"
         return "DEGEN" if self.degenerate >= self.wrong else "WRONG"
+
+    @property
+    def text(self) -> str:
+        """When the counts do not add up to the total, the split of the rest was not recorded (imported
+        figures printed as "19/20"), so only ok/total is claimed."""
+        if not self.recorded:
+            return "not recorded"
+        words = f"{self.ok}/{self.total} ok"
+        if self.ok + self.degenerate + self.wrong == self.total and (self.degenerate or self.wrong):
+            words += f", {self.degenerate} degenerate, {self.wrong} wrong"
+        if self.reasoning_leak:
+            words += ", reasoning leaked"
+        return words if self.passed else f"FAILED {words}"
+
+
+NOT_RECORDED = TripwireVerdict()
+
+
+@dataclass(frozen=True)
+class TripwireRow:
+    """The latest verdict of an arm on a box, as the Live view and the report's failures list it."""
+
+    arm: str
+    box: str | None
+    t_ms: int
+    verdict: TripwireVerdict
+    source: str
+
+
+@dataclass(frozen=True)
+class TripwireItem:
+    """One of the tripwire's prompts: its verdict, why, and the reasoning that leaked into the answer."""
+
+    id: str
+    verdict: str  # ok, degenerate, wrong
+    reasons: tuple[str, ...]
+    reasoning_leak: str | None
+
+
+@dataclass(frozen=True)
+class TripwireRun:
+    """One tripwire run (``campaign tripwire``) with its verdict and every item."""
+
+    id: int
+    run_id: str | None
+    arm: str
+    box: str | None
+    launch_id: str | None
+    model: str | None
+    t_ms: int
+    verdict: TripwireVerdict
+    items: tuple[TripwireItem, ...]
+    source: str
 
 
 @dataclass(frozen=True)
@@ -163,10 +243,16 @@ class LaunchRow:
     log_path: str | None
     forced: bool
     kernel_lines: tuple[tuple[str, str], ...] = ()  # (category, line)
+    model: str | None = None
 
     @property
     def alive(self) -> bool:
         return self.state in ("requested", "starting", "serving", "stopping")
+
+    @property
+    def kernel_line(self) -> str | None:
+        """The kernels the engine said it used, in one line (its config lines left out)."""
+        return join_kernel_lines(line for category, line in self.kernel_lines if category != "config")
 
 
 @dataclass(frozen=True)
@@ -204,26 +290,50 @@ class LiveView:
 
 @dataclass(frozen=True)
 class ResultRow:
+    """One benchmark row with everything that must travel with its number: the arm, the kernel line
+    the engine used, the tripwire verdict, the power limit it ran under and the marks."""
+
     id: int
+    run_id: str | None
     box: str | None
+    launch_id: str | None
     arm: str
     model: str | None
+    configuration: str | None
     shape: str
     concurrency: int
+    prompts: int | None
+    seed: int | None
+    input_len: int | None
+    output_len: int | None
+    prefix_len: int | None
+    started_ms: int | None
+    ended_ms: int | None
+    duration_s: float | None
+    requests: int | None
+    failed: int | None
     req_per_s: float | None
+    in_tok_per_s: float | None
     out_tok_per_s: float | None
     total_tok_per_s: float | None
     ttft_ms_p50: float | None
+    ttft_ms_p99: float | None
     tpot_ms_p50: float | None
+    tpot_ms_p99: float | None
+    itl_ms_p50: float | None
+    itl_ms_p99: float | None
+    e2e_ms_p50: float | None
     e2e_ms_p99: float | None
+    client_cpu: float | None
+    client_bound: bool
     kernel_line: str | None
     power_limit_w: float | None
-    tripwire: str  # ok, DEGEN, WRONG, LEAK, or "none" when the arm was never tripwired
-    client_bound: bool
+    tripwire_id: int | None
+    tripwire: TripwireVerdict
     diagnostic_only: bool
     queueing: bool
-    source: str
-    started_ms: int | None
+    source: str  # measured or imported
+    provenance: str | None
 
     @property
     def marks(self) -> str:
@@ -243,9 +353,55 @@ class ResultRow:
         """Everything a `/` filter matches against."""
         return " ".join(
             str(v)
-            for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire, self.marks)
+            for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire.word, self.marks)
             if v
         ).lower()
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """A task-accuracy run: the share of ``items`` answered right, bound to the arm and box when known."""
+
+    id: int
+    box: str | None
+    arm: str | None
+    model: str
+    configuration: str
+    t_ms: int
+    items: int
+    overall: float
+    families: Mapping[str, float]
+    note: str | None
+    source: str
+    provenance: str | None
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    """An imported campaign: where its figures come from and how many rows it wrote."""
+
+    id: int
+    t_ms: int
+    source: str
+    provenance: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class ImportedCounts:
+    bench_runs: int
+    tripwire_runs: int
+    eval_runs: int
+
+
+@dataclass(frozen=True)
+class EconomicsInputs:
+    """What console.economics prices: every bench row, task accuracy, API prices and box prices."""
+
+    bench: tuple[ResultRow, ...]
+    evals: tuple[EvalRow, ...]
+    api_prices: tuple[ApiPrice, ...]
+    box_prices: Mapping[str, float | None]
 
 
 @dataclass

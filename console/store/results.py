@@ -8,11 +8,15 @@ never be written bare; a failed tripwire marks every throughput row of that laun
 Imported figures (the demo campaign) are written by ``record_import`` in one transaction, traced to an
 ``imports`` row by ``import_id``: the same files imported twice change nothing, changed files replace
 their own rows and nothing else.
+
+This module writes; what views, reports and exports read of these tables is console.readmodel's
+(results.py and campaign.py there), as records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -109,21 +113,18 @@ class ImportOutcome:
     rows: int
 
 
+def join_kernel_lines(lines: Iterable[str]) -> str | None:
+    """The kernel lines of a launch as one line, each once, in the order the engine printed them."""
+    return KERNEL_SEPARATOR.join(dict.fromkeys(lines)) or None
+
+
 def tripwire_verdict(ok: int | None, degenerate: int | None, wrong: int | None, total: int | None,
                      passed: int | bool | None, reasoning_leak: int | bool | None = 0) -> str:  # fmt: skip
-    """The tripwire in words, e.g. ``19/20 ok`` or ``FAILED 11/20 ok, 8 degenerate, 1 wrong``.
+    """Temporary alias of ``console.readmodel.TripwireVerdict.of(...).text`` for console/cli/tripwire.py,
+    which moves to ``console.readmodel.tripwire_run``; remove it then."""
+    from console.readmodel.records import TripwireVerdict  # the read side imports the store, not the reverse
 
-    When the counts do not add up to the total the split of the rest was not recorded (imported
-    figures printed as "19/20"), so only ok/total is claimed.
-    """
-    if total is None:
-        return "not recorded"
-    words = f"{ok}/{total} ok"
-    if (ok or 0) + (degenerate or 0) + (wrong or 0) == total and (degenerate or wrong):
-        words += f", {degenerate} degenerate, {wrong} wrong"
-    if reasoning_leak:
-        words += ", reasoning leaked"
-    return words if passed else f"FAILED {words}"
+    return TripwireVerdict.of(ok, degenerate, wrong, total, passed, reasoning_leak).text
 
 
 def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
@@ -177,7 +178,11 @@ class Results:
             return int(db["bench_runs"].insert(values).last_pk)
 
     def run(self, kind: str, run_id: str) -> dict[str, Any] | None:
-        """The result row of the bench or tripwire command ``run_id``, once ingested."""
+        """The result row of the bench or tripwire command ``run_id``, once ingested.
+
+        Temporary: console/service.py and console/sweep/runner.py still read dict rows here; they move to
+        ``console.readmodel.bench_run`` and ``tripwire_run``, and this goes.
+        """
         table = {"bench": "bench_runs", "tripwire": "tripwire_runs"}[kind]
         rows = self.store.rows(f"SELECT * FROM {table} WHERE run_id = ?", [run_id])
         return rows[0] if rows else None
@@ -229,7 +234,7 @@ class Results:
             "SELECT line FROM kernel_lines WHERE launch_id = ? AND category != 'config' ORDER BY t_ms, id",
             [launch_id],
         )
-        return KERNEL_SEPARATOR.join(dict.fromkeys(r["line"] for r in lines)) or None
+        return join_kernel_lines(r["line"] for r in lines)
 
     def _power_limit(self, box: str | None, launch_id: str, at_ms: int | None) -> float | None:
         """The lowest enforced limit among the launch's GPUs in the newest sample at or before the run."""
@@ -345,73 +350,3 @@ class Results:
                 "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
                 [launch.box, launch.launch_id, now, category, line],
             )
-
-    # -- readers ---------------------------------------------------------------------------------
-    def summary(self, *, source: str | None = None) -> list[dict[str, Any]]:
-        """One row per bench run with the power limit, kernel line and tripwire verdict beside it."""
-        where = "WHERE b.source = ?" if source else ""
-        rows = self.store.rows(
-            f"""SELECT b.*, b.power_limit_w AS power_limit,
-                       t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.wrong AS tw_wrong, t.total AS tw_total,
-                       t.passed AS tw_passed, t.reasoning_leak AS tw_leak
-                FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id
-                {where}
-                ORDER BY b.source, b.box, b.model, b.arm, b.shape, b.concurrency, b.id""",
-            [source] if source else [],
-        )
-        for r in rows:
-            r["tripwire"] = tripwire_verdict(r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"],
-                                             r["tw_passed"], r["tw_leak"])  # fmt: skip
-        return rows
-
-    def kernels(self) -> list[dict[str, Any]]:
-        """Every server (launch) with each kernel line it printed; a launch with none still has a row."""
-        return self.store.rows(
-            """SELECT l.box, l.id AS launch_id, l.arm, a.model, l.state, l.failure_reason,
-                      k.category, k.line, k.t_ms
-               FROM launches l LEFT JOIN arms a ON a.id = l.arm_id
-               LEFT JOIN kernel_lines k ON k.launch_id = l.id
-               ORDER BY l.box, l.arm, l.id, k.t_ms, k.id"""
-        )
-
-    def eval_runs(self) -> list[dict[str, Any]]:
-        rows = self.store.rows("SELECT * FROM eval_runs ORDER BY model, overall DESC, id")
-        for r in rows:
-            r["families"] = json.loads(r["families"]) if r["families"] else {}
-        return rows
-
-    def api_prices(self, model: str | None = None) -> list[ApiPrice]:
-        sql = "SELECT * FROM api_prices" + (" WHERE model = ?" if model else "") + " ORDER BY model, provider"
-        return [
-            ApiPrice(r["model"], r["provider"], r["in_per_mtok"], r["out_per_mtok"], r["cached_in_per_mtok"],
-                     r["note"])  # fmt: skip
-            for r in self.store.rows(sql, [model] if model else [])
-        ]
-
-    def best_per_model(self, *, source: str | None = None) -> list[dict[str, Any]]:
-        """The highest output throughput of each model, per source and shape, never diagnostic-only."""
-        rows = [r for r in self.summary(source=source) if not r["diagnostic_only"] and r["out_tok_per_s"] is not None]
-        best: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for r in rows:
-            key = (r["source"], r["model"] or r["arm"], r["shape"])
-            if key not in best or r["out_tok_per_s"] > best[key]["out_tok_per_s"]:
-                best[key] = r
-        return sorted(best.values(), key=lambda r: (r["source"], r["model"] or r["arm"], r["shape"]))
-
-    def failed_launches(self) -> list[dict[str, Any]]:
-        return self.store.rows(
-            "SELECT box, id AS launch_id, arm, failure_reason, exit_code, stop_ms FROM launches "
-            "WHERE state = 'failed' ORDER BY box, arm"
-        )
-
-    def failed_tripwires(self) -> list[dict[str, Any]]:
-        """The newest tripwire of each (box, arm) when it failed: the arm must not be trusted."""
-        rows = self.store.rows(
-            """SELECT * FROM tripwire_runs r WHERE id = (SELECT id FROM tripwire_runs s
-                 WHERE s.arm = r.arm AND s.box IS r.box ORDER BY s.t_ms DESC, s.id DESC LIMIT 1)
-               AND passed = 0 ORDER BY box, arm"""
-        )
-        for r in rows:
-            r["verdict"] = tripwire_verdict(r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"],
-                                            r["reasoning_leak"])  # fmt: skip
-        return rows

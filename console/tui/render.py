@@ -139,7 +139,8 @@ def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:
 
 def tripwire_line(t: TripwireRow, width: int) -> str:
     """``glm…dp2tp2 11/20 DEGEN 8d 1w``: the verdict word and counts first, the arm name shortened to fit."""
-    tail = f" {t.ok:>2}/{t.total} {t.word:5}" + ("" if t.passed else f" {t.degenerate}d {t.wrong}w")
+    v = t.verdict
+    tail = f" {v.ok:>2}/{v.total} {v.word:5}" + ("" if v.passed else f" {v.degenerate}d {v.wrong}w")
     room = max(8, width - 19)  # the verdicts line up whatever the arm names
     arm = t.arm if len(t.arm) <= room else t.arm[: room - 1] + "…"
     return f"{arm:{room}}{tail}".rstrip()

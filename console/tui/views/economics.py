@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from console.economics import DEFAULT_UTILISATION, EconomicsRow, frontier_chart
+from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
 from console.tui import keymap
 from console.tui.views.base import ViewScreen, fill_table, toned
 
@@ -64,7 +64,7 @@ class EconomicsScreen(ViewScreen):
         self.query_one("#economics-table", DataTable).focus()
 
     def load(self) -> EconomicsData:
-        rows, skipped = self.console.model.economics(self.utilisation)
+        rows, skipped = economics_table(self.console.model.economics_inputs(), utilisation=self.utilisation)
         return EconomicsData(rows, skipped)
 
     def topbar_extra(self) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from console.readmodel import RESULT_SORTS, ResultRow
+from console.readmodel import RESULT_SORTS, ResultRow, best_by
 from console.tui import keymap
 from console.tui.render import bar, millis, num
 from console.tui.views.base import ViewScreen, fill_table, toned
@@ -33,13 +33,7 @@ COLUMNS = (
 
 def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
     """The best out tok/s of each arm per shape as bars; diagnostic-only numbers say so."""
-    best: dict[tuple[str, str], ResultRow] = {}
-    for r in rows:
-        key = (r.shape, r.arm)
-        if r.out_tok_per_s is not None and (
-            key not in best or r.out_tok_per_s > (best[key].out_tok_per_s or 0)
-        ):
-            best[key] = r
+    best = best_by(rows, lambda r: (r.shape, r.arm))
     if not best:
         return ["no rows to compare"]
     label = min(24, max(len(a) for _, a in best))
@@ -53,7 +47,7 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
         top = ranked[0].out_tok_per_s or 1.0
         lines.append(f"{shape} (best out tok/s per arm)")
         for r in ranked:
-            word = f"trip {r.tripwire}" + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
+            word = f"trip {r.tripwire.word}" + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
             lines.append(
                 f" {r.arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
                 f"{num(r.out_tok_per_s):>5} C{r.concurrency} {word}"
@@ -65,7 +59,7 @@ def detail_line(r: ResultRow) -> str:
     """The highlighted row whole, so an 80-column terminal still shows its kernel, verdict and limit."""
     parts = [
         f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s",
-        f"tripwire {r.tripwire}",
+        f"tripwire {r.tripwire.word}",
         f"limit {num(r.power_limit_w)} W",
         f"kernel {r.kernel_line or 'not recorded'}",
     ]
@@ -111,7 +105,7 @@ class ResultsScreen(ViewScreen):
                     r.shape,
                     str(r.concurrency),
                     num(r.out_tok_per_s),
-                    toned(r.tripwire),
+                    toned(r.tripwire.word),
                     num(r.power_limit_w),
                     toned(r.marks or "-"),
                     r.kernel_line or "-",

@@ -1,0 +1,153 @@
+"""Bench and tripwire rows as records: the one query every reader of a throughput number goes through.
+
+The Results view, ``campaign export``, the report, economics and ``campaign bench`` all read bench rows
+here, so a number can only leave the store with its kernel line, tripwire verdict, power limit and
+marks beside it. "The fastest row per key" is ``best_by``, also here, for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from console.readmodel.records import ResultRow, TripwireItem, TripwireRow, TripwireRun, TripwireVerdict
+from console.store import Store
+
+K = TypeVar("K", bound=Hashable)
+
+RESULT_SORTS: dict[str, str] = {
+    "arm": "arm, shape, concurrency",
+    "shape": "shape, concurrency, arm",
+    "out tok/s": "out_tok_per_s DESC",
+    "req/s": "req_per_s DESC",
+    "ttft": "ttft_ms_p50",
+    "tpot": "tpot_ms_p50",
+    "time": "started_ms DESC",
+}
+
+_BENCH_SELECT = """SELECT b.*, t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.wrong AS tw_wrong, t.total AS tw_total,
+                          t.passed AS tw_passed, t.reasoning_leak AS tw_leak
+                   FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id"""
+_FLAGS = ("client_bound", "diagnostic_only", "queueing")
+_PLAIN = tuple(f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire"))
+"""The record's other fields are bench_runs columns of the same name."""
+
+
+def _result(r: dict[str, Any]) -> ResultRow:
+    values: dict[str, Any] = {name: r[name] for name in _PLAIN}
+    values.update({flag: bool(r[flag]) for flag in _FLAGS})
+    values["tripwire"] = TripwireVerdict.of(
+        r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"], r["tw_passed"], r["tw_leak"]
+    )
+    return ResultRow(**values)
+
+
+def bench_rows(store: Store, at: int | None = None, sort: str = "arm", text: str = "") -> list[ResultRow]:
+    """Every bench row, or those finished by ``at`` (imported rows have no instant: always).
+
+    ``sort`` is one of RESULT_SORTS; ``text`` keeps rows containing every word of it (arm, model, shape,
+    box, kernel, verdict, marks).
+    """
+    if sort not in RESULT_SORTS:
+        raise ValueError(f"unknown sort {sort!r}; choose one of {', '.join(RESULT_SORTS)}")
+    where, params = "", []
+    if at is not None:
+        where = "WHERE coalesce(b.ended_ms, b.started_ms) IS NULL OR coalesce(b.ended_ms, b.started_ms) <= ?"
+        params = [at]
+    rows = [
+        _result(r) for r in store.rows(f"{_BENCH_SELECT} {where} ORDER BY {RESULT_SORTS[sort]}, b.id", params)
+    ]
+    needle = text.strip().lower().split()
+    return [r for r in rows if all(word in r.text() for word in needle)]
+
+
+def bench_run(store: Store, run_id: str) -> ResultRow | None:
+    """The bench row of the bench command ``run_id`` (what ``campaign bench`` shows), once ingested."""
+    rows = store.rows(f"{_BENCH_SELECT} WHERE b.run_id = ? ORDER BY b.id", [run_id])
+    return _result(rows[0]) if rows else None
+
+
+def best_by(rows: Iterable[ResultRow], key: Callable[[ResultRow], K]) -> dict[K, ResultRow]:
+    """The fastest row (output tok/s) for each key; a row without a throughput never counts, a tie
+    keeps the row seen first."""
+    best: dict[K, ResultRow] = {}
+    for r in rows:
+        if r.out_tok_per_s is None:
+            continue
+        k = key(r)
+        held = best.get(k)
+        if held is None or r.out_tok_per_s > (held.out_tok_per_s or 0.0):
+            best[k] = r
+    return best
+
+
+def best_per_model(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    """The fastest row of each model per source and shape, never a diagnostic-only one."""
+    best = best_by(
+        (r for r in rows if not r.diagnostic_only), lambda r: (r.source, r.model or r.arm, r.shape)
+    )
+    return [best[k] for k in sorted(best)]
+
+
+# -- tripwire -----------------------------------------------------------------------------------------
+def _verdict(r: dict[str, Any]) -> TripwireVerdict:
+    return TripwireVerdict.of(
+        r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"], r["reasoning_leak"]
+    )
+
+
+def latest_tripwires(store: Store, at: int, box: str | None = None) -> list[TripwireRow]:
+    """The latest tripwire verdict of each arm on each box (or on ``box``) as of ``at``."""
+    rows = store.rows(
+        f"""SELECT * FROM tripwire_runs r
+            WHERE t_ms <= :at {"AND box = :box" if box else ""} AND id = (
+              SELECT id FROM tripwire_runs s WHERE s.arm = r.arm AND s.box IS r.box
+              AND s.t_ms <= :at ORDER BY s.t_ms DESC, s.id DESC LIMIT 1)
+            ORDER BY box, arm""",
+        {"at": at, "box": box},
+    )
+    return [TripwireRow(r["arm"], r["box"], r["t_ms"], _verdict(r), r["source"]) for r in rows]
+
+
+def failed_tripwires(store: Store, at: int) -> list[TripwireRow]:
+    """Arms whose latest tripwire on a box failed: their throughput must not be trusted."""
+    return [t for t in latest_tripwires(store, at) if t.verdict.failed]
+
+
+def _items(text: str | None) -> tuple[TripwireItem, ...]:
+    """The per-item verdicts the tripwire journals; imported runs carry none (their items are notes)."""
+    value = json.loads(text) if text else None
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        TripwireItem(
+            id=str(i.get("id") or "?"),
+            verdict=str(i.get("verdict") or "?"),
+            reasons=tuple(str(x) for x in i.get("reasons") or ()),
+            reasoning_leak=str(i["reasoning_leak"]) if i.get("reasoning_leak") else None,
+        )
+        for i in value
+        if isinstance(i, dict)
+    )
+
+
+def tripwire_run(store: Store, run_id: str) -> TripwireRun | None:
+    """The tripwire run of the tripwire command ``run_id`` (what ``campaign tripwire`` shows), once ingested."""
+    rows = store.rows("SELECT * FROM tripwire_runs WHERE run_id = ? ORDER BY id", [run_id])
+    if not rows:
+        return None
+    r = rows[0]
+    return TripwireRun(
+        id=r["id"],
+        run_id=r["run_id"],
+        arm=r["arm"],
+        box=r["box"],
+        launch_id=r["launch_id"],
+        model=r["model"],
+        t_ms=r["t_ms"],
+        verdict=_verdict(r),
+        items=_items(r["items"]),
+        source=r["source"],
+    )
