@@ -44,6 +44,10 @@ def from_ms(ms: int, tz: tzinfo = UTC) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=tz)
 
 
+class UnknownZone(InputError, ValueError):
+    """A zone name the IANA database does not know."""
+
+
 def zone(name: str | None) -> tzinfo:
     """A tzinfo for an IANA name; None means the console's own local zone (display only)."""
     if name is None:
@@ -53,7 +57,7 @@ def zone(name: str | None) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {name!r}: use an IANA name such as Europe/London or UTC") from exc
+        raise UnknownZone(f"unknown time zone {name!r}", "use an IANA name such as Europe/London or UTC") from exc
 
 
 def fmt_utc(ms: int) -> str:

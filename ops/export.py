@@ -119,13 +119,19 @@ def write_atomic(text: str, destination: str | None) -> None:
         raise ExportError(f"-o {destination}: is a directory; give a file name, e.g. {path / 'summary_all.tsv'}")
     if not path.parent.exists():
         raise ExportError(f"-o {destination}: directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise ExportError(f"-o {destination}: cannot write in {path.parent} ({exc.strerror})") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ExportError(f"-o {destination}: {exc.strerror or exc}; nothing was written") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -25,9 +25,12 @@ def test_help_lists_every_subcommand() -> None:
 def test_box_inventory_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "s.db")
     assert main(["--db", db, "box", "add", "pro-a", "--ssh", "root@203.0.113.7:22022", "--price-per-hour", "2.74"]) == 0
+    assert "added box pro-a" in capsys.readouterr().out
     assert main(["box", "list", "--json", "--db", db]) == 0
-    listed = json.loads(capsys.readouterr().out.split("\n", 1)[1])
-    assert listed[0]["name"] == "pro-a" and listed[0]["port"] == 22022 and listed[0]["price_per_hour"] == 2.74
+    listed = {b["name"]: b for b in json.loads(capsys.readouterr().out)}  # stdout is the JSON and nothing else
+    assert listed["pro-a"]["port"] == 22022 and listed["pro-a"]["price_per_hour"] == 2.74
+    # The first command on a new database set it up as every new one: this machine and the demo campaign.
+    assert listed["local"]["kind"] == "local" and any(b["status"] == "imported" for b in listed.values())
     assert main(["--db", db, "box", "add", "pro-a", "--ssh", "root@h"]) == 2
     assert "already exists" in capsys.readouterr().err
     assert main(["--db", db, "box", "rm", "pro-a", "--yes"]) == 0
@@ -73,8 +76,8 @@ def test_box_set_places_the_local_box_serving_env(tmp_path: Path, capsys: pytest
     assert main(["--db", db, "box", "set", "local", "--serving-env", "/opt/vllm", "--model-root", "/models"]) == 0
     capsys.readouterr()
     assert main(["--db", db, "box", "list", "--json"]) == 0
-    [local] = json.loads(capsys.readouterr().out)
-    assert (local["name"], local["serving_env"], local["model_root"]) == ("local", "/opt/vllm", "/models")
+    local = {b["name"]: b for b in json.loads(capsys.readouterr().out)}["local"]
+    assert (local["serving_env"], local["model_root"]) == ("/opt/vllm", "/models")
     assert main(["--db", db, "box", "set", "local"]) == 2
     assert "nothing to set" in capsys.readouterr().err
     assert main(["--db", db, "box", "set", "nope", "--price-per-hour", "1"]) == 2

@@ -118,7 +118,7 @@ def test_refuses_to_mix_into_measured_data(tmp_path: Path, capsys: pytest.Captur
         with pytest.raises(MeasuredDataPresent, match="--force"):
             build_demo(store)
         assert not seed_if_empty(store)
-    assert main(["--db", str(db), "demo"]) == 2
+    assert main(["--db", str(db), "demo"]) == 1  # refused: the campaign's own measurements come first
     assert "holds measured results" in capsys.readouterr().err
     assert main(["--db", str(db), "demo", "--force"]) == 0
     with Store(db) as store:

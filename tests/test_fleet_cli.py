@@ -27,11 +27,11 @@ def test_trust_then_connect_then_lint_refusal_and_kill_confirmation(
     with Store(db) as store:
         register(store, box, pin=False)
 
-    assert main(["--db", db, "box", "connect", "alpha"]) == 2
+    assert main(["--db", db, "box", "connect", "alpha"]) == 3  # a host-key problem: not safely reachable
     assert "campaign box trust alpha" in capsys.readouterr().err
     assert main(["--db", db, "box", "trust", "alpha", "--yes"]) == 0
-    out = capsys.readouterr().out
-    assert "presents ssh-ed25519 SHA256:" in out and "trusted SHA256:" in out
+    captured = capsys.readouterr()
+    assert "presents ssh-ed25519 SHA256:" in captured.err and "trusted SHA256:" in captured.out in out
     assert main(["--db", db, "box", "connect", "alpha"]) == 0
     assert "new events ingested" in capsys.readouterr().out
     assert main(["--db", db, "box", "trust", "alpha", "--yes"]) == 0
@@ -77,7 +77,7 @@ def test_connect_to_a_changed_key_fails_loudly(sshd_farm: SshdFarm, tmp_path: Pa
     with Store(db) as store:
         register(store, box)
     sshd_farm.rekey("cli-rekeyed")
-    assert main(["--db", db, "box", "connect", "cli-rekeyed"]) == 2
+    assert main(["--db", db, "box", "connect", "cli-rekeyed"]) == 3
     assert "HOST KEY CHANGED" in capsys.readouterr().err
     with Store(db) as store:
         assert store.boxes.get("cli-rekeyed").status == "host-key-changed"

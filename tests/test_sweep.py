@@ -205,7 +205,7 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
     queued = arms["fake-refused@auto+triton"]
     assert queued.origin == "accepted" and queued.queued_by == "fake-refused" and queued.moe_backend == "triton"
     assert "exited with code -9" in (arms["fake-crash"].reason or "")
-    assert "tripwire 0/" in (arms["fake-degenerate"].reason or "")
+    assert "tripwire FAILED 0/20 ok, 20 degenerate" in (arms["fake-degenerate"].reason or "")
     with Store(local_db) as store:
         benches = store.sweeps.benches(served.id)
         # max_num_seqs 2: concurrency 4 cannot be admitted at once, so its row is flagged as queueing.

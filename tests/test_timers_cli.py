@@ -180,7 +180,7 @@ def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: 
         store.timers.add("local", now + 2000, "stop-arms", "in 2s", now_ms=now)
     assert main(["--db", db, "timer", "watch", "--interval", "0.2"]) == 0
     captured = capsys.readouterr()
-    assert "box local: stop-arms at" in captured.err and "timer 1: stop-arms of box local fired" in captured.out
+    assert "box local: stop-arms" in captured.err and "timer 1: stop-arms of box local fired" in captured.out
     with Store(db) as store:
         log = {e["event"]: e for e in store.timers.log_for(1)}
     assert {"armed-on-box", "warn-1m", "pulled-early", "firing", "pulled", "fired"} <= set(log)

@@ -30,9 +30,7 @@ def _print_run(run: CheckRun) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     with service_for(args) as service:
-        if not args.stored:
-            say(f"probing box {args.name} ...")
-        checked = run(service, lambda: service.check(args.name, args.arm, stored=args.stored))
+        checked = run(service, lambda: service.check(args.name, args.arm, stored=args.stored, progress=say))
     if args.json:
         print_json(checked.to_dict())
     else:

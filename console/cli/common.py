@@ -24,15 +24,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def open_store(args: argparse.Namespace, *, read_only: bool = False) -> Store:
+def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool = True) -> Store:
     """The campaign's store. A database this command creates starts as every new one does: this machine
-    registered as the box ``local`` and the seed campaign's published figures imported to browse."""
+    registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself, with
+    its progress) the seed campaign's published figures imported to browse."""
     store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
     if store.created:
-        from ops.demo import seed_if_empty
-
         store.boxes.ensure_local()
-        seed_if_empty(store)
+        if seed:
+            from ops.demo import seed_if_empty
+
+            seed_if_empty(store)
     return store
 
 
@@ -105,10 +107,3 @@ def csv_values(text: str | None, what: str, cast: Callable[[str], T]) -> list[T]
         raise InputError(f"--{what} {text!r}: give at least one value")
     return values
 
-
-class CliError(InputError):
-    """Transitional: an input error with an explicit exit status (being replaced by the error family)."""
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from console.cli.common import CliError, open_store
+from console.cli.common import open_store
 from console.readmodel import imported_counts
-from console.store.results import ResultError
-from ops.demo import DemoDataError, MeasuredDataPresent, build_demo
+from ops.demo import build_demo
 
 BAR_WIDTH = 30
 
@@ -25,11 +25,8 @@ def _progress(step: str, done: int, total: int) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
-        try:
-            outcome = build_demo(store, force=args.force, progress=_progress)
-        except (MeasuredDataPresent, DemoDataError, ResultError) as exc:
-            raise CliError(str(exc)) from exc
+    with open_store(args, seed=False) as store:
+        outcome = build_demo(store, force=args.force, progress=_progress)
         counts = imported_counts(store)
         path = store.path
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}
@@ -38,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("demo", help=help_text, description=__doc__)
     p.add_argument("--force", action="store_true", help="import even into a database with measured results")
     p.set_defaults(func=_run)

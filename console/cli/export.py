@@ -12,11 +12,10 @@ import argparse
 import sys
 from typing import Any
 
-from console.cli.common import CliError, open_store
+from console.cli.common import open_store
 from console.economics import (
     DEFAULT_SHAPES,
     DEFAULT_UTILISATION,
-    EconomicsError,
     check_utilisation,
     economics_table,
     frontier_chart,
@@ -28,7 +27,6 @@ from ops.export import (
     FORMATS,
     KERNEL_COLUMNS,
     SUMMARY_COLUMNS,
-    ExportError,
     economics_rows,
     kernel_rows,
     render,
@@ -38,10 +36,7 @@ from ops.export import (
 
 
 def _write(text: str, output: str | None, what: str) -> int:
-    try:
-        write_atomic(text, output)
-    except (ExportError, OSError) as exc:
-        raise CliError(str(exc)) from exc
+    write_atomic(text, output)
     if output not in (None, "-"):
         print(f"wrote {what} to {output}", file=sys.stderr)
     return 0
@@ -64,11 +59,8 @@ def _kernels(args: argparse.Namespace) -> int:
 
 
 def _economics(args: argparse.Namespace) -> int:
-    try:
-        prices = [parse_api_price(text) for text in args.api_price]
-        utilisation = check_utilisation(args.utilisation)
-    except EconomicsError as exc:
-        raise CliError(str(exc)) from exc
+    prices = [parse_api_price(text) for text in args.api_price]
+    utilisation = check_utilisation(args.utilisation)
     shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
     with open_store(args, read_only=True) as store:
         inputs = economics_inputs(store)
@@ -80,7 +72,7 @@ def _economics(args: argparse.Namespace) -> int:
     return _emit(args, economics_rows(table), ECONOMICS_COLUMNS)
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("export", help=help_text, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     kinds = p.add_subparsers(dest="what", metavar="WHAT", required=True)

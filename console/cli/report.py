@@ -4,33 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from console.cli.common import CliError, open_store
-from console.economics import DEFAULT_UTILISATION, EconomicsError, check_utilisation
+from console.cli.common import open_store
+from console.economics import DEFAULT_UTILISATION, check_utilisation
 from console.report import build_report
-from ops.export import ExportError, write_atomic
+from ops.export import write_atomic
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        utilisation = check_utilisation(args.utilisation)
-    except EconomicsError as exc:
-        raise CliError(str(exc)) from exc
+    utilisation = check_utilisation(args.utilisation)
     with open_store(args, read_only=True) as store:
-        try:
-            text = build_report(store, now_ms=store.clock(), operator_tz=args.tz, utilisation=utilisation)
-        except ValueError as exc:  # an unknown --tz
-            raise CliError(str(exc)) from exc
-    try:
-        write_atomic(text, args.output)
-    except (ExportError, OSError) as exc:
-        raise CliError(str(exc)) from exc
+        text = build_report(store, now_ms=store.clock(), operator_tz=args.tz, utilisation=utilisation)
+    write_atomic(text, args.output)
     if args.output not in (None, "-"):
         print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("report", help=help_text, description=__doc__)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
     p.add_argument("--tz", metavar="ZONE", help="your zone for the timers' local times (default: this machine's)")

@@ -4,6 +4,7 @@ judge it: power limit against maximum, driver against the serving CUDA (error 80
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from console.checks.run import CheckRun, judge, local_probe, recipe_arm, serving_python
@@ -26,15 +27,19 @@ class CheckIntents(ServiceBase):
         await self.settle(box)
         return dict(result["probe"])
 
-    async def check(self, box_name: str, arm: str | None = None, *, stored: bool = False) -> CheckRun:
+    async def check(self, box_name: str, arm: str | None = None, *, stored: bool = False,
+                    progress: Callable[[str], None] | None = None) -> CheckRun:  # fmt: skip
         """Probe the box now (``stored``: judge its newest stored probe, offline) and store the verdicts.
 
-        With ``arm``, the box is judged for that arm: its tensor parallelism, GPUs and weights.
+        With ``arm``, the box is judged for that arm: its tensor parallelism, GPUs and weights. ``progress``
+        hears what takes time (the probe) just before it starts.
         """
         # The machine the console runs on is always checkable, registered or not yet.
         box = self.store.boxes.ensure_local() if box_name == LOCAL_BOX else self.store.boxes.get(box_name)
         resolver = recipe_arm(arm, self.catalog) if arm else None  # an unknown arm is refused before probing
         probe: dict[str, Any] | None
+        if not stored and progress is not None:
+            progress(f"probing box {box.name} ...")
         if stored:
             probe = None
         elif box.is_local:

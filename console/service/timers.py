@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from console.errors import InputError, Refused
+from console.errors import InputError
 from console.service.base import reaching
 from console.service.launches import LaunchIntents, released
 from console.store.timers import ACTIONS, Timer
@@ -72,9 +72,9 @@ class TimerIntents(LaunchIntents):
     def _check_action(self, box_name: str, action: str) -> None:
         box = self.store.boxes.get(box_name)
         if box.status == "destroyed":
-            raise Refused(f"box {box_name} is already destroyed; nothing to stop")
+            raise InputError(f"box {box_name} is already destroyed; nothing to stop")
         if not box.reachable:  # imported figures: there is no machine behind the name to stop
-            raise Refused(f"box {box_name} cannot be reached ({box.status_detail or box.status}); nothing to stop")
+            raise InputError(f"box {box_name} cannot be reached ({box.status_detail or box.status}); nothing to stop")
         if action == "stop-arms":
             return
         provider = for_box(box.provider)  # a Vast box without an API key fails here, not at the deadline

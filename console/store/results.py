@@ -118,15 +118,6 @@ def join_kernel_lines(lines: Iterable[str]) -> str | None:
     return KERNEL_SEPARATOR.join(dict.fromkeys(lines)) or None
 
 
-def tripwire_verdict(ok: int | None, degenerate: int | None, wrong: int | None, total: int | None,
-                     passed: int | bool | None, reasoning_leak: int | bool | None = 0) -> str:  # fmt: skip
-    """Temporary alias of ``console.readmodel.TripwireVerdict.of(...).text`` for console/cli/tripwire.py,
-    which moves to ``console.readmodel.tripwire_run``; remove it then."""
-    from console.readmodel.records import TripwireVerdict  # the read side imports the store, not the reverse
-
-    return TripwireVerdict.of(ok, degenerate, wrong, total, passed, reasoning_leak).text
-
-
 def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
     out = {}
     for c in columns:
@@ -176,16 +167,6 @@ class Results:
                         values["tripwire_id"] = latest[0]["id"]
                         values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
             return int(db["bench_runs"].insert(values).last_pk)
-
-    def run(self, kind: str, run_id: str) -> dict[str, Any] | None:
-        """The result row of the bench or tripwire command ``run_id``, once ingested.
-
-        Temporary: console/service.py and console/sweep/runner.py still read dict rows here; they move to
-        ``console.readmodel.bench_run`` and ``tripwire_run``, and this goes.
-        """
-        table = {"bench": "bench_runs", "tripwire": "tripwire_runs"}[kind]
-        rows = self.store.rows(f"SELECT * FROM {table} WHERE run_id = ?", [run_id])
-        return rows[0] if rows else None
 
     def add_tripwire_run(self, row: dict[str, Any]) -> int:
         """Store a tripwire verdict and attach it to the launch's throughput rows.

@@ -231,9 +231,10 @@ def run_browse(db_path: Path) -> int:
 
 
 def _run(db_path: Path, read_only: bool) -> int:
+    app = ConsoleApp(db_path, read_only=read_only, supervise=not read_only)  # a bad keys file is said first
     for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
         if not stream.isatty():  # Textual would wait forever for keys that cannot come
             raise InputError(f"the console needs a terminal, and {name} is not one",
                              "run `campaign` in a terminal, or use a subcommand (`campaign --help`)")  # fmt: skip
-    ConsoleApp(db_path, read_only=read_only, supervise=not read_only).run()
+    app.run()
     return 0
