@@ -20,7 +20,7 @@ import math
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any
 
 from console.store.results import ApiPrice
@@ -67,7 +67,7 @@ class CostModel:
     vast_gpus: int
 
     @classmethod
-    def from_toml(cls, path: Path) -> CostModel:
+    def from_toml(cls, path: Traversable) -> CostModel:
         try:
             data = tomllib.loads(path.read_text())
             scan, full, vast = data["scan"], data["fully_loaded"], data["vast_on_demand"]
