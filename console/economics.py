@@ -20,8 +20,13 @@ import math
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+<<<<<<< HEAD
 from pathlib import Path
 from typing import Any
+=======
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING, Any
+>>>>>>> packaging
 
 from console.errors import InputError
 from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow
@@ -67,7 +72,7 @@ class CostModel:
     vast_gpus: int
 
     @classmethod
-    def from_toml(cls, path: Path) -> CostModel:
+    def from_toml(cls, path: Traversable) -> CostModel:
         try:
             data = tomllib.loads(path.read_text())
             scan, full, vast = data["scan"], data["fully_loaded"], data["vast_on_demand"]

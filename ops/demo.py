@@ -12,14 +12,15 @@ import hashlib
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from console.errors import InputError, Refused
 from console.store import Box, Store
 from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
 
-SEED_DIR = Path(__file__).parent / "data" / "seed"
+SEED_DIR = resources.files("ops") / "data" / "seed"  # package data: the wheel carries it, no source tree needed
 SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
 PROVENANCE = (
     "Sqwish Labs, 'Blackwell inference benchmarks: 4x RTX PRO 6000 and 8x RTX 5090', September 2026: the "
@@ -67,7 +68,7 @@ class Cell:
         return value
 
 
-def read_tsv(path: Path) -> list[Cell]:
+def read_tsv(path: Traversable) -> list[Cell]:
     """Rows of a TSV whose ``#`` lines are its provenance header; the first other line names the columns."""
     header: list[str] | None = None
     rows = []
@@ -98,15 +99,15 @@ def _layout(tp: int, replicas: int) -> list[list[int]]:
     return [list(range(r * tp, (r + 1) * tp)) for r in range(replicas)]
 
 
-def digest(data_dir: Path = SEED_DIR) -> str:
+def digest(data_dir: Traversable = SEED_DIR) -> str:
     h = hashlib.sha256()
-    for path in sorted(data_dir.iterdir()):
+    for path in sorted(data_dir.iterdir(), key=lambda p: p.name):
         if path.is_file():
             h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def load_payload(data_dir: Path = SEED_DIR) -> ImportPayload:
+def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     """Read and cross-check the data files into what ``record_import`` writes."""
     try:
         boxes_toml = tomllib.loads((data_dir / "boxes.toml").read_text(encoding="utf-8"))
@@ -198,7 +199,7 @@ def load_payload(data_dir: Path = SEED_DIR) -> ImportPayload:
 
 
 def build_demo(store: Store, *, force: bool = False, progress: Progress | None = None,
-               data_dir: Path = SEED_DIR) -> ImportOutcome:  # fmt: skip
+               data_dir: Traversable = SEED_DIR) -> ImportOutcome:  # fmt: skip
     """Import the seed campaign into ``store``; refuses a db with measured data unless ``force``."""
     report = progress or (lambda _step, _done, _total: None)
     if not force and store.results.has_measured_data():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Store(path) as store:
         build_demo(store)
     return path
+
+
+def _copy_seed(tmp_path: Path) -> Path:
+    """A writable copy of the shipped seed data, to break on purpose."""
+    with resources.as_file(SEED_DIR) as seed:
+        return Path(shutil.copytree(seed, tmp_path / "seed"))
 
 
 def _row(store: Store, arm: str, box: str, shape: str, concurrency: int) -> ResultRow:
@@ -88,8 +95,7 @@ def test_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_changed_data_replaces_its_own_rows(tmp_path: Path) -> None:
-    data = tmp_path / "seed"
-    shutil.copytree(SEED_DIR, data)
+    data = _copy_seed(tmp_path)
     with Store(tmp_path / "s.db") as store:
         build_demo(store, data_dir=data)
         before = store.scalar("SELECT count(*) FROM bench_runs")
@@ -134,8 +140,7 @@ def test_seed_if_empty(tmp_path: Path) -> None:
 
 
 def test_inconsistent_data_names_file_and_line(tmp_path: Path) -> None:
-    data = tmp_path / "seed"
-    shutil.copytree(SEED_DIR, data)
+    data = _copy_seed(tmp_path)
     with (data / "throughput.tsv").open("a") as fh:
         fh.write("no-such-arm\tseed-pro6000-600w\trouter\t1024\t1\t\t\t0\t0\t\n")
     lines = (data / "throughput.tsv").read_text().splitlines()

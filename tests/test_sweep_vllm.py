@@ -33,8 +33,8 @@ SWEEP = ("sweep", "run", "tiny-cpu-test", "--box", "local", "--shapes", "short",
 
 @pytest.fixture
 def setup(vllm_env: VllmEnv, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    recipes = tmp_path / "recipes"
-    shutil.copytree(ROOT / "recipes", recipes)
+    recipes = tmp_path / "recipes"  # the user layer: the test's list on top of the shipped recipes
+    recipes.mkdir()
     shutil.copy(ROOT / "tests" / "fixtures" / "recipes" / "sweep-tiny-test.toml", recipes)
     home = Path(tempfile.mkdtemp(prefix="swv-"))  # a unix socket path must stay under 108 bytes
     db = tmp_path / "state.db"

@@ -20,6 +20,7 @@ from console.recipes import (
     lint,
     lint_catalog,
     load_catalog,
+    recipe_source,
     resolve,
 )
 from console.recipes.resolve import get_arm
@@ -82,7 +83,8 @@ def _summary(catalog: Catalog, name: str, box: BoxSpec | None) -> dict[str, Any]
     except ResolveError as exc:
         out = {"arm": name, "model": profile.checkpoint, "argv": None, "env": None,
                "tensor_parallel": arm.tensor_parallel, "error": str(exc)}
-    out.update(profile_name=arm.profile, description=arm.description, findings=[f.to_dict() for f in findings])
+    out.update(profile_name=arm.profile, description=arm.description, source=recipe_source(arm.origin),
+               findings=[f.to_dict() for f in findings])
     return out
 
 
@@ -125,10 +127,11 @@ def _list(args: argparse.Namespace) -> int:
             "layout": _layout(catalog, r, box),
             "kernels": _kernels(r, catalog),
             "lint": _lint_cell(r["findings"]),
+            "source": r["source"],
         }
         for r in rows
     ]
-    print_table(table, ["arm", "model", "layout", "kernels", "lint"])
+    print_table(table, ["arm", "model", "layout", "kernels", "lint", "source"])
     return 0
 
 
@@ -173,15 +176,16 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         if not paths:
             q.add_argument(
                 "--recipes", dest="paths", metavar="PATH", action="append",
-                help="recipe files or directories instead of the shipped recipes/ (repeatable)",
+                help="recipe files or directories instead of the shipped and user recipes (repeatable)",
             )
 
     q = rsub.add_parser("lint", help="lint arms against the seed's rules (exit 1 on an unexpected error)")
-    q.add_argument("paths", nargs="*", metavar="PATH", help="recipe files or directories (default: recipes/)")
+    q.add_argument("paths", nargs="*", metavar="PATH",
+                   help="recipe files or directories (default: the shipped recipes, yours on top)")
     common(q, paths=True)
     q.set_defaults(func=_lint)
 
-    q = rsub.add_parser("list", help="every arm with its model, layout, kernels and lint verdict")
+    q = rsub.add_parser("list", help="every arm with its model, layout, kernels, lint verdict and source")
     common(q)
     q.set_defaults(func=_list)
 

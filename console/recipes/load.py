@@ -13,6 +13,7 @@ import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,42 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FLAG_NAME = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def default_recipe_dir() -> Path:
-    """``$CAMPAIGN_RECIPES`` if set, else the repository's ``recipes/``."""
+USER_RECIPES = Path("~/.config/campaign-console/recipes")
+SHIPPED = "shipped"
+
+
+def shipped_recipe_dir() -> Path:
+    """The recipes that ship with the console: the data-only ``recipes`` package, found as ``import`` finds it.
+
+    WHY importlib.resources: an installed wheel has no source tree, so a path relative to this file
+    would name nothing there (or, worse, a checkout that is not the code running).
+    """
+    try:
+        root = resources.files("recipes")
+    except ModuleNotFoundError as exc:
+        raise RecipeError("recipes", None, None, "the shipped recipes package is not installed; reinstall "
+                          "campaign-console (pip install . or pip install -e . in a checkout)") from exc
+    return Path(str(root))  # a package installed from the wheel is a folder; anything else fails as missing
+
+
+def user_recipe_dir() -> Path | None:
+    """The operator's own recipes: ``$CAMPAIGN_RECIPES`` (it must exist), else ``USER_RECIPES`` if present."""
     env = os.environ.get("CAMPAIGN_RECIPES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "recipes"
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise RecipeError(env, None, None, "no such folder, named by $CAMPAIGN_RECIPES; create it with your "
+                              "own recipes (laid out like the shipped ones) or unset CAMPAIGN_RECIPES")
+        return path
+    path = USER_RECIPES.expanduser()
+    return path if path.is_dir() else None
+
+
+def recipe_source(origin: Origin) -> str:
+    """``shipped`` for a record read from the shipped recipes, else the file it came from."""
+    if Path(origin.file).resolve().is_relative_to(shipped_recipe_dir().resolve()):
+        return SHIPPED
+    return origin.file
 
 
 def display_path(path: Path) -> str:
@@ -447,18 +480,34 @@ def _recipe_files(paths: Iterable[Path | str]) -> list[Path]:
             files.append(path)
         else:
             raise RecipeError(display_path(path), None, None, "no such recipe file or directory; give .toml files or "
-                              "folders (default recipes/), or see one arm with `campaign recipe show ARM`")
+                              "folders (default: the shipped recipes), or see one arm with `campaign recipe show ARM`")
     return files
 
 
+def _layers() -> list[list[Path]]:
+    """The shipped recipe files, then the operator's; a user file at the same relative path replaces the shipped one."""
+    shipped = shipped_recipe_dir()
+    user = user_recipe_dir()
+    if user is None:
+        return [_recipe_files([shipped])]
+    mine = _recipe_files([user])
+    replaced = {p.relative_to(user) for p in mine}
+    return [[p for p in _recipe_files([shipped]) if p.relative_to(shipped) not in replaced], mine]
+
+
 def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
-    """Load recipe files (directories are searched for ``*.toml``); default: the shipped recipes."""
-    files = _recipe_files([default_recipe_dir()] if paths is None else paths)
-    if not files:
-        raise RecipeError(", ".join(str(p) for p in (paths or [default_recipe_dir()])), None, None, "no *.toml recipe files found")
+    """Load recipe files (directories are searched for ``*.toml``); default: the shipped recipes, the user's on top.
+
+    A name is defined once within a layer; a user's profile, arm, shape or sweep replaces a shipped one of the
+    same name.
+    """
+    layers = _layers() if paths is None else [_recipe_files(paths)]
+    if not any(layers):
+        raise RecipeError(", ".join(str(p) for p in (paths or [shipped_recipe_dir()])), None, None, "no *.toml recipe files found")
     catalog = Catalog()
-    seen_at: dict[tuple[str, str], str] = {}
-    for path in files:
-        _load_file(path, catalog, seen_at)
+    for files in layers:
+        seen_at: dict[tuple[str, str], str] = {}
+        for path in files:
+            _load_file(path, catalog, seen_at)
     _check_references(catalog)
     return catalog

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
 
-DATA = Path(__file__).with_name("vllm_flags.json")
+DATA = resources.files("console.recipes") / "vllm_flags.json"  # package data: read the same from a wheel
 
 
 @dataclass(frozen=True)

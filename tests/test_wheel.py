@@ -1,0 +1,124 @@
+"""The built wheel, installed into a fresh venv and run from a folder outside the repository, works.
+
+Integration test (part of CI): it builds the wheel from this checkout without build isolation (no
+network: the test extra brings a setuptools that builds wheels), installs it with ``--no-deps`` into a
+venv that sees the installed dependencies through ``--system-site-packages``, and runs ``campaign``
+from a temporary working directory. The checkout's own editable install is visible through the system
+site packages too, so the first test proves the venv's copy is the one imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+@dataclass(frozen=True)
+class Installed:
+    venv: Path
+    workdir: Path
+    env: dict[str, str]
+
+    def run(self, *argv: str) -> str:
+        """``campaign ARGV`` from the venv, in the work folder; its stdout, after asserting it succeeded."""
+        done = subprocess.run([str(self.venv / "bin" / "campaign"), *argv], cwd=self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, f"campaign {' '.join(argv)}: exit {done.returncode}\n{done.stderr}"
+        return done.stdout
+
+
+def _source_copy(dest: Path) -> Path:
+    """The working tree as git would commit it (tracked and new files, nothing ignored), copied to ``dest``.
+
+    The build writes ``build/`` and ``*.egg-info`` next to its sources; a copy keeps them out of the checkout.
+    """
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True, timeout=60).stdout  # fmt: skip
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a file deleted but not yet committed is still listed
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    base = tmp_path_factory.mktemp("wheel")
+    source = _source_copy(base / "src")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-index", "--no-deps", "--no-build-isolation", "-w",
+                    str(base / "dist"), str(source)], check=True, timeout=300)  # fmt: skip
+    (wheel,) = (base / "dist").glob("campaign_console-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
+                   timeout=120)  # fmt: skip
+    # pip itself comes from the system site packages; it installs into the venv it runs in.
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
+                   check=True, timeout=300)  # fmt: skip
+    workdir, home = base / "elsewhere", base / "home"
+    workdir.mkdir()
+    home.mkdir()
+    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR")
+    # No PYTHONPATH (it would put a checkout first), no user recipes, no $CAMPAIGN_DB.
+    env = {k: v for k, v in os.environ.items() if k in keep} | {"HOME": str(home)}
+    return Installed(venv, workdir, env)
+
+
+PROBE = """
+import json, agents, console, ops, recipes
+from importlib import resources
+print(json.dumps({"modules": [m.__file__ for m in (agents, console, ops, recipes)],
+                  "tcss": resources.files("console.tui").joinpath("console.tcss").is_file()}))
+"""
+
+
+def test_the_commands_import_the_wheels_copy_not_the_checkout(installed: Installed) -> None:
+    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE], cwd=installed.workdir,
+                          env=installed.env, capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    found = json.loads(done.stdout)
+    site = installed.venv / "lib"
+    for file in found["modules"]:
+        assert Path(file).is_relative_to(site) and not Path(file).is_relative_to(ROOT), file
+    assert found["tcss"], "the TUI's stylesheet (CSS_PATH in console/tui/app.py) is not in the wheel"
+
+
+def test_recipe_list_reads_the_shipped_recipes(installed: Installed) -> None:
+    rows = {r["arm"]: r for r in json.loads(installed.run("recipe", "list", "--json"))}
+    assert {"tiny-cpu", "qwen3.8-27b-nvfp4-b12x", "glm-5.3-flash-dp4-ep", "gpt-oss-120b-tp4"} <= set(rows)
+    assert {r["source"] for r in rows.values()} == {"shipped"}
+    assert rows["tiny-cpu"]["argv"][1] == "serve" and rows["tiny-cpu"]["argv"][2].endswith("/tiny-llama")
+    table = installed.run("recipe", "list")
+    assert "qwen3.8-27b-nvfp4-auto" in table and "1 error" in table  # lint ran against the shipped vLLM flags
+
+
+def test_user_recipes_layer_on_the_installed_ones(installed: Installed) -> None:
+    config = Path(installed.env["HOME"]) / ".config"
+    mine = config / "campaign-console" / "recipes" / "arms" / "mine.toml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text('[arms."my-tiny"]\nprofile = "tiny-llama"\n')
+    try:
+        rows = {r["arm"]: r for r in json.loads(installed.run("recipe", "list", "--json"))}
+    finally:
+        shutil.rmtree(config)
+    assert rows["my-tiny"]["source"] == str(mine) and rows["tiny-cpu"]["source"] == "shipped"
+
+
+def test_demo_then_export_summary(installed: Installed) -> None:
+    db = installed.workdir / "demo.db"
+    out = installed.run("--db", str(db), "demo")
+    assert "109 throughput rows" in out
+    lines = installed.run("--db", str(db), "export", "summary").splitlines()
+    header = lines[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[1:]]
+    assert len(rows) == 109 and {r["source"] for r in rows} == {"imported"}
+    assert any(r["arm"] == "qwen3.8-27b-nvfp4-b12x" and r["box"] == "seed-pro6000-600w" for r in rows)
