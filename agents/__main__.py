@@ -21,6 +21,8 @@ from agents.gpu import SOURCES
 def _daemon_options(ns: argparse.Namespace) -> dict:
     options: dict = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval,
                      "gpu_source": ns.gpu_source}
+    if ns.boot_id_file:
+        options["boot_id_file"] = ns.boot_id_file
     if ns.shutdown_cmd:
         argv = json.loads(ns.shutdown_cmd)
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--interval", type=float, default=1.0, help="sampling period in seconds")
     d.add_argument("--shutdown-cmd", help="JSON argv the watchdog runs to power the box off")
     d.add_argument("--gpu-source", choices=SOURCES, default="auto", help="force the GPU reader (default: auto)")
+    d.add_argument("--boot-id-file", type=Path, help="where the watchdog reads the kernel's per-boot id "
+                   "(default: /proc/sys/kernel/random/boot_id; a changed id means the box rebooted)")
     c = sub.add_parser("call", help="relay protocol lines between stdio and the daemon socket")
     c.add_argument("--home", required=True, type=Path)
     sub.add_parser("version", help="print this agent's content version")

@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import protocol
 from agents.gpu import GpuSampler
@@ -34,6 +34,9 @@ from agents.journal import Journal, now_ms
 from agents.package import agent_version
 from agents.probe import probe, time_zone
 from agents.supervisor import Supervisor
+
+if TYPE_CHECKING:  # imported at run time in _make_watchdog, which survives a build without it
+    from agents.watchdog import Watchdog
 
 DISK_FLOOR_BYTES = 512 * 1024 * 1024
 """Below this much free space in the agent home, samples stop (lifecycle events are still written)."""
@@ -47,8 +50,10 @@ PIDFILE = "agent.pid"
 class Agent:
     def __init__(self, home: Path, disk_floor_bytes: int = DISK_FLOOR_BYTES,
                  shutdown_argv: list[str] | None = None, sample_interval_s: float = 1.0,
-                 gpu_source: str = "auto") -> None:
+                 gpu_source: str = "auto", boot_id_file: Path | None = None) -> None:
         self.home = home
+        self.boot_id_file = boot_id_file
+        """Where the watchdog reads the kernel's boot id; None: /proc/sys/kernel/random/boot_id."""
         self.disk_floor_bytes = disk_floor_bytes
         self.shutdown_argv = shutdown_argv or ["shutdown", "-h", "now"]
         self.interval = sample_interval_s
@@ -64,7 +69,7 @@ class Agent:
         self.gpu: GpuSampler | None = None
         self.supervisor = Supervisor(home, self.journal, None)
         self.jobs = Jobs(home, self.journal)
-        self.watchdog: Any = None
+        self.watchdog: Watchdog | None = None
         self.server: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -83,9 +88,9 @@ class Agent:
             self.watchdog.restore()
         self._serve()
 
-    def _make_watchdog(self) -> Any:
+    def _make_watchdog(self) -> Watchdog | None:
         try:
-            from agents.watchdog import Watchdog
+            from agents.watchdog import BOOT_ID_PATH, Watchdog, read_boot_id
         except ImportError as exc:  # an agent built without the watchdog still samples and supervises
             self.warn("watchdog", f"watchdog unavailable in this agent build: {exc}")
             return None
@@ -94,7 +99,9 @@ class Agent:
             event = dict(event)
             self.journal.append(event.pop("kind"), **event)
 
-        return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box)
+        boot_id_file = self.boot_id_file or BOOT_ID_PATH
+        return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box,
+                        boot_id=lambda: read_boot_id(boot_id_file))
 
     def _shutdown_box(self) -> dict[str, Any]:
         proc = subprocess.run(self.shutdown_argv, capture_output=True, text=True, timeout=60, check=False)
@@ -292,7 +299,11 @@ class Agent:
         return {"lines": self.supervisor.log_tail(args.get("launch_id"), args.get("lines", 100))}  # type: ignore[arg-type]
 
     def op_probe(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        result = probe(console_t_ms=args.get("console_t_ms"), serving_python=args.get("serving_python"),
+        console_t_ms = args.get("console_t_ms")
+        if console_t_ms is not None and self.watchdog is not None:
+            with self._mutate:  # the console's UTC re-anchors a live deadline (a box back from a reboot)
+                self.watchdog.confirm_utc(console_t_ms)
+        result = probe(console_t_ms=console_t_ms, serving_python=args.get("serving_python"),
                        disk_path=str(self.home), serving_env_vars=args.get("serving_env"),
                        gpu_source=self.gpu_source)
         self.journal.append("probe", probe=result)
@@ -307,13 +318,14 @@ class Agent:
     def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("this agent build has no watchdog; push a current agent")
-        return self.watchdog.arm(args.get("timer_id"), args.get("deadline_ms"), args.get("action"),
-                                 args.get("console_now_ms"))
+        # The watchdog checks each argument and says what is wrong with it.
+        return self.watchdog.arm(args.get("timer_id"), args.get("deadline_ms"), args.get("action"),  # type: ignore[arg-type]
+                                 args.get("console_now_ms"))  # type: ignore[arg-type]
 
     def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("this agent build has no watchdog; push a current agent")
-        return self.watchdog.cancel(args.get("timer_id"))
+        return self.watchdog.cancel(args.get("timer_id"))  # type: ignore[arg-type]
 
     def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         self.journal.append("warning", where="agent", message=f"agent {os.getpid()} shutting down on request; "

@@ -20,13 +20,8 @@ import math
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-<<<<<<< HEAD
-from pathlib import Path
-from typing import Any
-=======
 from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING, Any
->>>>>>> packaging
+from typing import Any
 
 from console.errors import InputError
 from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow

@@ -31,7 +31,7 @@ def test_trust_then_connect_then_lint_refusal_and_kill_confirmation(
     assert "campaign box trust alpha" in capsys.readouterr().err
     assert main(["--db", db, "box", "trust", "alpha", "--yes"]) == 0
     captured = capsys.readouterr()
-    assert "presents ssh-ed25519 SHA256:" in captured.err and "trusted SHA256:" in captured.out in out
+    assert "presents ssh-ed25519 SHA256:" in captured.err and "trusted SHA256:" in captured.out
     assert main(["--db", db, "box", "connect", "alpha"]) == 0
     assert "new events ingested" in capsys.readouterr().out
     assert main(["--db", db, "box", "trust", "alpha", "--yes"]) == 0

@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from tests.support.agent_box import AgentBox, bin_with_fake_smi
 from tests.support.fleet_fixtures import FAST
 from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
 from tests.test_timers import TZS
+
+HOUR_MS = 3_600_000
 
 
 class AgentActions:
@@ -64,19 +67,27 @@ class AgentActions:
         raise RuntimeError("a test box on this machine is never powered off")
 
 
-@pytest.fixture
-def agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AgentBox]:
-    """A real agent daemon running in the parametrized TZ."""
-    box = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")], env={"TZ": request.param})
+@contextmanager
+def agent_with_an_arm(tmp_path: Path, tz: str, *extra_args: str) -> Iterator[AgentBox]:
+    """A real agent daemon running in ``tz``, serving one arm (``arm-1``)."""
+    box = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")], env={"TZ": tz},
+                   extra_args=list(extra_args))
     box.start()
     server = tmp_path / "fake_server.py"
     server.write_text(FAKE_SERVER)
-    box.ok("launch", launch_args(server, "arm-1", free_port()))
-    box.wait_for(state_of("arm-1", "serving"))
     try:
+        box.ok("launch", launch_args(server, "arm-1", free_port()))
+        box.wait_for(state_of("arm-1", "serving"))
         yield box
     finally:
         box.stop()
+
+
+@pytest.fixture
+def agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AgentBox]:
+    """A real agent daemon running in the parametrized TZ."""
+    with agent_with_an_arm(tmp_path, request.param) as box:
+        yield box
 
 
 @pytest.fixture
@@ -121,6 +132,41 @@ async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(ag
     assert log["fired"]["t_ms"] >= deadline
     assert log["pulled"]["detail"]["events"] > 0 and log["pulled"]["t_ms"] <= log["fired"]["t_ms"]
     agent.wait_for(state_of("arm-1", "stopped"))
+
+
+@pytest.mark.parametrize("tz", ["America/Los_Angeles", "Asia/Kolkata"])  # all TZs: test_watchdog.py
+def test_after_a_faked_reboot_with_the_box_clock_two_hours_ahead_the_arm_stops_at_the_deadline_not_before(
+    tmp_path: Path, tz: str
+) -> None:
+    boot_id = tmp_path / "boot_id"
+    boot_id.write_text("boot-1\n")
+
+    def console_now() -> int:  # the console's UTC: this box's clock runs two hours ahead of it
+        return time.time_ns() // 1_000_000 - 2 * HOUR_MS
+
+    with agent_with_an_arm(tmp_path, tz, "--boot-id-file", str(boot_id)) as agent:
+        sent = console_now()
+        deadline = sent + 6000
+        agent.ok("set_deadline", {"timer_id": 1, "deadline_ms": deadline, "action": "stop-arms",
+                                  "console_now_ms": sent})
+        agent.kill_hard()
+        boot_id.write_text("boot-2\n")  # the box comes back from a reboot
+        time.sleep(0.5)
+        agent.start()
+        restored = agent.wait_for(lambda e: e["kind"] == "deadline" and e["detail"].get("restored") is True)
+        clocks = restored["detail"]["clocks"]
+        assert restored["detail"]["rebooted"] is True and clocks["carried"] is True
+        assert clocks["box_clock_ms"] - clocks["trusted_ms"] > 2 * HOUR_MS  # the box clock says "long passed"
+        probed_at = console_now()
+        agent.ok("probe", {"console_t_ms": probed_at})  # a console check re-confirms UTC
+        reconfirmed = agent.wait_for(lambda e: e["kind"] == "deadline" and e["detail"].get("reconfirmed") is True)
+        assert reconfirmed["detail"]["trusted_before_ms"] < probed_at  # the carried count was behind, not ahead
+        event = fired(agent)
+        fired_at = event["t_ms"] - 2 * HOUR_MS  # on the console's clock
+        assert deadline <= fired_at <= max(deadline, probed_at) + 2500, fired_at - deadline
+        firing = agent.wait_for(lambda e: e["kind"] == "deadline" and e["state"] == "firing")
+        assert "late" not in firing["detail"] and firing["detail"]["clocks"]["carried"] is False
+        agent.wait_for(state_of("arm-1", "stopped"))
 
 
 # -- the production wiring: the service's box actions over the fleet's link to a local box's real agent --

@@ -1,8 +1,10 @@
-"""The box-side watchdog: a monotonic countdown that survives restarts and reboots and never fires early.
+"""The box-side watchdog: a countdown that survives restarts and reboots and never fires early.
 
-Unit tests drive it with injected clocks (UTC ms, monotonic s, boot id); the process tests host it in
-a real Python process with the real clocks, kill that process mid-countdown and restart it, and check
-that a real arm process is stopped on time. Every test runs under each TZ of the timer suite.
+Unit tests drive it with injected clocks: the true UTC (what the console reads), the box's wall clock
+(which the tests step and skew), the boot clock and the boot id; the process tests host it in a real
+Python process with the real clocks, kill that process mid-countdown and restart it, and check that a
+real arm process is stopped on time. Every test runs under each TZ of the timer suite, and one runs the
+same reboot under all of them in turn and finds every journal identical.
 """
 
 from __future__ import annotations
@@ -18,18 +20,21 @@ from typing import Any
 
 import pytest
 
-from agents.watchdog import GUARD_MS, STATE_FILE, Watchdog, too_early
-from tests.test_timers import CUTOFF_MS, FakeClock, process_tz  # noqa: F401 - every TZ
+from agents.watchdog import CHECKPOINT_S, GUARD_MS, STATE_FILE, Watchdog, too_early
+from tests.test_timers import CUTOFF_MS, TZS, FakeClock, process_tz  # noqa: F401 - every TZ
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMED_AT = CUTOFF_MS - 3 * 3_600_000
+HOUR_MS = 3_600_000
 
 
 class Box:
-    """The watchdog's surroundings: a journal, arms and a power switch that record what happened."""
+    """The watchdog's surroundings: a journal, arms and a power switch that record when (in true UTC)."""
 
-    def __init__(self, home: Path, clock: FakeClock, mono: list[float], boot: list[str], **kw: Any):
-        self.clock, self.mono, self.boot = clock, mono, boot
+    def __init__(self, home: Path, mono: float = 5000.0, boot: str | None = "boot-1", **kw: Any):
+        self.truth = FakeClock(ARMED_AT)  # true UTC: the console's clock
+        self.clock = FakeClock(ARMED_AT)  # the box's wall clock, which tests skew and step
+        self.mono, self.boot = [mono], [boot]
         self.journal: list[dict[str, Any]] = []
         self.stopped: list[int] = []
         self.powered_off: list[int] = []
@@ -47,30 +52,45 @@ class Box:
         if self.fail_stop:
             self.fail_stop -= 1
             raise OSError("kill failed")
-        self.stopped.append(self.clock())
+        self.stopped.append(self.truth())
         return {"stopped": 2}
 
     def _off(self) -> dict[str, Any]:
-        self.powered_off.append(self.clock())
+        self.powered_off.append(self.truth())
         return {"rc": 0}
 
     def advance(self, seconds: float, *, wall: bool = True) -> None:
+        """Time passes; ``wall=False``: the box's wall clock stands still (it was stepped back as much)."""
+        self.truth.advance(int(seconds * 1000))
         self.mono[0] += seconds
         if wall:
             self.clock.advance(int(seconds * 1000))
 
     def run(self, seconds: float, step: float = 1.0) -> None:
+        """Tick every ``step`` s; a coarse step keeps simulated hours cheap (a tick may write a checkpoint)."""
         for _ in range(int(seconds / step)):
             self.advance(step)
             self.wd.tick()
 
+    def reboot(self, downtime_s: float, box_clock_jump_ms: int = 0, boot: str | None = "boot-2") -> None:
+        """Power cycle: ``downtime_s`` pass until the agent runs again on a new boot clock, and the box's
+        wall clock comes back ``box_clock_jump_ms`` off where it was (an RTC set in the wrong zone...)."""
+        self.truth.advance(int(downtime_s * 1000))
+        self.clock.advance(int(downtime_s * 1000) + box_clock_jump_ms)
+        self.boot[0], self.mono[0] = boot, 7.0
+        self.wd = self.new_watchdog()
+        self.wd.restore()
+
     def states(self) -> list[str]:
         return [e["state"] for e in self.journal]
+
+    def last(self, state: str) -> dict[str, Any]:
+        return [e for e in self.journal if e["state"] == state][-1]
 
 
 @pytest.fixture
 def box(tmp_path: Path) -> Box:
-    return Box(tmp_path, FakeClock(ARMED_AT), [5000.0], ["boot-1"])
+    return Box(tmp_path)
 
 
 def test_it_stops_the_arms_at_the_deadline_not_before(box: Box) -> None:
@@ -88,42 +108,156 @@ def test_it_stops_the_arms_at_the_deadline_not_before(box: Box) -> None:
 
 def test_the_console_clock_sets_the_countdown_whatever_the_box_clock_says(box: Box) -> None:
     # The box's wall clock is an hour behind (a misconfigured host); the countdown is what the console sent.
-    box.clock.now_ms = ARMED_AT - 3_600_000
+    box.clock.now_ms = ARMED_AT - HOUR_MS
     box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
-    box.run(3 * 3600)
-    assert len(box.stopped) == 1 and box.stopped[0] == CUTOFF_MS - 3_600_000  # on the box's wrong clock
+    box.run(3 * 3600, step=60)
+    assert box.stopped == [CUTOFF_MS]
+    assert box.last("firing")["detail"]["clocks"] == {
+        "trusted_ms": CUTOFF_MS, "box_clock_ms": CUTOFF_MS - HOUR_MS, "box_clock_corrected_ms": CUTOFF_MS,
+        "carried": False}
 
 
-def test_a_restarted_agent_rearms_from_its_state_file(box: Box) -> None:
+def test_a_restarted_agent_keeps_its_anchor_whatever_the_box_clock_did_meanwhile(box: Box) -> None:
     box.wd.arm(3, CUTOFF_MS, "stop-arms", ARMED_AT)
-    box.run(3600)
-    box.wd = box.new_watchdog()  # the agent was killed and started again in the same boot
+    box.run(3600, step=60)
+    box.wd = box.new_watchdog()  # the agent was killed and started again in the same boot ...
+    box.clock.advance(2 * HOUR_MS)  # ... and meanwhile the box's wall clock jumped two hours ahead
     assert box.wd.timers() == []
     box.wd.restore()
-    assert box.wd.timers()[0]["remaining_s"] == pytest.approx(7200)
-    assert box.journal[-1]["state"] == "armed" and box.journal[-1]["detail"] == {"restored": True, "rebooted": False}
-    box.run(7200)
+    assert box.wd.timers()[0]["remaining_s"] == 7200
+    restored = box.journal[-1]
+    assert restored["state"] == "armed" and restored["detail"]["restored"] is True
+    assert restored["detail"]["rebooted"] is False and restored["detail"]["clocks"]["carried"] is False
+    box.run(7200 - 60, step=60)
+    box.run(59)
+    assert box.stopped == [] and "refused-early" in box.states()  # the box clock said "passed" for 2 h
+    box.run(1)
     assert box.stopped == [CUTOFF_MS]
 
 
-def test_after_a_reboot_it_rearms_from_the_utc_deadline(box: Box) -> None:
-    box.clock.now_ms = ARMED_AT + 120_000  # box clock 2 min ahead of the console's: skew -120 s
+def test_after_a_reboot_it_counts_on_from_the_last_known_good_utc(box: Box) -> None:
+    box.clock.now_ms = ARMED_AT + 120_000  # box clock 2 min ahead of the console's
     box.wd.arm(3, CUTOFF_MS, "shutdown", ARMED_AT)
-    box.run(3600)
-    box.boot[0], box.mono[0] = "boot-2", 12.0  # monotonic restarts at boot
-    box.advance(300)  # the reboot took five minutes
-    box.wd = box.new_watchdog()
+    box.run(3600, step=60)
+    box.reboot(300)  # down five minutes, which no clock on the box can vouch for
+    restored = box.journal[-1]["detail"]
+    assert restored["restored"] is True and restored["rebooted"] is True and restored["clocks"]["carried"] is True
+    assert restored["clocks"]["box_clock_corrected_ms"] is None  # no offset measured in this boot: no vote
+    assert box.wd.timers()[0]["remaining_s"] == 7200  # the downtime is not counted
+    box.run(7200, step=60)
+    assert box.stopped == [CUTOFF_MS + 300_000]  # late by the downtime, never early
+    assert "downtime" in box.last("firing")["detail"]["late"]
+
+
+@pytest.mark.parametrize("jump_ms", [2 * HOUR_MS, -2 * HOUR_MS], ids=["ahead", "behind"])
+@pytest.mark.parametrize("ntp_fixes_it", [False, True], ids=["stays-wrong", "corrected"])
+def test_a_box_clock_two_hours_off_after_a_reboot_never_fires_early(box: Box, jump_ms: int,
+                                                                     ntp_fixes_it: bool) -> None:
+    box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
+    box.run(3600, step=60)
+    box.run(5)  # 5 s after the last checkpoint
+    box.reboot(60, jump_ms)
+    box.run(1800, step=60)
+    if ntp_fixes_it:
+        box.clock.now_ms = box.truth()
+    box.run(2 * 3600 - 1800 - 60, step=60)
+    box.run(59)
+    assert box.stopped == []
+    box.run(1)  # trusted now = the last checkpoint + the time since the agent came back
+    assert box.stopped == [CUTOFF_MS + 65_000]
+    assert CUTOFF_MS <= box.stopped[0] <= CUTOFF_MS + (60 + CHECKPOINT_S) * 1000  # the documented bound
+    firing = box.last("firing")
+    assert firing["detail"]["clocks"]["carried"] is True and "never early" in firing["detail"]["late"]
+    refusals = [e["detail"] for e in box.journal if e["state"] == "refused-early"]
+    if ntp_fixes_it:  # the right box clock says "passed" while the count is still 65 s short: it waits
+        last = refusals[-1]
+        assert last["clocks"]["box_clock_ms"] - last["clocks"]["trusted_ms"] == 65_000
+    if jump_ms < 0:
+        assert ntp_fixes_it or refusals == []  # a box clock behind has no say after a reboot
+        return
+    # Ahead: from the moment the box clock said "passed", each refusal says why, with both clocks.
+    first = refusals[0]
+    assert first["clocks"]["box_clock_ms"] - first["clocks"]["trusted_ms"] == 2 * HOUR_MS + 65_000
+    assert first["now_ms"] == first["clocks"]["trusted_ms"] and first["remaining_s"] > 2 * 3600 - 65 - 60
+    assert first["deadline_ms"] == CUTOFF_MS and "box clock says the deadline has passed" in first["why"]
+    assert 1 < len(refusals) <= (1800 if ntp_fixes_it else 2 * 3600) / 60 + 1, "once a minute at most"
+
+
+def test_a_console_confirmation_after_a_reboot_removes_the_lateness(box: Box) -> None:
+    box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
+    box.run(3600, step=60)
+    box.reboot(600, 2 * HOUR_MS)
+    box.run(60)
+    box.wd.confirm_utc(box.truth())  # a probe from the console, with its UTC
+    reconfirmed = box.journal[-1]
+    assert reconfirmed["state"] == "armed" and reconfirmed["detail"]["reconfirmed"] is True
+    assert reconfirmed["detail"]["console_now_ms"] - reconfirmed["detail"]["trusted_before_ms"] == 600_000
+    assert reconfirmed["detail"]["clocks"]["carried"] is False
+    assert reconfirmed["remaining_s"] == 2 * 3600 - 660
+    box.run(2 * 3600 - 660, step=60)
+    assert box.stopped == [CUTOFF_MS]
+
+
+def test_an_unreadable_boot_id_still_sees_a_reboot_by_its_boot_clock(tmp_path: Path) -> None:
+    box = Box(tmp_path, boot=None)
+    box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
+    box.run(3 * 3600 - 600, step=60)
+    box.reboot(120, boot=None)  # the boot clock went back from ~15k s to 7 s
+    assert box.journal[-1]["detail"]["rebooted"] is True
+    box.run(720, step=60)
+    assert box.stopped == [CUTOFF_MS + 120_000]
+
+
+def test_the_rule_involves_no_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same reboot with the box clock two hours ahead, under each zone in turn: identical journals
+    and state files (the zone appears only where a refusal names the zone in force)."""
+    seen: dict[str, tuple[list[dict[str, Any]], str]] = {}
+    zones = set()
+    for tz in TZS:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+        box = Box(tmp_path / tz.replace("/", "-"))
+        box.wd.arm(1, CUTOFF_MS, "destroy", ARMED_AT)
+        box.run(3600, step=60)
+        box.reboot(300, 2 * HOUR_MS)
+        box.run(2 * 3600 + 300 + 120, step=60)
+        for event in box.journal:
+            zones.add(event["detail"].pop("tz", None))
+        seen[tz] = box.journal, (box.home / STATE_FILE).read_text()
+    assert len(zones - {None}) == len(TZS)
+    first = seen[TZS[0]]
+    assert box.stopped == [CUTOFF_MS + 300_000] and box.powered_off == [CUTOFF_MS + 420_000]
+    assert all(other == first for other in seen.values())
+
+
+def test_an_older_agents_state_file_is_rearmed_late_never_early(box: Box) -> None:
+    """An agent replaced while a timer was armed: the old countdown ran on another clock, so the count
+    restarts from the console's UTC at arming."""
+    v1 = {"timer_id": "3", "deadline_ms": CUTOFF_MS, "action": "stop-arms", "skew_ms": -120_000,
+          "armed_ms": ARMED_AT + 120_000, "boot_id": "boot-1", "mono_deadline": 15800.0, "warned": [],
+          "state": "armed"}
+    (box.home / STATE_FILE).write_text(json.dumps({"version": 1, "timers": {"3": v1}}))
+    box.advance(600)
     box.wd.restore()
-    assert box.journal[-1]["detail"] == {"restored": True, "rebooted": True}
-    assert box.wd.timers()[0]["remaining_s"] == pytest.approx(3 * 3600 - 3600 - 300)
-    box.run(3 * 3600 - 3600 - 300)
-    assert box.stopped == [CUTOFF_MS + 120_000]  # the console's 01:27, read on the box's skewed clock
+    assert box.wd.timers()[0]["remaining_s"] == 3 * 3600 and box.journal[-1]["detail"]["clocks"]["carried"]
+    box.run(3 * 3600, step=60)
+    assert box.stopped == [CUTOFF_MS + 600_000]
+
+
+def test_the_state_file_is_private_and_checkpointed_while_armed(box: Box) -> None:
+    box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
+    path = box.home / STATE_FILE
+    assert path.stat().st_mode & 0o777 == 0o600
+    box.run(25)
+    anchor = json.loads(path.read_text())["anchor"]
+    assert ARMED_AT + 25_000 - CHECKPOINT_S * 1000 <= anchor["utc_ms"] <= ARMED_AT + 25_000
+    assert anchor["boot_id"] == "boot-1" and anchor["skew_ms"] == 0
 
 
 def test_shutdown_waits_a_grace_for_the_console_to_pull(tmp_path: Path) -> None:
-    box = Box(tmp_path, FakeClock(ARMED_AT), [0.0], ["b"], shutdown_grace_s=120)
+    box = Box(tmp_path, mono=0.0, boot="b", shutdown_grace_s=120)
     box.wd.arm(1, CUTOFF_MS, "destroy", ARMED_AT)
-    box.run(3 * 3600)
+    box.run(3 * 3600, step=60)
     assert box.stopped == [CUTOFF_MS] and box.powered_off == []
     box.run(119)
     assert box.powered_off == []
@@ -137,39 +271,54 @@ def test_shutdown_waits_a_grace_for_the_console_to_pull(tmp_path: Path) -> None:
 
 
 def test_a_reboot_during_the_grace_counts_as_powered_off(tmp_path: Path) -> None:
-    box = Box(tmp_path, FakeClock(ARMED_AT), [0.0], ["b"], shutdown_grace_s=120)
+    box = Box(tmp_path, mono=0.0, boot="b", shutdown_grace_s=120)
     box.wd.arm(1, CUTOFF_MS, "shutdown", ARMED_AT)
-    box.run(3 * 3600 + 10)
-    box.boot[0] = "b2"
-    box.wd = box.new_watchdog()
-    box.wd.restore()
+    box.run(3 * 3600, step=60)
+    box.run(10)
+    box.reboot(30)
     box.run(300)
     assert box.powered_off == []
 
 
 def test_early_fire_guard_refuses_and_logs_now_deadline_remaining_tz(box: Box) -> None:
     box.wd.arm(9, CUTOFF_MS, "stop-arms", ARMED_AT)
-    box.run(3 * 3600 - 3600)
+    box.run(3 * 3600 - 3600, step=60)
     # The wall clock is stepped back an hour (say, a zone misread by whatever sets it) while the
-    # countdown runs out: the persisted UTC deadline says an hour remains, so nothing is stopped.
+    # countdown runs out: the second opinion, the box clock corrected by the offset measured at arming,
+    # says an hour remains, so nothing is stopped until the two agree.
     box.advance(3600, wall=False)
     box.wd.tick()
     assert box.stopped == []
     refused = box.journal[-1]
     assert refused["state"] == "refused-early"
     d = refused["detail"]
-    assert d["now_ms"] == CUTOFF_MS - 3_600_000 and d["deadline_ms"] == CUTOFF_MS and d["remaining_s"] == 3600
+    assert d["now_ms"] == CUTOFF_MS - HOUR_MS and d["deadline_ms"] == CUTOFF_MS and d["remaining_s"] == 3600
     assert d["tz"].startswith(f"TZ={os.environ['TZ']} ")
+    assert d["clocks"] == {"trusted_ms": CUTOFF_MS, "box_clock_ms": CUTOFF_MS - HOUR_MS,
+                           "box_clock_corrected_ms": CUTOFF_MS - HOUR_MS, "carried": False}
     box.run(59)
     assert box.states().count("refused-early") == 1, "a standing refusal is journaled once a minute"
     box.run(3600)
-    assert box.stopped and CUTOFF_MS - GUARD_MS <= box.stopped[0] <= CUTOFF_MS + 60_000
+    box_clock_at_stop = box.stopped[0] - HOUR_MS
+    assert CUTOFF_MS - GUARD_MS <= box_clock_at_stop <= CUTOFF_MS + 60_000
+
+
+def test_a_console_confirmation_ends_a_hold_by_the_box_clock(box: Box) -> None:
+    box.wd.arm(9, CUTOFF_MS, "stop-arms", ARMED_AT)
+    box.run(3 * 3600 - 60, step=60)
+    box.run(50)
+    box.clock.advance(-HOUR_MS)  # stepped back an hour just before the deadline
+    box.run(20)
+    assert box.stopped == [] and box.journal[-1]["state"] == "refused-early"
+    box.wd.confirm_utc(box.truth())  # the console's UTC: the box clock's offset is measured anew
+    box.run(1)
+    assert box.stopped == [CUTOFF_MS + 11_000]
 
 
 def test_a_failed_stop_is_retried(box: Box) -> None:
     box.fail_stop = 1
     box.wd.arm(2, CUTOFF_MS, "stop-arms", ARMED_AT)
-    box.run(3 * 3600)
+    box.run(3 * 3600, step=60)
     assert box.stopped == [] and "kill failed" in box.journal[-1]["detail"]["stop_arms_error"]
     box.run(10)
     assert box.stopped == [CUTOFF_MS + 10_000]
@@ -185,14 +334,40 @@ def test_cancel_and_bad_input(box: Box) -> None:
         box.wd.arm(5, CUTOFF_MS, "reboot", ARMED_AT)
     with pytest.raises(ValueError, match="timer_id must be"):
         box.wd.arm(None, CUTOFF_MS, "stop-arms", ARMED_AT)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="integer UTC epoch milliseconds"):
+    with pytest.raises(ValueError, match="deadline_ms must be integer UTC epoch milliseconds"):
         box.wd.arm(5, "2026-09-06 01:27", "stop-arms", ARMED_AT)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="console_t_ms must be integer UTC epoch milliseconds"):
+        box.wd.confirm_utc("01:27")  # type: ignore[arg-type]
+    box.wd.confirm_utc(ARMED_AT)  # nothing is armed: nothing to anchor
+    assert json.loads((box.home / STATE_FILE).read_text())["timers"] == {}
+
+
+def test_a_failing_checkpoint_does_not_hold_up_the_stop(box: Box) -> None:
+    """A full disk: every state write fails (here the temporary file cannot be created); the daemon's
+    tick journals each failure and goes on, and the arms are still stopped at the deadline."""
+    box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
+    (box.home / (STATE_FILE + ".tmp")).mkdir()
+    failures = 0
+    for _ in range(3 * 3600 // 60):
+        box.advance(60)
+        try:
+            box.wd.tick()
+        except OSError:
+            failures += 1
+    assert box.stopped == [CUTOFF_MS] and failures > 100
 
 
 def test_a_damaged_state_file_fails_loudly(box: Box) -> None:
     (box.home / STATE_FILE).write_text("{not json")
     with pytest.raises(RuntimeError, match="cannot read watchdog state"):
         box.wd.restore()
+    timer = {"timer_id": "1", "deadline_ms": CUTOFF_MS, "action": "stop-arms"}
+    anchor = {"boot_id": "b", "mono_ms": 0, "utc_ms": ARMED_AT, "skew_ms": None}
+    for damaged in ({"anchor": {"boot_id": "b"}}, {"anchor": anchor | {"utc_ms": "01:27"}},
+                    {"anchor": None, "timers": {"1": timer}}, {"anchor": anchor, "timers": {"1": timer | {"state": "?"}}}):
+        (box.home / STATE_FILE).write_text(json.dumps({"version": 2, "timers": {}} | damaged))
+        with pytest.raises(RuntimeError, match="cannot read watchdog state"):
+            box.wd.restore()
 
 
 def test_too_early_is_the_shared_30s_rule() -> None:
@@ -252,7 +427,7 @@ def test_a_killed_and_restarted_watchdog_process_stops_the_arm_on_time(tmp_path:
                 break
             time.sleep(0.05)
         assert [e["state"] for e in lines] == ["armed", "armed", "firing", "fired"]
-        assert lines[1]["detail"] == {"restored": True, "rebooted": False}
+        assert lines[1]["detail"]["restored"] is True and lines[1]["detail"]["rebooted"] is False
         killed_at = lines[-1]["detail"]["stop_arms"]["t_ms"]
         assert deadline <= killed_at <= deadline + 1000, killed_at - deadline
     finally:
