@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from typing import Any, Protocol
@@ -299,7 +299,8 @@ class Enforcer:
         last_fail = timers.last_event_ms(timer.id, failed)
         return last_fail is None or self.clock() - last_fail >= RETRY_MS
 
-    async def _attempt(self, timer: Timer, ok: str, failed: str, call: Any) -> dict[str, Any] | None:
+    async def _attempt(self, timer: Timer, ok: str, failed: str,
+                       call: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:  # fmt: skip
         try:
             result = await call
         except Exception as exc:

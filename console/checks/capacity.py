@@ -34,7 +34,7 @@ def _gpu_rows(probe: dict[str, Any]) -> list[dict[str, Any]]:
         total, used = num(g.get("mem_total_mib")), num(g.get("mem_used_mib"))
         rows.append({"gpu": g.get("index"), "total_mib": total, "used_mib": used,
                      "free_mib": None if total is None or used is None else total - used,
-                     "processes": procs.get(g.get("index"), [])})
+                     "processes": procs.get(g["index"], []) if isinstance(g.get("index"), int) else []})
     return rows
 
 

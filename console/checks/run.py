@@ -87,10 +87,13 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
         tail = (proc.stderr or proc.stdout).strip()[-600:]
         raise CheckError(f"box {box.name}: `{' '.join(argv[1:5])}` exited {proc.returncode}: {tail}")
     try:
-        return json.loads(proc.stdout)
+        probe = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
         raise CheckError(f"box {box.name}: the agent probe printed something that is not JSON "
                          f"({proc.stdout[:200]!r})") from exc
+    if not isinstance(probe, dict):
+        raise CheckError(f"box {box.name}: the agent probe answered {type(probe).__name__}, not a probe object")
+    return probe
 
 
 def serving_python(box: Box) -> str | None:

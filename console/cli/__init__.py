@@ -77,7 +77,7 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _accept_db_anywhere(sub: argparse._SubParsersAction) -> None:
+def _accept_db_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Let ``--db PATH`` also follow the subcommand (``campaign export summary --db x.db``)."""
     for parser in sub.choices.values():
         if "--db" not in parser._option_string_actions:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from console.store import Store, resolve_db_path
 
 
-def register(sub: argparse._SubParsersAction, help_text: str) -> None:
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser(
         "browse",
         help=help_text,

@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
         arms = service.store.sweeps.arms(sweep.id)
         left = [a for a in arms if a.state not in FINISHED]
         verb = "resuming" if resumed else "starting"
-        say(f"{verb} sweep #{sweep.id}: {sweep.list} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
+        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
             f"shapes {','.join(sweep.shapes)} x concurrency {','.join(map(str, sweep.concurrency))}")  # fmt: skip
         bar = ProgressBar()
         try:
@@ -106,7 +106,7 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
     state = sweep.state
     if state == "running" and not runner_alive(sweep):
         state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
-    print(f"sweep #{sweep.id} {sweep.list} on {sweep.box}: {state}" + (f" ({sweep.detail})" if sweep.detail else ""))
+    print(f"sweep #{sweep.id} {sweep.list_name} on {sweep.box}: {state}" + (f" ({sweep.detail})" if sweep.detail else ""))
     table = []
     for a in arms:
         good = [b for b in a["benches"] if b["out_tok_per_s"] is not None]

@@ -459,7 +459,7 @@ class SweepEntry:
     """A sweep as of the cursor: its list, box, state and every arm in walk order."""
 
     id: int
-    list: str
+    list_name: str
     box: str
     state: str  # running, interrupted, done, abandoned
     detail: str | None

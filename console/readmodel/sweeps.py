@@ -62,7 +62,7 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
         out.append(
             SweepEntry(
                 id=s["id"],
-                list=s["list"],
+                list_name=s["list"],
                 box=s["box"],
                 state=state,
                 detail=s["detail"] if s["updated_ms"] <= at else None,

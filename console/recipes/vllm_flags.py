@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 DATA = resources.files("console.recipes") / "vllm_flags.json"  # package data: read the same from a wheel
 
@@ -18,7 +19,7 @@ DATA = resources.files("console.recipes") / "vllm_flags.json"  # package data: r
 @dataclass(frozen=True)
 class VllmFlags:
     version: str
-    flags: dict[str, dict]
+    flags: dict[str, dict[str, Any]]
     kernel_backends: dict[str, list[str]]
     reasoning_parsers: list[str]
     tool_call_parsers: list[str]

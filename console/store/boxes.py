@@ -97,9 +97,9 @@ class Boxes:
         box.created_ms = box.created_ms or now
         box.updated_ms = now
         with self.store.atomic() as db:
-            if db["boxes"].count_where("name = ?", [box.name]):
+            if db.table("boxes").count_where("name = ?", [box.name]):
                 raise BoxExists(box.name)
-            db["boxes"].insert(asdict(box))
+            db.table("boxes").insert(asdict(box))
         return box
 
     def ensure_local(self) -> Box:
@@ -125,12 +125,12 @@ class Boxes:
             raise ValueError(f"unknown box fields: {sorted(unknown)}")
         values["updated_ms"] = self.store.clock()
         with self.store.atomic() as db:
-            if not db["boxes"].count_where("name = ?", [name]):
+            if not db.table("boxes").count_where("name = ?", [name]):
                 raise NoSuchBox(name)
-            db["boxes"].update(name, values)
+            db.table("boxes").update(name, values)
 
     def remove(self, name: str) -> None:
         with self.store.atomic() as db:
-            if not db["boxes"].count_where("name = ?", [name]):
+            if not db.table("boxes").count_where("name = ?", [name]):
                 raise NoSuchBox(name)
             db.execute("DELETE FROM boxes WHERE name = ?", [name])

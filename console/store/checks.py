@@ -54,7 +54,7 @@ def gpu_summary(probe: dict[str, Any]) -> str | None:
     if not gpus:
         return None
     names = sorted({g.get("name") or "?" for g in gpus})
-    limits = sorted({g.get("enforced_limit_w") for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)})
+    limits = sorted({float(g["enforced_limit_w"]) for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)})
     power = f", {'/'.join(f'{w:.0f}' for w in limits)} W" if limits else ""
     return f"{len(gpus)}x {' + '.join(names)}{power}"
 
@@ -90,7 +90,8 @@ class Checks:
                 "INSERT INTO probes(box, t_ms, console_t_ms, data) VALUES (?, ?, ?, ?)",
                 [box, t_ms, console_t_ms, data],
             )
-            probe_id = int(cur.lastrowid)
+            assert cur.lastrowid is not None
+            probe_id = cur.lastrowid
             db.execute(
                 "UPDATE boxes SET tz = ?, gpu_summary = ?, updated_ms = ? WHERE name = ?",
                 [probe.get("tz"), gpu_summary(probe), self.store.clock(), box],

@@ -181,6 +181,14 @@ class Store:
         with self.db.atomic() as db:
             yield db
 
+    def insert(self, table: str, values: dict[str, Any]) -> int:
+        """Insert one row (inside ``atomic()``) and return its rowid."""
+        cursor = self.db.execute(
+            f"INSERT INTO {table}({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         """Read rows as dicts; the TUI and exports read through the store's query helpers."""
         return list(self.db.query(sql, params))

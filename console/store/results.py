@@ -151,7 +151,7 @@ class Results:
         if values.get("total_tok_per_s") is None and row.get("in_tok_per_s") is not None \
                 and row.get("out_tok_per_s") is not None:  # fmt: skip
             values["total_tok_per_s"] = row["in_tok_per_s"] + row["out_tok_per_s"]
-        with self.store.atomic() as db:
+        with self.store.atomic():
             launch_id = values.get("launch_id")
             if launch_id:
                 if not values.get("kernel_line"):
@@ -166,7 +166,7 @@ class Results:
                     if latest:
                         values["tripwire_id"] = latest[0]["id"]
                         values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
-            return int(db["bench_runs"].insert(values).last_pk)
+            return self.store.insert("bench_runs", values)
 
     def add_tripwire_run(self, row: dict[str, Any]) -> int:
         """Store a tripwire verdict and attach it to the launch's throughput rows.
@@ -180,7 +180,7 @@ class Results:
         values = _encode(row, TRIPWIRE_COLUMNS)
         values.setdefault("t_ms", self.store.clock())
         with self.store.atomic() as db:
-            tripwire_id = int(db["tripwire_runs"].insert(values).last_pk)
+            tripwire_id = self.store.insert("tripwire_runs", values)
             if values.get("launch_id"):
                 db.execute(
                     "UPDATE bench_runs SET tripwire_id = ?, diagnostic_only = max(diagnostic_only, ?) "
@@ -197,8 +197,8 @@ class Results:
             raise ResultError(f"task accuracy {row['overall']} for {row['model']} is outside 0..1")
         values = _encode(row, EVAL_COLUMNS)
         values.setdefault("t_ms", self.store.clock())
-        with self.store.atomic() as db:
-            return int(db["eval_runs"].insert(values).last_pk)
+        with self.store.atomic():
+            return self.store.insert("eval_runs", values)
 
     def add_api_price(self, price: ApiPrice) -> None:
         """Insert or replace the price of (model, provider): prices move, the latest entry counts."""
@@ -234,7 +234,8 @@ class Results:
         if gpus:
             sql += f" AND gpu IN ({','.join('?' * len(gpus))})"
             params += gpus
-        return self.store.scalar(sql, params)
+        limit = self.store.scalar(sql, params)
+        return None if limit is None else float(limit)
 
     # -- imports ---------------------------------------------------------------------------------
     def has_measured_data(self) -> bool:
@@ -269,13 +270,12 @@ class Results:
                 # Cascades to the bench, tripwire and eval rows of that import and nothing else.
                 db.execute("DELETE FROM imports WHERE id = ?", [import_id])
             if old:
-                for box in {launch.box for launch in payload.launches}:
-                    db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [box])
-                    db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [box])
-                    db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [box])
-            import_id = int(db["imports"].insert(
-                {"t_ms": now, "source": source, "provenance": provenance, "rows": payload.row_count, "digest": digest}
-            ).last_pk)  # fmt: skip
+                for name in {launch.box for launch in payload.launches}:
+                    db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [name])
+                    db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [name])
+                    db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [name])
+            import_id = self.store.insert("imports", {"t_ms": now, "source": source, "provenance": provenance,
+                                                      "rows": payload.row_count, "digest": digest})  # fmt: skip
             for box in payload.boxes:
                 self._import_box(box)
             for launch in payload.launches:
@@ -284,11 +284,11 @@ class Results:
             for launch_id, tw in payload.tripwires.items():
                 values = _encode({**tw, "launch_id": launch_id, "t_ms": now, "source": "imported",
                                   "import_id": import_id}, TRIPWIRE_COLUMNS)  # fmt: skip
-                tripwire_ids[launch_id] = int(db["tripwire_runs"].insert(values).last_pk)
+                tripwire_ids[launch_id] = self.store.insert("tripwire_runs", values)
             for row in payload.bench_runs:
                 values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
                 values["tripwire_id"] = tripwire_ids.get(row.get("launch_id", ""))
-                db["bench_runs"].insert(values)
+                self.store.insert("bench_runs", values)
             for row in payload.eval_runs:
                 self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
             for price in payload.api_prices:

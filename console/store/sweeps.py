@@ -30,7 +30,7 @@ class SweepBusy(StoreError):
 @dataclass
 class SweepRow:
     id: int
-    list: str
+    list_name: str
     box: str
     shapes: list[str]
     concurrency: list[int]
@@ -45,7 +45,7 @@ class SweepRow:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepRow:
         return cls(
-            id=row["id"], list=row["list"], box=row["box"], shapes=json.loads(row["shapes"]),
+            id=row["id"], list_name=row["list"], box=row["box"], shapes=json.loads(row["shapes"]),
             concurrency=json.loads(row["concurrency"]), bench_degenerate=bool(row["bench_degenerate"]),
             state=row["state"], runner_pid=row["runner_pid"], runner_host=row["runner_host"], detail=row["detail"],
             created_ms=row["created_ms"], updated_ms=row["updated_ms"],
@@ -100,12 +100,12 @@ class Sweeps:
                candidates: list[dict[str, Any]], runner: tuple[int, str]) -> SweepRow:  # fmt: skip
         """A new sweep with its planned candidates (``origin``, ``arm``, optional base/backends), in order."""
         now = self.store.clock()
-        with self.store.atomic() as db:
-            sweep_id = int(db["sweeps"].insert({
+        with self.store.atomic():
+            sweep_id = self.store.insert("sweeps", {
                 "list": list_name, "box": box, "shapes": dumps(shapes), "concurrency": dumps(concurrency),
                 "bench_degenerate": int(bench_degenerate), "state": "running", "runner_pid": runner[0],
                 "runner_host": runner[1], "created_ms": now, "updated_ms": now,
-            }).last_pk)  # fmt: skip
+            })  # fmt: skip
             for candidate in candidates:
                 self.queue(sweep_id, **candidate)
         return self.get(sweep_id)
@@ -136,7 +136,7 @@ class Sweeps:
         sweep = self.get(sweep_id)
         if sweep.state == "running" and alive and sweep.runner_pid != runner[0]:
             raise SweepBusy(
-                f"sweep #{sweep_id} ({sweep.list} on {sweep.box}) is being walked by pid {sweep.runner_pid} on "
+                f"sweep #{sweep_id} ({sweep.list_name} on {sweep.box}) is being walked by pid {sweep.runner_pid} on "
                 f"{sweep.runner_host}; stop that process first (its arms are recorded as they finish)"
             )
         self._update_sweep(sweep_id, state="running", runner_pid=runner[0], runner_host=runner[1], detail=None)

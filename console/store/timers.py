@@ -63,7 +63,8 @@ class Timers:
                 "VALUES (?, ?, ?, 'armed', ?, ?, ?)",
                 [box, deadline_ms, action, input_text, now_ms, now_ms],
             )
-            timer_id = int(cur.lastrowid)
+            assert cur.lastrowid is not None
+            timer_id = cur.lastrowid
             self.log(timer_id, "armed", enforcer="console", now_ms=now_ms, deadline_ms=deadline_ms,
                      detail=detail)
         return self.get(timer_id)
@@ -122,8 +123,8 @@ class Timers:
                                       [timer_id, event]))
 
     def last_event_ms(self, timer_id: int, event: str) -> int | None:
-        return self.store.scalar("SELECT max(t_ms) FROM timer_log WHERE timer_id = ? AND event = ?",
-                                 [timer_id, event])
+        t_ms = self.store.scalar("SELECT max(t_ms) FROM timer_log WHERE timer_id = ? AND event = ?", [timer_id, event])
+        return None if t_ms is None else int(t_ms)
 
     def box_tz(self, box: str) -> str | None:
         """The box's zone from its latest probe; None when it was never probed (never guessed)."""

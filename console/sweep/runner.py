@@ -165,12 +165,12 @@ class SweepRunner:
             await asyncio.shield(self._stop_live(self._arm_name(current), wait=False))
 
     def _arm_name(self, candidate: SweepArm) -> str:
-        return materialize(self.service.catalog, candidate, self.sweep.list).name
+        return materialize(self.service.catalog, candidate, self.sweep.list_name).name
 
     async def _walk(self, candidate: SweepArm) -> None:
         sweeps = self.store.sweeps
         try:
-            arm = materialize(self.service.catalog, candidate, self.sweep.list)
+            arm = materialize(self.service.catalog, candidate, self.sweep.list_name)
         except PlanError as exc:
             sweeps.start_arm(candidate.id, None)
             sweeps.finish_arm(candidate.id, "refused", str(exc))

@@ -160,7 +160,7 @@ class ConsoleApp(App[None]):
         self.history.append(self.current_mode)
         self.switch_mode(name)
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         screen = self.screen
         if isinstance(screen, ViewScreen) and screen.close_filter(keep=False):
             return

@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from console.errors import InputError
 
@@ -145,7 +145,7 @@ VIEWS_GROUP = Binding.Group("views", compact=True)
 """The number keys share one footer entry (``123456 views``) so `? help` still fits in 80 columns."""
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:
     """Textual bindings of one scope, with ids so ``App.set_keymap`` can remap them."""
     return [
         Binding(s.keys, s.action, s.description, show=s.show, id=s.id,

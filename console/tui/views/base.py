@@ -8,6 +8,7 @@ asked to reload, so eight boxes of background data cost nothing until the operat
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -156,10 +157,14 @@ def toned_block(lines: list[str]) -> Text:
     return text
 
 
+Cell = str | Text
+"""What a table cell holds: plain text, or text styled with its word (never a colour alone)."""
+
+
 def fill_table(
-    table: DataTable[str],
+    table: DataTable[Cell],
     columns: tuple[str, ...],
-    rows: list[tuple[list[str | Text], str]],
+    rows: Sequence[tuple[Sequence[Cell], str]],
     cursor_key: str | None = None,
 ) -> None:
     """Replace a table's rows, sizing each column to its widest cell.

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Static
 
 from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
 from console.tui import keymap
-from console.tui.views.base import ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, fill_table, toned
 
 # Cost, quality and the frontier word first: at 80 columns they stay visible, the API and box follow.
 COLUMNS = ("arm", "$/Mtok", "accuracy", "frontier", "API $/Mtok", "API/node", "box", "$/h active", "rows")
@@ -76,7 +76,7 @@ class EconomicsScreen(ViewScreen):
         self.rows = [
             r for r in data.rows if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
         ]
-        cells = [
+        cells: list[tuple[list[Cell], str]] = [
             (
                 [
                     r.arm,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -10,7 +9,7 @@ from console.readmodel import FleetRow
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.render import timer_lines
-from console.tui.views.base import ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, fill_table, toned
 
 COLUMNS = ("box", "state", "GPUs", "$/h", "checks", "serving", "stop in")
 
@@ -54,11 +53,11 @@ class FleetScreen(ViewScreen):
         self.rows = [
             r for r in rows if not needle or needle in f"{r.name} {r.status} {r.gpu_summary}".lower()
         ]
-        rows = []
+        table: list[tuple[list[Cell], str]] = []
         for r in self.rows:
             stop = fmt_remaining(r.timer.remaining_ms) if r.timer else "-"
             price = "-" if r.price_per_hour is None else f"{r.price_per_hour:.2f}"
-            cells: list[str | Text] = [
+            cells: list[Cell] = [
                 r.name,
                 toned(r.status),
                 r.gpu_summary or "-",
@@ -67,9 +66,9 @@ class FleetScreen(ViewScreen):
                 ", ".join(r.serving) or "-",
                 stop,
             ]
-            rows.append((cells, r.name))
+            table.append((cells, r.name))
         with self.app.batch_update():
-            fill_table(self.query_one("#fleet-table", DataTable), COLUMNS, rows, self.console.selected_box)
+            fill_table(self.query_one("#fleet-table", DataTable), COLUMNS, table, self.console.selected_box)
         self.show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import RESULT_SORTS, ResultRow, best_by
 from console.tui import keymap
 from console.tui.render import bar, millis, num
-from console.tui.views.base import ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, fill_table, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = (
@@ -98,7 +98,7 @@ class ResultsScreen(ViewScreen):
     def show(self, rows: list[ResultRow]) -> None:
         self.rows = rows
         self.query_one("#topbar", Static).update(self.topbar())
-        cells = [
+        cells: list[tuple[list[Cell], str]] = [
             (
                 [
                     r.arm,

@@ -13,7 +13,7 @@ from console.readmodel import SweepArmRow, SweepEntry
 from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.render import num
-from console.tui.views.base import ViewScreen, fill_table, toned, toned_block
+from console.tui.views.base import Cell, ViewScreen, fill_table, toned, toned_block
 
 COLUMNS = ("sweep", "outcome", "arm", "tries", "reason")
 REASON_CELL = 100
@@ -27,7 +27,7 @@ def _first_line(reason: str | None) -> str:
 
 def progress_line(s: SweepEntry, at: int) -> str:
     """``#3 tiny on local: running, 2/5 finished (...); now arm for 3m12s``."""
-    line = f"#{s.id} {s.list} on {s.box}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
+    line = f"#{s.id} {s.list_name} on {s.box}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
     current = s.current
     if current is not None and current.started_ms is not None:
         line += f"; now {current.arm} for {fmt_remaining(at - current.started_ms)}"
@@ -86,7 +86,7 @@ class SweepScreen(ViewScreen):
         self.query_one("#sweep-progress", Static).update(
             toned_block(progress) if progress else "no sweep in this state.db: `campaign sweep run LIST --box NAME`"
         )
-        rows = [
+        rows: list[tuple[list[Cell], str]] = [
             (
                 [f"#{s.id}/{a.position}", toned(a.word), a.arm, str(a.attempts), _first_line(a.reason)],
                 f"{s.id}:{a.position}",
