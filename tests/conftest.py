@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -29,3 +30,30 @@ def tiny_server(
         yield server
     finally:
         vllm_server.stop(server.process)
+
+
+REAL_PARTS = {"sshd": ("sshd_farm", "fleet_store"), "vllm": ("vllm_env", "tiny_server")}
+"""Each real part a test can need, by marker, and the fixtures that bring it."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a real part's fixture carries its marker, so a skip of it can never pass unseen."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for marker, needs in REAL_PARTS.items():
+            if fixtures & set(needs) and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+    """With CAMPAIGN_REQUIRE_REAL_PARTS set (CI), a skipped test that needs sshd or the CPU vLLM fails."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not os.environ.get("CAMPAIGN_REQUIRE_REAL_PARTS"):
+        return
+    needed = [m for m in REAL_PARTS if item.get_closest_marker(m) is not None]
+    if needed:
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"needs {' and '.join(needed)} but was skipped ({reason}); CI never passes without it"

@@ -22,5 +22,8 @@ if [ -f tests/support/vllm_env.py ]; then
   python3 tests/support/vllm_env.py ensure
 fi
 
+# The static checks: style (and naive datetimes), strict types, and the layers' import contracts.
 ruff check .
-python3 -m pytest "$@"
+python3 -m mypy
+lint-imports
+python3 -m pytest -rs "$@"

@@ -77,6 +77,7 @@ class ConsoleApp(App[None]):
         self.refresh_s = refresh_s
         self.supervise = supervise and not read_only
         self.selected_box = box
+        self.last_target: str | None = None  # the box this console last launched on
         self.box_names: list[str] = []
         self.history: list[str] = []
         self.messages: list[str] = []

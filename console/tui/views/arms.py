@@ -15,6 +15,8 @@ from textual.widgets import DataTable, Static
 
 from console.errors import ConsoleError
 from console.readmodel import ArmEntry, LaunchRow
+from console.recipes import RecipeError
+from console.store import LOCAL_BOX
 from console.tui import keymap
 from console.tui.actions import LintLine
 from console.tui.modals import ConfirmScreen
@@ -24,10 +26,15 @@ COLUMNS = ("arm", "state", "box", "launch")
 LOG_LINES = 12
 
 
+UNDRIVABLE = ("imported", "destroyed")
+"""Box states with no machine to launch on: the demo's imported figures, a destroyed rental."""
+
+
 @dataclass(frozen=True)
 class ArmsData:
     entries: list[ArmEntry]
     recipes_problem: str | None
+    drivable: tuple[str, ...]  # boxes a launch can reach (not imported figures, not destroyed)
 
 
 class ArmsScreen(ViewScreen):
@@ -42,6 +49,7 @@ class ArmsScreen(ViewScreen):
         self.problem: str | None = None
         self.tails: dict[str, list[str] | str] = {}  # launch id -> its log tail, or why it could not be read
         self.asked: set[str] = set()
+        self.drivable: tuple[str, ...] = (LOCAL_BOX,)
 
     def body(self) -> ComposeResult:
         yield DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
@@ -52,15 +60,25 @@ class ArmsScreen(ViewScreen):
 
     def load(self) -> ArmsData:
         recipes = self.console.recipes()
-        return ArmsData(self.console.model.arms(recipes.arms), recipes.problem)
+        drivable = tuple(r.name for r in self.console.model.fleet() if r.status not in UNDRIVABLE)
+        return ArmsData(self.console.model.arms(recipes.arms), recipes.problem, drivable)
+
+    def target(self) -> str:
+        """Where `l` launches: the selected box when something can run there, else the box this console last
+        launched on, else this machine (never the demo's imported figures)."""
+        app = self.console
+        for box in (app.selected_box, app.last_target):
+            if box is not None and box in self.drivable:
+                return box
+        return LOCAL_BOX
 
     def topbar_extra(self) -> str:
-        box = self.console.selected_box or "none"
-        return f"target box {box} (, . change)" + (f" | {super().topbar_extra()}" if self.filter_text else "")
+        return f"target box {self.target()} (, . change)" + (f" | {super().topbar_extra()}" if self.filter_text else "")
 
     def show(self, data: ArmsData) -> None:
         needle = self.filter_text.lower().strip()
         self.problem = data.recipes_problem
+        self.drivable = data.drivable or (LOCAL_BOX,)
         self.entries = [e for e in data.entries if not needle or needle in f"{e.name} {e.model}".lower()]
         names = [e.name for e in self.entries]
         if self.selected not in names:
@@ -154,9 +172,9 @@ class ArmsScreen(ViewScreen):
         app = self.console
         if app.refuse_if_read_only("launching"):
             return
-        e, box = self.entry(), app.selected_box
-        if e is None or box is None:
-            app.say("pick an arm here and a box in Fleet (1) first", "warning")
+        e, box = self.entry(), self.target()
+        if e is None:
+            app.say("pick an arm here first (and a box in Fleet, 1, or with , and .)", "warning")
             return
         self.run_worker(
             lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint"
@@ -165,8 +183,11 @@ class ArmsScreen(ViewScreen):
     def _lint_then_confirm(self, arm: str, box: str) -> None:
         try:
             findings = self.console.actions.lint(arm, box)
-        except ConsoleError as exc:  # shown, not raised: a broken recipe must not close the console
-            findings = [LintLine("error", "lint-failed", str(exc))]
+        except RecipeError as exc:  # shown as the lint it is: a broken recipe must not close the console
+            findings = [LintLine("error", "recipe", str(exc))]
+        except ConsoleError as exc:  # not lint: an unknown or unreachable box says so, as itself
+            self.app.call_from_thread(self.console.say, f"launch {arm} on {box}: {exc}", "error")
+            return
         self.app.call_from_thread(self._confirm_launch, arm, box, findings)
 
     def _confirm_launch(self, arm: str, box: str, findings: list[LintLine]) -> None:
@@ -180,6 +201,7 @@ class ArmsScreen(ViewScreen):
 
         def answered(yes: bool | None) -> None:
             if yes:
+                app.last_target = box
                 app.run_action_worker(app.actions.launch(box, arm), f"launch {arm} on {box}")
 
         app.push_screen(ConfirmScreen(title, body, allow_yes=not blocked), answered)
