@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from agents.tripwire import main
+from agents.tripwire.client import ChatResult
 from agents.tripwire.detect import matches, read_answer, repetition
-from agents.tripwire.items import ITEMS
+from agents.tripwire.grade import grade_item
+from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
 from tests.support.fake_chat_server import FakeChatServer
 
@@ -48,16 +50,97 @@ def test_normal_text_is_not_degenerate(text: str) -> None:
     assert repetition(text) == []
 
 
+COUNT_TO_42 = " ".join(str(n) for n in range(1, 43))
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
     ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
-    ("111 222 333 444", "structured repeat"),  # the pattern that fooled the seed's first tripwire
+    ("111 222 333 444", "structured repeat"),  # the seed's GLM output, which passed its first tripwire
+    ("111 222 333", "structured repeat"),
+    ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
+    ("Paris. 111, 222, 333.", "structured repeat"),
     ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
+    ("aaa bbb ccc ddd", "structured repeat"),
+    (COUNT_TO_42, "counting"),  # the seed's counting loop: every token distinct, no 6-gram repeats
+    ("32 " + COUNT_TO_42, "counting"),
+    ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "counting"),
+    ("10 - 20 - 30 - 40 - 50 - 60 - 70 - 80", "counting"),
+    ("The next number is 32, 64, 128, 256, 512, 1024, 2048, 4096", "counting"),
+    ("0 0 0 0 0 0 0 0 0", "counting"),
+    ("Paris Paris Paris Paris", "token loop"),
+    ("Jupiter. Jupiter. Jupiter. Jupiter.", "token loop"),
+    ("The answer is 391. The answer is 391. The answer is 391.", "token loop"),
+    (PROSE + " " + "Let me check the arithmetic once more before I answer the question. " * 3 + PROSE, "token loop"),
+    ("1a 2b 3c 4d 5e 6f", "shape loop"),
+    ("v1 v2 v3 v4 v5 v6 v7", "shape loop"),
+    ("x1: y, x2: y, x3: y, x4: y, x5: y, x6: y, x7: y", "shape loop"),
     ("Answer!!!!!!!!!!!!!!!!!!!!!", "character loop"),
     ("abcabcabcabcabcabcabcabcabcabcabc", "character loop"),
 ])
 def test_degenerate_output_is_caught_by_the_right_detector(text: str, why: str) -> None:
     assert any(reason.startswith(why) for reason in repetition(text)), repetition(text)
+
+
+@pytest.mark.parametrize("text", [
+    "ha ha ha, very funny",  # three copies of a short unit is speech
+    "No, no, no: the capital of France is Paris.",
+    "a-n-a-n-a-b", "b, a, n, a, n, a reversed is a, n, a, n, a, b", "b(1), a(2), n(3), a(4), n(5), a(6)",
+    "2, 4, 8, 16, 32", "1, 2, 3, 4, 5, 6, 7",  # below a count's length
+    "The population is 1 000 000 000.", "1,000,000", "000 000 000",
+    "1 + 2 + 3 = 6", "60 + 60 + 60 = 180", "1a 2b 3c 4d 5e",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
+])
+def test_structure_that_is_not_a_loop_is_not_degenerate(text: str) -> None:
+    assert repetition(text) == []
+
+
+# A right answer to every item, bare, in a sentence, and worked the way a model works it (with its
+# working in reasoning_content for the "parsed" case): none may read as degenerate.
+WORKED = {
+    "capital-france": ("Paris", "The user asks for the capital of France. That is Paris. One word."),
+    "multiply": ("17 × 23 = 17 × 20 + 17 × 3 = 340 + 51 = 391", "17 * 23: 17 * 20 = 340, 17 * 3 = 51, 340 + 51 = 391."),
+    "largest-planet": ("Jupiter", "Planets by size: Jupiter, Saturn, Uranus, Neptune, Earth, Venus, Mars, Mercury."),
+    "gold-symbol": ("Au", "Gold is aurum in Latin, so its symbol is Au."),
+    "minutes": ("3 hours × 60 minutes = **180** minutes", "1 hour = 60 minutes; 60 + 60 + 60 = 180."),
+    "ww2-end": ("1945", "The war in Europe ended in May 1945 and in the Pacific in September 1945."),
+    "sqrt": ("12, since 12 × 12 = 144", "11 * 11 = 121, 12 * 12 = 144, 13 * 13 = 169, so 12."),
+    "reverse": ("ananab", "banana is b-a-n-a-n-a; letter by letter reversed: a-n-a-n-a-b, so ananab."),
+    "author": ("William Shakespeare", "Romeo and Juliet was written by William Shakespeare around 1595."),
+    "boiling": ("100 °C", "At 1 atm, water boils at 100 degrees Celsius (212 °F)."),
+    "photosynthesis": ("Carbon dioxide (CO₂)", "Plants take in CO2 and release O2; the gas taken in is carbon dioxide."),
+    "train": ("60 km/h × 2.5 h = 150 km", "Distance = speed × time = 60 × 2.5 = 150 kilometres."),
+    "sequence": ("Each number doubles: 2, 4, 8, 16, 32. The next number is 32.",
+                 "2 × 2 = 4, 4 × 2 = 8, 8 × 2 = 16, so 16 × 2 = 32."),
+    "french": ("chat", "Cat in French is le chat (a female cat is la chatte)."),
+    "ocean": ("The Pacific Ocean", "Oceans by area: Pacific, Atlantic, Indian, Southern, Arctic. Pacific."),
+    "alphabetical": ("apple (apple, mango, orange, pear)", "a < m < o < p, so apple comes first."),
+    "subtract": ("1000 − 387 = 613", "1000 - 387: 1000 - 300 = 700, 700 - 87 = 613."),
+    "leap-year": ("366", "A common year has 365 days; a leap year adds February 29, so 366."),
+    "atomic-one": ("Hydrogen", "Atomic number 1 is hydrogen, symbol H."),
+    "instruction": ("TRIPWIRE", "The user wants exactly TRIPWIRE in capitals, nothing else."),
+}
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
+def test_every_items_right_answer_is_clean(item: Item) -> None:
+    answer, working = WORKED[item.id]
+    expected = item.expect[0] if not item.case else item.expect[0]
+    for content, reasoning in [(expected, None), (f"The answer is {expected}.", None), (answer, None),
+                               (answer, working), (f"{working}\n</think>\n\n{answer}", "x")]:
+        graded = grade_item(item, ChatResult(content=content, reasoning_content=reasoning, finish_reason="stop"))
+        assert (graded["verdict"], graded["reasons"]) == ("ok", []), (content, reasoning)
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
+def test_a_right_answer_followed_by_structure_is_degenerate(item: Item) -> None:
+    answer = WORKED[item.id][0]
+    for tail in ("111 222 333", COUNT_TO_42, f"{answer} {answer} {answer} {answer}"):
+        graded = grade_item(item, ChatResult(content=f"{answer} {tail}", finish_reason="length"))
+        assert graded["verdict"] == "degenerate", (tail, graded)
+    in_reasoning = grade_item(item, ChatResult(content=answer, reasoning_content="1 2 3 4 5 6 7 8 9 10 11",
+                                               finish_reason="stop"))
+    assert in_reasoning["verdict"] == "degenerate" and in_reasoning["reasons"][0].startswith("in reasoning: counting")
 
 
 def test_the_answer_is_graded_not_the_chain_of_thought() -> None:
@@ -91,6 +174,8 @@ def test_matching_is_word_bounded_and_honours_case() -> None:
     ("wrong", "wrong", (0, 0, 20), 0),
     ("degenerate", "degenerate", (0, 20, 0), 0),
     ("digits", "degenerate", (0, 20, 0), 0),
+    ("right-then-digits", "degenerate", (0, 20, 0), 0),
+    ("counting", "degenerate", (0, 20, 0), 0),
     ("bang", "degenerate", (0, 20, 0), 0),
     ("leak-tags", "reasoning-leak", (20, 0, 0), 20),
     ("leak-prose", "reasoning-leak", (20, 0, 0), 20),
