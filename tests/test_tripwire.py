@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agents.jobs import Jobs
+from agents.journal import Journal
 from agents.tripwire import main
 from agents.tripwire.client import ChatResult
 from agents.tripwire.detect import matches, read_answer, repetition
@@ -17,6 +22,7 @@ from agents.tripwire.grade import grade_item
 from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
 from tests.support.fake_chat_server import FakeChatServer
+from tests.support.vllm_env import VllmEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = (
@@ -252,6 +258,65 @@ def test_module_entry_point(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("clean: 20 ok, 0 degenerate, 0 wrong of 20")
     assert "tripwire 20/20" in done.stderr
+
+
+# ---------------------------------------------------------------- the interpreter it runs under
+
+
+@pytest.fixture(scope="module")
+def python_without_openai(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real interpreter that cannot import openai: a fresh virtual environment, like a box's system python."""
+    env = tmp_path_factory.mktemp("no-openai") / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    probe = subprocess.run([python, "-c", "import openai"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0, "the fresh environment unexpectedly imports openai"
+    return python
+
+
+def test_without_openai_the_tripwire_names_its_python_and_the_fix(python_without_openai: Path) -> None:
+    with FakeChatServer("correct") as server:
+        done = subprocess.run([python_without_openai, "-m", "agents.tripwire", "--base-url", server.base_url,
+                               "--model", "fake", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert server.requests == []  # refused before a single request
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert f"not importable by {python_without_openai}" in error and "pip install openai" in error
+    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("tripwire: the openai package")
+
+
+def _run_job(tmp_path: Path, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tripwire started the way the agent starts one (agents/jobs.py), to its journaled end."""
+    tmp_path.mkdir()
+    journal = Journal(tmp_path / "journal.db")
+    jobs = Jobs(tmp_path, journal)
+    jobs.start("tripwire", {"tripwire_id": "w1", "launch_id": "L1", **args}, "trip-1")
+    deadline = time.monotonic() + 120
+    while jobs.running:
+        assert time.monotonic() < deadline, "the tripwire job did not end"
+        jobs.tick()
+        time.sleep(0.1)
+    return journal.events_after(0, 100)
+
+
+def test_the_tripwire_job_runs_under_the_python_its_command_names(tmp_path: Path, python_without_openai: Path) -> None:
+    with FakeChatServer("correct") as server:
+        args = {"base_url": server.base_url, "model": "fake"}
+        [result, done] = _run_job(tmp_path / "own", args)  # no python named: the agent's own interpreter
+        assert result["result"]["verdict"] == "clean" and done["ok"] is True
+        [result, _] = _run_job(tmp_path / "named", {**args, "python": str(python_without_openai)})
+    assert str(python_without_openai) in result["result"]["error"]  # it ran there, and said why it stopped
+    with pytest.raises(ValueError, match="not an executable file on this box"):
+        _run_job(tmp_path / "missing", {**args, "python": str(tmp_path / "no-such-env" / "bin" / "python")})
+
+
+@pytest.mark.vllm
+def test_the_serving_environments_python_runs_the_tripwire(vllm_env: VllmEnv, tmp_path: Path) -> None:
+    """The CPU vLLM environment stands for a box's serving env: vLLM brought openai into it."""
+    with FakeChatServer("correct") as server:
+        args = {"base_url": server.base_url, "model": "fake", "python": str(vllm_env.python)}
+        [result, done] = _run_job(tmp_path / "job", args)
+    assert done["ok"] is True and result["result"]["verdict"] == "clean", result
 
 
 # ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU

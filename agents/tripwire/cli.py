@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from agents.loadgen.preflight import PreflightError, served_model
-from agents.tripwire.client import chat, request_body
+from agents.tripwire.client import ClientError, chat, make_client
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
 from agents.tripwire.items import ITEMS
 from agents.tripwire.profile import ProfileError, load
@@ -41,23 +41,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _refuse(args: argparse.Namespace, exc: Exception) -> int:
+    """A run that cannot start: one line on stderr, and the error as the JSON result the agent reads."""
+    print(f"tripwire: {exc}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"error": str(exc)}))
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        profile = load(args.profile, args.profile_json)
-    except ProfileError as exc:
-        print(f"tripwire: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 2
     api_key = os.environ.get(args.api_key_env) or None
     try:
+        client = make_client(args.base_url, api_key, args.timeout)
+        profile = load(args.profile, args.profile_json)
         served = served_model(args.base_url, args.model, api_key)
-    except PreflightError as exc:
-        print(f"tripwire: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 2
+    except (ClientError, ProfileError, PreflightError) as exc:
+        return _refuse(args, exc)
     max_tokens = args.max_tokens
     if served.max_model_len:  # a small model (the CPU test model serves 2,048) cannot take the default room
         max_tokens = max(1, min(max_tokens, served.max_model_len - PROMPT_ROOM))
@@ -67,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(item_index: int) -> dict:
         nonlocal done
         item = ITEMS[item_index]
-        body = request_body(args.model, item.prompt, profile, max_tokens)
-        graded = grade_item(item, chat(args.base_url, body, args.timeout, api_key))
+        graded = grade_item(item, chat(client, args.model, item.prompt, profile, max_tokens))
         done += 1
         if not args.quiet:
             print(f"tripwire {done}/{len(ITEMS)} {item.id}: {graded['verdict']}", file=sys.stderr, flush=True)
