@@ -89,8 +89,7 @@ def test_the_backends_an_arm_asks_for(argv: list[str], env: dict[str, str], aske
 
 
 def test_the_argv_resolve_writes_is_read_back() -> None:
-    from console.recipes import load_catalog, resolve
-    from console.recipes.boxspec import BoxSpec
+    from console.recipes import BoxSpec, load_catalog, resolve
 
     catalog = load_catalog()
     for arm in catalog.arms.values():

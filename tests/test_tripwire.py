@@ -23,6 +23,7 @@ from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
 from tests.support.fake_chat_server import FakeChatServer
 from tests.support.vllm_env import VllmEnv
+from tests.support.vllm_server import TinyServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = (
@@ -34,7 +35,7 @@ PROSE = (
 )
 
 
-def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
+def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
     rc = main([*argv, "--json", "--quiet"])
     return rc, json.loads(capsys.readouterr().out)
 
@@ -323,7 +324,7 @@ def test_the_serving_environments_python_runs_the_tripwire(vllm_env: VllmEnv, tm
 
 
 @pytest.mark.vllm
-def test_random_weights_do_not_pass(tiny_server, capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_weights_do_not_pass(tiny_server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = run(capsys, ["--base-url", tiny_server.base_url, "--model", tiny_server.model,
                            "--max-tokens", "64", "--concurrency", "4", "--timeout", "300"])
     assert rc == 0

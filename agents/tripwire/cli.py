@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from agents.loadgen.preflight import PreflightError, served_model
 from agents.tripwire.client import ClientError, chat, make_client
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     done = 0
 
-    def one(item_index: int) -> dict:
+    def one(item_index: int) -> dict[str, Any]:
         nonlocal done
         item = ITEMS[item_index]
         graded = grade_item(item, chat(client, args.model, item.prompt, profile, max_tokens))
