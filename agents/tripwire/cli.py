@@ -42,14 +42,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _refuse(args: argparse.Namespace, exc: Exception) -> int:
-    """A run that cannot start: one line on stderr, and the error as the JSON result the agent reads."""
-    print(f"tripwire: {exc}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"error": str(exc)}))
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     api_key = os.environ.get(args.api_key_env) or None
@@ -57,8 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         client = make_client(args.base_url, api_key, args.timeout)
         profile = load(args.profile, args.profile_json)
         served = served_model(args.base_url, args.model, api_key)
-    except (ClientError, ProfileError, PreflightError) as exc:
-        return _refuse(args, exc)
+    except (ClientError, ProfileError, PreflightError) as exc:  # one line, and the JSON result the agent reads
+        print(f"tripwire: {exc}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
+        return 2
     max_tokens = args.max_tokens
     if served.max_model_len:  # a small model (the CPU test model serves 2,048) cannot take the default room
         max_tokens = max(1, min(max_tokens, served.max_model_len - PROMPT_ROOM))
