@@ -21,6 +21,8 @@ python3 -m pip install -q -e '.[test]'
 if [ -f tests/support/vllm_env.py ]; then
   python3 tests/support/vllm_env.py ensure
 fi
+# The sshd test boxes' serving environments: the system Python with openai, as a real box's vLLM env has it.
+python3 tests/support/box_python.py
 
 # The static checks: style (and naive datetimes), strict types, and the layers' import contracts.
 ruff check .

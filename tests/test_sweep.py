@@ -35,6 +35,7 @@ from console.sweep import (
     candidates,
 )
 from console.sweep.plan import flag_value
+from tests.support import box_python
 from tests.support.fake_engine import install, write_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -306,7 +307,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
     except SshdUnavailable as exc:
         pytest.skip(str(exc))
     box = box_started("sweep4", "pcie-4gpu")
-    env_dir = install(box.root / "fake-env", "/usr/bin/python3")  # run by the box's own unix user
+    env_dir = install(box.root / "fake-env", str(box_python.ensure()))  # run by the box's own unix user
     write_model(box.root / "models" / "fake-moe")
     (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve"]\n')
     base = free_ports(4)

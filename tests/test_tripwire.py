@@ -242,12 +242,14 @@ def test_unserved_model_is_refused_and_max_tokens_fits_the_model(capsys: pytest.
         assert {r["max_tokens"] for r in server.requests} == {2048 - 256}
 
 
-def test_profile_by_name_resolves_through_the_recipes_on_the_console() -> None:
-    pytest.importorskip("console.recipes")
-    profile = load("qwen3.8-27b-bf16", None)
+def test_the_profile_the_console_resolves_is_what_the_box_applies() -> None:
+    """The box never reads recipes: the console sends the resolved profile, and a name is only its label."""
+    from console.recipes import load_catalog
+
+    sent = json.dumps(load_catalog().profiles["qwen3.8-27b-bf16"].serving.to_dict())
+    profile = load("qwen3.8-27b-bf16", sent)
     assert profile.extra_body.get("top_k") == 20 and profile.reasoning_parser == "qwen3"
-    with pytest.raises(ProfileError, match="unknown profile"):
-        load("no-such-profile", None)
+    assert load("qwen3.8-27b-bf16", None).request == {}  # a bare name carries no settings of its own
     with pytest.raises(ProfileError, match="not valid JSON"):
         load(None, "{nope")
 

@@ -28,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-url", required=True)
     p.add_argument("--model", required=True)
-    p.add_argument("--profile", help="vendor serving profile name (resolved from the recipes on the console)")
+    p.add_argument("--profile", help="the vendor serving profile's name, as a label for --profile-json")
     p.add_argument("--profile-json", help="the resolved profile as JSON, or @FILE (what the agent is given)")
     p.add_argument("--max-tokens", type=int, default=4096, help="room per answer (reasoning models need it); "
                    "capped to the server's max_model_len minus room for the prompt")

@@ -45,7 +45,10 @@ def from_dict(data: dict[str, Any], name: str | None = None) -> RequestProfile:
 
 
 def load(name: str | None, profile_json: str | None) -> RequestProfile:
-    """--profile-json (inline JSON or @file) wins; a bare --profile NAME needs the console's recipes."""
+    """The resolved profile from --profile-json (inline JSON or @file), labelled ``name``; none: no profile.
+
+    The box never reads recipes: the console resolves the arm's profile and sends it whole.
+    """
     if profile_json:
         text = profile_json
         if text.startswith("@"):
@@ -57,15 +60,4 @@ def load(name: str | None, profile_json: str | None) -> RequestProfile:
             return from_dict(json.loads(text), name)
         except ValueError as exc:
             raise ProfileError(f"--profile-json: not valid JSON ({exc})") from exc
-    if not name:
-        return RequestProfile(None)
-    try:
-        from console.recipes import load_catalog  # console side only; the box has no recipes
-    except ImportError as exc:
-        raise ProfileError(
-            f"--profile {name}: the recipes are not on this machine; pass the resolved profile as --profile-json"
-        ) from exc
-    catalog = load_catalog()
-    if name not in catalog.profiles:
-        raise ProfileError(f"--profile {name}: unknown profile; known: {', '.join(sorted(catalog.profiles))}")
-    return from_dict(catalog.profiles[name].serving.to_dict(), name)
+    return RequestProfile(name)

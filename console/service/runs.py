@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel import ResultRow, TripwireRun, bench_run, tripwire_run
 from console.recipes import box_spec, resolve
@@ -77,6 +78,9 @@ class RunIntents(LaunchIntents):
         }  # fmt: skip
         if max_tokens is not None:
             args["max_tokens"] = max_tokens
+        python = serving_python(box)
+        if python:  # the tripwire's client (openai) is installed where the server's vLLM is
+            args["python"] = python
         link = await self.link(box.name)
         with reaching(box.name):
             await link.command("tripwire", args, command_id=tripwire_id)

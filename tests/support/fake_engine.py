@@ -36,12 +36,18 @@ from tests.support.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
 
 
 def install(env_dir: Path, python: str = sys.executable) -> Path:
-    """``env_dir/bin/vllm`` running this fake; returns ``env_dir`` (a serving_env). An sshd test box's user
-    cannot run root's interpreter: pass the system one (``/usr/bin/python3``, as its fake nvidia-smi does)."""
+    """``env_dir/bin/vllm`` running this fake, and ``env_dir/bin/python`` (the serving environment's
+    interpreter, where box-side tools such as the tripwire run); returns ``env_dir`` (a serving_env).
+
+    An sshd test box's user cannot run root's interpreter: pass ``box_python.ensure()`` (the system Python
+    with openai, as a real serving environment has it)."""
     (env_dir / "bin").mkdir(parents=True, exist_ok=True)
     script = env_dir / "bin" / "vllm"
     script.write_text(f"#!/bin/sh\nexec {python} {Path(__file__).resolve()} \"$@\"\n")
     script.chmod(0o755)
+    interpreter = env_dir / "bin" / "python"
+    interpreter.unlink(missing_ok=True)
+    interpreter.symlink_to(python)
     return env_dir
 
 
