@@ -171,8 +171,9 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
     with traversable(vllm_env.prefix):
         try:
             shown = campaign(db, "launch", "tiny-cpu", "--box", BOX, "--json")
-            launched = json.loads(shown[shown.index("\n{") + 1:])  # the plan's table, then the JSON
+            launched = json.loads(shown)  # with --json, stdout is the JSON and nothing else
             [launch_id] = launched["launch_ids"]
+            assert launched["serving"], launched  # launch waits until the server serves
             term = Terminal(f"campaign-e2e-{uuid.uuid4().hex[:8]}",
                             [sys.executable, "-m", "console", "--db", str(db)], env, (120, 36))  # fmt: skip
 
