@@ -121,7 +121,7 @@ class Agent:
 
         old = os.umask(0o177)
         try:
-            self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+            self.server = _Server(str(path), Handler)
         finally:
             os.umask(old)
         self.server.daemon_threads = True
@@ -339,6 +339,12 @@ class Agent:
 
 class AlreadyRunning(RuntimeError):
     pass
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    request_queue_size = 128
+    """The listen backlog. Every console command opens its own channel, so a sweep of several replicas opens
+    many at once; with the default of 5 a busy box refuses the excess (sshd reports a channel open failure)."""
 
 
 def lock_pidfile(home: Path) -> int:
