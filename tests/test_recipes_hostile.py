@@ -15,7 +15,7 @@ from console.recipes.load import MAX_DEPTH, MAX_FILE_BYTES
 from console.recipes.vllm_flags import known_flags
 from tests.test_recipes import PRO, PROFILE, catalog_of, write
 
-SMUGGLED = ["0.0.0.0", "--host", "0.0.0.0", "--port", "18999"]
+SMUGGLED = ["example.com", "--host", "0.0.0.0", "--port", "18999"]
 
 
 def _refused(tmp_path: Path, arm_body: str, profile: str = PROFILE) -> RecipeError:
@@ -31,7 +31,7 @@ def _refused(tmp_path: Path, arm_body: str, profile: str = PROFILE) -> RecipeErr
     ("flags", "needle"),
     [
         # The issue's case: a list value carries --host and --port past the check on flag names.
-        (f'"--allowed-origins" = {json.dumps(SMUGGLED)}', "value '--host' starts with '-': vLLM would read it as a flag"),
+        (f'"--allowed-media-domains" = {json.dumps(SMUGGLED)}', "value '--host' starts with '-': vLLM would read it as a flag"),
         ('"--api-key" = "--host=0.0.0.0"', "value '--host=0.0.0.0' starts with '-'"),
         ('"--chat-template" = "-dpa"', "value '-dpa' starts with '-'"),
         ('"--allowed-origins" = ["a", "--"]', "value '--' starts with '-'"),
@@ -95,7 +95,7 @@ def test_ordinary_values_that_look_odd_still_load(tmp_path: Path) -> None:
         "--seed" = -1
         "--max-logprobs" = "-1"
         "--chat-template" = "a --host 0.0.0.0 b"
-        "--allowed-origins" = ["\u2013\u2013host", "0.0.0.0"]
+        "--allowed-media-domains" = ["\u2013\u2013host", "0.0.0.0"]
         "--grpc" = true
         [arms.a.env]
         VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = "256"
@@ -122,7 +122,7 @@ def test_profile_values_that_become_argv_elements_are_checked(tmp_path: Path, pr
 def test_resolve_checks_every_element_whatever_built_the_arm(tmp_path: Path) -> None:
     """An arm changed after loading, or a box's model_root, cannot get past resolve either."""
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n')
-    c.arms["a"] = replace(c.arms["a"], flags={"--allowed-origins": SMUGGLED})
+    c.arms["a"] = replace(c.arms["a"], flags={"--allowed-media-domains": SMUGGLED})
     with pytest.raises(ResolveError, match=r"arm 'a' on pro-a: the server would listen where the console did not "
                                            r"put it \(--host 0\.0\.0\.0; --port 18999\)"):
         resolve(c, "a", PRO)
