@@ -245,3 +245,22 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
         assert sys.platform != "linux" or mode(box.agent_home / "agent.pyz") == 0o600
     finally:
         box.kill_agent()
+
+
+def test_the_local_check_probe_runs_without_the_console_secrets(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`campaign check local` runs the agent's probe here, and the probe runs the serving Python: neither
+    gets the console's secrets (the serving Python below writes down what it was given)."""
+    from console.checks.run import local_probe
+
+    seen = tmp_path / "seen-env"
+    python = tmp_path / "serve" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nenv > {seen}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    local_probe(Box(name="local", kind="local", serving_env=str(tmp_path / "serve")), 1)
+    given = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert_no_secret(given, "the serving Python of the local probe")
+    assert given["PATH"] == os.environ["PATH"]
