@@ -180,11 +180,15 @@ def test_deeply_nested_toml_is_refused_with_one_line(tmp_path: Path, body: str) 
     assert err.value.file.endswith("deep.toml")
 
 
-def test_nesting_at_the_limit_loads(tmp_path: Path) -> None:
-    kwargs = "{a = " * (MAX_DEPTH - 5) + "1" + "}" * (MAX_DEPTH - 5)
-    profile = PROFILE.replace("thinking_default = true", f"thinking_default = true\nchat_template_kwargs = {kwargs}")
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile)
+def test_nesting_at_the_limit_loads_and_one_deeper_does_not(tmp_path: Path) -> None:
+    def profile(levels: int) -> str:  # profiles.p.serving, then `levels` tables: the deepest is 3 + levels down
+        kwargs = "{a = " * levels + "1" + "}" * levels
+        return PROFILE.replace("thinking_default = true", f"thinking_default = true\nchat_template_kwargs = {kwargs}")
+
+    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile(MAX_DEPTH - 3))
     assert "--default-chat-template-kwargs" in resolve(c, "a", PRO).replicas[0].argv
+    with pytest.raises(RecipeError, match=f"nested more than {MAX_DEPTH} deep"):
+        catalog_of(tmp_path, '[arms.a]\nprofile = "p"\n', profile=profile(MAX_DEPTH - 2))
 
 
 def test_an_oversized_file_is_refused_unread(tmp_path: Path) -> None:

@@ -399,8 +399,8 @@ MAX_DEPTH = 32
 
 
 def _too_deep(data: dict[str, Any]) -> bool:
-    """Whether any value lies more than MAX_DEPTH tables or arrays down (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
+    """Whether any table or array lies more than MAX_DEPTH below the document (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         value, depth = stack.pop()
         if depth > MAX_DEPTH:
