@@ -190,7 +190,7 @@ class Supervisor:
             started_mono=time.monotonic(), ready_timeout_s=ready_timeout_s,
         )
         self.launches[launch_id] = launch
-        full_env = {**allowed_env(), **env}  # explicit: the box's allowlist and the arm's own env, nothing else
+        full_env = {**allowed_env(), **env}  # the box's allowlist and the arm's own env, nothing else
         refusal = None
         if port_in_use(port):
             refusal = f"port {port} is already in use on 127.0.0.1 (another server or a stale process); " \

@@ -176,7 +176,7 @@ def test_deeply_nested_toml_is_refused_with_one_line(tmp_path: Path, body: str) 
     with pytest.raises(RecipeError) as err:
         load_catalog([tmp_path / "deep.toml"])
     assert str(err.value) == (f"{err.value.file}: tables or arrays nested more than {MAX_DEPTH} deep, the limit "
-                              "for a recipe (the format needs five; see recipes/README.md)")
+                              "for a recipe (the shipped ones need four; see recipes/README.md)")
     assert err.value.file.endswith("deep.toml")
 
 

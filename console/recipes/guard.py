@@ -39,8 +39,10 @@ BINDING_FLAGS = {
 _NUMBER = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
 """argparse reads an element that starts with '-' as an option unless it looks like a negative number."""
 _BINDING_ENV = re.compile(r"(?:^|_)(?:HOST|HOSTNAME|IP|ADDR|ADDRESS|PORT)(?:_|$)")
-"""VLLM_HOST_IP, VLLM_PORT, VLLM_DP_MASTER_IP, MASTER_ADDR, VLLM_NIXL_SIDE_CHANNEL_HOST...: where it listens."""
-_SECRET_ENV = re.compile(r"(?:^|_)(?:KEY|KEY_ID|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$|(?:^|_)SECRET(?:_|$)")
+"""VLLM_HOST_IP, VLLM_PORT, VLLM_DP_MASTER_IP, MASTER_ADDR, VLLM_NIXL_SIDE_CHANNEL_HOST...: where vLLM listens."""
+_SECRET_ENV = re.compile(
+    r"(?:^|_)(?:KEY|KEY_ID|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$|(?:^|_)SECRET(?:_|$)"
+)
 """HF_TOKEN, VLLM_API_KEY, S3_SECRET_ACCESS_KEY...; not VLLM_..._TOKEN_THRESHOLD, a tuning knob."""
 
 
@@ -67,7 +69,8 @@ def flag_problem(name: str, owned: Mapping[str, str]) -> str | None:
             continue
         if name in BINDING_FLAGS or name in owned:
             return f"{name!r} may not be set as a free flag: {why}"
-        return f"{name!r} is read by vLLM as {option!r} (an abbreviation or _ spelling), which may not be set: {why}"
+        return (f"{name!r} is read by vLLM as {option!r} (an abbreviation or _ spelling), which may not be "
+                f"set: {why}")
     return None
 
 
@@ -84,8 +87,8 @@ def env_problem(name: str) -> str | None:
     """Why a recipe may not set the environment variable ``name``, or None."""
     upper = name.upper()
     if _SECRET_ENV.search(upper):
-        return (f"{name!r} looks like a secret, and a recipe's environment is stored in state.db with every launch; "
-                "keep credentials on the box (huggingface-cli login writes the HF token under its HOME)")
+        return (f"{name!r} looks like a secret, and a recipe's environment is stored in state.db with every "
+                "launch; keep credentials on the box (huggingface-cli login writes the HF token under its HOME)")
     if _BINDING_ENV.search(upper):
         return f"{name!r} chooses where vLLM listens or connects; every server stays on the box's loopback"
     return None

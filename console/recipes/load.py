@@ -210,8 +210,8 @@ class _Reader:
                 flags[name] = value
             else:
                 raise sub.fail(name, f"{name!r}: a flag value must be a string, number, boolean or list")
-            value = flags[name]
-            for element in value if isinstance(value, list) else [value] if isinstance(value, str) else []:
+            stored = flags[name]
+            for element in stored if isinstance(stored, list) else [stored] if isinstance(stored, str) else []:
                 problem = value_problem(element)
                 if problem:
                     raise sub.fail(name, f"{name!r}: {problem}")
@@ -395,7 +395,7 @@ def _toml_error(file: str, text: str, exc: tomllib.TOMLDecodeError) -> RecipeErr
 MAX_FILE_BYTES = 16 * 1024 * 1024
 """A larger recipe file is refused unread: 100,000 arms of the shipped kind fit in about 15 MiB."""
 MAX_DEPTH = 32
-"""Tables and arrays nested deeper are refused: recipes nest five deep, and tomllib recurses per level."""
+"""Tables and arrays nested deeper are refused: the shipped recipes nest four deep, tomllib recurses per level."""
 
 
 def _too_deep(data: dict[str, Any]) -> bool:
@@ -422,7 +422,7 @@ def _parse(path: Path, file: str) -> tuple[str, dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(file, None, None, f"cannot read recipe file: {exc}") from exc
     too_deep = RecipeError(file, None, None, f"tables or arrays nested more than {MAX_DEPTH} deep, the limit for a "
-                           "recipe (the format needs five; see recipes/README.md)")
+                           "recipe (the shipped ones need four; see recipes/README.md)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
