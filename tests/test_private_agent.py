@@ -89,7 +89,8 @@ def test_the_environment_children_get_is_an_allowlist(monkeypatch: pytest.Monkey
     assert env["PATH"] == "/x/bin:/usr/bin" and env["LC_ALL"] == "C.UTF-8" and env["TZ"] == "Europe/London"
     assert not {"PYTHONPATH", "LD_PRELOAD", *SECRETS} & set(env)
     jobs = agent_env()  # a bench or tripwire run: the same allowlist, and this package importable
-    assert_no_secret(jobs, "a run") and jobs["PYTHONPATH"] == str(Path(__file__).resolve().parent.parent)
+    assert_no_secret(jobs, "a run")
+    assert jobs["PYTHONPATH"] == str(Path(__file__).resolve().parent.parent)
 
 
 @pytest.fixture
@@ -241,8 +242,7 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
 
     try:
         asyncio.run(go())
-        assert_private(box.agent_home)
-        assert sys.platform != "linux" or mode(box.agent_home / "agent.pyz") == 0o600
+        assert_private(box.agent_home)  # the pushed agent.pyz among them
     finally:
         box.kill_agent()
 
