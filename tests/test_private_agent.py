@@ -1,10 +1,12 @@
 """Nobody let in: the console's secrets never reach an agent or a server, and an agent's files are its
-user's alone. Real agents, real servers (the fake engine, tests/support/fake_engine.py), read back from
-/proc/PID/environ and the file system; the SSH case runs against a real sshd box."""
+user's alone. Real agents (their environment read from /proc/PID/environ), real servers (the fake engine,
+tests/support/fake_engine.py, writes down the environment it was given) and the file system; the SSH
+case runs against a real sshd box."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -12,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from tests.support.fake_engine import install, write_model
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_server import free_port
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
+from tests.test_sweep import _stop_agent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -46,13 +50,27 @@ sampling = { temperature = 0.0 }
 [arms."fake"]
 profile = "fake"
 max_model_len = 2048
-env = { FAKE_ENGINE_STARTUP_S = "0.1", ARM_OWN = "kept" }
+env = { FAKE_ENGINE_STARTUP_S = "0.1", ARM_OWN = "kept", FAKE_ENGINE_ENV_DUMP = "@DUMP@" }
 """
+
+
+def recipe(dump: Path) -> str:
+    """The fake arm, writing its server's environment to ``dump``."""
+    return RECIPE.replace("@DUMP@", str(dump))
 
 
 def environ_of(pid: int) -> dict[str, str]:
     data = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     return dict(item.split("=", 1) for item in data.split("\0") if "=" in item)
+
+
+def dumped_env(path: Path, timeout: float = 60.0) -> dict[str, str]:
+    """The environment the fake engine wrote down at its start (FAKE_ENGINE_ENV_DUMP)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"the server wrote no {path} within {timeout:g} s"
+        time.sleep(0.05)
+    return dict(json.loads(path.read_text()))
 
 
 def launch_pid(agent_home: Path, launch_id: str) -> int:
@@ -99,7 +117,7 @@ def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     home = Path(tempfile.mkdtemp(prefix="pa-")) / "agent"  # a unix socket path must stay under 108 bytes
     recipes = tmp_path / "recipes"
     recipes.mkdir()
-    (recipes / "fake.toml").write_text(RECIPE)
+    (recipes / "fake.toml").write_text(recipe(tmp_path / "server-env.json"))
     write_model(tmp_path / "models" / "fake")
     with Store(tmp_path / "state.db") as store:
         store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(install(tmp_path / "env")),
@@ -107,12 +125,7 @@ def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield tmp_path, home
     finally:
-        pid_file = home / "agent.pid"
-        if pid_file.exists():
-            try:
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
-            except (ProcessLookupError, ValueError):
-                pass
+        _stop_agent(home)
 
 
 async def _launch_fake(store: Store, box: str, recipes: Path) -> tuple[Service, str]:
@@ -135,7 +148,7 @@ async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
             agent = environ_of(int((home / "agent.pid").read_text().split()[0]))
             assert_no_secret(agent, "the local agent")
             assert agent["PATH"] == os.environ["PATH"] and agent["HOME"] == os.environ["HOME"]
-            served = environ_of(server)
+            served = dumped_env(root / "server-env.json")
             assert_no_secret(served, "a server the local agent launched")
             assert served["ARM_OWN"] == "kept" and served["PATH"] == os.environ["PATH"]
             assert "PYTEST_CURRENT_TEST" not in served  # nothing outside the allowlist, not only secrets
@@ -150,14 +163,15 @@ async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
 
 def test_a_box_shell_full_of_secrets_still_gives_servers_only_the_allowlist(tmp_path: Path) -> None:
     """The agent started from a shell that holds secrets (the box's own): its servers get none of them."""
-    server_py = tmp_path / "fake_server.py"
-    server_py.write_text(FAKE_SERVER)
+    vllm = install(tmp_path / "env") / "bin" / "vllm"
+    dump = tmp_path / "server-env.json"
     box = AgentBox(tmp_path / "home", path_prefix=[], env=SECRETS)
     box.start()
     try:
         port = free_port()
-        pid = box.ok("launch", launch_args(server_py, "envcheck", port))["pid"]
-        served = environ_of(pid)
+        box.ok("launch", {"launch_id": "envcheck", "argv": [str(vllm), "serve", "m", "--port", str(port)], "port": port,
+                          "env": {"CUDA_VISIBLE_DEVICES": "0", "FAKE_ENGINE_ENV_DUMP": str(dump)}, "gpus": [0]})  # fmt: skip
+        served = dumped_env(dump)
         assert_no_secret(served, "a server")
         assert served["CUDA_VISIBLE_DEVICES"] == "0" and "PYTHONPATH" not in served
     finally:
@@ -219,7 +233,9 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
     write_model(box.root / "models" / "fake")
     recipes = tmp_path / "recipes"
     recipes.mkdir()
-    (recipes / "fake.toml").write_text(RECIPE)
+    dump = box.home / "server-env.json"  # where the box's user may write, and root may read
+    dump.unlink(missing_ok=True)
+    (recipes / "fake.toml").write_text(recipe(dump))
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("LC_CANARY", "lc-canary")  # what an OpenSSH client's SendEnv LC_* would carry
@@ -230,12 +246,12 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
             store.boxes.update(box.name, serving_env=str(env_dir), model_root=str(box.root / "models"))
             service, launch_id = await _launch_fake(store, box.name, recipes)
             try:
-                server = launch_pid(box.agent_home, launch_id)
                 agent = environ_of(int((box.agent_home / "agent.pid").read_text().split()[0]))
-                for who, env in (("the box's agent", agent), ("a server on the box", environ_of(server))):
+                served = dumped_env(dump)
+                for who, env in (("the box's agent", agent), ("a server on the box", served)):
                     assert_no_secret(env, who)
                     assert "LC_CANARY" not in env, who
-                assert environ_of(server)["ARM_OWN"] == "kept"
+                assert served["ARM_OWN"] == "kept"
                 await service.kill([launch_id], box.name, grace_s=5)
             finally:
                 await service.close()
