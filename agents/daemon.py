@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents import protocol
+from agents.environ import restrict_own_env
 from agents.gpu import GpuSampler
 from agents.jobs import Jobs
 from agents.journal import Journal, now_ms
 from agents.package import agent_version
+from agents.private import private_home
 from agents.probe import probe, time_zone
 from agents.supervisor import Supervisor
 
@@ -367,8 +369,15 @@ def _write_pid(fd: int) -> None:
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
 
+def _prepare(home: Path) -> None:
+    """Before the first file: a private home (agents/private.py) and, for the daemon and everything it
+    starts, the allowlisted environment (agents/environ.py)."""
+    private_home(home)
+    restrict_own_env()
+
+
 def run_foreground(home: Path, **options: Any) -> int:
-    home.mkdir(parents=True, exist_ok=True)
+    _prepare(home)
     fd = lock_pidfile(home)
     _write_pid(fd)
     agent = Agent(home, **options)
@@ -384,7 +393,7 @@ def detach(home: Path, ready_timeout_s: float = 20.0, **options: Any) -> dict[st
     The pidfile lock is taken here, before forking, so a second start fails in the caller with a clear
     message; the grandchild inherits the locked descriptor and holds it for its lifetime.
     """
-    home.mkdir(parents=True, exist_ok=True)
+    _prepare(home)
     fd = lock_pidfile(home)
     pid = os.fork()
     if pid == 0:  # child: new session, then fork again so the daemon can never regain a terminal

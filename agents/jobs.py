@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import proc
+from agents.environ import allowed_env
 from agents.journal import Journal
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (issue 6 names them).
@@ -64,11 +65,11 @@ def tripwire_python(args: dict[str, Any]) -> str | None:
 
 
 def agent_env() -> dict[str, str]:
-    """The environment for a child started with ``agent_command()`` (``agents`` importable)."""
-    env = dict(os.environ)
+    """The environment for a child started with ``agent_command()``: the allowlist, ``agents`` importable."""
+    env = allowed_env()
     if not _archive():
         root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONPATH"] = root
     return env
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import loglines, proc
+from agents.environ import allowed_env
 from agents.gpu import GpuSampler
 from agents.journal import Journal
 from agents.metrics import RateTracker
@@ -189,7 +190,7 @@ class Supervisor:
             started_mono=time.monotonic(), ready_timeout_s=ready_timeout_s,
         )
         self.launches[launch_id] = launch
-        full_env = {**os.environ, **env}
+        full_env = {**allowed_env(), **env}  # the box's allowlist and the arm's own env, nothing else
         refusal = None
         if port_in_use(port):
             refusal = f"port {port} is already in use on 127.0.0.1 (another server or a stale process); " \

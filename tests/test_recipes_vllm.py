@@ -72,3 +72,42 @@ def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tiny_server) -> None:
     req = urllib.request.Request(tiny_server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         assert json.load(r)["usage"]["completion_tokens"] == 4
+
+
+HOSTILE = {
+    "a list value": ["--allowed-media-domains", "example.com", "--host", "0.0.0.0", "--port", "18999"],
+    "an abbreviation": ["--ho", "0.0.0.0"],
+    "an = form of an abbreviation": ["--hos=0.0.0.0"],
+    "a dotted key": ["--host.x", "1"],
+    "a value that is a flag": ["--api-key", "k", "--port=18999"],
+}
+LISTEN = """
+import json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+out = {}
+for name, argv in json.load(sys.stdin).items():
+    ns = make_arg_parser(FlexibleArgumentParser(prog="vllm serve")).parse_args(argv)
+    out[name] = [ns.host, ns.port]
+json.dump(out, sys.stdout)
+"""
+
+
+def test_what_the_guard_refuses_really_rebinds_vllm_and_what_it_allows_does_not(vllm_env) -> None:
+    """vLLM's own parser: each refused tail moves the server off 127.0.0.1:8100; the allowed odd values do not."""
+    from console.recipes.guard import listen_problem
+
+    head = ["m", "--host", "127.0.0.1", "--port", "8100"]  # what follows `vllm serve`
+    allowed = {"odd values": ["--seed", "-1", "--chat-template", "a --host 0.0.0.0 b", "--grpc",
+                              "--allowed-media-domains", "\u2013\u2013host", "0.0.0.0"]}  # fmt: skip
+    argvs = {name: head + tail for name, tail in {**HOSTILE, **allowed}.items()}
+    out = subprocess.run([str(vllm_env.python), "-c", LISTEN], input=json.dumps(argvs), capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    parsed = json.loads(out.stdout)
+    owned = {"--host": "127.0.0.1", "--port": "8100"}
+    for name in HOSTILE:
+        assert parsed[name] != ["127.0.0.1", 8100], name
+        assert listen_problem(argvs[name], owned) is not None, name
+    assert parsed["odd values"] == ["127.0.0.1", 8100]
+    assert listen_problem(argvs["odd values"], owned) is None

@@ -9,12 +9,14 @@ travels with the request, which is what the clock check compares the box's clock
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agents.environ import allowed_env
 from console.checks import ArmContext, Verdict, evaluate, worst
 from console.errors import InputError
 from console.store import Box, Store
@@ -79,8 +81,11 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
     python = serving_python(box)
     if python:
         argv += ["--serving-python", python]
+    # The box allowlist (agents/environ.py: the console's API keys stay here), plus the loader path the
+    # probe inspects for compatibility libraries.
+    env = allowed_env() | {k: v for k, v in os.environ.items() if k == "LD_LIBRARY_PATH"}
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False, env=env)
     except subprocess.TimeoutExpired as exc:
         raise CheckError(f"box {box.name}: the agent probe took longer than {PROBE_TIMEOUT_S:.0f} s") from exc
     if proc.returncode != 0:

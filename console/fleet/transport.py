@@ -16,6 +16,7 @@ from typing import Protocol
 
 import asyncssh
 
+from agents.environ import allowed_env
 from agents.protocol import MAX_LINE
 from console.errors import Unreachable
 from console.fleet.hostkeys import HostKeyChanged, Policy, fetch_host_key, key_line
@@ -76,6 +77,11 @@ class SshTransport:
                 keepalive_interval=settings.keepalive_interval,
                 keepalive_count_max=settings.keepalive_count_max,
                 config=None,
+                # Nothing of the console's environment crosses (no SendEnv/SetEnv, whatever a config says),
+                # and no agent forwarding: the box never sees the operator's API keys or SSH agent.
+                env={},
+                send_env=[],
+                agent_forwarding=False,
             )
         except asyncssh.HostKeyNotVerifiable as exc:
             try:
@@ -132,7 +138,11 @@ class SshTransport:
 
 
 class LocalTransport:
-    """The console's own machine: same agent, same protocol, a direct unix socket instead of SSH."""
+    """The console's own machine: same agent, same protocol, a direct unix socket instead of SSH.
+
+    Every command, the agent daemon included, runs with the box allowlist (agents/environ.py), not the
+    console's environment: the console holds provider API keys that no agent or server may inherit.
+    """
 
     def __init__(self) -> None:
         self._closed = asyncio.Event()
@@ -143,7 +153,8 @@ class LocalTransport:
 
     async def run(self, argv: list[str], timeout: float | None = None) -> str:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=allowed_env(os.environ),
         )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)

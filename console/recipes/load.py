@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.errors import InputError
+from console.recipes.guard import env_problem, flag_problem, value_problem
 from console.recipes.lint import RULES
 from console.recipes.model import (
     EXTRA_BODY_SAMPLING,
@@ -32,18 +33,16 @@ from console.recipes.model import (
     Shape,
     Sweep,
 )
-from console.recipes.toml_lines import KeyPath, key_lines, line_of
+from console.recipes.toml_lines import KeyPath, by_record, key_lines, line_of
 from console.recipes.vllm_flags import known_flags
 
 QUANTIZATIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
 QUANTIZERS = ("vendor", "modelopt", "compressed-tensors", "qat", "unknown")
 QUANT_SCOPES = ("all", "experts")
 
-# Flags resolve writes from first-class keys (or owns outright, like --host): a recipe may not set them
-# as free flags, so there is one place each is decided and servers always bind 127.0.0.1.
+# Flags resolve writes from first-class keys: a recipe may not set them as free flags, so there is one
+# place each is decided. Where a server listens (--host, --port...) is guard.BINDING_FLAGS.
 MANAGED_FLAGS = {
-    "--host": "resolve binds every server to 127.0.0.1",
-    "--port": "resolve assigns ports (base_port + replica)",
     "--model": "the profile's checkpoint is the model",
     "--served-model-name": "use the profile's served_model_name",
     "--tensor-parallel-size": "use tensor_parallel",
@@ -148,12 +147,18 @@ class _Reader:
             return None
         return self.table[key]
 
-    def text(self, key: str, required: bool = False, choices: Iterable[str] | None = None) -> str | None:
+    def text(
+        self, key: str, required: bool = False, choices: Iterable[str] | None = None, argv: bool = False
+    ) -> str | None:
+        """A non-empty string; ``argv``: it becomes one element of a server's argv (``guard.value_problem``)."""
         value = self._get(key, required)
         if value is None:
             return None
         if not isinstance(value, str) or not value:
             raise self.fail(key, f"{key!r} must be a non-empty string, got {value!r}")
+        problem = value_problem(value) if argv else None
+        if problem:
+            raise self.fail(key, f"{key!r}: {problem}")
         options = list(choices) if choices is not None else None
         if options is not None and value not in options:
             raise self.fail(key, f"{key!r} = {value!r} is not one of: {', '.join(options)}")
@@ -205,12 +210,17 @@ class _Reader:
             return {}
         env: dict[str, str] = {}
         for name, value in sub.table.items():
-            if not _ENV_NAME.match(name):
+            if not _ENV_NAME.fullmatch(name):
                 raise sub.fail(name, f"{name!r} is not an environment variable name")
             if name in MANAGED_ENV:
                 raise sub.fail(name, f"{name!r} may not be set in a recipe: {MANAGED_ENV[name]}")
+            problem = env_problem(name)
+            if problem:
+                raise sub.fail(name, f"{name!r} may not be set in a recipe: {problem}")
             if not isinstance(value, str):
                 raise sub.fail(name, f"{name!r} must be a string (quote it: {name} = \"{value}\")")
+            if "\0" in value:
+                raise sub.fail(name, f"{name!r} holds a NUL character, which no environment value can carry")
             env[name] = value
         sub.seen.update(sub.table)
         return env
@@ -221,10 +231,11 @@ class _Reader:
             return {}
         flags: dict[str, FlagValue] = {}
         for name, value in sub.table.items():
-            if not _FLAG_NAME.match(name):
+            if not _FLAG_NAME.fullmatch(name):
                 raise sub.fail(name, f"{name!r} is not a long flag: write \"--name\" = value (no '=', no spaces)")
-            if name in MANAGED_FLAGS:
-                raise sub.fail(name, f"{name!r} may not be set as a free flag: {MANAGED_FLAGS[name]}")
+            problem = flag_problem(name, MANAGED_FLAGS)
+            if problem:
+                raise sub.fail(name, problem)
             if isinstance(value, list):
                 if not value or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
                     raise sub.fail(name, f"{name!r}: a list value must hold strings or numbers, got {value!r}")
@@ -233,6 +244,11 @@ class _Reader:
                 flags[name] = value
             else:
                 raise sub.fail(name, f"{name!r}: a flag value must be a string, number, boolean or list")
+            stored = flags[name]
+            for element in stored if isinstance(stored, list) else [stored] if isinstance(stored, str) else []:
+                problem = value_problem(element)
+                if problem:
+                    raise sub.fail(name, f"{name!r}: {problem}")
         sub.seen.update(sub.table)
         return flags
 
@@ -252,8 +268,8 @@ def _serving(r: _Reader) -> ServingProfile:
     kwargs = s.sub("chat_template_kwargs", f"{s.what} chat_template_kwargs")
     sampling = s.sub("sampling", f"{s.what} sampling")
     profile = ServingProfile(
-        reasoning_parser=s.text("reasoning_parser"),
-        tool_call_parser=s.text("tool_call_parser"),
+        reasoning_parser=s.text("reasoning_parser", argv=True),
+        tool_call_parser=s.text("tool_call_parser", argv=True),
         chat_template_kwargs=dict(kwargs.table) if kwargs else {},
         thinking_default=s.boolean("thinking_default", default=None),
         source=s.text("source"),
@@ -288,14 +304,14 @@ def _profile(name: str, r: _Reader, origin: Origin) -> Profile:
     weights = r.number("weights_gb", 0.0, 10_000.0)
     profile = Profile(
         name=name,
-        checkpoint=r.text("checkpoint", required=True) or "",
+        checkpoint=r.text("checkpoint", required=True, argv=True) or "",
         architecture=r.text("architecture", required=True) or "",
         quantization=r.text("quantization", required=True, choices=QUANTIZATIONS) or "",
         quantizer=r.text("quantizer", required=True, choices=QUANTIZERS) or "",
         weights_gb=weights,
         origin=origin,
         local=bool(r.boolean("local")),
-        served_model_name=r.text("served_model_name"),
+        served_model_name=r.text("served_model_name", argv=True),
         publisher=r.text("publisher"),
         quant_scope=r.text("quant_scope", choices=QUANT_SCOPES) or "all",
         reasoning=bool(r.boolean("reasoning")),
@@ -410,17 +426,53 @@ def _toml_error(file: str, text: str, exc: tomllib.TOMLDecodeError) -> RecipeErr
     return RecipeError(file, line, None, f"malformed TOML: {message.replace(' (at end of document)', '')}")
 
 
-def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]) -> None:
-    file = display_path(path)
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""A larger recipe file is refused unread: 100,000 arms of the shipped kind fit in about 15 MiB."""
+MAX_DEPTH = 32
+"""Tables and arrays nested deeper are refused: the shipped recipes nest four deep, tomllib recurses per level."""
+
+
+def _too_deep(data: dict[str, Any]) -> bool:
+    """Whether any table or array lies more than MAX_DEPTH below the document (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _parse(path: Path, file: str) -> tuple[str, dict[str, Any]]:
+    """The file's text and TOML; a file that would exhaust memory or the stack is refused first."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise RecipeError(file, None, None, f"larger than {MAX_FILE_BYTES >> 20} MiB, the limit for one recipe "
+                              "file; split it into several files")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(file, None, None, f"cannot read recipe file: {exc}") from exc
+    too_deep = RecipeError(file, None, None, f"tables or arrays nested more than {MAX_DEPTH} deep, the limit for a "
+                           "recipe (the shipped ones need four; see recipes/README.md)")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(file, text, exc) from exc
+    except RecursionError:
+        raise too_deep from None
+    if _too_deep(data):
+        raise too_deep
+    return text, data
+
+
+def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]) -> None:
+    file = display_path(path)
+    text, data = _parse(path, file)
     lines = key_lines(text)
+    records = by_record(lines)
     top = _Reader(file, lines, (), "recipe file", data)
     for section, what in _SECTIONS.items():
         sec = top.sub(section, section)
@@ -437,7 +489,7 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
                 )
             seen_at[section, name] = str(origin)
             r = _Reader(file, lines, (section, name), f"{what} {name!r}", body)
-            inner = {p[2:]: n for p, n in lines.items() if p[:2] == (section, name) and len(p) > 2}
+            inner = records.get((section, name), {})
             if section == "profiles":
                 catalog.profiles[name] = _profile(name, r, origin)
                 catalog.profiles[name].key_lines = inner

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -213,13 +214,23 @@ class Catalog:
             env=dict(arm.env),
         )
 
+    @cached_property
+    def _sweeps_by_arm(self) -> dict[str, list[Sweep]]:
+        """Arm name -> the sweeps that list it or use it as their base: built once, so linting every arm of
+        a large catalog stays linear (a catalog is not changed after ``load_catalog``)."""
+        index: dict[str, list[Sweep]] = {}
+        for s in self.sweeps.values():
+            for name in dict.fromkeys([*s.arms, *([s.base] if s.base else [])]):
+                index.setdefault(name, []).append(s)
+        return index
+
     def sweeps_covering(self, arm: Arm) -> list[Sweep]:
         """Sweeps that list this arm, derive it, or use it as the base for their kernel pairs."""
-        return [
-            s
-            for s in self.sweeps.values()
-            if arm.name in s.arms or s.base == arm.name or arm.sweep == s.name
-        ]
+        found = list(self._sweeps_by_arm.get(arm.name, []))
+        derived = self.sweeps.get(arm.sweep) if arm.sweep else None
+        if derived is not None and all(s is not derived for s in found):
+            found.append(derived)
+        return found
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from console.errors import InputError
+from console.recipes.guard import env_problem, listen_problem
 from console.recipes.model import LAYOUT_KEYS, Arm, BoxSpec, Catalog, Profile, ServingProfile
 
 LOOPBACK = "127.0.0.1"
@@ -205,6 +206,11 @@ def resolve(
     for i, group in enumerate(groups):
         port = base_port + i
         argv = [vllm, "serve", model, "--served-model-name", profile.served_name, "--host", LOOPBACK, "--port", str(port)]
+        # The last word on what reaches the box, whatever built the arm (guard.py says why).
+        problem = listen_problem(argv[2:] + flags, {"--host": LOOPBACK, "--port": str(port)})
+        problem = problem or next(filter(None, map(env_problem, base_env)), None)
+        if problem:
+            raise ResolveError(f"arm {a.name!r} on {box.name}: {problem}")
         env = dict(base_env)
         if group:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)

@@ -2,7 +2,9 @@
 
 WHY: an error that says ``unknown key 'moe_backnd'`` without a line makes the operator grep; one that
 says ``recipes/arms/glm.toml:14`` does not. This scans the text for table headers and ``key =`` lines
-(skipping multi-line strings) and maps each full dotted key path to the line where it is written.
+(skipping multi-line strings) and maps each full dotted key path to the line where it is written, and
+each table that only exists because something below it is written (``[arms.a.env]`` makes ``arms`` and
+``arms.a``) to the line where that happens. One pass, so a file of 100,000 arms costs 100,000 lookups.
 """
 
 from __future__ import annotations
@@ -43,8 +45,16 @@ def _parse_key(text: str, pos: int) -> tuple[list[str], int] | None:
         return parts, pos
 
 
+def _add(found: dict[KeyPath, int], path: KeyPath, number: int) -> None:
+    """``path`` at ``number`` unless already placed, and each of its tables where it first appears."""
+    for n in range(len(path), 0, -1):
+        if path[:n] in found:
+            break
+        found[path[:n]] = number
+
+
 def key_lines(text: str) -> dict[KeyPath, int]:
-    """Map every table header and ``key = value`` line to its 1-based line number."""
+    """Map every table header and ``key = value`` line (and the tables they imply) to its 1-based line."""
     found: dict[KeyPath, int] = {}
     table: list[str] = []
     in_multiline: str | None = None
@@ -61,11 +71,11 @@ def key_lines(text: str) -> dict[KeyPath, int]:
             parsed = _parse_key(stripped, start)
             if parsed:
                 table = parsed[0]
-                found.setdefault(tuple(table), number)
+                _add(found, tuple(table), number)
             continue
         parsed = _parse_key(stripped, 0)
         if parsed and stripped[parsed[1] : parsed[1] + 1] == "=":
-            found.setdefault(tuple(table + parsed[0]), number)
+            _add(found, tuple(table + parsed[0]), number)
             rest = stripped[parsed[1] + 1 :]
             for delim in ('"""', "'''"):
                 if rest.count(delim) % 2 == 1:
@@ -74,10 +84,17 @@ def key_lines(text: str) -> dict[KeyPath, int]:
 
 
 def line_of(lines: dict[KeyPath, int], path: KeyPath) -> int | None:
-    """The line of ``path``, else of its nearest written ancestor (an inline table's key, a header),
-    else of its first written descendant (``[arm.a]`` is where the implicit table ``arm`` starts)."""
+    """The line of ``path``, else of its nearest ancestor (an inline table's key, a header)."""
     for n in range(len(path), 0, -1):
         if path[:n] in lines:
             return lines[path[:n]]
-    below = [line for key, line in lines.items() if key[: len(path)] == path]
-    return min(below) if below else None
+    return None
+
+
+def by_record(lines: dict[KeyPath, int]) -> dict[KeyPath, dict[KeyPath, int]]:
+    """The lines below each record (``(section, name)``), keyed relative to it; one pass over the file."""
+    records: dict[KeyPath, dict[KeyPath, int]] = {}
+    for path, number in lines.items():
+        if len(path) > 2:
+            records.setdefault(path[:2], {})[path[2:]] = number
+    return records

@@ -13,7 +13,8 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_MODE``: ``serve`` (default), ``crash`` (SIGKILLs itself during start-up, no traceback),
   ``degenerate`` (serves, but every chat answer is a loop), ``die-serving`` (exits 1 s after ready);
 - ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
-- ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096).
+- ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096);
+- ``FAKE_ENGINE_ENV_DUMP``: a file it writes its whole environment to (JSON) before anything else.
 """
 
 from __future__ import annotations
@@ -106,7 +107,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+def _dump_env(path: str) -> None:
+    """The environment this server was given, written whole (tmp + rename) for a test to read."""
+    tmp = f"{path}.tmp"
+    Path(tmp).write_text(json.dumps(dict(os.environ)))
+    os.replace(tmp, path)
+
+
 def serve(argv: list[str]) -> None:
+    if os.environ.get("FAKE_ENGINE_ENV_DUMP"):
+        _dump_env(os.environ["FAKE_ENGINE_ENV_DUMP"])
     if not argv or argv[0] != "serve" or len(argv) < 2:
         print("usage: vllm serve MODEL [flags]", file=sys.stderr)
         sys.exit(2)

@@ -135,9 +135,11 @@ class SshdFarm:
         if gpu_fixture is not None:
             fixture = GPU_FIXTURES / f"{gpu_fixture}.json"
             smi = bin_dir / "nvidia-smi"
-            smi.write_text(f'#!/bin/sh\nexec /usr/bin/python3 {FAKE_SMI} "$@"\n')
+            # The fixture is named in the wrapper, not in the session's environment: the agent keeps only
+            # an allowlist of variables for itself and what it starts (agents/environ.py).
+            smi.write_text(f'#!/bin/sh\nFAKE_NVIDIA_SMI_FIXTURE="${{FAKE_NVIDIA_SMI_FIXTURE:-{fixture}}}" '
+                           f'exec /usr/bin/python3 {FAKE_SMI} "$@"\n')
             smi.chmod(0o755)
-            env.append(f"FAKE_NVIDIA_SMI_FIXTURE={fixture}")
         port = port or free_port()
         config = base / "sshd_config"
         config.write_text(
@@ -160,6 +162,7 @@ class SshdFarm:
                     "MaxStartups 64:30:128",
                     "Subsystem sftp internal-sftp",
                     f"SetEnv {' '.join(env)}",
+                    "AcceptEnv *",  # a client that sent its environment would be caught (test_private_agent.py)
                     "LogLevel ERROR",
                     "",
                 ]

@@ -1,0 +1,282 @@
+"""Nobody let in: the console's secrets never reach an agent or a server, and an agent's files are its
+user's alone. Real agents (their environment read from /proc/PID/environ), real servers (the fake engine,
+tests/support/fake_engine.py, writes down the environment it was given) and the file system; the SSH
+case runs against a real sshd box."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.environ import allowed_env
+from agents.jobs import agent_env
+from console.recipes import load_catalog
+from console.service import Service
+from console.store import Box, Store
+from tests.support.agent_box import AgentBox
+from tests.support.fake_engine import install, write_model
+from tests.support.fleet_fixtures import FAST
+from tests.support.vllm_server import free_port
+from tests.test_agent_daemon import FAKE_SERVER, launch_args
+from tests.test_sweep import _stop_agent
+
+pytestmark = pytest.mark.timeout(180)
+
+SECRETS = {"VAST_API_KEY": "vast-canary-7f3a", "CAMPAIGN_DB_PASSWORD": "pw-canary-19c2", "HF_TOKEN": "hf-canary-55e1"}
+RECIPE = """
+[profiles."fake"]
+checkpoint = "fake"
+local = true
+architecture = "llama"
+quantization = "bf16"
+quantizer = "vendor"
+weights_gb = 0.001
+
+[profiles."fake".serving]
+sampling = { temperature = 0.0 }
+
+[arms."fake"]
+profile = "fake"
+max_model_len = 2048
+env = { FAKE_ENGINE_STARTUP_S = "0.1", ARM_OWN = "kept", FAKE_ENGINE_ENV_DUMP = "@DUMP@" }
+"""
+
+
+def recipe(dump: Path) -> str:
+    """The fake arm, writing its server's environment to ``dump``."""
+    return RECIPE.replace("@DUMP@", str(dump))
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    data = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(item.split("=", 1) for item in data.split("\0") if "=" in item)
+
+
+def dumped_env(path: Path, timeout: float = 60.0) -> dict[str, str]:
+    """The environment the fake engine wrote down at its start (FAKE_ENGINE_ENV_DUMP)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"the server wrote no {path} within {timeout:g} s"
+        time.sleep(0.05)
+    return dict(json.loads(path.read_text()))
+
+
+def launch_pid(agent_home: Path, launch_id: str) -> int:
+    with sqlite3.connect(f"file:{agent_home / 'journal.db'}?mode=ro", uri=True) as db:
+        return int(db.execute("SELECT pid FROM launches WHERE launch_id = ?", [launch_id]).fetchone()[0])
+
+
+def assert_no_secret(env: dict[str, str], who: str) -> None:
+    leaked = {k for k, v in env.items() if k in SECRETS or v in SECRETS.values()}
+    assert not leaked, f"{who} sees {sorted(leaked)}"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def assert_private(home: Path) -> None:
+    """The home 0700; the journal, socket, logs, pidfile and everything in launches/ and jobs/ 0600/0700."""
+    assert mode(home) == 0o700, oct(mode(home))
+    own = [p for p in home.iterdir() if p.name.startswith(("agent.", "journal.db"))]
+    assert {p.name for p in own} >= {"journal.db", "agent.sock", "agent.log", "agent.pid"}
+    for d in ("launches", "jobs"):
+        own += [home / d, *(home / d).iterdir()]
+    for p in own:
+        want = 0o700 if p.is_dir() else 0o600
+        assert mode(p) == want, f"{p}: {oct(mode(p))}"
+
+
+def test_the_environment_children_get_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in {**SECRETS, "PATH": "/x/bin:/usr/bin", "LC_ALL": "C.UTF-8", "TZ": "Europe/London",
+                 "PYTHONPATH": "/elsewhere", "LD_PRELOAD": "/evil.so"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    env = allowed_env()
+    assert env["PATH"] == "/x/bin:/usr/bin" and env["LC_ALL"] == "C.UTF-8" and env["TZ"] == "Europe/London"
+    assert not {"PYTHONPATH", "LD_PRELOAD", *SECRETS} & set(env)
+    jobs = agent_env()  # a bench or tripwire run: the same allowlist, and this package importable
+    assert_no_secret(jobs, "a run")
+    assert jobs["PYTHONPATH"] == str(Path(__file__).resolve().parent.parent)
+
+
+@pytest.fixture
+def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """(state.db, agent home) of a local box whose serving env is the fake engine; the agent is stopped after."""
+    home = Path(tempfile.mkdtemp(prefix="pa-")) / "agent"  # a unix socket path must stay under 108 bytes
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "fake.toml").write_text(recipe(tmp_path / "server-env.json"))
+    write_model(tmp_path / "models" / "fake")
+    with Store(tmp_path / "state.db") as store:
+        store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(install(tmp_path / "env")),
+                            model_root=str(tmp_path / "models")))  # fmt: skip
+    try:
+        yield tmp_path, home
+    finally:
+        _stop_agent(home)
+
+
+async def _launch_fake(store: Store, box: str, recipes: Path) -> tuple[Service, str]:
+    service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
+    plan = service.plan_launch("fake", box, base_port=free_port())
+    await service.launch(plan, ready_timeout_s=60)
+    return service, plan.launch_ids[0]
+
+
+async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
+    local_box: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, home = local_box
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)  # the console's own environment, as an operator's shell would have it
+    with Store(root / "state.db") as store:
+        service, launch_id = await _launch_fake(store, "local", root / "recipes")
+        server = launch_pid(home, launch_id)
+        try:
+            agent = environ_of(int((home / "agent.pid").read_text().split()[0]))
+            assert_no_secret(agent, "the local agent")
+            assert agent["PATH"] == os.environ["PATH"] and agent["HOME"] == os.environ["HOME"]
+            served = dumped_env(root / "server-env.json")
+            assert_no_secret(served, "a server the local agent launched")
+            assert served["ARM_OWN"] == "kept" and served["PATH"] == os.environ["PATH"]
+            assert "PYTEST_CURRENT_TEST" not in served  # nothing outside the allowlist, not only secrets
+            await service.kill([launch_id], "local", grace_s=5)
+        finally:
+            await service.close()
+            try:
+                os.killpg(server, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_box_shell_full_of_secrets_still_gives_servers_only_the_allowlist(tmp_path: Path) -> None:
+    """The agent started from a shell that holds secrets (the box's own): its servers get none of them."""
+    vllm = install(tmp_path / "env") / "bin" / "vllm"
+    dump = tmp_path / "server-env.json"
+    box = AgentBox(tmp_path / "home", path_prefix=[], env=SECRETS)
+    box.start()
+    try:
+        port = free_port()
+        box.ok("launch", {"launch_id": "envcheck", "argv": [str(vllm), "serve", "m", "--port", str(port)], "port": port,
+                          "env": {"CUDA_VISIBLE_DEVICES": "0", "FAKE_ENGINE_ENV_DUMP": str(dump)}, "gpus": [0]})  # fmt: skip
+        served = dumped_env(dump)
+        assert_no_secret(served, "a server")
+        assert served["CUDA_VISIBLE_DEVICES"] == "0" and "PYTHONPATH" not in served
+    finally:
+        box.stop()
+
+
+def test_agent_files_are_private_even_in_a_home_left_open(tmp_path: Path) -> None:
+    """A shared directory, a home an older agent left 0755 with a 0644 journal: all tightened, with a
+    umask of 022 in the starting shell; a file of the user's own in the home is left alone."""
+    shared = Path(tempfile.mkdtemp(prefix="shared-"))
+    shared.chmod(0o755)  # like /srv: every user can walk it
+    home = shared / "agent"
+    (home / "launches").mkdir(parents=True)
+    home.chmod(0o755)
+    (home / "launches").chmod(0o755)
+    for path in (home / "journal.db", home / "launches" / "old.log", home / "notes.txt"):
+        path.write_bytes(b"")
+        path.chmod(0o644)
+    server_py = tmp_path / "fake_server.py"
+    server_py.write_text(FAKE_SERVER)
+    box = AgentBox(home, path_prefix=[])
+    old = os.umask(0o022)
+    try:
+        box.start()
+    finally:
+        os.umask(old)
+    try:
+        port = free_port()
+        box.ok("launch", launch_args(server_py, "priv", port))
+        box.ok("bench", {"bench_id": "b1", "launch_id": "priv", "base_url": "http://127.0.0.1:9", "model": "m",
+                         "vocab_size": 100, "input_len": 4, "output_len": 4, "concurrency": 1, "prompts": 1},
+               command_id="bench-b1")  # fmt: skip
+        box.wait_for(lambda e: e["kind"] == "command_done" and e.get("command_id") == "bench-b1", what="the run")
+        assert_private(home)
+        assert mode(home / "notes.txt") == 0o644  # not the agent's: left as the user made it
+        if os.geteuid() == 0:  # another unix user of the box cannot read the journal
+            peek = subprocess.run(["cat", str(home / "journal.db")], user=65534, capture_output=True)
+            assert peek.returncode != 0 and b"Permission denied" in peek.stderr
+    finally:
+        box.stop()
+        subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+@pytest.mark.sshd
+def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sshd box accepts any environment a client sends (AcceptEnv *): still none of the console's
+    reaches its agent or a server, and the agent's home there is private to the box's user."""
+    from tests.support.fleet_fixtures import box_started, farm, register
+    from tests.support.sshd import SshdUnavailable
+
+    try:
+        farm()
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+    box = box_started("private")
+    env_dir = install(box.root / "fake-env", "/usr/bin/python3")  # run by the box's own unix user
+    write_model(box.root / "models" / "fake")
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    dump = box.home / "server-env.json"  # where the box's user may write, and root may read
+    dump.unlink(missing_ok=True)
+    (recipes / "fake.toml").write_text(recipe(dump))
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("LC_CANARY", "lc-canary")  # what an OpenSSH client's SendEnv LC_* would carry
+
+    async def go() -> None:
+        with Store(tmp_path / "state.db") as store:
+            register(store, box)
+            store.boxes.update(box.name, serving_env=str(env_dir), model_root=str(box.root / "models"))
+            service, launch_id = await _launch_fake(store, box.name, recipes)
+            try:
+                agent = environ_of(int((box.agent_home / "agent.pid").read_text().split()[0]))
+                served = dumped_env(dump)
+                for who, env in (("the box's agent", agent), ("a server on the box", served)):
+                    assert_no_secret(env, who)
+                    assert "LC_CANARY" not in env, who
+                assert served["ARM_OWN"] == "kept"
+                await service.kill([launch_id], box.name, grace_s=5)
+            finally:
+                await service.close()
+
+    try:
+        asyncio.run(go())
+        assert_private(box.agent_home)  # the pushed agent.pyz among them
+    finally:
+        box.kill_agent()
+
+
+def test_the_local_check_probe_runs_without_the_console_secrets(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`campaign check local` runs the agent's probe here, and the probe runs the serving Python: neither
+    gets the console's secrets (the serving Python below writes down what it was given)."""
+    from console.checks.run import local_probe
+
+    seen = tmp_path / "seen-env"
+    python = tmp_path / "serve" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nenv > {seen}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    local_probe(Box(name="local", kind="local", serving_env=str(tmp_path / "serve")), 1)
+    given = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert_no_secret(given, "the serving Python of the local probe")
+    assert given["PATH"] == os.environ["PATH"]
