@@ -49,6 +49,7 @@ sampling = { temperature = 0.0 }
 
 [arms."fake"]
 profile = "fake"
+device = "cpu"  # the fake engine on a box without GPUs
 max_model_len = 2048
 env = { FAKE_ENGINE_STARTUP_S = "0.1", ARM_OWN = "kept", FAKE_ENGINE_ENV_DUMP = "@DUMP@" }
 """

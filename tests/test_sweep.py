@@ -58,22 +58,26 @@ source = "test fake"
 
 [arms."fake-serve"]
 profile = "fake-moe"
+device = "cpu"  # the fake engine on the local box, which has no GPU
 max_model_len = 2048
 max_num_seqs = 2
 env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,Marlin" }
 
 [arms."fake-refused"]
 profile = "fake-moe"
+device = "cpu"  # the fake engine on the local box, which has no GPU
 moe_backend = "flashinfer_cutlass"
 max_model_len = 2048
 env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,CPU" }
 
 [arms."fake-crash"]
 profile = "fake-moe"
+device = "cpu"  # the fake engine on the local box, which has no GPU
 env = { FAKE_ENGINE_MODE = "crash" }
 
 [arms."fake-degenerate"]
 profile = "fake-moe"
+device = "cpu"  # the fake engine on the local box, which has no GPU
 env = { FAKE_ENGINE_MODE = "degenerate" }
 
 [shapes.short]  # a name the load generator also knows (it refuses others: see the report)
@@ -274,7 +278,7 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
 def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its_server(local_db: Path,
                                                                                        recipes: Path) -> None:  # fmt: skip
     slow = recipes / "slow.toml"
-    slow.write_text('[arms."fake-slow"]\nprofile = "fake-moe"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
+    slow.write_text('[arms."fake-slow"]\nprofile = "fake-moe"\ndevice = "cpu"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
                     '[sweeps."slow-test"]\narms = ["fake-slow"]\n')  # fmt: skip
     run = _campaign(local_db, recipes, "sweep", "run", "slow-test", "--box", "local", "--shapes", "short",
                     "--kill-grace", "2")  # fmt: skip
@@ -309,7 +313,8 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
     box = box_started("sweep4", "pcie-4gpu")
     env_dir = install(box.root / "fake-env", str(box_python.ensure()))  # run by the box's own unix user
     write_model(box.root / "models" / "fake-moe")
-    (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve"]\n')
+    (recipes / "one.toml").write_text('[arms."fake-card"]\nprofile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
+                                      '[sweeps."one"]\narms = ["fake-card"]\n')  # a GPU arm: one replica per card
     base = free_ports(4)
 
     async def go() -> int:

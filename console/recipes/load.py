@@ -343,6 +343,9 @@ def _layout(r: _Reader) -> dict[str, Any]:
     }
 
 
+DEVICES = ("gpu", "cpu")
+
+
 def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
     backends = known_flags().kernel_backends
     replicas = r._get("replicas", False)
@@ -353,6 +356,7 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         profile=r.text("profile", required=True) or "",
         origin=origin,
         description=r.text("description"),
+        device=r.text("device", choices=DEVICES) or "gpu",
         linear_backend=r.text("linear_backend", choices=backends["linear_backend"]),
         moe_backend=r.text("moe_backend", choices=backends["moe_backend"]),
         tensor_parallel=r.integer("tensor_parallel") or 1,

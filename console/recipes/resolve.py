@@ -157,7 +157,7 @@ def generic_box(catalog: Catalog, arm: str | Arm) -> BoxSpec:
     """
     a = get_arm(catalog, arm)
     count = a.gpus_per_server * (a.replicas or 1)
-    return BoxSpec(name="(any)", gpu_count=0 if count == 1 else count, model_root="<model_root>")
+    return BoxSpec(name="(any)", gpu_count=0 if count == 1 else count, model_root="<model_root>", generic=True)
 
 
 def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]]:
@@ -166,6 +166,11 @@ def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]
     if bad or len(set(available)) != len(available):
         raise ResolveError(f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once")
     per = arm.gpus_per_server
+    if arm.device == "gpu" and box.gpu_count == 0 and not box.generic:
+        raise ResolveError(
+            f"arm {arm.name!r} runs on GPUs and box {box.name} has none measured",
+            f"`campaign check {box.name}` probes its GPUs; a CPU build's arm says device = \"cpu\"",
+        )
     if not available:
         if per > 1 or (arm.replicas or 1) > 1:
             raise ResolveError(
