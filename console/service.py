@@ -87,6 +87,10 @@ class Service:
         inserted = await link.sync()
         return f"{action}; {inserted} new events ingested"
 
+    async def detach(self, box: str) -> dict[str, Any]:
+        """Ingest what is pending, then stop the box's journal holding events for this campaign."""
+        return await self.fleet.link(box).detach()
+
     async def presented_key(self, box: str) -> tuple[str, str]:
         b = self.store.boxes.get(box)
         if b.is_local:

@@ -8,14 +8,15 @@ import re
 import signal
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from console.cli.common import CliError, confirm, open_store, print_json, print_table
 from console.cli.remote import describe
 from console.fleet import AgentError, HostKeyProblem, JournalMismatch
-from console.fleet.link import LINK_ERRORS
+from console.fleet.link import LINK_ERRORS, Detached
 from console.fleet.progress import IngestProgress
 from console.service import Service, ServiceError
-from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store
+from console.store import LOCAL_BOX, Box, BoxExists, NoSuchBox, Store, StoreFull
 from console.store.ingest import IngestError
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
@@ -65,17 +66,23 @@ def _add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quarantined(n: int) -> str:
+    """How a box's quarantined events are shown beside its status (the rows are in ``quarantine``)."""
+    return f"{n} event{'s' if n != 1 else ''} quarantined" if n else ""
+
+
 def _list(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         boxes = store.boxes.every()
+        quarantined = store.ingest.quarantined()
     if args.json:
-        print_json([asdict(b) for b in boxes])
+        print_json([asdict(b) | {"quarantined": quarantined.get(b.name, 0)} for b in boxes])
         return 0
     rows = [
         {
             "name": b.name,
             "target": b.ssh_target,
-            "status": b.status,
+            "status": ", ".join(filter(None, (b.status, _quarantined(quarantined.get(b.name, 0))))),
             "gpus": b.gpu_summary,
             "price/h": f"{b.price_per_hour:.2f}" if b.price_per_hour is not None else None,
             "provider": ":".join(filter(None, (b.provider, b.instance_id))) or None,
@@ -108,7 +115,9 @@ async def _connect_async(store: Store, name: str, follow: bool) -> int:
     link.on_ingest = progress
     try:
         if not follow:
-            print(f"{name}: {await service.connect(name)}")
+            done = await service.connect(name)
+            bad = _quarantined(store.ingest.quarantined(name).get(name, 0))
+            print(f"{name}: {done}" + (f"; {bad} (see the quarantine table)" if bad else ""))
             return 0
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -134,11 +143,37 @@ def _connect(args: argparse.Namespace) -> int:
             if args.name != LOCAL_BOX:
                 store.boxes.get(args.name)
             return asyncio.run(_connect_async(store, args.name, args.follow))
-        except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError) as exc:
+        except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError, Detached,
+                StoreFull) as exc:
             raise CliError(str(exc)) from exc
         except LINK_ERRORS as exc:
             status = store.boxes.get(args.name)
             raise CliError(f"box {args.name}: {describe(exc)} (status {status.status})", 3) from exc
+
+
+def _detach(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        service = Service(store)
+        try:
+            store.boxes.get(args.name)
+            result = asyncio.run(_detach_async(service, args.name))
+        except (NoSuchBox, HostKeyProblem, JournalMismatch, IngestError, ServiceError, AgentError, StoreFull) as exc:
+            raise CliError(str(exc)) from exc
+        except LINK_ERRORS as exc:
+            raise CliError(f"box {args.name}: {describe(exc)}", 3) from exc
+    if result.get("detached"):
+        print(f"{args.name}: detached; the box no longer keeps events for this campaign "
+              f"(`campaign box connect {args.name}` attaches it again)")
+    else:
+        print(f"{args.name}: this campaign was not attached to the box's journal; nothing changed")
+    return 0
+
+
+async def _detach_async(service: Service, name: str) -> dict[str, Any]:
+    try:
+        return await service.detach(name)
+    finally:
+        await service.close()
 
 
 def _trust(args: argparse.Namespace) -> int:
@@ -224,6 +259,11 @@ def register(sub: argparse._SubParsersAction, help_text: str) -> None:
     conn.add_argument("--follow", action="store_true",
                       help="keep ingesting and reconnecting until interrupted (Ctrl-C / SIGTERM)")
     conn.set_defaults(func=_connect)
+
+    detach = boxsub.add_parser("detach", help="ingest what is pending, then stop the box keeping events for this "
+                               "campaign (other campaigns on the box keep theirs)")
+    detach.add_argument("name")
+    detach.set_defaults(func=_detach)
 
     trust = boxsub.add_parser("trust", help="show the box's host key and trust it (first use)")
     trust.add_argument("name")

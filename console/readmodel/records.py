@@ -56,6 +56,7 @@ class FleetRow:
     last_sample_ms: int | None
     capped_gpus: int = 0
     tz: str | None = None
+    quarantined: int = 0  # malformed events from this box, kept aside in the quarantine table
 
     @property
     def worst_check(self) -> str:
