@@ -54,13 +54,22 @@ def samples(seconds: int, gpus: int = 8, servers: int = 4, t0: int = T0) -> Iter
 
 
 def write(box: SshBox, events: Iterable[dict[str, Any]]) -> int:
-    """Append ``events`` to ``box``'s journal (its agent may be running); returns the journal's last seq."""
-    proc = subprocess.run(
-        ["/usr/bin/python3", "-c", _WRITER, str(box.agent_home / "journal.db")],
-        input="".join(json.dumps(e) + "\n" for e in events), text=True, capture_output=True,
-        user=box.uid, group=box.gid, env={"PYTHONPATH": str(ROOT)}, check=True, timeout=600,
+    """Append ``events`` to ``box``'s journal (its agent may be running); returns the journal's last seq.
+
+    Streamed, so a twelve-hour backlog never sits in memory at once.
+    """
+    proc = subprocess.Popen(
+        ["/usr/bin/python3", "-c", _WRITER, str(box.agent_home / "journal.db")], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, user=box.uid, group=box.gid, env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
-    return int(proc.stdout.split()[-1])
+    assert proc.stdin is not None and proc.stdout is not None
+    with proc.stdin:
+        for event in events:
+            proc.stdin.write(json.dumps(event) + "\n")
+    out = proc.stdout.read()
+    if proc.wait(600) != 0:
+        raise RuntimeError(f"the journal writer exited {proc.returncode}")
+    return int(out.split()[-1])
 
 
 _RAW = """
