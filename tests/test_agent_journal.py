@@ -112,6 +112,7 @@ def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
         for kind, t_ms, body in bad.values():
             db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
     after = journal.append("warning", where="test", message="after")
+    assert before is not None and after is not None
     reply = protocol.decode(_encode({"id": "e1", "ok": True, "result": {"events": journal.events_after(0, 100)}}))
     events = reply["result"]["events"]
     assert [e["seq"] for e in events] == list(range(before, after + 1))

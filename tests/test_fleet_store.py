@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from console.readmodel import queries
 from console.store import Box, Store
 from console.store.ingest import IngestError
 
@@ -93,6 +94,8 @@ def test_malformed_events_are_quarantined_and_the_rest_of_the_batch_commits(stor
     assert "pid is '42'" in rows[8]["reason"] and store.launches.get("L1") is None
     assert "gpus[0].gpu" in rows[9]["reason"]
     assert store.ingest.quarantined() == {"pro-a": 8}
+    [row] = queries.fleet(store, T0, "pro-a")  # what the Fleet view shows beside the box's status
+    assert row.quarantined == 8
     # Re-sent after a lost ack: skipped like any committed event, never quarantined twice.
     again = store.ingest.batch("pro-a", events[1:4])
     assert (again.skipped, again.quarantined) == (3, {})

@@ -99,12 +99,12 @@ def problem(event: Any) -> str | None:
         return f"the event is {_shown(event)}, not a JSON object"
     if "malformed" in event:  # the agent could not read the row itself (agents/journal.py wire_event)
         return f"the box journal row is unreadable: {event['malformed']}"
-    for key, check in (("t_ms", _integer), ("kind", _text)):
+    envelope: tuple[tuple[str, Callable[[Any], bool]], ...] = (("t_ms", _integer), ("kind", _text))
+    for key, check in envelope:
         found = _field_problem(key, event.get(key), check, 0)
         if found:
             return found
-    fields = _FIELDS.get(event["kind"], {})
-    for key, (check, nullable) in fields.items():
+    for key, (check, nullable) in _FIELDS.get(event["kind"], {}).items():
         if key in event:
             found = _field_problem(key, event[key], check, nullable)
             if found:
