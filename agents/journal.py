@@ -40,7 +40,7 @@ RAW_HEAD_CHARS = 64 * 1024
 STALE_ACK_MS = 60 * 60 * 1000
 """Under the disk floor, a consumer that has not acked for this long stops holding events the others acked."""
 _ENVELOPE = 48
-"""Bytes the envelope (``"seq":…,"t_ms":…,"kind":""``) adds to a body on the wire, besides the kind itself."""
+"""Bytes the envelope (``,"seq":…,"t_ms":…,"kind":""``) adds to a body on the wire, besides the kind itself."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -162,27 +162,27 @@ class Journal:
             return int(cur.lastrowid)
 
     def events_after(self, after: int, limit: int, max_bytes: int = EVENTS_MAX_BYTES) -> list[dict[str, Any]]:
-        """Events with seq > after, oldest first: at most ``limit`` events and ``max_bytes`` on the wire,
+        """Events with seq > after, oldest first: at most ``limit`` events and about ``max_bytes`` on the wire,
         but always the first one however large it is (so a big event can never stall the link).
 
         A row that is not an event (its body is not a JSON object, or too large, or its t_ms or kind has
         the wrong type) is sent as ``{seq, t_ms, kind, malformed: why, body: the stored text}``, for the
         console to quarantine: one bad row must neither break the reply nor hide the rows after it.
         """
-        out: list[dict[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
         size = 0
-        with self._lock:
-            rows = self._db.execute("SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq", (after,))
-            for row in rows:  # read lazily: a byte-bounded batch never loads ``limit`` large rows
-                event, n = wire_event(*row)
-                if out and size + n > max_bytes:
+        with self._lock:  # only the reading: decoding happens after, so the 1 Hz tick never waits on it
+            cursor = self._db.execute("SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq", (after,))
+            for row in cursor:  # lazily: a byte-bounded batch never loads ``limit`` large rows
+                n = _wire_size(row[2], row[3])
+                if rows and size + n > max_bytes:
                     break
-                out.append(event)
+                rows.append(row)
                 size += n
-                if len(out) >= limit:
+                if len(rows) >= limit:
                     break
-            rows.close()
-        return out
+            cursor.close()
+        return [wire_event(*row) for row in rows]
 
     def last_seq(self) -> int:
         with self._lock:
@@ -393,8 +393,17 @@ class Journal:
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "true/false"}
 
 
-def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> tuple[dict[str, Any], int]:
-    """One journal row as the event the console receives, and its size on the wire (about, in bytes)."""
+def _wire_size(kind: Any, body: Any) -> int:
+    """About how many bytes a row takes in a reply: exact for what ``append`` writes (ASCII JSON); a row
+    that is too large is sent as its head (RAW_HEAD_CHARS, which JSON escaping may grow sixfold)."""
+    n = len(body) if isinstance(body, (str, bytes)) else 64
+    if n > MAX_EVENT_BYTES:
+        n = 6 * RAW_HEAD_CHARS
+    return n + (len(kind) if isinstance(kind, str) else 64) + _ENVELOPE
+
+
+def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> dict[str, Any]:
+    """One journal row as the event the console receives (agents/protocol.py: a malformed one included)."""
     problem = None
     raw = body
     fields: Any = None
@@ -419,12 +428,10 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> tuple[dict[str, Any
         problem = problem or f"kind {kind!r} is not text"
         kind = repr(kind)
     if problem is not None:
-        event = {"seq": seq, "t_ms": t_ms, "kind": kind, "malformed": problem, "body": raw}
-        return event, len(json.dumps(event))
-    fields.update(seq=seq, t_ms=t_ms, kind=kind)
-    if body.isascii() and kind.isascii():  # what append writes: re-encoding gives the same length
-        return fields, len(body) + len(kind) + _ENVELOPE
-    return fields, len(json.dumps(fields))
+        return {"seq": seq, "t_ms": t_ms, "kind": kind, "malformed": problem, "body": raw}
+    event: dict[str, Any] = fields
+    event.update(seq=seq, t_ms=t_ms, kind=kind)
+    return event
 
 
 def wire_safe(event: dict[str, Any]) -> dict[str, Any]:
