@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -188,8 +189,6 @@ def test_events_seq_ack_per_consumer_and_nothing_deleted_before_every_consumer_a
 
 
 def test_a_corrupt_journal_row_is_sent_as_malformed_and_the_rows_after_it_still_go(box: AgentBox) -> None:
-    import sqlite3
-
     box.wait_for(lambda e: e["kind"] == "gpu_sample")
     with sqlite3.connect(box.home / "journal.db", timeout=30) as db:
         db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'gpu_sample', '{\"gpus\": [{\"gpu\": NaN}]}')")
@@ -338,6 +337,15 @@ def test_disk_floor_stops_samples_but_keeps_lifecycle_events(tmp_path: Path) -> 
         refused = agent.ok("launch", {"launch_id": "l1", "argv": ["no-such-engine"], "port": free_port()})
         assert refused["state"] == "failed"
         agent.wait_for(state_of("l1", "failed"))  # lifecycle events are still journaled
+        # A campaign silent for long loses its hold on what the others have committed, and is told so.
+        agent.ok("hello", {"consumer": "away", "label": "laptop:/away/state.db"})
+        agent.ok("hello", {"consumer": "here", "label": "desk:/here/state.db"})
+        agent.ok("ack", {"seq": agent.events()[-1]["seq"], "consumer": "here"})
+        with sqlite3.connect(tmp_path / "home" / "journal.db", timeout=30) as db:
+            db.execute("UPDATE consumers SET acked_ms = 0 WHERE consumer = 'away'")  # silent since 1970
+        released = agent.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "journal")
+        assert "released consumer away (laptop:/away/state.db)" in released["message"]
+        assert [c["consumer"] for c in agent.ok("hello")["consumers"]] == ["here"]
     finally:
         agent.stop()
 
