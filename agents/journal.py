@@ -3,15 +3,15 @@
 Why SQLite: the box must never lose a measurement when the SSH link or the laptop goes away, and the
 agent itself may crash or be replaced. A WAL database survives both, gives ``seq`` for free
 (``AUTOINCREMENT`` never reuses a number, even after acked rows are deleted) and lets the console page
-through "events after N" cheaply.
+through "events after N" cheaply. The same file holds the command ledger (a re-sent command is answered
+from here instead of running twice), the launches table (so a restarted daemon re-adopts its servers)
+and the jobs table (so a bench or tripwire run outlives a restart and its result is journaled once).
 
 Any number of campaigns (state.db files) may consume one box's journal. Each registers as a *consumer*
 under its campaign id and acks what it has committed; an event is deleted only once every registered
 consumer acked it, so one database can never take events away from another. The one exception is the
-disk floor: when the disk is nearly full, a consumer silent for ``STALE_ACK_MS`` loses its hold on what
-the others have acked, and a warning event says who lost what. The same file holds the command ledger (a re-sent command is answered
-from here instead of running twice), the launches table (so a restarted daemon re-adopts its servers)
-and the jobs table (so a bench or tripwire run outlives a restart and its result is journaled once).
+disk floor: when the disk is nearly full, a consumer silent for ``STALE_ACK_MS`` is released from what
+the others have acked, and a warning event says who lost what.
 """
 
 from __future__ import annotations
@@ -280,7 +280,8 @@ class Journal:
             self._release()
         if messages:
             with self._lock:
-                self._db.execute("PRAGMA incremental_vacuum").fetchall()  # give the pages back (a journal made by this agent)
+                # Give the pages back to the disk (a journal this agent created is in incremental auto-vacuum).
+                self._db.execute("PRAGMA incremental_vacuum").fetchall()
         return messages
 
     def _release(self) -> None:
@@ -397,7 +398,7 @@ def _wire_size(kind: Any, body: Any) -> int:
     """About how many bytes a row takes in a reply: exact for what ``append`` writes (ASCII JSON); a row
     that is too large is sent as its head (RAW_HEAD_CHARS, which JSON escaping may grow sixfold)."""
     n = len(body) if isinstance(body, (str, bytes)) else 64
-    if n > MAX_EVENT_BYTES:
+    if n > MAX_EVENT_BYTES or (isinstance(body, bytes) and n > RAW_HEAD_CHARS):
         n = 6 * RAW_HEAD_CHARS
     return n + (len(kind) if isinstance(kind, str) else 64) + _ENVELOPE
 
@@ -409,7 +410,7 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> dict[str, Any]:
     fields: Any = None
     if not isinstance(body, str):
         problem = f"body is stored as {type(body).__name__}, not text"
-        raw = body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body)
+        raw = (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))[:RAW_HEAD_CHARS]
     elif len(body) > MAX_EVENT_BYTES:
         problem = f"body of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
         raw = body[:RAW_HEAD_CHARS]
