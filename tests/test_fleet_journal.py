@@ -76,16 +76,16 @@ async def test_two_state_dbs_sharing_a_box_each_keep_every_event_of_their_own_co
                 await link.command("cancel_deadline", {"timer_id": timer_id})
                 await link.sync()
                 await link.close()
-        last = 0
-        for store in stores.values():
+        last: dict[str, int] = {}
+        for me, store in stores.items():
             link = BoxLink(store, "shared", FAST)
             await link.sync()
-            last = link.box_last_seq
+            last[me] = link.box_last_seq
             await link.close()
 
         for me, store in stores.items():
             seqs = _seqs(store, "shared")
-            assert seqs == list(range(seqs[0], last + 1)), f"{me}: events missing between its first and the last"
+            assert seqs == list(range(seqs[0], last[me] + 1)), f"{me}: events missing between its first and last"
             markers = [p["probe"].get("console_t_ms") for p in _payloads(store, "shared", "probe")]
             for marker in probes[me]:
                 assert markers.count(marker) == 1, f"{me}: its probe {marker} is missing or doubled"
