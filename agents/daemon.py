@@ -31,7 +31,7 @@ from agents import protocol
 from agents.environ import restrict_own_env
 from agents.gpu import GpuSampler
 from agents.jobs import Jobs
-from agents.journal import Journal, now_ms
+from agents.journal import EVENTS_MAX_BYTES, Journal, now_ms, wire_safe
 from agents.package import agent_version
 from agents.private import private_home
 from agents.probe import probe, time_zone
@@ -191,6 +191,9 @@ class Agent:
                           f"{', '.join(name for name, _ in freed[:20])}); their results are in the journal")
                 free = shutil.disk_usage(self.home).free
         low = free < self.disk_floor_bytes
+        if low:
+            for message in self.journal.release_stale():
+                self.warn("journal", message)
         if low and not self.journal.samples_paused:
             self.journal.samples_paused = True
             self.journal.append("disk_low", path=str(self.home), free_bytes=free,
@@ -216,7 +219,7 @@ class Agent:
                 return
             if not line.strip():
                 continue
-            wfile.write(protocol.encode(self.handle_line(line)))
+            wfile.write(_encode(self.handle_line(line)))
             wfile.flush()
             if self.exit_requested:  # only now: the shutdown_agent reply (and its ledger row) is out
                 self.stopping.set()
@@ -261,9 +264,18 @@ class Agent:
         return {"id": command_id, "ok": True, "result": result}
 
     def op_hello(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        """With ``consumer`` (a state.db's campaign id) and ``label``, registers that consumer: from now on
+        the journal holds every event until it acks it, and a new one is owed every event still held."""
+        consumer = args.get("consumer")
+        registered = None
+        if consumer is not None:
+            registered = self.journal.register(consumer, str(args.get("label") or ""))
+        consumers = self.journal.consumers()
         return {
             "version": agent_version(), "pid": os.getpid(), "started_ms": self.started_ms, "home": str(self.home),
-            "last_seq": self.journal.last_seq(), "acked_seq": self.journal.acked_seq(), "now_ms": now_ms(),
+            "last_seq": self.journal.last_seq(), "first_seq": self.journal.first_seq(),
+            "acked_seq": registered["acked_seq"] if registered else min((c["acked_seq"] for c in consumers), default=0),
+            "consumer": registered, "consumers": consumers, "now_ms": now_ms(),
             "tz": time_zone(), "python": sys.version.split()[0], "gpu_source": self.gpu.source if self.gpu else None,
             "samples_paused": self.journal.samples_paused,
             "timers": self._timers(),
@@ -278,15 +290,29 @@ class Agent:
     def op_events(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         after = args.get("after", 0)
         limit = args.get("limit", 1000)
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-            raise ValueError(f"after must be a non-negative integer seq, got {after!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
-        events = self.journal.events_after(after, min(limit, EVENTS_LIMIT))
-        return {"events": events, "last_seq": self.journal.last_seq(), "acked_seq": self.journal.acked_seq()}
+        max_bytes = args.get("max_bytes", EVENTS_MAX_BYTES)
+        for name, value, least in (("after", after, 0), ("limit", limit, 1), ("max_bytes", max_bytes, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+        events = self.journal.events_after(after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
+        consumer = self.journal.consumer(args["consumer"]) if args.get("consumer") is not None else None
+        return {"events": events, "last_seq": self.journal.last_seq(),
+                "acked_seq": consumer["acked_seq"] if consumer else None}
 
     def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        return {"acked_seq": self.journal.ack(args.get("seq"))}  # type: ignore[arg-type]
+        """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).
+        Without a consumer (a client run by hand) nothing is held or released: the seq is only checked."""
+        seq, consumer = args.get("seq"), args.get("consumer")
+        if consumer is None:
+            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= self.journal.last_seq():
+                raise ValueError(f"ack seq must be an integer from 0 to the last journaled seq, got {seq!r}")
+            return {"acked_seq": seq, "registered": False}
+        acked = self.journal.ack(seq, consumer)  # type: ignore[arg-type]
+        return {"acked_seq": acked, "registered": acked is not None}
+
+    def op_detach(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return {"detached": self.journal.detach(args.get("consumer")),  # type: ignore[arg-type]
+                "first_seq": self.journal.first_seq(), "last_seq": self.journal.last_seq()}
 
     def op_launch(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return self.supervisor.launch(args)
@@ -334,6 +360,20 @@ class Agent:
                             "arms keep running and will be re-adopted")
         self.exit_requested = True
         return {}
+
+
+def _encode(response: dict[str, Any]) -> bytes:
+    """The reply line. A journal row holding a number JSON cannot carry (NaN; 1e999 decodes to inf) fails
+    the encoding: such events are sent as malformed instead, so one bad row never breaks the reply."""
+    try:
+        return protocol.encode(response)
+    except ValueError as exc:
+        result = response.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("events"), list):
+            return protocol.encode({"id": response.get("id"), "ok": False,
+                                    "error": f"the agent's answer is not valid JSON ({exc}); this is a bug"})
+        result["events"] = [wire_safe(e) for e in result["events"]]
+        return protocol.encode(response)
 
 
 # -- starting the daemon --------------------------------------------------------------------------

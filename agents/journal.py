@@ -6,6 +6,12 @@ agent itself may crash or be replaced. A WAL database survives both, gives ``seq
 through "events after N" cheaply. The same file holds the command ledger (a re-sent command is answered
 from here instead of running twice), the launches table (so a restarted daemon re-adopts its servers)
 and the jobs table (so a bench or tripwire run outlives a restart and its result is journaled once).
+
+Any number of campaigns (state.db files) may consume one box's journal. Each registers as a *consumer*
+under its campaign id and acks what it has committed; an event is deleted only once every registered
+consumer acked it, so one database can never take events away from another. The one exception is the
+disk floor: when the disk is nearly full, a consumer silent for ``STALE_ACK_MS`` is released from what
+the others have acked, and a warning event says who lost what.
 """
 
 from __future__ import annotations
@@ -22,8 +28,19 @@ from typing import Any
 SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample"})
 """Events the agent may drop when the disk is nearly full; everything else is always written."""
 
-MAX_EVENTS_BYTES = 8 * 1024 * 1024
-"""One ``events`` reply stays well under protocol.MAX_LINE however large single events are."""
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+"""The largest body one event may have. ``append`` writes ASCII JSON, so an event on the wire is this plus
+its envelope (seq, t_ms, kind): far below protocol.MAX_LINE, which must hold it (tests/test_agent_journal.py
+checks the bound). A bigger event is journaled as a warning that says so; a bigger row written by anything
+else is sent as malformed with only its head."""
+EVENTS_MAX_BYTES = 4 * 1024 * 1024
+"""The most event bytes one ``events`` reply carries (a reply always carries at least one event)."""
+RAW_HEAD_CHARS = 64 * 1024
+"""How much of an oversized malformed row is sent for the console's quarantine."""
+STALE_ACK_MS = 60 * 60 * 1000
+"""Under the disk floor, a consumer that has not acked for this long stops holding events the others acked."""
+_ENVELOPE = 48
+"""Bytes the envelope (``,"seq":…,"t_ms":…,"kind":""``) adds to a body on the wire, besides the kind itself."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -33,6 +50,13 @@ CREATE TABLE IF NOT EXISTS events (
     body TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS consumers (
+    consumer TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    acked_seq INTEGER NOT NULL,
+    registered_ms INTEGER NOT NULL,
+    acked_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS commands (
     id TEXT PRIMARY KEY,
     op TEXT NOT NULL,
@@ -65,6 +89,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     t_ms INTEGER NOT NULL
 );
 """
+_CONSUMER_COLUMNS = ("consumer", "label", "acked_seq", "registered_ms", "acked_ms")
 _JOB_COLUMNS = ("key", "op", "job_id", "launch_id", "command_id", "pid", "start_ticks", "out_path", "err_path", "state")
 
 
@@ -82,6 +107,7 @@ class Journal:
         self.clock = clock
         self._lock = threading.RLock()  # re-entered by the methods inside atomic()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file: drops can free disk
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
@@ -119,59 +145,148 @@ class Journal:
     # -- events -------------------------------------------------------------------------------------
 
     def append(self, kind: str, **fields: Any) -> int | None:
-        """Journal one event; returns its seq, or None for a sample dropped under the disk floor."""
+        """Journal one event; returns its seq, or None for a sample dropped under the disk floor.
+
+        An event over MAX_EVENT_BYTES could never be sent: a warning saying so is journaled instead.
+        """
         if self.samples_paused and kind in SAMPLE_KINDS:
             return None
         t_ms = fields.pop("t_ms", None) or self.clock()
         body = json.dumps(fields, separators=(",", ":"), allow_nan=False)
+        if len(body) > MAX_EVENT_BYTES:
+            message = (f"a {kind} event of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event "
+                       f"and was not journaled; it began: {body[:2000]}")
+            kind, body = "warning", json.dumps({"where": "journal", "message": message}, separators=(",", ":"))
         with self._lock:
             cur = self._db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
             return int(cur.lastrowid)
 
-    def events_after(self, after: int, limit: int) -> list[dict[str, Any]]:
-        """Events with seq > after, oldest first, at most ``limit`` and about MAX_EVENTS_BYTES."""
-        out: list[dict[str, Any]] = []
+    def events_after(self, after: int, limit: int, max_bytes: int = EVENTS_MAX_BYTES) -> list[dict[str, Any]]:
+        """Events with seq > after, oldest first: at most ``limit`` events and about ``max_bytes`` on the wire,
+        but always the first one however large it is (so a big event can never stall the link).
+
+        A row that is not an event (its body is not a JSON object, or too large, or its t_ms or kind has
+        the wrong type) is sent as ``{seq, t_ms, kind, malformed: why, body: the stored text}``, for the
+        console to quarantine: one bad row must neither break the reply nor hide the rows after it.
+        """
+        rows: list[tuple[Any, ...]] = []
         size = 0
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
-            ).fetchall()
-        for seq, t_ms, kind, body in rows:
-            size += len(body) + 64
-            if out and size > MAX_EVENTS_BYTES:
-                break
-            event = json.loads(body)
-            event.update(seq=seq, t_ms=t_ms, kind=kind)
-            out.append(event)
-        return out
+        with self._lock:  # only the reading: decoding happens after, so the 1 Hz tick never waits on it
+            cursor = self._db.execute("SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq", (after,))
+            for row in cursor:  # lazily: a byte-bounded batch never loads ``limit`` large rows
+                n = _wire_size(row[2], row[3])
+                if rows and size + n > max_bytes:
+                    break
+                rows.append(row)
+                size += n
+                if len(rows) >= limit:
+                    break
+            cursor.close()
+        return [wire_event(*row) for row in rows]
 
     def last_seq(self) -> int:
         with self._lock:
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         return int(row[0]) if row else 0
 
-    def acked_seq(self) -> int:
-        return int(self.get_meta("acked_seq") or 0)
+    def first_seq(self) -> int:
+        """The oldest seq still held (last_seq + 1 when nothing is): what a new consumer starts from."""
+        with self._lock:
+            row = self._db.execute("SELECT min(seq) FROM events").fetchone()
+        return int(row[0]) if row and row[0] is not None else self.last_seq() + 1
 
-    def ack(self, seq: int) -> int:
-        """The console committed everything up to ``seq``: those rows may go. Never beyond last_seq."""
-        if not isinstance(seq, int) or seq < 0:
+    # -- consumers (one per state.db) ---------------------------------------------------------------
+
+    def register(self, consumer: str, label: str) -> dict[str, Any]:
+        """Hold events for ``consumer`` from now on; a new one is owed every event still held."""
+        _check_consumer(consumer)
+        with self.atomic():
+            known = self.consumer(consumer)
+            if known is not None:
+                self._db.execute("UPDATE consumers SET label = ? WHERE consumer = ?", (label, consumer))
+                return known | {"label": label, "new": False}
+            now = self.clock()
+            acked = self.first_seq() - 1
+            self._db.execute("INSERT INTO consumers (consumer, label, acked_seq, registered_ms, acked_ms)"
+                             " VALUES (?, ?, ?, ?, ?)", (consumer, label, acked, now, now))
+        return {"consumer": consumer, "label": label, "acked_seq": acked, "registered_ms": now, "acked_ms": now,
+                "new": True}
+
+    def consumer(self, consumer: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers WHERE consumer = ?",
+                                   (consumer,)).fetchone()
+        return dict(zip(_CONSUMER_COLUMNS, row, strict=True)) if row else None
+
+    def consumers(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers ORDER BY registered_ms")
+            return [dict(zip(_CONSUMER_COLUMNS, r, strict=True)) for r in rows]
+
+    def ack(self, seq: int, consumer: str) -> int | None:
+        """``consumer`` committed everything up to ``seq``; rows every consumer acked go. Returns the
+        consumer's acked seq, or None when it is not registered (detached): then nothing changes."""
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
             raise ValueError(f"ack seq must be a non-negative integer, got {seq!r}")
+        _check_consumer(consumer)
         last = self.last_seq()
         if seq > last:
             raise ValueError(f"ack seq {seq} is beyond the last journaled seq {last}; the console is ahead of this box")
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                row = self._db.execute("SELECT value FROM meta WHERE key = 'acked_seq'").fetchone()
-                acked = max(int(row[0]) if row else 0, seq)
-                self._db.execute("DELETE FROM events WHERE seq <= ?", (acked,))
-                self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('acked_seq', ?)", (str(acked),))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self.atomic():
+            known = self.consumer(consumer)
+            if known is None:
+                return None
+            acked = max(int(known["acked_seq"]), seq)
+            self._db.execute("UPDATE consumers SET acked_seq = ?, acked_ms = ? WHERE consumer = ?",
+                             (acked, self.clock(), consumer))
+            self._release()
         return acked
+
+    def detach(self, consumer: str) -> bool:
+        """Stop holding events for ``consumer``; what only it still needed goes. False if it was not registered."""
+        _check_consumer(consumer)
+        with self.atomic():
+            gone = self._db.execute("DELETE FROM consumers WHERE consumer = ?", (consumer,)).rowcount > 0
+            self._release()
+        return gone
+
+    def release_stale(self, stale_after_ms: int = STALE_ACK_MS) -> list[str]:
+        """Under the disk floor: a consumer silent for ``stale_after_ms`` that still holds events every
+        other consumer acked is unregistered, and those events go. Returns one message per consumer
+        released, for a warning event; it is owed only the events still held if it registers again.
+
+        Nothing is dropped that no consumer has committed, and never while every consumer is silent:
+        then those events are the only copy anywhere.
+        """
+        messages = []
+        with self.atomic():
+            now = self.clock()
+            consumers = self.consumers()
+            fresh = [c["acked_seq"] for c in consumers if now - c["acked_ms"] < stale_after_ms]
+            if not fresh:
+                return []
+            floor = min(fresh)
+            for c in consumers:
+                if c["acked_seq"] >= floor:
+                    continue
+                rows = self._db.execute("SELECT kind, count(*) FROM events WHERE seq > ? AND seq <= ? GROUP BY kind"
+                                        " ORDER BY kind", (c["acked_seq"], floor)).fetchall()
+                self._db.execute("DELETE FROM consumers WHERE consumer = ?", (c["consumer"],))
+                kinds = ", ".join(f"{n} {kind}" for kind, n in rows) or "none still held"
+                messages.append(
+                    f"disk below the floor: released consumer {c['consumer']} ({c['label'] or 'no label'}), silent "
+                    f"for {(now - c['acked_ms']) // 60_000} min, and dropped the events only it still needed "
+                    f"(seq {c['acked_seq'] + 1}..{floor}: {kinds}); that state.db will miss them, the others have them")
+            self._release()
+        if messages:
+            with self._lock:
+                # Give the pages back to the disk (a journal this agent created is in incremental auto-vacuum).
+                self._db.execute("PRAGMA incremental_vacuum").fetchall()
+        return messages
+
+    def _release(self) -> None:
+        """Delete what every registered consumer acked; with none registered, keep everything."""
+        self._db.execute("DELETE FROM events WHERE seq <= (SELECT min(acked_seq) FROM consumers)")
 
     # -- meta ---------------------------------------------------------------------------------------
 
@@ -272,3 +387,66 @@ class Journal:
                 f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE state IN ('starting', 'running') ORDER BY t_ms"
             ).fetchall()
         return [dict(zip(_JOB_COLUMNS, r, strict=True)) for r in rows]
+
+
+# -- events on the wire ---------------------------------------------------------------------------------
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "true/false"}
+
+
+def _wire_size(kind: Any, body: Any) -> int:
+    """About how many bytes a row takes in a reply: exact for what ``append`` writes (ASCII JSON); a row
+    that is too large is sent as its head (RAW_HEAD_CHARS, which JSON escaping may grow sixfold)."""
+    n = len(body) if isinstance(body, (str, bytes)) else 64
+    if n > MAX_EVENT_BYTES or (isinstance(body, bytes) and n > RAW_HEAD_CHARS):
+        n = 6 * RAW_HEAD_CHARS
+    return n + (len(kind) if isinstance(kind, str) else 64) + _ENVELOPE
+
+
+def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> dict[str, Any]:
+    """One journal row as the event the console receives (agents/protocol.py: a malformed one included)."""
+    problem = None
+    raw = body
+    fields: Any = None
+    if not isinstance(body, str):
+        problem = f"body is stored as {type(body).__name__}, not text"
+        raw = (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))[:RAW_HEAD_CHARS]
+    elif len(body) > MAX_EVENT_BYTES:
+        problem = f"body of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
+        raw = body[:RAW_HEAD_CHARS]
+    else:
+        try:
+            fields = json.loads(body)
+        except ValueError as exc:
+            problem = f"body is not JSON: {exc}"
+        else:
+            if not isinstance(fields, dict):
+                problem = f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
+    if type(t_ms) is not int:
+        problem = problem or f"t_ms {t_ms!r} is not an integer"
+        t_ms = t_ms if isinstance(t_ms, str) else repr(t_ms)
+    if not isinstance(kind, str):
+        problem = problem or f"kind {kind!r} is not text"
+        kind = repr(kind)
+    if problem is not None:
+        return {"seq": seq, "t_ms": t_ms, "kind": kind, "malformed": problem, "body": raw}
+    event: dict[str, Any] = fields
+    event.update(seq=seq, t_ms=t_ms, kind=kind)
+    return event
+
+
+def wire_safe(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` as it can be sent: a row holding NaN or an overflowing number (1e999 decodes to inf)
+    becomes malformed, since JSON cannot carry it. Used only when a reply failed to encode."""
+    try:
+        json.dumps(event, allow_nan=False)
+    except ValueError:
+        body = {k: v for k, v in event.items() if k not in ("seq", "t_ms", "kind")}
+        return {"seq": event["seq"], "t_ms": event["t_ms"], "kind": event["kind"],
+                "malformed": "body holds a number JSON cannot carry (NaN or infinity)", "body": json.dumps(body)}
+    return event
+
+
+def _check_consumer(consumer: Any) -> None:
+    if not isinstance(consumer, str) or not consumer or len(consumer) > 200:
+        raise ValueError(f"consumer must be a campaign id (non-empty text of at most 200 characters), got {consumer!r}")

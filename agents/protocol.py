@@ -15,7 +15,7 @@ Requests and responses::
 The ``id`` is chosen by the console and stored before sending. The agent records every mutating
 command's id and result in its journal database, so a command re-sent after a reconnect returns the
 recorded response, marked ``"replayed": true``, instead of running twice (ops in ``IDEMPOTENT_OPS`` are
-side-effect free and not recorded). A launch the box refuses (port in use, argv[0] missing) is not an
+safe to repeat and not recorded). A launch the box refuses (port in use, argv[0] missing) is not an
 error: it answers ``ok`` with ``state: "failed"`` and the reason, and journals that launch_state.
 
 Events (``op: events``) are the only way measurements leave the box::
@@ -23,7 +23,17 @@ Events (``op: events``) are the only way measurements leave the box::
     {"v": 1, "seq": 42, "t_ms": 1788658020000, "kind": "<kind>", ...kind-specific fields}
 
 ``seq`` strictly increases per box and survives agent restarts; ``t_ms`` is UTC epoch milliseconds of
-the box clock. Events stay in the box journal until the console acks a seq it has committed.
+the box clock. A journal row that is not a valid event (corrupt body, NaN, wrong t_ms) is sent as
+``{"seq", "t_ms", "kind", "malformed": "<why>", "body": "<the stored text>"}`` for the console to quarantine.
+
+Consumers: any number of campaigns may read one box. Each state.db names itself by its campaign id
+(``consumer``) in ``hello`` (which registers it), ``events`` and ``ack``. The journal keeps an event until
+every registered consumer acked it; a newly registered consumer is owed every event still held;
+``detach`` unregisters one. Clients that name no consumer (a hand-run ``agent call``) hold nothing.
+
+Bounds: one ``events`` reply carries at most ``limit`` events and ``max_bytes`` of them (the agent caps
+both), but always at least one event; one event is at most agents.journal.MAX_EVENT_BYTES plus its
+envelope, so every reply fits MAX_LINE. The console's SSH channel window must hold MAX_LINE too.
 """
 
 from __future__ import annotations
@@ -33,14 +43,19 @@ from typing import Any
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
-"""A response line may carry a batch of events; bound it so a corrupt stream cannot eat memory."""
+"""A response line may carry a batch of events; bound it so a corrupt stream cannot eat memory. It holds
+the largest event the journal writes (8 MiB) and the largest batch (4 MiB) with room to spare."""
 
 # Operations the agent answers. Args / result in brief (see agents.daemon for the authority):
 OPS: dict[str, str] = {
-    "hello": "() -> {version, pid, started_ms, home, last_seq, acked_seq, now_ms, tz, python, gpu_source, "
-    "samples_paused, timers: [{timer_id, deadline_ms, action, state, remaining_s}]}",
-    "events": "(after: int, limit: int) -> {events: [event...], last_seq, acked_seq}",
-    "ack": "(seq: int) -> {acked_seq}; events <= seq may now be deleted on the box",
+    "hello": "(consumer?, label?) -> {version, pid, started_ms, home, last_seq, first_seq (oldest held), acked_seq, "
+    "consumer: {consumer, label, acked_seq, registered_ms, acked_ms, new} | null, consumers: [...], now_ms, tz, "
+    "python, gpu_source, samples_paused, timers: [{timer_id, deadline_ms, action, state, remaining_s}]}",
+    "events": "(after: int, limit: int, max_bytes?: int, consumer?) -> {events: [event...], last_seq, "
+    "acked_seq (the consumer's, null without one)}",
+    "ack": "(seq: int, consumer?) -> {acked_seq, registered}; events every consumer acked may go; registered "
+    "false: the consumer was detached and nothing was acked",
+    "detach": "(consumer) -> {detached, first_seq, last_seq}; the journal stops holding events for it",
     "launch": "(launch_id, argv: [str], env: {str: str}, gpus: [int], port: int, ready_timeout_s) -> {launch_id, "
     "state, pid, port, gpus, log_path, exit_code, reason, backends_accepted, kv_cache_tokens, max_concurrency}",
     "kill": "(launch_id, grace_s) -> {state, already?}; results arrive as launch_state / gpu_released / "
@@ -60,7 +75,7 @@ OPS: dict[str, str] = {
     "cancel_deadline": "(timer_id) -> {cancelled}",
     "shutdown_agent": "() -> {}; the daemon exits, its arms keep running",
 }
-IDEMPOTENT_OPS = frozenset({"hello", "events", "ack", "launches", "log_tail"})
+IDEMPOTENT_OPS = frozenset({"hello", "events", "ack", "detach", "launches", "log_tail"})
 
 # Event kinds and their fields (besides v, seq, t_ms, kind).
 EVENT_KINDS: dict[str, str] = {
@@ -82,7 +97,8 @@ EVENT_KINDS: dict[str, str] = {
     "deadline": "timer_id, state (armed|warning|firing|fired|refused-early|cancelled), deadline_ms, "
     "remaining_s, action, detail",
     "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",
-    "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...)",
+    "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...; where "
+    "\"journal\": a consumer released under the disk floor, an event too large to journal)",
     "disk_low": "path, free_bytes, threshold_bytes, samples_paused (gpu/server samples stop; nothing else does)",
 }
 

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -161,21 +162,42 @@ def test_daemon_detaches_refuses_second_start_and_answers_hello(box: AgentBox) -
     assert started["restarted"] is False and started["adopted_launches"] == []
 
 
-def test_events_seq_ack_and_nothing_deleted_before_ack(box: AgentBox) -> None:
+def test_events_seq_ack_per_consumer_and_nothing_deleted_before_every_consumer_acked(box: AgentBox) -> None:
+    first = box.ok("hello", {"consumer": "campaign-a", "label": "laptop:/a/state.db"})
+    assert first["consumer"]["new"] is True and first["consumer"]["acked_seq"] == first["first_seq"] - 1
+    box.ok("hello", {"consumer": "campaign-b", "label": "laptop:/b/state.db"})
     box.wait_for(lambda e: e["kind"] == "gpu_sample")
     events = box.events()
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert all(isinstance(e["t_ms"], int) and e["t_ms"] > 1_700_000_000_000 for e in events)
     mid = seqs[len(seqs) // 2]
-    assert box.ok("ack", {"seq": mid})["acked_seq"] == mid
-    after = box.events()
-    assert after[0]["seq"] == mid + 1  # acked rows gone, the rest kept
-    assert box.ok("hello")["acked_seq"] == mid
-    too_far = box.request("ack", {"seq": 10**9})
+    assert box.ok("ack", {"seq": seqs[-1], "consumer": "campaign-a"}) == {"acked_seq": seqs[-1], "registered": True}
+    assert box.events()[0]["seq"] == seqs[0]  # campaign-b has acked nothing: all kept
+    assert box.ok("ack", {"seq": mid, "consumer": "campaign-b"})["acked_seq"] == mid
+    assert box.events()[0]["seq"] == mid + 1  # rows both acked are gone, the rest kept
+    hello = box.ok("hello", {"consumer": "campaign-b"})
+    assert (hello["acked_seq"], hello["first_seq"], hello["consumer"]["new"]) == (mid, mid + 1, False)
+    assert box.ok("events", {"after": 0, "limit": 1, "consumer": "campaign-a"})["acked_seq"] == seqs[-1]
+    assert box.ok("detach", {"consumer": "campaign-b"})["detached"] is True
+    assert box.ok("ack", {"seq": seqs[-1], "consumer": "campaign-b"})["registered"] is False
+    assert all(e["seq"] > seqs[-1] for e in box.events())  # only campaign-a is left, and it acked them all
+    too_far = box.request("ack", {"seq": 10**9, "consumer": "campaign-a"})
     assert not too_far["ok"] and "beyond the last journaled seq" in too_far["error"]
     bad = box.request("events", {"after": -1})
-    assert not bad["ok"] and "non-negative" in bad["error"]
+    assert not bad["ok"] and "after must be an integer of at least 0" in bad["error"]
+
+
+def test_a_corrupt_journal_row_is_sent_as_malformed_and_the_rows_after_it_still_go(box: AgentBox) -> None:
+    box.wait_for(lambda e: e["kind"] == "gpu_sample")
+    with sqlite3.connect(box.home / "journal.db", timeout=30) as db:
+        db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'gpu_sample', '{\"gpus\": [{\"gpu\": NaN}]}')")
+        db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'warning', '[not, json')")
+        bad = [r[0] for r in db.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 2")]
+    after = box.wait_for(lambda e: e["kind"] == "gpu_sample" and e["seq"] > max(bad), what="a sample after them")
+    events = {e["seq"]: e for e in box.events()}
+    assert all("malformed" in events[seq] for seq in bad) and after["seq"] in events
+    assert events[min(bad)]["body"] == '{"gpus": [{"gpu": NaN}]}'
 
 
 def test_malformed_requests_get_clear_errors(box: AgentBox) -> None:
@@ -315,6 +337,15 @@ def test_disk_floor_stops_samples_but_keeps_lifecycle_events(tmp_path: Path) -> 
         refused = agent.ok("launch", {"launch_id": "l1", "argv": ["no-such-engine"], "port": free_port()})
         assert refused["state"] == "failed"
         agent.wait_for(state_of("l1", "failed"))  # lifecycle events are still journaled
+        # A campaign silent for long loses its hold on what the others have committed, and is told so.
+        agent.ok("hello", {"consumer": "away", "label": "laptop:/away/state.db"})
+        agent.ok("hello", {"consumer": "here", "label": "desk:/here/state.db"})
+        agent.ok("ack", {"seq": agent.events()[-1]["seq"], "consumer": "here"})
+        with sqlite3.connect(tmp_path / "home" / "journal.db", timeout=30) as db:
+            db.execute("UPDATE consumers SET acked_ms = 0 WHERE consumer = 'away'")  # silent since 1970
+        released = agent.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "journal")
+        assert "released consumer away (laptop:/away/state.db)" in released["message"]
+        assert [c["consumer"] for c in agent.ok("hello")["consumers"]] == ["here"]
     finally:
         agent.stop()
 

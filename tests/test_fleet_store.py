@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from console.readmodel import queries
 from console.store import Box, Store
 from console.store.ingest import IngestError
 
@@ -56,9 +58,62 @@ def test_event_that_cannot_be_derived_keeps_its_journal_row_and_never_stalls_ing
 
 
 def test_non_integer_seq_is_refused(store: Store) -> None:
-    with pytest.raises(IngestError, match="must be integers"):
+    with pytest.raises(IngestError, match="has no integer seq"):
         store.ingest.batch("pro-a", [{"seq": "1", "t_ms": T0, "kind": "warning"}])
     assert store.ingest.cursor("pro-a") == 0
+
+
+def test_malformed_events_are_quarantined_and_the_rest_of_the_batch_commits(store: Store) -> None:
+    gpu = {"gpu": 0, "power_w": 581.0, "mem_used_mib": 90000}
+    events = [
+        ev(1),
+        {"seq": 2, "t_ms": T0, "kind": "gpu_sample", "malformed": "body is not JSON: Expecting value", "body": "{oops"},
+        ev(3, "gpu_sample", gpus="GPU0 581 W"),
+        ev(4, "gpu_sample", gpus=[gpu, {**gpu, "gpu": 1, "power_w": "581 W"}]),
+        ev(5, "server_sample", launch_id="L1", gen_tok_per_s="fast"),
+        ev(6, "warning", where="test", message="m6", extra=float("nan")),
+        {"seq": 7, "t_ms": "yesterday", "kind": "warning", "where": "test", "message": "m7"},
+        ev(8, "launch_state", launch_id="L1", state="serving", pid="42"),
+        ev(9, "gpu_sample", gpus=[{**gpu, "gpu": 2**70}]),
+        ev(10, "from_a_newer_agent", anything=["goes", 1.5]),  # an unknown kind is not malformed
+        ev(11, "gpu_sample", gpus=[gpu]),
+        ev(12),
+    ]
+    report = store.ingest.batch("pro-a", events)
+    assert report.cursor == 12 and store.ingest.cursor("pro-a") == 12
+    assert sorted(report.quarantined) == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert [r["seq"] for r in store.rows("SELECT seq FROM journal ORDER BY seq")] == [1, 10, 11, 12]
+    assert store.scalar("SELECT count(*) FROM gpu_samples") == 1  # only seq 11's: nothing half-written
+    rows = {r["seq"]: r for r in store.rows("SELECT seq, t_ms, kind, raw, reason FROM quarantine WHERE box = 'pro-a'")}
+    assert rows[2]["raw"] == "{oops" and "body is not JSON" in rows[2]["reason"]
+    assert "gpus is 'GPU0 581 W', not a list" in rows[3]["reason"]
+    assert "gpus[1].power_w is '581 W', not a finite number" in rows[4]["reason"]
+    assert "gen_tok_per_s is 'fast'" in rows[5]["reason"] and json.loads(rows[5]["raw"])["gen_tok_per_s"] == "fast"
+    assert "JSON cannot carry" in rows[6]["reason"] and "NaN" in rows[6]["raw"]
+    assert rows[7]["t_ms"] is None and "t_ms is 'yesterday', not an integer" in rows[7]["reason"]
+    assert "pid is '42'" in rows[8]["reason"] and store.launches.get("L1") is None
+    assert "gpus[0].gpu" in rows[9]["reason"]
+    assert store.ingest.quarantined() == {"pro-a": 8}
+    [row] = queries.fleet(store, T0, "pro-a")  # what the Fleet view shows beside the box's status
+    assert row.quarantined == 8
+    # Re-sent after a lost ack: skipped like any committed event, never quarantined twice.
+    again = store.ingest.batch("pro-a", events[1:4])
+    assert (again.skipped, again.quarantined) == (3, {})
+    assert store.scalar("SELECT count(*) FROM quarantine") == 8
+
+
+def test_each_state_db_has_one_campaign_id_made_once(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:
+        first = a.ingest.consumer_id()
+        assert len(first) == 32 and first != b.ingest.consumer_id()
+    with Store(tmp_path / "a.db") as a:
+        assert a.ingest.consumer_id() == first  # stored, not made again on open
+    v1 = tmp_path / "old.db"
+    conn = sqlite3.connect(v1)
+    conn.executescript((Path(__file__).parent / "fixtures" / "state_v1.sql").read_text())
+    conn.close()
+    with Store(v1) as old:  # an upgraded campaign gets its id too
+        assert len(old.ingest.consumer_id()) == 32
 
 
 def test_derived_rows_land_with_their_events(store: Store) -> None:

@@ -42,19 +42,25 @@ def _add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quarantined(n: int) -> str:
+    """How a box's quarantined events are shown beside its status (the rows are in ``quarantine``)."""
+    return f"{n} event{'s' if n != 1 else ''} quarantined" if n else ""
+
+
 def _list(args: argparse.Namespace) -> int:
-    from console.readmodel import box_list
+    from console.readmodel import box_list, quarantined
 
     with open_store(args) as store:
         boxes = box_list(store)
+        held = quarantined(store)
     if args.json:
-        print_json([asdict(b) for b in boxes])
+        print_json([asdict(b) | {"quarantined": held.get(b.name, 0)} for b in boxes])
         return 0
     rows = [
         {
             "name": b.name,
             "target": b.ssh_target,
-            "status": b.status,
+            "status": ", ".join(filter(None, (b.status, _quarantined(held.get(b.name, 0))))),
             "gpus": b.gpu_summary,
             "price/h": f"{b.price_per_hour:.2f}" if b.price_per_hour is not None else None,
             "provider": ":".join(filter(None, (b.provider, b.instance_id))) or None,
@@ -99,7 +105,21 @@ def _connect(args: argparse.Namespace) -> int:
         finally:
             progress.done()
     if not args.follow:
-        print(f"{args.name}: {connected}")
+        from console.readmodel import quarantined
+
+        bad = _quarantined(quarantined(service.store).get(args.name, 0))
+        print(f"{args.name}: {connected}" + (f"; {bad} (see the quarantine table)" if bad else ""))
+    return 0
+
+
+def _detach(args: argparse.Namespace) -> int:
+    with service_for(args) as service:
+        detached = run(service, lambda: service.detach(args.name))
+    if detached:
+        print(f"{args.name}: detached; the box no longer keeps events for this campaign "
+              f"(`campaign box connect {args.name}` attaches it again)")
+    else:
+        print(f"{args.name}: this campaign was not attached to the box's journal; nothing changed")
     return 0
 
 
@@ -169,6 +189,11 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     conn.add_argument("--follow", action="store_true",
                       help="keep ingesting and reconnecting until interrupted (Ctrl-C / SIGTERM)")
     conn.set_defaults(func=_connect)
+
+    detach = boxsub.add_parser("detach", help="ingest what is pending, then stop the box keeping events for this "
+                               "campaign (other campaigns on the box keep theirs)")
+    detach.add_argument("name")
+    detach.set_defaults(func=_detach)
 
     trust = boxsub.add_parser("trust", help="show the box's host key and trust it (first use)")
     trust.add_argument("name")

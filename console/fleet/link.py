@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 import asyncssh
 
 from agents.protocol import ProtocolError
-from console.errors import Unreachable
+from console.errors import ConsoleError, Refused, Unreachable
 from console.fleet.hostkeys import (
     DEFAULT_KNOWN_HOSTS,
     HostKeyChanged,
@@ -40,8 +41,9 @@ from console.fleet.push import (
     resolve_home,
 )
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
-from console.fleet.wire import AgentError, ChannelClosed, new_id
-from console.store import BoxNotReachable, Store
+from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, new_id
+from console.store import BoxNotReachable, Store, StoreFull
+from console.store.errors import full_disk_guard
 from console.store.ingest import IngestError, IngestReport
 from console.timeutil import fmt_remaining
 
@@ -57,6 +59,10 @@ class JournalMismatch(Unreachable):
     """The box's journal and state.db disagree about history; ingesting would skip or lose events."""
 
 
+class Detached(Refused):
+    """This state.db was detached from the box's journal while its link ran: the box holds nothing for it."""
+
+
 @dataclass(frozen=True)
 class LinkSettings:
     ssh: SshSettings = field(default_factory=SshSettings)
@@ -65,6 +71,8 @@ class LinkSettings:
     backoff_cap_s: float = 30.0
     poll_interval_s: float = 0.5
     batch: int = 2000
+    batch_bytes: int = 1024 * 1024
+    """A batch is bounded by bytes too: an hour of 8-GPU samples is ~1.5 kB an event."""
     agent_timeout_s: float = 30.0
 
 
@@ -109,10 +117,24 @@ class BoxLink:
         self.box_last_seq = 0
         """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
+        self._store_full: StoreFull | None = None
 
     # -- status ----------------------------------------------------------------------------------
     def _status(self, status: str, detail: str | None) -> None:
-        self.store.boxes.update(self.name, status=status, status_detail=detail)
+        self._record(status=status, status_detail=detail)
+
+    def _record(self, **values: Any) -> None:
+        """Update the box row, if the disk lets it: on a full disk ingest stops with StoreFull, not here."""
+        try:
+            with full_disk_guard(self.store.path):
+                self.store.boxes.update(self.name, **values)
+        except StoreFull:
+            pass
+
+    @property
+    def consumer(self) -> str:
+        """Who this state.db is to the box's journal (its campaign id)."""
+        return self.store.ingest.consumer_id()
 
     # -- connecting ------------------------------------------------------------------------------
     async def _open_transport(self) -> Transport:
@@ -150,7 +172,8 @@ class BoxLink:
             box = self.store.boxes.get(self.name)
             home = await resolve_home(transport, box.agent_home)
             python = sys.executable if box.is_local else "python3"
-            hello, action = await ensure_agent(transport, home, self._build(), python, self.settings.agent_timeout_s)
+            _, action = await ensure_agent(transport, home, self._build(), python, self.settings.agent_timeout_s)
+            hello = await self._register(transport, home)
             self._check_journal(hello)
         except BaseException as exc:
             if transport is not None:
@@ -160,15 +183,25 @@ class BoxLink:
             raise
         self._transport, self._home, self.last_hello = transport, home, hello
         self.box_last_seq = int(hello.get("last_seq") or 0)
-        self.store.boxes.update(self.name, agent_version=hello.get("version"), tz=hello.get("tz"),
-                                last_seen_ms=self.store.clock())  # fmt: skip
-        self._status("up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}")
+        self._record(agent_version=hello.get("version"), tz=hello.get("tz"), last_seen_ms=self.store.clock())
+        attached = " (this state.db attached now)" if (hello.get("consumer") or {}).get("new") else ""
+        self._status("up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}{attached}")
         self._up.set()
         return action
 
+    async def _register(self, transport: Transport, home: AgentHome) -> dict[str, Any]:
+        """Hello as this state.db's consumer: the box holds every event from now on until this one acks it."""
+        channel = await transport.open_channel(home.socket)
+        try:
+            label = f"{socket.gethostname()}:{self.store.path.resolve()}"
+            return await channel.call("hello", {"consumer": self.consumer, "label": label},
+                                      timeout=self.settings.agent_timeout_s)  # fmt: skip
+        finally:
+            channel.close()
+
     def _check_journal(self, hello: dict[str, Any]) -> None:
         cursor = self.store.ingest.cursor(self.name)
-        last, acked = int(hello.get("last_seq") or 0), int(hello.get("acked_seq") or 0)
+        last, first = int(hello.get("last_seq") or 0), int(hello.get("first_seq") or 0)
         if cursor > last:
             problem = JournalMismatch(
                 f"box {self.name}: its journal ends at seq {last} but state.db committed up to seq {cursor}: the "
@@ -177,23 +210,26 @@ class BoxLink:
             )
             self._status("journal-mismatch", str(problem))
             raise problem
-        if acked > cursor:
-            log.warning("box %s: events %d..%d were acked by another state.db and are not in this one",
-                        self.name, cursor + 1, acked)  # fmt: skip
+        if 0 < cursor and cursor + 1 < first:
+            # Only a consumer released under the box's disk floor (its journal says so) or a journal edited by
+            # hand loses events it never acked: say which, they are not coming.
+            log.warning("box %s: events %d..%d left the box journal before this state.db committed them; the box's "
+                        "warning events say why", self.name, cursor + 1, first - 1)  # fmt: skip
 
-    def _lost(self, exc: BaseException) -> None:
+    def _lost(self, exc: BaseException, status: str = "down") -> None:
         self._up.clear()
         if self._transport is not None:
             self._transport.close()
             self._transport = None
         if not self._closing:
-            self._status("down", f"{type(exc).__name__}: {exc}")
+            self._status(status, str(exc) if isinstance(exc, ConsoleError) else f"{type(exc).__name__}: {exc}")
 
     # -- the supervised loop ---------------------------------------------------------------------
     async def run(self) -> None:
         """Connect, ingest and re-send commands until closed; reconnect with backoff on any link failure."""
         backoff = Backoff(self.settings.backoff_base_s, self.settings.backoff_cap_s, self._rng)
         while not self._closing:
+            status = "down"
             try:
                 await self.connect()
                 backoff.reset()
@@ -202,6 +238,17 @@ class BoxLink:
             except (HostKeyProblem, JournalMismatch, BoxNotReachable) as exc:
                 self._fatal = exc  # the operator must act; retrying would only hammer the box
                 return
+            except Detached as exc:
+                self._fatal = exc
+                self._lost(exc, "detached")
+                return
+            except StoreFull as exc:
+                # Nothing of the batch was acked, so the box keeps it all: retry until space returns.
+                if self._store_full is None:
+                    log.warning("box %s: %s", self.name, exc)
+                self._store_full = exc
+                status = "store-full"
+                self._lost(exc, status)
             except IngestError as exc:
                 # A corrupt stream: the cursor stays put (nothing is skipped) and the operator is told.
                 self._fatal = exc
@@ -214,7 +261,7 @@ class BoxLink:
                 return
             delay = backoff.next()
             box = self.store.boxes.get(self.name)
-            self._status("down", f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}")
+            self._status(status, f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}")
             await asyncio.sleep(delay)
 
     async def _ingest_forever(self) -> None:
@@ -227,17 +274,18 @@ class BoxLink:
 
         Each batch is committed (rows + cursor in one transaction) BEFORE it is acked. The next batch is
         requested on a second channel before the current one is committed, so the agent encodes and
-        SSH carries batch n+1 while SQLite writes batch n; a failed commit discards the prefetch and the
-        next drain starts again from the committed cursor.
+        SSH carries batch n+1 while SQLite writes batch n; a failed commit (a full disk) discards the
+        prefetch and nothing of it is acked, so the next drain starts again from the committed cursor.
         """
         assert self._transport is not None and self._home is not None
         fetch = await self._transport.open_channel(self._home.socket)
         ack = await self._transport.open_channel(self._home.socket)
         pending: asyncio.Future[dict[str, Any]] | None = None
         total = 0
+        consumer = self.consumer
         try:
             after = self.store.ingest.cursor(self.name)
-            pending = asyncio.ensure_future(fetch.call("events", {"after": after, "limit": self.settings.batch}))
+            pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
             while True:
                 answer = await pending
                 pending = None
@@ -248,13 +296,18 @@ class BoxLink:
                     if int(answer.get("acked_seq") or 0) < cursor:
                         # The ack of a committed batch was lost with a link: repeat it, or the box keeps
                         # those events (and their disk) until something new arrives.
-                        await ack.call("ack", {"seq": cursor})
+                        await self._ack(ack, cursor, consumer)
                     return total
-                pending = asyncio.ensure_future(
-                    fetch.call("events", {"after": events[-1]["seq"], "limit": self.settings.batch})
-                )
-                report = self.store.ingest.batch(self.name, events)
-                await ack.call("ack", {"seq": report.cursor})
+                pending = asyncio.ensure_future(fetch.call("events", self._pull_args(events[-1]["seq"], consumer)))
+                try:
+                    report = self.store.ingest.batch(self.name, events)
+                except StoreFull as exc:
+                    self._status("store-full", str(exc))  # if even that fits: the one line says what to do
+                    raise
+                if self._store_full is not None:
+                    log.warning("box %s: state.db has space again; ingest resumed", self.name)
+                    self._store_full = None
+                await self._ack(ack, report.cursor, consumer)
                 total += report.inserted
                 if self.on_ingest is not None:
                     self.on_ingest(report)
@@ -263,6 +316,28 @@ class BoxLink:
                 pending.cancel()
             fetch.close()
             ack.close()
+
+    def _pull_args(self, after: Any, consumer: str) -> dict[str, Any]:
+        return {"after": after, "limit": self.settings.batch, "max_bytes": self.settings.batch_bytes,
+                "consumer": consumer}  # fmt: skip
+
+    async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> None:
+        answer = await channel.call("ack", {"seq": seq, "consumer": consumer})
+        if answer.get("registered") is False:
+            raise Detached(
+                f"box {self.name}: this state.db was detached from the box's journal while its link ran (seq {seq} "
+                "and later are not held for it)", f"`campaign box connect {self.name}` attaches it again",
+            )  # fmt: skip
+
+    async def detach(self) -> dict[str, Any]:
+        """Ingest what is pending, then unregister this state.db from the box's journal: the box stops
+        holding events for it. ``campaign box connect`` attaches it again (owed only what is still held)."""
+        await self.sync()
+        result = await self.command("detach", {"consumer": self.consumer})
+        cursor = self.store.ingest.cursor(self.name)
+        self._status("detached", f"detached from the box journal after seq {cursor}; `campaign box connect "
+                     f"{self.name}` attaches it again")  # fmt: skip
+        return result
 
     async def sync(self) -> int:
         """Ingest until caught up with the box (one connection, no reconnect); returns events inserted."""

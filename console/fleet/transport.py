@@ -102,7 +102,9 @@ class SshTransport:
         return key_line(key)
 
     async def open_channel(self, socket_path: str) -> AgentChannel:
-        reader, writer = await self.conn.open_unix_connection(socket_path, encoding=None)
+        # The receive window bounds the longest line asyncssh can read (its default, 2 MiB, closed the
+        # channel on a 3 MiB batch of 8-GPU samples): it must hold a whole reply of MAX_LINE.
+        reader, writer = await self.conn.open_unix_connection(socket_path, encoding=None, window=MAX_LINE + 1)
         return AgentChannel(reader, writer)
 
     async def run(self, argv: list[str], timeout: float | None = None) -> str:

@@ -8,3 +8,8 @@ from console.store import Box, Store
 def box_list(store: Store) -> list[Box]:
     """Every box the campaign knows, destroyed ones included (their results still name them)."""
     return store.boxes.every()
+
+
+def quarantined(store: Store) -> dict[str, int]:
+    """Journal events kept aside as malformed, per box (only boxes that have any)."""
+    return store.ingest.quarantined()

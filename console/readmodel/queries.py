@@ -200,6 +200,10 @@ def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
     live_timers: dict[str, TimerRow] = {}
     for t in timers(store, at, box, include_ended=False):
         live_timers.setdefault(t.box, t)
+    quarantined = {
+        r["box"]: r["n"]
+        for r in store.rows("SELECT box, count(*) AS n FROM quarantine WHERE quarantined_ms <= ? GROUP BY box", [at])
+    }
     out = []
     for b in boxes:
         gpus = gpu_power(store, b["name"], at)
@@ -218,6 +222,7 @@ def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
                 capped_gpus=sum(1 for g in gpus if g.capped),
                 tz=b["tz"],
                 ssh_target=Box.from_row(b).ssh_target,
+                quarantined=quarantined.get(b["name"], 0),
             )
         )
     return out

@@ -61,6 +61,7 @@ class FleetRow:
     capped_gpus: int = 0
     tz: str | None = None
     ssh_target: str | None = None  # user@host[:port]; None for imported figures
+    quarantined: int = 0  # malformed events from this box, kept aside in the quarantine table
 
     @property
     def worst_check(self) -> str:

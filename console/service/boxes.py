@@ -98,6 +98,13 @@ class BoxIntents(ServiceBase):
             inserted = await link.sync()
         return Connected(name, action, inserted)
 
+    async def detach(self, name: str) -> bool:
+        """Ingest what is pending, then stop the box's journal holding events for this campaign; False when
+        this campaign was not attached there."""
+        with reaching(name):
+            result = await self.fleet.link(name).detach()
+        return bool(result.get("detached"))
+
     async def follow(self, name: str, stop: asyncio.Event,
                      on_ingest: Callable[[IngestReport], None] | None = None) -> None:  # fmt: skip
         """Keep the box's link up and its journal ingested until ``stop`` (or a problem the operator must fix,

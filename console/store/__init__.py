@@ -2,7 +2,7 @@
 
 from console.store.boxes import LOCAL_BOX, Box, BoxExists, BoxNotReachable, NoSuchBox
 from console.store.core import DEFAULT_DB, Store, resolve_db_path
-from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew
+from console.store.errors import ReadOnlyStore, StoreError, StoreFull, StoreTooNew
 
 __all__ = [
     "DEFAULT_DB",
@@ -14,6 +14,7 @@ __all__ = [
     "ReadOnlyStore",
     "Store",
     "StoreError",
+    "StoreFull",
     "StoreTooNew",
     "resolve_db_path",
 ]

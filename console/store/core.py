@@ -20,7 +20,7 @@ import sqlite_utils
 from console.store.boxes import Boxes
 from console.store.checks import Checks
 from console.store.commands import Commands
-from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew
+from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew, disk_full, full_disk_guard
 from console.store.ingest import Ingest
 from console.store.launches import Launches
 from console.store.results import Results
@@ -92,6 +92,9 @@ class Store:
             version = _schema_version(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            full = disk_full(exc, self.path)  # its shared-memory file could not even be made
+            if full is not None:
+                raise full from exc
             raise StoreError(
                 f"{self.path} cannot be read as a campaign state.db ({exc}); point --db or CAMPAIGN_DB at "
                 "another path"
@@ -121,10 +124,11 @@ class Store:
             conn.execute("PRAGMA query_only = ON")
             self.schema_version = version
         else:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate(version)
+            with full_disk_guard(self.path):
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                self._migrate(version)
             self.schema_version = LATEST
         self.boxes = Boxes(self)
         self.checks = Checks(self)

@@ -4,19 +4,27 @@ Exactly-once ingest rests on one rule: the journal rows, every row derived from 
 are written in ONE transaction, and the console acks the box only after that transaction committed. A
 crash before the commit leaves nothing and the box re-sends; a crash after it leaves the cursor ahead, so
 the re-sent events are skipped. ``UNIQUE(box, seq)`` is the last line of defence, never the mechanism.
+
+A malformed event (console/store/validate.py) is quarantined: kept with its raw text and the reason in the
+``quarantine`` table, counted per box, and the cursor moves past it. One bad event never holds the
+events after it hostage. A full disk under state.db is the one thing that stops ingest (StoreFull):
+nothing is committed, so nothing is acked, and the box keeps every event until space returns.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from console.errors import Refused
+from console.store.errors import full_disk_guard
 from console.store.jsonutil import dumps
 from console.store.launches import LAUNCH_STATES
+from console.store.validate import GPU_COLUMNS, SERVER_COLUMNS, problem
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -25,28 +33,24 @@ log = logging.getLogger(__name__)
 
 
 class IngestError(Refused, ValueError):
-    """An event batch that cannot be committed as it is; nothing of the batch was written."""
+    """A stream that cannot be committed as it is (seqs missing or out of order); nothing was written."""
 
 
 @dataclass
 class IngestReport:
-    """What one batch did: the committed cursor and the events kept only as journal rows (and why)."""
+    """What one batch did: the committed cursor, the events kept only as journal rows (and why), and the
+    events quarantined as malformed (seq -> why)."""
 
     box: str
     inserted: int = 0
     skipped: int = 0
     cursor: int = 0
     journal_only: dict[str, str] = field(default_factory=dict)
+    quarantined: dict[int, str] = field(default_factory=dict)
 
 
-_GPU_COLUMNS = (
-    "power_w", "power_limit_w", "enforced_limit_w", "max_limit_w", "sm_clock_mhz",
-    "util_pct", "mem_used_mib", "mem_total_mib", "temp_c",
-)  # fmt: skip
-_SERVER_COLUMNS = (
-    "gen_tok_per_s", "prompt_tok_per_s", "running", "waiting", "kv_usage",
-    "prefix_hit_rate", "gen_tokens_total", "prompt_tokens_total",
-)  # fmt: skip
+_DERIVE_ERRORS = (IngestError, ValueError, LookupError, TypeError, AttributeError, sqlite3.IntegrityError)
+"""What a derived row may fail with on an odd (but well-formed) event: the event keeps its journal row."""
 
 
 def _require(event: dict[str, Any], *keys: str) -> None:
@@ -59,12 +63,15 @@ def _require(event: dict[str, Any], *keys: str) -> None:
 
 
 _GPU_INSERT = (
-    f"INSERT OR IGNORE INTO gpu_samples(box, gpu, t_ms, {', '.join(_GPU_COLUMNS)}) "
-    f"VALUES (?, ?, ?, {', '.join('?' * len(_GPU_COLUMNS))})"
+    f"INSERT OR IGNORE INTO gpu_samples(box, gpu, t_ms, {', '.join(GPU_COLUMNS)}) "
+    f"VALUES (?, ?, ?, {', '.join('?' * len(GPU_COLUMNS))})"
 )
 _SERVER_INSERT = (
-    f"INSERT OR IGNORE INTO server_samples(box, launch_id, t_ms, {', '.join(_SERVER_COLUMNS)}) "
-    f"VALUES (?, ?, ?, {', '.join('?' * len(_SERVER_COLUMNS))})"
+    f"INSERT OR IGNORE INTO server_samples(box, launch_id, t_ms, {', '.join(SERVER_COLUMNS)}) "
+    f"VALUES (?, ?, ?, {', '.join('?' * len(SERVER_COLUMNS))})"
+)
+_QUARANTINE_INSERT = (
+    "INSERT OR IGNORE INTO quarantine(box, seq, t_ms, kind, raw, reason, quarantined_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 """The event as it came (the agent's key order), compact: the bulk of ingest time is this encoding."""
@@ -72,17 +79,19 @@ _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 def _gpu_rows(box: str, event: dict[str, Any]) -> list[tuple[Any, ...]]:
     _require(event, "gpus")
-    rows = []
-    for gpu in event["gpus"]:
-        if type(gpu.get("gpu")) is not int:
-            raise IngestError(f"gpu_sample seq {event['seq']}: a GPU entry without an integer 'gpu' index")
-        rows.append((box, gpu["gpu"], event["t_ms"], *(gpu.get(c) for c in _GPU_COLUMNS)))
-    return rows
+    return [(box, gpu["gpu"], event["t_ms"], *(gpu.get(c) for c in GPU_COLUMNS)) for gpu in event["gpus"]]
 
 
 def _server_row(box: str, event: dict[str, Any]) -> tuple[Any, ...]:
     _require(event, "launch_id")
-    return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in _SERVER_COLUMNS))
+    return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in SERVER_COLUMNS))
+
+
+def _raw(event: Any) -> str:
+    """The quarantined event as it came: the box's stored text for a row the agent could not read."""
+    if type(event) is dict and "malformed" in event and isinstance(event.get("body"), str):
+        return str(event["body"])
+    return json.dumps(event, separators=(",", ":"), default=repr)
 
 
 class Ingest:
@@ -95,34 +104,65 @@ class Ingest:
         """The last seq committed for ``box`` (0 when nothing was ever ingested)."""
         return int(self.store.scalar("SELECT seq FROM ingest_cursor WHERE box = ?", [box]) or 0)
 
-    def batch(self, box: str, events: Iterable[dict[str, Any]]) -> IngestReport:
+    def consumer_id(self) -> str:
+        """This state.db's campaign id: how every box journal tells this database from any other.
+
+        Made once, when the database was created (or upgraded to schema 7); a copy of the file made with
+        ``cp`` carries the same id and so reads as the same consumer (docs/schema.md).
+        """
+        return str(self.store.scalar("SELECT value FROM meta WHERE key = 'campaign_id'"))
+
+    def quarantined(self, box: str | None = None) -> dict[str, int]:
+        """Events quarantined as malformed, per box (only boxes that have any)."""
+        where, params = ("WHERE box = ?", [box]) if box else ("", [])
+        rows = self.store.rows(f"SELECT box, count(*) AS n FROM quarantine {where} GROUP BY box", params)
+        return {r["box"]: int(r["n"]) for r in rows}
+
+    def batch(self, box: str, events: Iterable[Any]) -> IngestReport:
         """Commit a batch of journal events for ``box`` exactly once; return the new cursor.
 
         Events at or below the cursor were committed before (a re-send after a lost ack) and are
         skipped. Seqs must strictly increase within the batch: anything else means a corrupt stream, and
-        the whole batch is refused so the cursor never jumps over an event. Samples, nearly all of the
-        volume, are validated in Python and written with one ``executemany`` per table; rarer kinds go
-        through their handler in a savepoint.
+        the whole batch is refused so the cursor never jumps over an event. A malformed event is
+        quarantined and the batch goes on. Samples, nearly all of the volume, are validated in Python and
+        written with one ``executemany`` per table; rarer kinds go through their handler in a savepoint.
+        Raises StoreFull (nothing written) when the disk under state.db is full.
         """
         report = IngestReport(box=box)
         now = self.store.clock()
         journal: list[tuple[Any, ...]] = []
+        quarantine: list[tuple[Any, ...]] = []
         gpu_rows: list[tuple[Any, ...]] = []
         server_rows: list[tuple[Any, ...]] = []
-        with self.store.atomic() as db:
+        with full_disk_guard(self.store.path), self.store.atomic() as db:
             cursor = self.cursor(box)
             last = cursor
             for event in events:
-                _require(event, "seq", "t_ms", "kind")
-                seq, t_ms, kind = event["seq"], event["t_ms"], event["kind"]
-                if type(seq) is not int or type(t_ms) is not int:
-                    raise IngestError(f"event {str(event)[:80]}: seq and t_ms must be integers")
+                seq = event.get("seq") if type(event) is dict else None
+                if type(seq) is not int:
+                    raise IngestError(f"box {box}: event {str(event)[:80]} has no integer seq; the stream is corrupt")
                 if seq <= cursor:
                     report.skipped += 1
                     continue
                 if seq <= last:
                     raise IngestError(f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order")
-                journal.append((box, seq, t_ms, kind, _encode(event), now))
+                last = seq
+                why = problem(event)
+                payload = None
+                if why is None:
+                    try:
+                        payload = _encode(event)
+                    except ValueError as exc:
+                        why = f"it holds a number JSON cannot carry ({exc})"
+                if why is not None:
+                    t_ms, kind = event.get("t_ms"), event.get("kind")
+                    quarantine.append((box, seq, t_ms if type(t_ms) is int else None,
+                                       kind if type(kind) is str else None, _raw(event), why, now))  # fmt: skip
+                    report.quarantined[seq] = why
+                    log.warning("box %s: event seq %d quarantined: %s", box, seq, why)
+                    continue
+                kind = event["kind"]
+                journal.append((box, seq, event["t_ms"], kind, payload, now))
                 try:
                     if kind == "gpu_sample":
                         gpu_rows.extend(_gpu_rows(box, event))
@@ -133,15 +173,15 @@ class Ingest:
                         # from the newest GPU sample): write the pending ones first.
                         self._flush_samples(db.conn, gpu_rows, server_rows)
                         self._derive(box, event)
-                except (IngestError, ValueError, KeyError, TypeError) as exc:
+                except _DERIVE_ERRORS as exc:
                     reason = f"seq {seq}: {type(exc).__name__}: {exc}"
                     report.journal_only[kind] = reason
                     log.warning("box %s: %s kept in the journal only: %s", box, kind, reason)
-                last = seq
             conn = db.conn
             conn.executemany(
                 "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)", journal
             )
+            conn.executemany(_QUARANTINE_INSERT, quarantine)
             self._flush_samples(conn, gpu_rows, server_rows)
             if last != cursor:
                 conn.execute(

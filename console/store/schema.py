@@ -332,5 +332,28 @@ V6 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6)
+V7 = Migration(
+    7,
+    "the campaign's identity on every box journal, and quarantined malformed events",
+    (
+        """CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )""",
+        # The consumer id this state.db gives each box's journal: made once, never copied by the console.
+        "INSERT INTO meta(key, value) VALUES ('campaign_id', lower(hex(randomblob(16))))",
+        """CREATE TABLE quarantine (
+            box TEXT NOT NULL REFERENCES boxes(name) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            t_ms INTEGER,                               -- the event's instant, when it had a valid one
+            kind TEXT,                                  -- its kind, when it had a valid one
+            raw TEXT NOT NULL,                          -- the event as it came (a corrupt row: the box's stored text)
+            reason TEXT NOT NULL,                       -- why it was not ingested
+            quarantined_ms INTEGER NOT NULL,
+            UNIQUE (box, seq)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7)
 LATEST = MIGRATIONS[-1].version
