@@ -118,10 +118,11 @@ async def test_a_timer_is_armed_and_cancelled_on_the_box_watchdog(sshd_farm: Ssh
         assert armed_log["event"] == "armed" and armed_log["detail"]["readings"]["UTC"]  # as confirmed
         link = service.fleet.link("alpha")
         on_box = {t["timer_id"] for t in (await link.command("hello", {}))["timers"]}
-        assert str(armed.timer.id) in on_box
+        named = fleet_store.timers.box_id(armed.timer.id)  # campaign id first: boxes serve many campaigns
+        assert named in on_box and named.endswith(f":{armed.timer.id}")
         cancelled = await service.cancel_timer(armed.timer.id)
         assert cancelled.timer.state == "cancelled" and cancelled.on_box is not None and cancelled.on_box.done
-        assert str(armed.timer.id) not in {t["timer_id"] for t in (await link.command("hello", {}))["timers"]}
+        assert named not in {t["timer_id"] for t in (await link.command("hello", {}))["timers"]}
         assert [c.op for c in fleet_store.commands.unfinished("alpha")] == []
     finally:
         await service.close()

@@ -222,7 +222,7 @@ async def test_service_box_actions_arm_pull_and_stop_a_real_local_box(
         cancel(store, timer2.id, now_ms=time.time_ns() // 1_000_000)
         await enforcer.tick()
         assert [t["timer_id"] for t in (await link.command("hello", {}))["timers"]
-                if t["timer_id"] == str(timer2.id)] == []
+                if t["timer_id"] == store.timers.box_id(timer2.id)] == []
         assert store.timers.has_event(timer2.id, "cancelled-on-box")
     finally:
         await fleet.close()

@@ -153,7 +153,9 @@ def test_set_arms_and_cancel_disarms_the_real_box_watchdog(db: str, local_home: 
     assert main(["--db", db, "timer", "set", "local", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
     assert "box watchdog: armed on local, 3h12m on its clock" in capsys.readouterr().err
     state = json.loads((local_home / "deadline.json").read_text())["timers"]
-    assert state["1"]["deadline_ms"] == CUTOFF_MS and state["1"]["action"] == "stop-arms"
+    with Store(db) as store:
+        named = store.timers.box_id(1)  # the campaign's id, then its timer's
+    assert state[named]["deadline_ms"] == CUTOFF_MS and state[named]["action"] == "stop-arms"
     assert main(["--db", db, "timer", "cancel", "1", "--yes"]) == 0
     assert "box watchdog: disarmed on local" in capsys.readouterr().err
     assert json.loads((local_home / "deadline.json").read_text())["timers"] == {}

@@ -141,14 +141,15 @@ class TimerIntents(LaunchIntents):
     async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
                            console_now_ms: int) -> dict[str, Any]:  # fmt: skip
         link = await self.link(box)
-        args = {"timer_id": timer_id, "deadline_ms": deadline_ms, "action": action, "console_now_ms": console_now_ms}
+        args = {"timer_id": self.store.timers.box_id(timer_id), "deadline_ms": deadline_ms, "action": action,
+                "console_now_ms": console_now_ms}  # fmt: skip
         with reaching(box):
             return dict(await link.command("set_deadline", args))
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
         link = await self.link(box)
         with reaching(box):
-            return dict(await link.command("cancel_deadline", {"timer_id": timer_id}))
+            return dict(await link.command("cancel_deadline", {"timer_id": self.store.timers.box_id(timer_id)}))
 
     async def _live_on_box(self, box: str) -> list[str]:
         """What the box itself says is running (the store may be behind when the laptop slept)."""

@@ -180,10 +180,25 @@ class Store:
 
     @contextmanager
     def atomic(self) -> Iterator[sqlite_utils.Database]:
-        """One transaction (savepoint when nested). Writers must go through this."""
+        """One transaction (savepoint when nested). Writers must go through this.
+
+        The outermost one begins IMMEDIATE: it takes the write lock up front, so two consoles writing one
+        state.db (a one-shot connect while another follows) queue on the busy timeout instead of one failing
+        with "database is locked" when its read transaction tries to become a write.
+        """
         self.check_writable()
-        with self.db.atomic() as db:
-            yield db
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic() as db:
+                yield db
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
 
     def insert(self, table: str, values: dict[str, Any]) -> int:
         """Insert one row (inside ``atomic()``) and return its rowid."""

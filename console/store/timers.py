@@ -140,6 +140,19 @@ class Timers:
             return None  # a name this Python does not know (e.g. "BST"): unknown, never guessed
         return tz
 
+    def box_id(self, timer_id: int) -> str:
+        """The timer's name on a box's watchdog: every state.db numbers its timers from 1, and one box may
+        serve several campaigns, so the campaign id comes first."""
+        return f"{self.store.ingest.consumer_id()}:{timer_id}"
+
+    def from_box_id(self, text: str) -> int | None:
+        """This store's timer id for a watchdog's name; None for another campaign's timer. A bare number is
+        a timer armed by a console from before campaign ids (read as this campaign's)."""
+        campaign, _, number = text.rpartition(":")
+        if not number.isdigit() or campaign not in ("", self.store.ingest.consumer_id()):
+            return None
+        return int(number)
+
     def on_agent_event(self, box: str, event: dict[str, Any]) -> None:
         """Mirror a box watchdog's ``deadline`` journal event into the timer's log (enforcer 'agent').
 
@@ -147,10 +160,10 @@ class Timers:
         by itself (the console was away), the timer is fired; a destroy still needs the console and its
         provider, so it stays live until the console confirms it.
         """
-        timer_id = str(event.get("timer_id", ""))
-        if not timer_id.isdigit():
-            return  # not one of this store's timers (e.g. a shutdown the console handed to the box)
-        rows = self.store.rows("SELECT * FROM timers WHERE id = ? AND box = ?", [int(timer_id), box])
+        timer_id = self.from_box_id(str(event.get("timer_id", "")))
+        if timer_id is None:
+            return  # not one of this store's timers (another campaign's, or a shutdown handed to the box)
+        rows = self.store.rows("SELECT * FROM timers WHERE id = ? AND box = ?", [timer_id, box])
         if not rows:
             return
         timer = Timer.from_row(rows[0])
