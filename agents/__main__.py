@@ -9,17 +9,19 @@ which hand their arguments to those packages.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from agents.gpu import SOURCES
 
 
-def _daemon_options(ns: argparse.Namespace) -> dict:
-    options: dict = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval,
+def _daemon_options(ns: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval,
                      "gpu_source": ns.gpu_source}
     if ns.boot_id_file:
         options["boot_id_file"] = ns.boot_id_file
@@ -45,7 +47,7 @@ def _proxy(home: Path) -> int:
     def pump_in() -> None:
         stdin = sys.stdin.buffer
         while True:
-            chunk = stdin.read1(1 << 16)
+            chunk = stdin.read1(1 << 16) if isinstance(stdin, io.BufferedReader) else stdin.read(1 << 16)
             if not chunk:
                 break
             sock.sendall(chunk)

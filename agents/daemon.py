@@ -321,7 +321,7 @@ class Agent:
         return self.supervisor.kill(args.get("launch_id"), float(args.get("grace_s", 30.0)), command_id)  # type: ignore[arg-type]
 
     def op_launches(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        return {"launches": self.supervisor.list()}
+        return {"launches": self.supervisor.snapshot()}
 
     def op_log_tail(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return {"lines": self.supervisor.log_tail(args.get("launch_id"), args.get("lines", 100))}  # type: ignore[arg-type]
@@ -497,7 +497,8 @@ def call(home: Path, op: str, args: dict[str, Any], timeout: float = 30.0, comma
     reply = protocol.decode(buf)
     if not reply.get("ok"):
         raise RuntimeError(reply.get("error"))
-    return reply["result"]
+    result: dict[str, Any] = reply["result"]
+    return result
 
 
 def dumps(obj: Any) -> str:

@@ -111,7 +111,7 @@ def smi_query(
 def load_nvml(warn: Warn | None = None) -> Any | None:
     """The initialised ``pynvml`` module (from nvidia-ml-py), or None when NVML is unavailable."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return None
     try:

@@ -138,7 +138,7 @@ class Journal:
                 yield
                 self._db.execute("COMMIT")  # inside the try: a COMMIT failing on a full disk rolls back too
             except BaseException:
-                if self._db.in_transaction:
+                if _open_transaction(self._db):
                     self._db.execute("ROLLBACK")
                 raise
 
@@ -159,7 +159,8 @@ class Journal:
             kind, body = "warning", json.dumps({"where": "journal", "message": message}, separators=(",", ":"))
         with self._lock:
             cur = self._db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None
+            return cur.lastrowid
 
     def events_after(self, after: int, limit: int, max_bytes: int = EVENTS_MAX_BYTES) -> list[dict[str, Any]]:
         """Events with seq > after, oldest first: at most ``limit`` events and about ``max_bytes`` on the wire,
@@ -450,3 +451,8 @@ def wire_safe(event: dict[str, Any]) -> dict[str, Any]:
 def _check_consumer(consumer: Any) -> None:
     if not isinstance(consumer, str) or not consumer or len(consumer) > 200:
         raise ValueError(f"consumer must be a campaign id (non-empty text of at most 200 characters), got {consumer!r}")
+
+
+def _open_transaction(db: sqlite3.Connection) -> bool:
+    """Whether ``db`` is inside a transaction now (a failed COMMIT on a full disk may already have ended it)."""
+    return db.in_transaction

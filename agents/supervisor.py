@@ -241,7 +241,7 @@ class Supervisor:
                 stopping.append(launch.launch_id)
         return {"stopping": stopping}
 
-    def list(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, Any]]:
         return [launch.summary() for launch in list(self.launches.values())]  # list(): atomic vs. the tick
 
     def log_tail(self, launch_id: str, lines: int) -> list[str]:

@@ -59,6 +59,10 @@ class JournalMismatch(Unreachable):
     """The box's journal and state.db disagree about history; ingesting would skip or lose events."""
 
 
+CHANNEL_RETRIES = 4
+"""Channel opens refused in a row before a command treats its link as lost (and reconnects)."""
+
+
 class Detached(Refused):
     """This state.db was detached from the box's journal while its link ran: the box holds nothing for it."""
 
@@ -141,8 +145,8 @@ class BoxLink:
         box = self.store.boxes.get(self.name)
         if box.is_local:
             return LocalTransport()
-        if not box.port:
-            raise BoxNotReachable(self.name, "it has no SSH port recorded; `campaign box add` it again")
+        if not box.port or not box.host:
+            raise BoxNotReachable(self.name, "it has no SSH host and port recorded; `campaign box add` it again")
         policy = policy_for(box, self.settings.known_hosts)
         if policy is None:
             key = await fetch_host_key(box.host, box.port, self.settings.ssh.connect_timeout)
@@ -257,7 +261,7 @@ class BoxLink:
                 return
             except LINK_ERRORS as exc:
                 self._lost(exc)
-            if self._closing:
+            if self.closing():  # close() may have run while this attempt awaited
                 return
             delay = backoff.next()
             box = self.store.boxes.get(self.name)
@@ -360,6 +364,7 @@ class BoxLink:
         self._inflight.add(command_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        refused = 0  # channel opens the box refused in a row, on a connection that is otherwise up
         try:
             while True:
                 try:
@@ -377,6 +382,20 @@ class BoxLink:
                 except AgentError as exc:
                     self.store.commands.finish(command_id, False, error=exc.reason)
                     raise
+                except asyncssh.ChannelOpenError as exc:
+                    # The connection is up but this channel was refused: the agent's socket was momentarily
+                    # full (a sweep's replicas open many at once) or the agent is restarting. Try again
+                    # shortly on the same connection; only a refusal that persists means the link is lost.
+                    refused += 1
+                    if loop.time() >= deadline:
+                        raise self._undelivered(command_id, op) from exc
+                    if refused < CHANNEL_RETRIES:
+                        await asyncio.sleep(min(deadline - loop.time(), 0.2 * 2**refused))
+                        continue
+                    refused = 0
+                    if self._transport is transport:
+                        self._lost(exc)
+                    continue
                 except LINK_ERRORS as exc:
                     if loop.time() >= deadline:
                         raise self._undelivered(command_id, op) from exc
@@ -419,7 +438,7 @@ class BoxLink:
 
     def _resend_unfinished(self) -> list[asyncio.Future[dict[str, Any]]]:
         """Commands a previous console stored and maybe sent: re-send to learn (not repeat) their outcome."""
-        tasks = []
+        tasks: list[asyncio.Future[dict[str, Any]]] = []
         for command in self.store.commands.unfinished(self.name):
             if command.id not in self._inflight:
                 task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0))
@@ -440,6 +459,9 @@ class BoxLink:
     @property
     def fatal(self) -> Exception | None:
         return self._fatal
+
+    def closing(self) -> bool:
+        return self._closing
 
     async def close(self) -> None:
         self._closing = True

@@ -12,7 +12,7 @@ from console.readmodel.campaign import (
     imported_counts,
     imports,
 )
-from console.readmodel.inventory import box_list
+from console.readmodel.inventory import box_list, quarantined
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.queries import failed_launches, fleet, launches, timers
 from console.readmodel.records import (
@@ -54,6 +54,7 @@ from console.readmodel.results import (
 __all__ = [
     "NOT_RECORDED",
     "box_list",
+    "quarantined",
     "RESULT_SORTS",
     "WINDOWS_MS",
     "ArmEntry",

@@ -99,7 +99,7 @@ class VastProvider:
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after and retry_after.strip().isdigit():
             return min(float(retry_after), self.max_backoff_s)
-        return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
+        return float(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode()
