@@ -399,7 +399,8 @@ class _Priced:
     node_hour: float
 
 
-CHART_MARKS = {"frontier": "*", "other": "o", "borrowed": "b", "capped": "c", "diagnostic": "x"}
+CHART_MARKS = {"frontier": "*", "dominated": "o", "borrowed": "b", "CAPPED": "c", "DIAGNOSTIC-ONLY": "x"}
+"""The mark of each place on the chart (``EconomicsRow.place``), drawn in this order so the frontier is on top."""
 
 
 def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 18) -> str:
@@ -420,11 +421,11 @@ def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 0.01
     grid = [[" "] * width for _ in range(height)]
-    rank = {"diagnostic": 0, "capped": 1, "borrowed": 2, "other": 3, "frontier": 4}
-    for r in sorted(points.values(), key=lambda r: rank[_kind(r)]):  # frontier drawn last, on top
+    rank = {place: i for i, place in enumerate(reversed(CHART_MARKS))}
+    for r in sorted(points.values(), key=lambda r: rank[r.place]):  # frontier drawn last, on top
         col = round((math.log10(r.node_per_mtok) - x0) / (x1 - x0) * (width - 1))
         row = height - 1 - round(((r.accuracy or 0) - y0) / (y1 - y0) * (height - 1))
-        grid[row][col] = CHART_MARKS[_kind(r)]
+        grid[row][col] = CHART_MARKS[r.place]
     lines = [f"{y1:.3f} |" + "".join(grid[0]).rstrip()]
     lines += ["      |" + "".join(line).rstrip() for line in grid[1:-1]]
     lines.append(f"{y0:.3f} |" + "".join(grid[-1]).rstrip())
@@ -436,13 +437,3 @@ def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 
     frontier_rows = sorted((r for r in points.values() if r.on_frontier), key=lambda r: r.node_per_mtok)
     lines += [f"  * ${r.node_per_mtok:.3f}  {r.accuracy:.3f}  {r.arm} ({r.box})" for r in frontier_rows]
     return "\n".join(lines) + "\n"
-
-
-def _kind(r: EconomicsRow) -> str:
-    if r.diagnostic_only:
-        return "diagnostic"
-    if r.on_frontier:
-        return "frontier"
-    if r.capped:
-        return "capped"
-    return "borrowed" if r.borrowed else "other"

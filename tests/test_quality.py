@@ -25,7 +25,13 @@ from console.service import Service
 from console.service.quality import lm_eval_argv
 from console.store import Box, Store
 from ops.demo import build_demo
-from tests.support.harness_files import inspect_log, inspect_sample, write_inspect_eval, write_inspect_json, write_lm_eval
+from tests.support.harness_files import (
+    inspect_log,
+    inspect_sample,
+    write_inspect_eval,
+    write_inspect_json,
+    write_lm_eval,
+)
 
 T0 = 1_788_658_020_000
 BASE = [1.0 if i % 2 == 0 else 0.0 for i in range(40)]
