@@ -155,6 +155,10 @@ def test_inspect_logs_json_and_eval(tmp_path: Path) -> None:
     bad = inspect_log([inspect_sample(1, {"accuracy": 1, "f1": 0.5})])
     with pytest.raises(HarnessFileError, match="sample 1 \\(match\\): score"):
         read_harness_file(write_inspect_json(tmp_path / "dict.json", bad))
+    naive = inspect_log(_inspect_samples())
+    naive["eval"]["created"] = "2026-09-05T01:27:00"
+    with pytest.raises(HarnessFileError, match="is not an instant with a UTC offset"):
+        read_harness_file(write_inspect_json(tmp_path / "naive.json", naive))
     (tmp_path / "other.json").write_text(json.dumps({"hello": "world"}))
     with pytest.raises(HarnessFileError, match="neither an Inspect eval log"):
         read_harness_file(tmp_path / "other.json")
@@ -233,6 +237,8 @@ def test_import_binds_the_run_to_the_exact_launch(campaign: Path, tmp_path: Path
     printed = capsys.readouterr()
     assert f"quality run {done['run_id']}" in printed.out and "already imported" in printed.err
     assert _import(campaign, results, "L2", capsys)["state"] == "imported"  # another launch: another run
+    flexible = _import(campaign, results, "L1", capsys, "--metric", "exact_match,flexible-extract")
+    assert flexible["state"] == "imported" and flexible["run"]["accuracy"] == 1.0  # another score: another run
 
 
 def test_import_refusals_are_one_line(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,10 +79,17 @@ def read_inspect(path: Path, metric: str | None = None) -> HarnessRun:
     return HarnessRun(
         harness=HARNESS, harness_version=(spec.get("packages") or {}).get("inspect_ai"),
         tasks=(str(spec.get("task")),), metric=scorer, model=model,
-        t_ms=to_ms(datetime.fromisoformat(created)) if isinstance(created, str) else None,
+        t_ms=_created_ms(created, path) if isinstance(created, str) else None,
         sampling=config, thinking=thinking_setting(config), items=tuple(items), unscored=unscored,
         files=(str(path),), digest=digest([(path.name, path.read_bytes())]),
     )  # fmt: skip
+
+
+def _created_ms(created: str, path: Path) -> int:
+    try:
+        return to_ms(datetime.fromisoformat(created))
+    except ValueError as exc:  # not ISO 8601, or no UTC offset (console.timeutil refuses naive times)
+        raise HarnessFileError(f"{path.name}: eval.created {created!r} is not an instant with a UTC offset") from exc
 
 
 def _read_zip(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -115,7 +115,7 @@ class QualityIntents(RunIntents):
                 f"{path} was produced against model {run.model!r}, but launch {launch_id} serves {served!r}",
                 "give the launch it ran against, or --force to bind it anyway",
             )
-        existing = self.store.quality.find(run.digest, launch_id)
+        existing = self.store.quality.find(run.digest, launch_id, run.metric)
         if existing is not None:
             return QualityImported(quality_run(self.store, existing), "unchanged")
         layout = layout_of(arm)

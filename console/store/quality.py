@@ -111,9 +111,10 @@ class Quality:
     def __init__(self, store: Store):
         self.store = store
 
-    def find(self, digest: str, launch_id: str) -> int | None:
-        """The run already imported from the same files against the same launch, if any."""
-        found = self.store.scalar("SELECT id FROM quality_runs WHERE digest = ? AND launch_id = ?", [digest, launch_id])
+    def find(self, digest: str, launch_id: str, metric: str) -> int | None:
+        """The run already imported from the same files, read by the same metric, against the same launch."""
+        found = self.store.scalar("SELECT id FROM quality_runs WHERE digest = ? AND launch_id = ? AND metric = ?",
+                                  [digest, launch_id, metric])  # fmt: skip
         return None if found is None else int(found)
 
     def add_run(self, run: NewQualityRun, items: Sequence[QualityItem]) -> int:

@@ -358,7 +358,7 @@ V7 = Migration(
             thinking TEXT,                              -- thinking/reasoning setting sent, when the file says
             label TEXT NOT NULL,                        -- how lists name the run
             source_file TEXT,
-            digest TEXT,                                -- sha256 of the files read: the same files twice is a no-op
+            digest TEXT,                                -- sha256 of the files read: the same files and metric twice is a no-op
             t_ms INTEGER NOT NULL,                      -- when the harness ran (its own clock), else the import
             imported_ms INTEGER NOT NULL,
             items INTEGER NOT NULL,                     -- items scored
@@ -371,7 +371,7 @@ V7 = Migration(
             provenance TEXT,
             import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
         )""",
-        "CREATE UNIQUE INDEX quality_runs_file ON quality_runs(digest, launch_id) WHERE launch_id IS NOT NULL",
+        "CREATE UNIQUE INDEX quality_runs_file ON quality_runs(digest, launch_id, metric) WHERE launch_id IS NOT NULL",
         "CREATE INDEX quality_runs_suite ON quality_runs(suite, config_key)",
         """CREATE TABLE quality_items (
             run_id INTEGER NOT NULL REFERENCES quality_runs(id) ON DELETE CASCADE,
