@@ -123,11 +123,11 @@ def _list(args: argparse.Namespace) -> int:
     if not runs:
         print("no quality runs yet: `campaign quality import FILE --launch LAUNCH`")
         return 0
-    print_table([{"id": r.id, "run": _where(r), "harness": r.harness, "items": r.items,
+    print_table([{"id": r.id, "run": r.label, "harness": r.harness, "tasks": ", ".join(r.tasks), "items": r.items,
                   "accuracy": f"{r.accuracy:.3f}", "truncated": _pct(r.truncation_rate),
                   "tokens": _tokens(r.mean_output_tokens), "layout": r.layout or "", "source": r.source}
-                 for r in runs], ["id", "run", "harness", "items", "accuracy", "truncated", "tokens", "layout",
-                                  "source"])  # fmt: skip
+                 for r in runs], ["id", "run", "harness", "tasks", "items", "accuracy", "truncated", "tokens",
+                                  "layout", "source"])  # fmt: skip
     for suite, floor in floors.items():
         print(f"noise floor of {suite}: {floor.text if floor else 'unknown (no repeat runs of one configuration)'}")
     return 0

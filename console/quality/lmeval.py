@@ -164,10 +164,10 @@ def _metric(task: str, task_results: Mapping[str, Any], rows: list[tuple[int, di
         name, sep, flt = key.partition(",")
         if sep and not name.endswith("_stderr") and flt in logged.get(name, set()):
             return name, flt
-    name = next(iter(logged), None)
-    if name is None:
+    if not logged:
         raise HarnessFileError(f"{where.name}: task {task}'s samples carry no metric value")
-    return name, sorted(logged[name])[0]
+    first = next(iter(logged))
+    return first, sorted(logged[first])[0]
 
 
 def _logged(rows: list[tuple[int, dict[str, Any]]]) -> dict[str, set[str]]:
