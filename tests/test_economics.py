@@ -135,6 +135,16 @@ def test_frontier_from_the_imported_throughput(store: Store) -> None:
     assert by_model.accuracy_basis == "borrowed" and by_model.accuracy_arm != by_model.arm
 
 
+def test_the_export_says_borrowed_and_capped(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(store.path), "export", "economics", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    gpt20 = next(r for r in rows if (r["box"], r["arm"]) == ("seed-5090x8-400w", "gpt-oss-20b-mxfp8"))
+    assert (gpt20["accuracy_basis"], gpt20["accuracy_box"], gpt20["capped"], gpt20["on_frontier"]) == (
+        "borrowed", SEED_BOX, "yes", "no")
+    assert (gpt20["power_limit_w"], gpt20["max_power_w"]) == ("400", "575")
+    assert {r["capped"] for r in rows if r["box"] == SEED_BOX} == {"no"}
+
+
 def test_blended_by_hand() -> None:
     """One request of each shape, worked on paper: 1 req/s each at USD 3.60 an hour is USD 0.001 a request."""
     router = Throughput("router", 1, 128.0, None, 1024, 128, 0)
