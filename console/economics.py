@@ -12,6 +12,11 @@ store and checked (tests/test_economics.py cites the rows):
   serves at each shape; the API prices each request's input, cached prefix and output separately.
 - The frontier keeps configurations that nothing beats on both axes (cheaper and at least as good,
   or as cheap and better). Diagnostic-only rows (a failed tripwire) never enter it.
+- Accuracy is ``measured`` only when it was measured on the exact (box, arm); one found for the same arm
+  on another box, or only by model name, is ``borrowed`` (the seed's DP2 x TP2 point borrowed TP4's
+  accuracy and had to leave the chart). Rows from a box whose power limit is below its board maximum are
+  ``capped`` (the 400 W host). Borrowed and capped rows are priced and drawn, marked, but never stand on
+  the frontier.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from console.errors import InputError
-from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow
+from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow, below_maximum
 from console.readmodel.results import best_by
 from console.store.results import ApiPrice
 
 DEFAULT_UTILISATION = 0.70
 DEFAULT_SHAPES = ("router", "promptopt")
 COST_BASES = ("list", "committed", "fully_loaded", "vast_on_demand")
+MEASURED, BORROWED = "measured", "borrowed"
 
 
 class EconomicsError(InputError, ValueError):
@@ -243,13 +249,51 @@ class EconomicsRow:
     node_per_mtok: float
     accuracy: float | None
     accuracy_items: int | None
-    accuracy_box: str | None  # where the accuracy was measured: quality does not depend on the power limit
+    accuracy_box: str | None  # where the accuracy was measured
+    accuracy_basis: str | None  # measured (on this box and arm) or borrowed (another box or arm); None: none
+    accuracy_arm: str | None  # the arm the accuracy was measured on
     api_provider: str | None
     api_per_mtok: float | None
     api_over_node: float | None
     on_frontier: bool
     diagnostic_only: bool
+    power_limit_w: float | None  # the lowest limit the priced rows ran under
+    max_power_w: float | None  # the box's board maximum
     source: str
+
+    @property
+    def capped(self) -> bool:
+        """Run below the board's maximum power: it ranks configurations but does not transfer."""
+        return below_maximum(self.power_limit_w, self.max_power_w)
+
+    @property
+    def borrowed(self) -> bool:
+        return self.accuracy_basis == BORROWED
+
+    @property
+    def place(self) -> str:
+        """The row's place on the chart in one word; only a measured, uncapped row can be on the frontier."""
+        if self.diagnostic_only:
+            return "DIAGNOSTIC-ONLY"
+        if self.accuracy is None:
+            return "no accuracy"
+        if self.on_frontier:
+            return "frontier"
+        if self.capped:
+            return "CAPPED"
+        return "borrowed" if self.borrowed else "dominated"
+
+    @property
+    def marks(self) -> str:
+        """What must travel with the row's cost and accuracy, in words."""
+        words = []
+        if self.diagnostic_only:
+            words.append("DIAGNOSTIC-ONLY")
+        if self.capped:
+            words.append(f"CAPPED at {self.power_limit_w:.0f} of {self.max_power_w:.0f} W")
+        if self.borrowed:
+            words.append(f"accuracy borrowed from {self.accuracy_arm} on {self.accuracy_box or 'an unnamed box'}")
+        return "; ".join(words)
 
 
 def _throughput(row: ResultRow) -> Throughput | None:
@@ -281,11 +325,14 @@ def economics_table(
     for p in inputs.api_prices:
         if not any(e.model == p.model for e in extra_prices):
             prices.setdefault(p.model, []).append(p)
-    evals: dict[tuple[str | None, str], EvalRow] = {}
+    exact: dict[tuple[str | None, str], EvalRow] = {}
+    by_arm: dict[str, EvalRow] = {}
+    by_model: dict[str, EvalRow] = {}
     for e in inputs.evals:
+        by_model.setdefault(e.model, e)
         if e.arm:
-            evals.setdefault((e.box, e.arm), e)
-            evals.setdefault((None, e.arm), e)
+            exact.setdefault((e.box, e.arm), e)
+            by_arm.setdefault(e.arm, e)
     groups: dict[tuple[str | None, str], list[ResultRow]] = {}
     for r in inputs.bench:
         if r.shape in shapes:
@@ -305,12 +352,19 @@ def economics_table(
             skipped.append(f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)")
             continue
         tps = [t for t in map(_throughput, chosen) if t is not None]
-        ev = evals.get((box, arm)) or evals.get((None, arm))
-        priced.append(_Priced(box, arm, chosen[0], tps, diagnostic, ev, node_cost_per_active_hour(price, utilisation)))
+        ev = exact.get((box, arm))
+        basis = MEASURED if ev else None
+        if ev is None:
+            ev = by_arm.get(arm) or by_model.get(chosen[0].model or "")
+            basis = BORROWED if ev else None
+        limits = [r.power_limit_w for r in chosen if r.power_limit_w is not None]
+        priced.append(_Priced(box, arm, chosen[0], tps, diagnostic, ev, basis, min(limits) if limits else None,
+                              inputs.box_max_power.get(box) if box else None,
+                              node_cost_per_active_hour(price, utilisation)))  # fmt: skip
     on = frontier(
         Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev.overall, c.diagnostic)
         for c in priced
-        if c.ev is not None
+        if c.ev is not None and c.basis == MEASURED and not below_maximum(c.power_limit_w, c.max_power_w)
     )
     out: list[EconomicsRow] = []
     for c in priced:
@@ -322,9 +376,11 @@ def economics_table(
                 rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps), node_usd_per_hour=c.node_hour,
                 node_per_mtok=b.node_per_mtok, accuracy=c.ev.overall if c.ev else None,
                 accuracy_items=c.ev.items if c.ev else None, accuracy_box=c.ev.box if c.ev else None,
+                accuracy_basis=c.basis, accuracy_arm=c.ev.arm if c.ev else None,
                 api_provider=offer.provider if offer else None,
                 api_per_mtok=b.api_per_mtok, api_over_node=b.ratio, on_frontier=(c.box, c.arm) in on,
-                diagnostic_only=c.diagnostic, source=c.first.source,
+                diagnostic_only=c.diagnostic, power_limit_w=c.power_limit_w, max_power_w=c.max_power_w,
+                source=c.first.source,
             ))  # fmt: skip
     return out, skipped
 
@@ -337,17 +393,22 @@ class _Priced:
     tps: list[Throughput]
     diagnostic: bool
     ev: EvalRow | None
+    basis: str | None
+    power_limit_w: float | None
+    max_power_w: float | None
     node_hour: float
 
 
-CHART_MARKS = {"frontier": "*", "other": "o", "diagnostic": "x"}
+CHART_MARKS = {"frontier": "*", "dominated": "o", "borrowed": "b", "CAPPED": "c", "DIAGNOSTIC-ONLY": "x"}
+"""The mark of each place on the chart (``EconomicsRow.place``), drawn in this order so the frontier is on top."""
 
 
 def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 18) -> str:
     """The quality/cost chart as text: log10 node USD per million tokens across, accuracy up.
 
-    ``*`` is on the frontier, ``o`` is dominated, ``x`` failed its tripwire (kept visible, never a
-    result). Each configuration is drawn once; the legend lists the frontier in cost order.
+    ``*`` is on the frontier, ``o`` is dominated, ``b`` has accuracy borrowed from another box or arm, ``c``
+    ran on a power-capped box, ``x`` failed its tripwire (kept visible, never a result). Each configuration
+    is drawn once; the legend lists the frontier in cost order.
     """
     points: dict[tuple[str | None, str], EconomicsRow] = {}
     for r in rows:
@@ -360,24 +421,19 @@ def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 0.01
     grid = [[" "] * width for _ in range(height)]
-    rank = {"diagnostic": 0, "other": 1, "frontier": 2}
-    for r in sorted(points.values(), key=lambda r: rank[_kind(r)]):  # frontier drawn last, on top
+    rank = {place: i for i, place in enumerate(reversed(CHART_MARKS))}
+    for r in sorted(points.values(), key=lambda r: rank[r.place]):  # frontier drawn last, on top
         col = round((math.log10(r.node_per_mtok) - x0) / (x1 - x0) * (width - 1))
         row = height - 1 - round(((r.accuracy or 0) - y0) / (y1 - y0) * (height - 1))
-        grid[row][col] = CHART_MARKS[_kind(r)]
+        grid[row][col] = CHART_MARKS[r.place]
     lines = [f"{y1:.3f} |" + "".join(grid[0]).rstrip()]
     lines += ["      |" + "".join(line).rstrip() for line in grid[1:-1]]
     lines.append(f"{y0:.3f} |" + "".join(grid[-1]).rstrip())
     lines.append("      +" + "-" * width)
     left, right = f"${10 ** x0:.3f}", f"${10 ** x1:.3f}"
     lines.append("       " + left + " " * max(1, width - len(left) - len(right)) + right)
-    lines.append("       node USD per million tokens (log scale); accuracy up.  * frontier  o dominated  x tripwire failed")
+    lines.append("       node USD per million tokens (log scale); accuracy up")
+    lines.append("       * frontier  o dominated  b accuracy borrowed  c capped box  x tripwire failed")
     frontier_rows = sorted((r for r in points.values() if r.on_frontier), key=lambda r: r.node_per_mtok)
     lines += [f"  * ${r.node_per_mtok:.3f}  {r.accuracy:.3f}  {r.arm} ({r.box})" for r in frontier_rows]
     return "\n".join(lines) + "\n"
-
-
-def _kind(r: EconomicsRow) -> str:
-    if r.diagnostic_only:
-        return "diagnostic"
-    return "frontier" if r.on_frontier else "other"

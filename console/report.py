@@ -133,14 +133,15 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
             best[(r.box, r.arm)] = r
     if not best:
         return []
-    table = [(r.model, r.arm, r.box, r.rows, f"{r.accuracy:.3f}" + ("" if r.accuracy_box == r.box else f" ({r.accuracy_box})"),
-              f"${r.node_per_mtok:.3f}", r.source) for r in sorted(best.values(), key=lambda r: r.node_per_mtok)]  # fmt: skip
+    table = [(r.model, r.arm, r.box, r.rows, f"{r.accuracy:.3f}", f"${r.node_per_mtok:.3f}", r.source)
+             for r in sorted(best.values(), key=lambda r: r.node_per_mtok)]  # fmt: skip
     return [
         "## Quality/cost frontier",
         "",
         f"Nothing is both cheaper and better than these (node cost at {utilisation:.0%} utilisation, USD per "
-        "million tokens averaged per request over router and promptopt). `campaign export economics` has "
-        "every configuration and its API prices.",
+        "million tokens averaged per request over router and promptopt), each with accuracy measured on its "
+        "own box and arm at full power: borrowed accuracy (b) and capped boxes (c) are drawn but never on it. "
+        "`campaign export economics` has every configuration and its API prices.",
         "",
         *_table(table, ("model", "arm", "box", "rows", "accuracy", "node $/M tok", "source")),
         "",

@@ -18,6 +18,7 @@ from typing import Any
 
 from console.errors import InputError, Refused
 from console.store import Box, Store
+from console.store.quality import PublishedPair, PublishedRun
 from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
 
 SEED_DIR = resources.files("ops") / "data" / "seed"  # package data: the wheel carries it, no source tree needed
@@ -25,8 +26,10 @@ SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
 PROVENANCE = (
     "Sqwish Labs, 'Blackwell inference benchmarks: 4x RTX PRO 6000 and 8x RTX 5090', September 2026: the "
     "headline and per-model throughput tables (600 W Server Edition, 400 W Workstation, 8x RTX 5090), the "
-    "task-accuracy tables and the Economics prices, transcribed in ops/data/seed/"
+    "task-accuracy tables, their paired comparisons and noise floor, and the Economics prices, transcribed in "
+    "ops/data/seed/"
 )
+QUALITY_PROVENANCE = "the seed write-up's item-paired comparisons (ops/data/seed/quality_*.tsv)"
 FAMILIES = ("maths", "code", "tools", "long_ctx", "knowledge", "instructions")
 
 Progress = Callable[[str, int, int], None]
@@ -122,6 +125,7 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
             tz=b.get("tz"), gpu_summary=b.get("gpu_summary"),
         ))  # fmt: skip
         power[b["name"]] = float(b["power_limit_w"])
+        payload.box_max_power[b["name"]] = float(b["max_power_w"])
     shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
 
     arms: dict[tuple[str, str], Cell] = {}
@@ -190,12 +194,49 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
             "note": c.text("note"), "provenance": "Task accuracy, served the way each vendor says to (403 items)",
         })  # fmt: skip
 
+    _load_quality(data_dir, arms, payload)
+
     for c in read_tsv(data_dir / "api_prices.tsv"):
         payload.api_prices.append(ApiPrice(
             c.need("model"), c.need("provider"), c.need("in_per_mtok", float), c.need("out_per_mtok", float),
             c.number("cached_in_per_mtok"), c.text("note"),
         ))  # fmt: skip
     return payload
+
+
+def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
+    """The write-up's item-paired comparisons and its noise-floor repeats, as published runs and pairs."""
+    runs: dict[str, Cell] = {}
+    for c in read_tsv(data_dir / "quality_runs.tsv"):
+        name, arm, box = c.need("run"), c.text("arm"), c.text("box")
+        if name in runs:
+            raise DemoDataError(f"{c.where}: run {name!r} is listed twice (first at {runs[name].where})")
+        if arm and box and (arm, box) not in arms:
+            raise DemoDataError(f"{c.where}: arm {arm} on {box} is not in arms.tsv")
+        runs[name] = c
+        payload.quality_runs.append(PublishedRun(
+            label=name, suite=c.need("suite"), items=c.need("items", int), accuracy=c.need("accuracy", float),
+            arm=arm, box=box, model=c.text("model"), truncation_rate=c.number("truncation"),
+            mean_output_tokens=c.number("mean_tokens"),
+            provenance="; ".join(x for x in (QUALITY_PROVENANCE, c.text("note")) if x),
+        ))  # fmt: skip
+    for c in read_tsv(data_dir / "quality_pairs.tsv"):
+        a, b = c.need("a"), c.need("b")
+        for name in (a, b):
+            if name not in runs:
+                raise DemoDataError(f"{c.where}: run {name!r} is not in quality_runs.tsv")
+        if c.need("kind") not in ("repeat", "comparison"):
+            raise DemoDataError(f"{c.where}: kind {c.need('kind')!r} is neither 'repeat' nor 'comparison'")
+        items, a_only, b_only = c.need("items", int), c.need("a_only", int), c.need("b_only", int)
+        if a_only + b_only > items:
+            raise DemoDataError(f"{c.where}: a split of {a_only} to {b_only} cannot come from {items} common items")
+        payload.quality_pairs.append(PublishedPair(
+            kind=c.need("kind"), a=a, b=b, items=items, a_only=a_only, b_only=b_only,
+            a_accuracy=c.number("a_accuracy"), b_accuracy=c.number("b_accuracy"),
+            a_truncation=c.number("a_truncation"), b_truncation=c.number("b_truncation"),
+            a_mean_tokens=c.number("a_mean_tokens"), b_mean_tokens=c.number("b_mean_tokens"),
+            note=c.text("note"), provenance=f"{QUALITY_PROVENANCE}, section '{c.need('where')}'",
+        ))  # fmt: skip
 
 
 def build_demo(store: Store, *, force: bool = False, progress: Progress | None = None,

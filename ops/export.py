@@ -2,7 +2,9 @@
 
 Every throughput row leaves with its arm, kernel line, tripwire verdict and power limit beside it, and a
 diagnostic-only row says so in every format (a ``diagnostic_only`` column: ``yes`` in TSV/CSV, ``true``
-in JSON), because a number copied out of context is how a degenerate arm becomes a purchase.
+in JSON), because a number copied out of context is how a degenerate arm becomes a purchase. Economics
+rows say the same of accuracy borrowed from another box or arm (``accuracy_basis``) and of a box run
+below its board maximum (``capped``).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ SUMMARY_COLUMNS = (
 KERNEL_COLUMNS = ("box", "launch_id", "arm", "model", "state", "category", "line", "failure_reason")
 ECONOMICS_COLUMNS = (
     "box", "arm", "model", "rows", "node_usd_per_hour", "node_usd_per_mtok", "accuracy", "accuracy_items",
-    "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node", "on_frontier", "diagnostic_only", "source",
+    "accuracy_basis", "accuracy_arm", "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node",
+    "on_frontier", "diagnostic_only", "power_limit_w", "max_power_w", "capped", "source",
 )  # fmt: skip
-FLAGS = frozenset({"client_bound", "diagnostic_only", "queueing", "on_frontier"})
+FLAGS = frozenset({"client_bound", "diagnostic_only", "queueing", "on_frontier", "capped"})
 
 
 class ExportError(InputError, ValueError):
@@ -73,6 +76,7 @@ def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
     out = []
     for e in table:
         d = asdict(e)
+        d["capped"] = e.capped
         d["node_usd_per_mtok"] = d.pop("node_per_mtok")
         d["api_usd_per_mtok"] = d.pop("api_per_mtok")
         out.append({c: d[c] for c in ECONOMICS_COLUMNS})

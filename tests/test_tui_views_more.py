@@ -10,6 +10,7 @@ import pytest
 from console.readmodel import ReadModel
 from console.store import Store
 from console.tui.app import ConsoleApp
+from ops.demo import build_demo
 from tests.support import tui_fixture as F
 from tests.support.tui_pilot import press, settle, table_rows, text_of
 
@@ -48,6 +49,27 @@ async def test_economics_prices_each_configuration_and_marks_the_frontier(fx: F.
         rows = {r[0]: r for r in table_rows(app, "#economics-table")}
         assert rows[F.QWEN][7] == "$2.74"
         assert float(rows[F.QWEN][1].lstrip("$")) == pytest.approx(cost_70 * 0.7, abs=0.0011)
+
+
+async def test_economics_marks_borrowed_and_capped_rows_and_shows_the_quality_ledger(tmp_path: Path) -> None:
+    """The seed: the 400 W and 5090 boxes are capped, arms without their own accuracy borrow one, and the
+    write-up's paired comparisons are read against its 0.022 floor below the chart."""
+    db = tmp_path / "demo.db"
+    with Store(db) as store:
+        build_demo(store)
+    app = ConsoleApp(db, read_only=True, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
+                     actions=F.FixedActions(read_only=True), keys_path=tmp_path / "no-keys.toml", refresh_s=None)  # fmt: skip
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot)
+        await press(pilot, "5")
+        places = {(r[6], r[0]): r[3] for r in table_rows(app, "#economics-table")}
+        assert places[("seed-5090x8-400w", "gpt-oss-20b-mxfp8")] == "CAPPED"
+        assert places[("seed-pro6000-600w", "deepseek-v4-flash-dp4-ep-512")] == "frontier"
+        assert places[("seed-pro6000-600w", "deepseek-v4-flash-dp4-ep-256")] == "borrowed"
+        chart = text_of(app, "#economics-chart")
+        assert "b accuracy borrowed  c capped box" in chart
+        assert "noise floor, seed 403-item suite: 0.022 from 4 repeat pairs" in chart
+        assert " 16 to 15  +0.002  tie: inside the 0.022 floor" in chart
 
 
 async def test_economics_without_priced_rows_says_what_is_missing(fx: F.Fixture) -> None:

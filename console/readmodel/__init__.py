@@ -14,6 +14,14 @@ from console.readmodel.campaign import (
 )
 from console.readmodel.inventory import box_list, quarantined
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
+from console.readmodel.quality import (
+    compare_runs,
+    noise_floor,
+    published_comparisons,
+    quality_ledger,
+    quality_run,
+    quality_runs,
+)
 from console.readmodel.queries import failed_launches, fleet, launches, timers
 from console.readmodel.records import (
     NOT_RECORDED,
@@ -28,6 +36,10 @@ from console.readmodel.records import (
     ImportRow,
     LaunchRow,
     LiveView,
+    NoiseFloor,
+    QualityComparison,
+    QualityLedger,
+    QualityRun,
     ResultRow,
     Series,
     ServerNow,
@@ -69,6 +81,10 @@ __all__ = [
     "ImportedCounts",
     "LaunchRow",
     "LiveView",
+    "NoiseFloor",
+    "QualityComparison",
+    "QualityLedger",
+    "QualityRun",
     "ReadModel",
     "ResultRow",
     "Series",
@@ -87,6 +103,7 @@ __all__ = [
     "best_by",
     "best_per_model",
     "box_prices",
+    "compare_runs",
     "economics_inputs",
     "eval_runs",
     "failed_launches",
@@ -96,6 +113,11 @@ __all__ = [
     "imports",
     "latest_tripwires",
     "launches",
+    "noise_floor",
+    "published_comparisons",
+    "quality_ledger",
+    "quality_run",
+    "quality_runs",
     "timers",
     "tripwire_run",
 ]

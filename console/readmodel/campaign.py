@@ -1,5 +1,6 @@
 """The rest of the campaign's record, for the report and the exports: task accuracy, API prices, box
-prices, imports, and what economics prices (gathered here so console.economics stays arithmetic)."""
+prices and power maximums, imports, and what economics prices (gathered here so console.economics stays
+arithmetic)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ def box_prices(store: Store) -> dict[str, float | None]:
     return {r["name"]: r["price_per_hour"] for r in store.rows("SELECT name, price_per_hour FROM boxes")}
 
 
+def box_max_power(store: Store) -> dict[str, float | None]:
+    """Each box's board maximum per GPU: its newest GPU sample's, else the imported figure (None: unknown)."""
+    return {r["name"]: r["max_w"] for r in store.rows(
+        """SELECT b.name, coalesce(
+               (SELECT max(g.max_limit_w) FROM gpu_samples g WHERE g.box = b.name
+                AND g.t_ms = (SELECT max(t_ms) FROM gpu_samples WHERE box = b.name)), b.max_power_w) AS max_w
+           FROM boxes b"""
+    )}  # fmt: skip
+
+
 def economics_inputs(store: Store) -> EconomicsInputs:
     """The campaign's whole record, as console.economics.economics_table prices it."""
     return EconomicsInputs(
@@ -55,6 +66,7 @@ def economics_inputs(store: Store) -> EconomicsInputs:
         evals=tuple(eval_runs(store)),
         api_prices=tuple(api_prices(store)),
         box_prices=box_prices(store),
+        box_max_power=box_max_power(store),
     )
 
 

@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 from console.readmodel import queries
 from console.readmodel.campaign import economics_inputs
-from console.readmodel.records import ArmEntry, EconomicsInputs, FleetRow, LiveView, ResultRow, SweepEntry
+from console.readmodel.quality import quality_ledger
+from console.readmodel.records import (
+    ArmEntry,
+    EconomicsInputs,
+    FleetRow,
+    LiveView,
+    QualityLedger,
+    ResultRow,
+    SweepEntry,
+)
 from console.readmodel.results import bench_rows, latest_tripwires
 from console.readmodel.sweeps import sweeps
 from console.store import Store
@@ -124,3 +133,7 @@ class ReadModel:
         """What console.economics prices: the campaign's whole record, not the cursor's slice (a price is
         a summary of the runs)."""
         return economics_inputs(self.store)
+
+    def quality(self) -> QualityLedger:
+        """The quality ledger, whole: like a price, a comparison summarises runs rather than an instant."""
+        return quality_ledger(self.store)

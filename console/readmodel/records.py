@@ -8,12 +8,21 @@ are computed here (``TripwireVerdict``, ``ResultRow.marks``), not in each view.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from console.quality.stats import A_AHEAD, TIE, Paired, decide
 from console.store.results import ApiPrice, join_kernel_lines
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
+
+
+
+def below_maximum(limit_w: float | None, max_w: float | None) -> bool:
+    """Capped: an enforced limit under the board maximum (the seed's 400 W host lost 23-34% throughput)."""
+    return limit_w is not None and max_w is not None and limit_w < max_w - CAPPED_MARGIN_W
+
 
 STALE_MS = 30_000
 """A sample older than this at the cursor is shown as stale: a dead box must not look alive."""
@@ -89,10 +98,7 @@ class GpuPower:
 
     @property
     def capped(self) -> bool:
-        """The seed's 400 W host: an enforced limit under the board maximum costs 23-34% throughput."""
-        if self.enforced_limit_w is None or self.max_limit_w is None:
-            return False
-        return self.enforced_limit_w < self.max_limit_w - CAPPED_MARGIN_W
+        return below_maximum(self.enforced_limit_w, self.max_limit_w)
 
 
 @dataclass(frozen=True)
@@ -397,12 +403,14 @@ class ImportedCounts:
 
 @dataclass(frozen=True)
 class EconomicsInputs:
-    """What console.economics prices: every bench row, task accuracy, API prices and box prices."""
+    """What console.economics prices: every bench row, task accuracy, API prices, box prices and the board
+    maximum each box's power limit is read against."""
 
     bench: tuple[ResultRow, ...]
     evals: tuple[EvalRow, ...]
     api_prices: tuple[ApiPrice, ...]
     box_prices: Mapping[str, float | None]
+    box_max_power: Mapping[str, float | None] = field(default_factory=dict)  # board maximum per GPU, by box
 
 
 @dataclass
@@ -484,3 +492,129 @@ class SweepEntry:
         for a in self.arms:
             seen[a.state] = seen.get(a.state, 0) + 1
         return ", ".join(f"{n} {state}" for state, n in seen.items())
+
+
+@dataclass(frozen=True)
+class QualityRun:
+    """A task-accuracy run in the quality ledger: scored per item against a launch, or published figures.
+
+    A run bound to a launch names the exact arm (its argv row), layout and kernel lines it ran against
+    and what the harness sent; a published run (``harness`` ``published``) has only its aggregate.
+    """
+
+    id: int
+    label: str
+    harness: str  # lm-eval, inspect, published
+    harness_version: str | None
+    tasks: tuple[str, ...]
+    suite: str  # comparisons on one suite share one noise floor
+    metric: str | None
+    launch_id: str | None
+    box: str | None
+    arm: str | None
+    model: str | None
+    layout: str | None
+    kernel_line: str | None
+    reasoning_parser: str | None
+    thinking: str | None
+    sampling: Mapping[str, Any]
+    config_key: str | None
+    t_ms: int
+    items: int
+    unscored: int
+    accuracy: float
+    truncation_rate: float | None  # None: the harness does not log it
+    mean_output_tokens: float | None
+    source: str
+    provenance: str | None
+    source_file: str | None
+    eval_run_id: int | None
+
+    @property
+    def per_item(self) -> bool:
+        return self.harness != "published"
+
+
+@dataclass(frozen=True)
+class RepeatPair:
+    """Two runs of one configuration on their common items: one point on the noise floor."""
+
+    a: str
+    b: str
+    paired: Paired
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The largest aggregate gap between repeats of one configuration on a suite (the seed's 0.022)."""
+
+    suite: str
+    repeats: tuple[RepeatPair, ...]
+
+    @property
+    def value(self) -> float:
+        return max(abs(r.paired.diff) for r in self.repeats)
+
+    @property
+    def text(self) -> str:
+        widest = max(self.repeats, key=lambda r: abs(r.paired.diff))
+        return (f"{self.value:.3f} from {len(self.repeats)} repeat pair{'s' if len(self.repeats) != 1 else ''} "
+                f"(widest {widest.paired.split} on {widest.paired.n} items)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QualityComparison:
+    """Run A against run B on the items both scored, read against the suite's noise floor.
+
+    ``basis`` is ``items`` when the split was counted from the stored items, ``published`` when it is a
+    write-up's printed split. Truncation and output tokens are on the common items where known, else the
+    runs' own figures.
+    """
+
+    a: QualityRun
+    b: QualityRun
+    paired: Paired
+    basis: str
+    floor: NoiseFloor | None
+    a_truncation: float | None
+    b_truncation: float | None
+    a_mean_tokens: float | None
+    b_mean_tokens: float | None
+    kind: str = "comparison"  # or repeat (one configuration twice)
+    note: str | None = None
+
+    def swapped(self) -> QualityComparison:
+        """The same comparison with B as A."""
+        return replace(self, a=self.b, b=self.a, paired=self.paired.swapped(), a_truncation=self.b_truncation,
+                       b_truncation=self.a_truncation, a_mean_tokens=self.b_mean_tokens,
+                       b_mean_tokens=self.a_mean_tokens)  # fmt: skip
+
+    @property
+    def decision(self) -> str:
+        """``tie``, ``a``, ``b`` or ``unknown`` (console.quality.stats.decide)."""
+        return decide(self.paired, self.floor.value if self.floor else None)
+
+    @property
+    def verdict(self) -> str:
+        """``tie: inside the 0.022 floor``; ``A ahead by 0.040, outside the 0.022 floor``; or the floor unknown."""
+        if self.floor is None:
+            return "floor unknown: no repeat runs of one configuration on this suite to measure it"
+        floor = f"{self.floor.value:.3f}"
+        if self.decision == TIE:
+            return f"tie: inside the {floor} floor"
+        side = "A" if self.decision == A_AHEAD else "B"
+        words = f"{side} ahead by {abs(self.paired.diff):.3f}, outside the {floor} floor"
+        interval = self.paired.interval
+        if interval is not None and interval[0] <= 0 <= interval[1]:
+            words += ", but its 95% interval includes 0"
+        return words
+
+
+@dataclass(frozen=True)
+class QualityLedger:
+    """What the Economics view shows of the quality ledger: runs scored per item, published comparisons,
+    and each suite's noise floor."""
+
+    runs: tuple[QualityRun, ...]
+    comparisons: tuple[QualityComparison, ...]
+    floors: tuple[NoiseFloor, ...]

@@ -18,11 +18,12 @@ from console.service.launches import (
     LaunchPlan,
     released,
 )
+from console.service.quality import QualityImported, QualityIntents
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
 
-class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents):
+class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents, QualityIntents):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
 
@@ -34,6 +35,7 @@ __all__ = [
     "LaunchOutcome",
     "LaunchPlan",
     "OnBox",
+    "QualityImported",
     "Service",
     "ServiceError",
     "TimerChange",

@@ -23,6 +23,7 @@ from console.store.commands import Commands
 from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew, disk_full, full_disk_guard
 from console.store.ingest import Ingest
 from console.store.launches import Launches
+from console.store.quality import Quality
 from console.store.results import Results
 from console.store.schema import LATEST, MIGRATIONS
 from console.store.sweeps import Sweeps
@@ -138,6 +139,7 @@ class Store:
         self.ingest = Ingest(self)
         self.results = Results(self)
         self.sweeps = Sweeps(self)
+        self.quality = Quality(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

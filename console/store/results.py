@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from console.errors import InputError
 from console.store.boxes import Box
 from console.store.jsonutil import dumps
+from console.store.quality import PublishedPair, PublishedRun
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -99,11 +100,15 @@ class ImportPayload:
     bench_runs: list[dict[str, Any]] = field(default_factory=list)
     eval_runs: list[dict[str, Any]] = field(default_factory=list)
     api_prices: list[ApiPrice] = field(default_factory=list)
+    quality_runs: list[PublishedRun] = field(default_factory=list)
+    quality_pairs: list[PublishedPair] = field(default_factory=list)
+    box_max_power: dict[str, float] = field(default_factory=dict)  # the board maximum per GPU, by box
 
     @property
     def row_count(self) -> int:
         return (len(self.boxes) + len(self.launches) + len(self.tripwires) + len(self.bench_runs)
-                + len(self.eval_runs) + len(self.api_prices))  # fmt: skip
+                + len(self.eval_runs) + len(self.api_prices) + len(self.quality_runs)
+                + len(self.quality_pairs))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,7 @@ class Results:
             "SELECT (SELECT count(*) FROM bench_runs WHERE source != 'imported')"
             " + (SELECT count(*) FROM tripwire_runs WHERE source != 'imported')"
             " + (SELECT count(*) FROM eval_runs WHERE source != 'imported')"
+            " + (SELECT count(*) FROM quality_runs WHERE source != 'imported')"
             " + (SELECT count(*) FROM journal)"
             " + (SELECT count(*) FROM launches WHERE id NOT LIKE 'import:%')"
         ))  # fmt: skip
@@ -267,7 +273,7 @@ class Results:
         with self.store.atomic() as db:
             old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
             for import_id in old:
-                # Cascades to the bench, tripwire and eval rows of that import and nothing else.
+                # Cascades to the bench, tripwire, eval and quality rows of that import and nothing else.
                 db.execute("DELETE FROM imports WHERE id = ?", [import_id])
             if old:
                 for name in {launch.box for launch in payload.launches}:
@@ -278,6 +284,8 @@ class Results:
                                                       "rows": payload.row_count, "digest": digest})  # fmt: skip
             for box in payload.boxes:
                 self._import_box(box)
+                db.execute("UPDATE boxes SET max_power_w = ? WHERE name = ?", [payload.box_max_power.get(box.name),
+                                                                              box.name])  # fmt: skip
             for launch in payload.launches:
                 self._import_launch(launch, now)
             tripwire_ids = {}
@@ -293,6 +301,7 @@ class Results:
                 self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
             for price in payload.api_prices:
                 self.add_api_price(price)
+            self.store.quality.add_published(payload.quality_runs, payload.quality_pairs, import_id)
         return ImportOutcome(import_id, "replaced" if old else "imported", payload.row_count)
 
     def _import_box(self, box: Box) -> None:

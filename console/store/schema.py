@@ -355,5 +355,73 @@ V7 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7)
+V8 = Migration(
+    8,
+    "the quality ledger: task-accuracy runs per item, bound to the launch they ran against; published pairs",
+    (
+        """CREATE TABLE quality_runs (
+            id INTEGER PRIMARY KEY,
+            launch_id TEXT,                             -- the launch the harness ran against (NULL: published figures)
+            box TEXT, arm TEXT,
+            arm_id INTEGER REFERENCES arms(id),         -- the exact argv/env/GPUs it ran against
+            recipe_hash TEXT,
+            model TEXT,                                 -- the model as the harness named it
+            tensor_parallel INTEGER, data_parallel INTEGER, replicas INTEGER,
+            expert_parallel INTEGER,                    -- 1 with --enable-expert-parallel
+            layout TEXT,                                -- the same in words: TP1 x DP4 + EP
+            kernel_line TEXT,                           -- the kernels the launch's engine said it used
+            reasoning_parser TEXT,                      -- --reasoning-parser of the arm, if any
+            harness TEXT NOT NULL,                      -- lm-eval, inspect, or published (a write-up's figures)
+            harness_version TEXT,
+            tasks TEXT NOT NULL,                        -- JSON list of task names
+            metric TEXT,                                -- what an item's score is (exact_match,strict-match; match)
+            suite TEXT NOT NULL,                        -- runs on one suite are compared against one noise floor
+            config_key TEXT,                            -- equal for repeats of one configuration (sha256)
+            sampling TEXT,                              -- JSON: the generation settings the harness says it sent
+            thinking TEXT,                              -- thinking/reasoning setting sent, when the file says
+            label TEXT NOT NULL,                        -- how lists name the run
+            source_file TEXT,
+            digest TEXT,                                -- sha256 of the files read: the same files and metric twice is a no-op
+            t_ms INTEGER NOT NULL,                      -- when the harness ran (its own clock), else the import
+            imported_ms INTEGER NOT NULL,
+            items INTEGER NOT NULL,                     -- items scored
+            unscored INTEGER NOT NULL DEFAULT 0,        -- items the file lists without a score (errors)
+            accuracy REAL NOT NULL,                     -- mean item score, 0..1
+            truncation_rate REAL,                       -- share of items cut off at the token cap; NULL: not logged
+            mean_output_tokens REAL,                    -- NULL: not logged
+            eval_run_id INTEGER REFERENCES eval_runs(id) ON DELETE SET NULL,  -- the aggregate economics reads
+            source TEXT NOT NULL DEFAULT 'measured',    -- measured or imported
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
+        )""",
+        "CREATE UNIQUE INDEX quality_runs_file ON quality_runs(digest, launch_id, metric) WHERE launch_id IS NOT NULL",
+        "CREATE INDEX quality_runs_suite ON quality_runs(suite, config_key)",
+        """CREATE TABLE quality_items (
+            run_id INTEGER NOT NULL REFERENCES quality_runs(id) ON DELETE CASCADE,
+            task TEXT NOT NULL,
+            item_id TEXT NOT NULL,                      -- the harness's own id (lm-eval doc_id, Inspect sample id)
+            score REAL NOT NULL,                        -- 0..1; 1 is right
+            truncated INTEGER,                          -- 1 cut off at the token cap, 0 not; NULL: not logged
+            output_tokens INTEGER,                      -- NULL: not logged
+            PRIMARY KEY (run_id, task, item_id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE quality_pairs (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('repeat', 'comparison')),  -- repeat: one configuration twice
+            a_run INTEGER NOT NULL REFERENCES quality_runs(id) ON DELETE CASCADE,
+            b_run INTEGER NOT NULL REFERENCES quality_runs(id) ON DELETE CASCADE,
+            items INTEGER NOT NULL,                     -- items both runs scored
+            a_only INTEGER NOT NULL, b_only INTEGER NOT NULL,  -- items only A / only B got right
+            a_accuracy REAL, b_accuracy REAL,           -- on the common items, where published
+            a_truncation REAL, b_truncation REAL,
+            a_mean_tokens REAL, b_mean_tokens REAL,
+            note TEXT,
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
+        )""",
+        "ALTER TABLE boxes ADD COLUMN max_power_w REAL",  # the board maximum where no GPU sample says it
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
 LATEST = MIGRATIONS[-1].version

@@ -135,7 +135,7 @@ _TONES = (
     ("DIAGNOSTIC-ONLY", "bold red"), ("down", "bold red"), ("failed", "bold red"), ("host-key", "bold red"),
     ("REFUSED", "bold red"), ("CRASHED", "bold red"),
     ("CAPPED", "bold yellow"), ("WARN", "yellow"), ("CLIENT-BOUND", "yellow"), ("unchecked", "yellow"),
-    ("INTERRUPTED", "yellow"), ("QUEUEING", "yellow"),
+    ("INTERRUPTED", "yellow"), ("QUEUEING", "yellow"), ("borrowed", "yellow"),
     ("ok", "green"), ("up", "green"), ("serving", "green"), ("served", "green"), ("frontier", "green"),
 )  # fmt: skip
 """Colour follows the words (worst first), so colour helps the eye and never carries meaning alone."""

@@ -3,7 +3,10 @@
 The sums are console.economics' (the seed's Economics section, tested there against the seed's own
 table); this view only lays them out: one row per configuration and API price, then the quality/cost
 chart (``frontier_chart``) at the width it is drawn. `u` cycles the owner's utilisation, which divides
-the box's price per hour into its price per active hour.
+the box's price per hour into its price per active hour. A row whose accuracy is borrowed from another
+box or arm, or that ran on a power-capped box, says so and never stands on the frontier. Below the chart,
+the quality ledger: each suite's noise floor, runs scored per item, and the paired comparisons with their
+verdicts (``campaign quality`` has the rest).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
+from console.readmodel import QualityLedger
 from console.tui import keymap
 from console.tui.views.base import Cell, ViewScreen, fill_table, toned
 
@@ -28,6 +32,7 @@ CHART_HEIGHT = 10
 class EconomicsData:
     rows: list[EconomicsRow]
     skipped: list[str]
+    quality: QualityLedger
 
 
 def money(value: float | None, places: int = 3) -> str:
@@ -35,13 +40,22 @@ def money(value: float | None, places: int = 3) -> str:
     return "-" if value is None else f"${value:.{places}f}"
 
 
-def frontier_word(r: EconomicsRow) -> str:
-    """The row's place in words: a failed tripwire is named, never priced as a result."""
-    if r.diagnostic_only:
-        return "DIAGNOSTIC-ONLY"
-    if r.accuracy is None:
-        return "no accuracy"
-    return "frontier" if r.on_frontier else "dominated"
+def quality_lines(ledger: QualityLedger, needle: str) -> list[str]:
+    """The ledger in a few lines: floors, runs scored per item, then comparisons (``needle`` filters)."""
+    if not (ledger.runs or ledger.comparisons):
+        return []
+    lines = ["", "quality ledger (campaign quality list / compare A B)"]
+    lines += [f"noise floor, {f.suite}: {f.text}" for f in ledger.floors]
+    for r in ledger.runs:
+        if needle in f"{r.label} {r.harness} {' '.join(r.tasks)}".lower():
+            truncated = "-" if r.truncation_rate is None else f"{r.truncation_rate:.1%}"
+            lines.append(f"run {r.id}  {r.label}  {r.harness} {', '.join(r.tasks)}  {r.items} items  "
+                         f"{r.accuracy:.3f}  truncated {truncated}")  # fmt: skip
+    for c in ledger.comparisons:
+        if needle in f"{c.a.label} {c.b.label}".lower():
+            lines.append(f"{c.paired.split:>9}  {c.paired.diff:+.3f}  {c.verdict}  ({c.a.id} {c.a.label} / "
+                         f"{c.b.id} {c.b.label})")  # fmt: skip
+    return lines
 
 
 class EconomicsScreen(ViewScreen):
@@ -65,7 +79,7 @@ class EconomicsScreen(ViewScreen):
 
     def load(self) -> EconomicsData:
         rows, skipped = economics_table(self.console.model.economics_inputs(), utilisation=self.utilisation)
-        return EconomicsData(rows, skipped)
+        return EconomicsData(rows, skipped, self.console.model.quality())
 
     def topbar_extra(self) -> str:
         extra = f"utilisation {self.utilisation:.0%} (u)"
@@ -82,7 +96,7 @@ class EconomicsScreen(ViewScreen):
                     r.arm,
                     money(r.node_per_mtok),
                     "-" if r.accuracy is None else f"{r.accuracy:.3f} ({r.accuracy_items})",
-                    toned(frontier_word(r)),
+                    toned(r.place),
                     f"{money(r.api_per_mtok)} {r.api_provider}" if r.api_provider else "no API price",
                     "-" if r.api_over_node is None else f"{r.api_over_node:.1f}x",
                     r.box or "-",
@@ -100,6 +114,7 @@ class EconomicsScreen(ViewScreen):
             width = max(20, (chart.content_region.width or self.size.width) - 9)
             lines = [frontier_chart(self.rows, width=width, height=CHART_HEIGHT).rstrip("\n")]
             lines += [f"not priced: {reason}" for reason in data.skipped]
+            lines += quality_lines(data.quality, needle)
             chart.update("\n".join(lines))
             if not self.rows:
                 self.query_one("#economics-detail", Static).update(
@@ -111,7 +126,7 @@ class EconomicsScreen(ViewScreen):
         i = int(event.row_key.value or 0)
         if i < len(self.rows):
             r = self.rows[i]
-            where = f" (accuracy measured on {r.accuracy_box})" if r.accuracy_box and r.accuracy_box != r.box else ""
+            where = f"; {r.marks}" if r.marks else ""
             self.query_one("#economics-detail", Static).update(
                 f"{r.arm} on {r.box}: {money(r.node_usd_per_hour, 2)} per active hour at "
                 f"{self.utilisation:.0%} use, {money(r.node_per_mtok)} per million tokens over {r.rows}"

@@ -1,0 +1,163 @@
+"""The quality ledger as records: runs, the noise floor of a suite, and paired comparisons.
+
+Two runs are compared only on the items both scored (the seed's rows "are comparable only on the items
+both scored"), and the difference is read against the noise floor measured from repeats of one
+configuration on the same suite: published repeats (the write-up's noise-floor table) and stored runs
+that share a configuration key (same arm argv, harness, tasks, model and generation settings). The
+arithmetic is console/quality/stats.py; the wording is the records' (QualityComparison.verdict).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from itertools import combinations
+from typing import Any
+
+from console.errors import InputError
+from console.quality.stats import Paired
+from console.readmodel.records import NoiseFloor, QualityComparison, QualityLedger, QualityRun, RepeatPair
+from console.store import Store
+
+_RUN_COLUMNS = (
+    "id", "label", "harness", "harness_version", "suite", "metric", "launch_id", "box", "arm", "model", "layout",
+    "kernel_line", "reasoning_parser", "thinking", "config_key", "t_ms", "items", "unscored", "accuracy",
+    "truncation_rate", "mean_output_tokens", "source", "provenance", "source_file", "eval_run_id",
+)  # fmt: skip
+
+
+class NoSuchQualityRun(InputError, KeyError):
+    def __init__(self, run_id: int):
+        super().__init__(f"no quality run {run_id} in this state.db", "`campaign quality list` shows the runs")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return InputError.__str__(self)
+
+
+def _run(r: dict[str, Any]) -> QualityRun:
+    return QualityRun(
+        **{c: r[c] for c in _RUN_COLUMNS},
+        tasks=tuple(json.loads(r["tasks"])),
+        sampling=json.loads(r["sampling"]) if r["sampling"] else {},
+    )
+
+
+def quality_runs(store: Store) -> list[QualityRun]:
+    """Every run, by suite, then measured before published, then in the order they ran."""
+    return [_run(r) for r in store.rows(
+        "SELECT * FROM quality_runs ORDER BY suite, source = 'imported', t_ms, id"
+    )]  # fmt: skip
+
+
+def quality_run(store: Store, run_id: int) -> QualityRun:
+    rows = store.rows("SELECT * FROM quality_runs WHERE id = ?", [run_id])
+    if not rows:
+        raise NoSuchQualityRun(run_id)
+    return _run(rows[0])
+
+
+def _common_items(store: Store, a: int, b: int) -> list[dict[str, Any]]:
+    return store.rows(
+        """SELECT a.score AS a_score, b.score AS b_score, a.truncated AS a_truncated, b.truncated AS b_truncated,
+                  a.output_tokens AS a_tokens, b.output_tokens AS b_tokens
+           FROM quality_items a JOIN quality_items b ON b.task = a.task AND b.item_id = a.item_id
+           WHERE a.run_id = ? AND b.run_id = ?""",
+        [a, b],
+    )
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def noise_floor(store: Store, suite: str) -> NoiseFloor | None:
+    """The floor of ``suite`` from every repeat pair on it; None when it has none."""
+    repeats: list[RepeatPair] = []
+    for r in store.rows(
+        """SELECT p.*, a.label AS a_label, b.label AS b_label FROM quality_pairs p
+           JOIN quality_runs a ON a.id = p.a_run JOIN quality_runs b ON b.id = p.b_run
+           WHERE p.kind = 'repeat' AND a.suite = ? ORDER BY p.id""",
+        [suite],
+    ):
+        repeats.append(RepeatPair(r["a_label"], r["b_label"], _published(r)))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in store.rows(
+        "SELECT id, label, config_key FROM quality_runs WHERE suite = ? AND config_key IS NOT NULL ORDER BY t_ms, id",
+        [suite],
+    ):
+        groups.setdefault(r["config_key"], []).append(r)
+    for runs in groups.values():
+        for a, b in combinations(runs, 2):
+            paired = Paired.of_scores((i["a_score"], i["b_score"]) for i in _common_items(store, a["id"], b["id"]))
+            if paired.n:
+                repeats.append(RepeatPair(a["label"], b["label"], paired))
+    return NoiseFloor(suite, tuple(repeats)) if repeats else None
+
+
+def _published(r: dict[str, Any]) -> Paired:
+    return Paired.of_counts(r["items"], r["a_only"], r["b_only"], r["a_accuracy"], r["b_accuracy"])
+
+
+def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
+    """Run ``a_id`` against ``b_id`` on their common items; refused when there are none to pair."""
+    if a_id == b_id:
+        raise InputError(f"quality run {a_id} compared with itself", "give two different runs")
+    a, b = quality_run(store, a_id), quality_run(store, b_id)
+    floor = noise_floor(store, a.suite) if a.suite == b.suite else None
+    if a.per_item and b.per_item:
+        items = _common_items(store, a.id, b.id)
+        if not items:
+            raise InputError(f"quality runs {a.id} and {b.id} share no scored item (task and item id)",
+                             "compare runs of the same tasks")  # fmt: skip
+        return QualityComparison(
+            a, b, Paired.of_scores((i["a_score"], i["b_score"]) for i in items), "items", floor,
+            _mean(i["a_truncated"] for i in items), _mean(i["b_truncated"] for i in items),
+            _mean(i["a_tokens"] for i in items), _mean(i["b_tokens"] for i in items),
+        )  # fmt: skip
+    for first, second in ((a, b), (b, a)):
+        rows = store.rows("SELECT * FROM quality_pairs WHERE a_run = ? AND b_run = ? ORDER BY id LIMIT 1",
+                          [first.id, second.id])  # fmt: skip
+        if rows:
+            comparison = _pair(rows[0], first, second, floor)
+            return comparison if first is a else comparison.swapped()
+    raise InputError(
+        f"quality runs {a.id} and {b.id} cannot be paired: "
+        f"{'a published run has' if a.per_item or b.per_item else 'published runs have'} no items, and no split "
+        "was published for these two",
+        "`campaign quality pairs` lists the published comparisons",
+    )
+
+
+def _pair(r: dict[str, Any], a: QualityRun, b: QualityRun, floor: NoiseFloor | None) -> QualityComparison:
+    """A published pair, its A and B as stored; figures it does not print are the runs' own."""
+    return QualityComparison(
+        a, b, _published(r), "published", floor,
+        _either(r["a_truncation"], a.truncation_rate), _either(r["b_truncation"], b.truncation_rate),
+        _either(r["a_mean_tokens"], a.mean_output_tokens), _either(r["b_mean_tokens"], b.mean_output_tokens),
+        r["kind"], r["note"],
+    )  # fmt: skip
+
+
+def _either(value: float | None, fallback: float | None) -> float | None:
+    return fallback if value is None else value
+
+
+def published_comparisons(store: Store) -> list[QualityComparison]:
+    """Every published pair (repeats first), each read against its suite's floor."""
+    runs = {r.id: r for r in quality_runs(store)}
+    floors: dict[str, NoiseFloor | None] = {}
+    out = []
+    for r in store.rows("SELECT * FROM quality_pairs ORDER BY kind = 'comparison', id"):
+        a, b = runs[r["a_run"]], runs[r["b_run"]]
+        if a.suite not in floors:
+            floors[a.suite] = noise_floor(store, a.suite)
+        out.append(_pair(r, a, b, floors[a.suite] if a.suite == b.suite else None))
+    return out
+
+
+def quality_ledger(store: Store) -> QualityLedger:
+    """Runs scored per item, every published comparison, and the floor of each suite that has one."""
+    runs = quality_runs(store)
+    floors = [f for f in (noise_floor(store, s) for s in dict.fromkeys(r.suite for r in runs)) if f is not None]
+    return QualityLedger(tuple(r for r in runs if r.per_item), tuple(published_comparisons(store)), tuple(floors))
