@@ -61,14 +61,19 @@ async def test_known_hosts_file_is_used_then_remembered(sshd_farm: SshdFarm, fle
     await link.close()
 
 
-async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFarm, fleet_store: Store) -> None:
-    box = box_started("rekeyed", gpu_fixture=None)
-    register(fleet_store, box)  # pinned: the operator trusted this key
-    new_line = sshd_farm.rekey("rekeyed")
-    link = BoxLink(fleet_store, "rekeyed", FAST)
+@pytest.mark.parametrize("new_type", ["ed25519", "ecdsa", "rsa"])
+async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFarm, fleet_store: Store,
+                                                              new_type: str) -> None:  # fmt: skip
+    """A new key of the same type, or of another (which sshd alone offers, so the handshake fails before any
+    key is compared): either way a key the operator never trusted is a changed host key, not a dead link."""
+    box = box_started(f"rekeyed-{new_type}", gpu_fixture=None)
+    register(fleet_store, box)  # pinned: the operator trusted this ed25519 key
+    new_line = sshd_farm.rekey(box.name, key_type=new_type)
+    assert new_line.split()[0] != "ssh-ed25519" or new_type == "ed25519"
+    link = BoxLink(fleet_store, box.name, FAST)
     with pytest.raises(HostKeyChanged, match="HOST KEY CHANGED") as info:
         await link.connect()
-    row = fleet_store.boxes.get("rekeyed")
+    row = fleet_store.boxes.get(box.name)
     assert row.status == "host-key-changed" and row.host_key == box.host_key_line
     assert info.value.presented is not None and info.value.presented in (row.status_detail or "")
     # The supervised loop stops instead of hammering the box, and trust without --replace is refused.
@@ -76,9 +81,14 @@ async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFar
     assert isinstance(link.fatal, HostKeyChanged)
     service = Service(fleet_store, settings=FAST)
     with pytest.raises(HostKeyChanged):
-        service.trust("rekeyed", HostKey(new_line, "presented"))
-    service.trust("rekeyed", HostKey(new_line, "presented"), replace=True)
-    assert fleet_store.boxes.get("rekeyed").host_key == new_line
+        service.trust(box.name, HostKey(new_line, "presented"))
+    service.trust(box.name, HostKey(new_line, "presented"), replace=True)
+    assert fleet_store.boxes.get(box.name).host_key == new_line
+    again = BoxLink(fleet_store, box.name, FAST)  # trusted again: the key's own type is offered now
+    await again.connect()
+    assert fleet_store.boxes.get(box.name).status == "up"
+    await again.close()
+    box.kill_agent()
 
 
 async def test_silent_box_times_out_clearly_and_does_not_block_the_others(sshd_farm: SshdFarm,

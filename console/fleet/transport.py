@@ -54,6 +54,14 @@ def _check(argv: list[str], rc: int | None, stderr: str) -> None:
         raise RemoteCommandError(f"{shlex.join(argv)} exited {rc}: {stderr.strip()[-400:] or 'no stderr'}")
 
 
+async def _presented(host: str, port: int, timeout: float) -> str | None:
+    """The fingerprint of the key the host presents now, or None when it cannot be read."""
+    try:
+        return (await fetch_host_key(host, port, timeout)).get_fingerprint()
+    except (OSError, asyncssh.Error, TimeoutError):
+        return None
+
+
 class SshTransport:
     """One asyncssh connection; every channel (ingest, each command, SFTP, forwards) is multiplexed on it."""
 
@@ -84,11 +92,16 @@ class SshTransport:
                 agent_forwarding=False,
             )
         except asyncssh.HostKeyNotVerifiable as exc:
-            try:
-                presented = (await fetch_host_key(box.host, box.port, settings.connect_timeout)).get_fingerprint()
-            except (OSError, asyncssh.Error, TimeoutError):
-                presented = None
+            presented = await _presented(box.host, box.port, settings.connect_timeout)
             raise HostKeyChanged(box.name, " or ".join(policy.trusted), presented) from exc
+        except (asyncssh.KeyExchangeFailed, asyncssh.ConnectionLost, ConnectionResetError) as exc:
+            # A key of another type: the client offers only the trusted key's algorithms, the host has no such
+            # key, and the handshake dies ("no matching host key type found") before any key is compared.
+            # Ask the host what it presents now: a key the operator never trusted is a changed host key.
+            presented = await _presented(box.host, box.port, settings.connect_timeout)
+            if presented is not None and presented not in policy.trusted:
+                raise HostKeyChanged(box.name, " or ".join(policy.trusted), presented) from exc
+            raise
         except TimeoutError as exc:
             raise TimeoutError(
                 f"{box.ssh_target}: no SSH handshake within {settings.connect_timeout:g} s (connect timeout); "

@@ -114,8 +114,10 @@ class SshdFarm:
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "campaign-tests", "-f", str(self.client_key)])
         self.boxes: dict[str, SshBox] = {}
 
-    def start(self, name: str, gpu_fixture: str | None = "h200", port: int | None = None) -> SshBox:
-        """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json (None: no GPU tooling)."""
+    def start(self, name: str, gpu_fixture: str | None = "h200", port: int | None = None,
+              key_type: str = "ed25519") -> SshBox:  # fmt: skip
+        """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json (None: no GPU tooling);
+        ``key_type`` is its one host key's type (ed25519, ecdsa or rsa), as sshd offers nothing else."""
         base = self.root / name
         base.mkdir(mode=0o755, exist_ok=True)
         home, bin_dir = base / "home", base / "bin"
@@ -124,9 +126,9 @@ class SshdFarm:
         user = f"cc{self.tag}-{name}"[:32]
         entry = _ensure_user(user, home)
         os.chown(home, entry.pw_uid, entry.pw_gid)
-        host_key = base / "ssh_host_ed25519_key"
+        host_key = base / f"ssh_host_{key_type}_key"
         if not host_key.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(host_key)])
+            _run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "", "-f", str(host_key)])
         authorized = base / "authorized_keys"
         shutil.copy(self.client_key.with_suffix(".pub"), authorized)
         authorized.chmod(0o644)
@@ -179,13 +181,14 @@ class SshdFarm:
         self.boxes[name] = box
         return box
 
-    def rekey(self, name: str) -> str:
-        """Give a box a new host key (a rebuilt box, or someone in the middle); returns the new key line."""
+    def rekey(self, name: str, key_type: str = "ed25519") -> str:
+        """Give a box a new host key (a rebuilt box, or someone in the middle), of ``key_type`` and nothing
+        else; returns the new key line."""
         box = self.boxes[name]
         box.stop()
-        for path in box.root.glob("ssh_host_ed25519_key*"):
+        for path in box.root.glob("ssh_host_*_key*"):
             path.unlink()
-        fresh = self.start(name, box.fixture.stem if box.fixture else None, port=box.port)
+        fresh = self.start(name, box.fixture.stem if box.fixture else None, port=box.port, key_type=key_type)
         return fresh.host_key_line
 
     def stop(self) -> None:
