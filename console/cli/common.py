@@ -29,6 +29,8 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool 
     registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself, with
     its progress) the seed campaign's published figures imported to browse."""
     store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
+    if store.notice:
+        say(f"campaign: notice: {store.notice}")
     if store.created:
         store.boxes.ensure_local()
         if seed:

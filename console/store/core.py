@@ -38,6 +38,9 @@ def resolve_db_path(cli_value: str | None) -> Path:
     return Path(cli_value or os.environ.get("CAMPAIGN_DB") or DEFAULT_DB)
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def _create_private(path: Path) -> None:
     """Create an empty file readable by its owner only, before SQLite ever opens it.
 
@@ -48,8 +51,51 @@ def _create_private(path: Path) -> None:
         raise StoreError(
             f"{path}: the folder {path.parent} does not exist; create it first or give another --db path"
         )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot create a state.db in {path.parent} ({exc.strerror})",
+                         "give a --db path in a folder you can write") from exc  # fmt: skip
     os.close(fd)
+
+
+def _refuse_foreign(path: Path) -> None:
+    """An existing path must be a state.db (a SQLite file): anything else is refused untouched.
+
+    SQLite itself would turn an empty file into a new database, block on a FIFO and write beside a device;
+    a mistyped ``--db`` must never make any of them a campaign or change their mode.
+    """
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{path} is not a regular file (a device, FIFO or socket), so not a state.db",
+                         "give --db a state.db file, or a new path to start a campaign")  # fmt: skip
+    if st.st_size == 0:
+        raise StoreError(f"{path} is an empty file, not a state.db",
+                         "remove it to start a campaign there, or give another --db path")  # fmt: skip
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read ({exc.strerror})", "check its permissions") from exc
+    if header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a SQLite database, so not a state.db",
+                         "point --db or CAMPAIGN_DB at another path")  # fmt: skip
+
+
+def _writable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (its file, or its folder where SQLite keeps the -wal and -shm), or None."""
+    if not os.access(path, os.W_OK):
+        return "the file is read-only"
+    if not os.access(path.parent, os.W_OK):
+        return f"its folder {path.parent} is read-only"
+    return None
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection. In a folder it cannot write, SQLite cannot make the WAL's shared-memory file,
+    so the database is opened immutable: nothing can be writing it there."""
+    immutable = "&immutable=1" if not os.access(path.parent, os.W_OK) else ""
+    return sqlite3.connect(f"file:{path.resolve()}?mode=ro{immutable}", uri=True, check_same_thread=False)
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:
@@ -76,13 +122,21 @@ class Store:
         self.read_only = read_only
         self.created = False  # True when this open created the file (first start)
         self.clock = clock
+        self.notice: str | None = None  # said to the operator when the store opened other than asked
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; give a state.db file in it, e.g. "
                              f"{self.path / DEFAULT_DB}")
+        if self.path.exists():
+            _refuse_foreign(self.path)
+            why = None if read_only else _writable(self.path)
+            if why is not None:
+                self.read_only = read_only = True
+                self.notice = (f"{self.path} opened read-only: {why}; anything that would change the campaign "
+                               "is refused (copy the file somewhere writable to act on it)")
+        elif read_only:
+            raise StoreError(f"{self.path}: no such database to browse")
         if read_only:
-            if not self.path.exists():
-                raise StoreError(f"{self.path}: no such database to browse")
-            conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
+            conn = _connect_read_only(self.path)
         else:
             self.created = not self.path.exists()
             if self.created:
@@ -125,11 +179,18 @@ class Store:
             conn.execute("PRAGMA query_only = ON")
             self.schema_version = version
         else:
-            with full_disk_guard(self.path):
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                conn.execute("PRAGMA foreign_keys = ON")
-                self._migrate(version)
+            try:
+                with full_disk_guard(self.path):
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                    conn.execute("PRAGMA foreign_keys = ON")
+                    self._migrate(version)
+            except BaseException:
+                conn.close()
+                if self.created:  # a half-made file would read as "not a state.db" next time: leave none
+                    for leftover in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+                        leftover.unlink(missing_ok=True)
+                raise
             self.schema_version = LATEST
         self.boxes = Boxes(self)
         self.checks = Checks(self)
@@ -178,6 +239,8 @@ class Store:
     # -- primitives for repositories -------------------------------------------------------------
     def check_writable(self) -> None:
         if self.read_only:
+            if self.notice:  # read-only because the file or its folder cannot be written
+                raise ReadOnlyStore(self.notice)
             raise ReadOnlyStore(f"{self.path} is open read-only (browse mode); this action is disabled")
 
     @contextmanager
