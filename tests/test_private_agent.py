@@ -132,8 +132,9 @@ def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 async def _launch_fake(store: Store, box: str, recipes: Path) -> tuple[Service, str]:
     service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
     plan = service.plan_launch("fake", box, base_port=free_port())
-    await service.launch(plan, ready_timeout_s=60)
-    return service, plan.launch_ids[0]
+    outcome = await service.launch(plan, ready_timeout_s=60)
+    assert outcome.serving, outcome.replicas
+    return service, outcome.launch_ids[0]
 
 
 async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
@@ -153,7 +154,7 @@ async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
             assert_no_secret(served, "a server the local agent launched")
             assert served["ARM_OWN"] == "kept" and served["PATH"] == os.environ["PATH"]
             assert "PYTEST_CURRENT_TEST" not in served  # nothing outside the allowlist, not only secrets
-            await service.kill([launch_id], "local", grace_s=5)
+            await service.stop_launches("local", [launch_id], grace_s=5)
         finally:
             await service.close()
             try:
@@ -253,7 +254,7 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
                     assert_no_secret(env, who)
                     assert "LC_CANARY" not in env, who
                 assert served["ARM_OWN"] == "kept"
-                await service.kill([launch_id], box.name, grace_s=5)
+                await service.stop_launches(box.name, [launch_id], grace_s=5)
             finally:
                 await service.close()
 

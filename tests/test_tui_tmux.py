@@ -75,10 +75,16 @@ def test_browse_in_a_real_terminal(terminal: tuple[Terminal, F.Fixture]) -> None
     assert "FAIL power, WARN topology" in screen
     term.keys("4")
     term.wait_for("Results | BROWSE")
-    term.keys("/", "d", "i", "a", "g", "Enter")
+    term.keys("/")
+    term.wait_for("filter (enter keeps it")  # the filter line is open: what is typed now goes into it
+    term.keys("d", "i", "a", "g")
+    term.wait_for("diag")
+    term.keys("Enter")
     screen = term.wait_for("filter: diag")
     assert "glm-4.7-dp2tp2" in screen and "DIAGNOSTIC-ONLY" in screen and "qwen3-0.6b-bf16" not in screen
-    term.keys("3", "l")
+    term.keys("3")
+    term.wait_for("Arms | BROWSE")  # a key sent before the view is up would go to the one before it
+    term.keys("l")
     term.wait_for("launching is disabled")
     term.keys("2")
     screen = term.wait_for("CAPPED")

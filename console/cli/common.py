@@ -28,7 +28,10 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool 
     """The campaign's store. A database this command creates starts as every new one does: this machine
     registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself, with
     its progress) the seed campaign's published figures imported to browse."""
-    store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
+    path = resolve_db_path(getattr(args, "db", None))
+    if read_only and not path.exists():  # a reading command (export, report) on a new path sets it up too
+        open_store(args, seed=seed).close()
+    store = Store(path, read_only=read_only)
     if store.notice:
         say(f"campaign: notice: {store.notice}")
     if store.created:

@@ -166,16 +166,16 @@ def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]
     if bad or len(set(available)) != len(available):
         raise ResolveError(f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once")
     per = arm.gpus_per_server
-    if arm.device == "gpu" and box.gpu_count == 0 and not box.generic:
-        raise ResolveError(
-            f"arm {arm.name!r} runs on GPUs and box {box.name} has none measured",
-            f"`campaign check {box.name}` probes its GPUs; a CPU build's arm says device = \"cpu\"",
-        )
     if not available:
         if per > 1 or (arm.replicas or 1) > 1:
             raise ResolveError(
                 f"arm {arm.name!r} needs {per * (arm.replicas or 1)} GPUs "
                 f"(tensor_parallel {arm.tensor_parallel} x data_parallel {arm.data_parallel}); box {box.name} has none"
+            )
+        if arm.device == "gpu" and not box.generic:
+            raise ResolveError(
+                f"arm {arm.name!r} runs on GPUs and box {box.name} has none measured",
+                f"`campaign check {box.name}` probes its GPUs; a CPU build's arm says device = \"cpu\"",
             )
         return [[]]
     count = arm.replicas or len(available) // per

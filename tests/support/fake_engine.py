@@ -46,9 +46,9 @@ def install(env_dir: Path, python: str = sys.executable) -> Path:
     script = env_dir / "bin" / "vllm"
     script.write_text(f"#!/bin/sh\nexec {python} {Path(__file__).resolve()} \"$@\"\n")
     script.chmod(0o755)
-    interpreter = env_dir / "bin" / "python"
-    interpreter.unlink(missing_ok=True)
-    interpreter.symlink_to(python)
+    interpreter = env_dir / "bin" / "python"  # a script, not a symlink: a venv is found from the real path
+    interpreter.write_text(f"#!/bin/sh\nexec {python} \"$@\"\n")
+    interpreter.chmod(0o755)
     return env_dir
 
 

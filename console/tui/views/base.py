@@ -65,8 +65,8 @@ class ViewScreen(Screen[None]):
             self.app.call_from_thread(self._show, data, started)
 
     def _show(self, data: Any, started: float) -> None:
-        self.query_one("#topbar", Static).update(self.topbar())
         self.show(data)
+        self.query_one("#topbar", Static).update(self.topbar())  # after show: the bar may name what was loaded
         self.loaded = True
         self.console.record_redraw(self.VIEW, time.perf_counter() - started)
 
