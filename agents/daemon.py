@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents import protocol
 from agents.environ import restrict_own_env
@@ -36,9 +36,7 @@ from agents.package import agent_version
 from agents.private import private_home
 from agents.probe import probe, time_zone
 from agents.supervisor import Supervisor
-
-if TYPE_CHECKING:  # imported at run time in _make_watchdog, which survives a build without it
-    from agents.watchdog import Watchdog
+from agents.watchdog import BOOT_ID_PATH, Watchdog, read_boot_id
 
 DISK_FLOOR_BYTES = 512 * 1024 * 1024
 """Below this much free space in the agent home, samples stop (lifecycle events are still written)."""
@@ -90,16 +88,16 @@ class Agent:
             self.watchdog.restore()
         self._serve()
 
-    def _make_watchdog(self) -> Watchdog | None:
-        try:
-            from agents.watchdog import BOOT_ID_PATH, Watchdog, read_boot_id
-        except ImportError as exc:  # an agent built without the watchdog still samples and supervises
-            self.warn("watchdog", f"watchdog unavailable in this agent build: {exc}")
-            return None
-
+    def _make_watchdog(self) -> Watchdog:
         def journal(event: dict[str, Any]) -> None:
+            """Record what the watchdog does; a record that cannot be written (a full disk) must never stop
+            the stop itself: it goes to the agent's log instead."""
             event = dict(event)
-            self.journal.append(event.pop("kind"), **event)
+            kind = event.pop("kind")
+            try:
+                self.journal.append(kind, **event)
+            except (sqlite3.Error, OSError) as exc:
+                print(f"watchdog: could not journal {kind} {event} ({exc}); acting anyway", file=sys.stderr, flush=True)
 
         boot_id_file = self.boot_id_file or BOOT_ID_PATH
         return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box,
@@ -345,14 +343,14 @@ class Agent:
 
     def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
-            raise ValueError("this agent build has no watchdog; push a current agent")
+            raise ValueError("the agent's watchdog has not started yet; try again in a moment")
         # The watchdog checks each argument and says what is wrong with it.
         return self.watchdog.arm(args.get("timer_id"), args.get("deadline_ms"), args.get("action"),  # type: ignore[arg-type]
                                  args.get("console_now_ms"))  # type: ignore[arg-type]
 
     def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
-            raise ValueError("this agent build has no watchdog; push a current agent")
+            raise ValueError("the agent's watchdog has not started yet; try again in a moment")
         return self.watchdog.cancel(args.get("timer_id"))  # type: ignore[arg-type]
 
     def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:

@@ -435,3 +435,31 @@ def test_a_killed_and_restarted_watchdog_process_stops_the_arm_on_time(tmp_path:
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
+
+
+def test_a_journal_that_cannot_be_written_never_stops_the_stop(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """On a full disk the journal write fails; the watchdog's record of firing goes to the agent's log and the
+    action it records still happens (the daemon's journal callback never raises into the watchdog)."""
+    import sqlite3
+
+    from agents.daemon import Agent
+
+    (tmp_path / "home").mkdir()
+    agent = Agent(tmp_path / "home")
+    stopped: list[str] = []
+    watchdog = agent._make_watchdog()
+    watchdog._stop_arms = lambda: stopped.append("stop") or {"stopping": []}  # type: ignore[method-assign, func-returns-value]
+
+    def full(kind: str, **fields: Any) -> int:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    agent.journal.append = full  # type: ignore[method-assign]
+    now = int(time.time() * 1000)
+    watchdog.arm("t1", now + 31_000, "stop-arms", now)
+    watchdog._now_ms = lambda: now + 40_000  # the deadline has passed, on every clock the watchdog reads
+    watchdog._mono = lambda: time.monotonic() + 40.0
+    for _ in range(3):
+        watchdog.tick()
+    assert stopped, "the stop did not happen when its journal record could not be written"
+    assert "could not journal" in capsys.readouterr().err
