@@ -2,7 +2,7 @@
 
 Why two paths: NVML reads a sample in microseconds, but many images lack the bindings; one
 ``nvidia-smi`` call costs ~30 ms, so the fallback keeps ONE long-running ``nvidia-smi -lms 1000``
-process instead of a subprocess per sample (FACTS.md). Real output has placeholders (``[N/A]``,
+process instead of a subprocess per sample (docs/facts.md, GPUs). Real output has placeholders (``[N/A]``,
 ``[Not Supported]``) and drivers drop fields (an unknown field fails the whole query), so every value
 may be None and an unknown field is dropped with a warning rather than killing the sampler.
 """

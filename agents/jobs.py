@@ -29,7 +29,7 @@ from agents import proc
 from agents.environ import allowed_env
 from agents.journal import Journal
 
-# Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (issue 6 names them).
+# Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (agents/protocol.py names the args).
 _FLAGS = {
     "bench": ("base_url", "model", "tokenizer", "vocab_size", "shape", "input_len", "output_len", "prefix_len",
               "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-# Our field -> the vLLM sample names that feed it, newest first (research/benchclients.md).
+# Our field -> the vLLM sample names that feed it, newest first (vLLM's metric names, docs/facts.md).
 COUNTERS = {
     "gen_tokens_total": ("vllm:generation_tokens_total",),
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),

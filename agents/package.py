@@ -68,7 +68,7 @@ def build_zipapp() -> bytes:
 
 
 def __getattr__(name: str) -> str:
-    """``AGENT_VERSION`` (CONTRACTS): computed on first use, not at import."""
+    """``AGENT_VERSION`` (the hash ``hello`` reports, agents/protocol.py): computed on first use, not at import."""
     if name == "AGENT_VERSION":
         return agent_version()
     raise AttributeError(name)

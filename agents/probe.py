@@ -1,4 +1,4 @@
-"""The box probe (CONTRACTS C2): everything the console's checks need, measured on the box itself.
+"""The box probe (docs/contracts.md): everything the console's checks need, measured on the box itself.
 
 Why on the box: the seed lost hours to facts that were only true on the host (a 400 W cap on a 600 W
 card, a CUDA 13 image on a 575 driver, a cut-off read in BST). So the probe reports raw facts, each
@@ -211,7 +211,7 @@ def _smi_cuda_version(warn: G.Warn) -> str | None:
 
 def probe(console_t_ms: int | None = None, serving_python: str | None = None, disk_path: str | None = None,
           serving_env_vars: dict[str, str] | None = None, gpu_source: str = "auto") -> dict[str, Any]:
-    """One probe dict (CONTRACTS C2). Never raises for a missing tool: it becomes None + a warning."""
+    """One probe dict (docs/contracts.md). Never raises for a missing tool: it becomes None + a warning."""
     warnings: list[str] = []
 
     def warn(where: str, message: str) -> None:

@@ -284,7 +284,7 @@ class Watchdog:
     def _live(self) -> list[Deadline]:
         return [e for e in self._timers.values() if e.state in LIVE]
 
-    # -- the contract (C4) -----------------------------------------------------------------------
+    # -- what the console asks (docs/timers.md) ------------------------------------------------------
     def restore(self) -> list[dict[str, Any]]:
         """Re-arm from the state file at daemon start; after a reboot, from the last-known-good UTC."""
         self._anchor, self._timers = self._load()

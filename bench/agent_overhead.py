@@ -1,6 +1,6 @@
 """Benchmark: the agent's own CPU per hour while sampling 8 GPUs and scraping 4 servers at 1 Hz.
 
-Target (issue 4): below 1% of one core. Setup, all real processes: the agent daemon in a temp home;
+Target: below 1% of one core. Setup, all real processes: the agent daemon in a temp home;
 an 8-GPU fixture (the real H200 capture replicated, served by the fake ``nvidia-smi`` in its ``-lms``
 loop); four HTTP servers launched *through the agent* serving a vLLM-sized /metrics page (~1,500 lines:
 vLLM's histogram families x buckets x two engines). Only the daemon process's own utime+stime counts

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", default="256,1024")
     p.add_argument("--input-len", type=int, default=32)
-    p.add_argument("--output-len", type=int, default=128, help="token events per response (FACTS.md used 128)")
+    p.add_argument("--output-len", type=int, default=128, help="token events per response (docs/facts.md used 128)")
     p.add_argument("--prompts-per-c", type=int, default=8, help="requests per run = this x concurrency")
     p.add_argument("--client-cpus", default="0", help="CPUs for the clients; the comparison uses the first")
     p.add_argument("--server-cpus", default="1")

@@ -11,7 +11,7 @@ box, written through the Store, then measures:
 - browse first screen: `campaign browse DB` in a fresh process until the Fleet table is drawn, against a
   peer in the same run: a fresh process that only imports the console and Textual and exits.
 
-Numbers are printed as measured on this machine and as ratios against their peers (DESIGN.md: no timed
+Numbers are printed as measured on this machine and as ratios against their peers (the suite has no timed
 assertions in the test suite).
 """
 

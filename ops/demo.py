@@ -23,6 +23,8 @@ from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, Impor
 
 SEED_DIR = resources.files("ops") / "data" / "seed"  # package data: the wheel carries it, no source tree needed
 SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
+"""The import's name in state.db (the write-up's file name where it was published, not a path in this
+repository): kept as it was first released, so re-importing replaces the old import instead of doubling it."""
 PROVENANCE = (
     "Sqwish Labs, 'Blackwell inference benchmarks: 4x RTX PRO 6000 and 8x RTX 5090', September 2026: the "
     "headline and per-model throughput tables (600 W Server Edition, 400 W Workstation, 8x RTX 5090), the "

@@ -18,7 +18,7 @@ H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "h200"  # real captur
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# -- log lines (formats from vLLM 0.32 source and research/benchclients.md) ------------------------
+# -- log lines (formats from vLLM 0.32 source, tests/fixtures/vllm_logs/) ------------------------
 
 
 @pytest.mark.parametrize(

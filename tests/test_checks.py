@@ -1,6 +1,6 @@
-"""Preflight checks as pure functions: every verdict path, from probe dicts shaped like CONTRACTS C2.
+"""Preflight checks as pure functions: every verdict path, from probe dicts shaped as docs/contracts.md says.
 
-The base probe is the real H200 capture (shared/fixtures/nvidia-smi/h200) as the agent reports it;
+The base probe is the real H200 capture (tests/fixtures/nvidia-smi/h200) as the agent reports it;
 each test changes only what its verdict path needs.
 """
 

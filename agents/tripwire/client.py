@@ -1,7 +1,7 @@
 """Chat requests for the tripwire through the ``openai`` SDK.
 
 Why the SDK: it is the one client for every request where speed does not matter (the load generator
-keeps its own raw streaming client: FACTS.md measured the SDK's streaming objects 11x slower, which twenty
+keeps its own raw streaming client: docs/facts.md measured the SDK's streaming objects 11x slower, which twenty
 requests never notice). The agent itself is stdlib-only and a box's system Python has no ``openai``, but
 the serving environment always has it (vLLM depends on it), so the tripwire runs under the serving
 environment's Python (``agents/jobs.py`` starts it with the ``python`` its command names). ``openai`` is

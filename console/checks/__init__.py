@@ -1,6 +1,6 @@
 """Preflight checks of a box: power limit, driver and CUDA, topology, clock, capacity.
 
-Each check is a pure function of the agent's probe (CONTRACTS C2) and, where the arm matters, an
+Each check is a pure function of the agent's probe (docs/contracts.md) and, where the arm matters, an
 ``ArmContext``: no I/O, so every verdict path is tested from probe dicts and the same code judges a
 fresh probe, a stored one, or one replayed offline. ``console.checks.run`` adds the I/O around them.
 """

@@ -1,7 +1,7 @@
 """Minimum Linux x86_64 driver for each CUDA toolkit release (data, not logic).
 
 Source: NVIDIA CUDA Toolkit Release Notes, Table 3 ("CUDA Toolkit and Corresponding Driver Versions",
-GA releases) and the CUDA Compatibility guide, as collected in research/boxops.md E5 and FACTS.md.
+GA releases) and the CUDA Compatibility guide, as collected in docs/facts.md.
 ``MAJOR_FLOOR`` is the minor-version-compatibility floor: a binary built for any 12.x runs on a driver at
 or above 525.60.13 (some features need the toolkit's own driver); 13.x needs 580 or newer. Below the
 major floor nothing runs without forward-compatibility libraries, which only data-centre GPUs accept.

@@ -1,4 +1,4 @@
-"""Small readers over the agent's probe dict (CONTRACTS C2) shared by the checks.
+"""Small readers over the agent's probe dict (docs/contracts.md) shared by the checks.
 
 The probe crosses the wire as JSON from agents that may be older or newer than this console, so every
 reader tolerates a missing key (None) instead of raising: a check then says what it could not see.

@@ -7,7 +7,7 @@ The shipped recipes are the data-only ``recipes`` package; the operator's own (`
     findings = lint(catalog, "qwen3.8-27b-nvfp4-b12x", box)
     r = resolve(catalog, "qwen3.8-27b-nvfp4-b12x", box)   # r.replicas[i].argv / .env / .gpus
 
-Contract C3 (CONTRACTS.md); the format is documented in ``recipes/README.md``.
+The format is documented in ``recipes/README.md``.
 """
 
 from console.recipes.boxspec import box_spec

@@ -1,4 +1,4 @@
-"""A BoxSpec from what the store knows: the box row plus its latest probe (contract C2).
+"""A BoxSpec from what the store knows: the box row plus its latest probe (docs/contracts.md).
 
 WHY from the probe and not from what the operator typed: the seed's boxes were not what their
 listings said (400 W caps, no NVLink). Layout and memory checks use the GPUs the agent measured.

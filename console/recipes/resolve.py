@@ -1,6 +1,6 @@
 """Resolve an arm on a box into servers: one argv list, environment and GPU set per replica.
 
-WHY here and not on the box: the agent is dumb about policy (DESIGN.md). The console decides every
+WHY here and not on the box: the agent is dumb about policy (README: How it fits together). The console decides every
 flag, so what was launched is exactly what was linted and recorded; the argv is a list that is never
 joined into a shell line, and every server binds 127.0.0.1 (reached through the SSH tunnel).
 """

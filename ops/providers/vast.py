@@ -1,6 +1,6 @@
 """Vast.ai REST client for the hard stop: stop and destroy an instance, confirmed by the provider.
 
-Follows the Vast CLI's own conventions (research/boxops.md section C): ``Authorization: Bearer <key>``,
+Follows the Vast CLI's own conventions (docs/facts.md, The Vast.ai REST API): ``Authorization: Bearer <key>``,
 ``/api/v0/instances/{id}/``, retries on 429 and 5xx with backoff (``Retry-After`` honoured), and the
 key looked up as ``VAST_API_KEY``, then ``$XDG_CONFIG_HOME/vastai/vast_api_key``, then the legacy
 ``~/.vast_api_key``. "No such instance" means the work is already done, which makes destroy idempotent

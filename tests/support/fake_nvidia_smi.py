@@ -1,4 +1,4 @@
-"""A fake ``nvidia-smi`` that answers from a GPU fixture (CONTRACTS C1) built from real captures.
+"""A fake ``nvidia-smi`` that answers from a GPU fixture (docs/contracts.md) built from real captures.
 
 Why: the agent's GPU code must run against nvidia-smi's real behaviour (CSV with units, ``nounits``,
 ``[N/A]`` placeholders, an unknown field failing the whole query with rc 2, ``-lms`` looping until

@@ -1,7 +1,7 @@
 """A local stand-in for the Vast.ai REST API: the part the hard stop uses, on 127.0.0.1.
 
 Faked because the real API cannot be reached from tests; modelled on the Vast CLI's endpoints
-(research/boxops.md section C): ``GET/PUT/DELETE /api/v0/instances/{id}/`` with a Bearer key,
+(docs/facts.md, The Vast.ai REST API): ``GET/PUT/DELETE /api/v0/instances/{id}/`` with a Bearer key,
 ``{"instances": {...}|null}`` on show, ``{"success": false, "error": "no_such_instance"}`` for unknown
 ids. Tests script faults per method (``fail(method, [429, 503])``) and how many polls a destroy or stop
 takes before the instance is gone or stopped, to exercise retries and confirmation.

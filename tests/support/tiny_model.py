@@ -3,7 +3,7 @@
 Run with the CPU vLLM environment's Python (it has torch, transformers and tokenizers):
 ``python tiny_model.py OUT_DIR [llama|moe]``. The mixture-of-experts variant (a tiny Mixtral) exists so
 the sweep can meet a real engine refusal of a pinned MoE backend, as the seed's campaign did. Nothing is downloaded: the tokenizer is trained here on generated text,
-the weights are random. head_dim is 64 because vLLM's CPU attention refuses smaller heads (FACTS.md).
+the weights are random. head_dim is 64 because vLLM's CPU attention refuses smaller heads (docs/facts.md).
 """
 
 from __future__ import annotations

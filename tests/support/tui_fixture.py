@@ -54,7 +54,7 @@ PROBE: dict[str, object] = {
                     "cuinit_name": None, "libcuda_path": None, "compat_libs": [], "error": None},
     "source": "nvidia-smi", "warnings": [],
 }  # fmt: skip
-"""A probe of pro-a in the agreed shape (CONTRACTS.md C2): GPU 2 enforced at 400 W of a 600 W maximum."""
+"""A probe of pro-a in the shape docs/contracts.md gives: GPU 2 enforced at 400 W of a 600 W maximum."""
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def _ensure_model(model_dir: Path, arch: str) -> None:
 
 
 def server_env() -> dict[str, str]:
-    """What a CPU vLLM server needs in its environment here (FACTS.md)."""
+    """What a CPU vLLM server needs in its environment here (docs/facts.md)."""
     return {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
