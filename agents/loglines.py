@@ -1,21 +1,23 @@
-"""Reading a serving engine's log: kernel/backend lines, the KV budget, and why a launch died.
+"""Reading a serving engine's log: kernel selection lines, the KV budget, and why a launch died.
 
-Why from the log: the engine's own "Using ... / Selected ... / KernelConfig(...)" lines are the only
-record of which kernels a number was measured with (seed rule 1), and a failed launch is only useful
-with the traceback's innermost frame and the backend set the engine says it accepts (seed rule 3:
-eleven arms died on a refused MoE backend). Pure functions over text, so they are tested on real lines.
+Why from the log: the engine's own "Using ... / Selected ..." lines are the only record of which kernels
+a number was measured with (seed rule 1), and a failed launch is only useful with the traceback's
+innermost frame and the backend set the engine says it accepts (seed rule 3: eleven arms died on a
+refused MoE backend). Pure functions over text, so they are tested on real lines
+(``tests/fixtures/vllm_logs/``). Both the agent and the console import this module.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 MAX_LINE_CHARS = 2000
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_KERNEL = re.compile(r"\b(Using|Selected) \S|KernelConfig\(|kernel_config=")
 _KV_SIZE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _MAX_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _BACKEND_SETS = (
@@ -56,19 +58,12 @@ def config_excerpt(line: str) -> str:
 
 
 def kernel_category(line: str) -> str | None:
-    """The category of a kernel/backend/config line, or None when the line is not one."""
-    if not _KERNEL.search(line):
-        return None
+    """The category the agent journals a line under: ``config`` for the engine's ``KernelConfig`` (what
+    was asked), the layer kind of a kernel selection line (what was used), None for anything else."""
     if "KernelConfig(" in line or "kernel_config=" in line:
         return "config"
-    lowered = line.lower()
-    if " moe" in lowered or "experts" in lowered:
-        return "moe"
-    if "attention" in lowered or "attn" in lowered or " mla " in lowered:
-        return "attention"
-    if "gemm" in lowered or "linear" in lowered or "scaled_mm" in lowered or re.search(r"\bSelected \S+ for ", line):
-        return "linear"
-    return "other"
+    record = parse_kernel_line(line)
+    return record.kind if record is not None else None
 
 
 @dataclass(frozen=True)
@@ -169,3 +164,250 @@ def _tracebacks(lines: list[str]) -> list[tuple[str | None, str]]:
             found.append((frame, exc))
         i += 1
     return found
+
+
+# -- kernel selection lines (seed rule 1: "always read the Using ... Kernel line") ---------------------
+
+KERNEL_KINDS = ("linear", "moe", "attention")
+"""The layer kinds an arm asks a backend for, and that every measured row is checked on."""
+
+AS_REQUESTED = "as-requested"
+FALLBACK = "fallback"
+NOT_REPORTED = "not-reported"
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel the engine said it selected."""
+
+    kind: str
+    """``linear``, ``moe``, ``attention``, or ``other`` (a kernel of another stage: MoE dispatch, MLA
+    prefill, the vision encoder's attention, the sampler...), which no arm requests."""
+    kernel: str
+    """As the engine names it: ``B12xNvFp4LinearKernel``, ``FLASHINFER_CUTLASS``, ``FlashInfer CUTLASS``."""
+    scope: str
+    """What it was selected for, in the engine's words (``NVFP4 GEMM``, ``NvFp4 MoE``), or ''."""
+    line: str
+
+
+_SOURCE = re.compile(r"\[?([\w.-]+\.py):\d+\]\s+")
+"""vLLM's ``[cuda.py:507] `` before the message (``cuda.py:507] `` before vLLM 0.6)."""
+_BARE_PREFIX = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:(?:INFO|WARNING|DEBUG)\b:?\s*)?")
+_PLATFORM_SOURCES = frozenset({"cuda.py", "rocm.py", "cpu.py", "xpu.py", "tpu.py", "hpu.py", "selector.py",
+                               "interface.py"})
+"""Where vLLM picks the attention backend: a bare "Using X backend." from these names one."""
+_MOE_SOURCES = frozenset({"mxfp4.py"})
+"""vLLM 0.18's MXFP4 MoE said only "Using Marlin backend" (tests/fixtures/vllm_logs/kernel-lines.tsv)."""
+_ATTENTION_WORDS = re.compile(r"attn|attention|sdpa|mla|flash|xformers|pallas|triton", re.IGNORECASE)
+
+# (kind, scope when the line names none, pattern) in the order tried; each is matched at the start of
+# the message and comes from a vLLM source line cited in tests/fixtures/vllm_logs/kernel-lines.tsv.
+_KERNEL_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("moe", "", re.compile(  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend", "Using CPU Unquantized MoE backend"
+        r"Using (?P<k>'[^']+'|\S+(?: \S+)??) (?P<scope>(?:(?:Unquantized|[A-Za-z]*\d\w*)(?: Int8)? )?"
+        r"(?i:moe)(?: LoRA)?) backend\b")),
+    ("moe", "MoE experts", re.compile(r"Using (?P<k>\w*Experts\w*)(?: \([^)]*\))?(?: for (?P<scope>[^.]+))?\.?$")),
+    ("other", "MoE prepare/finalize", re.compile(r"Using (?P<k>\w*PrepareAndFinalize\w*)\.?$")),
+    ("linear", "", re.compile(r"(?:Using|Selected) (?P<k>\w+Kernel) for (?P<scope>.+?)\.?$")),
+    ("linear", "", re.compile(r"Using (?P<k>FlashInfer \S+) for (?P<scope>eligible unquantized BF16 GEMMs)")),
+    ("linear", "", re.compile(r"\[zen_cpu\] Using (?P<k>zentorch_\w+) for (?P<scope>[^(]+?)\s*(?:\(|$)")),
+    ("other", "", re.compile(r"Using (?:backend )?(?:AttentionBackendEnum\.)?(?P<k>\S+) for "
+                             r"(?P<scope>vit attention|MMEncoderAttention)")),
+    ("other", "MLA prefill", re.compile(r"Using (?P<k>.+?) MLA prefill backend")),
+    ("other", "GDN prefill", re.compile(r"Using (?P<k>.+?) GDN prefill kernel")),
+    ("other", "", re.compile(r"Using (?P<k>\S+) (?P<scope>Mamba SSU|ReplaySSM) backend")),
+    ("other", "top-p & top-k sampling", re.compile(r"Using (?P<k>.+?) for top-p & top-k sampling")),
+    ("attention", "", re.compile(r"Using (?:AttentionBackendEnum\.)?(?P<k>\w+) attention backend\b")),
+    ("attention", "", re.compile(r"Using (?P<k>[A-Z][A-Z0-9_]*) for attention\.?$")),
+    ("attention", "", re.compile(r"Using AttentionBackendEnum\.(?P<k>\w+) backend\b")),
+    ("attention", "", re.compile(r"Using (?P<k>[A-Z][A-Z0-9_]*) backend"
+                                 r"(?: out of potential backends\b| \(selected via --attention-backend\))")),
+)
+_NAMED_BACKEND = re.compile(  # older and non-CUDA platforms: "Using Torch SDPA backend.", "Using Marlin backend"
+    r"Using (?P<k>[A-Z][\w-]*(?: [A-Z][\w-]*){0,3}(?: attention)?) backend(?P<rest>\.?|(?: \S.*))$")
+
+
+def parse_kernel_line(line: str) -> KernelRecord | None:
+    """The kernel a genuine kernel-selection line names, or None for any other line.
+
+    Only lines in the formats vLLM prints when it picks a linear, MoE or attention kernel (or a kernel
+    of another stage) qualify, so log noise that happens to say "Using" ("Using max model len 2048",
+    "Warning: NUMA binding: Using MEMBIND policy") is never taken for a kernel.
+    """
+    source_match = _SOURCE.search(line)
+    if source_match:
+        source, message = source_match.group(1), line[source_match.end():]
+    else:
+        source, message = None, _BARE_PREFIX.sub("", line, count=1)
+    message = message.strip()
+    for kind, scope, pattern in _KERNEL_PATTERNS:
+        m = pattern.match(message)
+        if m:
+            found = m.groupdict()
+            return KernelRecord(kind, found["k"].strip("'"), found.get("scope") or scope, line)
+    m = _NAMED_BACKEND.match(message)
+    if m is None:
+        return None
+    name, rest = m.group("k"), m.group("rest")
+    if source in _MOE_SOURCES or re.search(r"mxfp4|moe", name, re.IGNORECASE):
+        return KernelRecord("moe", name, "MoE", line)
+    if re.search(r"\bvit\b", rest, re.IGNORECASE):
+        return KernelRecord("other", name, "vit attention", line)
+    if source in _PLATFORM_SOURCES or (source is None and _ATTENTION_WORDS.search(name)):
+        return KernelRecord("attention", name, "", line)
+    return None
+
+
+def kernel_records(lines: Iterable[str]) -> list[KernelRecord]:
+    """The kernel records of ``lines``, in order, each (kind, kernel, scope) once."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for line in lines:
+        record = parse_kernel_line(line)
+        if record is not None and (record.kind, record.kernel, record.scope) not in seen:
+            seen.add((record.kind, record.kernel, record.scope))
+            out.append(record)
+    return out
+
+
+# -- what the arm asked for against what the engine used ---------------------------------------------
+
+_REQUEST_FLAGS = {
+    "--kernel-config.linear-backend": "linear", "--linear-backend": "linear",
+    "--kernel-config.moe-backend": "moe", "--moe-backend": "moe",
+    "--attention-backend": "attention", "--attention-config.backend": "attention",
+}
+_REQUEST_JSON_FLAGS = {
+    "--kernel-config": {"linear_backend": "linear", "moe_backend": "moe"},
+    "--attention-config": {"backend": "attention"},
+}
+ATTENTION_ENV = "VLLM_ATTENTION_BACKEND"
+"""How vLLM before the ``--attention-backend`` flag was asked for one; the flag wins when both are set."""
+
+
+def requested_backends(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The backend an arm's argv and environment ask for, per layer kind (``auto`` when unset), spelt as
+    vLLM normalises it: linear and MoE names lower case with underscores, attention names upper case.
+
+    The last occurrence of a flag wins, as in vLLM's argument parser; ``--kernel-config '{json}'`` and
+    ``--attention-config '{json}'`` are read too.
+    """
+    asked = dict.fromkeys(KERNEL_KINDS, "auto")
+    if env.get(ATTENTION_ENV):
+        asked["attention"] = env[ATTENTION_ENV]
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        flag = name.replace("_", "-")  # vLLM reads --kernel-config.moe_backend and ...moe-backend alike
+        if (flag in _REQUEST_FLAGS or flag in _REQUEST_JSON_FLAGS) and not eq:
+            i += 1
+            if i == len(argv):
+                break
+            value = argv[i]
+        if flag in _REQUEST_FLAGS:
+            asked[_REQUEST_FLAGS[flag]] = value
+        elif flag in _REQUEST_JSON_FLAGS:
+            try:
+                data = json.loads(value)
+            except ValueError:
+                data = None
+            for key, kind in _REQUEST_JSON_FLAGS[flag].items():
+                if isinstance(data, dict) and isinstance(data.get(key), str):
+                    asked[kind] = data[key]
+        i += 1
+    return {kind: "auto" if value.lower() == "auto" else value.upper() if kind == "attention"
+            else value.lower().replace("-", "_") for kind, value in asked.items()}
+
+
+KERNEL_NAMES: dict[str, dict[str, str]] = {
+    "linear": {  # vLLM 0.32 model_executor/kernels/linear/__init__.py _LINEAR_BACKEND_KERNEL_MAP
+        "b12x": r"b12x",  # B12xNvFp4LinearKernel, B12xNvFp4W4A16LinearKernel, B12xFp8BlockScaledMMKernel...
+        "flashinfer_b12x": r"flashinferb12x",  # FlashInferB12xNvFp4LinearKernel
+        "cutlass": r"cutlass",  # CutlassNvFp4LinearKernel, CutlassFP8ScaledMMLinearKernel...
+        "flashinfer_cutlass": r"flashinfer(cutlass|fp8scaledmm|fp8deepgemm|mxfp4linear)",
+        "flashinfer_cutedsl": r"flashinfercutedsl",  # FlashInferCuteDslNvFp4W4A16LinearKernel, "FlashInfer cute-dsl"
+        "flashinfer_trtllm": r"flashinfertrtllm",
+        "flashinfer_cudnn": r"flashinfercudnn",
+        "marlin": r"marlin",  # MarlinLinearKernel, MarlinNvFp4LinearKernel...
+        "triton": r"triton",
+        "deep_gemm": r"deepgemm",
+        "torch": r"(pertensor|channelwise|rowwise|blockwise)?torch",
+        "xpu": r"xpu(w8a8fp8|fp8blockscaled)",
+        "xpu_woq": r"xpuw8a16",
+    },
+    "moe": {  # vLLM 0.32 fused_moe/oracle/*.py: backend names and the experts classes they log
+        "b12x": r"(w4a\d+)?b12x",  # 'B12X', 'B12X_MXFP4_BF16', W4A4B12xExperts
+        "flashinfer_b12x": r"flashinferb12x",
+        "flashinfer_cutlass": r"flashinfer(\w*cutlass|experts$)",  # FLASHINFER_CUTLASS, "FlashInfer CUTLASS"
+        "flashinfer_trtllm": r"flashinfer(\w*trtllm|experts$)|trtllm",
+        "flashinfer_cutedsl": r"flashinfercutedsl",
+        "flashinfer_moe_ep_cutedsl": r"flashinfermoeep",
+        "cutlass": r"(batched)?vllmcutlass|cutlass(batched)?experts",  # 'VLLM_CUTLASS', CutlassExpertsFp4
+        "triton": r"(batched|oai|unfusedoai)?triton",  # TRITON, BATCHED_TRITON, TritonExperts
+        "marlin": r"(batched)?marlin",  # 'MARLIN', MarlinExperts, vLLM 0.18's "Marlin"
+        "deep_gemm": r"(batched)?deepgemm",
+        "humming": r"(batched)?humming",
+        "aiter": r"(rocm)?aiter",  # "ROCm AITER"
+        "emulation": r"\w*emulation",
+    },
+    "attention": {  # AttentionBackendEnum names, and the words vLLM used for them before it printed those
+        "FLASH_ATTN": r"flash(attn|attention)$",
+        "FLASHINFER": r"flashinfer$",
+        "TORCH_SDPA": r"torchsdpa$",
+        "TRITON_ATTN": r"triton(attn|attention)?$",
+        "XFORMERS": r"xformers$",
+    },
+}
+"""Requested backend -> the kernel names it covers: a regular expression matched at the start of the
+name lower-cased without punctuation ("FlashInfer CUTLASS" -> "flashinfercutlass"). A linear or MoE
+backend not listed covers names that start with it; an attention backend not listed, its own name only."""
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def backend_covers(kind: str, requested: str, kernel: str) -> bool:
+    """Whether ``kernel`` (as the engine named it) is what asking for ``requested`` gives."""
+    if requested == "auto":
+        return True
+    pattern = KERNEL_NAMES.get(kind, {}).get(requested)
+    if pattern is None:
+        pattern = re.escape(_squash(requested)) + ("$" if kind == "attention" else "")
+    return re.match(pattern, _squash(kernel)) is not None
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """One layer kind of a launch: what the arm asked for and what the engine said it used."""
+
+    kind: str
+    requested: str
+    """``auto`` when the arm did not ask: then any kernel is as requested."""
+    status: str
+    """``as-requested``, ``fallback`` (the engine used another kernel for some layer), ``not-reported``."""
+    used: tuple[str, ...]
+    """Every kernel the engine named for this kind, in log order, once each."""
+    other_than_requested: tuple[str, ...]
+
+
+def check_kernels(requested: Mapping[str, str], records: Iterable[KernelRecord]) -> tuple[KernelCheck, ...]:
+    """Per layer kind, whether the engine used what was asked, something else (which), or said nothing.
+
+    A model has several linear layer types (NVFP4 projections beside FP8 attention ones, seed rule 2):
+    one of them on another kernel is a fallback even when the others got the requested one.
+    """
+    records = list(records)
+    checks = []
+    for kind in KERNEL_KINDS:
+        asked = requested.get(kind) or "auto"
+        used = tuple(dict.fromkeys(r.kernel for r in records if r.kind == kind))
+        others = tuple(k for k in used if not backend_covers(kind, asked, k))
+        status = NOT_REPORTED if not used else FALLBACK if others else AS_REQUESTED
+        checks.append(KernelCheck(kind, asked, status, used, others))
+    return tuple(checks)
+
+
+def kernel_fallback(checks: Iterable[KernelCheck]) -> bool:
+    """Whether a row measured on these kernels is marked ``kernel_fallback``."""
+    return any(c.status == FALLBACK for c in checks)

@@ -53,8 +53,9 @@ OPS: dict[str, str] = {
     "input_len?, output_len?, prefix_len?, concurrency, prompts?, warmup?, seed?, processes?, timeout?) -> "
     "{started, pid, log_path}; the result arrives as bench_result + command_done",
     "tripwire": "(tripwire_id, launch_id, argv?: [tripwire flags] | base_url, model, profile (name, or the "
-    "resolved dict: --profile-json), max_tokens?, concurrency?, timeout?) -> {started, pid, log_path}; the "
-    "verdict arrives as tripwire_result + command_done",
+    "resolved dict: --profile-json), max_tokens?, concurrency?, timeout?; python?: the interpreter to run it "
+    "under, one with openai: the serving env's) -> {started, pid, log_path}; the verdict arrives as "
+    "tripwire_result + command_done",
     "set_deadline": "(timer_id, deadline_ms, action, console_now_ms) -> {armed, remaining_s}",
     "cancel_deadline": "(timer_id) -> {cancelled}",
     "shutdown_agent": "() -> {}; the daemon exits, its arms keep running",

@@ -30,8 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
         ("INFO [__init__.py:88] Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM", "linear"),
         ("INFO [__init__.py:90] Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod", "linear"),
         ("INFO [arg_utils.py:1] kernel_config=KernelConfig(moe_backend='auto', linear_backend='b12x')", "config"),
-        ("INFO [cpu.py:175] Using CPU_MLA backend.", "other"),
+        ("INFO [cpu.py:175] Using CPU_MLA backend.", "attention"),
+        ("INFO [nvfp4.py:448] Using MoEPrepareAndFinalizeNoDPEPModular", "other"),
         ("INFO [api_server.py:1] vLLM API server version 0.32.0", None),
+        ("(APIServer pid=9498) INFO 12-02 13:21:37 [model.py:2152] Using max model len 2048", None),
+        ("[W1202 13:21:56.598607377 utils.cpp:68] Warning: NUMA binding: Using MEMBIND policy for memory "
+         "allocation on the NUMA nodes (0).", None),
     ],
 )
 def test_kernel_line_categories(line: str, category: str | None) -> None:

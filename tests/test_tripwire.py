@@ -6,15 +6,24 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agents.jobs import Jobs
+from agents.journal import Journal
 from agents.tripwire import main
+from agents.tripwire.client import ChatResult
 from agents.tripwire.detect import matches, read_answer, repetition
-from agents.tripwire.items import ITEMS
+from agents.tripwire.grade import grade_item
+from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
 from tests.support.fake_chat_server import FakeChatServer
+from tests.support.vllm_env import VllmEnv
+from tests.support.vllm_server import TinyServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = (
@@ -26,7 +35,7 @@ PROSE = (
 )
 
 
-def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
+def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
     rc = main([*argv, "--json", "--quiet"])
     return rc, json.loads(capsys.readouterr().out)
 
@@ -48,16 +57,97 @@ def test_normal_text_is_not_degenerate(text: str) -> None:
     assert repetition(text) == []
 
 
+COUNT_TO_42 = " ".join(str(n) for n in range(1, 43))
+
+
 @pytest.mark.parametrize(("text", "why"), [
     ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
     ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
-    ("111 222 333 444", "structured repeat"),  # the pattern that fooled the seed's first tripwire
+    ("111 222 333 444", "structured repeat"),  # the seed's GLM output, which passed its first tripwire
+    ("111 222 333", "structured repeat"),
+    ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
+    ("Paris. 111, 222, 333.", "structured repeat"),
     ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
+    ("aaa bbb ccc ddd", "structured repeat"),
+    (COUNT_TO_42, "counting"),  # the seed's counting loop: every token distinct, no 6-gram repeats
+    ("32 " + COUNT_TO_42, "counting"),
+    ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "counting"),
+    ("10 - 20 - 30 - 40 - 50 - 60 - 70 - 80", "counting"),
+    ("The next number is 32, 64, 128, 256, 512, 1024, 2048, 4096", "counting"),
+    ("0 0 0 0 0 0 0 0 0", "counting"),
+    ("Paris Paris Paris Paris", "token loop"),
+    ("Jupiter. Jupiter. Jupiter. Jupiter.", "token loop"),
+    ("The answer is 391. The answer is 391. The answer is 391.", "token loop"),
+    (PROSE + " " + "Let me check the arithmetic once more before I answer the question. " * 3 + PROSE, "token loop"),
+    ("1a 2b 3c 4d 5e 6f", "shape loop"),
+    ("v1 v2 v3 v4 v5 v6 v7", "shape loop"),
+    ("x1: y, x2: y, x3: y, x4: y, x5: y, x6: y, x7: y", "shape loop"),
     ("Answer!!!!!!!!!!!!!!!!!!!!!", "character loop"),
     ("abcabcabcabcabcabcabcabcabcabcabc", "character loop"),
 ])
 def test_degenerate_output_is_caught_by_the_right_detector(text: str, why: str) -> None:
     assert any(reason.startswith(why) for reason in repetition(text)), repetition(text)
+
+
+@pytest.mark.parametrize("text", [
+    "ha ha ha, very funny",  # three copies of a short unit is speech
+    "No, no, no: the capital of France is Paris.",
+    "a-n-a-n-a-b", "b, a, n, a, n, a reversed is a, n, a, n, a, b", "b(1), a(2), n(3), a(4), n(5), a(6)",
+    "2, 4, 8, 16, 32", "1, 2, 3, 4, 5, 6, 7",  # below a count's length
+    "The population is 1 000 000 000.", "1,000,000", "000 000 000",
+    "1 + 2 + 3 = 6", "60 + 60 + 60 = 180", "1a 2b 3c 4d 5e",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
+])
+def test_structure_that_is_not_a_loop_is_not_degenerate(text: str) -> None:
+    assert repetition(text) == []
+
+
+# A right answer to every item, bare, in a sentence, and worked the way a model works it (with its
+# working in reasoning_content for the "parsed" case): none may read as degenerate.
+WORKED = {
+    "capital-france": ("Paris", "The user asks for the capital of France. That is Paris. One word."),
+    "multiply": ("17 × 23 = 17 × 20 + 17 × 3 = 340 + 51 = 391", "17 * 23: 17 * 20 = 340, 17 * 3 = 51, 340 + 51 = 391."),
+    "largest-planet": ("Jupiter", "Planets by size: Jupiter, Saturn, Uranus, Neptune, Earth, Venus, Mars, Mercury."),
+    "gold-symbol": ("Au", "Gold is aurum in Latin, so its symbol is Au."),
+    "minutes": ("3 hours × 60 minutes = **180** minutes", "1 hour = 60 minutes; 60 + 60 + 60 = 180."),
+    "ww2-end": ("1945", "The war in Europe ended in May 1945 and in the Pacific in September 1945."),
+    "sqrt": ("12, since 12 × 12 = 144", "11 * 11 = 121, 12 * 12 = 144, 13 * 13 = 169, so 12."),
+    "reverse": ("ananab", "banana is b-a-n-a-n-a; letter by letter reversed: a-n-a-n-a-b, so ananab."),
+    "author": ("William Shakespeare", "Romeo and Juliet was written by William Shakespeare around 1595."),
+    "boiling": ("100 °C", "At 1 atm, water boils at 100 degrees Celsius (212 °F)."),
+    "photosynthesis": ("Carbon dioxide (CO₂)", "Plants take in CO2 and release O2; the gas taken in is carbon dioxide."),
+    "train": ("60 km/h × 2.5 h = 150 km", "Distance = speed × time = 60 × 2.5 = 150 kilometres."),
+    "sequence": ("Each number doubles: 2, 4, 8, 16, 32. The next number is 32.",
+                 "2 × 2 = 4, 4 × 2 = 8, 8 × 2 = 16, so 16 × 2 = 32."),
+    "french": ("chat", "Cat in French is le chat (a female cat is la chatte)."),
+    "ocean": ("The Pacific Ocean", "Oceans by area: Pacific, Atlantic, Indian, Southern, Arctic. Pacific."),
+    "alphabetical": ("apple (apple, mango, orange, pear)", "a < m < o < p, so apple comes first."),
+    "subtract": ("1000 − 387 = 613", "1000 - 387: 1000 - 300 = 700, 700 - 87 = 613."),
+    "leap-year": ("366", "A common year has 365 days; a leap year adds February 29, so 366."),
+    "atomic-one": ("Hydrogen", "Atomic number 1 is hydrogen, symbol H."),
+    "instruction": ("TRIPWIRE", "The user wants exactly TRIPWIRE in capitals, nothing else."),
+}
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
+def test_every_items_right_answer_is_clean(item: Item) -> None:
+    answer, working = WORKED[item.id]
+    expected = item.expect[0] if not item.case else item.expect[0]
+    for content, reasoning in [(expected, None), (f"The answer is {expected}.", None), (answer, None),
+                               (answer, working), (f"{working}\n</think>\n\n{answer}", "x")]:
+        graded = grade_item(item, ChatResult(content=content, reasoning_content=reasoning, finish_reason="stop"))
+        assert (graded["verdict"], graded["reasons"]) == ("ok", []), (content, reasoning)
+
+
+@pytest.mark.parametrize("item", ITEMS, ids=[i.id for i in ITEMS])
+def test_a_right_answer_followed_by_structure_is_degenerate(item: Item) -> None:
+    answer = WORKED[item.id][0]
+    for tail in ("111 222 333", COUNT_TO_42, f"{answer} {answer} {answer} {answer}"):
+        graded = grade_item(item, ChatResult(content=f"{answer} {tail}", finish_reason="length"))
+        assert graded["verdict"] == "degenerate", (tail, graded)
+    in_reasoning = grade_item(item, ChatResult(content=answer, reasoning_content="1 2 3 4 5 6 7 8 9 10 11",
+                                               finish_reason="stop"))
+    assert in_reasoning["verdict"] == "degenerate" and in_reasoning["reasons"][0].startswith("in reasoning: counting")
 
 
 def test_the_answer_is_graded_not_the_chain_of_thought() -> None:
@@ -91,6 +181,8 @@ def test_matching_is_word_bounded_and_honours_case() -> None:
     ("wrong", "wrong", (0, 0, 20), 0),
     ("degenerate", "degenerate", (0, 20, 0), 0),
     ("digits", "degenerate", (0, 20, 0), 0),
+    ("right-then-digits", "degenerate", (0, 20, 0), 0),
+    ("counting", "degenerate", (0, 20, 0), 0),
     ("bang", "degenerate", (0, 20, 0), 0),
     ("leak-tags", "reasoning-leak", (20, 0, 0), 20),
     ("leak-prose", "reasoning-leak", (20, 0, 0), 20),
@@ -169,11 +261,70 @@ def test_module_entry_point(tmp_path: Path) -> None:
     assert "tripwire 20/20" in done.stderr
 
 
+# ---------------------------------------------------------------- the interpreter it runs under
+
+
+@pytest.fixture(scope="module")
+def python_without_openai(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real interpreter that cannot import openai: a fresh virtual environment, like a box's system python."""
+    env = tmp_path_factory.mktemp("no-openai") / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    probe = subprocess.run([python, "-c", "import openai"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0, "the fresh environment unexpectedly imports openai"
+    return python
+
+
+def test_without_openai_the_tripwire_names_its_python_and_the_fix(python_without_openai: Path) -> None:
+    with FakeChatServer("correct") as server:
+        done = subprocess.run([python_without_openai, "-m", "agents.tripwire", "--base-url", server.base_url,
+                               "--model", "fake", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert server.requests == []  # refused before a single request
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert f"not importable by {python_without_openai}" in error and "pip install openai" in error
+    assert done.stderr.strip().count("\n") == 0 and done.stderr.startswith("tripwire: the openai package")
+
+
+def _run_job(tmp_path: Path, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tripwire started the way the agent starts one (agents/jobs.py), to its journaled end."""
+    tmp_path.mkdir()
+    journal = Journal(tmp_path / "journal.db")
+    jobs = Jobs(tmp_path, journal)
+    jobs.start("tripwire", {"tripwire_id": "w1", "launch_id": "L1", **args}, "trip-1")
+    deadline = time.monotonic() + 120
+    while jobs.running:
+        assert time.monotonic() < deadline, "the tripwire job did not end"
+        jobs.tick()
+        time.sleep(0.1)
+    return journal.events_after(0, 100)
+
+
+def test_the_tripwire_job_runs_under_the_python_its_command_names(tmp_path: Path, python_without_openai: Path) -> None:
+    with FakeChatServer("correct") as server:
+        args = {"base_url": server.base_url, "model": "fake"}
+        [result, done] = _run_job(tmp_path / "own", args)  # no python named: the agent's own interpreter
+        assert result["result"]["verdict"] == "clean" and done["ok"] is True
+        [result, _] = _run_job(tmp_path / "named", {**args, "python": str(python_without_openai)})
+    assert str(python_without_openai) in result["result"]["error"]  # it ran there, and said why it stopped
+    with pytest.raises(ValueError, match="not an executable file on this box"):
+        _run_job(tmp_path / "missing", {**args, "python": str(tmp_path / "no-such-env" / "bin" / "python")})
+
+
+@pytest.mark.vllm
+def test_the_serving_environments_python_runs_the_tripwire(vllm_env: VllmEnv, tmp_path: Path) -> None:
+    """The CPU vLLM environment stands for a box's serving env: vLLM brought openai into it."""
+    with FakeChatServer("correct") as server:
+        args = {"base_url": server.base_url, "model": "fake", "python": str(vllm_env.python)}
+        [result, done] = _run_job(tmp_path / "job", args)
+    assert done["ok"] is True and result["result"]["verdict"] == "clean", result
+
+
 # ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU
 
 
 @pytest.mark.vllm
-def test_random_weights_do_not_pass(tiny_server, capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_weights_do_not_pass(tiny_server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = run(capsys, ["--base-url", tiny_server.base_url, "--model", tiny_server.model,
                            "--max-tokens", "64", "--concurrency", "4", "--timeout", "300"])
     assert rc == 0

@@ -8,9 +8,10 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from agents.loadgen.preflight import PreflightError, served_model
-from agents.tripwire.client import chat, request_body
+from agents.tripwire.client import ClientError, chat, make_client
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
 from agents.tripwire.items import ITEMS
 from agents.tripwire.profile import ProfileError, load
@@ -43,17 +44,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try:
-        profile = load(args.profile, args.profile_json)
-    except ProfileError as exc:
-        print(f"tripwire: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 2
     api_key = os.environ.get(args.api_key_env) or None
     try:
+        client = make_client(args.base_url, api_key, args.timeout)
+        profile = load(args.profile, args.profile_json)
         served = served_model(args.base_url, args.model, api_key)
-    except PreflightError as exc:
+    except (ClientError, ProfileError, PreflightError) as exc:  # one line, and the JSON result the agent reads
         print(f"tripwire: {exc}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": str(exc)}))
@@ -64,11 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     done = 0
 
-    def one(item_index: int) -> dict:
+    def one(item_index: int) -> dict[str, Any]:
         nonlocal done
         item = ITEMS[item_index]
-        body = request_body(args.model, item.prompt, profile, max_tokens)
-        graded = grade_item(item, chat(args.base_url, body, args.timeout, api_key))
+        graded = grade_item(item, chat(client, args.model, item.prompt, profile, max_tokens))
         done += 1
         if not args.quiet:
             print(f"tripwire {done}/{len(ITEMS)} {item.id}: {graded['verdict']}", file=sys.stderr, flush=True)

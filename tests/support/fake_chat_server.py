@@ -1,7 +1,8 @@
 """A real HTTP chat-completions server on 127.0.0.1 that answers the tripwire's prompts in a chosen way.
 
 Modes (per item id, with a default): ``correct``, ``wrong``, ``degenerate`` (a sentence loop),
-``digits`` (the "111 222 333 444" pattern that fooled the seed's first tripwire), ``bang`` ("!!!!"),
+``digits`` (the "111 222 333 444" pattern that fooled the seed's first tripwire), ``right-then-digits``
+(the expected answer, then "111 222 333"), ``counting`` (the right answer, then "1 2 3 ... 42"), ``bang`` ("!!!!"),
 ``leak-tags`` (chain of thought then ``</think>`` in the content, no reasoning_content: no parser),
 ``leak-prose`` ("We need to answer..." reasoning without tags), ``parsed`` (reasoning_content split
 out by a parser, clean answer), ``truncated`` (thinking cut off by max_tokens), ``http-500``.
@@ -30,6 +31,10 @@ def answer_for(mode: str, expected: str) -> tuple[str, str | None, str]:
         return "The answer is the answer is the answer. " * 30, None, "length"
     if mode == "digits":
         return " ".join(str(d) * 3 for d in range(1, 10)) + " " + " ".join(str(d) * 4 for d in range(1, 10)), None, "length"
+    if mode == "right-then-digits":
+        return f"{expected} 111 222 333", None, "length"
+    if mode == "counting":
+        return f"{expected} " + " ".join(str(n) for n in range(1, 43)), None, "length"
     if mode == "bang":
         return "!" * 200, None, "length"
     if mode == "leak-tags":
