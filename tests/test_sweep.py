@@ -26,12 +26,12 @@ import pytest
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Store
+from console.store.conditions import admitted_streams
 from console.store.sweeps import SweepArm
 from console.sweep import (
     SweepError,
     SweepOptions,
     accepted_candidates,
-    admitted_streams,
     candidates,
 )
 from console.sweep.plan import flag_value
@@ -318,7 +318,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
             service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 await service.probe(box.name)
-                sweep, _ = service.open_sweep("one", box.name, ["short"], [2])
+                sweep, _ = service.open_sweep("one", box.name, ["short"], [2, 6])
                 options = SweepOptions(kill_grace_s=2, prompts=4, base_port=base)
                 await service.run_sweep(sweep.id, options)
             finally:
@@ -337,9 +337,17 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
         assert [x["port"] for x in launches] == [base, base + 1, base + 2, base + 3]
         # In parallel: every replica was serving before the first one was stopped.
         assert max(x["ready_ms"] for x in launches) < min(x["stop_ms"] for x in launches)
-        benches = store.sweeps.benches(arm.id)
-        assert sorted(b["launch_id"] for b in benches) == sorted(arm.launch_ids)
-        assert all(b["out_tok_per_s"] and b["queueing"] == 0 for b in benches)
+        # One node run per shape and concurrency: every replica at once, each one's share as detail; a
+        # concurrency below the replica count would leave replicas idle, so it is an error, not a row.
+        idle, bench = store.sweeps.benches(arm.id)
+        assert idle["concurrency"] == 2 and idle["bench_run_id"] is None and "below the 4 replicas" in idle["error"]
+        assert bench["launch_id"] == arm.launch_ids[0] and bench["out_tok_per_s"] and bench["queueing"] == 0
+        [node] = store.rows("SELECT replicas, concurrency FROM bench_runs WHERE id = ?", [bench["bench_run_id"]])
+        assert node == {"replicas": 4, "concurrency": 6}
+        detail = store.rows("SELECT launch_id, streams FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica",
+                            [bench["bench_run_id"]])  # fmt: skip
+        assert [d["launch_id"] for d in detail] == arm.launch_ids  # in port order, as the streams were dealt
+        assert [d["streams"] for d in detail] == [2, 2, 1, 1]  # C6 round-robin over four replicas
         assert arm.gpu_mem_mib is not None and arm.gpu_mem_mib > 0  # the card's memory, from the probe
 
 
