@@ -331,7 +331,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
         box.kill_agent()
     with Store(tmp_path / "state.db") as store:
         [arm] = store.sweeps.arms(sweep_id)
-        assert arm.state == "served" and len(arm.launch_ids) == 4
+        assert arm.state == "served" and len(arm.launch_ids) == 4, arm.reason
         launches = store.rows("SELECT gpus, port, start_ms, ready_ms, stop_ms FROM launches ORDER BY port")
         assert [json.loads(x["gpus"]) for x in launches] == [[0], [1], [2], [3]]
         assert [x["port"] for x in launches] == [base, base + 1, base + 2, base + 3]

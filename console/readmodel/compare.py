@@ -50,13 +50,13 @@ def control_pairs(groups: Iterable[RepeatGroup]) -> list[ControlPair]:
 
 
 def noise_floor(pairs: Iterable[ControlPair], a: RepeatGroup, b: RepeatGroup) -> ControlPair | None:
-    """The widest control pair at the shape and concurrency of ``a`` and ``b``, on a box of theirs, that is
-    not the pair being compared (a control pair compared with itself would always be a tie)."""
+    """The widest control pair at the shape and concurrency of ``a`` and ``b``, on a box of theirs, other
+    than the pair being compared (a control pair compared with itself would always be a tie)."""
     compared = {a.id, b.id}
     fitting = [
         p for p in pairs
         if p.a.shape == a.shape and p.a.concurrency == a.concurrency and p.a.box in (a.box, b.box)
-        and not {p.a.id, p.b.id} & compared
+        and {p.a.id, p.b.id} != compared
     ]  # fmt: skip
     return max(fitting, key=lambda p: p.floor, default=None)
 

@@ -660,8 +660,8 @@ class Comparison:
 class GroupStanding:
     """A repeat group beside the best repeated group of its shape and concurrency (the Results view).
 
-    ``word``: ``best``; ``TIE`` when the verdict against the best is a tie; ``-12.3%`` when it is slower
-    outside the spread; ``no verdict`` for a group without repeats.
+    ``word``: ``best``; ``TIE`` when the verdict against the best is a tie; ``-12.3%`` (its median against
+    the best one's) when it is slower outside the spread; ``no verdict`` for a group without repeats.
     """
 
     group: RepeatGroup
@@ -674,6 +674,6 @@ class GroupStanding:
             return "best" if self.group.repeated else "no verdict"
         if c.verdict == "tie":
             return "TIE"
-        if c.verdict == "faster" and c.percent is not None:
-            return f"-{c.percent:.1f}%"
+        if c.verdict == "faster" and c.a.median is not None and c.b.median:
+            return f"{c.a.median / c.b.median - 1:.1%}"
         return "no verdict"

@@ -18,6 +18,7 @@ from console.service.launches import (
     LaunchPlan,
     released,
 )
+from console.service.runs import BenchNode, BenchOutcome
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
@@ -27,6 +28,8 @@ class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents):
 
 
 __all__ = [
+    "BenchNode",
+    "BenchOutcome",
     "DEFAULT_READY_TIMEOUT_S",
     "Connected",
     "HostKey",
