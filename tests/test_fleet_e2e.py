@@ -34,12 +34,13 @@ async def _until(what: str, predicate: Callable[[], bool], timeout: float) -> No
         await asyncio.sleep(0.5)
 
 
-async def _campaign(db: str, *argv: str, status: int = 0) -> dict[str, Any]:
-    """Run the real CLI in its own process (it opens its own store and link, as an operator's would);
-    with ``--json`` its stdout is that JSON and nothing else."""
+async def _campaign(db: str, recipes: Path, *argv: str, status: int = 0) -> dict[str, Any]:
+    """Run the real CLI in its own process (it opens its own store and link, as an operator's would, and
+    reads ``recipes`` as the operator's own); with ``--json`` its stdout is that JSON and nothing else."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "console", "--db", db, *argv,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "CAMPAIGN_RECIPES": str(recipes)},
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 600)
     assert proc.returncode == status, err.decode()
@@ -114,14 +115,14 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
         # The same through the operator's commands: each prints the stored row, traced to its command. The
         # arm names the node on the box; 8 x C prompts by default; three streams a replica admitting two queue.
         db = str(tmp_path / "state.db")
-        bench_cli = await _campaign(db, "bench", "tiny-cpu-x2", "--box", "local", "--shape", "tiny", "-c", "6",
+        bench_cli = await _campaign(db, recipes, "bench", "tiny-cpu-x2", "--box", "local", "--shape", "tiny", "-c", "6",
                                     "--json")  # fmt: skip
         assert bench_cli["run_id"].startswith("bench-") and bench_cli["concurrency"] == 6
         assert (bench_cli["replicas"], bench_cli["prompts"], bench_cli["queueing"]) == (2, 48, True)
         assert [r["streams"] for r in bench_cli["per_replica"]] == [3, 3]
         assert bench_cli["out_tok_per_s"] > 0 and bench_cli["diagnostic_only"] == int(not verdict["passed"])
         failed = 0 if verdict["passed"] else 1  # `campaign tripwire` exits 1 on a failed tripwire, as `check`
-        tripwire_cli = await _campaign(db, "tripwire", launch_id, "--max-tokens", "32", "--json", status=failed)
+        tripwire_cli = await _campaign(db, recipes, "tripwire", launch_id, "--max-tokens", "32", "--json", status=failed)
         assert tripwire_cli["run_id"].startswith("tripwire-") and tripwire_cli["verdict"]["total"] == verdict["total"]
 
         stopped = await service.kill(service.plan_kill("tiny-cpu-x2", "local"), grace_s=20)
