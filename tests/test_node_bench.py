@@ -8,11 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +20,14 @@ from console.readmodel import bench_rows, compare, control_pairs, repeat_groups,
 from console.recipes import load_catalog
 from console.service import BenchOutcome, Service
 from console.store import Store
-from tests.support.fake_engine import install, write_model
-from tests.test_sweep import _stop_agent, free_ports
+from tests.test_sweep import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)
 
 RECIPES = """
 [profiles."fake-nvfp4"]
-checkpoint = "fake-nvfp4"
+checkpoint = "fake-moe"  # the model directory the local box of tests/conftest.py has
 local = true
 served_model_name = "fake-nvfp4"
 architecture = "llama"
@@ -61,23 +57,12 @@ output_len = 4
 
 
 @pytest.fixture
-def box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """(state.db, recipes): the ``local`` box serving the fake engine, its agent in a short home."""
-    home = Path(tempfile.mkdtemp(prefix="nb-"))  # a unix socket path must stay under 108 bytes
-    recipes = tmp_path / "recipes"
+def box(local_db: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """(state.db, recipes): the ``local`` box serving the fake engine (tests/conftest.py), these arms."""
+    recipes = tmp_path / "node-recipes"
     recipes.mkdir()
     (recipes / "fake.toml").write_text(RECIPES)
-    db = tmp_path / "state.db"
-    with Store(db) as store:
-        store.boxes.ensure_local()
-        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
-                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
-    write_model(tmp_path / "models" / "fake-nvfp4")
-    try:
-        yield db, recipes
-    finally:
-        _stop_agent(home / "agent")
-        shutil.rmtree(home, ignore_errors=True)
+    return local_db, recipes
 
 
 def _campaign(db: Path, recipes: Path, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -11,14 +11,11 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,34 +89,6 @@ def recipes(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "fake.toml").write_text(RECIPES)
     return path
-
-
-@pytest.fixture
-def local_db(tmp_path: Path) -> Iterator[Path]:
-    """A state.db whose ``local`` box has the fake engine as its serving env and a short agent home."""
-    home = Path(tempfile.mkdtemp(prefix="sw-"))  # a unix socket path must stay under 108 bytes
-    db = tmp_path / "state.db"
-    with Store(db) as store:
-        store.boxes.ensure_local()
-        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
-                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
-    write_model(tmp_path / "models" / "fake-moe")
-    try:
-        yield db
-    finally:
-        _stop_agent(home / "agent")
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def _stop_agent(home: Path) -> None:
-    """Stop the agent daemon this test's sweep started (by its recorded pid), and only it."""
-    pid_file = home / "agent.pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text().split()[0])
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 def free_ports(n: int) -> int:
