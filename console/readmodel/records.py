@@ -485,6 +485,12 @@ class SweepBench:
     out_tok_per_s: float | None
     queueing: bool  # the server could not admit the concurrency at once: TTFT is queueing
     error: str | None
+    kernel_fallback: bool = False
+    replicas: int | None = None
+
+    @property
+    def marks(self) -> str:
+        return " ".join(w for w, on in (("KERNEL-FALLBACK", self.kernel_fallback), ("QUEUEING", self.queueing)) if on)
 
 
 @dataclass(frozen=True)
