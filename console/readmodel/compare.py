@@ -109,7 +109,8 @@ def resolve_side(rows: Sequence[ResultRow], spec: str, shape: str | None = None,
     mine = [r for r in rows if r.arm == spec and (box is None or r.box == box)
             and (shape is None or r.shape == shape) and (concurrency is None or r.concurrency == concurrency)]  # fmt: skip
     if not mine:
-        where = "".join(f" {w}" for w in (box and f"on {box}", shape, concurrency and f"C{concurrency}") if w)
+        at = " ".join(w for w in (shape, concurrency and f"C{concurrency}") if w)
+        where = (f" at {at}" if at else "") + (f" on {box}" if box else "")
         raise InputError(f"{spec!r} is no bench row, run, repeat group or benched arm{where} in this state.db",
                          "`campaign export summary` lists the rows; an arm needs rows at the shape and concurrency")
     workloads = sorted({(r.shape, r.concurrency) for r in mine})

@@ -137,7 +137,7 @@ class RunIntents(LaunchIntents):
                     prompts: int | None = None, seed: int | None = None, repeat: int = 1, *, wait: bool = True,
                     timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
                     tick: Callable[[float], None] | None = None) -> BenchOutcome:  # fmt: skip
-        """Benchmark the node: every serving replica of the arm (or of the launch's launch) on the box at once.
+        """Benchmark the node: every serving replica of the arm on the box (or of the launch id's launch) at once.
 
         ``repeat`` runs one after another, each with its own seed unless ``seed`` is given, stored as one
         repeat group; ``wait`` False starts one run and returns (its row lands at the next sync).

@@ -75,12 +75,14 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
 
 def detail_line(r: ResultRow) -> str:
     """The highlighted row whole, so an 80-column terminal still shows its kernel, verdict and limit."""
+    node = f" on {r.replicas} replicas" if r.replicas and r.replicas > 1 else ""
     parts = [
-        f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s",
+        f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s{node}",
         f"tripwire {r.tripwire.word}",
         f"limit {num(r.power_limit_w)} W",
         f"kernel {r.kernel_line or 'not recorded'}",
     ]
+    parts += [f.text for f in r.fallbacks]
     if r.marks:
         parts.append(r.marks)
     return " | ".join(parts)
