@@ -35,6 +35,8 @@ _FLAGS = {
               "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),
     "tripwire": ("base_url", "model", "profile", "max_tokens", "concurrency", "timeout"),
 }
+_REPEATED = frozenset({"base_url"})
+"""Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
 _ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id"}
 _TOOL = {"bench": "loadgen", "tripwire": "tripwire"}
 
@@ -89,7 +91,9 @@ def tool_argv(op: str, args: dict[str, Any]) -> list[str]:
             val = args.get(key)
             if val is None:
                 continue
-            if isinstance(val, (dict, list)):
+            if key in _REPEATED and isinstance(val, list):
+                out += [part for item in val for part in (f"--{key.replace('_', '-')}", str(item))]
+            elif isinstance(val, (dict, list)):
                 out += [f"--{key.replace('_', '-')}-json", json.dumps(val)]
             else:
                 out += [f"--{key.replace('_', '-')}", str(val)]

@@ -35,9 +35,14 @@ def clean(line: str, limit: int = MAX_LINE_CHARS) -> str:
     return _ANSI.sub("", line).rstrip()[:limit]
 
 
+_CONFIG_FLAGS = (re.compile(r"enable_flashinfer_autotune=\w+"), re.compile(r"enable_prefix_caching=\w+"))
+"""Settings kept beside the ``KernelConfig``: the flashinfer autotune that seed rule 5 is about, and
+whether the engine caches prefixes (a number measured with it on is only comparable with its like)."""
+
+
 def config_excerpt(line: str) -> str:
     """The ``KernelConfig(...)`` part of an engine config line (which runs to thousands of characters),
-    plus the flashinfer autotune flag that seed rule 5 is about, when the line carries it."""
+    plus the settings of ``_CONFIG_FLAGS`` the line carries."""
     start = line.find("KernelConfig(")
     if start < 0:
         return line[:MAX_LINE_CHARS]
@@ -51,9 +56,10 @@ def config_excerpt(line: str) -> str:
     excerpt = line[start:end]
     if line[:start].endswith("kernel_config="):
         excerpt = "kernel_config=" + excerpt
-    autotune = re.search(r"enable_flashinfer_autotune=\w+", line)
-    if autotune and autotune.group(0) not in excerpt:
-        excerpt += " " + autotune.group(0)
+    for flag in _CONFIG_FLAGS:
+        found = flag.search(line)
+        if found and found.group(0) not in excerpt:
+            excerpt += " " + found.group(0)
     return excerpt[:MAX_LINE_CHARS]
 
 

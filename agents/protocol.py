@@ -63,7 +63,8 @@ OPS: dict[str, str] = {
     "launches": "() -> {launches: [{launch_id, state, pid, port, gpus, ...}]}",
     "log_tail": "(launch_id, lines) -> {lines: [str]}",
     "probe": "(console_t_ms, serving_python?, serving_env?: {str: str}) -> {probe}; also journaled as a probe event",
-    "bench": "(bench_id, launch_id, argv?: [loadgen flags] | base_url, model, tokenizer?, vocab_size?, shape? | "
+    "bench": "(bench_id, launch_id, argv?: [loadgen flags] | base_url (one, or a list: a node's replicas, the "
+    "streams round-robin over them), model, tokenizer?, vocab_size?, shape? | "
     "workload? (a recipe shape's name: with the lengths given, a label), "
     "input_len?, output_len?, prefix_len?, concurrency, prompts?, warmup?, seed?, processes?, timeout?) -> "
     "{started, pid, log_path}; the result arrives as bench_result + command_done",

@@ -49,9 +49,9 @@ def pinned(argv: list[str], cpus: list[int], **kwargs) -> subprocess.CompletedPr
     )
 
 
-def start_server(cpus: list[int], processes: int) -> tuple[subprocess.Popen[str], str]:
+def start_server(cpus: list[int], processes: int, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
     argv = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0",
-            "--processes", str(processes), "--cpus", ",".join(map(str, cpus))]
+            "--processes", str(processes), "--cpus", ",".join(map(str, cpus)), "--itl-ms", str(itl_ms)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("listening on "):
@@ -60,12 +60,14 @@ def start_server(cpus: list[int], processes: int) -> tuple[subprocess.Popen[str]
     return proc, line.split()[-1]
 
 
-def run_loadgen(url: str, c: int, prompts: int, args: argparse.Namespace, cpus: list[int], processes: int,
-                tmp: Path) -> dict:
-    argv = [sys.executable, "-m", "agents.loadgen", "--base-url", url, "--model", "zero",
-            "--vocab-size", "1000", "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-            "--concurrency", str(c), "--prompts", str(prompts), "--warmup", str(min(c, 64)),
-            "--processes", str(processes), "--json", "--quiet", "--records", str(tmp / f"lg-{c}-{processes}.jsonl")]
+def run_loadgen(urls: list[str], c: int, prompts: int, args: argparse.Namespace, cpus: list[int],
+                processes: int | None, tmp: Path) -> dict:
+    """One run of this load generator against ``urls`` (round-robin); ``processes`` None: its default."""
+    argv = [sys.executable, "-m", "agents.loadgen", *(part for url in urls for part in ("--base-url", url)),
+            "--model", "zero", "--vocab-size", "1000", "--input-len", str(args.input_len),
+            "--output-len", str(args.output_len), "--concurrency", str(c), "--prompts", str(prompts),
+            "--warmup", str(min(c, 64)), "--json", "--quiet", "--records", str(tmp / f"lg-{c}-{len(urls)}.jsonl"),
+            *(["--processes", str(processes)] if processes else [])]
     done = pinned(argv, cpus, cwd=ROOT, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 ours_runs, theirs_runs = [], []
                 for rep in range(args.repeats):  # interleaved, so drift on a shared machine hits both alike
                     log(f"C{c} run {rep + 1}/{args.repeats}: this load generator, 1 process on CPU {client_cpus[0]}")
-                    ours_runs.append(run_loadgen(url, c, prompts, args, client_cpus[:1], 1, tmp))
+                    ours_runs.append(run_loadgen([url], c, prompts, args, client_cpus[:1], 1, tmp))
                     if not args.skip_vllm:
                         log(f"C{c} run {rep + 1}/{args.repeats}: vllm bench serve on CPU {client_cpus[0]}")
                         theirs_runs.append(run_vllm_bench(url, c, prompts, args, client_cpus[0], tmp))
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpus = client_cpus[:procs] if len(client_cpus) >= procs else client_cpus
                 c = max(levels)
                 log(f"scaling: --processes {procs} on CPUs {cpus}, C{c}")
-                ours = run_loadgen(url, c, args.prompts_per_c * c, args, cpus, procs, tmp)
+                ours = run_loadgen([url], c, args.prompts_per_c * c, args, cpus, procs, tmp)
                 report["scaling"].append({"processes": procs, "cpus": cpus, "concurrency": c,
                                           "out_tok_per_s": ours["out_tok_per_s"],
                                           "cores_used": ours["client"]["cores_used"],

@@ -5,7 +5,11 @@ as vLLM's server frames them (one HTTP chunk per event, a usage event, ``[DONE]`
 in one write, from a cache keyed by (max_tokens, prompt tokens). Whatever rate a client reports against
 it is that client's ceiling, not a server's.
 
-    python bench/zero_server.py [--port 0] [--processes N] [--cpus 1,2,3] [--model NAME]
+With ``--itl-ms X`` it paces instead: the first token at once, then one token event every X ms per
+stream, as a real server decodes, so a client can be measured at a realistic rate (40 tokens a second
+per stream at 25 ms) and must then keep up without saturating a core.
+
+    python bench/zero_server.py [--port 0] [--processes N] [--cpus 1,2,3] [--model NAME] [--itl-ms X]
 
 Prints ``listening on http://127.0.0.1:PORT`` once ready. Binds 127.0.0.1 only.
 """
@@ -32,6 +36,11 @@ def chunk(event: bytes) -> bytes:
 
 def stream_body(model: str, max_tokens: int, prompt_tokens: int) -> bytes:
     """The full chunked SSE response vLLM would send for a completion of ``max_tokens`` tokens."""
+    return SSE_HEAD + b"".join(chunk(e) for e in stream_events(model, max_tokens, prompt_tokens)) + b"0\r\n\r\n"
+
+
+def stream_events(model: str, max_tokens: int, prompt_tokens: int) -> list[bytes]:
+    """The SSE events of that response, each as one HTTP chunk carries it: the tokens, usage, [DONE]."""
     head = '{"id":"cmpl-zero","object":"text_completion","created":0,"model":' + json.dumps(model) + ","
 
     def token(finish: str | None) -> bytes:
@@ -42,7 +51,7 @@ def stream_body(model: str, max_tokens: int, prompt_tokens: int) -> bytes:
     events = [token(None)] * (max_tokens - 1) + [token("length")]
     events.append(("data: " + head + '"choices":[],"usage":' + json.dumps(usage, separators=(",", ":")) + "}\n\n").encode())
     events.append(b"data: [DONE]\n\n")
-    return SSE_HEAD + b"".join(chunk(e) for e in events) + b"0\r\n\r\n"
+    return events
 
 
 def json_response(status: str, body: object) -> bytes:
@@ -68,7 +77,10 @@ def prompt_tokens(body: bytes) -> int:
 
 class ZeroProtocol(asyncio.Protocol):
     cache: dict[tuple[int, int], bytes] = {}
+    paced: dict[tuple[int, int], list[bytes]] = {}
     model = "zero"
+    itl_s = 0.0
+    """Seconds between token events of a stream; 0 answers each request in one write."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -90,7 +102,38 @@ class ZeroProtocol(asyncio.Protocol):
                 return
             head, body = self.buf[:end], self.buf[end + 4 : end + 4 + length]
             self.buf = self.buf[end + 4 + length :]
-            self.transport.write(self.answer(head.split(b"\r\n", 1)[0], body))
+            request_line = head.split(b"\r\n", 1)[0]
+            if self.itl_s and request_line.startswith(b"POST /v1/completions"):
+                self.pace(self.events(body))
+            else:
+                self.transport.write(self.answer(request_line, body))
+
+    def events(self, body: bytes) -> list[bytes]:
+        """The response's chunks, head first and the chunked body's end last (cached like ``answer``)."""
+        key = self.key(body)
+        events = self.paced.get(key)
+        if events is None:
+            chunks = [chunk(e) for e in stream_events(self.model, max(key[0], 1), key[1])]
+            tokens, tail = chunks[:-2], b"".join(chunks[-2:]) + b"0\r\n\r\n"
+            # The usage event, [DONE] and the body's end go with the last token, as vLLM sends them.
+            events = [SSE_HEAD + tokens[0], *tokens[1:]]
+            events[-1] += tail
+            self.paced[key] = events
+        return events
+
+    def pace(self, events: list[bytes], i: int = 0) -> None:
+        """Write event ``i`` now and schedule the next one ``itl_s`` later (the client sends its next
+        request on this connection only after the last one, as a closed loop does)."""
+        if self.transport.is_closing():
+            return
+        self.transport.write(events[i])
+        if i + 1 < len(events):
+            asyncio.get_running_loop().call_later(self.itl_s, self.pace, events, i + 1)
+
+    @staticmethod
+    def key(body: bytes) -> tuple[int, int]:
+        m = MAX_TOKENS.search(body)
+        return int(m.group(1)) if m else 16, prompt_tokens(body)
 
     def answer(self, request_line: bytes, body: bytes) -> bytes:
         method, _, rest = request_line.partition(b" ")
@@ -102,8 +145,7 @@ class ZeroProtocol(asyncio.Protocol):
             return b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
         if method != b"POST" or path != b"/v1/completions":
             return json_response("404 Not Found", {"error": {"message": f"no route {request_line.decode()}"}})
-        m = MAX_TOKENS.search(body)
-        key = (int(m.group(1)) if m else 16, prompt_tokens(body))
+        key = self.key(body)
         response = self.cache.get(key)
         if response is None:
             response = self.cache[key] = stream_body(self.model, max(key[0], 1), key[1])
@@ -126,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="zero")
     p.add_argument("--processes", type=int, default=1, help="forked acceptors sharing the listening socket")
     p.add_argument("--cpus", help="comma-separated CPUs to pin the processes to, round-robin")
+    p.add_argument("--itl-ms", type=float, default=0.0, help="pace each stream: one token event every X ms")
     args = p.parse_args(argv)
     ZeroProtocol.model = args.model
+    ZeroProtocol.itl_s = args.itl_ms / 1000
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))

@@ -112,10 +112,12 @@ def _best(rows: Sequence[ResultRow], title: str) -> list[str]:
     table = [(r.model, r.arm, r.box, f"{r.shape} C{r.concurrency}", r.out_tok_per_s,
               None if r.ttft_ms_p50 is None else f"{r.ttft_ms_p50 / 1000:.2f} s" + (" (queueing)" if r.queueing else ""),
               r.kernel_line or "not recorded", r.tripwire.text,
-              None if r.power_limit_w is None else f"{r.power_limit_w:.0f} W")
+              None if r.power_limit_w is None else f"{r.power_limit_w:.0f} W", r.replicas, r.marks)
              for r in rows]  # fmt: skip
-    header = ("model", "arm", "box", "shape", "out tok/s", "TTFT p50", "kernel line", "tripwire", "power limit")
-    note = "Fastest row per model and shape; diagnostic-only rows (failed tripwire) are left out."
+    header = ("model", "arm", "box", "shape", "out tok/s", "TTFT p50", "kernel line", "tripwire", "power limit",
+              "replicas", "marks")  # fmt: skip
+    note = ("Fastest node row per model and shape (every replica measured at once); diagnostic-only rows "
+            "(failed tripwire) are left out.")
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 

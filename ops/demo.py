@@ -172,7 +172,8 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
         payload.bench_runs.append({
             "box": key[1], "launch_id": f"import:{key[1]}:{key[0]}", "arm": key[0], "model": arm.need("model"),
             "configuration": arm.text("configuration"), "shape": shape.need("shape"),
-            "concurrency": c.need("concurrency", int), "input_len": shape.need("input_len", int),
+            "concurrency": c.need("concurrency", int), "replicas": arm.need("replicas", int),
+            "input_len": shape.need("input_len", int),
             "output_len": shape.need("output_len", int), "prefix_len": shape.need("prefix_len", int),
             "out_tok_per_s": out_tok, "in_tok_per_s": in_tok,
             "total_tok_per_s": None if in_tok is None else in_tok + out_tok,

@@ -2,9 +2,11 @@
 
 Every throughput row leaves with its arm, kernel line, tripwire verdict and power limit beside it, and a
 diagnostic-only row says so in every format (a ``diagnostic_only`` column: ``yes`` in TSV/CSV, ``true``
-in JSON), because a number copied out of context is how a degenerate arm becomes a purchase. Economics
-rows say the same of accuracy borrowed from another box or arm (``accuracy_basis``) and of a box run
-below its board maximum (``capped``).
+in JSON), because a number copied out of context is how a degenerate arm becomes a purchase. So do the
+conditions it was measured under: the replicas of the node, the seed, prefix caching, a kernel other than
+the arm asked for (``kernel_fallback``) and the repeat group it belongs to. Rows are node rows; each
+replica's share is detail that stays in the store. Economics rows say the same of accuracy borrowed from
+another box or arm (``accuracy_basis``) and of a box run below its board maximum (``capped``).
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ from console.timeutil import from_ms
 FORMATS = ("tsv", "csv", "json")
 
 SUMMARY_COLUMNS = (
-    "arm", "box", "model", "configuration", "shape", "concurrency",
+    "arm", "box", "model", "configuration", "shape", "concurrency", "replicas",
     "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
     "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
     "e2e_ms_p50", "e2e_ms_p99",
-    "kernel_line", "tripwire", "power_limit_w", "client_bound", "diagnostic_only", "queueing",
-    "source", "started_utc", "provenance",
+    "kernel_line", "tripwire", "power_limit_w", "client_bound", "kernel_fallback", "diagnostic_only", "queueing",
+    "prefix_caching", "seed", "repeat_group", "source", "started_utc", "provenance",
 )  # fmt: skip
 KERNEL_COLUMNS = ("box", "launch_id", "arm", "model", "state", "category", "line", "failure_reason")
 ECONOMICS_COLUMNS = (
@@ -41,7 +43,9 @@ ECONOMICS_COLUMNS = (
     "accuracy_basis", "accuracy_arm", "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node",
     "on_frontier", "diagnostic_only", "power_limit_w", "max_power_w", "capped", "source",
 )  # fmt: skip
-FLAGS = frozenset({"client_bound", "diagnostic_only", "queueing", "on_frontier", "capped"})
+FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queueing", "on_frontier", "capped"})
+UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
+"""Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
 
 
 class ExportError(InputError, ValueError):
@@ -84,7 +88,7 @@ def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
 
 
 def _cell(column: str, value: Any) -> str:
-    if column in FLAGS:
+    if column in FLAGS or (column in UNKNOWN_OR_FLAG and value is not None):
         return "yes" if value else "no"
     if value is None:
         return ""
@@ -97,7 +101,8 @@ def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "json":
-        records = [{c: (bool(r.get(c)) if c in FLAGS else r.get(c)) for c in columns} for r in rows]
+        records = [{c: (bool(r.get(c)) if c in FLAGS or (c in UNKNOWN_OR_FLAG and r.get(c) is not None)
+                        else r.get(c)) for c in columns} for r in rows]  # fmt: skip
         return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
     buf = io.StringIO()
     if fmt == "csv":

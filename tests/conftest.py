@@ -1,14 +1,21 @@
-"""Session-wide test infrastructure: the CPU vLLM environment and one shared tiny server."""
+"""Shared test infrastructure: the CPU vLLM environment and one shared tiny server (per session), and a
+``local`` box serving the fake engine (per test)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
+from console.store import Store
 from tests.support import vllm_env as vllm_env_module
 from tests.support import vllm_server
+from tests.support.fake_engine import install, write_model
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +64,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"needs {' and '.join(needed)} but was skipped ({reason}); CI never passes without it"
+@pytest.fixture
+def local_db(tmp_path: Path) -> Iterator[Path]:
+    """A state.db whose ``local`` box has the fake engine as its serving env and a short agent home."""
+    home = Path(tempfile.mkdtemp(prefix="sw-"))  # a unix socket path must stay under 108 bytes
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        store.boxes.ensure_local()
+        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
+                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
+    write_model(tmp_path / "models" / "fake-moe")
+    try:
+        yield db
+    finally:
+        _stop_agent(home / "agent")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _stop_agent(home: Path) -> None:
+    """Stop the agent daemon this test started (by its recorded pid), and only it."""
+    pid_file = home / "agent.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass

@@ -219,6 +219,15 @@ def test_the_consoles_workload_name_reaches_the_load_generator_as_a_label() -> N
     assert own[own.index("--shape") + 1] == "router"
 
 
+def test_a_nodes_replicas_reach_the_load_generator_as_repeated_base_urls() -> None:
+    from agents.jobs import tool_argv
+    from agents.loadgen.cli import parser
+
+    argv = tool_argv("bench", {"base_url": ["http://127.0.0.1:8100", "http://127.0.0.1:8101"], "model": "m",
+                               "shape": "router", "concurrency": 8, "launch_ids": ["a", "b"]})  # fmt: skip
+    assert parser().parse_args(argv).base_url == ["http://127.0.0.1:8100", "http://127.0.0.1:8101"]
+
+
 def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tmp_path: Path) -> None:
     import socket
     import sqlite3

@@ -190,6 +190,36 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     assert out["steady"]["window_s"] > 0
 
 
+def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
+    zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    second = subprocess.Popen([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert second.stdout is not None
+        other = second.stdout.readline().split()[-1]
+        records = tmp_path / "records.jsonl"
+        rc, out = run_json(capsys, [
+            "--base-url", zero_server, "--base-url", other, "--model", "zero", "--vocab-size", "1000",
+            "--input-len", "16", "--output-len", "8", "--concurrency", "5", "--processes", "2",
+            "--records", str(records), "--json", "--quiet",
+        ])  # fmt: skip
+    finally:
+        second.terminate()
+        second.wait(10)
+    assert rc == 0 and out["base_urls"] == [zero_server, other]
+    assert out["prompts"] == 40  # 8 x C by default
+    first, second_url = out["per_url"]
+    # Streams 0, 2, 4 go to the first URL and 1, 3 to the second, across both worker processes.
+    assert (first["base_url"], first["streams"], second_url["streams"]) == (zero_server, 3, 2)
+    assert first["requests"] > 0 and second_url["requests"] > 0
+    assert first["requests"] + second_url["requests"] == out["requests"] == 40
+    # The node's throughput is the sum of its replicas' (one duration for all), its latencies over all requests.
+    assert first["out_tok_per_s"] + second_url["out_tok_per_s"] == pytest.approx(out["out_tok_per_s"])
+    targets = [json.loads(line)["target"] for line in records.read_text().splitlines()[1:]]
+    assert sorted(set(targets)) == [0, 1] and targets.count(0) == first["requests"]
+
+
 def test_loadgen_module_entry_point_runs_a_builtin_shape(zero_server: str, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "agents.loadgen", "--base-url", zero_server, "--model", "zero", "--vocab-size", "500",

@@ -242,6 +242,13 @@ def test_layouts_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         resolve(c, "tp8", PRO)
     with pytest.raises(ResolveError, match="box local has none"):
         resolve(c, "two", CPU)
+    single = catalog_of(tmp_path, """
+        [arms.cpu2]
+        profile = "p"
+        replicas = 2
+        """)
+    assert [(rep.gpus, rep.port) for rep in resolve(single, "cpu2", CPU, base_port=9000).replicas] == [
+        ([], 9000), ([], 9001)]  # a box without GPUs runs its replicas on its CPUs, each on its own port
     assert [rep.gpus for rep in resolve(c, "two", RTX5090).replicas] == [[0, 1], [2, 3]]
     with pytest.raises(ResolveError, match="each usable once"):
         resolve(c, "two", PRO, gpus=[0, 0, 1, 2])

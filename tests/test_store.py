@@ -46,6 +46,8 @@ def test_v1_file_is_upgraded_with_its_rows_and_a_backup(tmp_path: Path) -> None:
         assert versions == [m.version for m in MIGRATIONS]
         assert store.boxes.get("pro-a").port == 22022
         assert store.scalar("SELECT out_tok_per_s FROM bench_runs") == 5161
+        # A console bench before node rows measured one replica: the upgraded row says so.
+        assert store.scalar("SELECT replicas FROM bench_runs") == 1
         # Tables added after v1 exist and work.
         assert store.scalar("SELECT count(*) FROM api_prices") == 0
     backup = tmp_path / "state.db.v1.bak"

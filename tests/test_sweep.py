@@ -11,14 +11,11 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +23,12 @@ import pytest
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Store
+from console.store.conditions import admitted_streams
 from console.store.sweeps import SweepArm
 from console.sweep import (
     SweepError,
     SweepOptions,
     accepted_candidates,
-    admitted_streams,
     candidates,
 )
 from console.sweep.plan import flag_value
@@ -97,34 +94,6 @@ def recipes(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "fake.toml").write_text(RECIPES)
     return path
-
-
-@pytest.fixture
-def local_db(tmp_path: Path) -> Iterator[Path]:
-    """A state.db whose ``local`` box has the fake engine as its serving env and a short agent home."""
-    home = Path(tempfile.mkdtemp(prefix="sw-"))  # a unix socket path must stay under 108 bytes
-    db = tmp_path / "state.db"
-    with Store(db) as store:
-        store.boxes.ensure_local()
-        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
-                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
-    write_model(tmp_path / "models" / "fake-moe")
-    try:
-        yield db
-    finally:
-        _stop_agent(home / "agent")
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def _stop_agent(home: Path) -> None:
-    """Stop the agent daemon this test's sweep started (by its recorded pid), and only it."""
-    pid_file = home / "agent.pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text().split()[0])
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 def free_ports(n: int) -> int:
@@ -324,7 +293,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
             service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 await service.probe(box.name)
-                sweep, _ = service.open_sweep("one", box.name, ["short"], [2])
+                sweep, _ = service.open_sweep("one", box.name, ["short"], [2, 6])
                 options = SweepOptions(kill_grace_s=2, prompts=4, base_port=base)
                 await service.run_sweep(sweep.id, options)
             finally:
@@ -343,9 +312,17 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
         assert [x["port"] for x in launches] == [base, base + 1, base + 2, base + 3]
         # In parallel: every replica was serving before the first one was stopped.
         assert max(x["ready_ms"] for x in launches) < min(x["stop_ms"] for x in launches)
-        benches = store.sweeps.benches(arm.id)
-        assert sorted(b["launch_id"] for b in benches) == sorted(arm.launch_ids)
-        assert all(b["out_tok_per_s"] and b["queueing"] == 0 for b in benches)
+        # One node run per shape and concurrency: every replica at once, each one's share as detail; a
+        # concurrency below the replica count would leave replicas idle, so it is an error, not a row.
+        idle, bench = store.sweeps.benches(arm.id)
+        assert idle["concurrency"] == 2 and idle["bench_run_id"] is None and "below the 4 replicas" in idle["error"]
+        assert bench["launch_id"] == arm.launch_ids[0] and bench["out_tok_per_s"] and bench["queueing"] == 0
+        [node] = store.rows("SELECT replicas, concurrency FROM bench_runs WHERE id = ?", [bench["bench_run_id"]])
+        assert node == {"replicas": 4, "concurrency": 6}
+        detail = store.rows("SELECT launch_id, streams FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica",
+                            [bench["bench_run_id"]])  # fmt: skip
+        assert [d["launch_id"] for d in detail] == arm.launch_ids  # in port order, as the streams were dealt
+        assert [d["streams"] for d in detail] == [2, 2, 1, 1]  # C6 round-robin over four replicas
         assert arm.gpu_mem_mib is not None and arm.gpu_mem_mib > 0  # the card's memory, from the probe
 
 

@@ -135,6 +135,32 @@ async def test_results_filter_sort_and_chart(fixture_db: F.Fixture) -> None:
         assert "trip DEGEN DIAGNOSTIC-ONLY" in chart
 
 
+async def test_results_show_repeat_groups_with_their_spread_and_ties(fixture_db: F.Fixture) -> None:
+    from console.store import Store
+
+    with Store(fixture_db.path) as store:
+        for arm, group, outs in (("fast-arm", "group-f", [3000.0, 3050.0, 3100.0]),
+                                 ("close-arm", "group-c", [2950.0, 3040.0, 3010.0]),
+                                 ("slow-arm", "group-s", [2000.0, 2010.0, 2020.0])):  # fmt: skip
+            for i, out in enumerate(outs):
+                store.results.add_bench_run({"arm": arm, "box": "pro-a", "shape": "chat-1k", "concurrency": 64,
+                                             "out_tok_per_s": out, "repeat_group": group,
+                                             "started_ms": F.START + i * 60_000, "ended_ms": F.START + i * 60_000 + 30_000})  # fmt: skip
+    app = make_app(fixture_db)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        await press(pilot, "4", "g")
+        assert "3 repeat groups of 15 rows" in text_of(app, "#topbar")
+        rows = {r[0]: r for r in table_rows(app, "#results-table")}
+        assert rows["fast-arm"][3:8] == ["3", "3.0k", "3.0k-3.1k", "1.6%", "best"]
+        assert rows["close-arm"][7] == "TIE" and rows["slow-arm"][7] == "-34.1%"
+        await press(pilot, "down")
+        assert "close-arm chat-1k C64 (group group-c, 3 runs)" in text_of(app, "#results-detail")
+        assert "tie: the difference (1.3%) is inside the spread" in text_of(app, "#results-detail")
+        await press(pilot, "g")
+        assert len(table_rows(app, "#results-table")) == 15
+
+
 async def test_launch_shows_lint_then_confirms_then_calls_the_service(fixture_db: F.Fixture) -> None:
     actions = F.FixedActions()
     app = make_app(fixture_db, actions)

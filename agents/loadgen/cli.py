@@ -9,6 +9,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from agents.loadgen import metrics
 from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, served_model
@@ -18,6 +19,8 @@ from agents.loadgen.shapes import SHAPES
 
 STREAMS_PER_PROCESS = 256
 """Default worker count: one process per 256 streams, up to the cores this process may use."""
+PROMPTS_PER_STREAM = 8
+"""Default measured requests per stream: the seed's 6-8 x concurrency, so the steady window is long."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,7 +29,9 @@ def parser() -> argparse.ArgumentParser:
         description="Closed-loop streaming load at fixed concurrency against an OpenAI-compatible "
         "/v1/completions server (vLLM), with exact token lengths and vLLM's metric definitions.",
     )
-    p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8100")
+    p.add_argument("--base-url", required=True, action="append", metavar="URL",
+                   help="e.g. http://127.0.0.1:8100; repeat it for every replica of a node: the streams are "
+                   "assigned round-robin to the URLs and the result carries each URL's share (per_url)")
     p.add_argument("--model", required=True, help="served model name")
     p.add_argument("--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)")
     p.add_argument("--vocab-size", type=int, help="use ids below N when no tokenizer directory is at hand")
@@ -36,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output-len", type=int, help="generated tokens per request")
     p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
     p.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
-    p.add_argument("--prompts", type=int, help="measured requests (default 6 x concurrency)")
+    p.add_argument("--prompts", type=int, help=f"measured requests (default {PROMPTS_PER_STREAM} x concurrency)")
     p.add_argument("--warmup", type=int, help="requests sent and drained before timing (default min(C, 16))")
     p.add_argument("--seed", type=int, help="prompt seed (default: random, recorded in the output)")
     p.add_argument("--processes", type=int, help=f"worker processes (default: one per {STREAMS_PER_PROCESS} streams)")
@@ -61,14 +66,14 @@ def config(args: argparse.Namespace) -> RunConfig:
     prefix_len = args.prefix_len if args.prefix_len is not None else shape.prefix_len if shape else 0
     if args.concurrency < 1:
         raise ValueError(f"--concurrency {args.concurrency}: must be at least 1")
-    prompts = args.prompts if args.prompts is not None else 6 * args.concurrency
+    prompts = args.prompts if args.prompts is not None else PROMPTS_PER_STREAM * args.concurrency
     if prompts < 1:
         raise ValueError(f"--prompts {prompts}: must be at least 1")
     processes = args.processes or min(usable_cores(), -(-args.concurrency // STREAMS_PER_PROCESS))
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
     return RunConfig(
-        base_url=args.base_url.rstrip("/"), model=args.model, shape=args.shape or "custom",
+        base_urls=tuple(url.rstrip("/") for url in args.base_url), model=args.model, shape=args.shape or "custom",
         input_len=input_len, output_len=output_len, prefix_len=prefix_len, concurrency=args.concurrency,
         prompts=prompts, seed=seed, processes=processes,
         warmup=args.warmup if args.warmup is not None else min(args.concurrency, 16),
@@ -77,7 +82,7 @@ def config(args: argparse.Namespace) -> RunConfig:
     )
 
 
-def table(out: dict) -> str:
+def table(out: dict[str, Any]) -> str:
     steady = out["steady"]
     rows = [f"{'':18}{'full run':>12}{'steady':>12}"]
     for key in metrics.RATE_KEYS + metrics.LATENCY_KEYS:
@@ -88,6 +93,8 @@ def table(out: dict) -> str:
         f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
         f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
         *rows,
+        *(f"  {u['base_url']}: {u['streams']} streams, {u['requests']} requests ({u['failed']} failed), "
+          f"out {u['out_tok_per_s'] or 0:.1f} tok/s" for u in out["per_url"] if len(out["per_url"]) > 1),
         f"client: busiest worker {out['client_cpu']:.0%} of a core, {out['client']['processes']} process(es){flag}",
         f"records: {out['records_path']}",
     ])
@@ -104,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = config(args)
-        served = served_model(cfg.base_url, cfg.model, cfg.api_key)
-        check_lengths(served, cfg.prefix_len + cfg.input_len, cfg.output_len)
-        vocab = find_vocab(args.tokenizer, served, args.vocab_size)
+        served = [served_model(url, cfg.model, cfg.api_key) for url in cfg.base_urls]
+        for each in served:
+            check_lengths(each, cfg.prefix_len + cfg.input_len, cfg.output_len)
+        vocab = find_vocab(args.tokenizer, served[0], args.vocab_size)
         plan = PromptPlan.build(vocab, cfg.seed, cfg.input_len, cfg.prefix_len)
     except (ValueError, PreflightError, VocabError) as exc:
         return fail(str(exc), args.json)

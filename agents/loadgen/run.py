@@ -1,5 +1,10 @@
 """One benchmark run: split the load over worker processes, merge their records, compute the result.
 
+A run may drive several base URLs at once (every replica of a node): stream ``s`` of the run's C
+streams goes to URL ``s mod N`` whichever worker holds it, so the replicas share the load evenly; the
+result is the node's (throughput summed, latency percentiles over all requests) and ``per_url`` holds
+each URL's share.
+
 Workers are forked (Linux) and meet at a barrier after warm-up, so the timed phase starts together;
 perf_counter is CLOCK_MONOTONIC, one clock for every process, so their records merge directly.
 """
@@ -29,7 +34,7 @@ PATH = "/v1/completions"
 
 @dataclass(frozen=True)
 class RunConfig:
-    base_url: str
+    base_urls: tuple[str, ...]
     model: str
     shape: str
     input_len: int
@@ -49,6 +54,11 @@ class RunConfig:
 
 def split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def slot_targets(concurrency: int, targets: int) -> list[int]:
+    """The target of each of the run's streams: round-robin, so each gets C/N (the first C mod N one more)."""
+    return [s % targets for s in range(concurrency)]
 
 
 def target_of(base_url: str, model: str, api_key: str | None) -> Target:
@@ -107,17 +117,20 @@ class Progress:
 
 def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float, float]:
     """Run the workers; returns their results and (wall clock, perf_counter) taken at the same instant."""
-    target = target_of(cfg.base_url, cfg.model, cfg.api_key)
+    targets = tuple(target_of(url, cfg.model, cfg.api_key) for url in cfg.base_urls)
     nproc = max(1, min(cfg.processes, cfg.concurrency, cfg.prompts))  # no idle worker skews the CPU figures
     conc, counts, warm = split(cfg.concurrency, nproc), split(cfg.prompts, nproc), split(cfg.warmup, nproc)
-    specs, first, wfirst = [], 0, cfg.prompts
+    streams = slot_targets(cfg.concurrency, len(targets))
+    specs, first, wfirst, sfirst = [], 0, cfg.prompts, 0
     for w in range(nproc):
         specs.append(WorkerSpec(
-            w, target, plan, cfg.output_len, tuple(range(first, first + counts[w])), conc[w],
-            tuple(range(wfirst, wfirst + warm[w])), cfg.timeout_s, cfg.exact_output,
+            w, targets, tuple(streams[sfirst : sfirst + conc[w]]), plan, cfg.output_len,
+            tuple(range(first, first + counts[w])), conc[w], tuple(range(wfirst, wfirst + warm[w])), cfg.timeout_s,
+            cfg.exact_output,
         ))
         first += counts[w]
         wfirst += warm[w]
+        sfirst += conc[w]
     ctx = mp.get_context("fork")
     counters = ctx.RawArray("q", nproc)
     progress_line = Progress(counters, cfg.prompts, cfg.progress)
@@ -171,7 +184,7 @@ def usable_cores() -> int:
 def client_stats(results: list[WorkerResult], duration_s: float, cores: int) -> dict[str, Any]:
     """The client's own load: bound when one worker used >= 90% of a core, or the workers together used
     >= 90% of the cores they could run on (several workers squeezed onto fewer cores)."""
-    workers = []
+    workers: list[dict[str, Any]] = []
     for r in results:
         lags = sorted(r.lags_ms)
         span = max(r.t_end - r.t_start, 1e-9)
@@ -206,6 +219,19 @@ def checks(records: list[Record], cfg: RunConfig) -> dict[str, Any]:
     }
 
 
+def per_url(cfg: RunConfig, records: list[Record], duration_s: float) -> list[dict[str, Any]]:
+    """Each base URL's share of the run: its streams, requests and the same rate and latency keys, over
+    the whole run's duration (every URL was driven for all of it)."""
+    streams = Counter(slot_targets(cfg.concurrency, len(cfg.base_urls)))
+    out = []
+    for i, url in enumerate(cfg.base_urls):
+        mine = [r for r in records if r.target == i]
+        failed = sum(1 for r in mine if not r.ok)
+        out.append({"base_url": url, "streams": streams[i], "requests": len(mine), "failed": failed,
+                    **metrics.summarize(mine, duration_s)})  # fmt: skip
+    return out
+
+
 def write_records(path: Path, records: list[Record], t0: float, header: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -213,7 +239,7 @@ def write_records(path: Path, records: list[Record], t0: float, header: dict[str
         f.write(json.dumps({"run": header}) + "\n")
         for r in sorted(records, key=lambda r: r.start):
             f.write(json.dumps({
-                "i": r.index, "worker": r.worker, "start_ms": round((r.start - t0) * 1000, 3),
+                "i": r.index, "worker": r.worker, "target": r.target, "start_ms": round((r.start - t0) * 1000, 3),
                 "end_ms": round((r.end - t0) * 1000, 3), "prompt_tokens": r.prompt_tokens,
                 "completion_tokens": r.completion_tokens, "finish_reason": r.finish_reason, "error": r.error,
                 "events": [[round((t - t0) * 1000, 3), n] for t, n in zip(r.times, r.counts, strict=True)],
@@ -242,6 +268,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
         **client_stats(results, duration, usable_cores()),
         "steady": metrics.steady_state(records, cfg.concurrency, duration),
         "mismatches": checks(records, cfg),
+        "per_url": per_url(cfg, records, duration),
     }
     write_records(cfg.records_path, records, t0, header)
     return out

@@ -1,5 +1,7 @@
-"""One worker process: a closed loop of ``concurrency`` slots, each a keep-alive connection.
+"""One worker process: a closed loop of ``concurrency`` slots, each a keep-alive connection to one target.
 
+A node's replicas are several targets: each slot is bound to one of them (``slot_targets``, assigned
+round-robin over the whole run by ``agents.loadgen.run``), and each record says which target served it.
 Slots pull the next prompt index as soon as their previous request ends (closed loop). A warm-up of
 a few requests runs first and is drained; then all workers meet at a barrier so the timed phase starts
 together. The worker measures itself (CPU seconds through getrusage, event-loop lag with a 10 ms
@@ -15,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agents.loadgen.prompts import PromptPlan
 from agents.loadgen.wire import Exchange, StreamConnection
@@ -34,7 +37,9 @@ class Target:
 @dataclass(frozen=True)
 class WorkerSpec:
     worker: int
-    target: Target
+    targets: tuple[Target, ...]
+    slot_targets: tuple[int, ...]
+    """The target (index into ``targets``) of each of this worker's ``concurrency`` slots."""
     plan: PromptPlan
     output_len: int
     indices: tuple[int, ...]
@@ -59,6 +64,8 @@ class Record:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None
+    target: int = 0
+    """The index of the base URL that served it."""
 
     @property
     def ok(self) -> bool:
@@ -78,8 +85,8 @@ class WorkerResult:
 class RequestBuilder:
     """Request bytes for prompt ``i``: the JSON body is assembled from pre-encoded parts."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
-        t, out = spec.target, spec.output_len
+    def __init__(self, spec: WorkerSpec, t: Target) -> None:
+        out = spec.output_len
         self._plan = spec.plan
         params: dict[str, object] = {"max_tokens": out, "stream": True, "stream_options": {"include_usage": True}}
         if spec.exact_output:
@@ -97,7 +104,7 @@ class RequestBuilder:
         return self._request_head + str(len(body)).encode() + b"\r\n\r\n" + body
 
 
-def parse_tail(tail: bytes) -> tuple[dict | None, str | None, str | None, int]:
+def parse_tail(tail: bytes) -> tuple[dict[str, Any] | None, str | None, str | None, int]:
     """(usage, finish_reason, error, trailing events that carried no token) from a stream's last bytes."""
     usage = finish = error = None
     trailing = 0
@@ -139,8 +146,8 @@ def error_of(ex: Exchange) -> str:
     return f"HTTP {ex.status}: {text[:300]}"
 
 
-def to_record(index: int, worker: int, ex: Exchange, end: float) -> Record:
-    rec = Record(index, worker, ex.start, end, ex.times, ex.counts)
+def to_record(index: int, worker: int, ex: Exchange, end: float, target: int = 0) -> Record:
+    rec = Record(index, worker, ex.start, end, ex.times, ex.counts, target=target)
     if ex.error is not None:
         rec.error = ex.error
         return rec
@@ -167,21 +174,22 @@ def to_record(index: int, worker: int, ex: Exchange, end: float) -> Record:
 class Worker:
     def __init__(self, spec: WorkerSpec, progress: Callable[[int], None] = lambda n: None) -> None:
         self.spec = spec
-        self.build = RequestBuilder(spec)
+        self.builders = [RequestBuilder(spec, t) for t in spec.targets]
         self.progress = progress
         self.lags_ms: list[float] = []
         self._lagging = False
 
-    async def _request(self, slot: list[StreamConnection | None], index: int) -> Record:
-        request = self.build(index)
-        t = self.spec.target
+    async def _request(self, slot: list[StreamConnection | None], target: int, index: int) -> Record:
+        request = self.builders[target](index)
+        t = self.spec.targets[target]
         conn = slot[0]
         if conn is None or not conn.usable():
             try:
                 conn = slot[0] = await StreamConnection.open(t.host, t.port)
             except OSError as exc:
                 now = time.perf_counter()
-                return Record(index, self.spec.worker, now, now, [], [], error=f"connect to {t.host}:{t.port}: {exc}")
+                return Record(index, self.spec.worker, now, now, [], [], error=f"connect to {t.host}:{t.port}: {exc}",
+                              target=target)  # fmt: skip
         done = conn.send(request)
         timer = asyncio.get_running_loop().call_later(
             self.spec.timeout_s, conn.abort, f"no complete response within {self.spec.timeout_s:g} s"
@@ -189,20 +197,21 @@ class Worker:
         ex = await done
         end = time.perf_counter()
         timer.cancel()
-        return to_record(index, self.spec.worker, ex, end)
+        return to_record(index, self.spec.worker, ex, end, target)
 
     async def _phase(self, indices: tuple[int, ...], concurrency: int, count: bool) -> list[Record]:
         queue = deque(indices)
         records: list[Record] = []
 
-        async def slot_loop(slot: list[StreamConnection | None]) -> None:
+        async def slot_loop(slot: list[StreamConnection | None], target: int) -> None:
             while queue:
-                records.append(await self._request(slot, queue.popleft()))
+                records.append(await self._request(slot, target, queue.popleft()))
                 if count:
                     self.progress(1)
 
-        slots = self._slots[: max(1, min(concurrency, len(indices)))]
-        await asyncio.gather(*(slot_loop(s) for s in slots))
+        used = max(1, min(concurrency, len(indices)))
+        await asyncio.gather(*(slot_loop(s, t) for s, t in zip(self._slots[:used], self.spec.slot_targets[:used],
+                                                                 strict=True)))
         return records
 
     async def _lag_probe(self) -> None:
@@ -216,10 +225,12 @@ class Worker:
         self._slots: list[list[StreamConnection | None]] = [[None] for _ in range(spec.concurrency)]
         if spec.warmup:
             await self._phase(spec.warmup, spec.concurrency, count=False)
-        for slot in self._slots:  # connect every slot now so the timed phase measures requests, not TCP set-up
+        for slot, target in zip(self._slots, spec.slot_targets, strict=True):
+            # connect every slot now so the timed phase measures requests, not TCP set-up
             if slot[0] is None or not slot[0].usable():
+                t = spec.targets[target]
                 try:
-                    slot[0] = await StreamConnection.open(spec.target.host, spec.target.port)
+                    slot[0] = await StreamConnection.open(t.host, t.port)
                 except OSError:
                     slot[0] = None  # the timed phase retries and records the failure per request
         barrier()

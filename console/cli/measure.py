@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from console.cli.common import run, say, service_for
@@ -39,15 +40,21 @@ def start_and_wait(args: argparse.Namespace, kind: str, start: Callable[[Service
                 return None
             return await result(service, box, run_id)
 
-        try:
+        with progress_line():
             return run(service, go)
-        finally:
-            if sys.stderr.isatty():
-                sys.stderr.write("\n")
+
+
+@contextmanager
+def progress_line() -> Iterator[None]:
+    """A ``ticker`` redraws one stderr line in place; end it so the next output starts on its own line."""
+    try:
+        yield
+    finally:
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
 
 
 def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> None:
-    p.add_argument("launch", metavar="LAUNCH", help="a serving launch id (see `campaign box connect` / the Arms view)")
     p.add_argument("--no-wait", action="store_true", help="start it and return; the row lands at the next sync")
     p.add_argument("--timeout", type=float, default=default_timeout_s, metavar="S",
                    help=f"how long to wait for the result (default {default_timeout_s:.0f} s)")  # fmt: skip

@@ -7,12 +7,15 @@ are computed here (``TripwireVerdict``, ``ResultRow.marks``), not in each view.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.quality.stats import A_AHEAD, TIE, Paired, decide
-from console.store.results import ApiPrice, join_kernel_lines
+from console.store.conditions import join_kernel_lines
+from console.store.results import ApiPrice
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
@@ -296,9 +299,49 @@ class LiveView:
 
 
 @dataclass(frozen=True)
+class KernelUse:
+    """One layer kind of a measured row: the backend the arm asked for and the kernels the engine named."""
+
+    kind: str  # linear, moe, attention
+    requested: str  # auto when the arm did not ask
+    status: str  # as-requested, fallback, not-reported
+    used: tuple[str, ...]
+    other_than_requested: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """``linear: asked b12x, used MarlinNvFp4LinearKernel`` for a fallback."""
+        return f"{self.kind}: asked {self.requested}, used {', '.join(self.other_than_requested)}"
+
+
+@dataclass(frozen=True)
+class ReplicaResult:
+    """One replica's share of a node run: detail only, never a result of its own."""
+
+    bench_run_id: int
+    replica: int
+    launch_id: str | None
+    base_url: str | None
+    streams: int | None
+    requests: int | None
+    failed: int | None
+    req_per_s: float | None
+    in_tok_per_s: float | None
+    out_tok_per_s: float | None
+    ttft_ms_p50: float | None
+    ttft_ms_p99: float | None
+    tpot_ms_p50: float | None
+    e2e_ms_p99: float | None
+
+
+@dataclass(frozen=True)
 class ResultRow:
     """One benchmark row with everything that must travel with its number: the arm, the kernel line
-    the engine used, the tripwire verdict, the power limit it ran under and the marks."""
+    the engine used, the tripwire verdict, the power limit it ran under and the marks.
+
+    A measured row is a node row: ``replicas`` serving replicas benchmarked at once, throughput summed,
+    latency percentiles over all their requests (each replica's share: ``ReplicaResult``).
+    """
 
     id: int
     run_id: str | None
@@ -341,6 +384,21 @@ class ResultRow:
     queueing: bool
     source: str  # measured or imported
     provenance: str | None
+    replicas: int | None
+    """Serving replicas measured at once; None when not recorded."""
+    prefix_caching: bool | None
+    """Whether the server cached prefixes (its engine config, else the arm's flags); None: not known."""
+    kernel_fallback: bool
+    """The engine used another kernel than the arm asked for on some layer kind (``kernel_check``)."""
+    kernel_check: tuple[KernelUse, ...]
+    admitted: int | None
+    """The streams one replica admits at once for this request size (beyond it: queueing)."""
+    repeat_group: str | None
+    """The ``campaign bench --repeat N`` this run is one of."""
+
+    @property
+    def fallbacks(self) -> tuple[KernelUse, ...]:
+        return tuple(k for k in self.kernel_check if k.status == "fallback")
 
     @property
     def marks(self) -> str:
@@ -350,6 +408,8 @@ class ResultRow:
             words.append("DIAGNOSTIC-ONLY")
         if self.client_bound:
             words.append("CLIENT-BOUND")
+        if self.kernel_fallback:
+            words.append("KERNEL-FALLBACK")
         if self.queueing:
             words.append("QUEUEING")
         if self.source != "measured":
@@ -434,6 +494,12 @@ class SweepBench:
     out_tok_per_s: float | None
     queueing: bool  # the server could not admit the concurrency at once: TTFT is queueing
     error: str | None
+    kernel_fallback: bool = False
+    replicas: int | None = None
+
+    @property
+    def marks(self) -> str:
+        return " ".join(w for w, on in (("KERNEL-FALLBACK", self.kernel_fallback), ("QUEUEING", self.queueing)) if on)
 
 
 @dataclass(frozen=True)
@@ -618,3 +684,137 @@ class QualityLedger:
     runs: tuple[QualityRun, ...]
     comparisons: tuple[QualityComparison, ...]
     floors: tuple[NoiseFloor, ...]
+
+
+@dataclass(frozen=True)
+class RepeatGroup:
+    """The runs of one configuration benched alike (``campaign bench --repeat N``), with their spread.
+
+    A lone run (``id`` None) is a group of one: it has a number but no spread, so nothing can be said
+    about whether another number differs from it.
+    """
+
+    id: str | None
+    arm: str
+    box: str | None
+    shape: str
+    concurrency: int
+    rows: tuple[ResultRow, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """Output tok/s of each run that has one, in run order."""
+        return tuple(r.out_tok_per_s for r in self.rows if r.out_tok_per_s is not None)
+
+    @property
+    def repeated(self) -> bool:
+        return self.n >= 2
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+    @property
+    def low(self) -> float | None:
+        return min(self.values) if self.values else None
+
+    @property
+    def high(self) -> float | None:
+        return max(self.values) if self.values else None
+
+    @property
+    def cv(self) -> float | None:
+        """Coefficient of variation: the sample standard deviation over the mean (None below two runs)."""
+        if not self.repeated or not statistics.fmean(self.values):
+            return None
+        return statistics.stdev(self.values) / statistics.fmean(self.values)
+
+    @property
+    def launch_ids(self) -> frozenset[str]:
+        return frozenset(r.launch_id for r in self.rows if r.launch_id)
+
+    @property
+    def marks(self) -> str:
+        """Every mark any of its runs carries, once each: a group is no cleaner than its worst run."""
+        words = dict.fromkeys(word for r in self.rows for word in r.marks.split())
+        return " ".join(words)
+
+    @property
+    def label(self) -> str:
+        what = f"group {self.id}, {self.n} runs" if self.id else f"row {self.rows[0].id}, one run"
+        return f"{self.arm} {self.shape} C{self.concurrency} ({what})"
+
+    def summary(self) -> dict[str, object]:
+        """The group's figures for JSON output (its rows are exported on their own)."""
+        return {"id": self.id, "arm": self.arm, "box": self.box, "shape": self.shape, "concurrency": self.concurrency,
+                "n": self.n, "median": self.median, "min": self.low, "max": self.high, "cv": self.cv,
+                "marks": self.marks, "row_ids": [r.id for r in self.rows]}  # fmt: skip
+
+    @property
+    def spread_text(self) -> str:
+        """``5,210 tok/s median, 5,105-5,300, CV 1.4%``; a lone run is just its number."""
+        if self.median is None:
+            return "no throughput"
+        if not self.repeated:
+            return f"{self.median:,.0f} tok/s, one run (no spread)"
+        cv = f", CV {self.cv:.1%}" if self.cv is not None else ""
+        return f"{self.median:,.0f} tok/s median, {self.low:,.0f}-{self.high:,.0f}{cv}"
+
+
+@dataclass(frozen=True)
+class ControlPair:
+    """The same arm launched twice and benched alike: how far apart two identical configurations land."""
+
+    a: RepeatGroup
+    b: RepeatGroup
+
+    @property
+    def floor(self) -> float:
+        """The relative difference of their medians (faster over slower, minus one): the noise floor."""
+        hi, lo = max(self.a.median or 0.0, self.b.median or 0.0), min(self.a.median or 0.0, self.b.median or 0.0)
+        return hi / lo - 1 if lo > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Whether ``a`` is faster than ``b``, read against both spreads and the noise floor.
+
+    ``verdict``: ``faster`` (``winner`` by ``percent`` outside the spread), ``tie`` (the difference is
+    inside the spread or the noise floor) or ``no-verdict`` (a side has no repeats).
+    """
+
+    a: RepeatGroup
+    b: RepeatGroup
+    verdict: str
+    percent: float | None
+    """How much faster the faster median is than the slower, in percent (None without medians)."""
+    winner: str | None  # "a" or "b" when the verdict is faster
+    floor: ControlPair | None
+    text: str
+
+
+@dataclass(frozen=True)
+class GroupStanding:
+    """A repeat group beside the best repeated group of its shape and concurrency (the Results view).
+
+    ``word``: ``best``; ``TIE`` when the verdict against the best is a tie; ``-12.3%`` (its median against
+    the best one's) when it is slower outside the spread; ``no verdict`` for a group without repeats.
+    """
+
+    group: RepeatGroup
+    versus_best: Comparison | None  # None for the best one itself
+
+    @property
+    def word(self) -> str:
+        c = self.versus_best
+        if c is None:
+            return "best" if self.group.repeated else "no verdict"
+        if c.verdict == "tie":
+            return "TIE"
+        if c.verdict == "faster" and c.a.median is not None and c.b.median:
+            return f"{c.a.median / c.b.median - 1:.1%}"
+        return "no verdict"

@@ -12,8 +12,17 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from console.readmodel.records import ResultRow, TripwireItem, TripwireRow, TripwireRun, TripwireVerdict
+from console.readmodel.records import (
+    KernelUse,
+    ReplicaResult,
+    ResultRow,
+    TripwireItem,
+    TripwireRow,
+    TripwireRun,
+    TripwireVerdict,
+)
 from console.store import Store
+from console.store.jsonutil import json_list
 
 K = TypeVar("K", bound=Hashable)
 
@@ -30,14 +39,25 @@ RESULT_SORTS: dict[str, str] = {
 _BENCH_SELECT = """SELECT b.*, t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.wrong AS tw_wrong, t.total AS tw_total,
                           t.passed AS tw_passed, t.reasoning_leak AS tw_leak
                    FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id"""
-_FLAGS = ("client_bound", "diagnostic_only", "queueing")
-_PLAIN = tuple(f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire"))
+_FLAGS = ("client_bound", "diagnostic_only", "queueing", "kernel_fallback")
+_PLAIN = tuple(f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire", "prefix_caching", "kernel_check"))
 """The record's other fields are bench_runs columns of the same name."""
+
+
+def _kernel_check(text: str | None) -> tuple[KernelUse, ...]:
+    return tuple(
+        KernelUse(str(c["kind"]), str(c["requested"]), str(c["status"]), tuple(c.get("used") or ()),
+                  tuple(c.get("other_than_requested") or ()))  # fmt: skip
+        for c in json_list(text)
+        if isinstance(c, dict)
+    )
 
 
 def _result(r: dict[str, Any]) -> ResultRow:
     values: dict[str, Any] = {name: r[name] for name in _PLAIN}
     values.update({flag: bool(r[flag]) for flag in _FLAGS})
+    values["prefix_caching"] = None if r["prefix_caching"] is None else bool(r["prefix_caching"])
+    values["kernel_check"] = _kernel_check(r["kernel_check"])
     values["tripwire"] = TripwireVerdict.of(
         r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"], r["tw_passed"], r["tw_leak"]
     )
@@ -67,6 +87,12 @@ def bench_run(store: Store, run_id: str) -> ResultRow | None:
     """The bench row of the bench command ``run_id`` (what ``campaign bench`` shows), once ingested."""
     rows = store.rows(f"{_BENCH_SELECT} WHERE b.run_id = ? ORDER BY b.id", [run_id])
     return _result(rows[0]) if rows else None
+
+
+def replica_results(store: Store, bench_run_id: int) -> list[ReplicaResult]:
+    """The per-replica detail of a node row, in the order of its base URLs."""
+    rows = store.rows("SELECT * FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica", [bench_run_id])
+    return [ReplicaResult(**{f.name: r[f.name] for f in fields(ReplicaResult)}) for r in rows]
 
 
 def best_by(rows: Iterable[ResultRow], key: Callable[[ResultRow], K]) -> dict[K, ResultRow]:

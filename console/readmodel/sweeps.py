@@ -26,14 +26,16 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
     for s in store.rows("SELECT * FROM sweeps WHERE created_ms <= ? ORDER BY id DESC", [at]):
         benches: dict[int, list[SweepBench]] = defaultdict(list)
         for b in store.rows(
-            """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing
+            """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing, r.kernel_fallback,
+                      r.replicas
                FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
                LEFT JOIN bench_runs r ON r.id = b.bench_run_id
                WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.shape, b.concurrency""",
             [s["id"], at],
         ):
             benches[b["sweep_arm_id"]].append(
-                SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"])
+                SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"],
+                           bool(b["kernel_fallback"]), b["replicas"])  # fmt: skip
             )
         arms = []
         for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):

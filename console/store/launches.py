@@ -44,6 +44,8 @@ class Launch:
     kv_cache_tokens: int | None
     max_concurrency: float | None
     gpu_mem_released: bool | None
+    launch_group: str | None = None
+    """Shared by the replicas one launch started (None for launches recorded before groups existed)."""
 
     @property
     def ended(self) -> bool:
@@ -60,6 +62,7 @@ class Launch:
             backends_accepted=tuple(json_list(row["backends_accepted"])), log_path=row["log_path"],
             forced=bool(row["forced"]), kv_cache_tokens=row["kv_cache_tokens"],
             max_concurrency=row["max_concurrency"], gpu_mem_released=None if released is None else bool(released),
+            launch_group=row["launch_group"],
         )  # fmt: skip
 
 
@@ -123,12 +126,12 @@ class Launches:
 
     # -- launches --------------------------------------------------------------------------------
     def add(self, launch_id: str, box: str, arm: str, *, arm_id: int | None, replica: int, gpus: list[int],
-            port: int, forced: bool) -> None:  # fmt: skip
+            port: int, forced: bool, group: str | None = None) -> None:  # fmt: skip
         with self.store.atomic() as db:
             db.execute(
-                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?)",
-                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0],
+                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced, launch_group) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?, ?)",
+                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0, group],
             )
 
     def fail(self, launch_id: str, reason: str) -> None:
@@ -151,6 +154,18 @@ class Launches:
             sql += " AND arm = ?"
             params.append(arm)
         return [Launch.from_row(r) for r in self.store.rows(sql + " ORDER BY start_ms, id", params)]
+
+    def replicas_of(self, launch: Launch) -> list[Launch]:
+        """Every replica the launch of ``launch`` started, in replica order: its group's, or for a launch
+        recorded before groups the live launches of the same arm row on its box."""
+        params: list[Any]
+        if launch.launch_group is not None:
+            sql, params = "SELECT * FROM launches WHERE launch_group = ?", [launch.launch_group]
+        else:
+            sql = ("SELECT * FROM launches WHERE box = ? AND arm = ? AND arm_id IS ? AND launch_group IS NULL "
+                   "AND (id = ? OR state NOT IN ('failed', 'stopped'))")  # fmt: skip
+            params = [launch.box, launch.arm, launch.arm_id, launch.id]
+        return [Launch.from_row(r) for r in self.store.rows(sql + " ORDER BY replica, id", params)]
 
     def kernel_lines(self, launch_id: str) -> list[tuple[str, str]]:
         """(category, line) the engine printed for ``launch_id``, in the order it printed them."""

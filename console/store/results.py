@@ -2,8 +2,10 @@
 
 A throughput number is only worth something next to its arm, the kernel line the engine used, the
 tripwire verdict and the power limit it ran under. ``add_bench_run`` fills in what only the store
-knows (the launch's kernel lines, the box's enforced power limit, the launch's tripwire) so a row can
-never be written bare; a failed tripwire marks every throughput row of that launch diagnostic-only.
+knows (the launches' kernel lines checked against what the arm asked, prefix caching and queueing:
+console.store.conditions; the box's enforced power limit, the launch's tripwire) so a row can never be
+written bare; a failed tripwire marks every throughput row of that launch diagnostic-only. A bench row is
+a node row: every serving replica measured at once, each one's share in ``bench_replicas``.
 
 Imported figures (the demo campaign) are written by ``record_import`` in one transaction, traced to an
 ``imports`` row by ``import_id``: the same files imported twice change nothing, changed files replace
@@ -16,12 +18,12 @@ This module writes; what views, reports and exports read of these tables is cons
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from console.errors import InputError
 from console.store.boxes import Box
+from console.store.conditions import conditions, streams_per_replica
 from console.store.jsonutil import dumps
 from console.store.quality import PublishedPair, PublishedRun
 
@@ -34,8 +36,15 @@ BENCH_COLUMNS = (
     "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s", "ttft_ms_p50", "ttft_ms_p99",
     "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "steady",
     "client_cpu", "client_bound", "kernel_line", "power_limit_w", "tripwire_id", "diagnostic_only",
-    "queueing", "source", "provenance", "raw", "import_id", "run_id",
+    "queueing", "source", "provenance", "raw", "import_id", "run_id", "replicas", "prefix_caching",
+    "kernel_fallback", "kernel_check", "admitted", "repeat_group",
 )  # fmt: skip
+REPLICA_COLUMNS = (
+    "base_url", "streams", "requests", "failed", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
+    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
+    "e2e_ms_p99",
+)  # fmt: skip
+"""A node run's per-replica detail (``bench_replicas``): the load generator's ``per_url`` entries."""
 TRIPWIRE_COLUMNS = (
     "box", "launch_id", "arm", "model", "t_ms", "ok", "degenerate", "wrong", "total", "passed",
     "reasoning_leak", "items", "source", "provenance", "import_id", "run_id",
@@ -44,8 +53,7 @@ EVAL_COLUMNS = (
     "box", "arm", "model", "configuration", "t_ms", "items", "overall", "families", "note", "source",
     "provenance", "import_id",
 )  # fmt: skip
-JSON_COLUMNS = frozenset({"steady", "raw", "items", "families"})
-KERNEL_SEPARATOR = " | "
+JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check"})
 
 
 class ResultError(InputError, ValueError):
@@ -118,11 +126,6 @@ class ImportOutcome:
     rows: int
 
 
-def join_kernel_lines(lines: Iterable[str]) -> str | None:
-    """The kernel lines of a launch as one line, each once, in the order the engine printed them."""
-    return KERNEL_SEPARATOR.join(dict.fromkeys(lines)) or None
-
-
 def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
     out = {}
     for c in columns:
@@ -143,10 +146,13 @@ class Results:
 
     # -- writers: measured rows ------------------------------------------------------------------
     def add_bench_run(self, row: dict[str, Any]) -> int:
-        """Store one benchmark result; the kernel line, power limit and tripwire are filled when missing.
+        """Store one benchmark result (a node row) and its per-replica detail; what only the store knows is
+        filled in: the conditions of the number (console.store.conditions), power limit and tripwire.
 
         ``row`` is the bench command's arguments plus the load generator's JSON plus box/launch/t_ms
-        (see console.store.ingest). Keys that are not columns stay in ``raw``.
+        (see console.store.ingest). A node run names every replica it measured in ``launch_ids`` (in
+        the order of its base URLs) and the load generator's ``per_url`` holds each one's share; a row
+        naming only ``launch_id`` measured that one replica. Keys that are not columns stay in ``raw``.
         """
         for key in ("arm", "shape", "concurrency"):
             if row.get(key) in (None, ""):
@@ -156,28 +162,52 @@ class Results:
         if values.get("total_tok_per_s") is None and row.get("in_tok_per_s") is not None \
                 and row.get("out_tok_per_s") is not None:  # fmt: skip
             values["total_tok_per_s"] = row["in_tok_per_s"] + row["out_tok_per_s"]
+        launch_ids = [str(x) for x in row.get("launch_ids") or ([values["launch_id"]] if values.get("launch_id") else [])]
         with self.store.atomic():
-            launch_id = values.get("launch_id")
-            if launch_id:
-                if not values.get("kernel_line"):
-                    values["kernel_line"] = self._kernel_line(launch_id)
+            if launch_ids:
+                values.setdefault("launch_id", launch_ids[0])
+                self._conditions(values, launch_ids)
+                launch_id = values["launch_id"]
                 if values.get("power_limit_w") is None:
                     values["power_limit_w"] = self._power_limit(values.get("box"), launch_id, values.get("started_ms"))
                 if values.get("tripwire_id") is None:
                     latest = self.store.rows(
-                        "SELECT id, passed FROM tripwire_runs WHERE launch_id = ? ORDER BY t_ms DESC, id DESC LIMIT 1",
-                        [launch_id],
+                        "SELECT id, passed FROM tripwire_runs WHERE launch_id IN "
+                        f"({','.join('?' * len(launch_ids))}) ORDER BY t_ms DESC, id DESC LIMIT 1",
+                        launch_ids,
                     )
                     if latest:
                         values["tripwire_id"] = latest[0]["id"]
                         values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
-            return self.store.insert("bench_runs", values)
+            bench_id = self.store.insert("bench_runs", values)
+            for i, share in enumerate(row.get("per_url") or []):
+                detail = _encode(share, REPLICA_COLUMNS)
+                detail.update(bench_run_id=bench_id, replica=i, launch_id=launch_ids[i] if i < len(launch_ids) else None)
+                self.store.insert("bench_replicas", detail)
+            return bench_id
+
+    def _conditions(self, values: dict[str, Any], launch_ids: list[str]) -> None:
+        """Fill the kernel line and check, prefix caching, replicas and queueing of a row over ``launch_ids``."""
+        request_tokens = sum(int(values.get(k) or 0) for k in ("prefix_len", "input_len", "output_len"))
+        cond = conditions(self.store, launch_ids, request_tokens)
+        if not values.get("kernel_line"):
+            values["kernel_line"] = cond.kernel_line
+        values.setdefault("kernel_check", dumps(cond.kernel_check))
+        values["kernel_fallback"] = int(bool(values.get("kernel_fallback")) or cond.kernel_fallback)
+        if values.get("prefix_caching") is None and cond.prefix_caching is not None:
+            values["prefix_caching"] = int(cond.prefix_caching)
+        values["replicas"] = values.get("replicas") or len(launch_ids)
+        values.setdefault("admitted", cond.admitted)
+        if values["admitted"] is not None:
+            queues = streams_per_replica(int(values["concurrency"]), values["replicas"]) > values["admitted"]
+            values["queueing"] = int(bool(values.get("queueing")) or queues)
 
     def add_tripwire_run(self, row: dict[str, Any]) -> int:
         """Store a tripwire verdict and attach it to the launch's throughput rows.
 
-        A failed verdict marks every bench row of the launch diagnostic-only: a fast arm whose output
-        is degenerate must never read as a result (the seed's DP2 x TP2 GLM layout).
+        A failed verdict marks every bench row of the launch (a node row measuring it among its replicas
+        too) diagnostic-only: a fast arm whose output is degenerate must never read as a result (the
+        seed's DP2 x TP2 GLM layout).
         """
         missing = [k for k in ("arm", "ok", "degenerate", "wrong", "total", "passed") if row.get(k) is None]
         if missing:
@@ -189,9 +219,11 @@ class Results:
             if values.get("launch_id"):
                 db.execute(
                     "UPDATE bench_runs SET tripwire_id = ?, diagnostic_only = max(diagnostic_only, ?) "
-                    "WHERE launch_id = ? AND (tripwire_id IS NULL OR ? = 0)",
-                    [tripwire_id, int(not values["passed"]), values["launch_id"], int(values["passed"])],
-                )
+                    "WHERE (launch_id = ? OR id IN (SELECT bench_run_id FROM bench_replicas WHERE launch_id = ?)) "
+                    "AND (tripwire_id IS NULL OR ? = 0)",
+                    [tripwire_id, int(not values["passed"]), values["launch_id"], values["launch_id"],
+                     int(values["passed"])],
+                )  # fmt: skip
         return tripwire_id
 
     def add_eval_run(self, row: dict[str, Any]) -> int:
@@ -214,13 +246,6 @@ class Results:
                 [price.model, price.provider, price.in_per_mtok, price.out_per_mtok, price.cached_in_per_mtok,
                  price.note, self.store.clock()],
             )  # fmt: skip
-
-    def _kernel_line(self, launch_id: str) -> str | None:
-        lines = self.store.rows(
-            "SELECT line FROM kernel_lines WHERE launch_id = ? AND category != 'config' ORDER BY t_ms, id",
-            [launch_id],
-        )
-        return join_kernel_lines(r["line"] for r in lines)
 
     def _power_limit(self, box: str | None, launch_id: str, at_ms: int | None) -> float | None:
         """The lowest enforced limit among the launch's GPUs in the newest sample at or before the run."""

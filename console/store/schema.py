@@ -423,5 +423,38 @@ V8 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8)
+V9 = Migration(
+    9,
+    "node rows: every replica measured at once with per-replica detail, and the conditions of each number",
+    (
+        "ALTER TABLE bench_runs ADD COLUMN replicas INTEGER",  # serving replicas measured at once (the node)
+        "ALTER TABLE bench_runs ADD COLUMN prefix_caching INTEGER",  # 1 on, 0 off, NULL: not known
+        "ALTER TABLE bench_runs ADD COLUMN kernel_fallback INTEGER NOT NULL DEFAULT 0",  # a kernel other than asked
+        "ALTER TABLE bench_runs ADD COLUMN kernel_check TEXT",  # JSON per layer kind: requested, status, used
+        "ALTER TABLE bench_runs ADD COLUMN admitted INTEGER",  # streams one replica admits at once for this shape
+        "ALTER TABLE bench_runs ADD COLUMN repeat_group TEXT",  # the runs of one `campaign bench --repeat N`
+        "CREATE INDEX bench_runs_repeat_group ON bench_runs(repeat_group) WHERE repeat_group IS NOT NULL",
+        """CREATE TABLE bench_replicas (
+            bench_run_id INTEGER NOT NULL REFERENCES bench_runs(id) ON DELETE CASCADE,
+            replica INTEGER NOT NULL,                   -- position in the node run, 0..replicas-1
+            launch_id TEXT,
+            base_url TEXT,
+            streams INTEGER,                            -- of the run's concurrency, the streams sent to it
+            requests INTEGER, failed INTEGER,
+            req_per_s REAL, in_tok_per_s REAL, out_tok_per_s REAL, total_tok_per_s REAL,
+            ttft_ms_p50 REAL, ttft_ms_p99 REAL, tpot_ms_p50 REAL, tpot_ms_p99 REAL,
+            itl_ms_p50 REAL, itl_ms_p99 REAL, e2e_ms_p50 REAL, e2e_ms_p99 REAL,
+            PRIMARY KEY (bench_run_id, replica)
+        )""",
+        "ALTER TABLE launches ADD COLUMN launch_group TEXT",  # the replicas started by one launch share it
+        # Before this version a console bench measured one replica, whatever the arm's layout; the
+        # imported tables are per node, so their replicas are the arm's.
+        "UPDATE bench_runs SET replicas = 1 WHERE source != 'imported'",
+        """UPDATE bench_runs SET replicas = (
+            SELECT json_array_length(a.gpus) FROM launches l JOIN arms a ON a.id = l.arm_id
+            WHERE l.id = bench_runs.launch_id) WHERE source = 'imported'""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9)
 LATEST = MIGRATIONS[-1].version

@@ -215,17 +215,14 @@ class Sweeps:
     # -- benches ---------------------------------------------------------------------------------
     def add_bench(self, sweep_arm_id: int, launch_id: str, shape: str, concurrency: int, bench_run_id: int | None,
                   error: str | None, admitted: int | None) -> None:  # fmt: skip
-        """One bench of the walk, and the queueing flag on its throughput row when the server cannot admit
-        the concurrency at once (the seed's TTFT that was really queueing)."""
+        """One node bench of the walk (``launch_id``: its first replica), with the streams a replica admits at
+        once; the throughput row carries its own queueing mark (console.store.conditions)."""
         with self.store.atomic() as db:
             db.execute(
                 "INSERT OR REPLACE INTO sweep_benches(sweep_arm_id, launch_id, shape, concurrency, bench_run_id, "
                 "error, admitted, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [sweep_arm_id, launch_id, shape, concurrency, bench_run_id, error, admitted, self.store.clock()],
             )
-            if bench_run_id is not None and admitted is not None:
-                db.execute("UPDATE bench_runs SET queueing = ? WHERE id = ?",
-                           [int(concurrency > admitted), bench_run_id])  # fmt: skip
 
     def benches(self, sweep_arm_id: int) -> list[dict[str, Any]]:
         return self.store.rows(

@@ -9,7 +9,6 @@ from console.sweep.runner import (
     SweepError,
     SweepOptions,
     SweepRunner,
-    admitted_streams,
     open_sweep,
     runner_alive,
 )
@@ -20,7 +19,6 @@ __all__ = [
     "SweepOptions",
     "SweepRunner",
     "accepted_candidates",
-    "admitted_streams",
     "candidates",
     "materialize",
     "open_sweep",

@@ -3,7 +3,8 @@
 Per arm: lint, launch (one replica per card where the arm fits one card, all in parallel), wait for
 ready or failure; a failure is recorded with the engine's own reason and the backend set it printed,
 and a set it says it accepts is queued as new candidates; a server that serves gets the tripwire, then
-the benches for each shape and concurrency (not when the tripwire failed, unless asked), then it is
+the node benches for each shape and concurrency (every replica at once, one run each; not when the
+tripwire failed, unless asked), then it is
 killed and the GPUs confirmed free before the next arm. Every outcome is committed as it happens
 (``store.sweeps``), so an interrupted walk resumes at the arm it was on.
 
@@ -255,7 +256,7 @@ class SweepRunner:
         return found
 
     async def _measure(self, candidate: SweepArm, plan: LaunchPlan) -> tuple[str, str | None]:
-        """Tripwire on the first replica, then benches on every replica; (outcome, reason)."""
+        """Tripwire on the first replica, then the node benches (every replica at once); (outcome, reason)."""
         first = plan.launch_ids[0]
         self._say(f"{plan.resolved.arm}: tripwire")
         tripwire_id = await self.service.tripwire(first)
@@ -277,35 +278,33 @@ class SweepRunner:
         return ("served", None) if passed else ("degenerate", f"tripwire {verdict.verdict.text}")
 
     async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
-        """Every shape x concurrency not benched in an earlier attempt, on all replicas at once."""
+        """Every shape x concurrency not benched in an earlier attempt: one node run each, every replica at once."""
         done = self.store.sweeps.benched(candidate.id)
-        limit = _max_num_seqs(plan.resolved.replicas[0].argv)
+        node = self.service.bench_node(plan.launch_ids[0], self.sweep.box)
         for shape in self.sweep.shapes:
             for conc in self.sweep.concurrency:
                 if (shape, conc) in done:
                     continue
-                self._say(f"{plan.resolved.arm}: bench {shape} x{conc}")
-                ids = [await self.service.bench(lid, shape, conc, self.options.prompts) for lid in plan.launch_ids]
-                errors = await asyncio.gather(
-                    *(self.service.until_job_ends(self.sweep.box, b, self.options.job_timeout_s) for b in ids)
-                )
-                for launch_id, bench_id, error in zip(plan.launch_ids, ids, errors, strict=True):
-                    self._record_bench(candidate, launch_id, bench_id, shape, conc, error, limit)
+                if conc < len(node.replicas):  # a node row with idle replicas would not be the node's
+                    self.store.sweeps.add_bench(candidate.id, node.launch_ids[0], shape, conc, None,
+                                                f"concurrency {conc} is below the {len(node.replicas)} replicas", None)
+                    continue
+                self._say(f"{plan.resolved.arm}: bench {shape} x{conc} on {len(node.replicas)} replica(s)")
+                bench_id = await self.service.start_bench(node, shape, conc, self.options.prompts)
+                error = await self.service.until_job_ends(self.sweep.box, bench_id, self.options.job_timeout_s)
+                self._record_bench(candidate, node.launch_ids[0], bench_id, shape, conc, error)
                 died = self._died(plan.launch_ids)
                 if died is not None:
                     return died
         return None
 
     def _record_bench(self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int,
-                      error: str | None, max_num_seqs: int | None) -> None:  # fmt: skip
+                      error: str | None) -> None:  # fmt: skip
         run = bench_run(self.store, bench_id)
-        launch = self.store.launches.get(launch_id)
-        s = self.service.catalog.shapes[shape]
-        admitted = admitted_streams(launch.kv_cache_tokens if launch else None, max_num_seqs,
-                                    s.prefix_len + s.input_len + s.output_len)  # fmt: skip
         if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
-        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error, admitted)
+        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error,
+                                    run.admitted if run else None)  # fmt: skip
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
@@ -343,24 +342,4 @@ class SweepRunner:
     def _say(self, what: str) -> None:
         if self._progress is not None:
             self._progress(self.store.sweeps.get(self.sweep.id), self.store.sweeps.arms(self.sweep.id), what)
-
-
-def admitted_streams(kv_cache_tokens: int | None, max_num_seqs: int | None, request_tokens: int) -> int | None:
-    """How many requests of this size the server runs at once: its sequence cap and what its KV cache holds.
-
-    A concurrency above it queues, and the queue shows up as TTFT (the seed's footnote); None when the
-    engine reported neither figure.
-    """
-    limits = []
-    if max_num_seqs is not None:
-        limits.append(max_num_seqs)
-    if kv_cache_tokens is not None and request_tokens > 0:
-        limits.append(kv_cache_tokens // request_tokens)
-    return min(limits) if limits else None
-
-
-def _max_num_seqs(argv: list[str]) -> int | None:
-    if "--max-num-seqs" in argv:
-        return int(argv[argv.index("--max-num-seqs") + 1])
-    return None
 

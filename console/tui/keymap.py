@@ -72,6 +72,7 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("live.timer", "t", "timer", "hard stop", "live"),
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
+    KeySpec("results.groups", "g", "groups", "groups", "results"),
     KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
 )
 

@@ -15,6 +15,10 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
 - ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096);
 - ``FAKE_ENGINE_ENV_DUMP``: a file it writes its whole environment to (JSON) before anything else.
+- ``FAKE_ENGINE_LINEAR_KERNEL``: the linear kernel it says it selected for NVFP4 GEMMs whatever was asked
+  (a GPU engine that fell back, e.g. ``MarlinNvFp4LinearKernel`` when b12x was asked); unset: no line.
+
+Its config line says ``enable_prefix_caching`` as vLLM's does: on unless ``--no-enable-prefix-caching``.
 """
 
 from __future__ import annotations
@@ -130,8 +134,10 @@ def serve(argv: list[str]) -> None:
     accepts = [a for a in os.environ.get("FAKE_ENGINE_MOE_ACCEPTS", "Triton").split(",") if a]
     kv_tokens = int(os.environ.get("FAKE_ENGINE_KV_TOKENS", "4096"))
     _log("APIServer", "INFO", "api_utils.py:286", f"non-default args: {{'model': {model_path!r}, 'port': {port}}}")
+    caching = "--no-enable-prefix-caching" not in argv
     _log("EngineCore", "INFO", "core.py:133", "Initializing a V1 LLM engine (v0.32.0) with config: "
-         f"model={model_path!r}, kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})")  # fmt: skip
+         f"model={model_path!r}, enable_prefix_caching={caching}, "
+         f"kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})")  # fmt: skip
     time.sleep(float(os.environ.get("FAKE_ENGINE_STARTUP_S", "0.5")))
     if mode == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -141,6 +147,8 @@ def serve(argv: list[str]) -> None:
     chosen = names.get(moe or "", accepts[0])
     _log("Worker", "INFO", "unquantized.py:364",
          f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.")  # fmt: skip
+    if os.environ.get("FAKE_ENGINE_LINEAR_KERNEL"):  # vLLM's format: kernels/linear/__init__.py
+        _log("EngineCore", "INFO", "__init__.py:683", f"Using {os.environ['FAKE_ENGINE_LINEAR_KERNEL']} for NVFP4 GEMM")
     _log("EngineCore", "INFO", "kv_cache_utils.py:2327", f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "
          f"concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x")  # fmt: skip
 

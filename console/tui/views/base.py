@@ -134,8 +134,8 @@ _TONES = (
     ("FAIL", "bold red"), ("DEGEN", "bold red"), ("WRONG", "bold red"), ("LEAK", "bold red"),
     ("DIAGNOSTIC-ONLY", "bold red"), ("down", "bold red"), ("failed", "bold red"), ("host-key", "bold red"),
     ("REFUSED", "bold red"), ("CRASHED", "bold red"),
-    ("CAPPED", "bold yellow"), ("WARN", "yellow"), ("CLIENT-BOUND", "yellow"), ("unchecked", "yellow"),
-    ("INTERRUPTED", "yellow"), ("QUEUEING", "yellow"), ("borrowed", "yellow"),
+    ("KERNEL-FALLBACK", "bold yellow"), ("CAPPED", "bold yellow"), ("WARN", "yellow"), ("CLIENT-BOUND", "yellow"),
+    ("unchecked", "yellow"), ("INTERRUPTED", "yellow"), ("QUEUEING", "yellow"), ("TIE", "yellow"), ("borrowed", "yellow"),
     ("ok", "green"), ("up", "green"), ("serving", "green"), ("served", "green"), ("frontier", "green"),
 )  # fmt: skip
 """Colour follows the words (worst first), so colour helps the eye and never carries meaning alone."""

@@ -1,6 +1,8 @@
-"""Results: every bench row beside its arm, kernel line, tripwire verdict and power limit.
+"""Results: every node row beside its arm, kernel line, tripwire verdict, power limit and marks.
 
-Sort (`s`), filter (`/`) and a chart comparing arms (`c`).
+Sort (`s`), filter (`/`), a chart comparing arms (`c`), and the repeat groups (`g`): each group's median,
+min-max and coefficient of variation beside its verdict against the best group of its shape and
+concurrency, ties marked ``TIE``.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from console.readmodel import RESULT_SORTS, ResultRow, best_by
+from console.readmodel import RESULT_SORTS, GroupStanding, ResultRow, best_by, standings
 from console.tui import keymap
 from console.tui.render import bar, millis, num
 from console.tui.views.base import Cell, ViewScreen, fill_table, toned
@@ -29,6 +31,22 @@ COLUMNS = (
     "E2E p99",
     "box",
 )
+
+
+GROUP_COLUMNS = ("arm", "shape", "C", "runs", "median", "min-max", "CV", "vs best", "marks", "box")
+
+
+def group_cells(s: GroupStanding) -> list[Cell]:
+    g = s.group
+    spread = f"{num(g.low)}-{num(g.high)}" if g.repeated else "-"
+    cv = f"{g.cv:.1%}" if g.cv is not None else "-"
+    return [g.arm, g.shape, str(g.concurrency), str(g.n), num(g.median), spread, cv, toned(s.word),
+            toned(g.marks or "-"), g.box or "-"]  # fmt: skip
+
+
+def group_detail(s: GroupStanding) -> str:
+    verdict = s.versus_best.text if s.versus_best else "the best group of its shape and concurrency"
+    return f"{s.group.label}: {s.group.spread_text} | {verdict}"
 
 
 def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
@@ -57,12 +75,14 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
 
 def detail_line(r: ResultRow) -> str:
     """The highlighted row whole, so an 80-column terminal still shows its kernel, verdict and limit."""
+    node = f" on {r.replicas} replicas" if r.replicas and r.replicas > 1 else ""
     parts = [
-        f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s",
+        f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s{node}",
         f"tripwire {r.tripwire.word}",
         f"limit {num(r.power_limit_w)} W",
         f"kernel {r.kernel_line or 'not recorded'}",
     ]
+    parts += [f.text for f in r.fallbacks]
     if r.marks:
         parts.append(r.marks)
     return " | ".join(parts)
@@ -77,7 +97,9 @@ class ResultsScreen(ViewScreen):
         super().__init__()
         self.sort = "arm"
         self.rows: list[ResultRow] = []
+        self.groups: list[GroupStanding] = []
         self.chart_shown = False
+        self.groups_shown = False
 
     def body(self) -> ComposeResult:
         yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
@@ -91,14 +113,32 @@ class ResultsScreen(ViewScreen):
         return self.console.model.results(self.sort, self.filter_text)
 
     def topbar_extra(self) -> str:
-        return f"{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (
+        shown = f"{len(self.groups)} repeat group{'' if len(self.groups) == 1 else 's'} of " if self.groups_shown else ""
+        return f"{shown}{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (
             f" | {super().topbar_extra()}" if self.filter_text else ""
         )
 
     def show(self, rows: list[ResultRow]) -> None:
         self.rows = rows
+        self.groups = standings(rows) if self.groups_shown else []
         self.query_one("#topbar", Static).update(self.topbar())
-        cells: list[tuple[list[Cell], str]] = [
+        table = self.query_one("#results-table", DataTable)
+        cursor = None
+        if table.row_count:
+            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        with self.app.batch_update():
+            if self.groups_shown:
+                fill_table(table, GROUP_COLUMNS, [(group_cells(s), f"g:{s.group.id}") for s in self.groups], cursor)
+            else:
+                fill_table(table, COLUMNS, self._row_cells(rows), cursor)
+        chart = self.query_one("#results-chart", Static)
+        chart.display = self.chart_shown
+        if self.chart_shown:
+            chart.update("\n".join(compare_chart(rows, chart.content_region.width or self.size.width - 2)))
+
+    @staticmethod
+    def _row_cells(rows: list[ResultRow]) -> list[tuple[list[Cell], str]]:
+        return [
             (
                 [
                     r.arm,
@@ -119,20 +159,13 @@ class ResultsScreen(ViewScreen):
             )
             for r in rows
         ]
-        table = self.query_one("#results-table", DataTable)
-        cursor = None
-        if table.row_count:
-            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        with self.app.batch_update():
-            fill_table(table, COLUMNS, cells, cursor)
-        chart = self.query_one("#results-chart", Static)
-        chart.display = self.chart_shown
-        if self.chart_shown:
-            chart.update("\n".join(compare_chart(rows, chart.content_region.width or self.size.width - 2)))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        row = next((r for r in self.rows if str(r.id) == event.row_key.value), None)
-        self.query_one("#results-detail", Static).update(detail_line(row) if row else "")
+        key = event.row_key.value
+        group = next((s for s in self.groups if f"g:{s.group.id}" == key), None)
+        row = next((r for r in self.rows if str(r.id) == key), None)
+        text = group_detail(group) if group else detail_line(row) if row else ""
+        self.query_one("#results-detail", Static).update(text)
 
     def action_sort(self) -> None:
         names = list(RESULT_SORTS)
@@ -141,4 +174,8 @@ class ResultsScreen(ViewScreen):
 
     def action_chart(self) -> None:
         self.chart_shown = not self.chart_shown
+        self.reload()
+
+    def action_groups(self) -> None:
+        self.groups_shown = not self.groups_shown
         self.reload()

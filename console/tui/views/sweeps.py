@@ -51,8 +51,9 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
         lines.append(f"launches: {', '.join(a.launch_ids)}")
     for b in a.benches:
         what = f"bench {b.shape} C{b.concurrency}"
+        node = f" on {b.replicas} replicas" if b.replicas and b.replicas > 1 else ""
         lines.append(f"{what} failed: {b.error}" if b.error else
-                     f"{what}: {num(b.out_tok_per_s)} out tok/s" + (" QUEUEING" if b.queueing else ""))  # fmt: skip
+                     f"{what}: {num(b.out_tok_per_s)} out tok/s{node}" + (f" {b.marks}" if b.marks else ""))  # fmt: skip
     if a.started_ms:
         lines.append(f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else ""))
     return lines
