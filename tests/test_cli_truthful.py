@@ -47,6 +47,7 @@ def test_the_first_command_on_a_new_database_sets_it_up_whichever_it_is(tmp_path
 def test_json_output_is_json_and_nothing_else(tmp_path: Path, argv: list[str]) -> None:
     """In a separate process, as a script would run it: stdout parses as one JSON document."""
     db = tmp_path / "state.db"
+    main(["--db", str(db), "box", "list"])  # a campaign (reading commands never create one)
     if argv[0] == "check":  # a stored probe to judge, without probing this machine's GPUs
         main(["--db", str(db), "check", "local"])
     done = subprocess.run([sys.executable, "-m", "console", "--db", str(db), *argv], capture_output=True,

@@ -42,7 +42,7 @@ def test_trust_then_connect_then_lint_refusal_and_kill_confirmation(
         asyncio.run(_probe(service))
     assert main(["--db", db, "launch", "qwen3.8-27b-nvfp4-auto", "--box", "alpha"]) == 1
     captured = capsys.readouterr()
-    assert "ERROR [R1-nvfp4-linear-backend]" in captured.out
+    assert "ERROR [R1-nvfp4-linear-backend]" in captured.err  # the plan is shown as prose, on stderr
     assert "refused by lint" in captured.err
 
     assert main(["--db", db, "launch", "tiny-cpu", "--box", "alpha", "--gpus", "0,x"]) == 2

@@ -136,7 +136,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path)
     path.write_text("not a database\n" * 100)
     path.chmod(0o644)
     for read_only in (False, True):
-        with pytest.raises(StoreError, match="cannot be read as a campaign state.db.*--db or CAMPAIGN_DB"):
+        with pytest.raises(StoreError, match="is not a SQLite database, so not a state.db.*--db or CAMPAIGN_DB"):
             Store(path, read_only=read_only)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert path.read_text() == "not a database\n" * 100

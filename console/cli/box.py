@@ -100,15 +100,14 @@ def _connect(args: argparse.Namespace) -> int:
         try:
             if args.follow:
                 run(service, follow)
-            else:
-                connected = run(service, lambda: service.connect(args.name, progress))
+                return 0
+            connected = run(service, lambda: service.connect(args.name, progress))
         finally:
             progress.done()
-    if not args.follow:
         from console.readmodel import quarantined
 
         bad = _quarantined(quarantined(service.store).get(args.name, 0))
-        print(f"{args.name}: {connected}" + (f"; {bad} (see the quarantine table)" if bad else ""))
+    print(f"{args.name}: {connected}" + (f"; {bad} (see the quarantine table)" if bad else ""))
     return 0
 
 
@@ -129,7 +128,7 @@ def _trust(args: argparse.Namespace) -> int:
         key = run(service, lambda: service.presented_key(args.name))
         say(f"box {box.name} ({box.ssh_target}) presents {key.kind} {key.fingerprint}")
         if box.host_key == key.line and box.host_key_source in ("tofu", "known_hosts"):
-            say("this key is already trusted")
+            print("this key is already trusted")
             return 0
         question = f"trust {key.fingerprint} for box {box.name}? compare it with the provider's console first"
         if not confirm(question, args.yes):

@@ -25,13 +25,11 @@ T = TypeVar("T")
 
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool = True) -> Store:
-    """The campaign's store. A database this command creates starts as every new one does: this machine
-    registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself, with
-    its progress) the seed campaign's published figures imported to browse."""
-    path = resolve_db_path(getattr(args, "db", None))
-    if read_only and not path.exists():  # a reading command (export, report) on a new path sets it up too
-        open_store(args, seed=seed).close()
-    store = Store(path, read_only=read_only)
+    """The campaign's store. Whichever command creates a database sets it up as every new one starts: this
+    machine registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself,
+    with its progress) the seed campaign's published figures imported to browse. A reading command
+    (``read_only``: export, report) never creates one: a mistyped path is refused."""
+    store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
     if store.notice:
         say(f"campaign: notice: {store.notice}")
     if store.created:

@@ -23,10 +23,10 @@ from console.readmodel.quality import quality_run
 from console.readmodel.records import QualityRun
 from console.service.base import ServiceError, reaching
 from console.service.runs import RunIntents
+from console.store.conditions import join_kernel_lines
 from console.store.jsonutil import dumps
 from console.store.launches import ArmRecord, Launch
 from console.store.quality import NewQualityRun
-from console.store.conditions import join_kernel_lines
 from console.timeutil import from_ms
 
 LM_EVAL = ("lm_eval", "lm-eval")
