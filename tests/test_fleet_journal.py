@@ -18,7 +18,7 @@ import pytest
 from console.fleet import BoxLink, FleetManager
 from console.service import Service
 from console.store import Store
-from tests.support import backlog
+from tests.support import backlog, disks
 from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
 from tests.support.sshd import SshBox, SshdFarm
 
@@ -228,13 +228,8 @@ def _box_acked(box: SshBox) -> list[int]:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 24 MiB filesystem of its own for state.db (tmpfs, mounted by the test: it runs as root)."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m,mode=0755", "tmpfs", str(mnt)], check=True)
-    try:
+    with disks.tmpfs(tmp_path / "small-disk", "24m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
 def _one_line_disk_full(done: subprocess.CompletedProcess[str], where: Path) -> None:

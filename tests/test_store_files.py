@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.store import Store
+from tests.support import disks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,15 +69,10 @@ def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """(a writable folder, the same folder seen through a read-only bind mount)."""
-    src, ro = tmp_path / "src", tmp_path / "ro"
+    src = tmp_path / "src"
     src.mkdir()
-    ro.mkdir()
-    subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+    with disks.read_only_view(src, tmp_path / "ro") as ro:
         yield src, ro
-    finally:
-        subprocess.run(["umount", "--lazy", str(ro)], check=True)
 
 
 def test_a_read_only_state_db_opens_read_only_with_a_notice(read_only_dir: tuple[Path, Path]) -> None:
@@ -101,13 +97,8 @@ def test_a_new_state_db_in_a_read_only_folder_is_refused_clearly(read_only_dir: 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mnt)], check=True)
-    try:
+    with disks.tmpfs(tmp_path / "small-disk", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "--lazy", str(mnt)], check=True)
 
 
 def fill(path: Path, leave: int) -> None:
