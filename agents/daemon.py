@@ -315,6 +315,9 @@ class Agent:
     def op_tripwire(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return self.jobs.start("tripwire", args, command_id)
 
+    def op_kldiff(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.jobs.start("kldiff", args, command_id)
+
     def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("this agent build has no watchdog; push a current agent")

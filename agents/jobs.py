@@ -3,7 +3,9 @@
 Why child processes: a run lasts minutes and uses several cores; the daemon must stay responsive and
 keep sampling at 1 Hz meanwhile, and a crashing run must not take the agent with it. The child is the
 agent's own entry point (``<agent> loadgen ...`` / ``<agent> tripwire ...``) so the zipapp the console
-pushed is all the box needs. Its one JSON object on stdout becomes a ``bench_result`` /
+pushed is all the box needs. The tripwire's child runs under the ``python`` its command names (the
+serving environment's, which has the ``openai`` package its client needs: agents/tripwire/client.py),
+else under the agent's own interpreter. Its one JSON object on stdout becomes a ``bench_result`` /
 ``tripwire_result`` event; any failure becomes a ``command_done`` with the reason.
 
 No measurement is lost to an agent restart (crash, ``kill -9``, a pushed new version): every run is a
@@ -31,9 +33,10 @@ _FLAGS = {
     "bench": ("base_url", "model", "tokenizer", "vocab_size", "shape", "input_len", "output_len", "prefix_len",
               "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),
     "tripwire": ("base_url", "model", "profile", "max_tokens", "concurrency", "timeout"),
+    "kldiff": ("a", "b", "model", "model_b", "contexts", "positions", "top_k", "seed", "timeout"),
 }
-_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id"}
-_TOOL = {"bench": "loadgen", "tripwire": "tripwire"}
+_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}
+_TOOL = {"bench": "loadgen", "tripwire": "tripwire", "kldiff": "kldiff"}
 
 
 def _archive() -> str | None:
@@ -41,10 +44,24 @@ def _archive() -> str | None:
     return getattr(getattr(sys.modules["agents"], "__loader__", None), "archive", None)
 
 
-def agent_command() -> list[str]:
-    """How to start this agent again: the zipapp it runs from, else ``python -m agents``."""
+def agent_command(python: str | None = None) -> list[str]:
+    """How to start this agent again under ``python`` (default: this interpreter): the zipapp it runs
+    from, else ``python -m agents``."""
+    interpreter = python or sys.executable
     archive = _archive()
-    return [sys.executable, archive] if archive else [sys.executable, "-m", "agents"]
+    return [interpreter, archive] if archive else [interpreter, "-m", "agents"]
+
+
+def tripwire_python(args: dict[str, Any]) -> str | None:
+    """The interpreter a tripwire command names (``python``), checked before anything is started."""
+    python = args.get("python")
+    if python is None:
+        return None
+    if not isinstance(python, str) or not os.path.isfile(python) or not os.access(python, os.X_OK):
+        raise ValueError(f"tripwire python {python!r} is not an executable file on this box; name the serving "
+                         "environment's interpreter (<serving_env>/bin/python), or leave python out to run the "
+                         "tripwire under the agent's own")
+    return python
 
 
 def agent_env() -> dict[str, str]:
@@ -143,7 +160,8 @@ class Jobs:
         if known is not None:
             raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
-        argv = agent_command() + [_TOOL[op], *tool_argv(op, args)]
+        python = tripwire_python(args) if op in ("tripwire", "kldiff") else None  # kldiff's client is openai's too
+        argv = agent_command(python) + [_TOOL[op], *tool_argv(op, args)]
         if op == "bench" and "--records" not in argv:
             # One records file per bench id: benches on several replicas start in the same second.
             argv += ["--records", str(self.dir / f"{op}-{safe}.jsonl")]
@@ -222,8 +240,7 @@ class Jobs:
             else:
                 error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
         if error is None and isinstance(result, dict):
-            kind = "bench_result" if job.op == "bench" else "tripwire_result"
-            self.journal.append(kind, **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
+            self.journal.append(f"{job.op}_result", **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
                                          "result": result, "exit_code": code})
         elif error is None:
             error = f"{job.op} result is not a JSON object: {text[:200]!r}"

@@ -23,6 +23,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kill", "kill a launch or an arm on a box (confirms)"),
     ("bench", "run a benchmark shape against a launch"),
     ("tripwire", "run the corruption tripwire against a launch"),
+    ("kldiff", "logit-level divergence of two launches, read against a control pair"),
     ("sweep", "walk a sweep list of arms on a box, resumably"),
     ("timer", "guarded hard-stop timers: set, list, cancel"),
     ("browse", "open a state.db read-only in the console, offline"),

@@ -13,6 +13,7 @@ from console.readmodel.campaign import (
     imports,
 )
 from console.readmodel.inventory import box_list
+from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.queries import failed_launches, fleet, launches, timers
 from console.readmodel.records import (
@@ -26,6 +27,8 @@ from console.readmodel.records import (
     GpuPower,
     ImportedCounts,
     ImportRow,
+    KldiffRun,
+    KldiffVerdict,
     LaunchRow,
     LiveView,
     ResultRow,
@@ -66,6 +69,8 @@ __all__ = [
     "GpuPower",
     "ImportRow",
     "ImportedCounts",
+    "KldiffRun",
+    "KldiffVerdict",
     "LaunchRow",
     "LiveView",
     "ReadModel",
@@ -93,6 +98,8 @@ __all__ = [
     "fleet",
     "imported_counts",
     "imports",
+    "kldiff_run",
+    "kldiff_runs",
     "latest_tripwires",
     "launches",
     "timers",

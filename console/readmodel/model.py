@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 from console.readmodel import queries
 from console.readmodel.campaign import economics_inputs
-from console.readmodel.records import ArmEntry, EconomicsInputs, FleetRow, LiveView, ResultRow, SweepEntry
+from console.readmodel.kldiff import kldiff_runs
+from console.readmodel.records import (
+    ArmEntry,
+    EconomicsInputs,
+    FleetRow,
+    KldiffRun,
+    LiveView,
+    ResultRow,
+    SweepEntry,
+)
 from console.readmodel.results import bench_rows, latest_tripwires
 from console.readmodel.sweeps import sweeps
 from console.store import Store
@@ -116,6 +125,9 @@ class ReadModel:
 
     def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
         return bench_rows(self.store, self.now(), sort, text)
+
+    def kldiff(self, text: str = "") -> list[KldiffRun]:
+        return kldiff_runs(self.store, self.now(), text)
 
     def sweeps(self) -> list[SweepEntry]:
         return sweeps(self.store, self.now())

@@ -22,6 +22,7 @@ from console.store.checks import Checks
 from console.store.commands import Commands
 from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew
 from console.store.ingest import Ingest
+from console.store.kldiff import Kldiff
 from console.store.launches import Launches
 from console.store.results import Results
 from console.store.schema import LATEST, MIGRATIONS
@@ -134,6 +135,7 @@ class Store:
         self.ingest = Ingest(self)
         self.results = Results(self)
         self.sweeps = Sweeps(self)
+        self.kldiff = Kldiff(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -99,11 +99,13 @@ class ImportPayload:
     bench_runs: list[dict[str, Any]] = field(default_factory=list)
     eval_runs: list[dict[str, Any]] = field(default_factory=list)
     api_prices: list[ApiPrice] = field(default_factory=list)
+    kldiff_runs: list[dict[str, Any]] = field(default_factory=list)
+    """In order, a control before the pairs read against it (console/store/kldiff.py)."""
 
     @property
     def row_count(self) -> int:
         return (len(self.boxes) + len(self.launches) + len(self.tripwires) + len(self.bench_runs)
-                + len(self.eval_runs) + len(self.api_prices))  # fmt: skip
+                + len(self.eval_runs) + len(self.api_prices) + len(self.kldiff_runs))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ class Results:
             launch_id = values.get("launch_id")
             if launch_id:
                 if not values.get("kernel_line"):
-                    values["kernel_line"] = self._kernel_line(launch_id)
+                    values["kernel_line"] = self.kernel_line(launch_id)
                 if values.get("power_limit_w") is None:
                     values["power_limit_w"] = self._power_limit(values.get("box"), launch_id, values.get("started_ms"))
                 if values.get("tripwire_id") is None:
@@ -210,7 +212,8 @@ class Results:
                  price.note, self.store.clock()],
             )  # fmt: skip
 
-    def _kernel_line(self, launch_id: str) -> str | None:
+    def kernel_line(self, launch_id: str) -> str | None:
+        """The launch's kernel lines as one line (the engine's configuration line left out)."""
         lines = self.store.rows(
             "SELECT line FROM kernel_lines WHERE launch_id = ? AND category != 'config' ORDER BY t_ms, id",
             [launch_id],
@@ -267,7 +270,7 @@ class Results:
         with self.store.atomic() as db:
             old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
             for import_id in old:
-                # Cascades to the bench, tripwire and eval rows of that import and nothing else.
+                # Cascades to the bench, tripwire, eval and kldiff rows of that import and nothing else.
                 db.execute("DELETE FROM imports WHERE id = ?", [import_id])
             if old:
                 for name in {launch.box for launch in payload.launches}:
@@ -293,6 +296,7 @@ class Results:
                 self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
             for price in payload.api_prices:
                 self.add_api_price(price)
+            self.store.kldiff.add_imported(payload.kldiff_runs, import_id, now)
         return ImportOutcome(import_id, "replaced" if old else "imported", payload.row_count)
 
     def _import_box(self, box: Box) -> None:
