@@ -122,6 +122,15 @@ def test_a_base_url_with_or_without_v1_names_the_same_server() -> None:
         "http://h:8100"}  # fmt: skip
 
 
+def test_the_agent_starts_kldiff_with_its_flags_and_the_contexts_as_json() -> None:
+    from agents.jobs import tool_argv
+
+    argv = tool_argv("kldiff", {"kldiff_id": "k", "a": "http://127.0.0.1:1", "b": "http://127.0.0.1:2", "model": "m",
+                                "contexts": ["hello"], "top_k": 5, "arm_a": "not a flag", "python": "/x/python"})  # fmt: skip
+    assert argv == ["--a", "http://127.0.0.1:1", "--b", "http://127.0.0.1:2", "--model", "m", "--contexts-json",
+                    '["hello"]', "--top-k", "5", "--json", "--quiet"]  # fmt: skip
+
+
 # -- the verdict rule ----------------------------------------------------------------------------------------
 def test_every_row_of_the_seed_table_reproduces_its_verdict() -> None:
     floors: dict[str, float] = {}
@@ -254,10 +263,9 @@ def test_the_cli_checks_a_contexts_file_before_anything_runs(tmp_path: Path, cap
 # -- the demo, the export, the view --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("demo") / "state.db"
-    with Store(path) as store:
+    with Store(tmp_path_factory.mktemp("demo") / "state.db") as store:
         build_demo(store)
-    return path
+        return store.path
 
 
 def test_the_demo_imports_the_seed_tables_with_their_verdicts(demo: Path) -> None:

@@ -72,7 +72,7 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("live.timer", "t", "timer", "hard stop", "live"),
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
-    KeySpec("results.divergence", "d", "app.view('divergence')", "divergence", "results"),
+    KeySpec("results.divergence", "d", "app.view('divergence')", "kldiff", "results"),
     KeySpec("divergence.results", "d", "app.view('results')", "throughput results", "divergence"),
     KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
 )

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import KldiffRun
 from console.timeutil import fmt_utc
 from console.tui import keymap
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, toned
 
 COLUMNS = ("pair", "top-1", "mean KL", "floor", "excess", "verdict", "pos", "kernel a", "kernel b", "box", "source")
 
@@ -84,11 +84,7 @@ class DivergenceScreen(ViewScreen):
             for r in rows
         ]
         table = self.query_one("#divergence-table", DataTable)
-        cursor = None
-        if table.row_count:
-            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        with self.app.batch_update():
-            fill_table(table, COLUMNS, cells, cursor)
+        self.refill(table, COLUMNS, cells)
         if not rows:
             self.query_one("#divergence-detail", Static).update(
                 "no divergence measured: `campaign kldiff LAUNCH_A LAUNCH_B --control LAUNCH_C LAUNCH_D`"

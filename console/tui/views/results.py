@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import RESULT_SORTS, ResultRow, best_by
 from console.tui import keymap
 from console.tui.render import bar, millis, num
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = (
@@ -120,11 +120,7 @@ class ResultsScreen(ViewScreen):
             for r in rows
         ]
         table = self.query_one("#results-table", DataTable)
-        cursor = None
-        if table.row_count:
-            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        with self.app.batch_update():
-            fill_table(table, COLUMNS, cells, cursor)
+        self.refill(table, COLUMNS, cells)
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown
         if self.chart_shown:
