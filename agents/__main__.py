@@ -2,8 +2,8 @@
 
 Subcommands: ``daemon`` (start detached, or ``--foreground``), ``call`` (stdio <-> unix socket proxy,
 for SSH exec when streamlocal forwarding is off), ``version``, ``probe --json`` and ``sample --json``
-(usable by hand on a box, no daemon needed), ``build`` (write the zipapp), and ``loadgen`` / ``tripwire``
-which hand their arguments to those packages.
+(usable by hand on a box, no daemon needed), ``build`` (write the zipapp), and ``loadgen`` / ``tripwire`` /
+``kldiff`` which hand their arguments to those packages.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _proxy(home: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("loadgen", "tripwire"):
+    if args and args[0] in ("loadgen", "tripwire", "kldiff"):
         import importlib
 
         return int(importlib.import_module(f"agents.{args[0]}").main(args[1:]) or 0)

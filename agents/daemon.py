@@ -341,6 +341,9 @@ class Agent:
     def op_tripwire(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return self.jobs.start("tripwire", args, command_id)
 
+    def op_kldiff(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        return self.jobs.start("kldiff", args, command_id)
+
     def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")

@@ -34,11 +34,12 @@ _FLAGS = {
     "bench": ("base_url", "model", "tokenizer", "vocab_size", "shape", "input_len", "output_len", "prefix_len",
               "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),
     "tripwire": ("base_url", "model", "profile", "max_tokens", "concurrency", "timeout"),
+    "kldiff": ("a", "b", "model", "model_b", "contexts", "positions", "top_k", "seed", "timeout"),
 }
 _REPEATED = frozenset({"base_url"})
 """Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
-_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id"}
-_TOOL = {"bench": "loadgen", "tripwire": "tripwire"}
+_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}
+_TOOL = {"bench": "loadgen", "tripwire": "tripwire", "kldiff": "kldiff"}
 
 
 def _archive() -> str | None:
@@ -164,7 +165,7 @@ class Jobs:
         if known is not None:
             raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
-        python = tripwire_python(args) if op == "tripwire" else None
+        python = tripwire_python(args) if op in ("tripwire", "kldiff") else None  # kldiff's client is openai's too
         argv = agent_command(python) + [_TOOL[op], *tool_argv(op, args)]
         if op == "bench" and "--records" not in argv:
             # One records file per bench id: benches on several replicas start in the same second.
@@ -244,8 +245,7 @@ class Jobs:
             else:
                 error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
         if error is None and isinstance(result, dict):
-            kind = "bench_result" if job.op == "bench" else "tripwire_result"
-            self.journal.append(kind, **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
+            self.journal.append(f"{job.op}_result", **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
                                          "result": result, "exit_code": code})
         elif error is None:
             error = f"{job.op} result is not a JSON object: {text[:200]!r}"

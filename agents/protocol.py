@@ -63,6 +63,9 @@ OPS: dict[str, str] = {
     "launches": "() -> {launches: [{launch_id, state, pid, port, gpus, ...}]}",
     "log_tail": "(launch_id, lines) -> {lines: [str]}",
     "probe": "(console_t_ms, serving_python?, serving_env?: {str: str}) -> {probe}; also journaled as a probe event",
+    "kldiff": "(kldiff_id, launch_id (server a's), argv?: [kldiff flags] | a, b (base URLs), model, model_b?, "
+    "contexts?: [context], positions?, top_k?, seed?, timeout?; python?: the interpreter to run it under, one "
+    "with openai: the serving env's) -> {started, pid, log_path}; the figures arrive as kldiff_result + command_done",
     "bench": "(bench_id, launch_id, argv?: [loadgen flags] | base_url (one, or a list: a node's replicas, the "
     "streams round-robin over them), model, tokenizer?, vocab_size?, shape? | "
     "workload? (a recipe shape's name: with the lengths given, a label), "
@@ -95,6 +98,7 @@ EVENT_KINDS: dict[str, str] = {
     "probe": "probe: {...} (see agents.probe)",
     "bench_result": "bench_id, launch_id, result: {the load generator's JSON}, exit_code",
     "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}, exit_code",
+    "kldiff_result": "kldiff_id, launch_id, result: {agents.kldiff's JSON}, exit_code",
     "deadline": "timer_id, state (armed|warning|firing|fired|refused-early|cancelled), deadline_ms, "
     "remaining_s, action, detail",
     "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",

@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from console.errors import InputError, Refused
+from console.readmodel import KldiffVerdict
 from console.store import Box, Store
 from console.store.quality import PublishedPair, PublishedRun
 from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
@@ -28,8 +29,8 @@ repository): kept as it was first released, so re-importing replaces the old imp
 PROVENANCE = (
     "Sqwish Labs, 'Blackwell inference benchmarks: 4x RTX PRO 6000 and 8x RTX 5090', September 2026: the "
     "headline and per-model throughput tables (600 W Server Edition, 400 W Workstation, 8x RTX 5090), the "
-    "task-accuracy tables, their paired comparisons and noise floor, and the Economics prices, transcribed in "
-    "ops/data/seed/"
+    "task-accuracy tables, their paired comparisons and noise floor, the logit-level divergence tables and the "
+    "Economics prices, transcribed in ops/data/seed/"
 )
 QUALITY_PROVENANCE = "the seed write-up's item-paired comparisons (ops/data/seed/quality_*.tsv)"
 FAMILIES = ("maths", "code", "tools", "long_ctx", "knowledge", "instructions")
@@ -110,6 +111,33 @@ def digest(data_dir: Traversable = SEED_DIR) -> str:
         if path.is_file():
             h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
+    """The divergence tables, each pair after its control, the verdict in the read model's words."""
+    rows: list[dict[str, Any]] = []
+    floors: dict[str, float] = {}
+    for c in read_tsv(data_dir / "kldiff.tsv"):
+        label, role, box = c.need("label"), c.need("role"), c.text("box")
+        control = c.text("control")
+        if control is not None and control not in floors:
+            raise DemoDataError(f"{c.where}: control {control!r} is not a control row above it")
+        mean_kl = c.need("mean_kl", float)
+        if role == "control":
+            floors[label] = mean_kl
+        kernels = {}
+        for side in ("a", "b"):
+            arm = arms.get((c.need(f"arm_{side}"), box or ""))
+            kernels[f"kernel_{side}"] = arm.text("kernel") if arm else None
+        verdict = KldiffVerdict.of(role, mean_kl, floors[control] if control else None)
+        rows.append({
+            "label": label, "role": role, "control": control, "model": c.text("model"), "box": box,
+            "arm_a": c.need("arm_a"), "arm_b": c.need("arm_b"), **kernels, "positions": c.number("positions", int),
+            "top_k": 20, "top1_agreement": c.number("top1_agreement"), "top5_overlap": c.number("top5_overlap"),
+            "mean_kl": mean_kl, "verdict": verdict.text, "note": c.text("note"),
+            "provenance": f"{c.need('table')} ({c.where})",
+        })  # fmt: skip
+    return rows
 
 
 def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
@@ -204,6 +232,7 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
             c.need("model"), c.need("provider"), c.need("in_per_mtok", float), c.need("out_per_mtok", float),
             c.number("cached_in_per_mtok"), c.text("note"),
         ))  # fmt: skip
+    payload.kldiff_runs = kldiff_rows(data_dir, arms)
     return payload
 
 

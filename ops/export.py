@@ -1,4 +1,4 @@
-"""Exports in the formats the seed's readers use: summary_all.tsv, kernels_by_server.tsv, economics.
+"""Exports in the formats the seed's readers use: summary_all.tsv, kernels_by_server.tsv, economics, kldiff.
 
 Every throughput row leaves with its arm, kernel line, tripwire verdict and power limit beside it, and a
 diagnostic-only row says so in every format (a ``diagnostic_only`` column: ``yes`` in TSV/CSV, ``true``
@@ -24,7 +24,7 @@ from typing import Any
 
 from console.economics import EconomicsRow
 from console.errors import InputError
-from console.readmodel import LaunchRow, ResultRow
+from console.readmodel import KldiffRun, LaunchRow, ResultRow
 from console.timeutil import from_ms
 
 FORMATS = ("tsv", "csv", "json")
@@ -43,9 +43,17 @@ ECONOMICS_COLUMNS = (
     "accuracy_basis", "accuracy_arm", "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node",
     "on_frontier", "diagnostic_only", "power_limit_w", "max_power_w", "capped", "source",
 )  # fmt: skip
+KLDIFF_COLUMNS = (
+    "role", "box", "model", "arm_a", "arm_b", "kernel_a", "kernel_b", "positions", "top_k", "top1_agreement",
+    "top5_overlap", "mean_kl", "p50_kl", "p99_kl", "control_arm_a", "control_arm_b", "control_positions",
+    "control_top1_agreement", "control_mean_kl", "excess_kl", "verdict", "missing_token_method", "source",
+    "measured_utc", "run_id", "provenance",
+)  # fmt: skip
 FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queueing", "on_frontier", "capped"})
 UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
 """Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
+FINE = frozenset({"mean_kl", "p50_kl", "p99_kl", "control_mean_kl", "excess_kl"})
+"""Divergences are read in thousandths of a nat and below (the seed's 0.00158): six decimals, not four."""
 
 
 class ExportError(InputError, ValueError):
@@ -75,6 +83,19 @@ def kernel_rows(launches: Iterable[LaunchRow]) -> list[dict[str, Any]]:
     return rows
 
 
+def kldiff_rows(runs: Iterable[KldiffRun]) -> list[dict[str, Any]]:
+    """Every divergence row with its control's figures beside it and the verdict in words; a row without
+    a control says so rather than leaving the verdict blank."""
+    out = []
+    for r in runs:
+        row = {c: getattr(r, c, None) for c in KLDIFF_COLUMNS}
+        row["verdict"] = r.verdict.text
+        row["kernel_a"], row["kernel_b"] = r.kernel_a or "not recorded", r.kernel_b or "not recorded"
+        row["measured_utc"] = from_ms(r.t_ms).isoformat() if r.source == "measured" else None
+        out.append(row)
+    return out
+
+
 def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
     """console.economics' table under the export's column names (USD made explicit)."""
     out = []
@@ -93,7 +114,7 @@ def _cell(column: str, value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.4f}".rstrip("0").rstrip(".")
+        return f"{value:.{6 if column in FINE else 4}f}".rstrip("0").rstrip(".")
     return str(value)
 
 

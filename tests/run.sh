@@ -19,7 +19,7 @@ python3 -m pip install -q -e '.[test]'
 
 # A real vLLM on CPU for the end-to-end tests, in its own cached venv (it pins its own torch).
 if [ -f tests/support/vllm_env.py ]; then
-  python3 tests/support/vllm_env.py ensure
+  python3 tests/support/vllm_env.py ensure --trained
 fi
 # The sshd test boxes' serving environments: the system Python with openai, as a real box's vLLM env has it.
 python3 tests/support/box_python.py

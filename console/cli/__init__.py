@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("compare", "is one configuration faster than another, or a tie inside the spread"),
     ("tripwire", "run the corruption tripwire against a launch"),
     ("quality", "task accuracy per item: import, run, compare, list, pairs"),
+    ("kldiff", "logit-level divergence of two launches, read against a control pair"),
     ("sweep", "walk a sweep list of arms on a box, resumably"),
     ("timer", "guarded hard-stop timers: set, list, cancel"),
     ("browse", "open a state.db read-only in the console, offline"),

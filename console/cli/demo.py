@@ -31,7 +31,8 @@ def _run(args: argparse.Namespace) -> int:
         path = store.path
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}
     print(f"demo campaign {verb[outcome.state]} in {path}: {counts.bench_runs} throughput rows, "
-          f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows")  # fmt: skip
+          f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows, {counts.kldiff_runs} "
+          "logit-level divergence rows")  # fmt: skip
     return 0
 
 

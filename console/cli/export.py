@@ -1,9 +1,10 @@
-"""``campaign export summary|kernels|economics``: the campaign's figures as TSV (default), CSV or JSON.
+"""``campaign export summary|kernels|economics|kldiff``: the campaign's figures as TSV (default), CSV or JSON.
 
 ``summary`` is the seed's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
 client_bound and diagnostic-only mark; ``kernels`` is kernels_by_server.tsv; ``economics`` prices every
 configuration on its box and against API prices (``--api-price MODEL=IN/OUT[/CACHED]``, USD per million
-tokens) and marks the quality/cost frontier. ``-o FILE`` writes atomically.
+tokens) and marks the quality/cost frontier; ``kldiff`` is every logit-level divergence row with its
+control's figures and verdict. ``-o FILE`` writes atomically.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from console.economics import (
     frontier_chart,
     parse_api_price,
 )
-from console.readmodel import bench_rows, economics_inputs, launches
+from console.readmodel import bench_rows, economics_inputs, kldiff_runs, launches
 from ops.export import (
     ECONOMICS_COLUMNS,
     FORMATS,
     KERNEL_COLUMNS,
+    KLDIFF_COLUMNS,
     SUMMARY_COLUMNS,
     economics_rows,
     kernel_rows,
+    kldiff_rows,
     render,
     summary_rows,
     write_atomic,
@@ -58,6 +61,12 @@ def _kernels(args: argparse.Namespace) -> int:
     return _emit(args, rows, KERNEL_COLUMNS)
 
 
+def _kldiff(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        rows = kldiff_rows(kldiff_runs(store))
+    return _emit(args, rows, KLDIFF_COLUMNS)
+
+
 def _economics(args: argparse.Namespace) -> int:
     prices = [parse_api_price(text) for text in args.api_price]
     utilisation = check_utilisation(args.utilisation)
@@ -80,6 +89,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         ("summary", _summary, "one row per (arm, shape, concurrency) run: summary_all.tsv"),
         ("kernels", _kernels, "the kernel line each server selected: kernels_by_server.tsv"),
         ("economics", _economics, "cost per million tokens on the node and from APIs; the frontier"),
+        ("kldiff", _kldiff, "logit-level divergence rows, each with its control and verdict"),
     ):
         k = kinds.add_parser(name, help=text, description=text)
         k.add_argument("--format", choices=FORMATS, default="tsv", help="output format (default tsv)")

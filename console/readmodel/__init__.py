@@ -14,6 +14,7 @@ from console.readmodel.campaign import (
 )
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
 from console.readmodel.inventory import box_list, quarantined
+from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.quality import (
     compare_runs,
@@ -39,6 +40,8 @@ from console.readmodel.records import (
     ImportedCounts,
     ImportRow,
     KernelUse,
+    KldiffRun,
+    KldiffVerdict,
     LaunchRow,
     LiveView,
     NoiseFloor,
@@ -91,6 +94,8 @@ __all__ = [
     "ImportRow",
     "ImportedCounts",
     "KernelUse",
+    "KldiffRun",
+    "KldiffVerdict",
     "LaunchRow",
     "LiveView",
     "NoiseFloor",
@@ -128,6 +133,8 @@ __all__ = [
     "fleet",
     "imported_counts",
     "imports",
+    "kldiff_run",
+    "kldiff_runs",
     "latest_tripwires",
     "launches",
     "noise_floor",

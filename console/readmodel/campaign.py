@@ -79,10 +79,11 @@ def imports(store: Store) -> list[ImportRow]:
 
 
 def imported_counts(store: Store) -> ImportedCounts:
-    """How many throughput rows, tripwire verdicts and task-accuracy rows were imported."""
+    """How many throughput rows, tripwire verdicts, task-accuracy and divergence rows were imported."""
     r = store.rows(
         """SELECT (SELECT count(*) FROM bench_runs WHERE source = 'imported') AS bench_runs,
                   (SELECT count(*) FROM tripwire_runs WHERE source = 'imported') AS tripwire_runs,
-                  (SELECT count(*) FROM eval_runs WHERE source = 'imported') AS eval_runs"""
+                  (SELECT count(*) FROM eval_runs WHERE source = 'imported') AS eval_runs,
+                  (SELECT count(*) FROM kldiff_runs WHERE source = 'imported') AS kldiff_runs"""
     )[0]
-    return ImportedCounts(r["bench_runs"], r["tripwire_runs"], r["eval_runs"])
+    return ImportedCounts(r["bench_runs"], r["tripwire_runs"], r["eval_runs"], r["kldiff_runs"])

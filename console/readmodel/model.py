@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 from console.readmodel import queries
 from console.readmodel.campaign import economics_inputs
+from console.readmodel.kldiff import kldiff_runs
 from console.readmodel.quality import quality_ledger
 from console.readmodel.records import (
     ArmEntry,
     EconomicsInputs,
     FleetRow,
+    KldiffRun,
     LiveView,
     QualityLedger,
     ResultRow,
@@ -125,6 +127,9 @@ class ReadModel:
 
     def results(self, sort: str = "arm", text: str = "") -> list[ResultRow]:
         return bench_rows(self.store, self.now(), sort, text)
+
+    def kldiff(self, text: str = "") -> list[KldiffRun]:
+        return kldiff_runs(self.store, self.now(), text)
 
     def sweeps(self) -> list[SweepEntry]:
         return sweeps(self.store, self.now())

@@ -459,6 +459,7 @@ class ImportedCounts:
     bench_runs: int
     tripwire_runs: int
     eval_runs: int
+    kldiff_runs: int
 
 
 @dataclass(frozen=True)
@@ -818,3 +819,133 @@ class GroupStanding:
         if c.verdict == "faster" and c.a.median is not None and c.b.median:
             return f"{c.a.median / c.b.median - 1:.1%}"
         return "no verdict"
+
+
+_NUMBER_WORDS = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+)  # fmt: skip
+
+
+def _signed(kl: float) -> str:
+    """An excess KL as the seed prints it (``+0.007``); one too small for three decimals keeps two digits."""
+    return f"{kl:+.3f}" if abs(kl) >= 0.0005 else f"{kl:+.1e}"
+
+
+@dataclass(frozen=True)
+class KldiffVerdict:
+    """A pair's divergence read against its control pair, with the only code that puts it in words.
+
+    The rule (docs/kldiff.md), from the pair's mean KL and the control's (the floor), excess = mean - floor:
+    ``below`` the floor when the mean is at or under it; ``just-above`` when the excess is under one floor;
+    ``times`` otherwise, N = excess / floor rounded half up (the seed's +0.127 over 0.0184 is "seven
+    times the floor"). A floor of exactly 0 (a control that reproduced bit for bit, as a deterministic CPU
+    stack does) cannot be multiplied: any excess over it is ``exact-floor``. A control row itself is
+    ``control`` ("the noise floor"); a pair without a control gets no verdict (``none``).
+    """
+
+    kind: str  # control, none, below, just-above, exact-floor, times
+    excess: float | None = None
+    times: int | None = None
+
+    @classmethod
+    def of(cls, role: str, mean_kl: float, floor: float | None) -> KldiffVerdict:
+        if role == "control":
+            return cls("control")
+        if floor is None:
+            return cls("none")
+        excess = mean_kl - floor
+        if excess <= 0:
+            return cls("below", excess)
+        if floor <= 0:
+            return cls("exact-floor", excess)
+        if excess < floor:
+            return cls("just-above", excess)
+        return cls("times", excess, int(excess / floor + 0.5))
+
+    @property
+    def rank(self) -> int:
+        """Verdicts in order of how far a pair sits from its floor (below < just above < a multiple)."""
+        return {"below": 0, "just-above": 1, "exact-floor": 2, "times": 2}.get(self.kind, -1)
+
+    @property
+    def word(self) -> str:
+        """The short form a column shows."""
+        if self.kind == "times":
+            return f"{self.times}x floor"
+        return {"control": "floor", "none": "no control", "below": "below floor", "just-above": "just above",
+                "exact-floor": "ABOVE exact floor"}[self.kind]  # fmt: skip
+
+    @property
+    def text(self) -> str:
+        """The sentence, in the seed's words: "below the floor", "just above: excess KL +0.007",
+        "excess KL +0.127, seven times the floor"."""
+        if self.kind == "control":
+            return "the noise floor"
+        if self.kind == "none":
+            return "no verdict: no control pair (the same configuration served twice) to read it against"
+        if self.kind == "below":
+            return "below the floor"
+        assert self.excess is not None
+        if self.kind == "just-above":
+            return f"just above: excess KL {_signed(self.excess)}"
+        if self.kind == "exact-floor":
+            return f"excess KL {_signed(self.excess)} over an exact floor (the control reproduced bit for bit)"
+        n = self.times or 0
+        times = {1: "as large as the floor", 2: "twice the floor"}.get(n) or (
+            f"{_NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else n} times the floor"
+        )
+        return f"excess KL {_signed(self.excess)}, {times}"
+
+
+@dataclass(frozen=True)
+class KldiffRun:
+    """One pair of servers compared on identical contexts (or a control pair), with its control's figures
+    beside its own and the verdict read from them."""
+
+    id: int
+    run_id: str | None
+    role: str  # pair or control
+    box: str | None
+    model: str | None
+    launch_a: str | None
+    launch_b: str | None
+    arm_a: str
+    arm_b: str
+    kernel_a: str | None
+    kernel_b: str | None
+    t_ms: int
+    contexts: int | None
+    positions: int | None
+    top_k: int | None
+    top1_agreement: float | None
+    top5_overlap: float | None
+    mean_kl: float
+    p50_kl: float | None
+    p99_kl: float | None
+    missing_token_method: str | None
+    control_id: int | None
+    control_arm_a: str | None
+    control_arm_b: str | None
+    control_positions: int | None
+    control_top1_agreement: float | None
+    control_mean_kl: float | None
+    excess_kl: float | None
+    recorded_verdict: str | None
+    """The ``verdict`` column: the words the console wrote when it judged the pair (NULL: not judged)."""
+    note: str | None
+    source: str
+    provenance: str | None
+
+    @property
+    def verdict(self) -> KldiffVerdict:
+        return KldiffVerdict.of(self.role, self.mean_kl, self.control_mean_kl)
+
+    @property
+    def pair(self) -> str:
+        return f"{self.arm_a} vs {self.arm_b}"
+
+    def text(self) -> str:
+        """Everything a `/` filter matches against."""
+        return " ".join(str(v) for v in (self.box, self.model, self.pair, self.role, self.kernel_a, self.kernel_b,
+                                         self.verdict.word, self.verdict.text, self.source) if v).lower()  # fmt: skip

@@ -11,6 +11,7 @@ one fleet of box links.
 from console.service.base import ServiceError, describe
 from console.service.boxes import BoxIntents, Connected, HostKey
 from console.service.checks import CheckIntents
+from console.service.kldiff import KldiffIntents, KldiffOptions, KldiffOutcome
 from console.service.launches import (
     DEFAULT_READY_TIMEOUT_S,
     KillPlan,
@@ -24,7 +25,7 @@ from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
 
-class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents, QualityIntents):
+class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
 
@@ -35,6 +36,8 @@ __all__ = [
     "Connected",
     "HostKey",
     "KillPlan",
+    "KldiffOptions",
+    "KldiffOutcome",
     "LaunchOutcome",
     "LaunchPlan",
     "OnBox",

@@ -80,6 +80,12 @@ class Conditions:
     """The fewest streams any replica admits at once for this request size."""
 
 
+def selected_kernel_lines(store: Store, launch_id: str) -> list[str]:
+    """The kernel-selection lines ``launch_id``'s engine printed, in order (log noise never counts)."""
+    return [line for category, line in store.launches.kernel_lines(launch_id)
+            if category != "config" and loglines.parse_kernel_line(line)]  # fmt: skip
+
+
 def conditions(store: Store, launch_ids: Sequence[str], request_tokens: int) -> Conditions:
     """The conditions of a run over ``launch_ids`` (every replica it measured) with requests of this size."""
     first_kernels: list[str] = []
@@ -88,9 +94,8 @@ def conditions(store: Store, launch_ids: Sequence[str], request_tokens: int) -> 
     admitted: list[int] = []
     arm: ArmRecord | None = None
     for i, launch_id in enumerate(launch_ids):
-        lines = store.launches.kernel_lines(launch_id)
-        config += [line for category, line in lines if category == "config"]
-        selected = [line for category, line in lines if category != "config" and loglines.parse_kernel_line(line)]
+        config += [line for category, line in store.launches.kernel_lines(launch_id) if category == "config"]
+        selected = selected_kernel_lines(store, launch_id)
         records += loglines.kernel_records(selected)
         if i == 0:
             first_kernels = selected

@@ -22,6 +22,7 @@ from console.store.checks import Checks
 from console.store.commands import Commands
 from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew, disk_full, full_disk_guard
 from console.store.ingest import Ingest
+from console.store.kldiff import Kldiff
 from console.store.launches import Launches
 from console.store.quality import Quality
 from console.store.results import Results
@@ -201,6 +202,7 @@ class Store:
         self.results = Results(self)
         self.sweeps = Sweeps(self)
         self.quality = Quality(self)
+        self.kldiff = Kldiff(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

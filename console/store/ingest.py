@@ -293,6 +293,11 @@ class Ingest:
         if not self._run_failed(event, "tripwire_id"):
             self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
 
+    def _on_kldiff_result(self, box: str, event: dict[str, Any]) -> None:
+        _require(event, "kldiff_id", "launch_id", "result")
+        if not self._run_failed(event, "kldiff_id"):
+            self.store.kldiff.add_run(self._result_row(box, event, "kldiff_id"))
+
     def _run_failed(self, event: dict[str, Any], id_key: str) -> bool:
         """A run that reported an error is a failed command with its reason, never a row without numbers."""
         error = event["result"].get("error")

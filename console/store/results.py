@@ -111,12 +111,14 @@ class ImportPayload:
     quality_runs: list[PublishedRun] = field(default_factory=list)
     quality_pairs: list[PublishedPair] = field(default_factory=list)
     box_max_power: dict[str, float] = field(default_factory=dict)  # the board maximum per GPU, by box
+    kldiff_runs: list[dict[str, Any]] = field(default_factory=list)
+    """In order, a control before the pairs read against it (console/store/kldiff.py)."""
 
     @property
     def row_count(self) -> int:
         return (len(self.boxes) + len(self.launches) + len(self.tripwires) + len(self.bench_runs)
                 + len(self.eval_runs) + len(self.api_prices) + len(self.quality_runs)
-                + len(self.quality_pairs))  # fmt: skip
+                + len(self.quality_pairs) + len(self.kldiff_runs))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,7 @@ class Results:
         with self.store.atomic() as db:
             old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
             for import_id in old:
-                # Cascades to the bench, tripwire, eval and quality rows of that import and nothing else.
+                # Cascades to the bench, tripwire, eval, quality and kldiff rows of that import and nothing else.
                 db.execute("DELETE FROM imports WHERE id = ?", [import_id])
             if old:
                 for name in {launch.box for launch in payload.launches}:
@@ -327,6 +329,7 @@ class Results:
             for price in payload.api_prices:
                 self.add_api_price(price)
             self.store.quality.add_published(payload.quality_runs, payload.quality_pairs, import_id)
+            self.store.kldiff.add_imported(payload.kldiff_runs, import_id, now)
         return ImportOutcome(import_id, "replaced" if old else "imported", payload.row_count)
 
     def _import_box(self, box: Box) -> None:

@@ -456,5 +456,43 @@ V9 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9)
+V10 = Migration(
+    10,
+    "logit-level divergence: a pair of servers compared on identical contexts, read against a control pair",
+    (
+        """CREATE TABLE kldiff_runs (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT,                                -- the kldiff command's id (kldiff-...); NULL when imported
+            role TEXT NOT NULL DEFAULT 'pair' CHECK (role IN ('pair', 'control')),  -- control: one configuration twice
+            box TEXT,
+            model TEXT,
+            launch_a TEXT, launch_b TEXT,               -- a is the reference: KL(a||b)
+            arm_a TEXT NOT NULL, arm_b TEXT NOT NULL,
+            kernel_a TEXT, kernel_b TEXT,               -- the kernel lines each engine printed, beside the figures
+            t_ms INTEGER NOT NULL,
+            contexts INTEGER,
+            positions INTEGER,                          -- positions compared (NULL: the source does not say)
+            top_k INTEGER,                              -- log-probabilities per position and side
+            top1_agreement REAL,                        -- share of positions whose most likely token is the same
+            top5_overlap REAL,
+            mean_kl REAL NOT NULL,                      -- KL(a||b) in nats, mean over the positions
+            p50_kl REAL, p99_kl REAL,
+            missing_token_method TEXT,                  -- how a token listed by one side only was treated
+            control_id INTEGER REFERENCES kldiff_runs(id) ON DELETE SET NULL,  -- the control pair's own row
+            control_arm_a TEXT, control_arm_b TEXT,     -- the control's figures, copied: the row reads alone
+            control_positions INTEGER, control_top1_agreement REAL, control_mean_kl REAL,
+            excess_kl REAL,                             -- mean_kl - control_mean_kl
+            verdict TEXT,                               -- the read model's words (docs/kldiff.md); NULL: no control
+            note TEXT,
+            source TEXT NOT NULL DEFAULT 'measured',    -- measured or imported
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE,
+            raw TEXT                                    -- the tool's JSON as it came
+        )""",
+        "CREATE UNIQUE INDEX kldiff_runs_run_id ON kldiff_runs(run_id) WHERE run_id IS NOT NULL",
+        "CREATE INDEX kldiff_runs_t ON kldiff_runs(t_ms)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10)
 LATEST = MIGRATIONS[-1].version

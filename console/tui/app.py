@@ -1,4 +1,4 @@
-"""The console application: six views over one read model, keys from one table, actions via an adapter.
+"""The console application: seven views over one read model, keys from one table, actions via an adapter.
 
 ``run_console`` (plain ``campaign``) follows the clock; ``run_browse`` (``campaign browse``) opens the
 same screens read-only with the cursor parked at the end of the record, to replay the night with
@@ -26,6 +26,7 @@ from console.tui.actions import Actions, Recipes, ServiceActions
 from console.tui.modals import HelpScreen
 from console.tui.views.arms import ArmsScreen
 from console.tui.views.base import ViewScreen
+from console.tui.views.divergence import DivergenceScreen
 from console.tui.views.economics import EconomicsScreen
 from console.tui.views.fleet import FleetScreen
 from console.tui.views.live import LiveScreen
@@ -34,7 +35,8 @@ from console.tui.views.sweeps import SweepScreen
 
 T = TypeVar("T")
 
-VIEWS = ("fleet", "live", "arms", "results", "economics", "sweep")
+VIEWS = ("fleet", "live", "arms", "results", "economics", "sweep", "divergence")
+"""``divergence`` has no number key: it is reached from Results (`d`), where its question arises."""
 
 
 class ConsoleApp(App[None]):
@@ -48,6 +50,7 @@ class ConsoleApp(App[None]):
         "results": ResultsScreen,
         "economics": EconomicsScreen,
         "sweep": SweepScreen,
+        "divergence": DivergenceScreen,
     }
 
     def __init__(

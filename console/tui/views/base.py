@@ -129,6 +129,12 @@ class ViewScreen(Screen[None]):
     def focus_main(self) -> None:
         """Give the keys back to the view's main widget."""
 
+    def refill(self, table: DataTable[Cell], columns: tuple[str, ...], rows: Sequence[tuple[Sequence[Cell], str]]) -> None:
+        """Replace a table's rows in one frame, the highlighted row kept where it still exists."""
+        cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        with self.app.batch_update():
+            fill_table(table, columns, rows, cursor)
+
 
 _TONES = (
     ("FAIL", "bold red"), ("DEGEN", "bold red"), ("WRONG", "bold red"), ("LEAK", "bold red"),

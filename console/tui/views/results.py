@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 from console.readmodel import RESULT_SORTS, GroupStanding, ResultRow, best_by, standings
 from console.tui import keymap
 from console.tui.render import bar, millis, num
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, ViewScreen, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = (
@@ -123,14 +123,10 @@ class ResultsScreen(ViewScreen):
         self.groups = standings(rows) if self.groups_shown else []
         self.query_one("#topbar", Static).update(self.topbar())
         table = self.query_one("#results-table", DataTable)
-        cursor = None
-        if table.row_count:
-            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        with self.app.batch_update():
-            if self.groups_shown:
-                fill_table(table, GROUP_COLUMNS, [(group_cells(s), f"g:{s.group.id}") for s in self.groups], cursor)
-            else:
-                fill_table(table, COLUMNS, self._row_cells(rows), cursor)
+        if self.groups_shown:
+            self.refill(table, GROUP_COLUMNS, [(group_cells(s), f"g:{s.group.id}") for s in self.groups])
+        else:
+            self.refill(table, COLUMNS, self._row_cells(rows))
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown
         if self.chart_shown:

@@ -13,7 +13,7 @@ from console.readmodel import SweepArmRow, SweepEntry
 from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.render import num
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned, toned_block
+from console.tui.views.base import Cell, ViewScreen, toned, toned_block
 
 COLUMNS = ("sweep", "outcome", "arm", "tries", "reason")
 REASON_CELL = 100
@@ -97,11 +97,7 @@ class SweepScreen(ViewScreen):
             if not needle or needle in f"{a.arm} {a.state} {a.reason or ''}".lower()
         ]
         table = self.query_one("#sweep-table", DataTable)
-        cursor = None
-        if table.row_count:
-            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        with self.app.batch_update():
-            fill_table(table, COLUMNS, rows, cursor)
+        self.refill(table, COLUMNS, rows)
         if not rows:
             self.query_one("#sweep-detail", Static).update("")
 
