@@ -77,11 +77,11 @@ def local_db(tmp_path: Path) -> Iterator[Path]:
     try:
         yield db
     finally:
-        _stop_agent(home / "agent")
+        stop_agent(home / "agent")
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _stop_agent(home: Path) -> None:
+def stop_agent(home: Path) -> None:
     """Stop the agent daemon this test started (by its recorded pid), and only it."""
     pid_file = home / "agent.pid"
     if pid_file.exists():

@@ -30,7 +30,7 @@ from tests.support.fake_engine import install, write_model
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_server import free_port
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
-from tests.test_sweep import _stop_agent
+from tests.conftest import stop_agent
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -126,7 +126,7 @@ def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield tmp_path, home
     finally:
-        _stop_agent(home)
+        stop_agent(home)
 
 
 async def _launch_fake(store: Store, box: str, recipes: Path) -> tuple[Service, str]:
