@@ -59,6 +59,7 @@ source = "test model: greedy, no reasoning"
 
 [arms."{arm}"]
 profile = "{model}"
+device = "cpu"
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
 dtype = "bfloat16"
 max_model_len = 2048

@@ -245,10 +245,15 @@ def test_layouts_that_do_not_fit_are_refused(tmp_path: Path) -> None:
     single = catalog_of(tmp_path, """
         [arms.cpu2]
         profile = "p"
+        device = "cpu"
         replicas = 2
+        [arms.gpu1]
+        profile = "p"
         """)
     assert [(rep.gpus, rep.port) for rep in resolve(single, "cpu2", CPU, base_port=9000).replicas] == [
-        ([], 9000), ([], 9001)]  # a box without GPUs runs its replicas on its CPUs, each on its own port
+        ([], 9000), ([], 9001)]  # a box without GPUs runs a CPU arm's replicas on its CPUs, each on its own port
+    with pytest.raises(ResolveError, match="runs on GPUs and box local has none measured"):
+        resolve(single, "gpu1", CPU)  # a GPU arm is refused there before anything starts
     assert [rep.gpus for rep in resolve(c, "two", RTX5090).replicas] == [[0, 1], [2, 3]]
     with pytest.raises(ResolveError, match="each usable once"):
         resolve(c, "two", PRO, gpus=[0, 0, 1, 2])

@@ -167,7 +167,8 @@ GOLDEN = {
         [[]],
         {'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1', 'VLLM_CPU_KVCACHE_SPACE': '1'},
         '/srv/models/tiny-llama',
-        ['--max-num-seqs', '16', '--max-model-len', '2048', '--dtype', 'bfloat16', '--enforce-eager'],
+        ['--max-num-seqs', '16', '--max-model-len', '2048', '--dtype', 'bfloat16', '--gpu-memory-utilization', '0.15',
+         '--enforce-eager'],
     ),
 }
 
