@@ -50,6 +50,8 @@ async def _campaign(db: str, recipes: Path, *argv: str, status: int = 0) -> dict
 TWO_REPLICAS = """
 [arms."tiny-cpu-x2"]  # tiny-cpu as two servers on the box's CPUs: a node of two replicas
 profile = "tiny-llama"
+device = "cpu"
+gpu_memory_utilization = 0.15
 dtype = "bfloat16"
 max_model_len = 2048
 max_num_seqs = 2

@@ -41,6 +41,7 @@ source = "test fake"
 
 [arms."fake-b12x"]  # asks b12x; the engine says it used Marlin (FAKE_ENGINE_LINEAR_KERNEL)
 profile = "fake-nvfp4"
+device = "cpu"  # the fake engine on the local box, which has no GPU
 linear_backend = "b12x"
 replicas = 4
 max_model_len = 2048
