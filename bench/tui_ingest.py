@@ -3,8 +3,8 @@
     python bench/tui_ingest.py [--hours 1] [--gpus 8] [--servers 4] [--samples 1000000] [--rounds 20]
 
 Setup, all real: a state.db with ``--samples`` GPU samples (bench/tui.py's campaign), the ``local`` box whose
-agent home holds a journal backlog written with the agent's own Journal class (bench/ingest.py's events: one
-8-GPU sample plus one sample per server each second), and the console App with its real ``ServiceActions``
+agent home holds a journal backlog written with the agent's own Journal class (tests/support/backlog.py, the events
+bench/ingest.py measures: one 8-GPU sample plus one sample per server each second), and the console App with its real ``ServiceActions``
 supervising the fleet, so the backlog is pulled and committed exactly as in a live console. It measures the
 Live view's redraw (worker load + draw, the figure bench/tui.py reports) while the backlog ingests, against the
 peer measured in the same run: the same redraw with nothing arriving. Printed as medians and their ratio; no
@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,19 +27,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import WRITER, backlog  # noqa: E402
 from bench.tui import build  # noqa: E402
 from console.store import Store  # noqa: E402
+from tests.support import backlog  # noqa: E402
 from tests.support import tui_fixture as F  # noqa: E402
 from tests.support.tui_pilot import settle  # noqa: E402
 
 
 def write_backlog(home: Path, hours: float, gpus: int, servers: int) -> int:
-    events = backlog(hours, gpus, servers)
+    """The box's journal holds ``hours`` of samples the console has not seen; returns how many events."""
     home.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-c", WRITER, str(home / "journal.db")], check=True, env={"PYTHONPATH": str(ROOT)},
-                   input="\n".join(json.dumps(e) for e in events), text=True)  # fmt: skip
-    return len(events)
+    before = backlog.write_journal(home / "journal.db", [])
+    return backlog.write_journal(home / "journal.db", backlog.samples(int(hours * 3600), gpus, servers)) - before
 
 
 async def redraws(db: Path, rounds: int, until_ingested: int | None) -> tuple[list[float], int]:

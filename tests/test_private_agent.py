@@ -25,12 +25,12 @@ from agents.jobs import agent_env
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Box, Store
+from tests.conftest import stop_agent
 from tests.support.agent_box import AgentBox
 from tests.support.fake_engine import install, write_model
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_server import free_port
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
-from tests.conftest import stop_agent
 
 pytestmark = pytest.mark.timeout(180)
 

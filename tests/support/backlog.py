@@ -54,13 +54,19 @@ def samples(seconds: int, gpus: int = 8, servers: int = 4, t0: int = T0) -> Iter
 
 
 def write(box: SshBox, events: Iterable[dict[str, Any]]) -> int:
-    """Append ``events`` to ``box``'s journal (its agent may be running); returns the journal's last seq.
+    """Append ``events`` to ``box``'s journal (its agent may be running); returns the journal's last seq."""
+    return write_journal(box.agent_home / "journal.db", events, box.uid, box.gid)
+
+
+def write_journal(journal: Path, events: Iterable[dict[str, Any]], uid: int | None = None,
+                  gid: int | None = None) -> int:  # fmt: skip
+    """Append ``events`` to the journal file, as ``uid``/``gid`` when given; returns its last seq.
 
     Streamed, so a twelve-hour backlog never sits in memory at once.
     """
     proc = subprocess.Popen(
-        ["/usr/bin/python3", "-c", _WRITER, str(box.agent_home / "journal.db")], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True, user=box.uid, group=box.gid, env={"PYTHONPATH": str(ROOT)},
+        ["/usr/bin/python3", "-c", _WRITER, str(journal)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True, user=uid, group=gid, env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     with proc.stdin:
