@@ -164,8 +164,12 @@ def to_record(index: int, worker: int, ex: Exchange, end: float) -> Record:
     return rec
 
 
+Progress = Callable[[Record], None]
+"""Told of each measured request as it ends (the parent's counters of requests and tokens)."""
+
+
 class Worker:
-    def __init__(self, spec: WorkerSpec, progress: Callable[[int], None] = lambda n: None) -> None:
+    def __init__(self, spec: WorkerSpec, progress: Progress = lambda record: None) -> None:
         self.spec = spec
         self.build = RequestBuilder(spec)
         self.progress = progress
@@ -197,9 +201,10 @@ class Worker:
 
         async def slot_loop(slot: list[StreamConnection | None]) -> None:
             while queue:
-                records.append(await self._request(slot, queue.popleft()))
+                record = await self._request(slot, queue.popleft())
+                records.append(record)
                 if count:
-                    self.progress(1)
+                    self.progress(record)
 
         slots = self._slots[: max(1, min(concurrency, len(indices)))]
         await asyncio.gather(*(slot_loop(s) for s in slots))
@@ -239,5 +244,5 @@ class Worker:
         return WorkerResult(spec.worker, records, t_start, t_end, cpu, self.lags_ms)
 
 
-def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Callable[[int], None]) -> WorkerResult:
+def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Progress) -> WorkerResult:
     return asyncio.run(Worker(spec, progress).run(barrier))
