@@ -79,24 +79,36 @@ class ReadModel:
     def fleet(self) -> list[FleetRow]:
         return queries.fleet(self.store, self.now())
 
-    def live(self, box: str, buckets: int) -> LiveView | None:
+    def live(self, box: str, buckets: int, gpu_buckets: int | None = None) -> LiveView | None:
+        """One box at the cursor; throughput charted in ``buckets``, GPU history in ``gpu_buckets`` (default
+        the same). Throughput is the server's /metrics; where those are missing or all zero over the window,
+        the load generator's own samples of a bench that ran in it."""
         at = self.now()
         rows = queries.fleet(self.store, at, box)
         if not rows:
             return None
         start = at - self.window_ms
         out, inp = queries.throughput(self.store, box, start, at, buckets)
+        source = "server"
+        if not (out.peak or inp.peak):
+            client_out, client_in = queries.loadgen_throughput(self.store, box, start, at, buckets)
+            if client_out.peak is not None or client_in.peak is not None:
+                out, inp, source = client_out, client_in, "loadgen"
         serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
+        gpus = queries.gpu_power(self.store, box, at)
+        history = queries.gpu_history(self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets)
         return LiveView(
             box=rows[0],
             at_ms=at,
-            gpus=tuple(queries.gpu_power(self.store, box, at)),
+            gpus=tuple(gpus),
             out_tok_s=out,
             in_tok_s=inp,
             servers=tuple(queries.servers_now(self.store, box, at, serving)),
             bench=queries.bench_now(self.store, box, start, at),
             tripwire=tuple(latest_tripwires(self.store, at, box)),
             timers=tuple(queries.timers(self.store, at, box)),
+            gpu_history=tuple(history),
+            throughput_source=source,
         )
 
     def arms(self, recipe_arms: dict[str, str | None] | None = None) -> list[ArmEntry]:

@@ -1,4 +1,5 @@
-"""Live: one box's throughput charts (output and input tok/s), power per GPU, tripwire verdicts and timers.
+"""Live: one box's history over the chart window (output and input tok/s; each GPU's draw against its
+enforced limit, and its SM clock), tripwire verdicts and timers.
 
 The same screen replays a recorded night: everything is read as of the model's cursor.
 """
@@ -9,28 +10,25 @@ from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.widgets import Static
 
-from console.readmodel import BenchNow, LiveView, Series
+from console.readmodel import BenchNow, LiveView
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
-from console.tui.render import braille_area, millis, num, power_detail, power_line, timer_lines, tripwire_line
+from console.tui.render import (
+    GUTTER,
+    chart_lines,
+    fmt_window,
+    gpu_lines,
+    millis,
+    num,
+    time_axis,
+    timer_lines,
+    tripwire_line,
+)
 from console.tui.views.base import ViewScreen, toned_block
 
 TEXT_ROWS = 4
 """Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench (a finished bench: 2)."""
-
-
-def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
-    """A braille chart with its peak on the top row, its name below it and 0 at the bottom."""
-    chart = braille_area(series.values, width, rows)
-    gutter = [num(series.peak)] + [""] * (rows - 1)
-    if rows >= 3:
-        gutter[1] = label
-    if rows >= 2:
-        gutter[-1] = "0" if rows >= 3 else f"{label} 0"
-    else:
-        gutter[0] = label
-    return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
 
 
 def bench_lines(b: BenchNow, at: int) -> list[str]:
@@ -62,6 +60,7 @@ class LiveScreen(ViewScreen):
         super().__init__()
         self.view: LiveView | None = None
         self.buckets = 2
+        self.gpu_buckets = 2
 
     def body(self) -> ComposeResult:
         yield Static("", id="live-box", markup=False)
@@ -73,21 +72,26 @@ class LiveScreen(ViewScreen):
 
     def chart_width(self) -> int:
         width = self.query_one("#live-throughput", Panel).content_region.width
-        return max(10, width - 6)
+        return max(10, width - GUTTER)
+
+    def gpu_chart_width(self) -> int:
+        """About what the GPU traces get beside their labels (gpu_lines sizes them exactly)."""
+        return max(4, self.query_one("#live-power", Panel).content_region.width - 16)
 
     def reload(self) -> None:
-        self.buckets = 2 * self.chart_width()  # measured here, on the UI thread, not in the worker
+        # Measured here, on the UI thread, not in the worker; braille puts two buckets in a cell.
+        self.buckets = 2 * self.chart_width()
+        self.gpu_buckets = 2 * self.gpu_chart_width()
         super().reload()
 
     def load(self) -> LiveView | None:
         box = self.console.selected_box
         if box is None:
             return None
-        return self.console.model.live(box, buckets=self.buckets)
+        return self.console.model.live(box, buckets=self.buckets, gpu_buckets=self.gpu_buckets)
 
     def topbar_extra(self) -> str:
-        window = self.console.model.window_ms // 60_000
-        extra = f"window {window // 60}h" if window >= 60 else f"window {window}m"
+        extra = f"window {fmt_window(self.console.model.window_ms)}"
         return extra + (f" | {super().topbar_extra()}" if self.filter_text else "")
 
     def show(self, view: LiveView | None) -> None:
@@ -109,7 +113,7 @@ class LiveScreen(ViewScreen):
         self.query_one("#live-box", Static).update(head)
         self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
         power = self.query_one("#live-power", Panel)
-        lines = self.power_lines(view, power.content_region.width, power.content_region.height)
+        lines = gpu_lines(view, power.content_region.width, power.content_region.height)
         power.update(toned_block(lines) if lines else "no GPU samples")
         trip_panel = self.query_one("#live-tripwire", Panel)
         needle = self.filter_text.lower().strip()
@@ -122,28 +126,22 @@ class LiveScreen(ViewScreen):
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
         self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
 
-    @staticmethod
-    def power_lines(view: LiveView, width: int, height: int) -> list[str]:
-        """One line per GPU when wide; at 80 columns two (gauge, then clocks) if they fit, CAPPED always."""
-        if width >= 52:
-            return [power_line(g, 10) for g in view.gpus]
-        lines = []
-        for g in view.gpus:
-            lines.append(power_line(g, 5, compact=True))
-            if 2 * len(view.gpus) <= height:
-                lines.append("     " + power_detail(g).replace(" CAPPED", "").strip())  # said on line 1
-        return lines
-
     def throughput_text(self, view: LiveView) -> str:
-        """Output tok/s over input tok/s, each charted to its own peak, then the servers and the bench."""
+        """Output tok/s over input tok/s, each charted to its own peak, with where they come from (the
+        server's /metrics, else the load generator's own samples), then the servers and the bench."""
         width = self.chart_width()
         bench = bench_lines(view.bench, view.at_ms) if view.bench else []
         height = self.query_one("#live-throughput", Panel).content_region.height
         rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1))
+        axis = rows >= 7  # a time axis under the charts when they keep three rows each
+        rows -= axis
+        self.query_one("#live-throughput", Panel).border_title = f"throughput ({view.throughput_from})"
         lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
         out_rows = max(1, (rows + 1) // 2)
         lines += chart_lines(view.out_tok_s, "out", width, out_rows)
         lines += chart_lines(view.in_tok_s, "in", width, max(1, rows - out_rows))
+        if axis:
+            lines.append(time_axis(self.console.model.window_ms, width, self.console.model.cursor.live))
         if view.servers:
             s = view.servers[0]
             more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
