@@ -20,6 +20,11 @@ from console.timeutil import Clock, system_clock
 WINDOWS_MS: tuple[int, ...] = (10 * 60_000, 60 * 60_000, 6 * 3600_000, 24 * 3600_000)
 """Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
 
+REPLAY_STEPS_MS: dict[int, int] = {10 * 60_000: 60_000, 60 * 60_000: 5 * 60_000, 6 * 3600_000: 30 * 60_000,
+                                   24 * 3600_000: 2 * 3600_000}  # fmt: skip
+"""What `[` and `]` move the cursor by with each chart window: a fixed, round size (about a tenth of it),
+said in the top bar, so a step lands on the same minute every time."""
+
 
 @dataclass
 class Cursor:
@@ -69,6 +74,11 @@ class ReadModel:
 
     def follow_live(self) -> None:
         self.cursor.at_ms = None
+
+    @property
+    def step_ms(self) -> int:
+        """The replay step that goes with the chart window (REPLAY_STEPS_MS)."""
+        return REPLAY_STEPS_MS.get(self.window_ms, max(1000, self.window_ms // 10))
 
     def cycle_window(self) -> int:
         i = WINDOWS_MS.index(self.window_ms) if self.window_ms in WINDOWS_MS else -1

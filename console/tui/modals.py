@@ -1,4 +1,4 @@
-"""Modal screens: help listing every key, a confirmation that names its target, the timer prompt."""
+"""Modal screens: help listing every key, a confirmation that names its target, the timer and bench prompts."""
 
 from __future__ import annotations
 
@@ -117,6 +117,52 @@ class TimerScreen(ModalScreen[str | None]):
             lines.append(f"box   {fmt_zone(ms, zone(self.box_tz))}")
         lines.append(f"in {fmt_remaining(ms - self.now_ms)}; enter arms it")
         return ms, "\n".join(lines)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class BenchScreen(ModalScreen[tuple[str, int] | None]):
+    """Ask for a bench's workload shape and concurrency as two words (``router 64``); a shape the recipes do
+    not define or a concurrency that is not a positive whole number is refused here, before anything runs."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel")]
+
+    def __init__(self, target: str, shapes: tuple[str, ...]):
+        super().__init__()
+        self.target = target
+        self.shapes = shapes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="bench"):
+            yield Static(
+                f"Bench {self.target}: a shape and a concurrency, like `router 64`"
+                + (f"\nshapes: {', '.join(self.shapes)}" if self.shapes else ""),
+                markup=False,
+            )
+            yield Input(placeholder="shape concurrency", id="bench-input")
+            yield Static("", id="bench-check", markup=False)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#bench-check", Static).update(self._read(event.value)[1])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        asked, _ = self._read(event.value)
+        if asked is not None:
+            self.dismiss(asked)
+
+    def _read(self, text: str) -> tuple[tuple[str, int] | None, str]:
+        words = text.split()
+        if not words:
+            return None, ""
+        if len(words) != 2:
+            return None, "refused: two words, the shape then the concurrency (router 64)"
+        shape, concurrency = words
+        if self.shapes and shape not in self.shapes:
+            return None, f"refused: no shape {shape!r} in the recipes; known: {', '.join(self.shapes)}"
+        if not concurrency.isdigit() or int(concurrency) < 1:
+            return None, f"refused: concurrency {concurrency!r} must be a whole number, 1 or more"
+        return (shape, int(concurrency)), f"{shape} at C{int(concurrency)}; enter starts it"
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
