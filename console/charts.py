@@ -38,14 +38,18 @@ def _rows(figure: Any) -> list[str]:
 
 
 def trace(
-    values: Sequence[float | None], width: int, height: int, top: float, level: float | None = None
+    values: Sequence[float | None],
+    width: int,
+    height: int,
+    top: float,
+    level: Sequence[float | None] = (),
 ) -> list[str]:
     """``values`` (one per time bucket, oldest first; None is a gap, drawn as one) as a braille area on a
     ``width`` x ``height`` canvas from 0 at the bottom edge to ``top`` at the top edge, no axes. ``level``
-    is drawn as a horizontal line of LEVEL_MARK underneath; where the area reaches it, the area shows.
-    Two values fit one cell across: ``2 * width`` values fill the width.
+    (the same buckets: a GPU's enforced limit) is drawn underneath as a line of LEVEL_MARK; where the area
+    reaches it, the area shows. Two values fit one cell across: ``2 * width`` values fill the width.
     """
-    n = max(2, len(values))
+    n = max(2, len(values), len(level))
     with _figure(width, height) as f:
         f.axes(False)
         f.ruler("x").ticks([])
@@ -53,20 +57,24 @@ def trace(
         f.ruler("both").alignment(lim="edge")  # 0 on the bottom edge and ``top`` on the top one
         f.ruler("x").lim(0, n - 1)
         f.ruler("y").lim(0, top if top > 0 else 1)
-        if level is not None:
-            line = f.signal([0, n - 1], [level, level], marker=LEVEL_MARK)
-            line.lines(True)
-            f.draw(line)
-        points = [(i, v) for i, v in enumerate(values) if v is not None]
-        if points:
-            signal = f.signal([i for i, _ in points], [min(v, top) for _, v in points], marker="braille")
-            signal.lines(True)
-            signal.fillx(True)
-            for k in range(1, len(points)):
-                if points[k][0] - points[k - 1][0] > 1:
-                    signal.line(k, False)  # a gap in the samples stays a gap
-            f.draw(signal)
+        _draw(f, level, LEVEL_MARK, top, fill=False)
+        _draw(f, values, "braille", top, fill=True)
         return _rows(f)
+
+
+def _draw(f: Any, values: Sequence[float | None], marker: str, top: float, fill: bool) -> None:
+    """One series as a connected line (an area when ``fill``), broken wherever a bucket has no value."""
+    points = [(i, v) for i, v in enumerate(values) if v is not None]
+    if not points:
+        return
+    signal = f.signal([i for i, _ in points], [min(v, top) for _, v in points], marker=marker)
+    signal.lines(True)
+    if fill:
+        signal.fillx(True)
+    for k in range(1, len(points)):
+        if points[k][0] - points[k - 1][0] > 1:
+            signal.line(k, False)  # a gap in the samples stays a gap
+    f.draw(signal)
 
 
 def hbars(rows: Sequence[tuple[str, float]], width: int, scale_label: Callable[[float], str]) -> list[str]:

@@ -101,8 +101,8 @@ def gpu_lines(view: LiveView, width: int, height: int) -> list[str]:
     lines = [f"power 0-{num(top)} W, {LEVEL_MARK} enforced limit"]
     for g, label in zip(shown, labels, strict=True):
         h = history.get(g.gpu)
-        values = h.power_w.values if h else ()
-        chart = trace(values, chart_width, power_rows, top=top or 1.0, level=g.enforced_limit_w if power_rows > 1 else None)
+        values, limits = (h.power_w.values, h.limit_w.values) if h else ((), ())
+        chart = trace(values, chart_width, power_rows, top=top or 1.0, level=limits if power_rows > 1 else ())
         lines += [f"{label if i == 0 else '':{label_width}}{row}" for i, row in enumerate(chart)]
     if len(shown) < n:
         lines.append(f"+{n - len(shown)} more: " + ", ".join(gpu_label(g) for g in gpus[len(shown) :]))
