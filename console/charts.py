@@ -63,16 +63,30 @@ def trace(
 
 
 def _draw(f: Any, values: Sequence[float | None], marker: str, top: float, fill: bool) -> None:
-    """One series as a connected line (an area when ``fill``), broken wherever a bucket has no value."""
-    points = [(i, v) for i, v in enumerate(values) if v is not None]
-    if not points:
+    """One series as a connected line (an area when ``fill``), broken wherever a bucket has no value.
+
+    plotext's cost grows with the points it is given (tens of microseconds each), so the inside of a run
+    of equal values is left out: the line between the run's ends draws the same cells.
+    """
+    kept: list[tuple[int, float, bool]] = []  # (bucket, value, starts a segment)
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        v = min(v, top)
+        starts = i == 0 or values[i - 1] is None
+        ends = i + 1 == len(values) or values[i + 1] is None
+        same_before = not starts and min(values[i - 1] or 0.0, top) == v
+        same_after = not ends and min(values[i + 1] or 0.0, top) == v
+        if not (same_before and same_after):
+            kept.append((i, v, starts))
+    if not kept:
         return
-    signal = f.signal([i for i, _ in points], [min(v, top) for _, v in points], marker=marker)
+    signal = f.signal([i for i, _, _ in kept], [v for _, v, _ in kept], marker=marker)
     signal.lines(True)
     if fill:
         signal.fillx(True)
-    for k in range(1, len(points)):
-        if points[k][0] - points[k - 1][0] > 1:
+    for k, (_, _, starts) in enumerate(kept):
+        if k and starts:
             signal.line(k, False)  # a gap in the samples stays a gap
     f.draw(signal)
 

@@ -71,6 +71,10 @@ def fmt_window(ms: int) -> str:
     return f"{minutes}m" if minutes else f"{ms // 1000}s"
 
 
+GPU_LABEL = 23
+"""Cells left of a GPU's trace, for ``GPU2  400/400 W CAPPED``; a longer label (STALE, a clock) takes more."""
+
+
 def gpu_label(g: GpuPower, clock: bool = False) -> str:
     """``GPU2  400/400 W CAPPED``: draw against the enforced limit, the words that must never be lost, and
     the SM clock when asked."""
@@ -93,7 +97,7 @@ def gpu_lines(view: LiveView, width: int, height: int) -> list[str]:
     power_rows, clock_rows = (3, 2) if room >= 5 * n + 1 else (2, 1) if room >= 3 * n + 1 else (max(1, min(3, room // n)), 0)
     shown = gpus if n <= room else gpus[: max(1, room - 1)]
     labels = [gpu_label(g, clock=not clock_rows and width >= 60) for g in shown]
-    label_width = max(len(label) for label in labels) + 1
+    label_width = max([GPU_LABEL] + [len(label) + 1 for label in labels])
     chart_width = max(4, width - label_width)
     top = max((g.max_limit_w or g.enforced_limit_w or 0.0) for g in gpus) or max(
         (h.power_w.peak or 0.0 for h in view.gpu_history), default=0.0

@@ -15,6 +15,7 @@ from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
 from console.tui.render import (
+    GPU_LABEL,
     GUTTER,
     chart_lines,
     fmt_window,
@@ -75,13 +76,14 @@ class LiveScreen(ViewScreen):
         return max(10, width - GUTTER)
 
     def gpu_chart_width(self) -> int:
-        """About what the GPU traces get beside their labels (gpu_lines sizes them exactly)."""
-        return max(4, self.query_one("#live-power", Panel).content_region.width - 16)
+        """What the GPU traces get beside their labels (a longer label than usual takes a few more)."""
+        return max(4, self.query_one("#live-power", Panel).content_region.width - GPU_LABEL)
 
     def reload(self) -> None:
-        # Measured here, on the UI thread, not in the worker; braille puts two buckets in a cell.
+        # Measured here, on the UI thread, not in the worker. Braille holds two buckets a cell: throughput
+        # gets both; each GPU trace one (plotext's cost grows with the points, and an 8-GPU box has 8 traces).
         self.buckets = 2 * self.chart_width()
-        self.gpu_buckets = 2 * self.gpu_chart_width()
+        self.gpu_buckets = self.gpu_chart_width()
         super().reload()
 
     def load(self) -> LiveView | None:
