@@ -191,50 +191,32 @@ def test_run_against_the_zero_server_reports_every_issue_key(
 
 
 def test_samples_file_gets_the_runs_progress_once_a_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.test_agent_jobs import GatedServer
 
-    from bench.zero_server import MAX_TOKENS, prompt_tokens, stream_body
-
-    class Slow(BaseHTTPRequestHandler):  # zero_server's answers, each held 0.3 s: 6 rounds at C2 last over a second
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            body = json.dumps({"data": [{"id": "slow", "root": None, "max_model_len": 4096}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            found = MAX_TOKENS.search(body)
-            assert found is not None
-            threading.Event().wait(0.3)
-            self.wfile.write(stream_body("slow", int(found.group(1)), prompt_tokens(body)))
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = GatedServer()  # holds every answer until its gate opens
     samples = tmp_path / "run.samples"
+
+    def open_after_the_first_sample() -> None:
+        while not (samples.exists() and samples.read_text().count("\n")) and not server.gate(16).is_set():
+            threading.Event().wait(0.05)
+        server.gate(16).set()
+
+    threading.Thread(target=open_after_the_first_sample, daemon=True).start()
     try:
         rc, out = run_json(capsys, [
-            "--base-url", f"http://127.0.0.1:{server.server_address[1]}", "--model", "slow", "--vocab-size", "100",
+            "--base-url", server.base_url, "--model", "gated", "--vocab-size", "100",
             "--input-len", "8", "--output-len", "16", "--concurrency", "2", "--prompts", "12", "--warmup", "0",
             "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"), "--samples", str(samples),
         ])
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     assert rc == 0 and out["completed"] == 12
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(lines) >= 2  # one a second, and the last one at the end
     assert all(set(s) == {"t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s"} for s in lines)
     assert [s["requests"] for s in lines] == sorted(s["requests"] for s in lines)
     assert (lines[-1]["requests"], lines[-1]["out_tokens"], lines[-1]["in_tokens"]) == (12, 12 * 16, 12 * 8)
-    assert 0 <= lines[0]["out_tok_per_s"] <= lines[0]["out_tokens"]  # its tokens over a second or more
+    assert lines[0]["out_tok_per_s"] == lines[0]["out_tokens"] == 0  # nothing had ended by the first sample
     assert "samples_path" not in out  # plumbing, not part of the result
 
 

@@ -3,6 +3,8 @@ every view renders at 80x24."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -46,14 +48,25 @@ async def select_arm(pilot: Pilot, app: ConsoleApp, arm: str) -> None:
     await settle(pilot)
 
 
-# Each action from a view other than its own: the palette switches there, then runs it on that view's rows.
-async def test_palette_launches_the_selected_arm_after_its_lint(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
+@asynccontextmanager
+async def console(
+    fx: F.Fixture, arm: str | None = None, view: str | None = None, read_only: bool = False
+) -> AsyncIterator[tuple[Pilot, ConsoleApp, F.FixedActions]]:
+    """The console on the fixture, ``arm`` selected in Arms, then on ``view`` (a number key)."""
+    actions = F.FixedActions(read_only=read_only)
+    app = make_app(fx, actions, read_only)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await select_arm(pilot, app, F.QWEN)
-        await press(pilot, "1")
+        if arm:
+            await select_arm(pilot, app, arm)
+        if view:
+            await press(pilot, view)
+        yield pilot, app, actions
+
+
+# Each action from a view other than its own: the palette switches there, then runs it on that view's rows.
+async def test_palette_launches_the_selected_arm_after_its_lint(fx: F.Fixture) -> None:
+    async with console(fx, arm=F.QWEN, view="1") as (pilot, app, actions):
         await palette(pilot, "arms launch")
         assert app.current_mode == "arms" and isinstance(app.screen, ConfirmScreen)
         assert app.screen.title_text == f"Launch {F.QWEN} on pro-a?"
@@ -62,12 +75,7 @@ async def test_palette_launches_the_selected_arm_after_its_lint(fx: F.Fixture) -
 
 
 async def test_palette_kills_after_the_confirmation(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        await select_arm(pilot, app, F.QWEN)
-        await press(pilot, "2")
+    async with console(fx, arm=F.QWEN, view="2") as (pilot, app, actions):
         await palette(pilot, "arms kill")
         assert isinstance(app.screen, ConfirmScreen) and app.screen.title_text == "Kill L-qwen-0 on pro-a?"
         await press(pilot, "y")
@@ -75,12 +83,7 @@ async def test_palette_kills_after_the_confirmation(fx: F.Fixture) -> None:
 
 
 async def test_palette_benches_the_serving_launch_with_the_shape_and_concurrency_asked(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        await select_arm(pilot, app, F.QWEN)
-        await press(pilot, "1")
+    async with console(fx, arm=F.QWEN, view="1") as (pilot, app, actions):
         await palette(pilot, "arms bench")
         assert app.current_mode == "arms" and isinstance(app.screen, BenchScreen)
         await type_text(pilot, "huge 64")
@@ -100,23 +103,14 @@ async def test_palette_benches_the_serving_launch_with_the_shape_and_concurrency
 
 
 async def test_palette_runs_the_tripwire(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        await select_arm(pilot, app, F.QWEN)
-        await press(pilot, "4")
+    async with console(fx, arm=F.QWEN, view="4") as (pilot, app, actions):
         await palette(pilot, "arms tripwire")
         assert actions.calls[-1] == ("tripwire", "L-qwen-0", "pro-a")
         assert app.messages[-1] == f"tripwire L-qwen-0: {F.QWEN}: tripwire 20/20 ok"
 
 
 async def test_bench_and_tripwire_need_a_serving_launch(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        await select_arm(pilot, app, F.GLM_FAILED)
+    async with console(fx, arm=F.GLM_FAILED) as (pilot, app, actions):
         await press(pilot, "b")
         assert not isinstance(app.screen, BenchScreen)
         assert app.messages[-1] == f"{F.GLM_FAILED}: no serving launch to measure; launch it first (l)"
@@ -126,11 +120,7 @@ async def test_bench_and_tripwire_need_a_serving_launch(fx: F.Fixture) -> None:
 
 @pytest.mark.parametrize(("words", "call"), [("fleet check", "check"), ("fleet connect", "connect")])
 async def test_palette_checks_and_connects_the_selected_box(fx: F.Fixture, words: str, call: str) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        await press(pilot, "3")
+    async with console(fx, view="3") as (pilot, app, actions):
         await palette(pilot, words)
         assert app.current_mode == "fleet"
         assert actions.calls[-1] == (call, "pro-a")
@@ -140,19 +130,13 @@ async def test_palette_checks_and_connects_the_selected_box(fx: F.Fixture, words
 
 
 async def test_fleet_keys_check_and_connect(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with console(fx) as (pilot, app, actions):
         await press(pilot, "c", "r")
         assert [c for c in actions.calls if c[0] in ("check", "connect")] == [("check", "pro-a"), ("connect", "pro-a")]
 
 
 async def test_palette_sets_a_timer_from_another_view(fx: F.Fixture) -> None:
-    actions = F.FixedActions()
-    app = make_app(fx, actions)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with console(fx) as (pilot, app, actions):
         await palette(pilot, "live timer")
         assert app.current_mode == "live" and isinstance(app.screen, TimerScreen)
         await type_text(pilot, "1h")
@@ -161,10 +145,7 @@ async def test_palette_sets_a_timer_from_another_view(fx: F.Fixture) -> None:
 
 
 async def test_browse_refuses_the_new_actions(fx: F.Fixture) -> None:
-    actions = F.FixedActions(read_only=True)
-    app = make_app(fx, actions, read_only=True)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with console(fx, read_only=True) as (pilot, app, actions):
         await press(pilot, "c", "r")
         await select_arm(pilot, app, F.QWEN)
         await press(pilot, "b", "t")
