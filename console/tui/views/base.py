@@ -62,7 +62,7 @@ class ViewScreen(Screen[None]):
 
     def _load_then_show(self) -> None:
         started = time.perf_counter()
-        data = self.console.read(self.load)
+        data = self.prepare(self.console.read(self.load))
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, data, started)
 
@@ -83,6 +83,11 @@ class ViewScreen(Screen[None]):
     def load(self) -> Any:
         """Runs on a worker thread with the read model locked: query only, touch no widget."""
         raise NotImplementedError
+
+    def prepare(self, data: Any) -> Any:
+        """Runs on the worker thread after the read model is unlocked: drawing that needs no widget (charts
+        as text), kept off the UI thread so keys stay quick. By default nothing."""
+        return data
 
     def show(self, data: Any) -> None:
         raise NotImplementedError
