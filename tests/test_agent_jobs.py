@@ -217,6 +217,21 @@ def test_an_old_journal_gains_the_kill_column(tmp_path: Path) -> None:
     assert journal.live_launches() == []
 
 
+def test_an_old_journal_gains_the_samples_offset_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "journal.db"
+    with sqlite3.connect(path) as db:  # the jobs table as the previous agent version wrote it
+        db.execute("CREATE TABLE jobs (key TEXT PRIMARY KEY, op TEXT NOT NULL, job_id TEXT NOT NULL, launch_id TEXT, "
+                   "command_id TEXT, pid INTEGER, start_ticks INTEGER, out_path TEXT NOT NULL, err_path TEXT NOT NULL, "
+                   "state TEXT NOT NULL, t_ms INTEGER NOT NULL)")
+        db.execute("INSERT INTO jobs VALUES ('bench:x', 'bench', 'x', 'L1', 'c1', 1, 1, 'o.json', 'o.log', 'running', 0)")
+    journal = Journal(path)
+    assert journal.running_jobs()[0]["samples_offset"] is None  # read from the start, as a new run is
+    journal.set_job_samples_offset("bench:x", 120)
+    assert journal.running_jobs()[0]["samples_offset"] == 120
+
+
 def test_pruning_spares_the_records_of_a_run_still_going(tmp_path: Path) -> None:
     import os
 
