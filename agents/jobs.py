@@ -39,6 +39,10 @@ _FLAGS = {
 _REPEATED = frozenset({"base_url"})
 """Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
 _ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}
+SAMPLE_FIELDS = ("t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s")
+"""What a ``bench_progress`` event carries from the load generator's samples file (agents/loadgen/run.py)."""
+MAX_SAMPLES_BYTES = 1 << 20
+"""Read per tick at most: a backlog after a long restart is journaled over several ticks."""
 _TOOL = {"bench": "loadgen", "tripwire": "tripwire", "kldiff": "kldiff"}
 
 
@@ -116,6 +120,12 @@ class Job:
     err_path: Path
     popen: subprocess.Popen[bytes] | None = None
     """None for a run adopted from a previous agent process: watched by pid + start time instead."""
+    samples_offset: int = 0
+    """How far the load generator's progress samples were journaled (bench only)."""
+
+    @property
+    def samples_path(self) -> Path:
+        return self.out_path.with_suffix(".samples")
 
     @property
     def key(self) -> str:
@@ -144,7 +154,7 @@ class Jobs:
         still = []
         for row in self.journal.running_jobs():
             job = Job(row["op"], row["job_id"], row["launch_id"], row["command_id"], row["pid"], row["start_ticks"],
-                      Path(row["out_path"]), Path(row["err_path"]))
+                      Path(row["out_path"]), Path(row["err_path"]), samples_offset=row["samples_offset"] or 0)
             self.running[job.key] = job
             if not job.exit_code()[0]:
                 still.append(job.key)
@@ -167,10 +177,12 @@ class Jobs:
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
         python = tripwire_python(args) if op in ("tripwire", "kldiff") else None  # kldiff's client is openai's too
         argv = agent_command(python) + [_TOOL[op], *tool_argv(op, args)]
+        out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
         if op == "bench" and "--records" not in argv:
             # One records file per bench id: benches on several replicas start in the same second.
             argv += ["--records", str(self.dir / f"{op}-{safe}.jsonl")]
-        out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
+        if op == "bench" and "--samples" not in argv:
+            argv += ["--samples", str(out_path.with_suffix(".samples"))]
         launch_id = args.get("launch_id")
         launch_id = None if launch_id is None else str(launch_id)
         # Saved before the spawn: a crash in between leaves a row the next agent closes with a reason.
@@ -220,12 +232,45 @@ class Jobs:
     def tick(self) -> None:
         for key, job in list(self.running.items()):
             ended, code = job.exit_code()
+            if job.op == "bench":
+                self._forward_samples(job, drain=ended)  # after the exit check: an ended run's samples are all there
             if not ended:
                 continue
             with self.journal.atomic():  # the result and "done" commit together: journaled exactly once
                 self._finish(job, code)
                 self.journal.set_job_state(key, "done")
             del self.running[key]
+
+    def _forward_samples(self, job: Job, drain: bool) -> None:
+        """Journal the load generator's new progress lines as ``bench_progress`` events (all of them when
+        ``drain``, else at most MAX_SAMPLES_BYTES a tick).
+
+        The events and how far the file was read commit together, so a restarted agent neither loses nor
+        repeats one. Lines are whole up to the last newline (the load generator flushes each one).
+        """
+        while True:
+            try:
+                with open(job.samples_path, "rb") as f:
+                    f.seek(job.samples_offset)
+                    chunk = f.read(MAX_SAMPLES_BYTES)
+            except FileNotFoundError:  # not started yet
+                return
+            end = chunk.rfind(b"\n") + 1
+            if not end:
+                return
+            with self.journal.atomic():
+                for line in chunk[:end].splitlines():
+                    try:
+                        sample = json.loads(line)
+                    except json.JSONDecodeError:  # not the load generator's line: nothing to chart
+                        continue
+                    if isinstance(sample, dict):
+                        fields = {k: sample[k] for k in SAMPLE_FIELDS if k in sample}
+                        self.journal.append("bench_progress", bench_id=job.job_id, launch_id=job.launch_id, **fields)
+                job.samples_offset += end
+                self.journal.set_job_samples_offset(job.key, job.samples_offset)
+            if not drain or len(chunk) < MAX_SAMPLES_BYTES:
+                return
 
     def _finish(self, job: Job, code: int | None) -> None:
         text = _read(job.out_path).strip()

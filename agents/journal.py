@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample"})
+SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample", "bench_progress"})
 """Events the agent may drop when the disk is nearly full; everything else is always written."""
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
@@ -86,11 +86,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     out_path TEXT NOT NULL,
     err_path TEXT NOT NULL,
     state TEXT NOT NULL,
-    t_ms INTEGER NOT NULL
+    t_ms INTEGER NOT NULL,
+    samples_offset INTEGER
 );
 """
 _CONSUMER_COLUMNS = ("consumer", "label", "acked_seq", "registered_ms", "acked_ms")
-_JOB_COLUMNS = ("key", "op", "job_id", "launch_id", "command_id", "pid", "start_ticks", "out_path", "err_path", "state")
+_JOB_COLUMNS = ("key", "op", "job_id", "launch_id", "command_id", "pid", "start_ticks", "out_path", "err_path", "state",
+                "samples_offset")
 
 
 def now_ms() -> int:
@@ -115,6 +117,8 @@ class Journal:
         for column in ("kill_command_id TEXT", "log_offset INTEGER"):  # a journal.db of an older agent
             if column.split()[0] not in launch_columns:
                 self._db.execute(f"ALTER TABLE launches ADD COLUMN {column}")
+        if "samples_offset" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN samples_offset INTEGER")
         self.samples_paused = False
         """Set by the disk guard: below the floor, samples are dropped and everything else kept."""
 
@@ -375,6 +379,11 @@ class Journal:
     def set_job_state(self, key: str, state: str) -> None:
         with self._lock:
             self._db.execute("UPDATE jobs SET state = ? WHERE key = ?", (state, key))
+
+    def set_job_samples_offset(self, key: str, offset: int) -> None:
+        """How far a bench's progress samples were journaled (agents/jobs.py), committed with those events."""
+        with self._lock:
+            self._db.execute("UPDATE jobs SET samples_offset = ? WHERE key = ?", (offset, key))
 
     def job(self, key: str) -> dict[str, Any] | None:
         with self._lock:

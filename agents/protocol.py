@@ -70,7 +70,8 @@ OPS: dict[str, str] = {
     "streams round-robin over them), model, tokenizer?, vocab_size?, shape? | "
     "workload? (a recipe shape's name: with the lengths given, a label), "
     "input_len?, output_len?, prefix_len?, concurrency, prompts?, warmup?, seed?, processes?, timeout?) -> "
-    "{started, pid, log_path}; the result arrives as bench_result + command_done",
+    "{started, pid, log_path}; progress arrives as bench_progress events, the result as bench_result + "
+    "command_done",
     "tripwire": "(tripwire_id, launch_id, argv?: [tripwire flags] | base_url, model, profile (name, or the "
     "resolved dict: --profile-json), max_tokens?, concurrency?, timeout?; python?: the interpreter to run it "
     "under, one with openai: the serving env's) -> {started, pid, log_path}; the verdict arrives as "
@@ -96,6 +97,9 @@ EVENT_KINDS: dict[str, str] = {
     "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}], leftover_pids [int] (the launch's "
     "processes still alive), holding [{gpu, pid, name, used_mib}] (its processes still on a GPU)",
     "probe": "probe: {...} (see agents.probe)",
+    "bench_progress": "bench_id, launch_id, requests, out_tokens, in_tokens (measured requests ended so far and "
+    "their tokens), out_tok_per_s, in_tok_per_s (over the last second; None for a last sample too soon after "
+    "one): the load generator's own sample, once a second while a bench runs",
     "bench_result": "bench_id, launch_id, result: {the load generator's JSON}, exit_code",
     "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}, exit_code",
     "kldiff_result": "kldiff_id, launch_id, result: {agents.kldiff's JSON}, exit_code",
@@ -104,7 +108,8 @@ EVENT_KINDS: dict[str, str] = {
     "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",
     "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...; where "
     "\"journal\": a consumer released under the disk floor, an event too large to journal)",
-    "disk_low": "path, free_bytes, threshold_bytes, samples_paused (gpu/server samples stop; nothing else does)",
+    "disk_low": "path, free_bytes, threshold_bytes, samples_paused (gpu/server samples and bench progress stop; "
+    "nothing else does)",
 }
 
 

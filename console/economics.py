@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from console.charts import PlotPoint, scatter
 from console.errors import InputError
 from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow, below_maximum
 from console.readmodel.results import best_by
@@ -403,12 +404,17 @@ CHART_MARKS = {"frontier": "*", "dominated": "o", "borrowed": "b", "CAPPED": "c"
 """The mark of each place on the chart (``EconomicsRow.place``), drawn in this order so the frontier is on top."""
 
 
+FRONTIER_LEGEND = ("node USD per million tokens (log scale) across, accuracy up.  * frontier  o dominated  "
+                   "b accuracy borrowed  c capped box  x tripwire failed")
+
+
 def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 18) -> str:
-    """The quality/cost chart as text: log10 node USD per million tokens across, accuracy up.
+    """The quality/cost chart as text, ``width`` x ``height`` cells with its axes, then the legend and the
+    frontier in cost order: log10 node USD per million tokens across, accuracy up.
 
     ``*`` is on the frontier, ``o`` is dominated, ``b`` has accuracy borrowed from another box or arm, ``c``
     ran on a power-capped box, ``x`` failed its tripwire (kept visible, never a result). Each configuration
-    is drawn once; the legend lists the frontier in cost order.
+    is drawn once, the frontier last (on top); the legend lists the frontier in cost order.
     """
     points: dict[tuple[str | None, str], EconomicsRow] = {}
     for r in rows:
@@ -416,24 +422,13 @@ def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 
             points.setdefault((r.box, r.arm), r)
     if not points:
         return "no configuration has both a cost and an accuracy yet\n"
-    xs = [math.log10(r.node_per_mtok) for r in points.values()]
-    ys = [r.accuracy for r in points.values() if r.accuracy is not None]
-    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-    y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 0.01
-    grid = [[" "] * width for _ in range(height)]
     rank = {place: i for i, place in enumerate(reversed(CHART_MARKS))}
-    for r in sorted(points.values(), key=lambda r: rank[r.place]):  # frontier drawn last, on top
-        col = round((math.log10(r.node_per_mtok) - x0) / (x1 - x0) * (width - 1))
-        row = height - 1 - round(((r.accuracy or 0) - y0) / (y1 - y0) * (height - 1))
-        grid[row][col] = CHART_MARKS[r.place]
-    lines = [f"{y1:.3f} |" + "".join(grid[0]).rstrip()]
-    lines += ["      |" + "".join(line).rstrip() for line in grid[1:-1]]
-    lines.append(f"{y0:.3f} |" + "".join(grid[-1]).rstrip())
-    lines.append("      +" + "-" * width)
-    left, right = f"${10 ** x0:.3f}", f"${10 ** x1:.3f}"
-    lines.append("       " + left + " " * max(1, width - len(left) - len(right)) + right)
-    lines.append("       node USD per million tokens (log scale); accuracy up")
-    lines.append("       * frontier  o dominated  b accuracy borrowed  c capped box  x tripwire failed")
+    drawn = sorted(points.values(), key=lambda r: rank[r.place])  # frontier drawn last, on top
+    lines = scatter(
+        [PlotPoint(math.log10(r.node_per_mtok), r.accuracy or 0.0, CHART_MARKS[r.place]) for r in drawn],
+        width, height, x_label=lambda v: f"${10 ** v:.3f}", y_label=lambda v: f"{v:.3f}",
+    )  # fmt: skip
+    lines = [line.rstrip() for line in lines] + [FRONTIER_LEGEND]
     frontier_rows = sorted((r for r in points.values() if r.on_frontier), key=lambda r: r.node_per_mtok)
     lines += [f"  * ${r.node_per_mtok:.3f}  {r.accuracy:.3f}  {r.arm} ({r.box})" for r in frontier_rows]
     return "\n".join(lines) + "\n"

@@ -164,6 +164,31 @@ def test_a_run_that_ended_with_its_result_while_down_is_read_from_its_output(tmp
     assert Jobs(tmp_path, journal).adopt() == [] and journal.running_jobs() == []
 
 
+def test_a_benchs_progress_samples_are_journaled_once_across_a_restart(tmp_path: Path) -> None:
+    import os
+
+    journal = Journal(tmp_path / "journal.db")
+    out = tmp_path / "jobs" / "bench-b1.json"
+    out.parent.mkdir()
+    samples = out.with_suffix(".samples")
+    line = '{{"t_ms": {t}, "requests": {n}, "out_tokens": {o}, "in_tokens": 0, "out_tok_per_s": 100.0, "in_tok_per_s": 0}}\n'
+    samples.write_text(line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200)[:30])  # one half-written
+    me = os.getpid()
+    journal.save_job("bench:b1", "bench", "b1", "L1", "bench-b1", me, proc.start_ticks(me), str(out),
+                     str(out.with_suffix(".log")), "running")  # "running": this test process stands in for it
+    jobs = Jobs(tmp_path, journal)
+    assert jobs.adopt() == ["bench:b1"]
+    jobs.tick()
+    progress = [e for e in journal.events_after(0, 100) if e["kind"] == "bench_progress"]
+    assert [(e["t_ms"], e["requests"], e["bench_id"], e["launch_id"]) for e in progress] == [(1000, 1, "b1", "L1")]
+    samples.write_text(line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200))  # the line completed
+    restarted = Jobs(tmp_path, journal)  # a new agent process: it reads on from where the journal says
+    restarted.adopt()
+    restarted.tick()
+    progress = [e for e in journal.events_after(0, 100) if e["kind"] == "bench_progress"]
+    assert [e["t_ms"] for e in progress] == [1000, 2000] and progress[1]["out_tokens"] == 200
+
+
 def test_atomic_rolls_back_the_events_and_the_state_together(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "journal.db")
     journal.save_job("bench:b", "bench", "b", None, None, 1, 1, "o", "e", "running")
@@ -190,6 +215,21 @@ def test_an_old_journal_gains_the_kill_column(tmp_path: Path) -> None:
     assert journal.live_launches()[0]["kill_command_id"] == "k1"  # ended, kill not answered: still listed
     journal.kill_answered("a")
     assert journal.live_launches() == []
+
+
+def test_an_old_journal_gains_the_samples_offset_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "journal.db"
+    with sqlite3.connect(path) as db:  # the jobs table as the previous agent version wrote it
+        db.execute("CREATE TABLE jobs (key TEXT PRIMARY KEY, op TEXT NOT NULL, job_id TEXT NOT NULL, launch_id TEXT, "
+                   "command_id TEXT, pid INTEGER, start_ticks INTEGER, out_path TEXT NOT NULL, err_path TEXT NOT NULL, "
+                   "state TEXT NOT NULL, t_ms INTEGER NOT NULL)")
+        db.execute("INSERT INTO jobs VALUES ('bench:x', 'bench', 'x', 'L1', 'c1', 1, 1, 'o.json', 'o.log', 'running', 0)")
+    journal = Journal(path)
+    assert journal.running_jobs()[0]["samples_offset"] is None  # read from the start, as a new run is
+    journal.set_job_samples_offset("bench:x", 120)
+    assert journal.running_jobs()[0]["samples_offset"] == 120
 
 
 def test_pruning_spares_the_records_of_a_run_still_going(tmp_path: Path) -> None:

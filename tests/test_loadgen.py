@@ -220,6 +220,36 @@ def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
     assert sorted(set(targets)) == [0, 1] and targets.count(0) == first["requests"]
 
 
+def test_samples_file_gets_the_runs_progress_once_a_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_agent_jobs import GatedServer
+
+    server = GatedServer()  # holds every answer until its gate opens
+    samples = tmp_path / "run.samples"
+
+    def open_after_the_first_sample() -> None:
+        while not (samples.exists() and samples.read_text().count("\n")) and not server.gate(16).is_set():
+            threading.Event().wait(0.05)
+        server.gate(16).set()
+
+    threading.Thread(target=open_after_the_first_sample, daemon=True).start()
+    try:
+        rc, out = run_json(capsys, [
+            "--base-url", server.base_url, "--model", "gated", "--vocab-size", "100",
+            "--input-len", "8", "--output-len", "16", "--concurrency", "2", "--prompts", "12", "--warmup", "0",
+            "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"), "--samples", str(samples),
+        ])
+    finally:
+        server.close()
+    assert rc == 0 and out["completed"] == 12
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(lines) >= 2  # one a second, and the last one at the end
+    assert all(set(s) == {"t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s"} for s in lines)
+    assert [s["requests"] for s in lines] == sorted(s["requests"] for s in lines)
+    assert (lines[-1]["requests"], lines[-1]["out_tokens"], lines[-1]["in_tokens"]) == (12, 12 * 16, 12 * 8)
+    assert lines[0]["out_tok_per_s"] == lines[0]["out_tokens"] == 0  # nothing had ended by the first sample
+    assert "samples_path" not in out  # plumbing, not part of the result
+
+
 def test_loadgen_module_entry_point_runs_a_builtin_shape(zero_server: str, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "agents.loadgen", "--base-url", zero_server, "--model", "zero", "--vocab-size", "500",

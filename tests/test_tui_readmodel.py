@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from console.charts import trace
 from console.readmodel import ReadModel
 from console.readmodel.queries import launch_state_at, throughput
 from console.store import Store
-from console.tui.render import braille_area, power_line, tripwire_line
+from console.tui.render import gpu_label, tripwire_line
 from tests.support import tui_fixture as F
 
 
@@ -38,9 +39,8 @@ def test_power_marks_only_the_capped_gpu_and_stale_samples(model: ReadModel) -> 
     view = model.live("pro-a", buckets=60)
     assert view is not None
     assert [g.gpu for g in view.gpus if g.capped] == [2]
-    assert power_line(view.gpus[2], 10).startswith("GPU2  400/400 W ") and " CAPPED max 600 " in power_line(
-        view.gpus[2], 10
-    )
+    assert gpu_label(view.gpus[2]) == "GPU2  400/400 W CAPPED"
+    assert gpu_label(view.gpus[0], clock=True) == f"GPU0 {view.gpus[0].power_w:4.0f}/600 W 2.9GHz"
     dead = model.live("h200-b", buckets=60)
     assert dead is not None and all(g.stale for g in dead.gpus)
 
@@ -148,11 +148,12 @@ def test_timer_state_is_read_from_its_log_at_the_cursor(model: ReadModel) -> Non
     assert later == {"pro-a": "armed", "h200-b": "cancelled"}
 
 
-def test_braille_chart_keeps_bursts_and_gaps() -> None:
-    assert braille_area([0.0, 10.0, None, None], width=2, height=1) == ["⢸⠀"]  # full right column, then a gap
-    burst = braille_area([0.0] * 9 + [100.0] + [0.0] * 10, width=5, height=2)
-    assert [line[2] for line in burst] == ["⡇", "⡇"]  # a one-sample burst is not averaged away
-    assert braille_area([], 3, 2) == ["⠀⠀⠀", "⠀⠀⠀"]
+def test_trace_keeps_gaps_scale_and_level() -> None:
+    assert trace([10.0] * 4 + [None] * 4 + [10.0] * 4, width=6, height=2, top=10) == ["⣿⣿  ⣿⣿"] * 2  # a gap stays one
+    assert trace([5.0] * 8, width=4, height=2, top=10, level=[10.0] * 8) == ["────", "⣿⣿⣿⣿"]  # half the scale, limit on top
+    assert trace([5.0] * 8, width=4, height=2, top=10, level=[None] * 4 + [10.0] * 4) == ["  ──", "⣿⣿⣿⣿"]  # no limit known
+    assert trace([20.0] * 4, width=2, height=2, top=10) == ["⣿⣿"] * 2  # above the scale: clipped, never wrapped
+    assert trace([], width=3, height=2, top=1) == ["   "] * 2
 
 
 def test_tripwire_line_keeps_the_verdict_when_the_arm_name_is_long(model: ReadModel) -> None:

@@ -80,6 +80,10 @@ def test_live_120x36_browse_replayed_back(shoot: Callable[..., None]) -> None:
     shoot(["2", "left_square_bracket", "left_square_bracket", "w"], size=(120, 36), read_only=True)
 
 
+def test_live_120x36_gpu_history_and_clock(shoot: Callable[..., None]) -> None:
+    shoot(["2"], size=(120, 36))
+
+
 def test_results_chart_120x36(shoot: Callable[..., None]) -> None:
     shoot(["4", "c"], size=(120, 36))
 
@@ -90,6 +94,10 @@ def test_help_80x24(shoot: Callable[..., None]) -> None:
 
 def test_launch_confirmation_80x24(shoot: Callable[..., None]) -> None:
     shoot(["3", "down", "l"])
+
+
+def test_bench_prompt_80x24(shoot: Callable[..., None]) -> None:
+    shoot(["3", "down", "down", "down", "b", *"router", "space", "6", "4"])
 
 
 def test_economics_80x24(shoot: Callable[..., None]) -> None:

@@ -165,6 +165,7 @@ async def test_live_charts_input_beside_output_and_names_the_running_bench(fx: F
         await press(pilot, "2")
         lines = text_of(app, "#live-throughput").splitlines()
         gutters = [line[:5].strip() for line in lines[1:]]
+        assert app.screen.query_one("#live-throughput").border_title == "throughput (server /metrics)"
         assert gutters[:6] == ["5.2k", "out", "0", "16k", "in", "0"]  # input peaks at 3.1x output
         assert lines[-1].strip() == "loadgen chat-1k C1024 running 1m00s"
 

@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=int, help=f"worker processes (default: one per {STREAMS_PER_PROCESS} streams)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed")
     p.add_argument("--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)")
+    p.add_argument("--samples", type=Path, metavar="FILE",
+                   help="append one JSON line a second to FILE while the run goes: requests and tokens so far, rates")
     p.add_argument("--no-exact-output", action="store_true",
                    help="do not send ignore_eos/min_tokens (the model may stop early)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
@@ -79,6 +81,7 @@ def config(args: argparse.Namespace) -> RunConfig:
         warmup=args.warmup if args.warmup is not None else min(args.concurrency, 16),
         timeout_s=args.timeout, records_path=records.resolve(), exact_output=not args.no_exact_output,
         api_key=os.environ.get(args.api_key_env) or None, progress=not args.quiet,
+        samples_path=args.samples,
     )
 
 

@@ -50,6 +50,7 @@ class RunConfig:
     exact_output: bool = True
     api_key: str | None = None
     progress: bool = True
+    samples_path: Path | None = None
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -68,12 +69,22 @@ def target_of(base_url: str, model: str, api_key: str | None) -> Target:
     return Target(url.hostname, url.port or 80, url.path.rstrip("/") + PATH, model, api_key)
 
 
-def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> None:
-    def progress(n: int) -> None:
-        counters[spec.worker] += n
+COUNTS = 3
+"""Per worker, in the shared counters: measured requests ended, their output tokens, their input tokens."""
 
+
+def count(counters: Any, worker: int, record: Record) -> None:
+    """Add an ended request to its worker's counters (a worker writes only its own slots: no lock)."""
+    base = worker * COUNTS
+    counters[base] += 1
+    if record.ok:
+        counters[base + 1] += record.completion_tokens if record.completion_tokens is not None else sum(record.counts)
+        counters[base + 2] += record.prompt_tokens or 0
+
+
+def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> None:
     try:
-        conn.send(run_worker(spec, lambda: barrier.wait(), progress))
+        conn.send(run_worker(spec, lambda: barrier.wait(), lambda record: count(counters, spec.worker, record)))
     except BaseException as exc:  # reported by the parent with the worker's number
         conn.send(RuntimeError(f"worker {spec.worker}: {type(exc).__name__}: {exc}"))
         raise
@@ -82,31 +93,73 @@ def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> N
 
 
 class Progress:
-    """A progress line on stderr: redrawn in place on a terminal, a line every 10 s in a log file, and a
-    final line when the run ends."""
+    """How far the run is, once a second: a line on stderr (redrawn in place on a terminal, a line every 10 s
+    in a log file, a final line at the end) and, with ``samples``, one JSON line a second appended to that
+    file: requests ended and their tokens so far, and the token rates over the last interval.
 
-    def __init__(self, counters: Any, total: int, enabled: bool) -> None:
-        self.counters, self.total, self.enabled = counters, total, enabled
+    Why the samples: the agent journals them as ``bench_progress`` events (agents/jobs.py), so the console
+    charts a run's throughput as the client measures it while it runs, also against a server that exposes
+    no metrics. Tokens count when their request ends, so a rate is steady only over several requests.
+    """
+
+    def __init__(self, counters: Any, total: int, enabled: bool, samples: Path | None = None) -> None:
+        self.counters, self.total, self.enabled, self.samples = counters, total, enabled, samples
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.tty = sys.stderr.isatty()
         self.t0 = time.monotonic()
+        self.last = (self.t0, 0, 0)
+
+    def totals(self) -> tuple[int, int, int]:
+        """(requests ended, output tokens, input tokens) over every worker."""
+        sums = [0] * COUNTS
+        for i in range(len(self.counters)):
+            sums[i % COUNTS] += self.counters[i]
+        return sums[0], sums[1], sums[2]
 
     def _line(self) -> str:
-        done = sum(self.counters)
+        done = self.totals()[0]
         bar = "#" * (30 * done // max(self.total, 1))
         return f"loadgen [{bar:<30}] {done}/{self.total} requests, {time.monotonic() - self.t0:.0f} s"
 
+    def _sample(self, out: Any) -> None:
+        now = time.monotonic()
+        requests, out_tokens, in_tokens = self.totals()
+        then, out_before, in_before = self.last
+        # The last sample may follow a regular one closely: its totals count, a rate over so short a time not.
+        span = now - then if now - then >= 0.2 else None
+        out.write(json.dumps({
+            "t_ms": int(time.time() * 1000), "requests": requests, "out_tokens": out_tokens, "in_tokens": in_tokens,
+            "out_tok_per_s": None if span is None else round((out_tokens - out_before) / span, 1),
+            "in_tok_per_s": None if span is None else round((in_tokens - in_before) / span, 1),
+        }) + "\n")
+        out.flush()  # whole lines only: the agent reads up to the last newline
+        self.last = (now, out_tokens, in_tokens)
+
     def _loop(self) -> None:
-        while not self.stop_event.wait(1.0 if self.tty else 10.0):
-            sys.stderr.write(("\r" + self._line()) if self.tty else self._line() + "\n")
+        out = open(self.samples, "a", encoding="utf-8") if self.samples else None
+        try:
+            tick = 0
+            while not self.stop_event.wait(1.0):
+                tick += 1
+                if out:
+                    self._sample(out)
+                if self.enabled and (self.tty or tick % 10 == 0):
+                    sys.stderr.write(("\r" + self._line()) if self.tty else self._line() + "\n")
+                    sys.stderr.flush()
+            if out:
+                self._sample(out)
+        finally:
+            if out:
+                out.close()
+        if self.enabled:
+            sys.stderr.write(("\r" if self.tty else "") + self._line() + "\n")
             sys.stderr.flush()
-        sys.stderr.write(("\r" if self.tty else "") + self._line() + "\n")
-        sys.stderr.flush()
 
     def start(self) -> None:
-        if self.enabled:
+        if self.enabled or self.samples:
             self.t0 = time.monotonic()
+            self.last = (self.t0, 0, 0)
             self.thread.start()
 
     def stop(self) -> None:
@@ -132,17 +185,14 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
         wfirst += warm[w]
         sfirst += conc[w]
     ctx = mp.get_context("fork")
-    counters = ctx.RawArray("q", nproc)
-    progress_line = Progress(counters, cfg.prompts, cfg.progress)
+    counters = ctx.RawArray("q", COUNTS * nproc)
+    progress_line = Progress(counters, cfg.prompts, cfg.progress, cfg.samples_path)
     wall0, perf0 = time.time(), time.perf_counter()
     if nproc == 1:
         progress_line.start()
 
-        def progress(n: int) -> None:
-            counters[0] += n
-
         try:
-            results = [run_worker(specs[0], lambda: None, progress)]
+            results = [run_worker(specs[0], lambda: None, lambda record: count(counters, 0, record))]
         finally:
             progress_line.stop()
         return results, wall0, perf0
@@ -253,7 +303,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
     t1 = max(r.t_end for r in results)
     duration = t1 - t0
     failures = Counter(r.error for r in records if not r.ok)
-    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress")}
+    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress", "samples_path")}
     header["records_path"] = str(cfg.records_path)
     out: dict[str, Any] = {
         **header,

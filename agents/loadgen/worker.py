@@ -171,8 +171,12 @@ def to_record(index: int, worker: int, ex: Exchange, end: float, target: int = 0
     return rec
 
 
+Progress = Callable[[Record], None]
+"""Told of each measured request as it ends (the parent's counters of requests and tokens)."""
+
+
 class Worker:
-    def __init__(self, spec: WorkerSpec, progress: Callable[[int], None] = lambda n: None) -> None:
+    def __init__(self, spec: WorkerSpec, progress: Progress = lambda record: None) -> None:
         self.spec = spec
         self.builders = [RequestBuilder(spec, t) for t in spec.targets]
         self.progress = progress
@@ -205,9 +209,10 @@ class Worker:
 
         async def slot_loop(slot: list[StreamConnection | None], target: int) -> None:
             while queue:
-                records.append(await self._request(slot, target, queue.popleft()))
+                record = await self._request(slot, target, queue.popleft())
+                records.append(record)
                 if count:
-                    self.progress(1)
+                    self.progress(record)
 
         used = max(1, min(concurrency, len(indices)))
         await asyncio.gather(*(slot_loop(s, t) for s, t in zip(self._slots[:used], self.spec.slot_targets[:used],
@@ -250,5 +255,5 @@ class Worker:
         return WorkerResult(spec.worker, records, t_start, t_end, cpu, self.lags_ms)
 
 
-def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Callable[[int], None]) -> WorkerResult:
+def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Progress) -> WorkerResult:
     return asyncio.run(Worker(spec, progress).run(barrier))

@@ -31,6 +31,11 @@ from console.timeutil import Clock, system_clock
 WINDOWS_MS: tuple[int, ...] = (10 * 60_000, 60 * 60_000, 6 * 3600_000, 24 * 3600_000)
 """Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
 
+REPLAY_STEPS_MS: dict[int, int] = {10 * 60_000: 60_000, 60 * 60_000: 5 * 60_000, 6 * 3600_000: 30 * 60_000,
+                                   24 * 3600_000: 2 * 3600_000}  # fmt: skip
+"""What `[` and `]` move the cursor by with each chart window: a fixed, round size (about a tenth of it),
+said in the top bar, so a step lands on the same minute every time."""
+
 
 @dataclass
 class Cursor:
@@ -81,6 +86,11 @@ class ReadModel:
     def follow_live(self) -> None:
         self.cursor.at_ms = None
 
+    @property
+    def step_ms(self) -> int:
+        """The replay step that goes with the chart window (REPLAY_STEPS_MS)."""
+        return REPLAY_STEPS_MS.get(self.window_ms, max(1000, self.window_ms // 10))
+
     def cycle_window(self) -> int:
         i = WINDOWS_MS.index(self.window_ms) if self.window_ms in WINDOWS_MS else -1
         self.window_ms = WINDOWS_MS[(i + 1) % len(WINDOWS_MS)]
@@ -90,24 +100,36 @@ class ReadModel:
     def fleet(self) -> list[FleetRow]:
         return queries.fleet(self.store, self.now())
 
-    def live(self, box: str, buckets: int) -> LiveView | None:
+    def live(self, box: str, buckets: int, gpu_buckets: int | None = None) -> LiveView | None:
+        """One box at the cursor; throughput charted in ``buckets``, GPU history in ``gpu_buckets`` (default
+        the same). Throughput is the server's /metrics; where those are missing or all zero over the window,
+        the load generator's own samples of a bench that ran in it."""
         at = self.now()
         rows = queries.fleet(self.store, at, box)
         if not rows:
             return None
         start = at - self.window_ms
         out, inp = queries.throughput(self.store, box, start, at, buckets)
+        source = "server"
+        if not (out.peak or inp.peak):
+            client_out, client_in = queries.loadgen_throughput(self.store, box, start, at, buckets)
+            if client_out.peak is not None or client_in.peak is not None:
+                out, inp, source = client_out, client_in, "loadgen"
         serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
+        gpus = queries.gpu_power(self.store, box, at)
+        history = queries.gpu_history(self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets)
         return LiveView(
             box=rows[0],
             at_ms=at,
-            gpus=tuple(queries.gpu_power(self.store, box, at)),
+            gpus=tuple(gpus),
             out_tok_s=out,
             in_tok_s=inp,
             servers=tuple(queries.servers_now(self.store, box, at, serving)),
             bench=queries.bench_now(self.store, box, start, at),
             tripwire=tuple(latest_tripwires(self.store, at, box)),
             timers=tuple(queries.timers(self.store, at, box)),
+            gpu_history=tuple(history),
+            throughput_source=source,
         )
 
     def arms(self, recipe_arms: dict[str, str | None] | None = None) -> list[ArmEntry]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from console.readmodel.records import (
@@ -18,6 +19,7 @@ from console.readmodel.records import (
     BenchNow,
     CheckMark,
     FleetRow,
+    GpuHistory,
     GpuPower,
     LaunchRow,
     Series,
@@ -260,23 +262,70 @@ def gpu_power(store: Store, box: str, at: int) -> list[GpuPower]:
 
 
 EXACT_WINDOW_MS = 3600_000
-"""Windows up to an hour average every sample; wider ones probe each bucket (see ``throughput``)."""
+"""Windows up to an hour average every sample; wider ones probe each bucket (see ``_bucketed``)."""
 
 PROBE_MS = 20_000
 
+GPU_EXACT_WINDOW_MS = 600_000
+GPU_PROBE_MS = 5_000
+"""GPU samples come eight a second on an 8-GPU box: beyond ten minutes each bucket averages its first five."""
+
+
+def _bucketed(
+    store: Store,
+    table: str,
+    where: str,
+    params: dict[str, Any],
+    columns: Sequence[str],
+    span: tuple[int, int, int],
+    exact_ms: int,
+    probe_ms: int,
+    key: str | None = None,
+) -> list[tuple[Any, ...]]:
+    """``avg(column)`` per bucket of ``span`` (start, end, buckets) over the rows ``where`` selects, as
+    rows ``(key, bucket, *averages)``; ``key`` (an SQL expression) splits the rows into series first.
+
+    Up to ``exact_ms`` every row counts. Beyond, a 24-hour window at 1 Hz would read 86,400 rows per
+    series on every redraw, so each bucket averages only its first ``probe_ms``, read bucket by bucket
+    through the table's (..., t_ms) index: a decimated overview, gaps included.
+    """
+    start, end, buckets = span
+    width = max(1, (end - start) // buckets)
+    averages = ", ".join(f"avg({c})" for c in columns)
+    by = key or "NULL"
+    values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
+    if end - start <= exact_ms or width <= probe_ms:
+        sql = f"""SELECT {by} AS k, ((t_ms - :start) * :n - 1) / :span AS b, {averages} FROM {table}
+                  WHERE {where} AND t_ms > :start AND t_ms <= :end GROUP BY k, b"""
+    else:
+        sql = f"""WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :n - 1)
+                  SELECT {by} AS k, b.i, {averages} FROM b JOIN {table}
+                    ON {where} AND t_ms > :start + b.i * :width AND t_ms <= :start + b.i * :width + :probe
+                  GROUP BY k, b.i"""
+        values.update(width=width, probe=probe_ms)
+    return [tuple(r) for r in store.db.execute(sql, values).fetchall()]
+
+
+def _summed(rows: Iterable[tuple[Any, ...]], buckets: int, columns: int) -> list[list[float | None]]:
+    """Per column, the series' bucket averages summed across series (two replicas read as their total)."""
+    out: list[list[float | None]] = [[None] * buckets for _ in range(columns)]
+    for _key, b, *averages in rows:
+        i = min(buckets - 1, max(0, int(b)))
+        for column, value in zip(out, averages, strict=True):
+            if value is not None:
+                column[i] = (column[i] or 0.0) + value
+    return out
+
 
 def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tuple[Series, Series]:
-    """Output and input tok/s of every launch on ``box`` summed, averaged into ``buckets`` in SQL.
+    """Output and input tok/s of every launch on ``box`` as the server's /metrics counted them, summed,
+    averaged into ``buckets`` in SQL.
 
     Each launch is averaged within a bucket and then summed across launches, so two replicas read as
     their total, not their mean. Samples are read through each launch's primary key (launch_id, t_ms),
-    which is clustered. Up to an hour, every sample counts. Beyond, a 24-hour window at 1 Hz would
-    read 86,400 rows per launch on every redraw, so each bucket averages only its first ``PROBE_MS``
-    (a decimated overview, gaps included); the hour window shows every sample again.
+    which is clustered.
     """
     buckets = max(1, buckets)
-    span = max(1, end - start)
-    width = max(1, span // buckets)
     launch_ids = [
         r["id"]
         for r in store.rows(
@@ -285,32 +334,53 @@ def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tu
             [box, end, start],
         )
     ]
-    out: list[float | None] = [None] * buckets
-    inp: list[float | None] = [None] * buckets
-    for launch_id in launch_ids:
-        if span <= EXACT_WINDOW_MS or width <= PROBE_MS:
-            rows = store.db.execute(
-                """SELECT ((t_ms - :start) * :n - 1) / :span AS b, avg(gen_tok_per_s), avg(prompt_tok_per_s)
-                   FROM server_samples WHERE launch_id = :launch AND t_ms > :start AND t_ms <= :end
-                   GROUP BY b""",
-                {"start": start, "end": end, "n": buckets, "span": span, "launch": launch_id},
-            ).fetchall()
-        else:
-            rows = store.db.execute(
-                """WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :n - 1)
-                   SELECT b.i, avg(s.gen_tok_per_s), avg(s.prompt_tok_per_s) FROM b JOIN server_samples s
-                     ON s.launch_id = :launch AND s.t_ms > :start + b.i * :width
-                     AND s.t_ms <= :start + b.i * :width + :probe
-                   GROUP BY b.i""",
-                {"start": start, "n": buckets, "width": width, "probe": PROBE_MS, "launch": launch_id},
-            ).fetchall()
-        for b, g, p in rows:
-            i = min(buckets - 1, max(0, int(b)))
-            if g is not None:
-                out[i] = (out[i] or 0.0) + g
-            if p is not None:
-                inp[i] = (inp[i] or 0.0) + p
+    rows = [
+        row
+        for launch_id in launch_ids
+        for row in _bucketed(store, "server_samples", "launch_id = :launch", {"launch": launch_id},
+                             ("gen_tok_per_s", "prompt_tok_per_s"), (start, end, buckets),
+                             EXACT_WINDOW_MS, PROBE_MS)  # fmt: skip
+    ]
+    out, inp = _summed(rows, buckets, 2)
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
+
+
+def loadgen_throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tuple[Series, Series]:
+    """Output and input tok/s on ``box`` as the load generator measured them (its ``bench_progress``
+    samples, agents/jobs.py), each run averaged within a bucket and runs summed, like ``throughput``.
+
+    What Live charts when the server exposes no metrics: the client's own count of finished requests.
+    The samples stay in the journal table, read through its (box, kind, t_ms) index.
+    """
+    buckets = max(1, buckets)
+    rows = _bucketed(
+        store, "journal", "box = :box AND kind = 'bench_progress'", {"box": box},
+        ("json_extract(payload, '$.out_tok_per_s')", "json_extract(payload, '$.in_tok_per_s')"),
+        (start, end, buckets), EXACT_WINDOW_MS, PROBE_MS, key="json_extract(payload, '$.bench_id')",
+    )  # fmt: skip
+    out, inp = _summed(rows, buckets, 2)
+    return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
+
+
+def gpu_history(store: Store, box: str, gpus: Sequence[int], start: int, end: int, buckets: int) -> list[GpuHistory]:
+    """Each GPU's draw, enforced limit and SM clock averaged into ``buckets``, read through gpu_samples'
+    primary key (box, gpu, t_ms)."""
+    buckets = max(1, buckets)
+    out = []
+    for gpu in gpus:
+        rows = _bucketed(store, "gpu_samples", "box = :box AND gpu = :gpu", {"box": box, "gpu": gpu},
+                         ("power_w", "enforced_limit_w", "sm_clock_mhz"), (start, end, buckets),
+                         GPU_EXACT_WINDOW_MS, GPU_PROBE_MS)  # fmt: skip
+        power, limit, clock = _summed(rows, buckets, 3)  # one series per GPU: the sum is its average
+        out.append(
+            GpuHistory(
+                gpu=gpu,
+                power_w=Series("W", start, end, tuple(power)),
+                limit_w=Series("limit W", start, end, tuple(limit)),
+                sm_clock_mhz=Series("MHz", start, end, tuple(clock)),
+            )
+        )
+    return out
 
 
 def servers_now(store: Store, box: str, at: int, serving: list[LaunchRow]) -> list[ServerNow]:

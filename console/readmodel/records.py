@@ -124,6 +124,16 @@ class Series:
 
 
 @dataclass(frozen=True)
+class GpuHistory:
+    """One GPU over the chart window, a value per bucket: what it drew, the limit it was held to, its clock."""
+
+    gpu: int
+    power_w: Series
+    limit_w: Series
+    sm_clock_mhz: Series
+
+
+@dataclass(frozen=True)
 class ServerNow:
     """The latest server sample per serving launch at the cursor (running/waiting requests, KV use)."""
 
@@ -296,6 +306,13 @@ class LiveView:
     bench: BenchNow | None
     tripwire: tuple[TripwireRow, ...]
     timers: tuple[TimerRow, ...]
+    gpu_history: tuple[GpuHistory, ...] = ()
+    throughput_source: str = "server"  # server (its /metrics) or loadgen (the load generator's own samples)
+
+    @property
+    def throughput_from(self) -> str:
+        """Where the throughput chart's numbers come from, in words."""
+        return "load generator" if self.throughput_source == "loadgen" else "server /metrics"
 
 
 @dataclass(frozen=True)

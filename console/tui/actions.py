@@ -19,12 +19,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from console.errors import Refused
+from console.readmodel import CheckMark
+from console.tui.render import num
 
 if TYPE_CHECKING:
     from console.service import Service
     from console.store.timers import Timer
 
 T = TypeVar("T")
+
+BENCH_WAIT_S = 3600.0
+TRIPWIRE_WAIT_S = 1800.0
+"""How long the console waits for a run's row (as ``campaign bench`` / ``campaign tripwire`` do); the run
+itself goes on on the box, and its row lands at the next pull either way."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,12 @@ class LintLine:
 
 @dataclass(frozen=True)
 class Recipes:
-    """The arms the recipes define (name -> model profile), or the reason they could not be read."""
+    """The arms the recipes define (name -> model profile) and the workload shapes a bench can run, or the
+    reason they could not be read."""
 
     arms: dict[str, str | None]
     problem: str | None = None
+    shapes: tuple[str, ...] = ()
 
 
 class Actions(Protocol):
@@ -63,6 +72,18 @@ class Actions(Protocol):
     async def log_tail(self, launch_id: str, lines: int) -> list[str]: ...
 
     async def arm_timer(self, box: str, text: str, action: str) -> str: ...
+
+    async def check(self, box: str) -> str: ...
+
+    async def connect(self, box: str) -> str: ...
+
+    async def bench(self, launch_id: str, box: str, shape: str, concurrency: int) -> str:
+        """Run one bench against a serving launch and say its row when it lands (minutes)."""
+        ...
+
+    async def tripwire(self, launch_id: str, box: str) -> str:
+        """Run the tripwire against a serving launch and say its verdict when it lands."""
+        ...
 
     async def supervise(self, notify: Callable[[str], None]) -> None: ...
 
@@ -153,7 +174,8 @@ class ServiceActions:
             catalog = load_catalog()
         except ConsoleError as exc:  # a broken recipe must not take the console down; it is shown instead
             return Recipes({}, f"recipes not loaded: {exc}")
-        return Recipes({name: arm.profile for name, arm in sorted(catalog.arms.items())})
+        return Recipes({name: arm.profile for name, arm in sorted(catalog.arms.items())},
+                       shapes=tuple(sorted(catalog.shapes)))  # fmt: skip
 
     def service(self, verb: str) -> ServiceThread:
         if self.read_only:
@@ -215,6 +237,45 @@ class ServiceActions:
             return f"timer {change.timer.id} recorded; the box's watchdog is NOT armed yet ({why}); the console retries"
 
         return await self.service("setting a timer").call(go)
+
+    async def check(self, box: str) -> str:
+        """Probe the box now and judge it; the verdicts land in the store (Fleet shows them)."""
+
+        async def go(s: Service) -> str:
+            run = await s.check(box)
+            marks = [CheckMark(v.check, v.verdict, v.reason) for v in run.verdicts]
+            bad = [f"{m.word} {m.name} ({m.reason})" for m in marks if m.verdict != "ok"]
+            return "; ".join(bad) if bad else f"every check ok ({', '.join(m.name for m in marks)})"
+
+        return await self.service("checking a box").call(go)
+
+    async def connect(self, box: str) -> str:
+        """Bring the box's agent up (pushed or restarted as needed) and ingest its journal."""
+
+        async def go(s: Service) -> str:
+            return str(await s.connect(box))
+
+        return await self.service("connecting a box").call(go)
+
+    async def bench(self, launch_id: str, box: str, shape: str, concurrency: int) -> str:
+        """A node bench of the launch's arm on its box (every serving replica at once), waited for."""
+
+        async def go(s: Service) -> str:
+            [row] = (await s.bench(launch_id, box, shape, concurrency, timeout_s=BENCH_WAIT_S)).rows
+            said = f"{row.arm} {row.shape} C{row.concurrency} x{row.replicas}: out {num(row.out_tok_per_s)} tok/s, "
+            said += f"in {num(row.in_tok_per_s)} tok/s, tripwire {row.tripwire.word}"
+            return said + (f", {row.marks}" if row.marks else "")
+
+        return await self.service("benchmarking").call(go)
+
+    async def tripwire(self, launch_id: str, box: str) -> str:
+        async def go(s: Service) -> str:
+            run = await s.tripwire_result(box, await s.tripwire(launch_id), TRIPWIRE_WAIT_S)
+            return f"{run.arm}: tripwire {run.verdict.text}" + (
+                "" if run.verdict.passed else "; its throughput rows are now marked diagnostic-only"
+            )
+
+        return await self.service("running the tripwire").call(go)
 
     async def supervise(self, notify: Callable[[str], None]) -> None:
         """The live console: every box's link up (ingesting its journal) and the timers enforced, on the

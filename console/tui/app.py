@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import tzinfo
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -179,10 +180,12 @@ class ConsoleApp(App[None]):
             self.screen.open_filter()
 
     def action_replay(self, direction: int) -> None:
-        delta = direction * self.model.window_ms // 10
+        delta = direction * self.model.step_ms
         self._move_cursor(lambda: self.model.step(delta))
 
     def action_replay_start(self) -> None:
+        """Live or browsing alike: park the cursor at the first recorded instant (live, it stops following
+        now until `}`)."""
         self._move_cursor(self.model.seek_start)
 
     def action_replay_end(self) -> None:
@@ -208,22 +211,34 @@ class ConsoleApp(App[None]):
         self.selected_box = self.box_names[(i + step) % len(self.box_names)]
         self.redraw_visible()
 
+    def action_in_view(self, view: str, action: str) -> None:
+        """Another view's action (from the palette): switch to that view, then run it there once its rows
+        are drawn."""
+        if view == self.current_mode:
+            self.call_later(self.screen.run_action, action)
+            return
+        self.action_view(view)
+        screen = self.screen
+        if isinstance(screen, ViewScreen) and screen.VIEW == view:
+            screen.run_when_loaded(action)
+
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """The palette offers every key's action by its description (ctrl+p)."""
+        """The palette (ctrl+p) offers every key's action by its words, wherever it makes sense: the keys
+        that work everywhere, this view's, and every other view's (which switch to that view first)."""
         yield from super().get_system_commands(screen)
+        here = getattr(screen, "VIEW", None)
         for spec in keymap.SPECS:
-            if spec.scope == keymap.APP and spec.id not in ("app.back", "app.quit"):
-                yield SystemCommand(
-                    spec.description.capitalize(),
-                    f"key {keymap.display(spec.keys)}",
-                    lambda action=spec.action: self.run_action(action),
-                )
-            elif spec.scope == getattr(screen, "VIEW", None):
-                yield SystemCommand(
-                    spec.description.capitalize(),
-                    f"key {keymap.display(spec.keys)}",
-                    lambda action=spec.action, s=screen: s.run_action(action),
-                )
+            keys = keymap.display(keymap.effective(spec, self.key_overrides))
+            if spec.scope == keymap.APP:
+                if spec.id not in ("app.back", "app.quit"):
+                    yield SystemCommand(spec.description.capitalize(), f"key {keys}", partial(self.run_action, spec.action))
+            elif spec.scope == here:
+                yield SystemCommand(f"{spec.scope.capitalize()}: {spec.description}", f"key {keys}",
+                                    partial(screen.run_action, spec.action))  # fmt: skip
+            else:
+                yield SystemCommand(f"{spec.scope.capitalize()}: {spec.description}",
+                                    f"switches to {spec.scope} (key {keys} there)",
+                                    partial(self.action_in_view, spec.scope, spec.action))  # fmt: skip
 
 
 def run_console(db_path: Path) -> int:

@@ -47,12 +47,18 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("app.filter", "slash", "app.filter", "filter", APP),
     KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
     KeySpec("app.quit", "q", "app.quit", "quit", APP),
-    KeySpec("replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back", APP, show=False),
     KeySpec(
-        "replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False
+        "replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back (the step shown on top)", APP,
+        show=False,
     ),
+    KeySpec("replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False),
     KeySpec(
-        "replay.start", "left_curly_bracket", "app.replay_start", "replay: jump to the start", APP, show=False
+        "replay.start",
+        "left_curly_bracket",
+        "app.replay_start",
+        "replay: jump to the start (live: stop following now)",
+        APP,
+        show=False,
     ),
     KeySpec(
         "replay.end",
@@ -62,14 +68,20 @@ SPECS: tuple[KeySpec, ...] = (
         APP,
         show=False,
     ),
-    KeySpec("chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h", APP, show=False),
+    KeySpec(
+        "chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h (step 1m, 5m, 30m, 2h)", APP, show=False
+    ),
     KeySpec("box.next", "full_stop", "app.box(1)", "next box", APP, show=False),
     KeySpec("box.previous", "comma", "app.box(-1)", "previous box", APP, show=False),
     KeySpec("fleet.open", "enter", "open_box", "open box", "fleet"),
+    KeySpec("fleet.check", "c", "check", "check", "fleet"),
+    KeySpec("fleet.connect", "r", "connect", "connect", "fleet"),
     KeySpec("arms.launch", "l", "launch", "launch", "arms"),
     KeySpec("arms.kill", "k", "kill", "kill", "arms"),
-    KeySpec("arms.log", "o", "log_tail", "log tail", "arms"),
-    KeySpec("live.timer", "t", "timer", "hard stop", "live"),
+    KeySpec("arms.bench", "b", "bench", "bench", "arms"),
+    KeySpec("arms.tripwire", "t", "tripwire", "tripwire", "arms"),
+    KeySpec("arms.log", "o", "log_tail", "log", "arms"),
+    KeySpec("live.timer", "t", "timer", "timer (hard stop)", "live"),
     KeySpec("results.sort", "s", "sort", "sort", "results"),
     KeySpec("results.chart", "c", "chart", "chart", "results"),
     KeySpec("results.groups", "g", "groups", "groups", "results"),
@@ -159,11 +171,13 @@ def bindings(scope: str) -> list[BindingType]:
 
 
 def help_rows(overrides: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(where, keys, what) for every binding, as the help screen lists them."""
+    """(where, keys, what) for every binding, grouped by where it works (everywhere first, then each view
+    in the order of the number keys), as the help screen lists them under one heading each."""
     names = {APP: "everywhere"}
-    return [(names.get(s.scope, s.scope), display(effective(s, overrides)), s.description) for s in SPECS] + [
-        ("everywhere", "ctrl+p", "command palette"),
-    ]
+    rows = [(APP, "ctrl+p", "command palette: every action below, by its words")]
+    rows += [(s.scope, display(effective(s, overrides)), s.description) for s in SPECS]
+    rows.sort(key=lambda row: SCOPES.index(row[0]))  # stable: the table's order within a scope
+    return [(names.get(scope, scope), keys, what) for scope, keys, what in rows]
 
 
 _DISPLAY = {

@@ -1,9 +1,10 @@
-"""Modal screens: help listing every key, a confirmation that names its target, the timer prompt."""
+"""Modal screens: help listing every key, a confirmation that names its target, the timer and bench prompts."""
 
 from __future__ import annotations
 
 from datetime import tzinfo
 from pathlib import Path
+from typing import TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +15,8 @@ from textual.widgets import Input, Static
 from console.timers import TimerInputError, parse_deadline
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, parse_duration, zone
 from console.tui import keymap
+
+T = TypeVar("T")
 
 
 class HelpScreen(ModalScreen[None]):
@@ -68,10 +71,45 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes and self.allow_yes)
 
 
-class TimerScreen(ModalScreen[str | None]):
-    """Ask for a hard-stop instant that names its zone; a bare time is refused, never guessed."""
+class PromptScreen(ModalScreen[T | None]):
+    """A one-line question checked as it is typed: what the answer means (or why it is refused) shows under
+    the line, enter accepts only an answer that reads, escape cancels (None)."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "cancel")]
+    NAME = ""  # the ids: NAME, NAME-input, NAME-check
+
+    def question(self) -> str:
+        raise NotImplementedError
+
+    def placeholder(self) -> str:
+        raise NotImplementedError
+
+    def read(self, text: str) -> tuple[T | None, str]:
+        """The answer in ``text`` (None: refused or empty) and the words shown under the line."""
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id=self.NAME):
+            yield Static(self.question(), markup=False)
+            yield Input(placeholder=self.placeholder(), id=f"{self.NAME}-input")
+            yield Static("", id=f"{self.NAME}-check", markup=False)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one(f"#{self.NAME}-check", Static).update(self.read(event.value)[1])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        answer, _ = self.read(event.value)
+        if answer is not None:
+            self.dismiss(answer)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class TimerScreen(PromptScreen[str]):
+    """Ask for a hard-stop instant that names its zone; a bare time is refused, never guessed."""
+
+    NAME = "timer"
 
     def __init__(self, box: str, box_tz: str | None, local: tzinfo, now_ms: int):
         super().__init__()
@@ -80,25 +118,14 @@ class TimerScreen(ModalScreen[str | None]):
         self.local = local
         self.now_ms = now_ms
 
-    def compose(self) -> ComposeResult:
-        with Vertical(id="timer"):
-            yield Static(
-                f"Hard stop for {self.box}: stop its arms at an instant that names its zone "
-                "(2026-09-06 01:27 UTC, 2026-09-06T02:27+01:00) or in a duration (4h30m)",
-                markup=False,
-            )
-            yield Input(placeholder="instant with Z, an offset or a zone name", id="timer-input")
-            yield Static("", id="timer-check", markup=False)
+    def question(self) -> str:
+        return (f"Hard stop for {self.box}: stop its arms at an instant that names its zone "
+                "(2026-09-06 01:27 UTC, 2026-09-06T02:27+01:00) or in a duration (4h30m)")  # fmt: skip
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self.query_one("#timer-check", Static).update(self._describe(event.value)[1])
+    def placeholder(self) -> str:
+        return "instant with Z, an offset or a zone name"
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        ms, _ = self._describe(event.value)
-        if ms is not None:
-            self.dismiss(event.value.strip())
-
-    def _describe(self, text: str) -> tuple[int | None, str]:
+    def read(self, text: str) -> tuple[str | None, str]:
         if not text.strip():
             return None, ""
         text = text.strip()
@@ -116,7 +143,37 @@ class TimerScreen(ModalScreen[str | None]):
         if self.box_tz:
             lines.append(f"box   {fmt_zone(ms, zone(self.box_tz))}")
         lines.append(f"in {fmt_remaining(ms - self.now_ms)}; enter arms it")
-        return ms, "\n".join(lines)
+        return text, "\n".join(lines)
 
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
+
+class BenchScreen(PromptScreen[tuple[str, int]]):
+    """Ask for a bench's workload shape and concurrency as two words (``router 64``); a shape the recipes do
+    not define or a concurrency that is not a positive whole number is refused here, before anything runs."""
+
+    NAME = "bench"
+
+    def __init__(self, target: str, shapes: tuple[str, ...]):
+        super().__init__()
+        self.target = target
+        self.shapes = shapes
+
+    def question(self) -> str:
+        return f"Bench {self.target}: a shape and a concurrency, like `router 64`" + (
+            f"\nshapes: {', '.join(self.shapes)}" if self.shapes else ""
+        )
+
+    def placeholder(self) -> str:
+        return "shape concurrency"
+
+    def read(self, text: str) -> tuple[tuple[str, int] | None, str]:
+        words = text.split()
+        if not words:
+            return None, ""
+        if len(words) != 2:
+            return None, "refused: two words, the shape then the concurrency (router 64)"
+        shape, concurrency = words
+        if self.shapes and shape not in self.shapes:
+            return None, f"refused: no shape {shape!r} in the recipes; known: {', '.join(self.shapes)}"
+        if not concurrency.isdigit() or int(concurrency) < 1:
+            return None, f"refused: concurrency {concurrency!r} must be a whole number, 1 or more"
+        return (shape, int(concurrency)), f"{shape} at C{int(concurrency)}; enter starts it"

@@ -1,21 +1,15 @@
-"""Text drawing for the panels: braille charts, power bars, compact numbers. Pure functions, no Textual.
-
-We draw charts ourselves instead of through plotext: plotext 6 is a rewrite with a new API and a
-compiled core (FACTS.md), while a braille area chart is forty lines, deterministic in snapshots, and
-costs nothing per frame. Meaning never rides on colour alone: a capped GPU says CAPPED.
+"""Text for the panels: the Live history (charted by console.charts, plotext), compact numbers, timers
+and verdicts. Pure functions, no Textual. Meaning never rides on colour alone: a capped GPU says CAPPED,
+a chart's rows carry their names and scales in words beside them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import tzinfo
 
-from console.readmodel.records import GpuPower, TimerRow, TripwireRow
+from console.charts import LEVEL_MARK, trace
+from console.readmodel.records import GpuPower, LiveView, Series, TimerRow, TripwireRow
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
-
-_LEFT = (0x01, 0x02, 0x04, 0x40)  # braille dots of the left column, top to bottom
-_RIGHT = (0x08, 0x10, 0x20, 0x80)
-_BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
 def num(value: float | None, unit: str = "") -> str:
@@ -43,80 +37,88 @@ def millis(value: float | None) -> str:
     return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
 
 
-def braille_area(
-    values: Sequence[float | None], width: int, height: int, top: float | None = None
-) -> list[str]:
-    """An area chart ``width`` cells wide and ``height`` rows high; two values per cell, gaps stay empty.
-
-    ``values`` are resampled by taking the maximum of the values that fall into each dot column, so a
-    short burst is never averaged away.
-    """
-    width, height = max(1, width), max(1, height)
-    cols = 2 * width
-    n = len(values)
-    points: list[float | None] = []
-    for x in range(cols):
-        lo, hi = x * n // cols, max(x * n // cols + 1, (x + 1) * n // cols)
-        chunk = [v for v in values[lo:hi] if v is not None] if n else []
-        points.append(max(chunk) if chunk else None)
-    peak = top if top is not None else max((p for p in points if p is not None), default=0.0)
-    levels = 4 * height
-    heights = [
-        0 if p is None or peak <= 0 else max(1 if p > 0 else 0, min(levels, round(p / peak * levels)))
-        for p in points
-    ]
-    rows = []
-    for r in range(height):
-        cells = []
-        for c in range(width):
-            code = 0x2800
-            for k in range(4):
-                level = (height - 1 - r) * 4 + (3 - k)  # dot level counted from the bottom
-                if heights[2 * c] > level:
-                    code |= _LEFT[k]
-                if heights[2 * c + 1] > level:
-                    code |= _RIGHT[k]
-            cells.append(chr(code))
-        rows.append("".join(cells))
-    return rows
+GUTTER = 6
+"""Cells left of a throughput chart: its peak, its name and 0, right-aligned in five."""
 
 
-def bar(fraction: float, width: int) -> str:
-    """A horizontal bar in eighth blocks, ``width`` cells, clamped to [0, 1]."""
-    fraction = max(0.0, min(1.0, fraction))
-    eighths = round(fraction * width * 8)
-    full, part = divmod(eighths, 8)
-    text = "█" * full + (_BLOCKS[part] if part else "")
-    return text.ljust(width)
-
-
-def power_line(g: GpuPower, bar_width: int = 10, compact: bool = False) -> str:
-    """``GPU2  400/400 W ██████▋░░░ CAPPED max 600 2.4GHz 95% 63C``: draw against enforced against max.
-
-    ``compact`` (80 columns) drops the maximum and the clocks but never the word CAPPED.
-    """
-    draw, limit, top = g.power_w, g.enforced_limit_w, g.max_limit_w
-    scale = top or limit
-    if scale:
-        gauge = bar((draw or 0.0) / scale, bar_width)
-        if g.capped and limit:
-            cut = round(limit / scale * bar_width)  # headroom the cap takes away is hatched
-            gauge = gauge[:cut] + "░" * (bar_width - cut)
+def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
+    """``series`` charted to its own peak, ``width`` cells after the gutter: the peak on the top row, its
+    name below it and 0 at the bottom (one row: the name alone)."""
+    chart = trace(series.values, width, rows, top=series.peak or 1.0)
+    gutter = [num(series.peak)] + [""] * (rows - 1)
+    if rows >= 3:
+        gutter[1] = label
+    if rows >= 2:
+        gutter[-1] = "0" if rows >= 3 else f"{label} 0"
     else:
-        gauge = "?" * bar_width
-    head = f"GPU{g.gpu} {num(draw):>4}/{num(limit)} W {gauge}"
-    if compact:
-        return head + (" CAPPED" if g.capped else "") + (" STALE" if g.stale else "")
-    return head + power_detail(g)
+        gutter[0] = label
+    return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
 
 
-def power_detail(g: GpuPower) -> str:
-    """What the compact power line leaves out: the board maximum, SM clock, utilisation, temperature."""
-    top = g.max_limit_w
-    tail = f" CAPPED max {num(top)}" if g.capped else f" max {num(top)}"
-    clock = "-" if g.sm_clock_mhz is None else f"{g.sm_clock_mhz / 1000:.1f}GHz"
-    extra = f" {clock} {num(g.util_pct)}% {num(g.temp_c)}C"
-    return tail + extra + (" STALE" if g.stale else "")
+def time_axis(window_ms: int, width: int, live: bool) -> str:
+    """The row under a chart: how far back its left edge is, and whether its right edge is now or the
+    replay cursor."""
+    left = f"-{fmt_window(window_ms)}"
+    right = "now" if live else "cursor"
+    return " " * GUTTER + left + right.rjust(max(1, width - len(left)))
+
+
+def fmt_window(ms: int) -> str:
+    """``10m``, ``1h``, ``24h``: a chart window or a replay step."""
+    minutes = ms // 60_000
+    if minutes >= 60 and minutes % 60 == 0:
+        return f"{minutes // 60}h"
+    return f"{minutes}m" if minutes else f"{ms // 1000}s"
+
+
+GPU_LABEL = 23
+"""Cells left of a GPU's trace, for ``GPU2  400/400 W CAPPED``; a longer label (STALE, a clock) takes more."""
+
+
+def gpu_label(g: GpuPower, clock: bool = False) -> str:
+    """``GPU2  400/400 W CAPPED``: draw against the enforced limit, the words that must never be lost, and
+    the SM clock when asked."""
+    text = f"GPU{g.gpu} {num(g.power_w):>4}/{num(g.enforced_limit_w)} W"
+    if clock:
+        text += " -" if g.sm_clock_mhz is None else f" {g.sm_clock_mhz / 1000:.1f}GHz"
+    return text + (" CAPPED" if g.capped else "") + (" STALE" if g.stale else "")
+
+
+def gpu_lines(view: LiveView, width: int, height: int) -> list[str]:
+    """Each GPU's draw over the window against its enforced limit (the LEVEL_MARK line), one row or more
+    per GPU on a common scale (the board maximum), then each GPU's SM clock when the panel is tall enough
+    (else the clock is a number beside the draw)."""
+    gpus = view.gpus
+    if not gpus:
+        return []
+    history = {h.gpu: h for h in view.gpu_history}
+    n = len(gpus)
+    room = height - 1  # the header
+    power_rows, clock_rows = (3, 2) if room >= 5 * n + 1 else (2, 1) if room >= 3 * n + 1 else (max(1, min(3, room // n)), 0)
+    shown = gpus if n <= room else gpus[: max(1, room - 1)]
+    labels = [gpu_label(g, clock=not clock_rows and width >= 60) for g in shown]
+    label_width = max([GPU_LABEL] + [len(label) + 1 for label in labels])
+    chart_width = max(4, width - label_width)
+    top = max((g.max_limit_w or g.enforced_limit_w or 0.0) for g in gpus) or max(
+        (h.power_w.peak or 0.0 for h in view.gpu_history), default=0.0
+    )
+    lines = [f"power 0-{num(top)} W, {LEVEL_MARK} enforced limit"]
+    for g, label in zip(shown, labels, strict=True):
+        h = history.get(g.gpu)
+        values, limits = (h.power_w.values, h.limit_w.values) if h else ((), ())
+        chart = trace(values, chart_width, power_rows, top=top or 1.0, level=limits if power_rows > 1 else ())
+        lines += [f"{label if i == 0 else '':{label_width}}{row}" for i, row in enumerate(chart)]
+    if len(shown) < n:
+        lines.append(f"+{n - len(shown)} more: " + ", ".join(gpu_label(g) for g in gpus[len(shown) :]))
+    if clock_rows:
+        clocks = [history[g.gpu].sm_clock_mhz if g.gpu in history else None for g in gpus]
+        peak = max((c.peak or 0.0 for c in clocks if c is not None), default=0.0)
+        lines.append(f"SM clock 0-{peak / 1000:.1f} GHz")
+        for g, clock in zip(gpus, clocks, strict=True):
+            label = f"GPU{g.gpu} " + ("-" if g.sm_clock_mhz is None else f"{g.sm_clock_mhz / 1000:.1f}GHz")
+            chart = trace(clock.values if clock else (), chart_width, clock_rows, top=peak or 1.0)
+            lines += [f"{label if i == 0 else '':{label_width}}{row}" for i, row in enumerate(chart)]
+    return lines
 
 
 def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:

@@ -587,7 +587,8 @@ class FixedActions:
                 "INFO:     127.0.0.1:51234 - \"POST /v1/completions HTTP/1.1\" 200 OK",
             ]
         }
-        self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"})
+        self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"},
+                                shapes=("chat-1k", "promptopt", "router"))  # fmt: skip
         self.findings = {
             QWEN: [
                 LintLine("warn", "R7-no-nvlink", "tensor_parallel 4 on a box without NVLink", "arms.toml:12")
@@ -626,6 +627,22 @@ class FixedActions:
     async def arm_timer(self, box: str, text: str, action: str) -> str:
         self.calls.append(("arm_timer", box, text, action))
         return "armed"
+
+    async def check(self, box: str) -> str:
+        self.calls.append(("check", box))
+        return "FAIL power (GPU 2 capped at 400 W of 600 W max)"
+
+    async def connect(self, box: str) -> str:
+        self.calls.append(("connect", box))
+        return "already running; 0 new events ingested"
+
+    async def bench(self, launch_id: str, box: str, shape: str, concurrency: int) -> str:
+        self.calls.append(("bench", launch_id, box, shape, concurrency))
+        return f"{QWEN} {shape} C{concurrency}: out 5.2k tok/s, in 16k tok/s, tripwire ok"
+
+    async def tripwire(self, launch_id: str, box: str) -> str:
+        self.calls.append(("tripwire", launch_id, box))
+        return f"{QWEN}: tripwire 20/20 ok"
 
     async def supervise(self, notify: Callable[[str], None]) -> None:
         self.calls.append(("supervise",))

@@ -1,4 +1,5 @@
-"""Arms: the recipes' arms against the boxes. `l` launches (lint first), `k` kills (always confirms).
+"""Arms: the recipes' arms against the boxes. `l` launches (lint first), `k` kills (always confirms), `b`
+benches the selected arm's serving launch (shape and concurrency asked first), `t` runs its tripwire.
 
 The selected arm's latest launch shows its state, kernel lines, failure reason and the tail of its
 server log. The log stays on the box (only its path is in state.db), so the live console asks the box
@@ -19,7 +20,7 @@ from console.recipes import RecipeError
 from console.store import LOCAL_BOX
 from console.tui import keymap
 from console.tui.actions import LintLine
-from console.tui.modals import ConfirmScreen
+from console.tui.modals import BenchScreen, ConfirmScreen
 from console.tui.views.base import ViewScreen, fill_table, toned
 
 COLUMNS = ("arm", "state", "box", "launch")
@@ -79,6 +80,7 @@ class ArmsScreen(ViewScreen):
         needle = self.filter_text.lower().strip()
         self.problem = data.recipes_problem
         self.drivable = data.drivable or (LOCAL_BOX,)
+        self.query_one("#topbar", Static).update(self.topbar())  # the target box depends on the boxes just read
         self.entries = [e for e in data.entries if not needle or needle in f"{e.name} {e.model}".lower()]
         names = [e.name for e in self.entries]
         if self.selected not in names:
@@ -229,3 +231,39 @@ class ArmsScreen(ViewScreen):
                 )
 
         app.push_screen(ConfirmScreen(f"Kill {target.id} on {target.box}?", body), answered)
+
+    def serving(self, verb: str) -> LaunchRow | None:
+        """The selected arm's newest serving launch, or None after saying why there is none."""
+        app = self.console
+        if app.refuse_if_read_only(verb):
+            return None
+        e = self.entry()
+        serving = [launch for launch in (e.launches if e else []) if launch.state == "serving"]
+        if not serving:
+            app.say(f"{self.selected or 'no arm'}: no serving launch to measure; launch it first (l)", "warning")
+            return None
+        return serving[-1]
+
+    def action_bench(self) -> None:
+        app = self.console
+        launch = self.serving("benchmarking")
+        if launch is None:
+            return
+
+        def asked(answer: tuple[str, int] | None) -> None:
+            if answer is not None:
+                shape, concurrency = answer
+                app.say(f"bench {launch.id} {shape} C{concurrency}: running on {launch.box}; Live charts its progress")
+                app.run_action_worker(app.actions.bench(launch.id, launch.box, shape, concurrency), f"bench {launch.id}")
+
+        shapes = app.recipes().shapes  # read by this view's load, on its worker: no file is read here
+        app.push_screen(BenchScreen(f"{launch.arm} ({launch.id} on {launch.box})", shapes), asked)
+
+    def action_tripwire(self) -> None:
+        app = self.console
+        launch = self.serving("running the tripwire")
+        if launch is None:
+            return
+        what = f"tripwire {launch.id}"
+        app.say(f"{what}: running on {launch.box}")
+        app.run_action_worker(app.actions.tripwire(launch.id, launch.box), what)

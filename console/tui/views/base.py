@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from console.timeutil import fmt_utc
+from console.tui.render import fmt_window
 
 if TYPE_CHECKING:
     from console.tui.app import ConsoleApp
@@ -31,6 +32,7 @@ class ViewScreen(Screen[None]):
         super().__init__()
         self.filter_text = ""
         self.loaded = False
+        self.pending: str | None = None
 
     @property
     def console(self) -> ConsoleApp:
@@ -60,7 +62,7 @@ class ViewScreen(Screen[None]):
 
     def _load_then_show(self) -> None:
         started = time.perf_counter()
-        data = self.console.read(self.load)
+        data = self.prepare(self.console.read(self.load))
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, data, started)
 
@@ -69,10 +71,23 @@ class ViewScreen(Screen[None]):
         self.query_one("#topbar", Static).update(self.topbar())  # after show: the bar may name what was loaded
         self.loaded = True
         self.console.record_redraw(self.VIEW, time.perf_counter() - started)
+        if self.pending:
+            action, self.pending = self.pending, None
+            self.call_later(self.run_action, action)
+
+    def run_when_loaded(self, action: str) -> None:
+        """Run one of this view's actions once its next load is drawn: a palette entry of a view that was
+        not on screen acts on that view's rows (the selected arm, the selected box), so they come first."""
+        self.pending = action
 
     def load(self) -> Any:
         """Runs on a worker thread with the read model locked: query only, touch no widget."""
         raise NotImplementedError
+
+    def prepare(self, data: Any) -> Any:
+        """Runs on the worker thread after the read model is unlocked: drawing that needs no widget (charts
+        as text), kept off the UI thread so keys stay quick. By default nothing."""
+        return data
 
     def show(self, data: Any) -> None:
         raise NotImplementedError
@@ -90,7 +105,8 @@ class ViewScreen(Screen[None]):
             end = model.cursor.span[1]
             cursor += " (end)" if at >= end else f" ({(end - at) // 60_000}m before end)"
         extra = self.topbar_extra()
-        return f"{self.TITLE_TEXT} | {mode} {cursor}" + (f" | {extra}" if extra else "")
+        step = f"step {fmt_window(model.step_ms)}"  # what `[` and `]` move the cursor by
+        return f"{self.TITLE_TEXT} | {mode} {cursor} {step}" + (f" | {extra}" if extra else "")
 
     def topbar_extra(self) -> str:
         return f"filter: {self.filter_text}" if self.filter_text else ""

@@ -25,7 +25,8 @@ from console.tui.views.base import Cell, ViewScreen, fill_table, toned
 # Cost, quality and the frontier word first: at 80 columns they stay visible, the API and box follow.
 COLUMNS = ("arm", "$/Mtok", "accuracy", "frontier", "API $/Mtok", "API/node", "box", "$/h active", "rows")
 UTILISATIONS = (0.70, 1.00, 0.50)
-CHART_HEIGHT = 10
+CHART_HEIGHT = 13
+"""Rows of the frontier chart with its axes (ten rows of points)."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ class EconomicsScreen(ViewScreen):
         with self.app.batch_update():
             fill_table(self.query_one("#economics-table", DataTable), COLUMNS, cells)
             chart = self.query_one("#economics-chart", Static)
-            # The chart's axis labels take 7 cells; 2 more stay free for the scrollbar of a short terminal.
-            width = max(20, (chart.content_region.width or self.size.width) - 9)
+            # Two cells stay free for the scrollbar of a short terminal.
+            width = max(30, (chart.content_region.width or self.size.width) - 2)
             lines = [frontier_chart(self.rows, width=width, height=CHART_HEIGHT).rstrip("\n")]
             lines += [f"not priced: {reason}" for reason in data.skipped]
             lines += quality_lines(data.quality, needle)

@@ -1,6 +1,12 @@
-"""Fleet: every box at a glance — connection, GPUs, price, check verdicts in words, arms, timer."""
+"""Fleet: every box at a glance — connection, GPUs, price, check verdicts in words, arms, timer.
+
+`c` checks the selected box (probe, then the verdicts), `r` connects it (agent up, journal ingested).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
@@ -97,3 +103,18 @@ class FleetScreen(ViewScreen):
     def action_open_box(self) -> None:
         if self.console.selected_box:
             self.console.action_view("live")
+
+    def action_check(self) -> None:
+        self._act("checking a box", "check", self.console.actions.check)
+
+    def action_connect(self) -> None:
+        self._act("connecting a box", "connect", self.console.actions.connect)
+
+    def _act(self, verb: str, what: str, act: Callable[[str], Coroutine[Any, Any, str]]) -> None:
+        """One service intent on the selected box, said when it starts (a probe takes seconds) and when done."""
+        app = self.console
+        box = app.selected_box
+        if app.refuse_if_read_only(verb) or box is None:
+            return
+        app.say(f"{what} {box}: started")
+        app.run_action_worker(act(box), f"{what} {box}")

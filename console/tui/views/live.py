@@ -1,36 +1,37 @@
-"""Live: one box's throughput charts (output and input tok/s), power per GPU, tripwire verdicts and timers.
+"""Live: one box's history over the chart window (output and input tok/s; each GPU's draw against its
+enforced limit, and its SM clock), tripwire verdicts and timers.
 
 The same screen replays a recorded night: everything is read as of the model's cursor.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.widgets import Static
 
-from console.readmodel import BenchNow, LiveView, Series
+from console.readmodel import BenchNow, LiveView
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.modals import TimerScreen
-from console.tui.render import braille_area, millis, num, power_detail, power_line, timer_lines, tripwire_line
+from console.tui.render import (
+    GPU_LABEL,
+    GUTTER,
+    chart_lines,
+    fmt_window,
+    gpu_lines,
+    millis,
+    num,
+    time_axis,
+    timer_lines,
+    tripwire_line,
+)
 from console.tui.views.base import ViewScreen, toned_block
 
 TEXT_ROWS = 4
 """Rows of the throughput panel that are not chart: rates, run/wait/kv, arm, bench (a finished bench: 2)."""
-
-
-def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
-    """A braille chart with its peak on the top row, its name below it and 0 at the bottom."""
-    chart = braille_area(series.values, width, rows)
-    gutter = [num(series.peak)] + [""] * (rows - 1)
-    if rows >= 3:
-        gutter[1] = label
-    if rows >= 2:
-        gutter[-1] = "0" if rows >= 3 else f"{label} 0"
-    else:
-        gutter[0] = label
-    return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
 
 
 def bench_lines(b: BenchNow, at: int) -> list[str]:
@@ -43,6 +44,43 @@ def bench_lines(b: BenchNow, at: int) -> list[str]:
         f"{head} TTFT {millis(b.ttft_ms_p50)}",
         f"out {num(b.out_tok_per_s)} in {num(b.in_tok_per_s)} tok/s {num(b.req_per_s)} req/s",
     ]
+
+
+def throughput_text(view: LiveView, width: int, height: int, window_ms: int, live: bool) -> str:
+    """Output tok/s over input tok/s, each charted to its own peak ``width`` cells wide in a panel ``height``
+    rows high, then the servers and the bench (where the numbers come from is the panel's title)."""
+    chart_width = max(10, width - GUTTER)
+    bench = bench_lines(view.bench, view.at_ms) if view.bench else []
+    rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1))
+    axis = rows >= 7  # a time axis under the charts when they keep three rows each
+    rows -= axis
+    lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
+    out_rows = max(1, (rows + 1) // 2)
+    lines += chart_lines(view.out_tok_s, "out", chart_width, out_rows)
+    lines += chart_lines(view.in_tok_s, "in", chart_width, max(1, rows - out_rows))
+    if axis:
+        lines.append(time_axis(window_ms, chart_width, live))
+    if view.servers:
+        s = view.servers[0]
+        more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
+        lines.append(
+            f"run {num(s.running)} wait {num(s.waiting)} kv "
+            f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}"
+        )
+        lines.append(f"{s.arm}")
+    else:
+        lines.append("nothing serving")
+    lines += bench
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A loaded LiveView with its charts already drawn as text (on the worker, at the measured sizes)."""
+
+    view: LiveView
+    throughput: str
+    power: list[str]
 
 
 class Panel(Static):
@@ -62,6 +100,8 @@ class LiveScreen(ViewScreen):
         super().__init__()
         self.view: LiveView | None = None
         self.buckets = 2
+        self.gpu_buckets = 2
+        self.sizes = (0, 0, 0, 0)  # throughput panel width, height; power panel width, height
 
     def body(self) -> ComposeResult:
         yield Static("", id="live-box", markup=False)
@@ -71,28 +111,39 @@ class LiveScreen(ViewScreen):
             yield Panel("tripwire", "live-tripwire")
             yield Panel("timers", "live-timers")
 
-    def chart_width(self) -> int:
-        width = self.query_one("#live-throughput", Panel).content_region.width
-        return max(10, width - 6)
-
     def reload(self) -> None:
-        self.buckets = 2 * self.chart_width()  # measured here, on the UI thread, not in the worker
+        """Panel sizes are measured here, on the UI thread; the worker charts at them. Braille holds two
+        buckets a cell: throughput gets both; each GPU trace one (plotext's cost grows with the points it
+        draws, and an 8-GPU box has eight traces)."""
+        through = self.query_one("#live-throughput", Panel).content_region
+        power = self.query_one("#live-power", Panel).content_region
+        self.sizes = (through.width, through.height, power.width, power.height)
+        self.buckets = 2 * max(10, through.width - GUTTER)
+        self.gpu_buckets = max(4, power.width - GPU_LABEL)
         super().reload()
 
-    def load(self) -> LiveView | None:
+    def load(self) -> tuple[LiveView, int, bool] | None:
         box = self.console.selected_box
         if box is None:
             return None
-        return self.console.model.live(box, buckets=self.buckets)
+        model = self.console.model
+        view = model.live(box, buckets=self.buckets, gpu_buckets=self.gpu_buckets)
+        return None if view is None else (view, model.window_ms, model.cursor.live)
+
+    def prepare(self, loaded: tuple[LiveView, int, bool] | None) -> Drawn | None:
+        if loaded is None:
+            return None
+        view, window_ms, live = loaded
+        tw, th, pw, ph = self.sizes
+        return Drawn(view, throughput_text(view, tw, th, window_ms, live), gpu_lines(view, pw, ph))
 
     def topbar_extra(self) -> str:
-        window = self.console.model.window_ms // 60_000
-        extra = f"window {window // 60}h" if window >= 60 else f"window {window}m"
+        extra = f"window {fmt_window(self.console.model.window_ms)}"
         return extra + (f" | {super().topbar_extra()}" if self.filter_text else "")
 
-    def show(self, view: LiveView | None) -> None:
-        self.view = view
-        if view is None:
+    def show(self, drawn: Drawn | None) -> None:
+        self.view = view = drawn.view if drawn else None
+        if drawn is None or view is None:
             name = self.console.selected_box
             self.query_one("#live-box", Static).update(
                 f"no box {name!r} in this state.db" if name else "no box selected: pick one in Fleet (1)"
@@ -107,10 +158,10 @@ class LiveScreen(ViewScreen):
         if b.timer:
             head += f" | stop in {fmt_remaining(b.timer.remaining_ms)}"
         self.query_one("#live-box", Static).update(head)
-        self.query_one("#live-throughput", Panel).update(self.throughput_text(view))
-        power = self.query_one("#live-power", Panel)
-        lines = self.power_lines(view, power.content_region.width, power.content_region.height)
-        power.update(toned_block(lines) if lines else "no GPU samples")
+        throughput = self.query_one("#live-throughput", Panel)
+        throughput.border_title = f"throughput ({view.throughput_from})"
+        throughput.update(drawn.throughput)
+        self.query_one("#live-power", Panel).update(toned_block(drawn.power) if drawn.power else "no GPU samples")
         trip_panel = self.query_one("#live-tripwire", Panel)
         needle = self.filter_text.lower().strip()
         trip = [
@@ -121,41 +172,6 @@ class LiveScreen(ViewScreen):
         trip_panel.update(toned_block(trip) if trip else "no tripwire run on this box")
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
         self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
-
-    @staticmethod
-    def power_lines(view: LiveView, width: int, height: int) -> list[str]:
-        """One line per GPU when wide; at 80 columns two (gauge, then clocks) if they fit, CAPPED always."""
-        if width >= 52:
-            return [power_line(g, 10) for g in view.gpus]
-        lines = []
-        for g in view.gpus:
-            lines.append(power_line(g, 5, compact=True))
-            if 2 * len(view.gpus) <= height:
-                lines.append("     " + power_detail(g).replace(" CAPPED", "").strip())  # said on line 1
-        return lines
-
-    def throughput_text(self, view: LiveView) -> str:
-        """Output tok/s over input tok/s, each charted to its own peak, then the servers and the bench."""
-        width = self.chart_width()
-        bench = bench_lines(view.bench, view.at_ms) if view.bench else []
-        height = self.query_one("#live-throughput", Panel).content_region.height
-        rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1))
-        lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
-        out_rows = max(1, (rows + 1) // 2)
-        lines += chart_lines(view.out_tok_s, "out", width, out_rows)
-        lines += chart_lines(view.in_tok_s, "in", width, max(1, rows - out_rows))
-        if view.servers:
-            s = view.servers[0]
-            more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
-            lines.append(
-                f"run {num(s.running)} wait {num(s.waiting)} kv "
-                f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}"
-            )
-            lines.append(f"{s.arm}")
-        else:
-            lines.append("nothing serving")
-        lines += bench
-        return "\n".join(lines)
 
     def action_timer(self) -> None:
         app = self.console

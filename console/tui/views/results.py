@@ -10,9 +10,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
+from console.charts import hbars
 from console.readmodel import RESULT_SORTS, GroupStanding, ResultRow, best_by, standings
 from console.tui import keymap
-from console.tui.render import bar, millis, num
+from console.tui.render import millis, num
 from console.tui.views.base import Cell, ViewScreen, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
@@ -50,26 +51,32 @@ def group_detail(s: GroupStanding) -> str:
 
 
 def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
-    """The best out tok/s of each arm per shape as bars; diagnostic-only numbers say so."""
+    """The best out tok/s of each arm per shape as bars (plotext), each labelled with its arm, concurrency,
+    number and tripwire verdict; diagnostic-only numbers say so."""
     best = best_by(rows, lambda r: (r.shape, r.arm))
     if not best:
         return ["no rows to compare"]
-    label = min(24, max(len(a) for _, a in best))
-    bar_width = max(5, width - label - 44)  # room for " 5.2k C1024 trip DEGEN DIAGNOSTIC-ONLY"
     lines = []
     for shape in sorted({s for s, _ in best}):
         # Each shape is scaled to its own best: arms are compared within a workload, never across.
         ranked = sorted(
             (r for (s, _), r in best.items() if s == shape), key=lambda r: -(r.out_tok_per_s or 0)
         )
-        top = ranked[0].out_tok_per_s or 1.0
+        words = [
+            f"C{r.concurrency:<5} {num(r.out_tok_per_s):>5} trip {r.tripwire.word}"
+            + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
+            for r in ranked
+        ]
+        # The bars keep at least a third of the width; long arm names give way first.
+        room = max(8, min(max(len(r.arm) for r in ranked), 2 * width // 3 - max(map(len, words)) - 2))
+        labels = [
+            f"{r.arm if len(r.arm) <= room else r.arm[: room - 1] + '…':{room}} {w}"
+            for r, w in zip(ranked, words, strict=True)
+        ]
+        pad = max(map(len, labels))
         lines.append(f"{shape} (best out tok/s per arm)")
-        for r in ranked:
-            word = f"trip {r.tripwire.word}" + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
-            lines.append(
-                f" {r.arm[:label]:{label}} {bar((r.out_tok_per_s or 0) / top, bar_width)} "
-                f"{num(r.out_tok_per_s):>5} C{r.concurrency} {word}"
-            )
+        lines += hbars([(label.ljust(pad), r.out_tok_per_s or 0.0) for label, r in zip(labels, ranked, strict=True)],
+                       width, num)  # fmt: skip
     return lines
 
 
