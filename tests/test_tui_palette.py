@@ -163,7 +163,7 @@ async def test_help_lists_each_heading_once(fx: F.Fixture) -> None:
         assert isinstance(app.screen, HelpScreen)
         lines = str(app.screen.query_one("#help Static", Static).render()).splitlines()
         headings = [line for line in lines if line.startswith("[")]
-        assert headings == ["[everywhere]", "[fleet]", "[live]", "[arms]", "[results]", "[economics]"]
+        assert headings == ["[everywhere]", "[fleet]", "[live]", "[arms]", "[results]", "[economics]", "[divergence]"]
         palette_row = next(i for i, line in enumerate(lines) if "ctrl+p" in line)
         assert lines.index("[everywhere]") < palette_row < lines.index("[fleet]")
         for words in ("check", "connect", "bench", "tripwire", "timer (hard stop)", "replay: step back"):
@@ -175,9 +175,11 @@ async def test_every_view_renders_at_80x24(fx: F.Fixture) -> None:
     app = make_app(fx, F.FixedActions())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        for key, view in zip("123456", VIEWS, strict=True):
+        for key, view in zip("123456", VIEWS[:6], strict=True):
             await press(pilot, key)
             assert app.current_mode == view and app.screen.loaded
+        await press(pilot, "4", "d")  # the Divergence table is reached from Results
+        assert app.current_mode == "divergence" and app.screen.loaded
         await press(pilot, "4", "c", "2", "w", "left_square_bracket", "question_mark", "escape")
         await select_arm(pilot, app, F.QWEN)
         await press(pilot, "b")
