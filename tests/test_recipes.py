@@ -15,6 +15,7 @@ from console.recipes import (
     RULES,
     BoxSpec,
     KernelPair,
+    MoeEvidence,
     RecipeError,
     ResolveError,
     box_spec,
@@ -145,9 +146,14 @@ def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
             if f.severity == "error":
                 assert f.expected, f
     expected = {(f.arm, f.rule_id) for f in lint_catalog(c) if f.expected}
+    # R3: NVFP4-expert arms pin the MoE backend the seed measured; here they launch once a sweep measured it.
     assert expected == {
         ("qwen3.8-27b-nvfp4-auto", "R1-nvfp4-linear-backend"),
         ("qwen3.8-flash-next-tp4-marlin-auto", "R1-nvfp4-linear-backend"),
+        ("qwen3.8-flash-next-tp4-marlin-auto", "R3-moe-backend-unswept"),
+        ("qwen3.8-flash-next-tp4-marlin-b12x", "R3-moe-backend-unswept"),
+        ("glm-5.3-flash-dp2-tp2-ep-eager", "R3-moe-backend-unswept"),
+        ("glm-5.3-flash-dp2-tp2-ep-eager-marlin", "R3-moe-backend-unswept"),
     }
 
 
@@ -380,7 +386,7 @@ def test_sweep_variant_swaps_kernels_and_counts_as_swept() -> None:
     assert v.name == "deepseek-v4-flash-dp4-ep@auto+flashinfer_b12x"
     argv = resolve(c, v, PRO).replicas[0].argv
     assert argv[argv.index("--kernel-config.moe_backend") + 1] == "flashinfer_b12x"
-    assert "R3-moe-backend-unswept" not in rules(lint(c, v, PRO))
+    assert "R3-moe-backend-unswept" not in rules(lint(c, v, PRO, sweep=sweep.name))  # the sweep measures it
 
 
 def test_box_spec_from_store_row_and_probe() -> None:
@@ -390,8 +396,23 @@ def test_box_spec_from_store_row_and_probe() -> None:
     spec = box_spec(box, probe)
     assert (spec.gpu_count, spec.gpu_name, spec.gpu_mem_mib, spec.nvlink) == (2, "NVIDIA H200", 143771.0, True)
     assert (spec.serving_env, spec.model_root) == ("/opt/vllm", "/models")
-    assert box_spec(box, None).gpu_count == 0
+    assert box_spec(box, None).gpu_count == 0 and box_spec(box, None).gpus_from is None
     assert box_spec(box, {"gpus": [gpu], "topology": {"nvlink_all": True}}).nvlink is False
+    assert spec.gpus_from == "probe" and spec.gpus_basis == "pro-a's latest probe"
+
+
+def test_box_spec_from_the_inventory_of_a_box_never_probed() -> None:
+    """The seed's boxes: the inventory's count and card size stand in for a probe, and say so."""
+    seed = Box(name="seed-5090", gpu_summary="8x RTX 5090 32GB, 400 W")
+    spec = box_spec(seed, None)
+    assert (spec.gpu_count, spec.gpu_name, spec.gpus_from, spec.nvlink) == (8, "RTX 5090 32GB", "inventory", False)
+    assert spec.gpu_mem_mib is not None and spec.gpu_mem_mib < 32607  # under what the card reports: errs safe
+    assert spec.gpus_basis == "seed-5090's inventory ('8x RTX 5090 32GB, 400 W'; never probed)"
+    gpu = {"index": 0, "name": "NVIDIA GeForce RTX 5090", "mem_total_mib": 32607.0}
+    assert box_spec(seed, {"gpus": [gpu]}).gpus_from == "probe"  # a probe wins over the listing
+    probed_summary = Box(name="b", gpu_summary="4x NVIDIA RTX PRO 6000 Blackwell Server Edition, 600 W")
+    assert box_spec(probed_summary, None).gpu_mem_mib is None  # no size in it: R10 checks the count only
+    assert box_spec(Box(name="c", gpu_summary="no GPU info"), None).gpu_count == 0
 
 
 # -- lint rules: each fires, and does not fire on the right configuration ---------------------------------
@@ -446,10 +467,30 @@ def test_r3_moe_backend_unswept(tmp_path: Path) -> None:
     arms = '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n[arms.b]\nprofile = "p"\n'
     c = catalog_of(tmp_path, arms, profile=MOE)
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]
-    assert f.severity == "warn" and f.line == 3
+    assert f.severity == "warn" and f.line == 3 and "no state.db" in f.reason  # MXFP4 experts: a warning
     assert "R3-moe-backend-unswept" not in rules(lint(c, "b"))
     c = catalog_of(tmp_path, arms, profile=MOE, sweeps='[sweeps.s]\narms = ["a"]\n')
-    assert "R3-moe-backend-unswept" not in rules(lint(c, "a"))
+    (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]  # a sweep that never ran
+    assert "`campaign sweep run s --box BOX`" in f.reason
+    assert "R3-moe-backend-unswept" not in rules(lint(c, "a", sweep="s"))  # that sweep's own launch
+    assert "R3-moe-backend-unswept" in rules(lint(c, "a", sweep="other"))
+    measured = MoeEvidence(served={"p": frozenset({"flashinfer_cutlass"})})
+    assert "R3-moe-backend-unswept" not in rules(lint(c, "a", evidence=measured))
+    assert "R3-moe-backend-unswept" in rules(lint(c, "a", evidence=MoeEvidence(served={"q": measured.served["p"]})))
+
+
+def test_r3_nvfp4_experts_pinned_without_a_measurement_is_an_error(tmp_path: Path) -> None:
+    """The seed: flashinfer_cutlass, right for gpt-oss, is refused outright by four-bit experts with group-16
+    scales; eleven arms died on it in one night. A listing sweep does not excuse it, a measurement does."""
+    nvfp4 = MOE.replace('quantization = "mxfp4"', 'quantization = "nvfp4"')
+    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n', profile=nvfp4,
+                   sweeps='[sweeps.s]\narms = ["a"]\n')  # fmt: skip
+    (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]
+    assert f.severity == "error" and f.blocking and "NVFP4 experts" in f.reason
+    refused = MoeEvidence(refused={"p": frozenset({"flashinfer_cutlass"})}, accepted={"p": frozenset({"marlin"})})
+    (f,) = [f for f in lint(c, "a", evidence=refused) if f.rule_id == "R3-moe-backend-unswept"]
+    assert "saw the engine refuse it" in f.reason
+    assert rules(lint(c, replace(c.arms["a"], moe_backend="marlin"), evidence=refused)) == []  # named as accepted
 
 
 def test_r4_tp_without_nvlink(tmp_path: Path) -> None:

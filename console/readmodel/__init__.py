@@ -62,6 +62,7 @@ from console.readmodel.results import (
     latest_tripwires,
     tripwire_run,
 )
+from console.readmodel.sweeps import moe_evidence
 
 __all__ = [
     "NOT_RECORDED",
@@ -112,6 +113,7 @@ __all__ = [
     "imported_counts",
     "imports",
     "latest_tripwires",
+    "moe_evidence",
     "launches",
     "noise_floor",
     "published_comparisons",

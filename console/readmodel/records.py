@@ -246,7 +246,7 @@ class LaunchRow:
     stop_ms: int | None
     exit_code: int | None
     failure_reason: str | None
-    backends_accepted: tuple[str, ...]
+    backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set
     log_path: str | None
     forced: bool
     kernel_lines: tuple[tuple[str, str], ...] = ()  # (category, line)
@@ -447,7 +447,7 @@ class SweepArmRow:
     state: str  # pending, running, served, refused, degenerate, crashed, interrupted
     attempts: int
     reason: str | None
-    backends_accepted: tuple[str, ...]
+    backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set (or not refused)
     backends_potential: tuple[str, ...]
     launch_ids: tuple[str, ...]
     kv_cache_tokens: int | None

@@ -56,22 +56,13 @@ class Layout:
         return words + (f", {self.replicas} replicas" if self.replicas and self.replicas > 1 else "")
 
 
-def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
-    for i, word in enumerate(argv):
-        if word == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(flag + "="):
-            return word.split("=", 1)[1]
-    return None
-
-
 def layout_of(arm: ArmRecord | None) -> Layout:
     """The arm's parallel layout from its resolved argv and GPU groups."""
     if arm is None:
         return Layout(None, None, None, None)
     if not arm.argv:
         return Layout(arm.tensor_parallel, None, len(arm.gpus), None)
-    dp = _flag_value(arm.argv, "--data-parallel-size")
+    dp = arm.flag("--data-parallel-size")
     return Layout(arm.tensor_parallel, int(dp) if dp else 1, len(arm.gpus), "--enable-expert-parallel" in arm.argv)
 
 
@@ -128,7 +119,7 @@ class QualityIntents(RunIntents):
             arm=launch.arm, arm_id=launch.arm_id, recipe_hash=arm.recipe_hash if arm else None, model=run.model,
             tensor_parallel=layout.tensor_parallel, data_parallel=layout.data_parallel, replicas=layout.replicas,
             expert_parallel=layout.expert_parallel, layout=layout.words, kernel_line=kernel_line,
-            reasoning_parser=_flag_value(arm.argv, "--reasoning-parser") if arm else None,
+            reasoning_parser=arm.flag("--reasoning-parser") if arm else None,
             harness_version=run.harness_version, metric=run.metric, config_key=config_key(arm, launch, run),
             sampling=run.sampling, thinking=run.thinking, source_file=str(path), digest=run.digest,
             unscored=run.unscored,
