@@ -27,6 +27,7 @@ from console.recipes import load_catalog
 from console.recipes.vllm_flags import flag_value
 from console.service import Service
 from console.store import Store
+from console.store.served import NOT_APPLICABLE
 from console.store.sweeps import SweepArm
 from console.sweep import (
     SweepError,
@@ -300,6 +301,13 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
         assert store.sweeps.benches(arms["fake-degenerate"].id) == []  # no benches after a failed tripwire
         tw = store.rows("SELECT passed FROM tripwire_runs WHERE id = ?", [arms["fake-degenerate"].tripwire_run_id])
         assert tw == [{"passed": 0}]
+        # Each row keeps what it was served with: the tripwire sent the profile's sampling, the bench none.
+        served_with = store.rows("SELECT reasoning_parser, thinking, sampling FROM tripwire_runs WHERE id = ?",
+                                 [served.tripwire_run_id])  # fmt: skip
+        assert served_with == [{"reasoning_parser": None, "thinking": "model default: not stated",
+                                "sampling": '{"temperature":0.0}'}]  # fmt: skip
+        assert {(r["thinking"], r["sampling"]) for r in store.rows("SELECT thinking, sampling FROM bench_runs")} == {
+            (NOT_APPLICABLE, "{}")}
         assert store.sweeps.get(sweep_id).state == "done"
         live = store.rows("SELECT id, state FROM launches WHERE state NOT IN ('failed', 'stopped')")
         assert live == []  # every server was killed

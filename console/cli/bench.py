@@ -21,6 +21,7 @@ def show(row: ResultRow) -> None:
     print(f"  kernel: {row.kernel_line or 'none reported'}")
     limit = f"{row.power_limit_w:.0f} W" if row.power_limit_w is not None else "no GPU limit recorded"
     print(f"  power limit: {limit}   tripwire: {row.tripwire.text}")
+    print(f"  {row.served}")
 
 
 def _run(args: argparse.Namespace) -> int:

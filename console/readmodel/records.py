@@ -215,6 +215,15 @@ class TripwireItem:
     reasoning_leak: str | None
 
 
+def served_words(reasoning_parser: str | None, thinking: str | None, sampling: str | None) -> str:
+    """How a row was served, in one line: the three things the seed's house-default table turns on
+    (console/store/served.py says what each value means)."""
+    if thinking is None and sampling is None:
+        return "served with: not recorded"
+    sent = "none sent (the server's defaults)" if sampling in (None, "{}") else sampling
+    return f"served with: reasoning parser {reasoning_parser or 'none'}; thinking {thinking}; sampling {sent}"
+
+
 @dataclass(frozen=True)
 class TripwireRun:
     """One tripwire run (``campaign tripwire``) with its verdict and every item."""
@@ -229,6 +238,13 @@ class TripwireRun:
     verdict: TripwireVerdict
     items: tuple[TripwireItem, ...]
     source: str
+    reasoning_parser: str | None  # the server's --reasoning-parser
+    thinking: str | None  # whether thinking was on and what decided it; None: not recorded
+    sampling: str | None  # JSON of the sampling fields sent; "{}": none
+
+    @property
+    def served(self) -> str:
+        return served_words(self.reasoning_parser, self.thinking, self.sampling)
 
 
 @dataclass(frozen=True)
@@ -341,6 +357,13 @@ class ResultRow:
     queueing: bool
     source: str  # measured or imported
     provenance: str | None
+    reasoning_parser: str | None  # the server's --reasoning-parser (/v1/completions does not apply it)
+    thinking: str | None  # whether thinking was on and what decided it; None: not recorded
+    sampling: str | None  # JSON of the sampling fields the load generator sent; "{}": none
+
+    @property
+    def served(self) -> str:
+        return served_words(self.reasoning_parser, self.thinking, self.sampling)
 
     @property
     def marks(self) -> str:
