@@ -42,7 +42,7 @@ from tests.support.fake_engine import install, write_model
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(240)
 
-RECIPES = """
+PROFILE = """
 [profiles."fake-moe"]
 checkpoint = "fake-moe"
 local = true
@@ -57,7 +57,9 @@ moe = true
 [profiles."fake-moe".serving]
 sampling = { temperature = 0.0 }
 source = "test fake"
+"""
 
+RECIPES = PROFILE + """
 [arms."fake-serve"]
 profile = "fake-moe"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -91,24 +93,6 @@ env = { FAKE_ENGINE_MODE = "degenerate" }
 
 [arms."fake-pin-triton"]  # in no sweep: launched by hand, its pin stands on what sweeps measured
 profile = "fake-moe"
-device = "cpu"
-moe_backend = "triton"
-
-[profiles."fake-bf16-moe"]
-checkpoint = "fake-moe"
-local = true
-architecture = "mixtral"
-quantization = "bf16"
-quantizer = "vendor"
-weights_gb = 0.001
-moe = true
-
-[profiles."fake-bf16-moe".serving]
-sampling = { temperature = 0.0 }
-source = "test fake"
-
-[arms."fake-bf16-pin"]
-profile = "fake-bf16-moe"
 device = "cpu"
 moe_backend = "triton"
 
@@ -220,6 +204,10 @@ def _swept(store: Store, arm: str, state: str, pinned: str, reason: str | None =
 def test_a_pinned_moe_backend_needs_a_sweep_that_measured_it(recipes: Path, tmp_path: Path) -> None:
     """Seed rule 3: on NVFP4 experts a pin nobody measured is an error, whatever sweep lists the arm; what a
     sweep in this state.db served, or heard the engine accept, may be pinned by hand."""
+    bf16 = PROFILE.replace('"fake-moe"]', '"fake-bf16-moe"]').replace('"fake-moe".', '"fake-bf16-moe".')
+    bf16 = bf16.replace('quantization = "nvfp4"', 'quantization = "bf16"')  # MXFP4, BF16... experts: a warning
+    (recipes / "bf16.toml").write_text(bf16 + '[arms."fake-bf16-pin"]\nprofile = "fake-bf16-moe"\ndevice = "cpu"\n'
+                                       'moe_backend = "triton"\n')  # fmt: skip
     with Store(tmp_path / "state.db") as store:
         store.boxes.ensure_local()
         store.boxes.update("local", serving_env="/opt/fake", model_root=str(tmp_path / "models"))
