@@ -20,11 +20,15 @@ MAX_LINE_CHARS = 2000
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _KV_SIZE = re.compile(r"KV cache size: ([\d,]+) tokens")
 _MAX_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_BACKEND_SETS = (
-    re.compile(r"out of potential backends: (\[.*?\]|\(.*?\))"),
-    re.compile(r"Expected one of (\[.*?\])"),
-    re.compile(r"[Aa]ccepted backends?: (\[.*?\])"),
-)
+_POTENTIAL = re.compile(r"out of potential backends: (\[.*?\]|\(.*?\))")
+# The two refusals of vLLM 0.32 that name what the engine would take instead (its fused_moe/oracle/*.py):
+# a backend name the quantisation has no kernel for ("moe_backend='triton' is not supported for NvFP4 MoE.
+# Expected one of ['b12x', ...]") and a model whose SwiGLU clamp the backend lacks ("... Use 'b12x', ...,
+# or 'humming' instead."). Its third, "... does not support the deployment configuration since ...", names
+# no set at all: the real CPU refusal (tests/fixtures/vllm_logs/cpu-moe-backend-refused.log) is one.
+_EXPECTED = re.compile(r"Expected one of (\[.*?\])")
+_USE_INSTEAD = re.compile(r"\. Use ('[^']+'(?:, '[^']+')*,? or '[^']+') instead")
+_QUOTED = re.compile(r"'([^']+)'")
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
 _WRAPPER_HINTS = ("See root cause above", "initialization failed", "EngineDeadError")
@@ -90,23 +94,34 @@ def kv_budget(line: str) -> KvBudget | None:
     )
 
 
+def _listed(text: str) -> list[str]:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return [s.strip(" '\"") for s in text.strip("[]()").split(",") if s.strip()]
+    return [str(v) for v in value]
+
+
 def backend_set(line: str) -> list[str] | None:
-    """The backend list an engine prints when it picks or refuses one ("Expected one of [...]")."""
-    for pattern in _BACKEND_SETS:
-        m = pattern.search(line)
-        if m:
-            try:
-                value = ast.literal_eval(m.group(1))
-            except (ValueError, SyntaxError):
-                return [s.strip(" '\"") for s in m.group(1).strip("[]()").split(",") if s.strip()]
-            return [str(v) for v in value]
-    return None
+    """The backends an engine chose from ("Using X ... out of potential backends: [...]")."""
+    m = _POTENTIAL.search(line)
+    return _listed(m.group(1)) if m else None
+
+
+def accepted_set(line: str) -> list[str] | None:
+    """The backends a refusal says the engine takes instead; None when the line names no such set."""
+    m = _EXPECTED.search(line)
+    if m:
+        return _listed(m.group(1))
+    m = _USE_INSTEAD.search(line)
+    return _QUOTED.findall(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
 class Failure:
     reason: str
-    backends_accepted: list[str]
+    backends_accepted: list[str] | None
+    """None: the engine printed no accepted set (not "it accepts none")."""
 
 
 def failure_reason(lines: list[str], exit_code: int | None) -> Failure:
@@ -123,10 +138,11 @@ def failure_reason(lines: list[str], exit_code: int | None) -> Failure:
             break
     if chosen is None and tracebacks:
         chosen = tracebacks[-1]
-    accepted: list[str] = []
+    accepted: list[str] | None = None
     for line in lines:
-        if "Expected one of" in line or "ccepted backend" in line:
-            accepted = backend_set(line) or accepted
+        found = accepted_set(line)
+        if found is not None:
+            accepted = found
     if chosen is not None:
         frame, exc = chosen
         reason = f"{exc} (at {frame})" if frame else exc

@@ -91,7 +91,7 @@ EVENT_KINDS: dict[str, str] = {
     "server_sample": "launch_id, gen_tok_per_s, prompt_tok_per_s, running, waiting, kv_usage, "
     "prefix_hit_rate, gen_tokens_total, prompt_tokens_total",
     "launch_state": "launch_id, state (starting|serving|failed|stopping|stopped), pid, port, gpus, "
-    "exit_code, reason, backends_accepted [str], log_path",
+    "exit_code, reason, backends_accepted [str] | null (null: the engine printed no accepted set), log_path",
     "kernel_line": "launch_id, category (linear|moe|attention|config|other), line",
     "launch_budget": "launch_id, kv_cache_tokens, max_concurrency",
     "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}], leftover_pids [int] (the launch's "

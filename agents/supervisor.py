@@ -58,7 +58,8 @@ class Launch:
     ready_timeout_s: float = 600.0
     exit_code: int | None = None
     reason: str | None = None
-    backends_accepted: list[str] = field(default_factory=list)
+    backends_accepted: list[str] | None = None
+    """The set the engine said it accepts instead of a refused backend; None: it printed none."""
     log_offset: int = 0
     partial: bytes = b""
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
@@ -351,7 +352,8 @@ class Supervisor:
             failure = loglines.failure_reason(list(launch.tail), launch.exit_code)
             if launch.reason is None:
                 launch.reason = failure.reason
-            launch.backends_accepted = failure.backends_accepted or launch.backends_accepted
+            if failure.backends_accepted is not None:
+                launch.backends_accepted = failure.backends_accepted
             self._finish(launch, "failed")
         launch.exited_mono = now
 

@@ -35,7 +35,8 @@ SUMMARY_COLUMNS = (
     "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
     "e2e_ms_p50", "e2e_ms_p99",
     "kernel_line", "tripwire", "power_limit_w", "client_bound", "kernel_fallback", "diagnostic_only", "queueing",
-    "prefix_caching", "seed", "repeat_group", "source", "started_utc", "provenance",
+    "prefix_caching", "seed", "repeat_group", "source", "started_utc", "provenance", "reasoning_parser", "thinking",
+    "sampling",
 )  # fmt: skip
 KERNEL_COLUMNS = ("box", "launch_id", "arm", "model", "state", "category", "line", "failure_reason")
 ECONOMICS_COLUMNS = (

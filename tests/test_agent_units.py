@@ -74,7 +74,37 @@ def test_failure_reason_prefers_root_cause_over_wrapper() -> None:
 def test_failure_reason_without_traceback_names_exit_and_last_line() -> None:
     failure = loglines.failure_reason(["loading", "\x1b[31mKilled\x1b[0m", ""], -9)
     assert failure.reason == "exited with code -9 before serving; last log line: Killed"
-    assert failure.backends_accepted == []
+    assert failure.backends_accepted is None
+
+
+def test_the_real_cpu_refusal_names_no_accepted_set() -> None:
+    """vLLM 0.32's "does not support the deployment configuration" refusal prints no set: recorded as None
+    ("the engine printed none"), never as [] ("it accepts none")."""
+    log = Path(__file__).parent / "fixtures" / "vllm_logs" / "cpu-moe-backend-refused.log"
+    failure = loglines.failure_reason(log.read_text().splitlines(), 1)
+    assert failure.reason.startswith("ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support the "
+                                     "deployment configuration since kernel does not support current device cpu.")
+    assert failure.backends_accepted is None
+
+
+@pytest.mark.parametrize(
+    ("line", "accepted"),
+    [  # the lines vLLM 0.32 raises (model_executor/layers/fused_moe/oracle/nvfp4.py)
+        ("ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'cutlass', "
+         "'flashinfer_trtllm', 'flashinfer_cutlass', 'marlin'].",
+         ["b12x", "cutlass", "flashinfer_trtllm", "flashinfer_cutlass", "marlin"]),
+        ("ValueError: Model sets swiglu_limit=7.0, but the explicitly requested moe_backend='flashinfer_b12x' does "
+         "not apply the SwiGLU clamp. Use 'flashinfer_trtllm', 'flashinfer_cutlass', 'flashinfer_cutedsl', "
+         "'flashinfer_moe_ep_cutedsl', 'cutlass', 'b12x', 'marlin', or 'humming' instead.",
+         ["flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_moe_ep_cutedsl", "cutlass",
+          "b12x", "marlin", "humming"]),
+        ("ValueError: NvFp4 MoE backend 'FLASHINFER_CUTLASS' does not support the deployment configuration since "
+         "group size 16 is not supported.", None),
+        ("INFO Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN'].", None),
+    ],
+)
+def test_accepted_set_from_each_refusal_line(line: str, accepted: list[str] | None) -> None:
+    assert loglines.accepted_set(line) == accepted
 
 
 # -- /metrics -----------------------------------------------------------------------------------

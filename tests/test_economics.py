@@ -209,3 +209,29 @@ def test_chart_and_report_on_the_demo(store: Store, tmp_path: Path, capsys: pyte
     frontier_table = text.split("## Quality/cost frontier")[1].split("```")[0]
     assert "seed-5090x8-400w" not in frontier_table and "seed-pro6000-400w" not in frontier_table  # capped
     assert "swiglu_limit clamp not implemented" in text.split("## Open failures")[1]
+
+
+def test_the_seeds_case_a_400_w_row_with_600_w_accuracy_never_joins_the_frontier_unmarked(
+        store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The issue as the seed's data has it: gpt-oss-20b on the 400 W box has throughput there and accuracy only
+    from the 600 W box. The CLI's table, chart and report price it, mark it borrowed and capped, and keep it
+    off the frontier, which holds only rows measured on their own node at full power."""
+    assert main(["--db", str(store.path), "export", "economics", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    capped = next(r for r in rows if (r["box"], r["arm"]) == ("seed-pro6000-400w", "gpt-oss-20b-4rep"))
+    assert (capped["accuracy_basis"], capped["accuracy_box"], capped["accuracy"]) == ("borrowed", SEED_BOX, "0.712")
+    assert (capped["power_limit_w"], capped["max_power_w"], capped["capped"], capped["on_frontier"]) == (
+        "400", "600", "yes", "no")
+    for r in rows:  # no row of another power limit or another node shares the frontier
+        if r["on_frontier"] == "yes":
+            assert r["capped"] == "no" and r["accuracy_basis"] == "measured" and r["accuracy_box"] == r["box"], r
+    table, _ = economics_table(economics_inputs(store), utilisation=0.7)
+    row = next(r for r in table if (r.box, r.arm) == ("seed-pro6000-400w", "gpt-oss-20b-4rep"))
+    assert row.place == "CAPPED" and "accuracy borrowed from gpt-oss-20b-mxfp8 on seed-pro6000-600w" in row.marks
+    assert main(["--db", str(store.path), "export", "economics", "--chart"]) == 0
+    legend = capsys.readouterr().out.split("x tripwire failed")[1]
+    assert "seed-pro6000-400w" not in legend and "seed-5090x8-400w" not in legend  # drawn as c, never listed on it
+    report = tmp_path / "RESUME.md"
+    assert main(["--db", str(store.path), "report", "-o", str(report)]) == 0
+    frontier_table = report.read_text().split("## Quality/cost frontier")[1].split("```")[0]
+    assert "gpt-oss-20b-4rep" not in frontier_table and "| seed-pro6000-600w |" in frontier_table

@@ -182,6 +182,9 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
     assert out["out_tok_per_s"] == pytest.approx(32 * out["req_per_s"])
     assert out["seed"] == 11 and out["client"]["processes"] == processes
+    # What every request carried besides model and prompt: lengths and framing, no sampling field.
+    assert out["endpoint"] == "/v1/completions" and set(out["request"]) == {
+        "max_tokens", "stream", "stream_options", "min_tokens", "ignore_eos"}
     assert out["records_path"] == str(records)
     lines = records.read_text().splitlines()
     assert len(lines) == 201 and json.loads(lines[0])["run"]["seed"] == 11

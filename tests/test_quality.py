@@ -316,7 +316,26 @@ def test_service_import_without_the_cli(campaign: Path, tmp_path: Path) -> None:
     with Store(campaign) as store:
         service = Service(store)
         done = service.import_quality(write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples())), "L1")
-        assert done.state == "imported" and done.run.model == "vllm/tiny" and done.run.thinking is None
+        assert done.state == "imported" and done.run.model == "vllm/tiny"
+        assert done.run.thinking == "model default: not stated"  # the log sent no switch; no profile states it
+
+
+def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Path) -> None:
+    """The harness's switch when it sent one, else the server's template default, else the model's default as
+    the arm's profile states it (Qwen: on): the seed's house-default table compared modes unawares."""
+    log = write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples()))
+    serve = ["vllm", "serve", "/models/tiny", "--served-model-name", "tiny", "--reasoning-parser", "qwen3"]
+    with Store(campaign) as store:
+        for launch_id, extra in (("Q1", []), ("Q2", ["--default-chat-template-kwargs", '{"enable_thinking":false}'])):
+            arm_id = store.launches.add_arm("qwen3.8-27b-nvfp4-b12x", "tiny", "pro-a", f"h-{launch_id}",
+                                            [*serve, *extra], {}, [[0]], 1, [])  # fmt: skip
+            store.launches.add(launch_id, "pro-a", "qwen3.8-27b-nvfp4-b12x", arm_id=arm_id, replica=0, gpus=[0],
+                               port=8100, forced=False)  # fmt: skip
+        service = Service(store)
+        on = service.import_quality(log, "Q1").run
+        off = service.import_quality(log, "Q2").run
+    assert (on.reasoning_parser, on.thinking) == ("qwen3", "model default: on")
+    assert off.thinking == "enable_thinking=False (server default)"
 
 
 # -- the seed's published comparisons -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from console.recipes import (
     RULES,
     BoxSpec,
     KernelPair,
+    MoeEvidence,
     RecipeError,
     ResolveError,
     box_spec,
@@ -69,23 +70,73 @@ def rules(findings) -> list[str]:
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def test_shipped_catalog_loads_the_seed_roster() -> None:
+# Every model the seed served or put on its roster, and its reasoning parser as the seed's per-family list
+# names it (None: the list names none for it).
+ROSTER = {
+    "Qwen3.8-27B": "qwen3", "Qwen3.8-Flash-Next": "qwen3", "Qwen3.6-35B-A3B": "qwen3",
+    "gpt-oss-20b": "openai_gptoss", "gpt-oss-120b": "openai_gptoss", "gemma-4-26B-A4B": "gemma4",
+    "Muse-Glimmer-30B": "muse_glimmer", "DeepSeek-V4-Flash": "deepseek_v4", "GLM-5.3-Flash": "glm45",
+    "Nemotron-3.5-Lightning-30B": "nemotron_v3", "Nemotron-3-Super-120B": "nemotron_v3",
+    "Laguna-S-2.1": "poolside_v1", "Hy3": "hy_v3", "Ling-3.0-flash": "ling3", "Step-3.7-Flash": "step3p5",
+    "Inkling": "inkling", "MiMo-V2.5": "mimo", "MiniMax-M3": "minimax_m3", "Ornith-1.5-397B": None,
+    "K2-Horizon-375B-A23B": None,
+}
+# What the seed states, by model: thinking defaults ('How to serve a model'), sampling, weight sizes.
+SEED_THINKING = {"Hy3": False, "gemma-4-26B-A4B": False, "Qwen3.8-27B": True, "Qwen3.6-35B-A3B": True,
+                 "Inkling": True, "MiniMax-M3": True, "Nemotron-3.5-Lightning-30B": True,
+                 "Nemotron-3-Super-120B": True, "Ling-3.0-flash": True, "Ornith-1.5-397B": True}  # fmt: skip
+SEED_SAMPLING = {"Qwen3.8-27B": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
+                 "gemma-4-26B-A4B": {"temperature": 0.0, "top_k": 64}, "Ling-3.0-flash": {"temperature": 0.85},
+                 "Hy3": {"temperature": 0.9, "top_p": 1.0}}  # fmt: skip
+SEED_WEIGHTS = {"qwen3.8-27b-nvfp4-gittensor": 17.9, "qwen3.8-27b-fp8": 29.0, "gpt-oss-120b": 61.0,
+                "glm-5.3-flash-nvfp4": 198.0, "glm-5.3-flash-fp8": 330.0, "deepseek-v4-flash": 167.0,
+                "k2-horizon-375b-a23b-fp8": 375.0}  # fmt: skip
+
+
+def test_every_model_of_the_seed_roster_has_a_profile_served_the_vendors_way() -> None:
     c = load_catalog()
-    checkpoints = {p.checkpoint for p in c.profiles.values()}
-    for model in ("Qwen3.8-27B", "gpt-oss-20b", "gpt-oss-120b", "DeepSeek-V4-Flash", "GLM-5.3-Flash",
-                  "gemma-4-26B-A4B", "Qwen3.8-Flash-Next", "MiniMax-M3", "tiny-llama"):
-        assert any(model in ck for ck in checkpoints), model
+    for model, parser in ROSTER.items():
+        profiles = [p for p in c.profiles.values() if p.checkpoint.lower().endswith(
+            (model.lower(), model.lower() + "-nvfp4", model.lower() + "-fp8", model.lower() + "-mxfp4",
+             model.lower() + "-it"))]  # fmt: skip
+        assert profiles, model
+        for p in profiles:
+            assert p.serving.reasoning_parser == parser, p.name
+            assert p.serving.source, p.name
+            if parser is None:
+                assert "reasoning" in p.serving.source and "not in the seed" in p.serving.source, p.name
+            if model in SEED_THINKING:
+                assert p.serving.thinking_default is SEED_THINKING[model], p.name
+            if model in SEED_SAMPLING:
+                assert p.serving.sampling == SEED_SAMPLING[model], p.name
+    for name, gb in SEED_WEIGHTS.items():
+        assert c.profiles[name].weights_gb == gb
     quants = {(p.quantization, p.quantizer) for p in c.profiles.values() if "Qwen3.8-27B" in p.checkpoint}
     assert {("bf16", "vendor"), ("fp8", "vendor"), ("nvfp4", "modelopt"), ("nvfp4", "compressed-tensors"),
             ("nvfp4", "qat")} <= quants
-    assert c.profiles["qwen3.8-27b-nvfp4-gittensor"].weights_gb == 17.9
-    assert c.profiles["gpt-oss-120b"].weights_gb == 61.0
-    assert c.profiles["glm-5.3-flash-nvfp4"].weights_gb == 198.0
+
+
+def test_shipped_shapes_and_sweeps() -> None:
+    c = load_catalog()
     router, promptopt = c.shapes["router"], c.shapes["promptopt"]
     assert (router.input_len, router.output_len, router.prefix_len) == (1024, 128, 0)
     assert (promptopt.prefix_len, promptopt.input_len, promptopt.output_len) == (3072, 512, 256)
     assert {"router", "promptopt", "judge", "short", "rollout"} <= set(c.shapes)
     assert list(c.sweeps["deepseek-v4-flash-moe"]) == ["deepseek-v4-flash-tp4", "deepseek-v4-flash-dp4-ep"]
+
+
+def test_what_the_seed_does_not_state_is_said_not_invented() -> None:
+    """A value missing from a profile is named in its source as not in the seed, never silently absent."""
+    for p in load_catalog().profiles.values():
+        if p.local:
+            continue  # the test model
+        source = p.serving.source or ""
+        missing = {"sampling": not p.serving.sampling, "thinking default": p.reasoning and
+                   p.serving.thinking_default is None, "weight size": p.weights_gb is None,
+                   "tool parser": p.serving.tool_call_parser is None}  # fmt: skip
+        for what, absent in missing.items():
+            if absent:
+                assert what in source and "not in the seed" in source, (p.name, what)
 
 
 def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
@@ -95,9 +146,14 @@ def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
             if f.severity == "error":
                 assert f.expected, f
     expected = {(f.arm, f.rule_id) for f in lint_catalog(c) if f.expected}
+    # R3: NVFP4-expert arms pin the MoE backend the seed measured; here they launch once a sweep measured it.
     assert expected == {
         ("qwen3.8-27b-nvfp4-auto", "R1-nvfp4-linear-backend"),
         ("qwen3.8-flash-next-tp4-marlin-auto", "R1-nvfp4-linear-backend"),
+        ("qwen3.8-flash-next-tp4-marlin-auto", "R3-moe-backend-unswept"),
+        ("qwen3.8-flash-next-tp4-marlin-b12x", "R3-moe-backend-unswept"),
+        ("glm-5.3-flash-dp2-tp2-ep-eager", "R3-moe-backend-unswept"),
+        ("glm-5.3-flash-dp2-tp2-ep-eager-marlin", "R3-moe-backend-unswept"),
     }
 
 
@@ -342,7 +398,7 @@ def test_sweep_variant_swaps_kernels_and_counts_as_swept() -> None:
     assert v.name == "deepseek-v4-flash-dp4-ep@auto+flashinfer_b12x"
     argv = resolve(c, v, PRO).replicas[0].argv
     assert argv[argv.index("--kernel-config.moe_backend") + 1] == "flashinfer_b12x"
-    assert "R3-moe-backend-unswept" not in rules(lint(c, v, PRO))
+    assert "R3-moe-backend-unswept" not in rules(lint(c, v, PRO, sweep=sweep.name))  # the sweep measures it
 
 
 def test_box_spec_from_store_row_and_probe() -> None:
@@ -352,8 +408,23 @@ def test_box_spec_from_store_row_and_probe() -> None:
     spec = box_spec(box, probe)
     assert (spec.gpu_count, spec.gpu_name, spec.gpu_mem_mib, spec.nvlink) == (2, "NVIDIA H200", 143771.0, True)
     assert (spec.serving_env, spec.model_root) == ("/opt/vllm", "/models")
-    assert box_spec(box, None).gpu_count == 0
+    assert box_spec(box, None).gpu_count == 0 and box_spec(box, None).gpus_from is None
     assert box_spec(box, {"gpus": [gpu], "topology": {"nvlink_all": True}}).nvlink is False
+    assert spec.gpus_from == "probe" and spec.gpus_basis == "pro-a's latest probe"
+
+
+def test_box_spec_from_the_inventory_of_a_box_never_probed() -> None:
+    """The seed's boxes: the inventory's count and card size stand in for a probe, and say so."""
+    seed = Box(name="seed-5090", gpu_summary="8x RTX 5090 32GB, 400 W")
+    spec = box_spec(seed, None)
+    assert (spec.gpu_count, spec.gpu_name, spec.gpus_from, spec.nvlink) == (8, "RTX 5090 32GB", "inventory", False)
+    assert spec.gpu_mem_mib is not None and spec.gpu_mem_mib < 32607  # under what the card reports: errs safe
+    assert spec.gpus_basis == "seed-5090's inventory ('8x RTX 5090 32GB, 400 W'; never probed)"
+    gpu = {"index": 0, "name": "NVIDIA GeForce RTX 5090", "mem_total_mib": 32607.0}
+    assert box_spec(seed, {"gpus": [gpu]}).gpus_from == "probe"  # a probe wins over the listing
+    probed_summary = Box(name="b", gpu_summary="4x NVIDIA RTX PRO 6000 Blackwell Server Edition, 600 W")
+    assert box_spec(probed_summary, None).gpu_mem_mib is None  # no size in it: R10 checks the count only
+    assert box_spec(Box(name="c", gpu_summary="no GPU info"), None).gpu_count == 0
 
 
 # -- lint rules: each fires, and does not fire on the right configuration ---------------------------------
@@ -408,10 +479,30 @@ def test_r3_moe_backend_unswept(tmp_path: Path) -> None:
     arms = '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n[arms.b]\nprofile = "p"\n'
     c = catalog_of(tmp_path, arms, profile=MOE)
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]
-    assert f.severity == "warn" and f.line == 3
+    assert f.severity == "warn" and f.line == 3 and "no state.db" in f.reason  # MXFP4 experts: a warning
     assert "R3-moe-backend-unswept" not in rules(lint(c, "b"))
     c = catalog_of(tmp_path, arms, profile=MOE, sweeps='[sweeps.s]\narms = ["a"]\n')
-    assert "R3-moe-backend-unswept" not in rules(lint(c, "a"))
+    (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]  # a sweep that never ran
+    assert "`campaign sweep run s --box BOX`" in f.reason
+    assert "R3-moe-backend-unswept" not in rules(lint(c, "a", sweep="s"))  # that sweep's own launch
+    assert "R3-moe-backend-unswept" in rules(lint(c, "a", sweep="other"))
+    measured = MoeEvidence(served={"p": frozenset({"flashinfer_cutlass"})})
+    assert "R3-moe-backend-unswept" not in rules(lint(c, "a", evidence=measured))
+    assert "R3-moe-backend-unswept" in rules(lint(c, "a", evidence=MoeEvidence(served={"q": measured.served["p"]})))
+
+
+def test_r3_nvfp4_experts_pinned_without_a_measurement_is_an_error(tmp_path: Path) -> None:
+    """The seed: flashinfer_cutlass, right for gpt-oss, is refused outright by four-bit experts with group-16
+    scales; eleven arms died on it in one night. A listing sweep does not excuse it, a measurement does."""
+    nvfp4 = MOE.replace('quantization = "mxfp4"', 'quantization = "nvfp4"')
+    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n', profile=nvfp4,
+                   sweeps='[sweeps.s]\narms = ["a"]\n')  # fmt: skip
+    (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]
+    assert f.severity == "error" and f.blocking and "NVFP4 experts" in f.reason
+    refused = MoeEvidence(refused={"p": frozenset({"flashinfer_cutlass"})}, accepted={"p": frozenset({"marlin"})})
+    (f,) = [f for f in lint(c, "a", evidence=refused) if f.rule_id == "R3-moe-backend-unswept"]
+    assert "saw the engine refuse it" in f.reason
+    assert rules(lint(c, replace(c.arms["a"], moe_backend="marlin"), evidence=refused)) == []  # named as accepted
 
 
 def test_r4_tp_without_nvlink(tmp_path: Path) -> None:
@@ -519,11 +610,14 @@ def test_r8_vllm_flag(tmp_path: Path, flags: str, needle: str | None, key: str |
     assert f.severity == "error" and needle in f.reason and f.key == key and f.line == 5
 
 
-def test_r8_unknown_reasoning_parser_points_at_the_profile(tmp_path: Path) -> None:
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n',
-                   profile=PROFILE.replace('reasoning_parser = "qwen3"', 'reasoning_parser = "qwen4"'))
-    (f,) = [f for f in lint(c, "a") if f.rule_id == "R8-vllm-flag"]
-    assert "unknown reasoning parser 'qwen4'" in f.reason and f.key == "profiles.p.serving.reasoning_parser"
+def test_a_parser_vllm_does_not_register_is_refused_at_load(tmp_path: Path) -> None:
+    for key, bad in (("reasoning_parser", "qwen4"), ("tool_call_parser", "qwen3_xm")):
+        profile = PROFILE.replace('reasoning_parser = "qwen3"', f'{key} = "{bad}"' + (
+            '\nreasoning_parser = "qwen3"' if key != "reasoning_parser" else ""))
+        with pytest.raises(RecipeError) as err:
+            catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile)
+        assert f"profiles.toml:12: profile 'p' serving: '{key}' = '{bad}' is not one of the parsers vLLM 0.32.0 " \
+               "registers: " in str(err.value)
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n[arms.a.flags]\n"--seed" = 3\n')
     assert "R8-vllm-flag" not in rules(lint(c, "a"))
 

@@ -9,6 +9,7 @@ import pytest
 
 from console.cli import main
 from console.store import Box, Store
+from ops.demo import build_demo
 from tests.test_recipes import PROFILE, write
 
 
@@ -21,7 +22,7 @@ def test_lint_shipped_recipes_passes_with_documented_findings(capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "R1-nvfp4-linear-backend error qwen3.8-27b-nvfp4-auto:" in out and "(expected: shipped on purpose)" in out
     assert "R2-compressed-tensors-nvfp4 warn qwen3.8-27b-nvfp4-redhat-auto:" in out
-    assert "2 errors (2 expected)" in out
+    assert "6 errors (6 expected)" in out
 
 
 def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, capsys) -> None:
@@ -89,7 +90,8 @@ def test_show_on_a_probed_box(db: str, capsys) -> None:
 def test_show_refusals(db: str, capsys) -> None:
     assert main(["--db", db, "recipe", "show", "deepseek-v4-flash-tp4", "--box", "fresh"]) == 1
     out = capsys.readouterr().out
-    assert "no probe yet" in out and "cannot resolve: arm 'deepseek-v4-flash-tp4' needs 4 GPUs" in out
+    assert "box rules R4 and R10 not run: no GPUs known for box fresh" in out
+    assert "cannot resolve: arm 'deepseek-v4-flash-tp4' needs 4 GPUs" in out
     assert main(["--db", db, "recipe", "show", "qwen3.8-27b-nvfp4-b12", "--box", "pro-a"]) == 2
     assert "did you mean qwen3.8-27b-nvfp4-b12x" in capsys.readouterr().err
     assert main(["--db", db, "recipe", "show", "tiny-cpu", "--box", "ghost"]) == 2
@@ -101,6 +103,30 @@ def test_lint_on_a_box_adds_layout_rules(db: str, capsys) -> None:
     out = capsys.readouterr().out
     assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4:" in out
     assert "R10-fits-memory warn minimax-m3-tp4: weight size unknown" in out
-    assert out.rstrip().endswith("on box pro-a")
+    assert out.rstrip().endswith("; box rules R4 and R10 on box pro-a, GPUs from pro-a's latest probe")
     assert main(["--db", db, "recipe", "lint", "--box", "fresh"]) == 0
-    assert "no GPUs known for box fresh" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "R4-" not in out and "R10-" not in out and "on box fresh" not in out  # it ran no box rule
+    assert out.rstrip().endswith("; box rules R4 and R10 not run: no GPUs known for box fresh (no probe, and none "
+                                 "in its inventory; `campaign check fresh` probes it)")
+    assert main(["--db", db, "recipe", "lint", "--box", "fresh", "--json"]) == 0
+    assert "box rules R4 and R10 not run" in capsys.readouterr().err  # stdout stays JSON
+
+
+def test_lint_on_an_imported_seed_box_uses_its_inventory(tmp_path: Path, capsys) -> None:
+    """The seed's boxes were never probed here, but the inventory knows their cards: 96 GB and 32 GB."""
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        build_demo(store)
+    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-pro6000-600w"]) == 0
+    out = capsys.readouterr().out
+    inventory = "GPUs from seed-pro6000-600w's inventory ('4x RTX PRO 6000 Blackwell Server Edition 96GB, 600 W'; " \
+                "never probed)"
+    assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4: TP4 on seed-pro6000-600w (NVLink not probed)" in out
+    assert out.rstrip().endswith(f"; box rules R4 and R10 on box seed-pro6000-600w, {inventory}")
+    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-5090x8-400w"]) == 1
+    out = capsys.readouterr().out
+    # 61 GB fits a 96 GB card and not a 32 GB one (seed rule 10): one replica per card is refused there.
+    assert "R10-fits-memory error gpt-oss-120b-replicas: 61 GB of weights over 1 card(s)" in out
+    assert "GPUs from seed-5090x8-400w's inventory ('8x RTX 5090 32GB, 400 W'; never probed)" in out
+    assert "R10-fits-memory error gpt-oss-120b-tp4" not in out

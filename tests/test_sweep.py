@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 
 from console.recipes import load_catalog
+from console.recipes.vllm_flags import flag_value
 from console.service import Service
 from console.store import Store
 from console.store.conditions import admitted_streams
+from console.store.served import NOT_APPLICABLE
 from console.store.sweeps import SweepArm
 from console.sweep import (
     SweepError,
@@ -31,20 +33,20 @@ from console.sweep import (
     accepted_candidates,
     candidates,
 )
-from console.sweep.plan import flag_value
 from tests.support import box_python
 from tests.support.fake_engine import install, write_model
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(240)
 
-RECIPES = """
+PROFILE = """
 [profiles."fake-moe"]
 checkpoint = "fake-moe"
 local = true
 served_model_name = "fake-moe"
 architecture = "mixtral"
-quantization = "bf16"
+quantization = "nvfp4"  # NVFP4 experts: a pinned MoE backend needs a sweep that measured it (lint R3)
+quant_scope = "experts"
 quantizer = "vendor"
 weights_gb = 0.001
 moe = true
@@ -52,7 +54,9 @@ moe = true
 [profiles."fake-moe".serving]
 sampling = { temperature = 0.0 }
 source = "test fake"
+"""
 
+RECIPES = PROFILE + """
 [arms."fake-serve"]
 profile = "fake-moe"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -67,6 +71,13 @@ moe_backend = "flashinfer_cutlass"
 max_model_len = 2048
 env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,CPU" }
 
+[arms."fake-refused-quietly"]
+profile = "fake-moe"
+device = "cpu"  # the fake engine on the local box, which has no GPU
+moe_backend = "marlin"
+max_model_len = 2048
+env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton", FAKE_ENGINE_MOE_REFUSAL = "unsupported" }
+
 [arms."fake-crash"]
 profile = "fake-moe"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -77,12 +88,17 @@ profile = "fake-moe"
 device = "cpu"  # the fake engine on the local box, which has no GPU
 env = { FAKE_ENGINE_MODE = "degenerate" }
 
+[arms."fake-pin-triton"]  # in no sweep: launched by hand, its pin stands on what sweeps measured
+profile = "fake-moe"
+device = "cpu"
+moe_backend = "triton"
+
 [shapes.short]  # a name the load generator also knows (it refuses others: see the report)
 input_len = 16
 output_len = 4
 
 [sweeps."fake-test"]
-arms = ["fake-serve", "fake-refused", "fake-crash", "fake-degenerate"]
+arms = ["fake-serve", "fake-refused", "fake-refused-quietly", "fake-crash", "fake-degenerate"]
 base = "fake-serve"
 pairs = [{ moe = "marlin" }]
 """
@@ -114,8 +130,8 @@ def free_ports(n: int) -> int:
 def test_plan_walks_the_list_then_the_kernel_pairs_on_the_base(recipes: Path) -> None:
     catalog = load_catalog([recipes])
     planned = candidates(catalog, "fake-test")
-    assert [c["arm"] for c in planned] == ["fake-serve", "fake-refused", "fake-crash", "fake-degenerate",
-                                           "fake-serve@auto+marlin"]  # fmt: skip
+    assert [c["arm"] for c in planned] == ["fake-serve", "fake-refused", "fake-refused-quietly", "fake-crash",
+                                           "fake-degenerate", "fake-serve@auto+marlin"]  # fmt: skip
     assert planned[-1] == {"arm": "fake-serve@auto+marlin", "origin": "pair", "base": "fake-serve",
                            "linear_backend": None, "moe_backend": "marlin"}  # fmt: skip
     with pytest.raises(ValueError, match="no sweep list named 'nope'.*known: fake-test"):
@@ -137,6 +153,57 @@ def test_engine_backend_names_become_flag_values_or_are_kept_unqueued(recipes: P
     assert [q["arm"] for q in queued] == ["fake-refused@auto+triton"]  # the refused one is not re-queued
     assert queued[0]["queued_by"] == "fake-refused" and queued[0]["origin"] == "accepted"
     assert unmapped == ["CPU"]
+
+
+R3 = "R3-moe-backend-unswept"
+
+
+def _swept(store: Store, arm: str, state: str, pinned: str, reason: str | None = None,
+           accepted: list[str] | None = None) -> None:  # fmt: skip
+    """One arm a sweep launched with ``pinned`` as its MoE backend, ended as ``state``."""
+    sweep = store.sweeps.create("fake-test", "local", ["short"], [1], False, [{"arm": arm, "origin": "list"}], (1, "h"))
+    [row] = store.sweeps.arms(sweep.id)
+    argv = ["vllm", "serve", "fake-moe", "--kernel-config.moe_backend", pinned]
+    arm_id = store.launches.add_arm(arm, "fake-moe", "local", f"h-{sweep.id}", argv, {}, [[]], 1, [])
+    store.launches.add(f"l{sweep.id}", "local", arm, arm_id=arm_id, replica=0, gpus=[], port=1, forced=False)
+    store.sweeps.finish_arm(row.id, state, reason, launch_ids=[f"l{sweep.id}"], backends_accepted=accepted)
+    store.sweeps.stop(sweep.id, "done", None)
+
+
+def test_a_pinned_moe_backend_needs_a_sweep_that_measured_it(recipes: Path, tmp_path: Path) -> None:
+    """Seed rule 3: on NVFP4 experts a pin nobody measured is an error, whatever sweep lists the arm; what a
+    sweep in this state.db served, or heard the engine accept, may be pinned by hand."""
+    bf16 = PROFILE.replace('"fake-moe"]', '"fake-bf16-moe"]').replace('"fake-moe".', '"fake-bf16-moe".')
+    bf16 = bf16.replace('quantization = "nvfp4"', 'quantization = "bf16"')  # MXFP4, BF16... experts: a warning
+    (recipes / "bf16.toml").write_text(bf16 + '[arms."fake-bf16-pin"]\nprofile = "fake-bf16-moe"\ndevice = "cpu"\n'
+                                       'moe_backend = "triton"\n')  # fmt: skip
+    with Store(tmp_path / "state.db") as store:
+        store.boxes.ensure_local()
+        store.boxes.update("local", serving_env="/opt/fake", model_root=str(tmp_path / "models"))
+        service = Service(store, catalog=load_catalog([recipes]))
+
+        def r3(arm: str, sweep: str | None = None) -> list[str]:
+            return [f"{f.severity}: {f.reason}" for f in service.plan_launch(arm, "local", sweep=sweep).findings
+                    if f.rule_id == R3]  # fmt: skip
+
+        [finding] = r3("fake-pin-triton")
+        assert finding.startswith("error: MoE backend 'triton' pinned on fake-moe (NVFP4 experts")
+        assert "no sweep in this state.db served it" in finding and "add the arm to a sweep" in finding
+        [finding] = r3("fake-refused")  # listed by a sweep that has not run: not measured
+        assert "`campaign sweep run fake-test --box BOX`" in finding
+        assert r3("fake-refused", sweep="fake-test") == []  # the sweep's own launch is the measurement
+        [finding] = r3("fake-bf16-pin")
+        assert finding.startswith("warn: MoE backend 'triton' pinned on fake-bf16-moe (a MoE model)")
+
+        _swept(store, "fake-serve@auto+triton", "served", "triton")
+        _swept(store, "fake-refused", "refused", "flashinfer_cutlass",
+               "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of "
+               "['Triton', 'Marlin'].", ["Triton", "Marlin"])  # fmt: skip
+        assert r3("fake-pin-triton") == []  # served in a sweep
+        assert r3("fake-refused-quietly") == []  # marlin: the refusal named it as accepted
+        [finding] = r3("fake-refused")
+        assert finding.startswith("error:") and "a sweep in this state.db saw the engine refuse it" in finding
+        assert r3("fake-bf16-pin") != []  # another model: what fake-moe's sweeps measured says nothing of it
 
 
 def test_admitted_streams_is_the_sequence_cap_or_what_the_kv_cache_holds() -> None:
@@ -167,15 +234,18 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
                                                                                    recipes: Path) -> None:  # fmt: skip
     sweep_id, arms = _walk(local_db, recipes, shapes=["short"], concurrency=[1, 4])
     assert {name: a.state for name, a in arms.items()} == {
-        "fake-serve": "served", "fake-refused": "refused", "fake-crash": "crashed", "fake-degenerate": "degenerate",
-        "fake-serve@auto+marlin": "served", "fake-refused@auto+triton": "served",
+        "fake-serve": "served", "fake-refused": "refused", "fake-refused-quietly": "refused", "fake-crash": "crashed",
+        "fake-degenerate": "degenerate", "fake-serve@auto+marlin": "served", "fake-refused@auto+triton": "served",
     }  # fmt: skip
-    served, refused = arms["fake-serve"], arms["fake-refused"]
+    served, refused, quiet = arms["fake-serve"], arms["fake-refused"], arms["fake-refused-quietly"]
     assert served.kv_cache_tokens == 4096 and served.max_concurrency == 2.0  # the engine's start-up budget
     assert served.backends_potential == ["Triton", "Marlin"]
     assert refused.reason is not None and refused.reason.startswith(
-        "ValueError: Unquantized MoE backend flashinfer_cutlass does not support the deployment configuration")
+        "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of")
     assert refused.backends_accepted == ["Triton", "CPU"] and "no --kernel-config value selects: CPU" in refused.reason
+    # vLLM's "does not support the deployment configuration" names no set: recorded as none printed, not as [].
+    assert quiet.backends_accepted is None and quiet.reason is not None
+    assert quiet.reason.endswith("(the engine printed no accepted set)") and "does not support the deployment" in quiet.reason
     queued = arms["fake-refused@auto+triton"]
     assert queued.origin == "accepted" and queued.queued_by == "fake-refused" and queued.moe_backend == "triton"
     assert "exited with code -9" in (arms["fake-crash"].reason or "")
@@ -188,6 +258,13 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
         assert store.sweeps.benches(arms["fake-degenerate"].id) == []  # no benches after a failed tripwire
         tw = store.rows("SELECT passed FROM tripwire_runs WHERE id = ?", [arms["fake-degenerate"].tripwire_run_id])
         assert tw == [{"passed": 0}]
+        # Each row keeps what it was served with: the tripwire sent the profile's sampling, the bench none.
+        served_with = store.rows("SELECT reasoning_parser, thinking, sampling FROM tripwire_runs WHERE id = ?",
+                                 [served.tripwire_run_id])  # fmt: skip
+        assert served_with == [{"reasoning_parser": None, "thinking": "model default: not stated",
+                                "sampling": '{"temperature":0.0}'}]  # fmt: skip
+        assert {(r["thinking"], r["sampling"]) for r in store.rows("SELECT thinking, sampling FROM bench_runs")} == {
+            (NOT_APPLICABLE, "{}")}
         assert store.sweeps.get(sweep_id).state == "done"
         live = store.rows("SELECT id, state FROM launches WHERE state NOT IN ('failed', 'stopped')")
         assert live == []  # every server was killed
@@ -214,7 +291,7 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
             "--prompts", "4", "--kill-grace", "2")  # fmt: skip
     first = _campaign(local_db, recipes, *args)
     deadline = time.monotonic() + 120
-    while _arm_states(local_db).get("fake-crash") != "running":  # killed mid-walk: two arms done, one running
+    while _arm_states(local_db).get("fake-crash") != "running":  # killed mid-walk: three arms done, one running
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)

@@ -84,6 +84,8 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
         "ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support the deployment configuration "
         "since kernel does not support current device cpu."
     ), refused.reason
+    # That refusal names no accepted set: recorded as none printed, never as "accepts nothing".
+    assert refused.backends_accepted is None and refused.reason.endswith("(the engine printed no accepted set)")
 
     again = _campaign(db, recipes, *SWEEP)
     out, err = again.communicate(timeout=900)

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from agents.loadgen import metrics
 from agents.loadgen.prompts import PromptPlan
-from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, run_worker
+from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, request_fields, run_worker
 
 BOUND_UTIL = 0.90
 """A worker above this share of one core, or workers above it of the cores they share, is the limit."""
@@ -307,6 +307,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
     header["records_path"] = str(cfg.records_path)
     out: dict[str, Any] = {
         **header,
+        "endpoint": PATH, "request": request_fields(cfg.output_len, cfg.exact_output),
         "started_ms": int((wall0 + (t0 - perf0)) * 1000),
         "ended_ms": int((wall0 + (t1 - perf0)) * 1000),
         "requests": len(records),

@@ -82,15 +82,21 @@ class WorkerResult:
     lags_ms: list[float] = field(default_factory=list)
 
 
+def request_fields(output_len: int, exact_output: bool) -> dict[str, object]:
+    """Every field of a request besides ``model`` and ``prompt``: lengths and framing, no sampling field (the
+    server's defaults draw the tokens). The result reports them, so a row says what the bench sent."""
+    params: dict[str, object] = {"max_tokens": output_len, "stream": True, "stream_options": {"include_usage": True}}
+    if exact_output:
+        params.update(min_tokens=output_len, ignore_eos=True)
+    return params
+
+
 class RequestBuilder:
     """Request bytes for prompt ``i``: the JSON body is assembled from pre-encoded parts."""
 
     def __init__(self, spec: WorkerSpec, t: Target) -> None:
-        out = spec.output_len
         self._plan = spec.plan
-        params: dict[str, object] = {"max_tokens": out, "stream": True, "stream_options": {"include_usage": True}}
-        if spec.exact_output:
-            params.update(min_tokens=out, ignore_eos=True)
+        params = request_fields(spec.output_len, spec.exact_output)
         self._head = ('{"model":' + json.dumps(t.model) + ',"prompt":').encode()
         self._rest = ("," + json.dumps(params, separators=(",", ":"))[1:]).encode()
         auth = f"Authorization: Bearer {t.api_key}\r\n" if t.api_key else ""

@@ -36,6 +36,7 @@ def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
     print(f"  power limit: {limit}   tripwire: {row.tripwire.text}")
     admits = f", a replica admits {row.admitted} streams" if row.admitted is not None else ""
     print(f"  seed {row.seed}, {row.prompts} prompts, prefix caching {_caching(row.prefix_caching)}{admits}")
+    print(f"  {row.served}")
     for r in replicas if len(replicas) > 1 else []:
         print(f"    replica {r.replica} {r.launch_id}: {r.streams} streams, {r.requests} requests, "
               f"out {r.out_tok_per_s or 0:,.0f} tok/s, TTFT p50 {ms(r.ttft_ms_p50)}")  # fmt: skip

@@ -67,7 +67,8 @@ def _record(outcome: LaunchOutcome) -> dict[str, Any]:
         "serving": outcome.serving, "launch_ids": outcome.launch_ids,
         "replicas": [{"launch_id": x.id, "replica": x.replica, "state": x.state, "port": x.port,
                       "gpus": list(x.gpus), "reason": x.failure_reason,
-                      "backends_accepted": list(x.backends_accepted)} for x in outcome.replicas],
+                      "backends_accepted": None if x.backends_accepted is None else list(x.backends_accepted)}
+                     for x in outcome.replicas],
     }  # fmt: skip
 
 

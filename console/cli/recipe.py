@@ -7,12 +7,14 @@ import json
 import shlex
 from typing import Any
 
-from console.cli.common import open_store, print_json, print_table
+from console.cli.common import open_store, print_json, print_table, say
 from console.errors import Refused
+from console.readmodel import moe_evidence
 from console.recipes import (
     BoxSpec,
     Catalog,
     Finding,
+    MoeEvidence,
     RecipeError,
     ResolveError,
     box_spec,
@@ -36,14 +38,26 @@ def _catalog(paths: list[str] | None, *, linting: bool = False) -> Catalog:
         raise
 
 
-def _box(args: argparse.Namespace) -> BoxSpec | None:
-    """The named box as resolve sees it: its row plus the GPUs its latest probe measured."""
+def _box(args: argparse.Namespace, catalog: Catalog) -> tuple[BoxSpec | None, MoeEvidence | None]:
+    """The named box as resolve sees it (its row plus the GPUs its latest probe measured, else its inventory's),
+    and what this campaign's sweeps measured of MoE backends, as a launch there would be linted."""
     if not args.box:
-        return None
+        return None, None
     with open_store(args) as store:
         box = store.boxes.get(args.box)
         probe = store.checks.latest_probe(box.name)
-    return box_spec(box, probe.data if probe else None)
+        evidence = moe_evidence(store, catalog)
+    return box_spec(box, probe.data if probe else None), evidence
+
+
+def _box_rules(box: BoxSpec | None) -> str | None:
+    """Which box the box rules ran on and on what figures; None without --box."""
+    if box is None:
+        return None
+    if box.gpu_count == 0:
+        return (f"box rules R4 and R10 not run: no GPUs known for box {box.name} (no probe, and none in its "
+                f"inventory; `campaign check {box.name}` probes it)")  # fmt: skip
+    return f"box rules R4 and R10 on box {box.name}, GPUs from {box.gpus_basis}"
 
 
 def _finding_line(f: Finding) -> str:
@@ -54,14 +68,14 @@ def _finding_line(f: Finding) -> str:
 
 def _lint(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths, linting=True)
-    box = _box(args)
-    findings = lint_catalog(catalog, box)
+    box, evidence = _box(args, catalog)
+    findings = lint_catalog(catalog, box, evidence)
+    box_rules = _box_rules(box)
     if args.json:
         print_json([f.to_dict() for f in findings])
+        if box_rules:
+            say(box_rules)
     else:
-        if box and box.gpu_count == 0:
-            print(f"note: no GPUs known for box {box.name} (no probe yet: `campaign check` probes it); "
-                  "memory and NVLink rules skipped")
         for f in findings:
             print(_finding_line(f))
         errors = [f for f in findings if f.blocking]
@@ -69,15 +83,15 @@ def _lint(args: argparse.Namespace) -> int:
         warnings = len(findings) - len(errors)
         print(
             f"{len(catalog.arms)} arms in {len(catalog.files)} files: {len(errors)} errors "
-            f"({len(expected)} expected), {warnings} warnings" + (f", on box {box.name}" if box else "")
+            f"({len(expected)} expected), {warnings} warnings" + (f"; {box_rules}" if box_rules else "")
         )
     return 1 if any(f.blocking and not f.expected for f in findings) else 0
 
 
-def _summary(catalog: Catalog, name: str, box: BoxSpec | None) -> dict[str, Any]:
+def _summary(catalog: Catalog, name: str, box: BoxSpec | None, evidence: MoeEvidence | None) -> dict[str, Any]:
     arm = catalog.arms[name]
     profile = catalog.profiles[arm.profile]
-    findings = lint(catalog, name, box)
+    findings = lint(catalog, name, box, evidence)
     try:
         out = resolve(catalog, name, box or generic_box(catalog, name)).to_dict()
     except ResolveError as exc:
@@ -115,8 +129,8 @@ def _lint_cell(findings: list[dict[str, Any]]) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths)
-    box = _box(args)
-    rows = [_summary(catalog, name, box) for name in sorted(catalog.arms)]
+    box, evidence = _box(args, catalog)
+    rows = [_summary(catalog, name, box, evidence) for name in sorted(catalog.arms)]
     if args.json:
         print_json(rows)
         return 0
@@ -138,8 +152,8 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths)
     get_arm(catalog, args.arm)
-    box = _box(args)
-    summary = _summary(catalog, args.arm, box)
+    box, evidence = _box(args, catalog)
+    summary = _summary(catalog, args.arm, box, evidence)
     if args.json:
         print_json(summary)
         return 0 if "error" not in summary else 1
@@ -149,8 +163,8 @@ def _show(args: argparse.Namespace) -> int:
         print(f"         {arm.description}")
     print(f"profile  {arm.profile}  model {summary['model']}")
     print(f"box      {box.name if box else '(none: one server, argv only)'}")
-    if box and box.gpu_count == 0:
-        print("         no GPUs known for this box (no probe yet: `campaign check` probes it)")
+    if box:
+        print(f"         {_box_rules(box)}")
     for f in summary["findings"]:
         print(f"lint     {f['rule_id']} {f['severity']}: {f['reason']}" + (" (expected)" if f["expected"] else ""))
     if "error" in summary:
@@ -171,7 +185,8 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     rsub = p.add_subparsers(dest="recipe_command", metavar="ACTION", required=True)
 
     def common(q: argparse.ArgumentParser, paths: bool = False) -> None:
-        q.add_argument("--box", metavar="NAME", help="resolve on this box (its latest probe gives the GPUs)")
+        q.add_argument("--box", metavar="NAME", help="resolve on this box (its latest probe gives the GPUs, else "
+                       "its inventory); lint sees this state.db's sweeps")  # fmt: skip
         q.add_argument("--json", action="store_true", help="machine-readable output")
         if not paths:
             q.add_argument(

@@ -18,6 +18,7 @@ from console.service import Service
 
 def show(run: TripwireRun) -> None:
     print(f"{run.arm}  tripwire {run.verdict.text}")
+    print(f"  {run.served}")
     for item in run.items:
         if item.verdict != "ok" or item.reasoning_leak:
             reasons = "; ".join(item.reasons) or "reasoning leaked into the answer"

@@ -18,9 +18,6 @@ from typing import Any
 from console.errors import InputError
 from console.store.quality import QualityItem
 
-THINKING_KEYS = ("enable_thinking", "reasoning_effort", "reasoning_tokens", "thinking")
-"""Generation settings that switch or size a model's reasoning; the first found is kept as ``thinking``."""
-
 
 class HarnessFileError(InputError, ValueError):
     """A harness file that cannot be read as a run; the message names the file and what is wrong."""
@@ -72,18 +69,3 @@ def unit_score(value: Any, where: str) -> float:
         f"{where}: score {value!r} is not a number from 0 to 1",
         "pick a 0..1 metric with --metric (accuracy-like: exact_match, acc, a correct/incorrect scorer)",
     )
-
-
-def thinking_setting(*settings: Mapping[str, Any] | None) -> str | None:
-    """``enable_thinking=False``, ``reasoning_effort=high``...: the first reasoning switch in the settings
-    sent (also inside ``chat_template_kwargs`` and ``extra_body``), None when none says."""
-    for s in settings:
-        if not isinstance(s, Mapping):
-            continue
-        for key in THINKING_KEYS:
-            if s.get(key) is not None:
-                return f"{key}={s[key]}"
-        nested = thinking_setting(s.get("chat_template_kwargs"), s.get("extra_body"))
-        if nested:
-            return nested
-    return None

@@ -31,10 +31,10 @@ from console.quality.harness import (
     HarnessRun,
     digest,
     load_json,
-    thinking_setting,
     unit_score,
 )
 from console.store.quality import QualityItem
+from console.store.served import thinking_setting
 from console.timeutil import to_ms
 
 HARNESS = "inspect"

@@ -27,10 +27,10 @@ from console.quality.harness import (
     HarnessRun,
     digest,
     load_json,
-    thinking_setting,
     unit_score,
 )
 from console.store.quality import QualityItem
+from console.store.served import thinking_setting
 
 HARNESS = "lm-eval"
 _MODEL_ARG = re.compile(r"(?:^|,)\s*(?:model|pretrained)=([^,]+)")

@@ -74,6 +74,7 @@ from console.readmodel.results import (
     replica_results,
     tripwire_run,
 )
+from console.readmodel.sweeps import moe_evidence
 
 __all__ = [
     "NOT_RECORDED",
@@ -138,6 +139,7 @@ __all__ = [
     "kldiff_run",
     "kldiff_runs",
     "latest_tripwires",
+    "moe_evidence",
     "launches",
     "noise_floor",
     "published_comparisons",

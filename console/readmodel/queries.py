@@ -27,7 +27,7 @@ from console.readmodel.records import (
     TimerRow,
 )
 from console.store import Box, Store
-from console.store.jsonutil import json_list
+from console.store.jsonutil import json_list, json_tuple_or_none
 
 _TIMER_END_EVENTS = {"fired": "fired", "cancelled": "cancelled", "failed": "failed", "firing": "firing"}
 
@@ -116,7 +116,7 @@ def launches(
                 stop_ms=r["stop_ms"] if state in ("failed", "stopped") else None,
                 exit_code=r["exit_code"] if state in ("failed", "stopped") else None,
                 failure_reason=r["failure_reason"] if state == "failed" else None,
-                backends_accepted=tuple(json_list(r["backends_accepted"])),
+                backends_accepted=json_tuple_or_none(r["backends_accepted"]),
                 log_path=r["log_path"],
                 forced=bool(r["forced"]),
                 kernel_lines=tuple(kernels.get(r["id"], ())),

@@ -228,6 +228,15 @@ class TripwireItem:
     reasoning_leak: str | None
 
 
+def served_words(reasoning_parser: str | None, thinking: str | None, sampling: str | None) -> str:
+    """How a row was served, in one line: the three things the seed's house-default table turns on
+    (console/store/served.py says what each value means)."""
+    if thinking is None and sampling is None:
+        return "served with: not recorded"
+    sent = "none sent (the server's defaults)" if sampling in (None, "{}") else sampling
+    return f"served with: reasoning parser {reasoning_parser or 'none'}; thinking {thinking}; sampling {sent}"
+
+
 @dataclass(frozen=True)
 class TripwireRun:
     """One tripwire run (``campaign tripwire``) with its verdict and every item."""
@@ -242,6 +251,13 @@ class TripwireRun:
     verdict: TripwireVerdict
     items: tuple[TripwireItem, ...]
     source: str
+    reasoning_parser: str | None  # the server's --reasoning-parser
+    thinking: str | None  # whether thinking was on and what decided it; None: not recorded
+    sampling: str | None  # JSON of the sampling fields sent; "{}": none
+
+    @property
+    def served(self) -> str:
+        return served_words(self.reasoning_parser, self.thinking, self.sampling)
 
 
 @dataclass(frozen=True)
@@ -259,7 +275,7 @@ class LaunchRow:
     stop_ms: int | None
     exit_code: int | None
     failure_reason: str | None
-    backends_accepted: tuple[str, ...]
+    backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set
     log_path: str | None
     forced: bool
     kernel_lines: tuple[tuple[str, str], ...] = ()  # (category, line)
@@ -412,10 +428,17 @@ class ResultRow:
     """The streams one replica admits at once for this request size (beyond it: queueing)."""
     repeat_group: str | None
     """The ``campaign bench --repeat N`` this run is one of."""
+    reasoning_parser: str | None  # the server's --reasoning-parser (/v1/completions does not apply it)
+    thinking: str | None  # whether thinking was on and what decided it; None: not recorded
+    sampling: str | None  # JSON of the sampling fields the load generator sent; "{}": none
 
     @property
     def fallbacks(self) -> tuple[KernelUse, ...]:
         return tuple(k for k in self.kernel_check if k.status == "fallback")
+
+    @property
+    def served(self) -> str:
+        return served_words(self.reasoning_parser, self.thinking, self.sampling)
 
     @property
     def marks(self) -> str:
@@ -531,7 +554,7 @@ class SweepArmRow:
     state: str  # pending, running, served, refused, degenerate, crashed, interrupted
     attempts: int
     reason: str | None
-    backends_accepted: tuple[str, ...]
+    backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set (or not refused)
     backends_potential: tuple[str, ...]
     launch_ids: tuple[str, ...]
     kv_cache_tokens: int | None

@@ -176,4 +176,7 @@ def tripwire_run(store: Store, run_id: str) -> TripwireRun | None:
         verdict=_verdict(r),
         items=_items(r["items"]),
         source=r["source"],
+        reasoning_parser=r["reasoning_parser"],
+        thinking=r["thinking"],
+        sampling=r["sampling"],
     )

@@ -1,13 +1,52 @@
-"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches."""
+"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches; and
+what every sweep measured of MoE backends, which launches are linted against (seed rule 3)."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
 from console.readmodel.records import SweepArmRow, SweepBench, SweepEntry
+from console.recipes import Catalog, MoeEvidence
+from console.recipes.vllm_flags import flag_value
 from console.store import Store
-from console.store.jsonutil import json_list
+from console.store.jsonutil import json_list, json_tuple_or_none
+from console.store.launches import argv_flag
+
+MOE_FLAG = "--kernel-config.moe_backend"
+
+
+def moe_evidence(store: Store, catalog: Catalog) -> MoeEvidence:
+    """Per profile, the MoE backends its sweep arms served with (the pin in the argv that ran), the ones an
+    engine's refusal named as accepted, and the pins refused. Arms the catalog no longer knows are left out."""
+    served: dict[str, set[str]] = defaultdict(set)
+    accepted: dict[str, set[str]] = defaultdict(set)
+    refused: dict[str, set[str]] = defaultdict(set)
+    rows = store.rows(
+        """SELECT DISTINCT a.state, a.reason, a.backends_accepted, l.arm, r.argv
+           FROM sweep_arms a JOIN json_each(a.launch_ids) j JOIN launches l ON l.id = j.value
+           JOIN arms r ON r.id = l.arm_id
+           WHERE a.state IN ('served', 'degenerate', 'refused')"""
+    )
+    for row in rows:
+        profile = catalog.profile_of(row["arm"])
+        if profile is None:
+            continue
+        pinned = argv_flag(json.loads(row["argv"]), MOE_FLAG)
+        if row["state"] != "refused":
+            served[profile.name].update([pinned] if pinned else [])
+            continue
+        if "moe" not in (row["reason"] or "").lower():
+            continue  # a refusal of something else (the linear kernel, a flag) says nothing of experts
+        refused[profile.name].update([pinned] if pinned else [])
+        names = json_list(row["backends_accepted"])
+        accepted[profile.name].update(v for v in (flag_value(str(n), "moe_backend") for n in names) if v)
+    return MoeEvidence(
+        served={k: frozenset(v) for k, v in served.items()},
+        accepted={k: frozenset(v) for k, v in accepted.items()},
+        refused={k: frozenset(v) for k, v in refused.items()},
+    )
 
 
 def sweep_arm_state(row: dict[str, Any], at: int) -> str:
@@ -50,7 +89,7 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                     state=state,
                     attempts=a["attempts"],
                     reason=a["reason"] if done else None,
-                    backends_accepted=tuple(json_list(a["backends_accepted"])) if done else (),
+                    backends_accepted=json_tuple_or_none(a["backends_accepted"]) if done else (),
                     backends_potential=tuple(json_list(a["backends_potential"])) if done else (),
                     launch_ids=tuple(json_list(a["launch_ids"])),
                     kv_cache_tokens=a["kv_cache_tokens"],

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.recipes.model import Arm, BoxSpec, Catalog, Finding, Profile
+from console.recipes.model import Arm, BoxSpec, Catalog, Finding, MoeEvidence, Profile
 from console.recipes.resolve import ResolveError, effective_arm, gpu_groups, server_args
 from console.recipes.vllm_flags import known_flags
 
@@ -22,7 +22,7 @@ FIT_FRACTION = 0.9
 RULES = {
     "R1-nvfp4-linear-backend": "error",
     "R2-compressed-tensors-nvfp4": "warn",
-    "R3-moe-backend-unswept": "warn",
+    "R3-moe-backend-unswept": "error",  # a warning on MoE models whose experts are not NVFP4
     "R4-tp-without-nvlink": "warn",
     "R5-tp-flashinfer-autotune": "error",
     "R6-arch-flags": "error",
@@ -40,6 +40,10 @@ class _Ctx:
     profile: Profile
     args: dict[str, tuple[str, ...]]
     box: BoxSpec | None
+    evidence: MoeEvidence | None
+    """What the store's sweeps measured; None: linted without a state.db (``campaign recipe lint``)."""
+    sweep: str | None
+    """The sweep this lint is for (it launches the arm to measure it); None: a launch by hand or a lint."""
 
     def _at(
         self, rule: str, record: Arm | Profile, section: str, key: str | tuple[str, ...], reason: str,
@@ -90,13 +94,37 @@ def r2_compressed_tensors(c: _Ctx) -> Iterator[Finding]:
 
 
 def r3_moe_unswept(c: _Ctx) -> Iterator[Finding]:
-    backend = c.arm.moe_backend
-    if c.profile.moe and backend and backend != "auto" and not c.catalog.sweeps_covering(c.arm):
-        yield c.at_arm(
-            "R3-moe-backend-unswept", "moe_backend",
-            f"MoE backend {backend!r} hard-coded with no sweep covering this arm: a rejected backend killed "
-            "eleven arms in one night; add the arm to a sweep (seed rule 3)",
-        )
+    """A pinned MoE backend needs a sweep that measured it: one whose engine served with it or named it as
+    accepted. A sweep listing the arm is not enough until it ran; the sweep's own launch is the measurement."""
+    backend, profile = c.arm.moe_backend, c.profile
+    if not profile.moe or not backend or backend == "auto":
+        return
+    covering = [s.name for s in c.catalog.sweeps_covering(c.arm)]
+    if c.sweep in covering:
+        return
+    if c.evidence is not None and c.evidence.measured(profile.name, backend):
+        return
+    nvfp4 = profile.quantization == "nvfp4"
+    if c.evidence is None:
+        why = "and lint had no state.db to look for a sweep that measured it (a launch looks)"
+    elif backend in c.evidence.refused.get(profile.name, ()):
+        why = "and a sweep in this state.db saw the engine refuse it"
+    else:
+        why = "and no sweep in this state.db served it or heard the engine accept it"
+    todo = (f"run the sweep that lists it (`campaign sweep run {covering[0]} --box BOX`)" if covering
+            else "add the arm to a sweep and run it")  # fmt: skip
+    what = "NVFP4 experts, which refuse the wrong backend outright" if nvfp4 else "a MoE model"
+    yield c.at_arm(
+        "R3-moe-backend-unswept", "moe_backend",
+        f"MoE backend {backend!r} pinned on {profile.name} ({what}) {why}: a rejected backend killed eleven "
+        f"arms in one night; {todo} (seed rule 3)",
+        severity=None if nvfp4 else "warn",
+    )
+
+
+def _basis(box: BoxSpec) -> str:
+    """The end of a box rule's reason: where the box's GPU figures came from."""
+    return f"; GPUs from {box.gpus_basis}" if box.gpus_basis else ""
 
 
 def _fits_one_card(c: _Ctx) -> bool | None:
@@ -110,8 +138,9 @@ def r4_tp_without_nvlink(c: _Ctx) -> Iterator[Finding]:
     if c.box and c.arm.tensor_parallel > 1 and not c.box.nvlink and _fits_one_card(c):
         yield c.at_arm(
             "R4-tp-without-nvlink", "tensor_parallel",
-            f"TP{c.arm.tensor_parallel} on {c.box.name} (no NVLink) for {c.profile.weights_gb:g} GB that fits one "
-            f"{c.box.gpu_mem_gb:.0f} GB card: replicas win by several times, TP over PCIe cost 8x (seed rules 4, 10)",
+            f"TP{c.arm.tensor_parallel} on {c.box.name} ({c.box.nvlink_words}) for {c.profile.weights_gb:g} GB that "
+            f"fits one {c.box.gpu_mem_gb:.0f} GB card: replicas win by several times, TP over PCIe cost 8x (seed "
+            f"rules 4, 10){_basis(c.box)}",
         )
 
 
@@ -197,9 +226,7 @@ def r8_vllm_flags(c: _Ctx) -> Iterator[Finding]:
             yield c.at_arm("R8-vllm-flag", ("flags", flag), reason)
         elif flag in c.profile.flags:
             yield c.at_profile("R8-vllm-flag", ("flags", flag), reason)
-        elif flag in ("--reasoning-parser", "--tool-call-parser"):
-            yield c.at_profile("R8-vllm-flag", ("serving", flag[2:].replace("-", "_")), reason)
-        else:
+        else:  # parser names never get here: the loader refuses a parser the pinned vLLM does not register
             yield c.at_arm("R8-vllm-flag", "flags", reason)
 
 
@@ -225,7 +252,7 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
     try:
         gpu_groups(c.arm, box, None)
     except ResolveError as exc:
-        yield c.at_arm("R10-fits-memory", "tensor_parallel", f"{exc} (seed rule 10)")
+        yield c.at_arm("R10-fits-memory", "tensor_parallel", f"{exc} (seed rule 10){_basis(box)}")
         return
     weights = c.profile.weights_gb
     if weights is None:
@@ -245,7 +272,7 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
             "R10-fits-memory", "tensor_parallel",
             f"{weights:g} GB of weights over {shards} card(s) is {per_card:.1f} GB per card, over the "
             f"{budget:.1f} GB usable on {box.name}'s {box.gpu_mem_gb:.0f} GB cards; decide the memory ceiling "
-            "before the card count (seed rule 10)",
+            f"before the card count (seed rule 10){_basis(box)}",
         )
 
 
@@ -263,13 +290,18 @@ RULE_FUNCS: tuple[Rule, ...] = (
 )
 
 
-def lint(catalog: Catalog, arm: str | Arm, box: BoxSpec | None = None) -> list[Finding]:
-    """Every finding for one arm (on ``box`` if given: memory fit and NVLink need a box)."""
+def lint(catalog: Catalog, arm: str | Arm, box: BoxSpec | None = None, evidence: MoeEvidence | None = None,
+         sweep: str | None = None) -> list[Finding]:  # fmt: skip
+    """Every finding for one arm (on ``box`` if given: memory fit and NVLink need a box).
+
+    ``evidence`` is what the store's sweeps measured of MoE backends (rule 3); ``sweep`` names the sweep
+    launching the arm to measure it. Both come from the caller: lint never reads the store.
+    """
     a, profile = effective_arm(catalog, arm)
     args: dict[str, Any] = dict(server_args(a, profile))
-    ctx = _Ctx(catalog=catalog, arm=a, profile=profile, args=args, box=box)
+    ctx = _Ctx(catalog=catalog, arm=a, profile=profile, args=args, box=box, evidence=evidence, sweep=sweep)
     return [f for rule in RULE_FUNCS for f in rule(ctx)]
 
 
-def lint_catalog(catalog: Catalog, box: BoxSpec | None = None) -> list[Finding]:
-    return [f for name in sorted(catalog.arms) for f in lint(catalog, name, box)]
+def lint_catalog(catalog: Catalog, box: BoxSpec | None = None, evidence: MoeEvidence | None = None) -> list[Finding]:
+    return [f for name in sorted(catalog.arms) for f in lint(catalog, name, box, evidence)]

@@ -36,7 +36,8 @@ from console.recipes.model import (
 from console.recipes.toml_lines import KeyPath, by_record, key_lines, line_of
 from console.recipes.vllm_flags import known_flags
 
-QUANTIZATIONS = ("bf16", "fp8", "nvfp4", "mxfp4")
+QUANTIZATIONS = ("bf16", "fp8", "nvfp4", "mxfp4", "unknown")
+"""``unknown``: the precision is not stated where the profile comes from (the rules that turn on it cannot apply)."""
 QUANTIZERS = ("vendor", "modelopt", "compressed-tensors", "qat", "unknown")
 QUANT_SCOPES = ("all", "experts")
 
@@ -148,9 +149,11 @@ class _Reader:
         return self.table[key]
 
     def text(
-        self, key: str, required: bool = False, choices: Iterable[str] | None = None, argv: bool = False
+        self, key: str, required: bool = False, choices: Iterable[str] | None = None, argv: bool = False,
+        among: str = "",
     ) -> str | None:
-        """A non-empty string; ``argv``: it becomes one element of a server's argv (``guard.value_problem``)."""
+        """A non-empty string; ``argv``: it becomes one element of a server's argv (``guard.value_problem``);
+        ``among`` names where ``choices`` come from in the refusal."""
         value = self._get(key, required)
         if value is None:
             return None
@@ -161,7 +164,7 @@ class _Reader:
             raise self.fail(key, f"{key!r}: {problem}")
         options = list(choices) if choices is not None else None
         if options is not None and value not in options:
-            raise self.fail(key, f"{key!r} = {value!r} is not one of: {', '.join(options)}")
+            raise self.fail(key, f"{key!r} = {value!r} is not one of{among}: {', '.join(options)}")
         return value
 
     def integer(self, key: str, minimum: int = 1) -> int | None:
@@ -267,9 +270,11 @@ def _serving(r: _Reader) -> ServingProfile:
         return ServingProfile()
     kwargs = s.sub("chat_template_kwargs", f"{s.what} chat_template_kwargs")
     sampling = s.sub("sampling", f"{s.what} sampling")
+    vf = known_flags()  # a parser the pinned vLLM does not register would stop the server at start
+    registered = f" the parsers vLLM {vf.version} registers"
     profile = ServingProfile(
-        reasoning_parser=s.text("reasoning_parser", argv=True),
-        tool_call_parser=s.text("tool_call_parser", argv=True),
+        reasoning_parser=s.text("reasoning_parser", argv=True, choices=vf.reasoning_parsers, among=registered),
+        tool_call_parser=s.text("tool_call_parser", argv=True, choices=vf.tool_call_parsers, among=registered),
         chat_template_kwargs=dict(kwargs.table) if kwargs else {},
         thinking_default=s.boolean("thinking_default", default=None),
         source=s.text("source"),

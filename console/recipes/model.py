@@ -6,7 +6,7 @@ and a typo in a field name should fail at import time, not as a missing key on a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -226,6 +226,11 @@ class Catalog:
                 index.setdefault(name, []).append(s)
         return index
 
+    def profile_of(self, arm: str) -> Profile | None:
+        """The profile an arm serves, also for a sweep candidate (``base@linear+moe``) not registered here."""
+        found = self.arms.get(arm) or self.arms.get(arm.split("@", 1)[0])
+        return self.profiles.get(found.profile) if found else None
+
     def sweeps_covering(self, arm: Arm) -> list[Sweep]:
         """Sweeps that list this arm, derive it, or use it as the base for their kernel pairs."""
         found = list(self._sweeps_by_arm.get(arm.name, []))
@@ -233,6 +238,26 @@ class Catalog:
         if derived is not None and all(s is not derived for s in found):
             found.append(derived)
         return found
+
+
+@dataclass(frozen=True)
+class MoeEvidence:
+    """The MoE backends the sweeps in a state.db measured, per profile (seed rule 3: sweep, never hard-code).
+
+    ``served``: backends an arm of the profile served with in a sweep (the engine took the pin);
+    ``accepted``: backends an engine refusing another one named as accepted; ``refused``: pins it refused.
+    The read model builds it from the store (``console.readmodel.moe_evidence``); lint only reads it.
+    """
+
+    served: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    accepted: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    refused: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def measured(self, profile: str, backend: str) -> str | None:
+        """How a sweep measured ``backend`` for ``profile``: 'served', 'accepted', or None (it did not)."""
+        if backend in self.served.get(profile, ()):
+            return "served"
+        return "accepted" if backend in self.accepted.get(profile, ()) else None
 
 
 @dataclass(frozen=True)
@@ -248,12 +273,31 @@ class BoxSpec:
     model_root: str | None = None
     generic: bool = False
     """A stand-in for showing an arm without a box (``generic_box``), not a machine to place it on."""
+    gpus_from: str | None = None
+    """Where the GPU figures come from: ``probe`` (what the agent measured), ``inventory`` (the box list's GPU
+    summary, for a box never probed: the seed's imported boxes), None (given directly)."""
+    inventory: str | None = None
+    """The GPU summary read when ``gpus_from`` is ``inventory``."""
 
     @property
     def gpu_mem_gb(self) -> float | None:
         """Card memory in GiB (the '96 GB' / '32 GB' of the seed's tables). Comparing it with weight sizes
         in decimal GB errs on the safe side: the card looks ~7% smaller than it is."""
         return None if self.gpu_mem_mib is None else self.gpu_mem_mib / 1024
+
+    @property
+    def gpus_basis(self) -> str:
+        """Where a box rule's figures came from, in words for its finding ('' when given directly)."""
+        if self.gpus_from == "probe":
+            return f"{self.name}'s latest probe"
+        if self.gpus_from == "inventory":
+            return f"{self.name}'s inventory ({self.inventory!r}; never probed)"
+        return ""
+
+    @property
+    def nvlink_words(self) -> str:
+        """'no NVLink' where measured; an inventory says nothing of the links between cards."""
+        return "NVLink not probed" if self.gpus_from == "inventory" else "no NVLink"
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,13 @@ class VllmFlags:
         return None
 
 
+def flag_value(engine_name: str, slot: str) -> str | None:
+    """The ``--kernel-config.<slot>`` value for a backend as the engine names it ("FlashInfer CUTLASS"
+    -> ``flashinfer_cutlass``), or None when the pinned vLLM has no such choice (e.g. 'CPU')."""
+    value = engine_name.strip().lower().replace("-", "_").replace(" ", "_")
+    return value if value in known_flags().kernel_backends.get(slot, []) else None
+
+
 @cache
 def known_flags() -> VllmFlags:
     data = json.loads(DATA.read_text())

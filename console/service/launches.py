@@ -17,6 +17,7 @@ from typing import Any
 
 from console.errors import InputError
 from console.fleet.wire import AgentError
+from console.readmodel import moe_evidence
 from console.recipes import Finding, ResolvedArm, box_spec, lint, resolve
 from console.service.base import ServiceBase, ServiceError, reaching
 from console.store.launches import Launch
@@ -93,17 +94,18 @@ def released(launch: Launch) -> bool:
 
 class LaunchIntents(ServiceBase):
     def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None,
-                    base_port: int | None = None) -> LaunchPlan:  # fmt: skip
+                    base_port: int | None = None, sweep: str | None = None) -> LaunchPlan:  # fmt: skip
         """Lint and lay out ``arm`` on ``box`` as measured by its latest probe; nothing is sent.
 
         Without ``base_port`` the replicas take the first ports from 8100 that no live launch on the box
-        holds, so arms side by side on one box never collide on a port.
+        holds, so arms side by side on one box never collide on a port. Lint sees what this campaign's sweeps
+        measured of MoE backends; ``sweep`` names the sweep launching the arm to measure it (seed rule 3).
         """
         self.fleet.link(box)  # the box exists and can be driven (the local one is created on first use)
         b = self.store.boxes.get(box)
         probe = self.store.checks.latest_probe(box)
         spec = box_spec(b, probe.data if probe else None)
-        findings = lint(self.catalog, arm, spec)
+        findings = lint(self.catalog, arm, spec, moe_evidence(self.store, self.catalog), sweep)
         resolved = resolve(self.catalog, arm, spec, gpus, base_port or DEFAULT_BASE_PORT)
         if base_port is None:
             held = {launch.port for launch in self.store.launches.live(box)}

@@ -27,6 +27,7 @@ from console.store.conditions import join_kernel_lines
 from console.store.jsonutil import dumps
 from console.store.launches import ArmRecord, Launch
 from console.store.quality import NewQualityRun
+from console.store.served import thinking
 from console.timeutil import from_ms
 
 LM_EVAL = ("lm_eval", "lm-eval")
@@ -56,22 +57,13 @@ class Layout:
         return words + (f", {self.replicas} replicas" if self.replicas and self.replicas > 1 else "")
 
 
-def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
-    for i, word in enumerate(argv):
-        if word == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(flag + "="):
-            return word.split("=", 1)[1]
-    return None
-
-
 def layout_of(arm: ArmRecord | None) -> Layout:
     """The arm's parallel layout from its resolved argv and GPU groups."""
     if arm is None:
         return Layout(None, None, None, None)
     if not arm.argv:
         return Layout(arm.tensor_parallel, None, len(arm.gpus), None)
-    dp = _flag_value(arm.argv, "--data-parallel-size")
+    dp = arm.flag("--data-parallel-size")
     return Layout(arm.tensor_parallel, int(dp) if dp else 1, len(arm.gpus), "--enable-expert-parallel" in arm.argv)
 
 
@@ -122,15 +114,19 @@ class QualityIntents(RunIntents):
         kernel_line = join_kernel_lines(line for category, line in self.store.launches.kernel_lines(launch_id)
                                         if category != "config")  # fmt: skip
         t_ms = run.t_ms if run.t_ms is not None else self.store.clock()
+        # The switch the harness sent; else the server's template default; else the model's own default.
+        profile = self.catalog.profile_of(launch.arm)
+        thought = run.thinking or thinking((), arm.flag("--default-chat-template-kwargs") if arm else None,
+                                           profile.serving.thinking_default if profile else None)  # fmt: skip
         new = NewQualityRun(
             label=f"{launch.arm} on {launch.box}", harness=run.harness, tasks=run.tasks,
             suite=f"{run.harness}: {', '.join(sorted(run.tasks))}", t_ms=t_ms, launch_id=launch_id, box=launch.box,
             arm=launch.arm, arm_id=launch.arm_id, recipe_hash=arm.recipe_hash if arm else None, model=run.model,
             tensor_parallel=layout.tensor_parallel, data_parallel=layout.data_parallel, replicas=layout.replicas,
             expert_parallel=layout.expert_parallel, layout=layout.words, kernel_line=kernel_line,
-            reasoning_parser=_flag_value(arm.argv, "--reasoning-parser") if arm else None,
+            reasoning_parser=arm.flag("--reasoning-parser") if arm else None,
             harness_version=run.harness_version, metric=run.metric, config_key=config_key(arm, launch, run),
-            sampling=run.sampling, thinking=run.thinking, source_file=str(path), digest=run.digest,
+            sampling=run.sampling, thinking=thought, source_file=str(path), digest=run.digest,
             unscored=run.unscored,
             configuration=f"{layout.words or 'layout not recorded'}; kernels: {kernel_line or 'not recorded'}",
             arm_model=served or (arm.model if arm else launch.arm),

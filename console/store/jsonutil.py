@@ -17,3 +17,14 @@ def json_list(text: str | None) -> list[Any]:
         return []
     value = json.loads(text)
     return value if isinstance(value, list) else []
+
+
+def json_list_or_none(text: str | None) -> list[Any] | None:
+    """A JSON list column where NULL means something else than empty (an engine that printed no set)."""
+    return None if text is None else json_list(text)
+
+
+def json_tuple_or_none(text: str | None) -> tuple[Any, ...] | None:
+    """``json_list_or_none`` for frozen records."""
+    found = json_list_or_none(text)
+    return None if found is None else tuple(found)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.store.jsonutil import dumps, json_list
+from console.store.jsonutil import dumps, json_list, json_tuple_or_none
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -38,7 +38,7 @@ class Launch:
     stop_ms: int | None
     exit_code: int | None
     failure_reason: str | None
-    backends_accepted: tuple[str, ...]
+    backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set
     log_path: str | None
     forced: bool
     kv_cache_tokens: int | None
@@ -59,11 +59,21 @@ class Launch:
             gpus=tuple(json_list(row["gpus"])), port=row["port"], pid=row["pid"], state=row["state"],
             start_ms=row["start_ms"], ready_ms=row["ready_ms"], stop_ms=row["stop_ms"],
             exit_code=row["exit_code"], failure_reason=row["failure_reason"],
-            backends_accepted=tuple(json_list(row["backends_accepted"])), log_path=row["log_path"],
+            backends_accepted=json_tuple_or_none(row["backends_accepted"]), log_path=row["log_path"],
             forced=bool(row["forced"]), kv_cache_tokens=row["kv_cache_tokens"],
             max_concurrency=row["max_concurrency"], gpu_mem_released=None if released is None else bool(released),
             launch_group=row["launch_group"],
         )  # fmt: skip
+
+
+def argv_flag(argv: tuple[str, ...] | list[str], flag: str) -> str | None:
+    """The value a server's argv gives ``flag`` (``--flag value`` or ``--flag=value``), None when absent."""
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
 
 
 @dataclass(frozen=True)
@@ -82,10 +92,10 @@ class ArmRecord:
 
     @property
     def served_model_name(self) -> str | None:
-        words = self.argv
-        if "--served-model-name" in words[:-1]:
-            return words[words.index("--served-model-name") + 1]
-        return None
+        return argv_flag(self.argv, "--served-model-name")
+
+    def flag(self, name: str) -> str | None:
+        return argv_flag(self.argv, name)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ArmRecord:

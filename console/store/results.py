@@ -25,11 +25,15 @@ from console.errors import InputError
 from console.store.boxes import Box
 from console.store.conditions import conditions, streams_per_replica
 from console.store.jsonutil import dumps
+from console.store.launches import argv_flag
 from console.store.quality import PublishedPair, PublishedRun
+from console.store.served import COMPLETIONS, NOT_APPLICABLE, sampling_sent, thinking
 
 if TYPE_CHECKING:
     from console.store.core import Store
 
+SERVED_COLUMNS = ("reasoning_parser", "thinking", "sampling")
+"""What a bench or tripwire row was served with (console/store/served.py)."""
 BENCH_COLUMNS = (
     "box", "launch_id", "arm", "model", "configuration", "shape", "concurrency", "prompts", "seed",
     "input_len", "output_len", "prefix_len", "started_ms", "ended_ms", "duration_s", "requests", "failed",
@@ -37,7 +41,7 @@ BENCH_COLUMNS = (
     "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "steady",
     "client_cpu", "client_bound", "kernel_line", "power_limit_w", "tripwire_id", "diagnostic_only",
     "queueing", "source", "provenance", "raw", "import_id", "run_id", "replicas", "prefix_caching",
-    "kernel_fallback", "kernel_check", "admitted", "repeat_group",
+    "kernel_fallback", "kernel_check", "admitted", "repeat_group", *SERVED_COLUMNS,
 )  # fmt: skip
 REPLICA_COLUMNS = (
     "base_url", "streams", "requests", "failed", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
@@ -47,13 +51,13 @@ REPLICA_COLUMNS = (
 """A node run's per-replica detail (``bench_replicas``): the load generator's ``per_url`` entries."""
 TRIPWIRE_COLUMNS = (
     "box", "launch_id", "arm", "model", "t_ms", "ok", "degenerate", "wrong", "total", "passed",
-    "reasoning_leak", "items", "source", "provenance", "import_id", "run_id",
+    "reasoning_leak", "items", "source", "provenance", "import_id", "run_id", *SERVED_COLUMNS,
 )  # fmt: skip
 EVAL_COLUMNS = (
     "box", "arm", "model", "configuration", "t_ms", "items", "overall", "families", "note", "source",
     "provenance", "import_id",
 )  # fmt: skip
-JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check"})
+JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check", "sampling"})
 
 
 class ResultError(InputError, ValueError):
@@ -170,6 +174,7 @@ class Results:
                 values.setdefault("launch_id", launch_ids[0])
                 self._conditions(values, launch_ids)
                 launch_id = values["launch_id"]
+                self._fill_served(values, row, launch_id)
                 if values.get("power_limit_w") is None:
                     values["power_limit_w"] = self._power_limit(values.get("box"), launch_id, values.get("started_ms"))
                 if values.get("tripwire_id") is None:
@@ -217,6 +222,8 @@ class Results:
         values = _encode(row, TRIPWIRE_COLUMNS)
         values.setdefault("t_ms", self.store.clock())
         with self.store.atomic() as db:
+            if values.get("launch_id"):
+                self._fill_served(values, row, values["launch_id"])
             tripwire_id = self.store.insert("tripwire_runs", values)
             if values.get("launch_id"):
                 db.execute(
@@ -248,6 +255,25 @@ class Results:
                 [price.model, price.provider, price.in_per_mtok, price.out_per_mtok, price.cached_in_per_mtok,
                  price.note, self.store.clock()],
             )  # fmt: skip
+
+    def _fill_served(self, values: dict[str, Any], row: dict[str, Any], launch_id: str) -> None:
+        """The reasoning parser the launch's server ran with (its argv, over the tool's echo of its profile),
+        whether thinking was on, and the sampling the run sent (its ``request`` and ``extra_body``)."""
+        rows = self.store.rows("SELECT a.argv FROM launches l JOIN arms a ON a.id = l.arm_id WHERE l.id = ?",
+                               [launch_id])  # fmt: skip
+        argv: list[str] = json.loads(rows[0]["argv"]) if rows and rows[0]["argv"] else []
+        if argv:
+            values["reasoning_parser"] = argv_flag(argv, "--reasoning-parser")
+        sent = [s for s in (row.get("request"), row.get("extra_body")) if isinstance(s, dict)]
+        if not sent:
+            return  # a tool that did not say what it sent: not recorded
+        values.setdefault("sampling", dumps(sampling_sent(*sent)))
+        if row.get("endpoint") == COMPLETIONS:
+            values.setdefault("thinking", NOT_APPLICABLE)
+        else:
+            profile = row.get("profile")
+            default = profile.get("thinking_default") if isinstance(profile, dict) else None
+            values.setdefault("thinking", thinking(sent, argv_flag(argv, "--default-chat-template-kwargs"), default))
 
     def _power_limit(self, box: str | None, launch_id: str, at_ms: int | None) -> float | None:
         """The lowest enforced limit among the launch's GPUs in the newest sample at or before the run."""

@@ -494,5 +494,20 @@ V10 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10)
+
+V11 = Migration(
+    11,
+    "what each bench and tripwire row was served with: the reasoning parser, thinking, the sampling sent",
+    (
+        # console/store/served.py says what each value means; NULL: not recorded (imported, or older rows).
+        "ALTER TABLE bench_runs ADD COLUMN reasoning_parser TEXT",  # the server's --reasoning-parser
+        "ALTER TABLE bench_runs ADD COLUMN thinking TEXT",  # whether thinking was on, and what decided it
+        "ALTER TABLE bench_runs ADD COLUMN sampling TEXT",  # JSON: the sampling fields sent; {} none
+        "ALTER TABLE tripwire_runs ADD COLUMN reasoning_parser TEXT",
+        "ALTER TABLE tripwire_runs ADD COLUMN thinking TEXT",
+        "ALTER TABLE tripwire_runs ADD COLUMN sampling TEXT",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11)
 LATEST = MIGRATIONS[-1].version

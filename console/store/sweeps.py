@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.store.errors import StoreError
-from console.store.jsonutil import dumps
+from console.store.jsonutil import dumps, json_list, json_list_or_none
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -66,7 +66,7 @@ class SweepArm:
     state: str
     attempts: int
     reason: str | None
-    backends_accepted: list[str]
+    backends_accepted: list[str] | None  # None: no set recorded (the engine printed none, or no refusal)
     backends_potential: list[str]
     launch_ids: list[str]
     gpu_mem_mib: float | None
@@ -83,8 +83,9 @@ class SweepArm:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepArm:
         values = dict(row)
-        for key in ("backends_accepted", "backends_potential", "launch_ids"):
-            values[key] = json.loads(row[key]) if row[key] else []
+        for key in ("backends_potential", "launch_ids"):
+            values[key] = json_list(row[key])
+        values["backends_accepted"] = json_list_or_none(row["backends_accepted"])
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,8 +11,11 @@ from typing import Any
 
 from console.errors import InputError
 from console.recipes import Arm, Catalog, KernelPair
-from console.recipes.vllm_flags import known_flags
+from console.recipes.vllm_flags import flag_value
 from console.store.sweeps import SweepArm
+
+NO_SET = "the engine printed no accepted set"
+"""vLLM 0.32's refusal "... does not support the deployment configuration since ..." names none (agents/loglines.py)."""
 
 
 class PlanError(InputError, ValueError):
@@ -50,13 +53,6 @@ def materialize(catalog: Catalog, candidate: SweepArm, list_name: str) -> Arm:
     arm = catalog.variant(candidate.base, KernelPair(candidate.linear_backend, candidate.moe_backend), list_name)
     catalog.arms.setdefault(arm.name, arm)
     return catalog.arms[arm.name]
-
-
-def flag_value(engine_name: str, slot: str) -> str | None:
-    """The ``--kernel-config.<slot>`` value for a backend as the engine names it ("FlashInfer CUTLASS"
-    -> ``flashinfer_cutlass``), or None when the pinned vLLM has no such choice (e.g. 'CPU')."""
-    value = engine_name.strip().lower().replace("-", "_").replace(" ", "_")
-    return value if value in known_flags().kernel_backends.get(slot, []) else None
 
 
 def refused_slot(arm: Arm, reason: str) -> str | None:

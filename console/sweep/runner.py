@@ -31,7 +31,7 @@ from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
 from console.store import LOCAL_BOX
 from console.store.launches import Launch
 from console.store.sweeps import SweepArm, SweepBusy, SweepRow
-from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
+from console.sweep.plan import NO_SET, PlanError, accepted_candidates, candidates, materialize, refused_slot
 
 if TYPE_CHECKING:
     from console.service.runs import RunIntents
@@ -180,7 +180,8 @@ class SweepRunner:
         await self._stop_live(arm.name, wait=True)  # a previous attempt's servers, left by a killed console
         self._say(f"{arm.name}: lint")
         try:
-            plan = self.service.plan_launch(arm.name, self.sweep.box, base_port=self.options.base_port)
+            plan = self.service.plan_launch(arm.name, self.sweep.box, base_port=self.options.base_port,
+                                            sweep=self.sweep.list_name)  # fmt: skip
         except ResolveError as exc:
             sweeps.start_arm(candidate.id, None)
             sweeps.finish_arm(candidate.id, "refused", f"does not fit box {self.sweep.box}: {exc}")
@@ -227,14 +228,16 @@ class SweepRunner:
     # -- outcomes --------------------------------------------------------------------------------
     async def _record_failure(self, candidate: SweepArm, arm: Any, launch: Launch) -> None:
         reason = launch.failure_reason or f"the server stopped (exit code {launch.exit_code}) before serving"
-        accepted = list(launch.backends_accepted)
+        accepted = None if launch.backends_accepted is None else list(launch.backends_accepted)
         # A refusal is the engine saying why (an exception it raised); anything else died: a crash.
         explained = launch.failure_reason and not reason.startswith(("exited with code", "not ready after"))
         outcome = "refused" if explained else "crashed"
-        queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted)
+        queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted or [])
         for extra in queued:
             self.store.sweeps.queue(self.sweep.id, **extra)
         note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
+        if accepted is None and explained and refused_slot(arm, reason) is not None:
+            note = f" ({NO_SET})"
         self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
                                      backends_potential=self._potential(launch.id))  # fmt: skip
         self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))

@@ -8,8 +8,11 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 ``tests/support/fake_chat_server.py``). Behaviour comes from the environment of the arm:
 
 - ``FAKE_ENGINE_MOE_ACCEPTS="Triton,Marlin"``: a pinned ``--kernel-config.moe_backend`` outside this set is
-  refused the way vLLM refuses one (a Worker traceback ending in ``ValueError: ... Expected one of [...]``,
-  then the "Engine core initialization failed" wrapper, exit 1);
+  refused the way vLLM 0.32 refuses one (a Worker traceback, then the "Engine core initialization failed"
+  wrapper, exit 1), ending in one of its two refusal lines (``FAKE_ENGINE_MOE_REFUSAL``): ``expected``
+  (default) ``ValueError: moe_backend='x' is not supported for unquantized MoE. Expected one of [...]``, or
+  ``unsupported``, the real CPU refusal, which names no set (``... does not support the deployment
+  configuration since kernel does not support current device cpu.``);
 - ``FAKE_ENGINE_MODE``: ``serve`` (default), ``crash`` (SIGKILLs itself during start-up, no traceback),
   ``degenerate`` (serves, but every chat answer is a loop), ``die-serving`` (exits 1 s after ready);
 - ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
@@ -72,18 +75,24 @@ def _log(who: str, level: str, where: str, text: str) -> None:
     print(f"({who} pid={os.getpid()}) {level} {stamp} [{where}] {text}", flush=True)
 
 
-def _refuse(backend: str, accepts: list[str]) -> None:
-    """The shape of vLLM's real refusal (tests/fixtures/vllm_logs/cpu-moe-backend-refused.log), plus the
-    accepted set that GPU builds print."""
+def _refuse(backend: str, accepts: list[str], refusal: str) -> None:
+    """The shape of vLLM's real refusal (tests/fixtures/vllm_logs/cpu-moe-backend-refused.log), ending in one
+    of the two lines vLLM 0.32's fused_moe/oracle/unquantized.py raises."""
     stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
     prefix = f"(Worker pid={os.getpid()}) ERROR {stamp} [multiproc_executor.py:953] "
+    if refusal == "unsupported":
+        raised = ("    raise ValueError(_make_log_unsupported(backend, reason))",
+                  f"ValueError: Unquantized MoE backend {backend} does not support the deployment configuration "
+                  "since kernel does not support current device cpu.")  # fmt: skip
+    else:
+        raised = ("    raise ValueError(",
+                  f"ValueError: moe_backend='{backend}' is not supported for unquantized MoE. "
+                  f"Expected one of {accepts!r}.")  # fmt: skip
     for line in (
         "WorkerProc failed to start.",
         "Traceback (most recent call last):",
-        '  File "/fake/vllm/model_executor/layers/fused_moe/oracle.py", line 212, in select',
-        "    raise ValueError(_make_log_unsupported(backend, reason))",
-        f"ValueError: Unquantized MoE backend {backend} does not support the deployment configuration since "
-        f"kernel does not support current device. Expected one of {accepts!r}",
+        '  File "/fake/vllm/model_executor/layers/fused_moe/oracle/unquantized.py", line 193, in select',
+        *raised,
     ):
         print(prefix + line, flush=True)
     print("Traceback (most recent call last):", flush=True)
@@ -143,7 +152,7 @@ def serve(argv: list[str]) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     names = {a.lower().replace(" ", "_").replace("-", "_"): a for a in accepts}
     if moe != "auto" and moe not in names:
-        _refuse(moe or "", accepts)
+        _refuse(moe or "", accepts, os.environ.get("FAKE_ENGINE_MOE_REFUSAL", "expected"))
     chosen = names.get(moe or "", accepts[0])
     _log("Worker", "INFO", "unquantized.py:364",
          f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.")  # fmt: skip
