@@ -1,13 +1,60 @@
-"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches."""
+"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches; for a
+sweep over several boxes, where each attempt ran and what each box and GPU is doing."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
-from console.readmodel.records import SweepArmRow, SweepBench, SweepEntry
+from console.readmodel.records import SweepArmRow, SweepAttemptRow, SweepBench, SweepBoxRow, SweepEntry
 from console.store import Store
 from console.store.jsonutil import json_list
+
+
+def _memory(text: str | None) -> tuple[tuple[int, float | None], ...]:
+    return tuple(sorted((int(g), m) for g, m in json.loads(text).items())) if text else ()
+
+
+def _gpus(text: str | None) -> tuple[int, ...] | None:
+    return tuple(int(g) for g in json_list(text)) if text else None
+
+
+def _attempts(store: Store, sweep_id: int, at: int) -> dict[int, list[SweepAttemptRow]]:
+    """Each arm's attempts begun by ``at``; an attempt that ended later reads as running."""
+    out: dict[int, list[SweepAttemptRow]] = defaultdict(list)
+    for t in store.rows(
+        """SELECT t.* FROM sweep_attempts t JOIN sweep_arms a ON a.id = t.sweep_arm_id
+           WHERE a.sweep_id = ? AND t.started_ms <= ? ORDER BY t.sweep_arm_id, t.attempt""",
+        [sweep_id, at],
+    ):
+        done = t["ended_ms"] is not None and t["ended_ms"] <= at
+        out[t["sweep_arm_id"]].append(SweepAttemptRow(
+            attempt=t["attempt"], box=t["box"], gpus=_gpus(t["gpus"]), outcome=t["outcome"] if done else None,
+            reason=t["reason"] if done else None, mem_before=_memory(t["mem_before"]),
+            mem_after=_memory(t["mem_after"]),
+            started_ms=t["started_ms"], ended_ms=t["ended_ms"] if done else None,
+        ))  # fmt: skip
+    return out
+
+
+def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
+    """The boxes a sweep feeds as of ``at`` (a sweep recorded before boxes were: its one box)."""
+    rows = store.rows("SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [s["id"]])
+    if not rows:
+        rows = [{"box": s["box"], "state": "walking", "detail": None, "excluded": None, "updated_ms": s["created_ms"]}]
+    out = []
+    for b in rows:
+        now = b["updated_ms"] <= at
+        probe = store.scalar("SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC LIMIT 1",
+                             [b["box"], at])  # fmt: skip
+        excluded = json.loads(b["excluded"]) if now and b["excluded"] else {}
+        out.append(SweepBoxRow(
+            box=b["box"], state=b["state"] if now else "walking", detail=b["detail"] if now else None,
+            excluded=tuple(sorted((int(g), str(why)) for g, why in excluded.items())),
+            gpu_count=len(json.loads(probe).get("gpus") or []) if probe else None,
+        ))  # fmt: skip
+    return tuple(out)
 
 
 def sweep_arm_state(row: dict[str, Any], at: int) -> str:
@@ -37,10 +84,13 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                 SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"],
                            bool(b["kernel_fallback"]), b["replicas"])  # fmt: skip
             )
+        attempts = _attempts(store, s["id"], at)
         arms = []
         for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):
             state = sweep_arm_state(a, at)
             done = state not in ("pending", "running")
+            history = tuple(attempts.get(a["id"], ()))
+            last = history[-1] if history else None
             arms.append(
                 SweepArmRow(
                     position=a["position"],
@@ -58,6 +108,9 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                     started_ms=a["started_ms"] if state != "pending" else None,
                     ended_ms=a["ended_ms"] if done else None,
                     benches=tuple(benches.get(a["id"], ())),
+                    box=last.box if last else None,
+                    gpus=last.gpus if last else None,
+                    history=history,
                 )
             )
         state = s["state"] if s["updated_ms"] <= at else "running"
@@ -73,6 +126,8 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                 created_ms=s["created_ms"],
                 updated_ms=s["updated_ms"],
                 arms=tuple(arms),
+                layout=s["layout"],
+                boxes=_boxes(store, s, at),
             )
         )
     return out
