@@ -21,12 +21,14 @@ from typing import Any
 
 import pytest
 
+from console.readmodel.sweeps import sweeps
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Box, Store
 from console.store.schema import MIGRATIONS
 from console.sweep import SweepError, SweepOptions, SweepQueue
 from console.sweep.queue import BoxSlots, fits_nowhere
+from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from tests.support import box_python
 from tests.support.fake_engine import install, write_model
 from tests.test_sweep import RECIPES, free_ports
@@ -162,6 +164,49 @@ def test_a_sweep_over_boxes_resumes_on_any_of_them_and_keeps_its_layout(tmp_path
         assert [(b.box, b.state) for b in store.sweeps.boxes(queued.id)] == [("c", "walking"), ("a", "walking"),
                                                                              ("b", "left")]  # fmt: skip
         assert [s.id for s in store.sweeps.every("a")] == [one.id, queued.id]
+
+
+def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt_ran(tmp_path: Path) -> None:
+    now = [1_000]
+    with Store(tmp_path / "state.db", clock=lambda: now[0]) as store:
+        for name, cards in (("a", 4), ("b", 2)):
+            store.boxes.add(Box(name=name, ssh_user="u", host="127.0.0.1", port=22))
+            store.checks.add_probe(name, {"t_ms": 500, "gpus": [{"index": i} for i in range(cards)]})
+        sweep = store.sweeps.create("q", ["a", "b"], ["short"], [1], False,
+                                    [{"arm": x, "origin": "list"} for x in ("x", "y", "z", "w")],
+                                    (os.getpid(), "here"), "packed")  # fmt: skip
+        x, y, _, _ = store.sweeps.arms(sweep.id)
+        now[0] = 2_000
+        store.sweeps.start_arm(x.id, "a", [0], None)
+        store.sweeps.record_memory(x.id, "before", {0: 0.0})
+        store.sweeps.start_arm(y.id, "b", [1], None)
+        now[0] = 3_000
+        store.sweeps.box_out(sweep.id, "b", "box b: Connect call failed")
+        store.sweeps.finish_arm(y.id, "interrupted", "box b: Connect call failed; given back to the queue")
+        store.sweeps.exclude_gpu(sweep.id, "a", 3, "GPU 3 of box a held 18437 MiB before an arm of this sweep was put on it")
+        now[0] = 4_000
+        store.sweeps.start_arm(y.id, "a", [1, 2], None)
+
+        [entry] = sweeps(store, 5_000)
+        assert progress_line(entry, 5_000).startswith("#1 q on a, b: running, 0/4 finished")
+        lines = queue_lines(entry, 5_000)
+        assert lines[0].startswith("  a: GPU0 x ") and " | GPU1 y " in lines[0] and " | GPU2 y " in lines[0]
+        assert lines[0].endswith("| GPU3 not used (GPU 3 of box a held 18437 MiB before an arm of this sweep was put "
+                                 "on it)")  # fmt: skip
+        assert lines[1:] == ["  b: OUT (box b: Connect call failed)", "  queue: 2 waiting (z, w)"]
+        detail = arm_detail(entry, entry.arms[1])
+        assert "on a GPUs 1,2" in detail
+        assert "attempt 1 on b GPU 1: interrupted (box b: Connect call failed; given back to the queue)" in detail
+        assert "attempt 2 on a GPUs 1,2: running" in detail
+        assert any(line.startswith("attempt 1 on a GPU 0: running; GPU memory before GPU0 0")
+                   for line in arm_detail(entry, entry.arms[0]))  # fmt: skip
+
+        [earlier] = sweeps(store, 2_500)  # the replay cursor: before box b went out
+        lines = queue_lines(earlier, 2_500)
+        assert lines[0].startswith("  a: GPU0 x ") and lines[0].endswith(" | GPU1 idle | GPU2 idle | GPU3 idle")
+        assert lines[1].startswith("  b: GPU0 idle | GPU1 y ")
+        assert [(a.place, a.state, a.attempts) for a in earlier.arms] == [
+            ("a GPU 0", "running", 1), ("b GPU 1", "running", 1), ("-", "pending", 0), ("-", "pending", 0)]
 
 
 # -- real boxes ------------------------------------------------------------------------------------

@@ -91,6 +91,9 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
             done = state not in ("pending", "running")
             history = tuple(attempts.get(a["id"], ()))
             last = history[-1] if history else None
+            earlier = last is not None and last.attempt < a["attempts"]  # a later attempt began after ``at``
+            if earlier and last is not None:
+                state, done = last.outcome or "running", last.outcome is not None
             arms.append(
                 SweepArmRow(
                     position=a["position"],
@@ -98,15 +101,15 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                     origin=a["origin"],
                     queued_by=a["queued_by"],
                     state=state,
-                    attempts=a["attempts"],
-                    reason=a["reason"] if done else None,
+                    attempts=len(history) if earlier else a["attempts"],
+                    reason=(last.reason if earlier and last else a["reason"]) if done else None,
                     backends_accepted=tuple(json_list(a["backends_accepted"])) if done else (),
                     backends_potential=tuple(json_list(a["backends_potential"])) if done else (),
                     launch_ids=tuple(json_list(a["launch_ids"])),
                     kv_cache_tokens=a["kv_cache_tokens"],
                     max_concurrency=a["max_concurrency"],
-                    started_ms=a["started_ms"] if state != "pending" else None,
-                    ended_ms=a["ended_ms"] if done else None,
+                    started_ms=(last.started_ms if earlier and last else a["started_ms"]) if state != "pending" else None,
+                    ended_ms=(last.ended_ms if earlier and last else a["ended_ms"]) if done else None,
                     benches=tuple(benches.get(a["id"], ())),
                     box=last.box if last else None,
                     gpus=last.gpus if last else None,

@@ -6,11 +6,15 @@ server a dead console left behind) and the arm is not put there. After: each of 
 arm's own memory, a rise of at least ``SERVING_MIB`` over the reading before; a server that is not on
 the GPU it was given sits on another one, perhaps another arm's. With both, every arm started beside
 others is alone on its GPUs. The readings are the box's own (a fresh probe through its agent), never
-assumed from what the sweep believes it started.
+assumed from what the sweep believes it started. Arms starting side by side on one box share a reading:
+a request waits for the next probe that begins after it, so four slots ask the box once, not four times
+(the agent answers commands one at a time, and a probe runs nvidia-smi several times).
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,12 +39,38 @@ class GpuHeld(Exception):
         self.why = why
 
 
+@dataclass
+class _Probes:
+    """One box's probes: the one running, and the next one, which every request arriving meanwhile shares."""
+
+    running: asyncio.Task[dict[str, Any]] | None = None
+    next: asyncio.Task[dict[str, Any]] | None = None
+
+
 class MemoryGuard:
     def __init__(self, service: CheckIntents):
         self.service = service
+        self._probes: dict[str, _Probes] = {}
+
+    async def probe(self, box: str) -> dict[str, Any]:
+        """A probe of ``box`` that began after this call: the next one, shared by every caller until it starts."""
+        state = self._probes.setdefault(box, _Probes())
+        if state.next is None:
+            state.next = asyncio.create_task(self._after(box, state, state.running))
+        return await asyncio.shield(state.next)
+
+    async def _after(self, box: str, state: _Probes, previous: asyncio.Task[dict[str, Any]] | None) -> dict[str, Any]:
+        if previous is not None:
+            await asyncio.wait({previous})  # its outcome is its own callers'
+        state.running, state.next = state.next, None
+        try:
+            return await self.service.probe(box)
+        finally:
+            if state.running is asyncio.current_task():
+                state.running = None
 
     async def _read(self, box: str) -> tuple[Reading, dict[int, list[dict[str, Any]]]]:
-        probe = await self.service.probe(box)
+        probe = await self.probe(box)
         used: Reading = {int(g["index"]): g.get("mem_used_mib") for g in probe.get("gpus") or []}
         processes: dict[int, list[dict[str, Any]]] = {}
         for p in probe.get("processes") or []:
