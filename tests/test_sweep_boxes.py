@@ -29,11 +29,14 @@ from console.store.schema import MIGRATIONS
 from console.sweep import SweepError, SweepOptions, SweepQueue
 from console.sweep.queue import BoxSlots, fits_nowhere
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
+from tests import test_sweep
 from tests.support import box_python
 from tests.support.fake_engine import install, write_model
-from tests.test_sweep import RECIPES, free_ports
+from tests.test_sweep import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
+recipes = test_sweep.recipes
+"""The fixture: a user recipes layer with the fake engine's arms, as tests/test_sweep.py's tests get it."""
 pytestmark = pytest.mark.timeout(420)
 
 ONE_GPU = 'profile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
@@ -43,14 +46,6 @@ HOLDS = 'env = { FAKE_ENGINE_GPU_MIB = "20000", FAKE_ENGINE_STARTUP_S = "%s" }\n
 
 def one_gpu_arms(names: list[str], startup_s: float = 0.5) -> str:
     return "".join(f'[arms."{n}"]\n{ONE_GPU}{HOLDS % startup_s}' for n in names)
-
-
-@pytest.fixture
-def recipes(tmp_path: Path) -> Path:
-    path = tmp_path / "recipes"
-    path.mkdir()
-    (path / "fake.toml").write_text(RECIPES)
-    return path
 
 
 # -- the queue's choices, without boxes ----------------------------------------------------------------
