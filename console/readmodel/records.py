@@ -536,7 +536,7 @@ class SweepBoxRow:
     state: str  # walking, out, left
     detail: str | None
     excluded: tuple[tuple[int, str], ...]  # GPUs this run does not use, and why
-    gpu_count: int | None  # GPUs in its latest probe; None: never probed
+    gpu_count: int | None  # GPUs in its latest probe (the queue's slots); None: never probed, or a one-box sweep
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,10 @@ def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
     out = []
     for b in rows:
         now = b["updated_ms"] <= at
-        probe = store.scalar("SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC LIMIT 1",
-                             [b["box"], at])  # fmt: skip
+        probe = None
+        if s["layout"] == "packed":  # its GPUs are the queue's slots
+            probe = store.scalar("SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC "
+                                 "LIMIT 1", [b["box"], at])  # fmt: skip
         excluded = json.loads(b["excluded"]) if now and b["excluded"] else {}
         out.append(SweepBoxRow(
             box=b["box"], state=b["state"] if now else "walking", detail=b["detail"] if now else None,
