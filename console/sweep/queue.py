@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,13 +34,11 @@ from console.service.base import reaching
 from console.store.sweeps import SweepArm, SweepRow
 from console.sweep.gpumem import GpuHeld, MemoryGuard
 from console.sweep.plan import PlanError, materialize
+from console.sweep.runner import Progress
 from console.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 
 if TYPE_CHECKING:
     from console.service.sweeps import SweepIntents
-
-Progress = Callable[[SweepRow, list[SweepArm], str], None]
-
 
 @dataclass
 class BoxSlots:
