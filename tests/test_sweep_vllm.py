@@ -111,3 +111,42 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
     body, _ = status.communicate(timeout=60)
     [sweep] = json.loads(body)
     assert [a["state"] for a in sweep["arms"]] == ["refused", "crashed", served.state]
+
+
+@pytest.mark.sshd
+def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(setup: tuple[Path, Path]) -> None:
+    """The CPU vLLM serves tiny-cpu on the local box (no GPUs: CPU arms only) while the fake engine's one-GPU
+    arms run side by side on an sshd box's cards: one queue, two boxes, both at work at the same time."""
+    from tests.test_sweep import RECIPES
+    from tests.test_sweep_boxes import _boxes, _launches, _register, one_gpu_arms
+
+    db, recipes = setup
+    (recipes / "fake.toml").write_text(RECIPES + one_gpu_arms(["g1", "g2"])
+                                       + '[sweeps."mixed"]\narms = ["tiny-cpu", "g1", "g2"]\n')  # fmt: skip
+    [qv] = _boxes("qv")
+    with Store(db) as store:
+        _register(store, [qv])
+    run = _campaign(db, recipes, "sweep", "run", "mixed", "--box", "local", "--box", "qv", "--shapes", "short",
+                    "--concurrency", "1", "--prompts", "4", "--bench-degenerate", "--kill-grace", "10",
+                    "--ready-timeout", "600")  # fmt: skip
+    try:
+        _, err = run.communicate(timeout=900)
+    finally:
+        qv.kill_agent()
+    assert run.returncode == 0, err
+    with Store(db) as store:
+        arms = {a.arm: a for a in store.sweeps.arms(1)}
+        tiny = arms["tiny-cpu"]
+        assert tiny.state in ("served", "degenerate") and (tiny.box, tiny.gpus) == ("local", None), tiny
+        assert tiny.kv_cache_tokens == 1048576  # the real engine's start-up line
+        [bench] = store.sweeps.benches(tiny.id)
+        assert bench["error"] is None and bench["out_tok_per_s"] > 0
+        for name in ("g1", "g2"):
+            assert arms[name].state == "served" and arms[name].box == "qv" and len(arms[name].gpus or []) == 1
+        assert arms["g1"].gpus != arms["g2"].gpus
+        launches = _launches(store)
+        [vllm] = [x for x in launches if x["box"] == "local"]
+        fakes = [x for x in launches if x["box"] == "qv"]
+        # At once: each fake server was up while the CPU vLLM was (which takes far longer to start).
+        assert all(x["start_ms"] < vllm["stop_ms"] and vllm["start_ms"] < x["stop_ms"] for x in fakes), launches
+        assert store.sweeps.get(1).state == "done"

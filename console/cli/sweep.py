@@ -1,8 +1,10 @@
-"""``campaign sweep run LIST --box NAME`` walks a sweep list resumably; ``campaign sweep status`` shows sweeps.
+"""``campaign sweep run LIST --box NAME`` walks a sweep list resumably; ``--box A --box B ...`` feeds it as one
+queue to several boxes, arms side by side on their GPUs; ``campaign sweep status`` shows sweeps.
 
-Exit status of ``run``: 0 the walk finished (whatever each arm's outcome), 1 it stopped part-way and can
-be resumed by running the same command again, 2 bad input, 3 the box could not be reached,
-130 interrupted by the operator (also resumable).
+Exit status of ``run``: 0 the walk finished (whatever each arm's outcome, and although a box of a queue
+failed when the others ran every arm), 1 it stopped part-way and can be resumed by running the same
+command again, 2 bad input, 3 the box could not be reached, 130 interrupted by the operator (also
+resumable).
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def _run(args: argparse.Namespace) -> int:
         arms = service.store.sweeps.arms(sweep.id)
         left = [a for a in arms if a.state not in FINISHED]
         verb = "resuming" if resumed else "starting"
-        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {sweep.box}, {len(left)} of {len(arms)} arms to walk, "
-            f"shapes {','.join(sweep.shapes)} x concurrency {','.join(map(str, sweep.concurrency))}")  # fmt: skip
+        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(service.store, sweep)}, {len(left)} of "
+            f"{len(arms)} arms to walk, shapes {','.join(sweep.shapes)} x concurrency "
+            f"{','.join(map(str, sweep.concurrency))}")  # fmt: skip
         bar = ProgressBar()
         try:
             sweep = asyncio.run(_walk(service, sweep.id, options, bar))
@@ -84,18 +87,35 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _where(store: Store, sweep: SweepRow) -> str:
+    """``box a`` for a one-box sweep; the boxes a queue feeds, those out of it marked."""
+    if sweep.layout == "node":
+        return sweep.box
+    boxes = store.sweeps.boxes(sweep.id)
+    return ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in boxes) + \
+        " (one queue, each arm on its own GPUs)"  # fmt: skip
+
+
 def _arm_rows(store: Store, sweep: SweepRow) -> list[dict[str, Any]]:
     rows = []
     for a in store.sweeps.arms(sweep.id):
         benches = store.sweeps.benches(a.id)
         row = a.to_dict()
         row["benches"] = benches
+        row["history"] = [t.__dict__ for t in store.sweeps.attempts_of(a.id)]
         rows.append(row)
     return rows
 
 
 def _sweep_json(store: Store, sweep: SweepRow) -> dict[str, Any]:
-    return {**sweep.__dict__, "runner_alive": runner_alive(sweep), "arms": _arm_rows(store, sweep)}
+    return {**sweep.__dict__, "runner_alive": runner_alive(sweep),
+            "boxes": [b.__dict__ for b in store.sweeps.boxes(sweep.id)], "arms": _arm_rows(store, sweep)}  # fmt: skip
+
+
+def _place(arm: dict[str, Any]) -> str:
+    if arm["box"] is None:
+        return "-"
+    return str(arm["box"]) + (f":{','.join(map(str, arm['gpus']))}" if arm["gpus"] else "")
 
 
 def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
@@ -106,20 +126,29 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
     state = sweep.state
     if state == "running" and not runner_alive(sweep):
         state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
-    print(f"sweep #{sweep.id} {sweep.list_name} on {sweep.box}: {state}" + (f" ({sweep.detail})" if sweep.detail else ""))
+    print(f"sweep #{sweep.id} {sweep.list_name} on {_where(store, sweep)}: {state}"
+          + (f" ({sweep.detail})" if sweep.detail else ""))  # fmt: skip
+    packed = sweep.layout == "packed"
+    if packed:
+        for b in store.sweeps.boxes(sweep.id):
+            if b.detail:
+                print(f"  box {b.box}: {b.state}: {b.detail}")
+            for gpu, why in sorted(b.excluded.items()):
+                print(f"  box {b.box} GPU {gpu} not used: {why}")
     table = []
     for a in arms:
         good = [b for b in a["benches"] if b["out_tok_per_s"] is not None]
         best = max((b["out_tok_per_s"] for b in good), default=None)
         queued = sum(1 for b in good if b["queueing"])
         table.append({
-            "arm": a["arm"], "state": a["state"], "tries": a["attempts"], "kv_tokens": a["kv_cache_tokens"],
+            "arm": a["arm"], "state": a["state"], "where": _place(a), "tries": a["attempts"], "kv_tokens": a["kv_cache_tokens"],
             "max_conc": a["max_concurrency"], "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
             "best_out_tok_s": None if best is None else f"{best:.1f}",
             "reason": (a["reason"] or "")[:100] + (f"; accepts {a['backends_accepted']}" if a["backends_accepted"] else "")
             + (f"; named by {a['queued_by']}" if a["queued_by"] else ""),
         })  # fmt: skip
-    print_table(table, ["arm", "state", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"])
+    columns = ["arm", "state", "where", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"]
+    print_table(table, [c for c in columns if packed or c != "where"])
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -141,9 +170,12 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("sweep", help=help_text, description=help_text)
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    run = verbs.add_parser("run", help="walk a sweep list on a box (resumes an unfinished walk of the same list)")
+    run = verbs.add_parser("run", help="walk a sweep list on a box, or feed it to several boxes as one queue "
+                                       "(resumes an unfinished walk of the same list)")  # fmt: skip
     run.add_argument("list", help="a sweep list of the recipes ([sweeps.NAME])")
-    run.add_argument("--box", required=True, metavar="NAME")
+    run.add_argument("--box", required=True, metavar="NAME", action="append",
+                     help="one box: each arm on every card of it; repeated: one queue over all of them, each arm on "
+                          "the fewest GPUs its layout needs, arms side by side")  # fmt: skip
     run.add_argument("--shapes", metavar="A,B", help="benchmark shapes (default: router; kept on resume)")
     run.add_argument("--concurrency", metavar="1,8", help="concurrencies per shape (default: 1; kept on resume)")
     run.add_argument("--bench-degenerate", action="store_true",

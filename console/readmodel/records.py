@@ -543,6 +543,59 @@ class SweepBench:
         return " ".join(w for w, on in (("KERNEL-FALLBACK", self.kernel_fallback), ("QUEUEING", self.queueing)) if on)
 
 
+def gpus_text(box: str, gpus: tuple[int, ...] | None) -> str:
+    """``a GPU 2``, ``a GPUs 0,1``; the box alone when the attempt had every card (or none)."""
+    if not gpus:
+        return box
+    return f"{box} GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))}"
+
+
+@dataclass(frozen=True)
+class SweepAttemptRow:
+    """One attempt of a sweep arm: where it was claimed, the GPU memory read around it, how it ended."""
+
+    attempt: int
+    box: str
+    gpus: tuple[int, ...] | None  # None: every card of the box
+    outcome: str | None  # None while it runs; interrupted: given back to the queue (reason says why)
+    reason: str | None
+    mem_before: tuple[tuple[int, float | None], ...]  # (GPU, MiB used) before the launch
+    mem_after: tuple[tuple[int, float | None], ...]  # once it served
+    started_ms: int
+    ended_ms: int | None
+
+    @property
+    def place(self) -> str:
+        return gpus_text(self.box, self.gpus)
+
+
+@dataclass(frozen=True)
+class SweepBoxRow:
+    """A box a sweep feeds, as of the cursor: walking, out of the run (why), or left out of a resumed run."""
+
+    box: str
+    state: str  # walking, out, left
+    detail: str | None
+    excluded: tuple[tuple[int, str], ...]  # GPUs this run does not use, and why
+    gpu_count: int | None  # GPUs in its latest probe (the queue's slots); None: never probed, or a one-box sweep
+
+
+@dataclass(frozen=True)
+class SweepSlot:
+    """One GPU of a box in a sweep over several boxes (``gpu`` None: a box without GPUs): what holds it."""
+
+    box: str
+    gpu: int | None
+    arm: SweepArmRow | None
+    excluded: str | None  # why this run does not use it
+
+    @property
+    def word(self) -> str:
+        if self.excluded is not None:
+            return "not used"
+        return self.arm.arm if self.arm is not None else "idle"
+
+
 @dataclass(frozen=True)
 class SweepArmRow:
     """One arm a sweep tried (or will try), with its outcome as of the cursor and the engine's reason."""
@@ -562,6 +615,13 @@ class SweepArmRow:
     started_ms: int | None
     ended_ms: int | None
     benches: tuple[SweepBench, ...] = ()
+    box: str | None = None  # where its attempt (as of the cursor) was claimed
+    gpus: tuple[int, ...] | None = None  # its GPUs there; None: every card of the box
+    history: tuple[SweepAttemptRow, ...] = ()  # every attempt begun by the cursor
+
+    @property
+    def place(self) -> str:
+        return "-" if self.box is None else gpus_text(self.box, self.gpus)
 
     @property
     def word(self) -> str:
@@ -584,6 +644,8 @@ class SweepEntry:
     created_ms: int
     updated_ms: int
     arms: tuple[SweepArmRow, ...]
+    layout: str = "node"  # node: each arm on every card of one box; packed: one queue over several boxes
+    boxes: tuple[SweepBoxRow, ...] = ()
 
     @property
     def finished(self) -> int:
@@ -592,6 +654,29 @@ class SweepEntry:
     @property
     def current(self) -> SweepArmRow | None:
         return next((a for a in self.arms if a.state == "running"), None)
+
+    @property
+    def where(self) -> str:
+        return ", ".join(b.box for b in self.boxes if b.state != "left") or self.box
+
+    @property
+    def waiting(self) -> list[SweepArmRow]:
+        """Arms the queue has yet to start: never tried, or given back."""
+        return [a for a in self.arms if a.state in ("pending", "interrupted")]
+
+    def slots(self) -> list[SweepSlot]:
+        """Every GPU of every walking box, with the arm running on it or why it is not used (packed sweeps)."""
+        out = []
+        for b in self.boxes:
+            if b.state != "walking":
+                continue
+            excluded = dict(b.excluded)
+            gpus: list[int | None] = list(range(b.gpu_count)) if b.gpu_count else [None]
+            for gpu in gpus:
+                arm = next((a for a in self.arms if a.state == "running" and a.box == b.box
+                            and (gpu is None or gpu in (a.gpus or ()))), None)  # fmt: skip
+                out.append(SweepSlot(b.box, gpu, arm, excluded.get(gpu) if gpu is not None else None))
+        return out
 
     def counts(self) -> str:
         """``2 served, 1 refused, 1 pending``: every outcome in words, in walk order of first appearance."""

@@ -1,5 +1,6 @@
-"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches; and
-what every sweep measured of MoE backends, which launches are linted against (seed rule 3)."""
+"""Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches; for a
+sweep over several boxes, where each attempt ran and what each box and GPU is doing; and what every sweep
+measured of MoE backends, which launches are linted against (seed rule 3)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from console.readmodel.records import SweepArmRow, SweepBench, SweepEntry
+from console.readmodel.records import SweepArmRow, SweepAttemptRow, SweepBench, SweepBoxRow, SweepEntry
 from console.recipes import Catalog, MoeEvidence
 from console.recipes.vllm_flags import flag_value
 from console.store import Store
@@ -49,6 +50,53 @@ def moe_evidence(store: Store, catalog: Catalog) -> MoeEvidence:
     )
 
 
+def _memory(text: str | None) -> tuple[tuple[int, float | None], ...]:
+    return tuple(sorted((int(g), m) for g, m in json.loads(text).items())) if text else ()
+
+
+def _gpus(text: str | None) -> tuple[int, ...] | None:
+    return tuple(int(g) for g in json_list(text)) if text else None
+
+
+def _attempts(store: Store, sweep_id: int, at: int) -> dict[int, list[SweepAttemptRow]]:
+    """Each arm's attempts begun by ``at``; an attempt that ended later reads as running."""
+    out: dict[int, list[SweepAttemptRow]] = defaultdict(list)
+    for t in store.rows(
+        """SELECT t.* FROM sweep_attempts t JOIN sweep_arms a ON a.id = t.sweep_arm_id
+           WHERE a.sweep_id = ? AND t.started_ms <= ? ORDER BY t.sweep_arm_id, t.attempt""",
+        [sweep_id, at],
+    ):
+        done = t["ended_ms"] is not None and t["ended_ms"] <= at
+        out[t["sweep_arm_id"]].append(SweepAttemptRow(
+            attempt=t["attempt"], box=t["box"], gpus=_gpus(t["gpus"]), outcome=t["outcome"] if done else None,
+            reason=t["reason"] if done else None, mem_before=_memory(t["mem_before"]),
+            mem_after=_memory(t["mem_after"]),
+            started_ms=t["started_ms"], ended_ms=t["ended_ms"] if done else None,
+        ))  # fmt: skip
+    return out
+
+
+def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
+    """The boxes a sweep feeds as of ``at`` (a sweep recorded before boxes were: its one box)."""
+    rows = store.rows("SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [s["id"]])
+    if not rows:
+        rows = [{"box": s["box"], "state": "walking", "detail": None, "excluded": None, "updated_ms": s["created_ms"]}]
+    out = []
+    for b in rows:
+        now = b["updated_ms"] <= at
+        probe = None
+        if s["layout"] == "packed":  # its GPUs are the queue's slots
+            probe = store.scalar("SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC "
+                                 "LIMIT 1", [b["box"], at])  # fmt: skip
+        excluded = json.loads(b["excluded"]) if now and b["excluded"] else {}
+        out.append(SweepBoxRow(
+            box=b["box"], state=b["state"] if now else "walking", detail=b["detail"] if now else None,
+            excluded=tuple(sorted((int(g), str(why)) for g, why in excluded.items())),
+            gpu_count=len(json.loads(probe).get("gpus") or []) if probe else None,
+        ))  # fmt: skip
+    return tuple(out)
+
+
 def sweep_arm_state(row: dict[str, Any], at: int) -> str:
     """What a sweep arm was at ``at``: pending before its attempt began, running until it ended."""
     started, ended, state = row["started_ms"], row["ended_ms"], row["state"]
@@ -76,10 +124,16 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                 SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"],
                            bool(b["kernel_fallback"]), b["replicas"])  # fmt: skip
             )
+        attempts = _attempts(store, s["id"], at)
         arms = []
         for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):
             state = sweep_arm_state(a, at)
             done = state not in ("pending", "running")
+            history = tuple(attempts.get(a["id"], ()))
+            last = history[-1] if history else None
+            earlier = last is not None and last.attempt < a["attempts"]  # a later attempt began after ``at``
+            if earlier and last is not None:
+                state, done = last.outcome or "running", last.outcome is not None
             arms.append(
                 SweepArmRow(
                     position=a["position"],
@@ -87,16 +141,19 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                     origin=a["origin"],
                     queued_by=a["queued_by"],
                     state=state,
-                    attempts=a["attempts"],
-                    reason=a["reason"] if done else None,
+                    attempts=len(history) if earlier else a["attempts"],
+                    reason=(last.reason if earlier and last else a["reason"]) if done else None,
                     backends_accepted=json_tuple_or_none(a["backends_accepted"]) if done else (),
                     backends_potential=tuple(json_list(a["backends_potential"])) if done else (),
                     launch_ids=tuple(json_list(a["launch_ids"])),
                     kv_cache_tokens=a["kv_cache_tokens"],
                     max_concurrency=a["max_concurrency"],
-                    started_ms=a["started_ms"] if state != "pending" else None,
-                    ended_ms=a["ended_ms"] if done else None,
+                    started_ms=(last.started_ms if earlier and last else a["started_ms"]) if state != "pending" else None,
+                    ended_ms=(last.ended_ms if earlier and last else a["ended_ms"]) if done else None,
                     benches=tuple(benches.get(a["id"], ())),
+                    box=last.box if last else None,
+                    gpus=last.gpus if last else None,
+                    history=history,
                 )
             )
         state = s["state"] if s["updated_ms"] <= at else "running"
@@ -112,6 +169,8 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                 created_ms=s["created_ms"],
                 updated_ms=s["updated_ms"],
                 arms=tuple(arms),
+                layout=s["layout"],
+                boxes=_boxes(store, s, at),
             )
         )
     return out

@@ -25,7 +25,7 @@ from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
 
-class Service(BoxIntents, CheckIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents):
+class Service(BoxIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents, CheckIntents):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
 

@@ -49,6 +49,16 @@ class LaunchPlan:
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if f.blocking]
 
+    @property
+    def ports(self) -> list[int]:
+        return [rep.port for rep in self.resolved.replicas]
+
+    def name_launches(self) -> list[str]:
+        """Each replica's launch id, made once: a sweep records them before anything is sent."""
+        if not self.launch_ids:
+            self.launch_ids.extend(_launch_id(self.resolved.arm, rep.index) for rep in self.resolved.replicas)
+        return self.launch_ids
+
 
 @dataclass(frozen=True)
 class LaunchOutcome:
@@ -93,26 +103,29 @@ def released(launch: Launch) -> bool:
 
 
 class LaunchIntents(ServiceBase):
-    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None,
-                    base_port: int | None = None, sweep: str | None = None) -> LaunchPlan:  # fmt: skip
+    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None, base_port: int | None = None,
+                    avoid_ports: set[int] | None = None, sweep: str | None = None) -> LaunchPlan:  # fmt: skip
         """Lint and lay out ``arm`` on ``box`` as measured by its latest probe; nothing is sent.
 
         Without ``base_port`` the replicas take the first ports from 8100 that no live launch on the box
-        holds, so arms side by side on one box never collide on a port. Lint sees what this campaign's sweeps
-        measured of MoE backends; ``sweep`` names the sweep launching the arm to measure it (seed rule 3).
+        holds, so arms side by side on one box never collide on a port. ``avoid_ports`` (ports of launches
+        about to be sent, not recorded yet) are skipped as well, counting from ``base_port`` when given. Lint
+        sees what this campaign's sweeps measured of MoE backends; ``sweep`` names the sweep launching the arm
+        to measure it (seed rule 3).
         """
         self.fleet.link(box)  # the box exists and can be driven (the local one is created on first use)
         b = self.store.boxes.get(box)
         probe = self.store.checks.latest_probe(box)
         spec = box_spec(b, probe.data if probe else None)
         findings = lint(self.catalog, arm, spec, moe_evidence(self.store, self.catalog), sweep)
-        resolved = resolve(self.catalog, arm, spec, gpus, base_port or DEFAULT_BASE_PORT)
-        if base_port is None:
-            held = {launch.port for launch in self.store.launches.live(box)}
-            start = DEFAULT_BASE_PORT
+        first = base_port or DEFAULT_BASE_PORT
+        resolved = resolve(self.catalog, arm, spec, gpus, first)
+        if base_port is None or avoid_ports is not None:
+            held = {launch.port for launch in self.store.launches.live(box)} | (avoid_ports or set())
+            start = first
             while held & set(range(start, start + len(resolved.replicas))):
                 start += 1
-            if start != DEFAULT_BASE_PORT:
+            if start != first:
                 resolved = resolve(self.catalog, arm, spec, gpus, start)
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
         return LaunchPlan(box, resolved, findings, failed)
@@ -138,11 +151,9 @@ class LaunchIntents(ServiceBase):
         forced = bool(force and plan.failed_checks)
         group = f"launch-{secrets.token_hex(6)}"  # a bench measures the replicas of one launch together
         with reaching(plan.box):
-            for rep in r.replicas:
-                launch_id = _launch_id(r.arm, rep.index)
+            for rep, launch_id in zip(r.replicas, plan.name_launches(), strict=True):
                 self.store.launches.add(launch_id, plan.box, r.arm, arm_id=arm_id, replica=rep.index,
                                         gpus=rep.gpus, port=rep.port, forced=forced, group=group)  # fmt: skip
-                plan.launch_ids.append(launch_id)
                 args: dict[str, Any] = {"launch_id": launch_id, "argv": rep.argv, "env": rep.env, "gpus": rep.gpus,
                                         "port": rep.port, "ready_timeout_s": ready_timeout_s, "arm": r.arm}  # fmt: skip
                 if forced:

@@ -1,23 +1,33 @@
-"""Sweep intents: walk a sweep list of candidate arms on a box, resumably (the walk is ``console.sweep``)."""
+"""Sweep intents: walk a sweep list of candidate arms on a box, or feed it as one queue to several boxes,
+resumably (the walk is ``console.sweep``)."""
 
 from __future__ import annotations
 
 from console.service.base import reaching
+from console.service.checks import CheckIntents
 from console.service.runs import RunIntents
 from console.store.sweeps import SweepRow
-from console.sweep.runner import Progress, SweepOptions, SweepRunner, open_sweep
+from console.sweep.queue import SweepQueue
+from console.sweep.runner import Progress, SweepRunner, open_sweep
+from console.sweep.walk import SweepOptions
 
 
-class SweepIntents(RunIntents):
-    def open_sweep(self, list_name: str, box: str, shapes: list[str] | None = None,
+class SweepIntents(RunIntents, CheckIntents):
+    """Sweeps launch, measure and kill (runs), and read the GPUs afresh around each side-by-side launch (checks)."""
+
+    def open_sweep(self, list_name: str, boxes: str | list[str], shapes: list[str] | None = None,
                    concurrency: list[int] | None = None, *, bench_degenerate: bool = False,
                    new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
-        """The unfinished sweep of this list on this box (resumed: True), else a new one."""
-        return open_sweep(self, list_name, box, shapes, concurrency, bench_degenerate, new)
+        """The unfinished sweep of this list on these boxes (resumed: True), else a new one: one box walks each
+        arm on every card of it, several share one queue (arms side by side, each on its own GPUs)."""
+        return open_sweep(self, list_name, [boxes] if isinstance(boxes, str) else boxes, shapes, concurrency,
+                          bench_degenerate, new)  # fmt: skip
 
     async def run_sweep(self, sweep_id: int, options: SweepOptions | None = None,
                         progress: Progress | None = None) -> SweepRow:  # fmt: skip
         """Walk every unfinished arm of the sweep; an interruption leaves it resumable."""
+        if self.store.sweeps.get(sweep_id).layout == "packed":
+            return await SweepQueue(self, sweep_id, options, progress).run()
         runner = SweepRunner(self, sweep_id, options, progress)
         with reaching(runner.sweep.box):
             return await runner.run()

@@ -509,5 +509,50 @@ V11 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11)
+
+V12 = Migration(
+    12,
+    "one sweep over several boxes: the boxes it feeds, where each attempt of an arm ran, its GPU memory before and after",
+    (
+        # node: each arm on every card of its one box (one replica per card); packed: each arm on the fewest
+        # GPUs its layout needs, arms side by side on separate GPUs of the sweep's boxes.
+        "ALTER TABLE sweeps ADD COLUMN layout TEXT NOT NULL DEFAULT 'node'",
+        """CREATE TABLE sweep_boxes (
+            sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+            box TEXT NOT NULL,
+            position INTEGER NOT NULL,                  -- the order the operator named the boxes in
+            state TEXT NOT NULL DEFAULT 'walking',      -- walking; out (unreachable, its agent gone, or it refused:
+                                                        -- detail says which); left (not part of the resumed run)
+            detail TEXT,
+            excluded TEXT,                              -- JSON {gpu: why}: held by something else before an arm used it
+            updated_ms INTEGER NOT NULL,
+            PRIMARY KEY (sweep_id, box)
+        )""",
+        "INSERT INTO sweep_boxes(sweep_id, box, position, updated_ms) SELECT id, box, 0, updated_ms FROM sweeps",
+        "ALTER TABLE sweep_arms ADD COLUMN box TEXT",  # where the current (or last) attempt runs
+        "ALTER TABLE sweep_arms ADD COLUMN gpus TEXT",  # JSON list of its GPUs; NULL: every card of the box
+        """CREATE TABLE sweep_attempts (
+            sweep_arm_id INTEGER NOT NULL REFERENCES sweep_arms(id) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,                   -- 1, 2 ...; sweep_arms.attempts is the latest
+            box TEXT NOT NULL,
+            gpus TEXT,                                  -- JSON list; NULL: every card of the box
+            launch_ids TEXT,                            -- JSON list, recorded before the launch is sent
+            mem_before TEXT, mem_after TEXT,            -- JSON {gpu: MiB used}: read before the launch, once it served
+            outcome TEXT,                               -- NULL while it runs; served, refused, degenerate, crashed,
+                                                        -- interrupted (given back to the queue: reason says why)
+            reason TEXT,
+            started_ms INTEGER NOT NULL,
+            ended_ms INTEGER,
+            PRIMARY KEY (sweep_arm_id, attempt)
+        )""",
+        "UPDATE sweep_arms SET box = (SELECT s.box FROM sweeps s WHERE s.id = sweep_arms.sweep_id) WHERE attempts > 0",
+        # The attempts before this version left only their last one on the arm's row.
+        """INSERT INTO sweep_attempts(sweep_arm_id, attempt, box, launch_ids, outcome, reason, started_ms, ended_ms)
+           SELECT a.id, a.attempts, s.box, a.launch_ids, CASE WHEN a.state IN ('pending', 'running') THEN NULL
+                  ELSE a.state END, a.reason, coalesce(a.started_ms, s.created_ms), a.ended_ms
+           FROM sweep_arms a JOIN sweeps s ON s.id = a.sweep_id WHERE a.attempts > 0""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12)
 LATEST = MIGRATIONS[-1].version

@@ -5,6 +5,11 @@ hours on a rented box, and the console may die half-way (SSH drop, laptop sleep,
 a hard-stop timer). Each arm's outcome is committed the moment it is known, so a resumed sweep skips
 every finished arm and never loses a finished row; the arm that was running when it stopped is marked
 ``interrupted`` with the reason and tried again.
+
+A sweep over several boxes (layout ``packed``) runs arms side by side: each attempt records where it was
+claimed (box, GPUs, launch ids) before anything is sent, so a resumed sweep stops exactly what a dead
+console left running and never starts an arm twice; ``sweep_attempts`` keeps every attempt, so an arm a
+dead box gave back to the queue still shows why after it served elsewhere.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ if TYPE_CHECKING:
 
 FINISHED = ("served", "refused", "degenerate", "crashed")
 """Outcomes that end an arm for good: a resumed sweep never runs these again."""
+LAYOUTS = ("node", "packed")
+"""node: each arm on every card of its one box, one replica per card; packed: each arm on the fewest GPUs
+its layout needs, arms side by side on separate GPUs of the sweep's boxes."""
 
 
 class SweepBusy(StoreError):
@@ -41,6 +49,8 @@ class SweepRow:
     detail: str | None
     created_ms: int
     updated_ms: int
+    layout: str = "node"
+    """See LAYOUTS; ``box`` is the first box a packed sweep was started with (``Sweeps.boxes`` has them all)."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepRow:
@@ -48,8 +58,61 @@ class SweepRow:
             id=row["id"], list_name=row["list"], box=row["box"], shapes=json.loads(row["shapes"]),
             concurrency=json.loads(row["concurrency"]), bench_degenerate=bool(row["bench_degenerate"]),
             state=row["state"], runner_pid=row["runner_pid"], runner_host=row["runner_host"], detail=row["detail"],
-            created_ms=row["created_ms"], updated_ms=row["updated_ms"],
+            created_ms=row["created_ms"], updated_ms=row["updated_ms"], layout=row["layout"],
         )  # fmt: skip
+
+
+@dataclass
+class SweepBox:
+    """A box a sweep feeds: walking, out (with why) or left out of the resumed run; GPUs it must not use."""
+
+    sweep_id: int
+    box: str
+    position: int
+    state: str
+    detail: str | None
+    excluded: dict[int, str]
+    updated_ms: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SweepBox:
+        excluded = {int(k): str(v) for k, v in json.loads(row["excluded"] or "{}").items()}
+        return cls(row["sweep_id"], row["box"], row["position"], row["state"], row["detail"], excluded,
+                   row["updated_ms"])  # fmt: skip
+
+
+@dataclass
+class SweepAttempt:
+    """One attempt of an arm: where it was claimed, what it launched, the GPU memory read around it, its end."""
+
+    sweep_arm_id: int
+    attempt: int
+    box: str
+    gpus: list[int] | None
+    launch_ids: list[str]
+    mem_before: dict[int, float | None] | None
+    mem_after: dict[int, float | None] | None
+    outcome: str | None
+    reason: str | None
+    started_ms: int
+    ended_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SweepAttempt:
+        return cls(
+            sweep_arm_id=row["sweep_arm_id"], attempt=row["attempt"], box=row["box"], gpus=_gpus(row["gpus"]),
+            launch_ids=json_list(row["launch_ids"]),
+            mem_before=_memory(row["mem_before"]), mem_after=_memory(row["mem_after"]), outcome=row["outcome"],
+            reason=row["reason"], started_ms=row["started_ms"], ended_ms=row["ended_ms"],
+        )  # fmt: skip
+
+
+def _gpus(text: str | None) -> list[int] | None:
+    return [int(g) for g in json.loads(text)] if text else None
+
+
+def _memory(text: str | None) -> dict[int, float | None] | None:
+    return {int(k): v for k, v in json.loads(text).items()} if text else None
 
 
 @dataclass
@@ -75,6 +138,10 @@ class SweepArm:
     tripwire_run_id: int | None
     started_ms: int | None
     ended_ms: int | None
+    box: str | None = None
+    """Where the current (or last) attempt was claimed."""
+    gpus: list[int] | None = None
+    """Its GPUs there; None: every card of the box (a node sweep) or none claimed yet."""
 
     @property
     def finished(self) -> bool:
@@ -86,10 +153,16 @@ class SweepArm:
         for key in ("backends_potential", "launch_ids"):
             values[key] = json_list(row[key])
         values["backends_accepted"] = json_list_or_none(row["backends_accepted"])
+        values["gpus"] = _gpus(row["gpus"])
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+_CURRENT = ("sweep_arm_id = ? AND attempt = "
+            "(SELECT a.attempts FROM sweep_arms a WHERE a.id = sweep_attempts.sweep_arm_id)")
+"""The WHERE clause naming an arm's current attempt (one ``?``: the sweep arm id)."""
 
 
 class Sweeps:
@@ -97,16 +170,21 @@ class Sweeps:
         self.store = store
 
     # -- sweeps ----------------------------------------------------------------------------------
-    def create(self, list_name: str, box: str, shapes: list[str], concurrency: list[int], bench_degenerate: bool,
-               candidates: list[dict[str, Any]], runner: tuple[int, str]) -> SweepRow:  # fmt: skip
-        """A new sweep with its planned candidates (``origin``, ``arm``, optional base/backends), in order."""
+    def create(self, list_name: str, boxes: list[str], shapes: list[str], concurrency: list[int],
+               bench_degenerate: bool, candidates: list[dict[str, Any]], runner: tuple[int, str],
+               layout: str = "node") -> SweepRow:  # fmt: skip
+        """A new sweep over ``boxes`` with its planned candidates (``origin``, ``arm``, optional base/backends),
+        in order."""
+        if layout not in LAYOUTS or not boxes or (layout == "node" and len(boxes) != 1):
+            raise ValueError(f"a {layout!r} sweep over boxes {boxes}: node sweeps walk one box, packed ones any")
         now = self.store.clock()
         with self.store.atomic():
             sweep_id = self.store.insert("sweeps", {
-                "list": list_name, "box": box, "shapes": dumps(shapes), "concurrency": dumps(concurrency),
+                "list": list_name, "box": boxes[0], "shapes": dumps(shapes), "concurrency": dumps(concurrency),
                 "bench_degenerate": int(bench_degenerate), "state": "running", "runner_pid": runner[0],
-                "runner_host": runner[1], "created_ms": now, "updated_ms": now,
+                "runner_host": runner[1], "created_ms": now, "updated_ms": now, "layout": layout,
             })  # fmt: skip
+            self.set_boxes(sweep_id, boxes)
             for candidate in candidates:
                 self.queue(sweep_id, **candidate)
         return self.get(sweep_id)
@@ -117,20 +195,58 @@ class Sweeps:
             raise StoreError(f"no sweep #{sweep_id} in {self.store.path}; `campaign sweep status` lists them")
         return SweepRow.from_row(rows[0])
 
-    def unfinished(self, list_name: str, box: str) -> SweepRow | None:
-        """The latest sweep of this list on this box that did not finish: the one a new run resumes."""
+    def unfinished(self, list_name: str, boxes: list[str]) -> SweepRow | None:
+        """The latest sweep of this list that did not finish and feeds any of ``boxes``: the one a new run resumes."""
         rows = self.store.rows(
-            "SELECT * FROM sweeps WHERE list = ? AND box = ? AND state NOT IN ('done', 'abandoned') "
+            f"SELECT * FROM sweeps s WHERE list = ? AND state NOT IN ('done', 'abandoned') AND EXISTS ("
+            f"SELECT 1 FROM sweep_boxes b WHERE b.sweep_id = s.id AND b.box IN ({', '.join('?' * len(boxes))})) "
             "ORDER BY id DESC LIMIT 1",
-            [list_name, box],
+            [list_name, *boxes],
         )
         return SweepRow.from_row(rows[0]) if rows else None
 
     def every(self, box: str | None = None) -> list[SweepRow]:
-        sql, params = "SELECT * FROM sweeps", []
+        sql, params = "SELECT * FROM sweeps s", []
         if box is not None:
-            sql, params = sql + " WHERE box = ?", [box]
+            sql += " WHERE EXISTS (SELECT 1 FROM sweep_boxes b WHERE b.sweep_id = s.id AND b.box = ?)"
+            params = [box]
         return [SweepRow.from_row(r) for r in self.store.rows(sql + " ORDER BY id", params)]
+
+    # -- the boxes a sweep feeds -----------------------------------------------------------------
+    def boxes(self, sweep_id: int) -> list[SweepBox]:
+        rows = self.store.rows("SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [sweep_id])
+        return [SweepBox.from_row(r) for r in rows]
+
+    def set_boxes(self, sweep_id: int, boxes: list[str]) -> None:
+        """The boxes this run of the sweep feeds, in order: each walks with a fresh look at its GPUs (nothing
+        excluded yet); a box fed before and not now is marked ``left``."""
+        now = self.store.clock()
+        with self.store.atomic() as db:
+            db.execute("UPDATE sweep_boxes SET state = 'left', detail = 'not part of the resumed run', "
+                       "position = position + ?, updated_ms = ? WHERE sweep_id = ?",
+                       [len(boxes), now, sweep_id])  # fmt: skip
+            for position, box in enumerate(boxes):
+                db.execute(
+                    "INSERT INTO sweep_boxes(sweep_id, box, position, state, updated_ms) VALUES (?, ?, ?, 'walking', ?) "
+                    "ON CONFLICT(sweep_id, box) DO UPDATE SET position = excluded.position, state = 'walking', "
+                    "detail = NULL, excluded = NULL, updated_ms = excluded.updated_ms",
+                    [sweep_id, box, position, now],
+                )
+
+    def box_out(self, sweep_id: int, box: str, detail: str) -> None:
+        """The box takes no more arms in this run (unreachable, its agent gone, or it refused); ``detail`` says why."""
+        with self.store.atomic() as db:
+            db.execute("UPDATE sweep_boxes SET state = 'out', detail = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
+                       [detail, self.store.clock(), sweep_id, box])  # fmt: skip
+
+    def exclude_gpu(self, sweep_id: int, box: str, gpu: int, why: str) -> None:
+        """A GPU of the box this run does not use: something else held it before an arm was put on it."""
+        with self.store.atomic() as db:
+            row = self.store.rows("SELECT excluded FROM sweep_boxes WHERE sweep_id = ? AND box = ?", [sweep_id, box])
+            excluded = json.loads(row[0]["excluded"] or "{}") if row else {}
+            excluded[str(gpu)] = why
+            db.execute("UPDATE sweep_boxes SET excluded = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
+                       [dumps(excluded), self.store.clock(), sweep_id, box])  # fmt: skip
 
     def claim(self, sweep_id: int, runner: tuple[int, str], alive: bool) -> None:
         """Take the sweep over for this process; refused while the recorded runner is still alive."""
@@ -170,6 +286,14 @@ class Sweeps:
         rows = self.store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [sweep_id])
         return [SweepArm.from_row(r) for r in rows]
 
+    def waiting(self, sweep_id: int) -> list[SweepArm]:
+        """Arms in walk order that no attempt holds and that have not finished: pending, or given back."""
+        rows = self.store.rows(
+            "SELECT * FROM sweep_arms WHERE sweep_id = ? AND state IN ('pending', 'interrupted') ORDER BY position",
+            [sweep_id],
+        )
+        return [SweepArm.from_row(r) for r in rows]
+
     def next_arm(self, sweep_id: int) -> SweepArm | None:
         """The first arm in walk order that has not finished (pending, or interrupted last time)."""
         rows = self.store.rows(
@@ -179,26 +303,54 @@ class Sweeps:
         )
         return SweepArm.from_row(rows[0]) if rows else None
 
-    def mark_interrupted(self, sweep_id: int, reason: str) -> list[str]:
-        """Arms left ``running`` by a runner that is gone: recorded as interrupted (they will be retried)."""
-        with self.store.atomic() as db:
-            rows = self.store.rows("SELECT arm FROM sweep_arms WHERE sweep_id = ? AND state = 'running'", [sweep_id])
-            db.execute(
-                "UPDATE sweep_arms SET state = 'interrupted', reason = ?, ended_ms = ? "
-                "WHERE sweep_id = ? AND state = 'running'",
-                [reason, self.store.clock(), sweep_id],
-            )
-        return [r["arm"] for r in rows]
+    def get_arm(self, sweep_arm_id: int) -> SweepArm:
+        rows = self.store.rows("SELECT * FROM sweep_arms WHERE id = ?", [sweep_arm_id])
+        if not rows:
+            raise StoreError(f"no sweep arm #{sweep_arm_id} in {self.store.path}")
+        return SweepArm.from_row(rows[0])
 
-    def start_arm(self, sweep_arm_id: int, gpu_mem_mib: float | None) -> None:
-        """A new attempt: the previous attempt's launch-specific figures are cleared, its benches kept."""
+    def mark_interrupted(self, sweep_id: int, reason: str) -> list[SweepArm]:
+        """Arms left ``running`` by a runner that is gone: recorded as interrupted (they will be retried).
+        Returned as they were claimed, so the caller can stop what their attempts left on the boxes."""
+        with self.store.atomic():
+            rows = self.store.rows("SELECT id FROM sweep_arms WHERE sweep_id = ? AND state = 'running'", [sweep_id])
+            for row in rows:
+                self.finish_arm(row["id"], "interrupted", reason)
+        return [self.get_arm(r["id"]) for r in rows]
+
+    def start_arm(self, sweep_arm_id: int, box: str, gpus: list[int] | None, gpu_mem_mib: float | None) -> None:
+        """A new attempt, claimed by ``box`` (``gpus`` there; None: every card): the previous attempt's
+        launch-specific figures are cleared, its benches kept."""
+        now = self.store.clock()
         with self.store.atomic() as db:
             db.execute(
                 "UPDATE sweep_arms SET state = 'running', attempts = attempts + 1, started_ms = ?, ended_ms = NULL, "
                 "reason = NULL, launch_ids = NULL, kv_cache_tokens = NULL, max_concurrency = NULL, "
-                "gpu_mem_mib = ? WHERE id = ?",
-                [self.store.clock(), gpu_mem_mib, sweep_arm_id],
+                "gpu_mem_mib = ?, box = ?, gpus = ? WHERE id = ?",
+                [now, gpu_mem_mib, box, None if gpus is None else dumps(gpus), sweep_arm_id],
             )
+            db.execute(
+                "INSERT INTO sweep_attempts(sweep_arm_id, attempt, box, gpus, started_ms) "
+                "SELECT id, attempts, box, gpus, ? FROM sweep_arms WHERE id = ?",
+                [now, sweep_arm_id],
+            )
+
+    def claim_launches(self, sweep_arm_id: int, launch_ids: list[str]) -> None:
+        """The launch ids of the current attempt, recorded before they are sent: a resumed sweep stops them."""
+        with self.store.atomic() as db:
+            self.update_arm(sweep_arm_id, launch_ids=launch_ids)
+            db.execute(f"UPDATE sweep_attempts SET launch_ids = ? WHERE {_CURRENT}", [dumps(launch_ids), sweep_arm_id])
+
+    def record_memory(self, sweep_arm_id: int, when: str, memory: dict[int, float | None]) -> None:
+        """The GPU memory used on the attempt's GPUs, read ``before`` the launch or ``after`` it served."""
+        column = {"before": "mem_before", "after": "mem_after"}[when]
+        with self.store.atomic() as db:
+            db.execute(f"UPDATE sweep_attempts SET {column} = ? WHERE {_CURRENT}",
+                       [dumps({str(g): m for g, m in memory.items()}), sweep_arm_id])  # fmt: skip
+
+    def attempts_of(self, sweep_arm_id: int) -> list[SweepAttempt]:
+        rows = self.store.rows("SELECT * FROM sweep_attempts WHERE sweep_arm_id = ? ORDER BY attempt", [sweep_arm_id])
+        return [SweepAttempt.from_row(r) for r in rows]
 
     def update_arm(self, sweep_arm_id: int, **values: Any) -> None:
         for key in ("backends_accepted", "backends_potential", "launch_ids"):
@@ -209,9 +361,14 @@ class Sweeps:
             db.execute(f"UPDATE sweep_arms SET {sets} WHERE id = ?", [*values.values(), sweep_arm_id])
 
     def finish_arm(self, sweep_arm_id: int, state: str, reason: str | None = None, **values: Any) -> None:
+        """End the current attempt (``interrupted``: given back, it will be tried again)."""
         if state not in FINISHED and state != "interrupted":
             raise ValueError(f"an arm ends as one of {', '.join(FINISHED)} or interrupted, not {state!r}")
-        self.update_arm(sweep_arm_id, state=state, reason=reason, ended_ms=self.store.clock(), **values)
+        now = self.store.clock()
+        with self.store.atomic() as db:
+            self.update_arm(sweep_arm_id, state=state, reason=reason, ended_ms=now, **values)
+            db.execute(f"UPDATE sweep_attempts SET outcome = ?, reason = ?, ended_ms = ? WHERE {_CURRENT}",
+                       [state, reason, now, sweep_arm_id])  # fmt: skip
 
     # -- benches ---------------------------------------------------------------------------------
     def add_bench(self, sweep_arm_id: int, launch_id: str, shape: str, concurrency: int, bench_run_id: int | None,

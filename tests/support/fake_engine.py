@@ -18,6 +18,9 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
 - ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096);
 - ``FAKE_ENGINE_ENV_DUMP``: a file it writes its whole environment to (JSON) before anything else.
+- ``FAKE_ENGINE_GPU_MIB``: MiB it holds on each GPU of ``CUDA_VISIBLE_DEVICES`` once loaded, told to the fake
+  nvidia-smi of its box (tests/support/fake_nvidia_smi.py ``tell``), which reports it while the process lives;
+  unset: it holds nothing, as a server that is not on the GPU it was given.
 - ``FAKE_ENGINE_LINEAR_KERNEL``: the linear kernel it says it selected for NVFP4 GEMMs whatever was asked
   (a GPU engine that fell back, e.g. ``MarlinNvFp4LinearKernel`` when b12x was asked); unset: no line.
 
@@ -41,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.zero_server import prompt_tokens, stream_body  # noqa: E402
 from tests.support.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
+from tests.support.fake_nvidia_smi import tell  # noqa: E402
 
 
 def install(env_dir: Path, python: str = sys.executable) -> Path:
@@ -156,6 +160,9 @@ def serve(argv: list[str]) -> None:
     chosen = names.get(moe or "", accepts[0])
     _log("Worker", "INFO", "unquantized.py:364",
          f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.")  # fmt: skip
+    visible = [int(g) for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    if os.environ.get("FAKE_ENGINE_GPU_MIB") and visible:  # weights and KV cache loaded on its GPUs
+        tell(visible, float(os.environ["FAKE_ENGINE_GPU_MIB"]), f"vllm serve {served}")
     if os.environ.get("FAKE_ENGINE_LINEAR_KERNEL"):  # vLLM's format: kernels/linear/__init__.py
         _log("EngineCore", "INFO", "__init__.py:683", f"Using {os.environ['FAKE_ENGINE_LINEAR_KERNEL']} for NVFP4 GEMM")
     _log("EngineCore", "INFO", "kv_cache_utils.py:2327", f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "

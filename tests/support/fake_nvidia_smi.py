@@ -8,6 +8,13 @@ driver's ``--help-query-gpu`` capture, so a field the driver would reject is rej
 A fixture may list ``invalid_fields``: names this driver rejects although the H200 driver knows them
 (drivers add and deprecate fields, e.g. ``kmd_version`` on 595+). Installed on a box's PATH as ``nvidia-smi`` by ``install(bin_dir, fixture)``; the fixture path is read
 from ``FAKE_NVIDIA_SMI_FIXTURE`` (the wrapper sets it unless the environment already does).
+
+Processes it is told about: a fixture's memory readings are fixed, so a server started on the box would
+hold nothing. A test server (tests/support/fake_engine.py with ``FAKE_ENGINE_GPU_MIB``) tells it with
+``tell(gpus, used_mib)``: a file under ``$HOME/.fake-nvidia-smi/`` (the box user's HOME, which the agent and
+the servers it starts share). While that process lives (its pid, with the start time it had), it is listed
+by ``--query-compute-apps`` and its memory is added to ``memory.used`` of its GPUs, as a real driver shows a
+serving engine; once it exits it is gone from both, as a real driver frees the memory of a dead process.
 """
 
 from __future__ import annotations
@@ -45,6 +52,22 @@ def install(bin_dir: Path, fixture: Path | str) -> Path:
     return wrapper
 
 
+def variant(fixture: str, dest: Path, gpus: int | None = None) -> Path:
+    """A copy of ``fixture`` (a name under tests/fixtures/gpus) with its first ``gpus`` cards and no foreign
+    processes, their memory freed: a clean box of the same kind, written to ``dest``."""
+    fx = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    fx["gpus"] = fx["gpus"][:gpus] if gpus is not None else fx["gpus"]
+    held = {int(p["gpu"]) for p in fx.get("processes", [])}
+    for g in fx["gpus"]:
+        if int(g["index"]) in held:
+            g["memory.used"] = "0 MiB"
+    fx["processes"] = []
+    fx["source"] = f"{fx.get('source', fixture)} (variant: {len(fx['gpus'])} GPU(s), no foreign process)"
+    dest.write_text(json.dumps(fx))
+    dest.chmod(0o644)
+    return dest
+
+
 def valid_fields() -> dict[str, str]:
     """Every name ``--query-gpu`` accepts (aliases included) -> its canonical name."""
     path = HELP_QUERY_GPU if HELP_QUERY_GPU.exists() else _LOCAL_HELP
@@ -55,6 +78,45 @@ def valid_fields() -> dict[str, str]:
             for name in quoted:
                 names[name] = quoted[0]
     return names
+
+
+def _told_dir() -> Path:
+    return Path(os.environ.get("HOME", "/nonexistent")) / ".fake-nvidia-smi"
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks (``/proc/PID/stat`` field 22); None when it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def tell(gpus: list[int], used_mib: float, name: str | None = None) -> Path:
+    """Tell the fake that this process holds ``used_mib`` MiB on each of ``gpus`` while it lives."""
+    folder = _told_dir()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    pid = os.getpid()
+    path = folder / f"{pid}.json"
+    tmp = folder / f"{pid}.json.tmp"
+    tmp.write_text(json.dumps({"pid": pid, "start_ticks": _start_ticks(pid), "gpus": gpus, "used_mib": used_mib,
+                               "name": name or sys.executable}))  # fmt: skip
+    os.replace(tmp, path)
+    return path
+
+
+def told() -> list[dict[str, Any]]:
+    """The live processes the fake was told about (a dead one, or a reused pid, is not listed)."""
+    out = []
+    for path in sorted(_told_dir().glob("*.json")):
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if _start_ticks(int(entry["pid"])) == entry["start_ticks"]:
+            out.append(entry)
+    return out
 
 
 def _pick(value: Any, tick: int) -> str:
@@ -82,14 +144,18 @@ class Fake:
         gpus = self.fx["gpus"]
         return [g for g in gpus if select is None or int(g["index"]) in select]
 
-    def gpu_value(self, gpu: dict[str, Any], field: str, canonical: str) -> str:
+    def gpu_value(self, gpu: dict[str, Any], field: str, canonical: str, told: list[dict[str, Any]]) -> str:
         if field == "timestamp":
             return datetime.now(UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
         if field == "driver_version":
             return gpu.get("driver_version", self.fx["driver_version"])
         for key in (field, canonical):
             if key in gpu:
-                return _pick(gpu[key], self.tick)
+                raw = _pick(gpu[key], self.tick)
+                if canonical == "memory.used":
+                    held = sum(float(t["used_mib"]) for t in told if int(gpu["index"]) in t["gpus"])
+                    raw = f"{float(_strip_unit(raw)) + held:.0f} MiB" if held else raw
+                return raw
         return "[N/A]"
 
     def query(self, fields: list[str], fmt: set[str], select: list[int] | None) -> str:
@@ -98,7 +164,8 @@ class Fake:
         for f in fields:
             if f not in known or f in unknown:
                 return f'Field "{f}" is not a valid field to query.\n\n'
-        rows = [[self.gpu_value(g, f, known[f]) for f in fields] for g in self.gpus(select)]
+        now_told = told()
+        rows = [[self.gpu_value(g, f, known[f], now_told) for f in fields] for g in self.gpus(select)]
         return self._csv(fields, rows, fmt)
 
     def apps(self, fields: list[str], fmt: set[str]) -> str:
@@ -107,7 +174,9 @@ class Fake:
                 return f'Field "{f}" is not a valid field to query.\n\n'
         by_index = {int(g["index"]): g for g in self.fx["gpus"]}
         rows = []
-        for p in self.fx.get("processes", []):
+        running = [{"gpu": g, "pid": t["pid"], "name": t["name"], "used_memory": f"{float(t['used_mib']):.0f} MiB"}
+                   for t in told() for g in t["gpus"]]  # fmt: skip
+        for p in [*self.fx.get("processes", []), *running]:
             g = by_index.get(int(p["gpu"]), {})
             source = {
                 "pid": str(p["pid"]), "process_name": p["name"], "used_memory": p["used_memory"],

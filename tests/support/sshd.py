@@ -79,6 +79,21 @@ class SshBox:
             self.process.wait(10)
         self.process = None
 
+    def power_off(self) -> None:
+        """The box dies as a host does when its power goes: sshd stops, and every process of the box's unix user
+        (its agent, its servers, the SSH sessions' own processes) is killed at once."""
+        self.stop()
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                uid = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("Uid:"))
+            except (OSError, StopIteration):
+                continue
+            if int(uid) == self.uid:
+                try:
+                    os.kill(int(status.parent.name), 9)
+                except ProcessLookupError:
+                    pass
+
     def kill_agent(self, timeout: float = 10.0) -> None:
         """Stop the agent daemon of this box (its pidfile names it) and wait until it is gone."""
         pidfile = self.agent_home / "agent.pid"
@@ -116,7 +131,8 @@ class SshdFarm:
 
     def start(self, name: str, gpu_fixture: str | None = "h200", port: int | None = None,
               key_type: str = "ed25519") -> SshBox:  # fmt: skip
-        """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json (None: no GPU tooling);
+        """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json or is an absolute path to a fixture
+        (None: no GPU tooling);
         ``key_type`` is its one host key's type (ed25519, ecdsa or rsa), as sshd offers nothing else."""
         base = self.root / name
         base.mkdir(mode=0o755, exist_ok=True)
@@ -135,7 +151,7 @@ class SshdFarm:
         env = [f"PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"]
         fixture = None
         if gpu_fixture is not None:
-            fixture = GPU_FIXTURES / f"{gpu_fixture}.json"
+            fixture = Path(gpu_fixture) if Path(gpu_fixture).is_absolute() else GPU_FIXTURES / f"{gpu_fixture}.json"
             smi = bin_dir / "nvidia-smi"
             # The fixture is named in the wrapper, not in the session's environment: the agent keeps only
             # an allowlist of variables for itself and what it starts (agents/environ.py).
@@ -188,7 +204,7 @@ class SshdFarm:
         box.stop()
         for path in box.root.glob("ssh_host_*_key*"):
             path.unlink()
-        fresh = self.start(name, box.fixture.stem if box.fixture else None, port=box.port, key_type=key_type)
+        fresh = self.start(name, str(box.fixture) if box.fixture else None, port=box.port, key_type=key_type)
         return fresh.host_key_line
 
     def stop(self) -> None:

@@ -1,4 +1,5 @@
-"""Sweep: every arm a sweep tried, its outcome in words and the engine's own reason; a running sweep's progress.
+"""Sweep: every arm a sweep tried, its outcome in words and the engine's own reason; a running sweep's progress,
+and for a sweep over several boxes its queue per box and GPU (what runs where, what waits, what is out).
 
 Read-only on purpose: a sweep walks GPUs for hours and must survive the console, so it is started and
 resumed from the CLI (``campaign sweep run``); this view reads what the walk committed to state.db.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from console.readmodel import SweepArmRow, SweepEntry
+from console.readmodel import SweepArmRow, SweepEntry, SweepSlot
 from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.render import num
@@ -27,13 +28,41 @@ def _first_line(reason: str | None) -> str:
 
 def progress_line(s: SweepEntry, at: int) -> str:
     """``#3 tiny on local: running, 2/5 finished (...); now arm for 3m12s``."""
-    line = f"#{s.id} {s.list_name} on {s.box}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
+    line = f"#{s.id} {s.list_name} on {s.where}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
     current = s.current
-    if current is not None and current.started_ms is not None:
+    if s.layout == "node" and current is not None and current.started_ms is not None:
         line += f"; now {current.arm} for {fmt_remaining(at - current.started_ms)}"
     if s.detail:
         line += f"; {s.detail}"
     return line
+
+
+def _slot_text(slot: SweepSlot, at: int) -> str:
+    where = "" if slot.gpu is None else f"GPU{slot.gpu} "
+    if slot.excluded is not None:
+        return f"{where}not used ({slot.excluded})"
+    if slot.arm is not None and slot.arm.started_ms is not None:
+        return f"{where}{slot.arm.arm} {fmt_remaining(at - slot.arm.started_ms)}"
+    return where + slot.word
+
+
+def queue_lines(s: SweepEntry, at: int) -> list[str]:
+    """A sweep over several boxes: each box's GPUs (what runs on each, which are not used), the boxes out
+    of the run and why, and the arms still waiting for a GPU."""
+    if s.layout != "packed":
+        return []
+    lines = []
+    slots = s.slots()
+    for b in s.boxes:
+        if b.state == "walking":
+            lines.append(f"  {b.box}: " + " | ".join(_slot_text(x, at) for x in slots if x.box == b.box))
+        else:
+            lines.append(f"  {b.box}: {b.state.upper()}" + (f" ({b.detail})" if b.detail else ""))
+    waiting = s.waiting
+    if waiting and s.state == "running":
+        names = ", ".join(a.arm for a in waiting[:6]) + (" ..." if len(waiting) > 6 else "")
+        lines.append(f"  queue: {len(waiting)} waiting ({names})")
+    return lines
 
 
 def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
@@ -47,6 +76,16 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
         lines.append(f"engine could use: {', '.join(a.backends_potential)}")
     if a.kv_cache_tokens or a.max_concurrency:
         lines.append(f"budget: KV cache {num(a.kv_cache_tokens)} tokens, max concurrency {num(a.max_concurrency)}")
+    if s.layout == "packed" and a.box is not None:
+        lines.append(f"on {a.place}")
+    if s.layout == "packed" or len(a.history) > 1:
+        for t in a.history:
+            memory = ", ".join(f"GPU{g} {num(m)} MiB" for g, m in t.mem_before)
+            after = ", ".join(f"GPU{g} {num(m)} MiB" for g, m in t.mem_after)
+            lines.append(f"attempt {t.attempt} on {t.place}: {t.outcome or 'running'}"
+                         + (f" ({t.reason})" if t.reason else "")
+                         + (f"; GPU memory before {memory}" if memory else "")
+                         + (f", serving {after}" if after else ""))  # fmt: skip
     if a.launch_ids:
         lines.append(f"launches: {', '.join(a.launch_ids)}")
     for b in a.benches:
@@ -83,7 +122,7 @@ class SweepScreen(ViewScreen):
     def show(self, data: tuple[list[SweepEntry], int]) -> None:
         self.sweeps, self.at = data
         needle = self.filter_text.lower().strip()
-        progress = [progress_line(s, self.at) for s in self.sweeps]
+        progress = [line for s in self.sweeps for line in (progress_line(s, self.at), *queue_lines(s, self.at))]
         self.query_one("#sweep-progress", Static).update(
             toned_block(progress) if progress else "no sweep in this state.db: `campaign sweep run LIST --box NAME`"
         )

@@ -1,0 +1,310 @@
+"""One attempt of one sweep arm on one place (a box, and the GPUs it was given there): lint, claim, launch,
+wait for ready or failure, record the engine's reason or measure, stop and confirm the GPUs free.
+
+A failure is recorded with the engine's own reason and the backend set it printed, and a set it says it
+accepts is queued as new candidates; a server that serves gets the tripwire, then the node benches for
+each shape and concurrency (every replica at once, one run each; not when the tripwire failed, unless
+asked), then it is killed and the GPUs confirmed free. Every outcome is committed as it happens
+(``store.sweeps``), so an interrupted sweep resumes at the arm it was on.
+
+The one-box walk (console/sweep/runner.py) gives an arm every card of its box (one replica per card);
+the queue over several boxes (console/sweep/queue.py) gives it the fewest GPUs its layout needs, books
+its ports against the arms starting beside it, and checks the GPU memory before and after (``guard``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agents import loglines
+from console.errors import Refused
+from console.readmodel import bench_run, tripwire_run
+from console.recipes import ResolveError
+from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
+from console.store.launches import Launch
+from console.store.sweeps import SweepArm, SweepRow
+from console.sweep.gpumem import MemoryGuard
+from console.sweep.plan import NO_SET, PlanError, accepted_candidates, materialize, refused_slot
+
+if TYPE_CHECKING:
+    from console.service.runs import RunIntents
+
+
+class SweepError(Refused):
+    """The sweep cannot go on (box unreachable, a failed check, GPUs not freed); it stays resumable."""
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    kill_grace_s: float = 30.0
+    job_timeout_s: float = 3600.0
+    prompts: int | None = None
+    force: bool = False
+    """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
+    base_port: int | None = None
+    """First replica's port; None: the service picks the first free ports from 8100."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an attempt runs: a box, and its GPUs there (None: every card of the box, one replica each)."""
+
+    box: str
+    gpus: list[int] | None = None
+
+    def __str__(self) -> str:
+        if not self.gpus:
+            return self.box
+        return f"{self.box} GPU{'s' if len(self.gpus) > 1 else ''} {','.join(map(str, self.gpus))}"
+
+
+class PortBook:
+    """Ports of launches being started side by side, held until they stop: two arms planned at once must not
+    both take the first free port before the store records either. One book serves every box of the sweep:
+    ports on separate hosts need not differ, but boxes that share one host's loopback (containers with
+    host networking, test boxes) would collide, and distinct ports cost nothing."""
+
+    def __init__(self) -> None:
+        self._held: set[int] = set()
+
+    def held(self) -> set[int]:
+        return set(self._held)
+
+    def hold(self, ports: list[int]) -> None:
+        self._held.update(ports)
+
+    def release(self, ports: list[int]) -> None:
+        self._held.difference_update(ports)
+
+
+class ArmWalk:
+    """Walks attempts of a sweep's arms; ``say`` hears what happens, prefixed by the caller with the place."""
+
+    def __init__(self, service: RunIntents, sweep: SweepRow, options: SweepOptions, say: Callable[[str], None],
+                 ports: PortBook | None = None, guard: MemoryGuard | None = None):  # fmt: skip
+        self.service = service
+        self.store = service.store
+        self.sweep = sweep
+        self.options = options
+        self._say = say
+        self.ports = ports
+        self.guard = guard
+
+    def arm_name(self, candidate: SweepArm) -> str:
+        return materialize(self.service.catalog, candidate, self.sweep.list_name).name
+
+    async def walk(self, candidate: SweepArm, place: Place) -> None:
+        """One attempt. Raises ``GpuHeld`` (console/sweep/gpumem.py) before claiming anything when a GPU
+        of the place is not free, ``SweepError`` or another ``ConsoleError`` when the box cannot go on."""
+        sweeps = self.store.sweeps
+        try:
+            arm = materialize(self.service.catalog, candidate, self.sweep.list_name)
+        except PlanError as exc:
+            sweeps.start_arm(candidate.id, place.box, place.gpus, None)
+            sweeps.finish_arm(candidate.id, "refused", str(exc))
+            return
+        await self.service.settle(place.box)
+        await self.stop_live(place.box, arm.name, wait=True)  # a previous attempt's servers, left by a killed console
+        self._say(f"{arm.name}: lint")
+        try:
+            plan = self.service.plan_launch(arm.name, place.box, gpus=place.gpus, base_port=self.options.base_port,
+                                            avoid_ports=self.ports.held() if self.ports else None,
+                                            sweep=self.sweep.list_name)  # fmt: skip
+        except ResolveError as exc:
+            sweeps.start_arm(candidate.id, place.box, place.gpus, None)
+            sweeps.finish_arm(candidate.id, "refused", f"does not fit box {place.box}: {exc}")
+            return
+        if plan.failed_checks and not self.options.force and not plan.blocking:
+            raise SweepError(
+                f"box {place.box} failed its last check ({'; '.join(plan.failed_checks)}); fix it and "
+                f"`campaign check {place.box}`, or resume the sweep with --force (recorded with every launch)"
+            )
+        if self.ports:
+            self.ports.hold(plan.ports)
+        try:
+            await self._attempt(candidate, arm, plan, place)
+        finally:
+            if self.ports:
+                self.ports.release(plan.ports)
+
+    async def _attempt(self, candidate: SweepArm, arm: Any, plan: LaunchPlan, place: Place) -> None:
+        sweeps = self.store.sweeps
+        before = None
+        if self.guard is not None and place.gpus and not plan.blocking:
+            before = await self.guard.before(place.box, place.gpus)
+        sweeps.start_arm(candidate.id, place.box, place.gpus, self._gpu_mem(place.box))
+        if plan.blocking:
+            lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
+            sweeps.finish_arm(candidate.id, "refused", f"lint: {lines}")
+            return
+        if before is not None:
+            sweeps.record_memory(candidate.id, "before", before)
+        sweeps.claim_launches(candidate.id, plan.name_launches())  # the store knows them before the box does
+        self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
+        try:
+            outcome = await self.service.launch(plan, force=self.options.force,
+                                                ready_timeout_s=self.options.ready_timeout_s)  # fmt: skip
+        except Refused as exc:  # the agent refused a replica: the others must not keep their GPUs
+            sweeps.finish_arm(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
+            await self.stop(place.box, plan.launch_ids)
+            return
+        launches = list(outcome.replicas)
+        if not all(x.state == "serving" or x.ended for x in launches):
+            await self.stop(place.box, plan.launch_ids)
+            raise SweepError(f"arm {arm.name} start-up: no verdict from box {place.box} after "
+                             f"{self.options.ready_timeout_s:.0f} s")  # fmt: skip
+        failed = outcome.failed
+        unstarted = [x for x in failed if x.pid is None]
+        if unstarted:  # the agent could not start it (port taken, no vllm): the box's problem, not the arm's
+            await self.stop(place.box, plan.launch_ids)
+            raise SweepError(f"box {place.box} could not start {unstarted[0].id}: {unstarted[0].failure_reason}")
+        if failed:
+            await self._record_failure(candidate, arm, failed[0])
+            await self.stop(place.box, plan.launch_ids)
+            return
+        self._record_budget(candidate, launches)
+        if self.guard is not None and before is not None:
+            after, problem = await self.guard.after(place.box, before)
+            sweeps.record_memory(candidate.id, "after", after)
+            if problem is not None:
+                await self.stop(place.box, plan.launch_ids)
+                sweeps.finish_arm(candidate.id, "crashed", f"{arm.name} served, but {problem}")
+                self._say(f"{arm.name}: crashed (not on its GPUs)")
+                return
+        result, reason = await self._measure(candidate, plan)
+        await self.stop(place.box, plan.launch_ids)
+        sweeps.finish_arm(candidate.id, result, reason)
+        self._say(f"{arm.name}: {result}")
+
+    async def abandon(self, candidate: SweepArm, place: Place, why: str) -> None:
+        """Give the attempt back (recorded as interrupted with ``why``) and stop its servers without waiting:
+        they would hold the GPUs. Best effort, for an interruption; a resumed sweep stops what is left."""
+        current = self.store.sweeps.get_arm(candidate.id)
+        if current.state == "running":
+            self.store.sweeps.finish_arm(candidate.id, "interrupted", why)
+        elif not current.finished:  # stopped before its attempt began: says why, no attempt to end
+            self.store.sweeps.update_arm(candidate.id, state="interrupted", reason=why)
+        with contextlib.suppress(Exception):  # best effort: a resumed sweep kills what is left anyway
+            await asyncio.shield(self.stop_live(place.box, self.arm_name(candidate), wait=False))
+
+    # -- outcomes --------------------------------------------------------------------------------
+    async def _record_failure(self, candidate: SweepArm, arm: Any, launch: Launch) -> None:
+        reason = launch.failure_reason or f"the server stopped (exit code {launch.exit_code}) before serving"
+        accepted = None if launch.backends_accepted is None else list(launch.backends_accepted)
+        # A refusal is the engine saying why (an exception it raised); anything else died: a crash.
+        explained = launch.failure_reason and not reason.startswith(("exited with code", "not ready after"))
+        outcome = "refused" if explained else "crashed"
+        queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted or [])
+        for extra in queued:
+            self.store.sweeps.queue(self.sweep.id, **extra)
+        note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
+        if accepted is None and explained and refused_slot(arm, reason) is not None:
+            note = f" ({NO_SET})"
+        self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
+                                     backends_potential=self._potential(launch.id))  # fmt: skip
+        self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
+
+    def _record_budget(self, candidate: SweepArm, launches: list[Launch]) -> None:
+        kv = [x.kv_cache_tokens for x in launches if x.kv_cache_tokens is not None]
+        conc = [x.max_concurrency for x in launches if x.max_concurrency is not None]
+        self.store.sweeps.update_arm(
+            candidate.id, kv_cache_tokens=min(kv) if kv else None, max_concurrency=min(conc) if conc else None,
+            backends_potential=self._potential(launches[0].id),
+        )
+
+    def _potential(self, launch_id: str) -> list[str]:
+        """The backend set the engine chose from ("... out of potential backends: [...]"), from its kernel lines."""
+        found: list[str] = []
+        for _, line in self.store.launches.kernel_lines(launch_id):
+            if "potential backends" in line:
+                found += [b for b in loglines.backend_set(line) or [] if b not in found]
+        return found
+
+    async def _measure(self, candidate: SweepArm, plan: LaunchPlan) -> tuple[str, str | None]:
+        """Tripwire on the first replica, then the node benches (every replica at once); (outcome, reason)."""
+        first = plan.launch_ids[0]
+        self._say(f"{plan.resolved.arm}: tripwire")
+        tripwire_id = await self.service.tripwire(first)
+        error = await self.service.until_job_ends(plan.box, tripwire_id, self.options.job_timeout_s)
+        died = self._died(plan.launch_ids)
+        if died is not None:
+            return "crashed", died
+        if error is not None:
+            return "crashed", f"the tripwire did not complete: {error}"
+        verdict = tripwire_run(self.store, tripwire_id)
+        if verdict is None:
+            return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
+        self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict.id)
+        passed = verdict.verdict.passed
+        if passed or self.sweep.bench_degenerate:
+            died = await self._benches(candidate, plan)
+            if died is not None:
+                return "crashed", died
+        return ("served", None) if passed else ("degenerate", f"tripwire {verdict.verdict.text}")
+
+    async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
+        """Every shape x concurrency not benched in an earlier attempt: one node run each, every replica at once."""
+        done = self.store.sweeps.benched(candidate.id)
+        node = self.service.bench_node(plan.launch_ids[0], plan.box)
+        for shape in self.sweep.shapes:
+            for conc in self.sweep.concurrency:
+                if (shape, conc) in done:
+                    continue
+                if conc < len(node.replicas):  # a node row with idle replicas would not be the node's
+                    self.store.sweeps.add_bench(candidate.id, node.launch_ids[0], shape, conc, None,
+                                                f"concurrency {conc} is below the {len(node.replicas)} replicas", None)
+                    continue
+                self._say(f"{plan.resolved.arm}: bench {shape} x{conc} on {len(node.replicas)} replica(s)")
+                bench_id = await self.service.start_bench(node, shape, conc, self.options.prompts)
+                error = await self.service.until_job_ends(plan.box, bench_id, self.options.job_timeout_s)
+                self._record_bench(candidate, node.launch_ids[0], bench_id, shape, conc, error)
+                died = self._died(plan.launch_ids)
+                if died is not None:
+                    return died
+        return None
+
+    def _record_bench(self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int,
+                      error: str | None) -> None:  # fmt: skip
+        run = bench_run(self.store, bench_id)
+        if run is None and error is None:
+            error = "the bench finished without a throughput row in the store"
+        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error,
+                                    run.admitted if run else None)  # fmt: skip
+
+    def _died(self, launch_ids: list[str]) -> str | None:
+        for launch_id in launch_ids:
+            launch = self.store.launches.get(launch_id)
+            if launch is not None and launch.ended:
+                return f"replica {launch_id} died while measured: {launch.failure_reason or launch.state}"
+        return None
+
+    # -- stopping --------------------------------------------------------------------------------
+    async def stop_live(self, box: str, arm: str, wait: bool) -> None:
+        live = [x.id for x in self.store.launches.live(box, arm=arm)]
+        if live:
+            self._say(f"{arm}: stopping {len(live)} server(s) left by an earlier attempt")
+            await self.stop(box, live, wait=wait)
+
+    async def stop(self, box: str, launch_ids: list[str], wait: bool = True) -> None:
+        """Kill the servers and confirm the driver freed their GPUs before anything else starts there."""
+        launches = await self.service.stop_launches(box, launch_ids, self.options.kill_grace_s, wait=wait)
+        if not wait:
+            return
+        running = [x.id for x in launches if not x.ended]
+        held = [x.id for x in launches if x.gpu_mem_released is False]
+        if running or held:
+            what = f"{', '.join(running)} still running" if running else f"the GPUs of {', '.join(held)} not freed"
+            raise SweepError(f"after the kill, {what}; check the box (`campaign check {box}`) "
+                             "before resuming the sweep")  # fmt: skip
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _gpu_mem(self, box: str) -> float | None:
+        probe = self.store.checks.latest_probe(box)
+        mems = [g.get("mem_total_mib") for g in (probe.data.get("gpus") or [])] if probe else []
+        mems = [m for m in mems if m is not None]
+        return min(mems) if mems else None
