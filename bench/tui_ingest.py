@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from bench.tui import build  # noqa: E402
 from console.store import Store  # noqa: E402
 from tests.support import backlog  # noqa: E402
 from tests.support import tui_fixture as F  # noqa: E402
+from tests.support.agent_box import stop_agent  # noqa: E402
 from tests.support.tui_pilot import settle  # noqa: E402
 
 
@@ -90,12 +90,7 @@ def main() -> int:
         busy, ingested = asyncio.run(redraws(db, args.rounds, events))
         took = time.perf_counter() - t
     finally:
-        pid = home / "agent.pid"
-        if pid.exists():
-            try:
-                os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_agent(home)
     idle_ms, busy_ms = statistics.median(idle) * 1000, statistics.median(busy) * 1000
     worst = max(busy) * 1000
     print(json.dumps({

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service, released
 from console.store import Box, Store
+from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_env import VllmEnv
 from tests.support.vllm_server import free_port
@@ -135,6 +135,4 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
             await service.stop_launches("local", live, grace_s=5)
         await service.close()
         store.close()
-        pidfile = home / "agent.pid"
-        if pidfile.exists():
-            os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
+        stop_agent(home)

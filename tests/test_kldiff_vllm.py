@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service
 from console.store import Box, Store
+from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
 from tests.support.vllm_server import free_port
@@ -137,9 +137,7 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
                     await service.close()
 
         asyncio.run(stop())
-        pidfile = home / "agent.pid"
-        if pidfile.exists():
-            os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
+        stop_agent(home)
 
 
 def _tool(servers: Servers, a: str, b: str, *extra: str, status: int = 0) -> dict[str, Any]:

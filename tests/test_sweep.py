@@ -161,7 +161,7 @@ R3 = "R3-moe-backend-unswept"
 def _swept(store: Store, arm: str, state: str, pinned: str, reason: str | None = None,
            accepted: list[str] | None = None) -> None:  # fmt: skip
     """One arm a sweep launched with ``pinned`` as its MoE backend, ended as ``state``."""
-    sweep = store.sweeps.create("fake-test", "local", ["short"], [1], False, [{"arm": arm, "origin": "list"}], (1, "h"))
+    sweep = store.sweeps.create("fake-test", ["local"], ["short"], [1], False, [{"arm": arm, "origin": "list"}], (1, "h"))
     [row] = store.sweeps.arms(sweep.id)
     argv = ["vllm", "serve", "fake-moe", "--kernel-config.moe_backend", pinned]
     arm_id = store.launches.add_arm(arm, "fake-moe", "local", f"h-{sweep.id}", argv, {}, [[]], 1, [])

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from console.store import Store
+from tests.support.agent_box import stop_agent
 from tests.support.vllm_env import VllmEnv
 from tests.support.vllm_server import free_port
 
@@ -45,12 +46,7 @@ def setup(vllm_env: VllmEnv, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield db, recipes
     finally:
-        pid_file = home / "agent" / "agent.pid"
-        if pid_file.exists():  # the agent this test's sweep started, by its recorded pid
-            try:
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_agent(home / "agent")  # the agent this test's sweep started
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -8,8 +8,6 @@ the real ``Enforcer`` on a real state.db with the real clock, its box actions se
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +20,7 @@ from console.fleet import FleetManager
 from console.service import Service
 from console.store import Box, Store
 from console.timers import Enforcer, cancel
-from tests.support.agent_box import AgentBox, bin_with_fake_smi
+from tests.support.agent_box import AgentBox, bin_with_fake_smi, stop_agent
 from tests.support.fleet_fixtures import FAST
 from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
 from tests.test_timers import TZS
@@ -178,12 +176,7 @@ def local_fleet(tmp_path: Path, store: Store) -> Iterator[tuple[FleetManager, Pa
     try:
         yield fleet, home
     finally:
-        pid = home / "agent.pid"
-        if pid.exists():
-            try:
-                os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        stop_agent(home)
 
 
 async def test_service_box_actions_arm_pull_and_stop_a_real_local_box(

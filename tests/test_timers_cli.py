@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import console.cli.common as cli_common
 import console.cli.timer as timer_cli
 from console.cli import main
 from console.store import Box, Store, resolve_db_path
+from tests.support.agent_box import stop_agent
 from tests.test_agent_daemon import free_port
 from tests.test_timers import CUTOFF_MS, NOW_MS, add_probe, process_tz  # noqa: F401 - every TZ
 
@@ -138,12 +137,7 @@ def local_home(tmp_path: Path) -> Iterator[Path]:
     """The agent home of a ``local`` box; the daemon the CLI starts there is stopped afterwards."""
     home = tmp_path / "local-agent"
     yield home
-    pid = home / "agent.pid"
-    if pid.exists():
-        try:
-            os.kill(int(pid.read_text().split()[0]), signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    stop_agent(home)
 
 
 def test_set_arms_and_cancel_disarms_the_real_box_watchdog(db: str, local_home: Path,

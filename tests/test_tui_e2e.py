@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import pytest
 from console.service import Service
 from console.store import Store
 from console.store.launches import Launch
+from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
 from tests.support.sshd import SshBox, SshdFarm
 from tests.support.vllm_env import VllmEnv
@@ -225,7 +225,4 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
                 term.close()
             asyncio.run(kill_leftovers(db))
             box.kill_agent()
-            local_pid = tmp_path / "local-agent" / "agent.pid"
-            if local_pid.exists():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(local_pid.read_text().split()[0]), signal.SIGTERM)
+            stop_agent(tmp_path / "local-agent")

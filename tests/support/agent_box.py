@@ -145,6 +145,21 @@ class AgentBox:
         self.pid = None
 
 
+def stop_agent(home: Path, timeout: float = 10.0) -> None:
+    """Stop the agent daemon of an agent home (its pidfile names it), if one runs, and wait until it is gone;
+    for tests whose CLI or service started a daemon themselves (it outlives them by design)."""
+    pidfile = home / "agent.pid"
+    text = pidfile.read_text().split() if pidfile.exists() else []
+    if not text or not text[0].isdigit():
+        return
+    pid = int(text[0])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    _wait_gone(pid, timeout)
+
+
 def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

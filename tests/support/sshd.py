@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.agent_box import stop_agent
+
 SSHD = Path("/usr/sbin/sshd")
 FAKE_SMI = Path(__file__).with_name("fake_nvidia_smi.py")
 GPU_FIXTURES = Path(__file__).parent.parent / "fixtures" / "gpus"
@@ -96,18 +98,7 @@ class SshBox:
 
     def kill_agent(self, timeout: float = 10.0) -> None:
         """Stop the agent daemon of this box (its pidfile names it) and wait until it is gone."""
-        pidfile = self.agent_home / "agent.pid"
-        text = pidfile.read_text().split() if pidfile.exists() else []
-        if not text:
-            return
-        pid = int(text[0])
-        try:
-            os.kill(pid, 15)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + timeout
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        stop_agent(self.agent_home, timeout)
 
 
 class SshdFarm:
