@@ -412,6 +412,11 @@ class KernelCheck:
     """Every kernel the engine named for this kind, in log order, once each."""
     other_than_requested: tuple[str, ...]
 
+    @property
+    def text(self) -> str:
+        """``linear: asked b12x, used MarlinNvFp4LinearKernel`` for a fallback."""
+        return f"{self.kind}: asked {self.requested}, used {', '.join(self.other_than_requested)}"
+
 
 def check_kernels(requested: Mapping[str, str], records: Iterable[KernelRecord]) -> tuple[KernelCheck, ...]:
     """Per layer kind, whether the engine used what was asked, something else (which), or said nothing.

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agents import loglines
 from console.quality.stats import A_AHEAD, TIE, Paired, decide
 from console.store.conditions import join_kernel_lines
 from console.store.results import ApiPrice
@@ -331,20 +332,9 @@ class LiveView:
         return "load generator" if self.throughput_source == "loadgen" else "server /metrics"
 
 
-@dataclass(frozen=True)
-class KernelUse:
-    """One layer kind of a measured row: the backend the arm asked for and the kernels the engine named."""
-
-    kind: str  # linear, moe, attention
-    requested: str  # auto when the arm did not ask
-    status: str  # as-requested, fallback, not-reported
-    used: tuple[str, ...]
-    other_than_requested: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        """``linear: asked b12x, used MarlinNvFp4LinearKernel`` for a fallback."""
-        return f"{self.kind}: asked {self.requested}, used {', '.join(self.other_than_requested)}"
+KernelUse = loglines.KernelCheck
+"""One layer kind of a measured row: the backend the arm asked for and the kernels the engine named (the
+agent's own record, read back from ``bench_runs.kernel_check``)."""
 
 
 @dataclass(frozen=True)
