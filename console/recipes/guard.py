@@ -1,8 +1,7 @@
 """What a recipe may not put into a server's argv or environment: a way off loopback, or a secret.
 
-WHY every element and not a list of refused flag names: vLLM reads far more than the exact names.
-Checked against the parser of vLLM 0.32.0 (``vllm/utils/argparse_utils.py`` on argparse, which allows
-abbreviations): ``--ho 0.0.0.0`` after the console's ``--host 127.0.0.1`` rebinds the server, the last
+WHY every element and not a list of refused flag names: vLLM reads far more than the exact names
+(docs/facts.md, "vLLM's argument parser"): ``--ho 0.0.0.0`` after the console's ``--host 127.0.0.1`` rebinds the server, the last
 one winning; underscores before the first ``.`` become dashes (``--served_model_name``); ``--host.x v``
 becomes ``--host '{"x": v}'``; a list value ``["a", "--host", "0.0.0.0"]`` is three argv elements, the
 middle one a flag; a value starting with ``-`` is read as an option; and ``--config FILE`` pulls any
