@@ -1,8 +1,8 @@
 """What a recipe may not put into a server's argv or environment: a way off loopback, or a secret.
 
 WHY every element and not a list of refused flag names: vLLM reads far more than the exact names
-(docs/facts.md, "vLLM's argument parser"): ``--ho 0.0.0.0`` after the console's ``--host 127.0.0.1`` rebinds the server, the last
-one winning; underscores before the first ``.`` become dashes (``--served_model_name``); ``--host.x v``
+(docs/facts.md, "vLLM's argument parser"): ``--ho 0.0.0.0`` after the console's ``--host 127.0.0.1``
+rebinds the server, the last one winning; underscores before the first ``.`` become dashes (``--served_model_name``); ``--host.x v``
 becomes ``--host '{"x": v}'``; a list value ``["a", "--host", "0.0.0.0"]`` is three argv elements, the
 middle one a flag; a value starting with ``-`` is read as an option; and ``--config FILE`` pulls any
 flag, ``--host`` included, from a YAML file. So the loader refuses flag names vLLM would read as a flag
