@@ -27,6 +27,7 @@ from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service
 from console.store import Box, Store
+from console.store.conditions import join_kernel_lines, selected_kernel_lines
 from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST
 from tests.support.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
@@ -229,8 +230,8 @@ def test_campaign_kldiff_reads_each_pair_against_its_control(servers: Servers) -
     assert pair["control_id"] == floor["id"] and pair["control_mean_kl"] == 0.0
     assert pair["excess_kl"] == pytest.approx(pair["mean_kl"]) and pair["excess_kl"] > 0.01
     with Store(servers.db, read_only=True) as store:  # each side beside the kernel lines its own engine printed
-        assert (pair["kernel_a"], pair["kernel_b"]) == (store.results.kernel_line(servers.trained),
-                                                        store.results.kernel_line(servers.degraded))  # fmt: skip
+        kernels = [join_kernel_lines(selected_kernel_lines(store, x)) for x in (servers.trained, servers.degraded)]
+    assert [pair["kernel_a"], pair["kernel_b"]] == kernels and all(kernels)
     assert broken["verdict"]["kind"] == "exact-floor" and pair["recorded_verdict"] == broken["verdict"]["text"]
 
     same = _campaign(servers, "kldiff", servers.twin, servers.trained, *control, "--json")
