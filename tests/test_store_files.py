@@ -125,3 +125,26 @@ def test_a_new_campaign_on_a_nearly_full_disk_is_whole_or_not_there(small_disk: 
             imported = store.scalar("SELECT count(*) FROM bench_runs")
         assert imported == 0 or imported > 50  # the demo is all there or not at all
     assert campaign(db, "box", "list").returncode == 0  # with space back, the campaign starts
+
+
+def test_a_second_store_in_one_process_keeps_the_first_ones_writes_reaching_the_file(tmp_path: Path) -> None:
+    """The console holds two Stores on one state.db (its panels read-only, its service writing) while
+    `campaign bench` opens and closes the same file from another process. Opening the second Store must
+    not release the first one's SQLite locks: the other process would then delete the WAL under it and
+    every later write would go to a deleted file, never reaching state.db."""
+    from console.store import Box
+
+    db = tmp_path / "state.db"
+    Store(db).close()
+    writer = Store(db)
+    reader = Store(db, read_only=True)
+    try:
+        subprocess.run([sys.executable, "-c", "import sys; from console.store import Store; Store(sys.argv[1]).close()",
+                        str(db)], check=True, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+        writer.boxes.add(Box(name="after", host="203.0.113.9", ssh_user="root"))
+        with Store(db, read_only=True) as fresh:  # what any other reader of the file sees
+            assert fresh.boxes.get("after") is not None
+        assert reader.boxes.get("after") is not None
+    finally:
+        reader.close()
+        writer.close()

@@ -7,9 +7,10 @@ read-only (``campaign browse``) refuses every write, so an offline replay can ne
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import stat
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +41,19 @@ def resolve_db_path(cli_value: str | None) -> Path:
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+_held: Counter[tuple[int, int]] = Counter()
+"""The state.db files (device, inode) this process holds open Stores on, and how many.
+
+WHY: SQLite's connections coordinate through POSIX record locks, and those belong to the process: closing
+*any* descriptor of the file releases every lock the process holds on it. A header read after a connection
+is open would leave that connection unlocked; another process closing its own last connection then finds
+the file free, checkpoints and deletes the WAL under it, and every later write of this process goes to a
+deleted file (a console's service writing while `campaign bench` ran: its commits never reached state.db,
+a fresh connection read "disk I/O error"). So a file this process already holds is never opened again
+outside SQLite: it was checked when it was first opened.
+"""
+_held_lock = threading.Lock()
 
 
 def _create_private(path: Path) -> None:
@@ -73,6 +87,9 @@ def _refuse_foreign(path: Path) -> None:
     if st.st_size == 0:
         raise StoreError(f"{path} is an empty file, not a state.db",
                          "remove it to start a campaign there, or give another --db path")  # fmt: skip
+    with _held_lock:
+        if _held[(st.st_dev, st.st_ino)]:
+            return  # checked when this process first opened it; reading it now would drop its locks
     try:
         with path.open("rb") as f:
             header = f.read(len(SQLITE_HEADER))
@@ -193,6 +210,10 @@ class Store:
                         leftover.unlink(missing_ok=True)
                 raise
             self.schema_version = LATEST
+        st = self.path.stat()
+        self._held_key: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        with _held_lock:
+            _held[self._held_key] += 1
         self.boxes = Boxes(self)
         self.checks = Checks(self)
         self.timers = Timers(self)
@@ -207,6 +228,12 @@ class Store:
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
         self.db.conn.close()
+        with _held_lock:
+            if self._held_key is not None:
+                _held[self._held_key] -= 1
+                if _held[self._held_key] <= 0:
+                    del _held[self._held_key]
+                self._held_key = None
 
     def __enter__(self) -> Store:
         return self
@@ -219,10 +246,16 @@ class Store:
             return
         if from_version > 0:
             # Keep the pre-upgrade file: a migration bug must never cost a campaign its record.
+            # Through SQLite's backup API, never a file copy: no descriptor of state.db is opened beside the
+            # connection (``_held`` says why that matters).
             backup = self.path.with_name(f"{self.path.name}.v{from_version}.bak")
-            self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            shutil.copy2(self.path, backup)
+            os.close(os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
             os.chmod(backup, 0o600)
+            copy = sqlite3.connect(backup)
+            try:
+                self.db.conn.backup(copy)
+            finally:
+                copy.close()
         with self.db.atomic():
             self.db.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
