@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed")
     p.add_argument("--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)")
     p.add_argument("--no-exact-output", action="store_true",
-                   help="do not send ignore_eos/min_tokens (the model may stop early)")
+                   help="do not send ignore_eos (the model may stop early)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -38,7 +38,8 @@ def tiny_cpu_replica(env: VllmEnv, port: int) -> Replica:
     return resolve(load_catalog(), "tiny-cpu", box, base_port=port).replicas[0]
 
 
-def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
+def start(env: VllmEnv, log_path: Path, timeout_s: float = 420, cpus: set[int] | None = None) -> TinyServer:
+    """Serve the tiny model; ``cpus`` pins the server and every process it starts (bench/agreement.py)."""
     replica = tiny_cpu_replica(env, free_port())
     port = replica.port
     log = open(log_path, "wb")
@@ -48,6 +49,7 @@ def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
         stderr=subprocess.STDOUT,
         env={**os.environ, **replica.env},
         start_new_session=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     deadline = time.monotonic() + timeout_s
     url = f"http://127.0.0.1:{port}"
