@@ -2,14 +2,23 @@
 
 One real CPU vLLM (the product's ``tiny-cpu`` arm, as the tests serve it) pinned to one core, the clients
 pinned to the other, the same shape for both (256 tokens in, 32 out, 48 prompts at C8 by default), run
-alternately so drift on a shared machine hits every client alike; medians of the runs and their ratios
-are printed. Each run is also read from the server's side: ``/metrics`` is scraped before and after it,
-so the counters and histograms say what work the client really sent (requests, prompt and generation
-tokens per request as the server counted them, prompt tokens served from the prefix cache) and what the
-server itself measured (its TTFT, inter-token, prefill and end-to-end times). That separates "the clients
-send different work" from "they measure the same work differently".
+one after the other in rounds. Each run is read from both sides:
 
-The clients, each run alternately:
+- the client's figures (by vLLM's definitions, both clients), and its CPU over its own timed window;
+- the server's: ``/metrics`` scraped before and after the run says what work the client really sent
+  (requests, prompt, generation and max tokens per request as the server counted them, prompt tokens
+  served from the prefix cache) and what the server itself measured (its TTFT, inter-token, prefill and
+  end-to-end times); its processes' CPU time inside the client's window says how much of its core it got
+  and what each generated token cost it.
+
+That separates "the clients send different work" from "they measure the same work differently" from
+"the server was slower during one of them". Printed are medians per client, the ratios of the medians
+and the medians of round-by-round ratios ("paired": the two runs of a ratio were back to back, so drift
+between rounds cancels), for the clients' figures and for the server's own. Two clients agree when their
+paired ratios match the server's. A run in which the server had its requests but less than
+``--min-server-share`` of its core (other work on the machine) is set aside, kept in the JSON, and run again.
+
+The clients:
 
 - ``ours``: ``python -m agents.loadgen`` with ``--warmup 0``, so the server sees exactly the same number
   of requests from each client (`vllm bench serve` sends no warm-up by default); a new seed each run.
@@ -21,7 +30,7 @@ The clients, each run alternately:
   run exactly as ``ours``, to measure a change to it alternately with the current one.
 
     python bench/agreement.py                              # server on CPU 0, clients on CPU 1, 5 rounds
-    python bench/agreement.py --rounds 3 --json out.json
+    python bench/agreement.py --rounds 12 --json out.json
     python bench/agreement.py --base-url http://127.0.0.1:8000 --model tiny-llama   # a running server
 
 Needs the CPU vLLM venv and the tiny model (tests/support/vllm_env.py). The first round warms the
@@ -344,15 +353,25 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         for name, rs in runs.items()
     }
     ratios: dict[str, dict[str, float | None]] = {}
+    paired: dict[str, dict[str, float | None]] = {}
     for other in (n for n in runs if n != "ours"):
-        if "ours" in runs:  # baseline's ratio is the change's effect
+        if "ours" in runs:  # over baseline: the change's effect
             ours, theirs = medians["ours"]["client"], medians[other]["client"]
             ratios[f"ours/{other}"] = {k: ours[k] / theirs[k] if ours[k] and theirs[k] else None for k in CLIENT_KEYS}
+            # Round by round (the two ran back to back), then the median: drift between rounds cancels. The
+            # server's own figures get the same treatment: the clients agree when theirs move as the server's.
+            pairs = list(zip(runs["ours"], runs[other], strict=True))
+            paired[f"ours/{other}"] = {
+                f"{side}.{k}": statistics.median(q) if (q := [a[side][k] / b[side][k] for a, b in pairs
+                                                              if a[side][k] and b[side][k]]) else None
+                for side, keys in (("client", CLIENT_KEYS), ("server", (*SERVER_HISTOGRAMS, "cpu_ms_per_token")))
+                for k in keys
+            }
     # What each client adds to the server's own TTFT: HTTP, the API server's queue, the client's loop.
     gaps = {name: {"ttft_ms_mean": (m["client"]["ttft_ms_mean"] or 0) - (m["server"]["ttft_ms_mean"] or 0),
                    "e2e_ms_mean": (m["client"]["e2e_ms_mean"] or 0) - (m["server"]["e2e_ms_mean"] or 0)}
             for name, m in medians.items()}  # fmt: skip
-    return {"medians": medians, "ratios": ratios, "client_minus_server": gaps}
+    return {"medians": medians, "ratios": ratios, "paired_ratios": paired, "client_minus_server": gaps}
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:
@@ -362,19 +381,25 @@ def fmt(value: float | None, spec: str = ".1f") -> str:
 def table(report: dict[str, Any]) -> str:
     names = list(report["runs"])
     med, ratios = report["medians"], report["ratios"]
-    head = f"{'client side (median)':24}" + "".join(f"{n:>12}" for n in names) + "".join(f"{r:>18}" for r in ratios)
+    paired = report["paired_ratios"]
+    head = (f"{'client side (median)':24}" + "".join(f"{n:>12}" for n in names) + "".join(f"{r:>18}" for r in ratios)
+            + "".join(f"{r + ' paired':>25}" for r in paired))
     lines = [head]
     for k in CLIENT_KEYS:
         lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['client'][k]):>12}" for n in names)
-                     + "".join(f"{fmt(ratios[r][k], '.3f'):>18}" for r in ratios))  # fmt: skip
+                     + "".join(f"{fmt(ratios[r][k], '.3f'):>18}" for r in ratios)
+                     + "".join(f"{fmt(paired[r]['client.' + k], '.3f'):>25}" for r in paired))  # fmt: skip
     lines.append(f"{'client cpu_share':24}" + "".join(f"{fmt(med[n]['client']['cpu_share'], '.1%'):>12}"
                                                       for n in names))  # fmt: skip
-    lines.append(f"{'server side (median)':24}" + "".join(f"{n:>12}" for n in names))
+    lines.append(f"{'server side (median)':24}" + "".join(f"{n:>12}" for n in names) + " " * 18 * len(ratios)
+                 + "".join(f"{r + ' paired':>25}" for r in paired))
     for k in ("requests", "prompt_tokens_per_request", "generation_tokens_per_request", "max_tokens_per_request",
               "prefix_cache_hit_share", *SERVER_HISTOGRAMS, "cpu_ms_per_token",
               "cpu_share", "in_flight"):
         spec = ".1%" if k in ("prefix_cache_hit_share", "cpu_share") else ".2f"
-        lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['server'][k], spec):>12}" for n in names))
+        lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['server'][k], spec):>12}" for n in names)
+                     + (" " * 18 * len(ratios) + "".join(f"{fmt(paired[r]['server.' + k], '.3f'):>25}" for r in paired)
+                        if "server." + k in next(iter(paired.values()), {}) else ""))  # fmt: skip
     lines.append(f"{'client - server (ms)':24}" + "".join(f"{n:>12}" for n in names))
     for k in ("ttft_ms_mean", "e2e_ms_mean"):
         lines.append(f"{k:24}" + "".join(f"{fmt(report['client_minus_server'][n][k]):>12}" for n in names))
