@@ -420,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", default="ours,vllm,vllm-seed0", help=f"which of {', '.join(CLIENTS)}, in run order")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
+    p.add_argument("--no-prefix-caching", action="store_true", help="serve without prefix caching, so that no "
+                   "client's prompts are answered from the cache (the work is then the same for all)")
     p.add_argument("--base-url", help="a running vLLM to measure instead of starting the tiny-cpu arm")
     p.add_argument("--model", help="its served model name (with --base-url)")
     p.add_argument("--server-session", type=int, help="the process session id of that server (its CPU time per "
@@ -453,7 +455,8 @@ def main(argv: list[str] | None = None) -> int:
             base_url, model, session = args.base_url.rstrip("/"), args.model, args.server_session
         else:
             log(f"starting the tiny-cpu arm pinned to CPU {server_cpus}")
-            server = vllm_server.start(env, tmp / "vllm.log", cpus=set(server_cpus))
+            extra = ("--no-enable-prefix-caching",) if args.no_prefix_caching else ()
+            server = vllm_server.start(env, tmp / "vllm.log", cpus=set(server_cpus), extra_args=extra)
             base_url, model, session = server.base_url, server.model, server.process.pid  # its own session
         os.sched_setaffinity(0, set(client_cpus))  # this process's scrapes and samples stay off the server's CPUs
         target = Target(base_url, model, args.tokenizer or env.model_dir, env.python)
