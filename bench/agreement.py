@@ -74,6 +74,20 @@ SERVER_HISTOGRAMS = {
     "decode_ms_mean": "vllm:request_decode_time_seconds",
 }
 """The server's own timings: the mean of each histogram over one run (its ``_sum`` over its ``_count``)."""
+SIDES = ("client", "server", "vs_server")
+REPORT_DEFINITIONS = {
+    "client": "each client's own figures over its timed run, by vLLM's definitions (both clients: full run, "
+    "request sent to first / last token; the load generator's steady-state window is not compared)",
+    "server": "the server's /metrics over the same run: what it was sent and its own timings (means of its "
+    "histograms, from the API server's arrival), its CPU per generated token and its share of its core",
+    "vs_server": "per run, the client against the server: ms it adds to TTFT and E2E means, and its TPOT p50 "
+    "over the server's mean inter-token latency",
+    "medians": "per client, the median of its runs",
+    "ratios": "ours over the other client, of the medians (unpaired: the server's drift between runs is in them)",
+    "paired_ratios": "ours over the other client round by round (back-to-back runs), then the median",
+    "set_aside": "runs in which the server had its requests but lost its core to other work, each run again",
+}
+"""What each part of the report is, written into its JSON."""
 
 
 def log(message: str) -> None:
@@ -330,7 +344,22 @@ def measured(base_url: str, session: int | None, run: Runner) -> dict[str, Any]:
     server = ServerView.between(before, scrape(base_url), t1 - t0, sampler.used("server", t0, t1))
     keep = {k: client.get(k) for k in (*CLIENT_KEYS, "completed", "failed", "prompt_tokens", "seed")}
     keep["cpu_share"] = client_cpu / (t1 - t0) if client_cpu is not None and t1 > t0 else None
-    return {"load_1m": load, "client": keep, "server": asdict(server)}
+    return {"load_1m": load, "client": keep, "server": asdict(server), "vs_server": vs_server(keep, server)}
+
+
+def vs_server(client: dict[str, Any], server: ServerView) -> dict[str, float | None]:
+    """One run's client figures against the server's own for the same requests. Between runs the server's
+    pace moves by tens of percent; inside one run a client that times the stream as the server made it
+    reads a TPOT p50 near the server's mean inter-token latency and adds only its transport (HTTP, the API
+    server, its own event loop) to TTFT and E2E."""
+
+    def gap(key: str) -> float | None:
+        a, b = client[key], getattr(server, key)
+        return a - b if a is not None and b is not None else None
+
+    tpot, itl = client["tpot_ms_p50"], server.itl_ms_mean
+    return {"ttft_ms_mean_added": gap("ttft_ms_mean"), "e2e_ms_mean_added": gap("e2e_ms_mean"),
+            "tpot_p50_over_server_itl": tpot / itl if tpot and itl else None}  # fmt: skip
 
 
 def contended(run: dict[str, Any], concurrency: int, min_share: float) -> bool:
@@ -349,7 +378,7 @@ def median_of(runs: Sequence[dict[str, Any]], side: str, key: str) -> float | No
 def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Medians per client (both sides) and each client's figures over `vllm bench serve`'s."""
     medians = {
-        name: {side: {k: median_of(rs, side, k) for k in rs[0][side] if k != "seed"} for side in ("client", "server")}
+        name: {side: {k: median_of(rs, side, k) for k in rs[0][side] if k != "seed"} for side in SIDES}
         for name, rs in runs.items()
     }
     ratios: dict[str, dict[str, float | None]] = {}
@@ -367,11 +396,7 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 for side, keys in (("client", CLIENT_KEYS), ("server", (*SERVER_HISTOGRAMS, "cpu_ms_per_token")))
                 for k in keys
             }
-    # What each client adds to the server's own TTFT: HTTP, the API server's queue, the client's loop.
-    gaps = {name: {"ttft_ms_mean": (m["client"]["ttft_ms_mean"] or 0) - (m["server"]["ttft_ms_mean"] or 0),
-                   "e2e_ms_mean": (m["client"]["e2e_ms_mean"] or 0) - (m["server"]["e2e_ms_mean"] or 0)}
-            for name, m in medians.items()}  # fmt: skip
-    return {"medians": medians, "ratios": ratios, "paired_ratios": paired, "client_minus_server": gaps}
+    return {"medians": medians, "ratios": ratios, "paired_ratios": paired, "definitions": REPORT_DEFINITIONS}
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:
@@ -400,9 +425,10 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['server'][k], spec):>12}" for n in names)
                      + (" " * 18 * len(ratios) + "".join(f"{fmt(paired[r]['server.' + k], '.3f'):>25}" for r in paired)
                         if "server." + k in next(iter(paired.values()), {}) else ""))  # fmt: skip
-    lines.append(f"{'client - server (ms)':24}" + "".join(f"{n:>12}" for n in names))
-    for k in ("ttft_ms_mean", "e2e_ms_mean"):
-        lines.append(f"{k:24}" + "".join(f"{fmt(report['client_minus_server'][n][k]):>12}" for n in names))
+    lines.append(f"{'vs server (median)':24}" + "".join(f"{n:>12}" for n in names))
+    for k in next(iter(med.values()))["vs_server"]:
+        spec = ".3f" if k == "tpot_p50_over_server_itl" else ".1f"
+        lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['vs_server'][k], spec):>12}" for n in names))
     loads = report["load_1m"]
     lines.append(f"load average (1 min) at the start of each run: min {min(loads):.2f}, median "
                  f"{statistics.median(loads):.2f}, max {max(loads):.2f}; runs set aside and repeated because "
@@ -478,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                         log(json.dumps(got))
                         if attempt == args.tries or not contended(got, shape.concurrency, args.min_server_share):
                             break
-                        set_aside.append({"client": name, "round": rnd, **got})
+                        set_aside.append({"name": name, "round": rnd, **got})
                         log(f"the server got {got['server']['cpu_share']:.0%} of its core: other work; again in 10 s")
                         time.sleep(10)
                     if rnd:

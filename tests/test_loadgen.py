@@ -400,29 +400,32 @@ def test_vocab_found_through_the_served_model_root(tiny_server, tmp_path: Path, 
 @pytest.mark.vllm
 def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server, vllm_env, tmp_path: Path) -> None:
     """Both clients run once against the shared server, read from the server's own /metrics as well.
-    Exact where the work is defined (requests, generation and max tokens, our prompt length), loose where
-    only noise separates the two (throughput within a factor of 4 on a busy machine)."""
+    Exact where the work is defined (requests, generation and max tokens, our prompt length, no prompt
+    answered from the prefix cache), within noise where each client's timing is set beside the server's
+    for the same run, and loose between the two runs (throughput within a factor of 4 on a busy machine:
+    the server's own pace moves that much between runs, docs/facts.md)."""
     from bench.agreement import Shape, Target, measured, run_ours, run_reference
 
-    shape = Shape(input_len=128, output_len=16, prompts=16, concurrency=4)
+    shape = Shape(input_len=256, output_len=16, prompts=16, concurrency=4)
     target = Target(tiny_server.base_url, tiny_server.model, tiny_server.model_dir, vllm_env.python)
     cpus = sorted(os.sched_getaffinity(0))
     session = tiny_server.process.pid  # the server runs in a process session of its own
     ours = measured(target.base_url, session, lambda s: run_ours(target, shape, cpus, tmp_path, s))
     theirs = measured(target.base_url, session, lambda s: run_reference(target, shape, cpus, tmp_path, 7, s))
     for name, run in (("ours", ours), ("vllm", theirs)):
-        client, server = run["client"], run["server"]
+        client, server, vs = run["client"], run["server"], run["vs_server"]
         assert (client["completed"], client["failed"]) == (16, 0), name
         # The same work: as many requests (no warm-up on either side), each asked for and given 16 tokens.
         assert server["requests"] == 16, name
         assert server["max_tokens_per_request"] == server["generation_tokens_per_request"] == 16, name
         # No client sees a first or a last token before the server made it.
-        assert client["ttft_ms_mean"] >= server["ttft_ms_mean"], name
-        assert client["e2e_ms_mean"] >= server["e2e_ms_mean"], name
+        assert vs["ttft_ms_mean_added"] >= 0 and vs["e2e_ms_mean_added"] >= 0, (name, vs)
+        # Each times the decode as the server did (0.96-1.09 measured with the server pinned, bench/agreement.py).
+        assert 0.5 < vs["tpot_p50_over_server_itl"] < 2, (name, vs)
         assert server["cpu_ms_per_token"] > 0 and server["in_flight"] > 0, name
-    # Ours sends token ids: exactly the asked length, never a prefix-cache hit; vLLM's re-encoded text
-    # lands within a few tokens of it.
-    assert ours["server"]["prompt_tokens_per_request"] == 128 and ours["server"]["prefix_cache_hit_share"] == 0
-    assert theirs["server"]["prompt_tokens_per_request"] == pytest.approx(128, abs=3)
+    # Ours sends distinct token ids: exactly the asked length, and (with two 128-token blocks a prompt) no
+    # block the server could take from its prefix cache; vLLM's re-encoded text lands within a few tokens.
+    assert ours["server"]["prompt_tokens_per_request"] == 256 and ours["server"]["prefix_cache_hit_share"] == 0
+    assert theirs["server"]["prompt_tokens_per_request"] == pytest.approx(256, abs=3)
     ratio = ours["client"]["out_tok_per_s"] / theirs["client"]["out_tok_per_s"]
     assert 0.25 < ratio < 4, f"ours/vllm output tok/s {ratio:.2f}: the two clients tell different stories"
