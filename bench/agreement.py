@@ -22,10 +22,12 @@ The clients:
 
 - ``ours``: ``python -m agents.loadgen`` with ``--warmup 0``, so the server sees exactly the same number
   of requests from each client (`vllm bench serve` sends no warm-up by default); a new seed each run.
+- ``ours-again``: the same, run again right after ``ours``: ours/ours-again is what two runs of one client
+  differ by on this machine, the floor below which a ratio between two clients says nothing.
 - ``vllm``: `vllm bench serve` (random dataset, ``--ignore-eos``) with a new ``--seed`` each run.
 - ``vllm-seed0``: the same command without ``--seed``, as it is usually typed: its default seed 0 sends
   the same prompts every run, so from its second run on the server answers half of each prompt from its
-  prefix cache. Kept to show what that does to the figures; ``--clients ours,vllm`` leaves it out.
+  prefix cache. Kept to show what that does to the figures; ``--clients ours,ours-again,vllm`` leaves it out.
 - ``baseline`` (only with ``--baseline DIR``): the load generator of another checkout of this repository,
   run exactly as ``ours``, to measure a change to it alternately with the current one.
 
@@ -61,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loadgen_ceiling import cpu_list  # noqa: E402
 
-CLIENTS = ("ours", "vllm", "vllm-seed0", "baseline")
+CLIENTS = ("ours", "ours-again", "vllm", "vllm-seed0", "baseline")
 CLIENT_KEYS = ("out_tok_per_s", "ttft_ms_p50", "ttft_ms_mean", "tpot_ms_p50", "itl_ms_p50", "e2e_ms_p50",
                "e2e_ms_mean", "duration_s")  # fmt: skip
 """What both clients report, by the same definitions (vLLM's, research in docs/facts.md)."""
@@ -443,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=48)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--rounds", type=int, default=5, help="counted rounds, each client once per round, alternately")
-    p.add_argument("--clients", default="ours,vllm,vllm-seed0", help=f"which of {', '.join(CLIENTS)}, in run order")
+    p.add_argument("--clients", default="ours,ours-again,vllm,vllm-seed0", help=f"which of {', '.join(CLIENTS)}, in run order")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--no-prefix-caching", action="store_true", help="serve without prefix caching, so that no "
@@ -489,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         rng = random.Random()
         runners: dict[str, Runner] = {
             "ours": lambda s: run_ours(target, shape, client_cpus, tmp, s),
+            "ours-again": lambda s: run_ours(target, shape, client_cpus, tmp, s),
             "vllm": lambda s: run_reference(target, shape, client_cpus, tmp, rng.randrange(1, 2**31), s),
             "vllm-seed0": lambda s: run_reference(target, shape, client_cpus, tmp, None, s),
             "baseline": lambda s: run_ours(target, shape, client_cpus, tmp, s, args.baseline),
