@@ -183,6 +183,7 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
     assert out["out_tok_per_s"] == pytest.approx(32 * out["req_per_s"])
     assert out["seed"] == 11 and out["client"]["processes"] == processes
+    assert {"full_run", "steady", "ttft", "tpot", "itl", "e2e"} <= set(out["definitions"])  # which figure is which
     assert out["records_path"] == str(records)
     lines = records.read_text().splitlines()
     assert len(lines) == 201 and json.loads(lines[0])["run"]["seed"] == 11
@@ -266,6 +267,8 @@ class ScriptedServer:
     def __init__(self, script: list[str]) -> None:
         self.script = script
         self.count = 0
+        self.bodies: list[dict] = []
+        """Every completion request's JSON body, in arrival order."""
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -317,6 +320,7 @@ class ScriptedServer:
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
                 continue
             body = json.loads(raw)
+            self.bodies.append(body)
             mode = self.script[self.count % len(self.script)]
             self.count += 1
             out, prompt = body["max_tokens"], len(body["prompt"])
@@ -350,6 +354,12 @@ def test_events_are_counted_exactly_when_reads_split_anywhere(capsys: pytest.Cap
     assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
     for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]:
         assert sum(n for _, n in json.loads(line)["events"]) == 24  # usage event and [DONE] not counted
+    # The sampling asked for is `vllm bench serve --ignore-eos`'s: ignore_eos alone, no min_tokens.
+    for body in server.bodies:
+        assert {k: v for k, v in body.items() if k != "prompt"} == {
+            "model": "scripted", "max_tokens": 24, "stream": True, "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }
 
 
 def test_failures_and_length_mismatches_are_reported_with_reasons(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
