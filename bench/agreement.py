@@ -26,13 +26,14 @@ The clients:
   differ by on this machine, the floor below which a ratio between two clients says nothing.
 - ``vllm``: `vllm bench serve` (random dataset, ``--ignore-eos``) with a new ``--seed`` each run.
 - ``vllm-seed0``: the same command without ``--seed``, as it is usually typed: its default seed 0 sends
-  the same prompts every run, so from its second run on the server answers half of each prompt from its
+  the same prompts every run, so from its second run on the server takes 60% of their tokens from its
   prefix cache. Kept to show what that does to the figures; ``--clients ours,ours-again,vllm`` leaves it out.
 - ``baseline`` (only with ``--baseline DIR``): the load generator of another checkout of this repository,
   run exactly as ``ours``, to measure a change to it alternately with the current one.
 
     python bench/agreement.py                              # server on CPU 0, clients on CPU 1, 5 rounds
     python bench/agreement.py --rounds 12 --json out.json
+    python bench/agreement.py --no-prefix-caching --clients ours,ours-again,vllm --rounds 10   # the same work
     python bench/agreement.py --base-url http://127.0.0.1:8000 --model tiny-llama   # a running server
 
 Needs the CPU vLLM venv and the tiny model (tests/support/vllm_env.py). The first round warms the
@@ -445,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=48)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--rounds", type=int, default=5, help="counted rounds, each client once per round, alternately")
-    p.add_argument("--clients", default="ours,ours-again,vllm,vllm-seed0", help=f"which of {', '.join(CLIENTS)}, in run order")
+    p.add_argument("--clients", default="ours,ours-again,vllm,vllm-seed0",
+                   help=f"which of {', '.join(CLIENTS)}, in run order")
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--no-prefix-caching", action="store_true", help="serve without prefix caching, so that no "
