@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=Path, metavar="FILE",
                    help="append one JSON line a second to FILE while the run goes: requests and tokens so far, rates")
     p.add_argument("--no-exact-output", action="store_true",
-                   help="do not send ignore_eos/min_tokens (the model may stop early)")
+                   help="do not send ignore_eos (the model may stop early)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -1,4 +1,4 @@
-"""Run statistics with vLLM's definitions (research/benchclients.md section 4), full run and steady state.
+"""Run statistics with vLLM's definitions (docs/facts.md, "The reference client"), full run and steady state.
 
 - TTFT: first token-bearing SSE event minus request start; E2E: last token-bearing event minus start
   (the usage trailer and [DONE] excluded); TPOT = (E2E - TTFT) / (output tokens - 1), requests with more
@@ -24,6 +24,18 @@ LATENCY_KEYS = tuple(
     f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99")
 )
 STEADY_RATIO = 0.95
+DEFINITIONS = {
+    "full_run": "top-level rates and latencies: every measured request, over the timed run from the first request "
+    "sent to the last response (vllm bench serve's duration and definitions; warm-up requests excluded)",
+    "steady": "the same keys over the steady-state window alone: from the first time ceil(0.95 C) requests are in "
+    "flight to the last time they drop below it (vllm-bench's window); vllm bench serve reports no such window",
+    "ttft": "request sent to its first token event; prompts go as token ids, so it holds no tokenization, which the "
+    "server's own TTFT of a text prompt (vllm bench serve's) does",
+    "tpot": "per request, (E2E - TTFT) / (output tokens - 1)",
+    "itl": "gaps between token events pooled over requests; events that arrived in one socket read share its stamp",
+    "e2e": "request sent to its last token event",
+}
+"""Which figure is which, carried in every result (a run's JSON says what its numbers mean)."""
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:

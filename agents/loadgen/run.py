@@ -318,6 +318,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
         **metrics.summarize(records, duration),
         **client_stats(results, duration, usable_cores()),
         "steady": metrics.steady_state(records, cfg.concurrency, duration),
+        "definitions": metrics.DEFINITIONS,
         "mismatches": checks(records, cfg),
         "per_url": per_url(cfg, records, duration),
     }

@@ -38,16 +38,21 @@ def tiny_cpu_replica(env: VllmEnv, port: int) -> Replica:
     return resolve(load_catalog(), "tiny-cpu", box, base_port=port).replicas[0]
 
 
-def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
+def start(env: VllmEnv, log_path: Path, timeout_s: float = 420, cpus: set[int] | None = None,
+          extra_args: tuple[str, ...] = ()) -> TinyServer:
+    """Serve the tiny model; ``cpus`` pins the server and every process it starts, ``extra_args`` go after
+    the arm's own (both for bench/agreement.py)."""
     replica = tiny_cpu_replica(env, free_port())
+    argv = [*replica.argv, *extra_args]
     port = replica.port
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        replica.argv,
+        argv,
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, **replica.env},
         start_new_session=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )
     deadline = time.monotonic() + timeout_s
     url = f"http://127.0.0.1:{port}"
@@ -57,7 +62,7 @@ def start(env: VllmEnv, log_path: Path, timeout_s: float = 420) -> TinyServer:
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:
-                    return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir, replica.argv)
+                    return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir, argv)
         except OSError:
             pass
         time.sleep(1)
