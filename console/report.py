@@ -1,7 +1,8 @@
 """The markdown handover (the seed's docs/RESUME.md): what the next person needs to pick the campaign up.
 
 Boxes and their last checks, what runs where, armed timers (UTC, box-local and the operator's zone),
-open failures with their reasons, best rows per model and the quality/cost frontier. Measured and
+open failures with their reasons, best rows per model, each divergence pair against its noise floor and
+the quality/cost frontier. Measured and
 imported figures are never mixed in one table: an imported number is someone else's claim.
 """
 
@@ -16,6 +17,7 @@ from console.readmodel import (
     EvalRow,
     FleetRow,
     ImportRow,
+    KldiffRun,
     LaunchRow,
     ResultRow,
     TimerRow,
@@ -26,6 +28,7 @@ from console.readmodel import (
     failed_tripwires,
     fleet,
     imports,
+    kldiff_runs,
     launches,
     timers,
 )
@@ -128,6 +131,23 @@ def _quality(evals: Sequence[EvalRow]) -> list[str]:
     return ["## Task accuracy", "", *_table(table, ("model", "configuration", "items", "overall", "source", "note")), ""]
 
 
+def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
+    """Each pair with the floor it is read against and the verdict in the seed's words; controls show only
+    as the floor column, as the seed's table reads."""
+    pairs = [r for r in runs if r.role == "pair"]
+    if not pairs:
+        return []
+    table = [(r.model, r.box, r.arm_a, r.arm_b, r.kernel_a or "not recorded", r.kernel_b or "not recorded",
+              r.positions, None if r.top1_agreement is None else f"{r.top1_agreement:.1%}", f"{r.mean_kl:.4f}",
+              None if r.control_mean_kl is None else f"{r.control_mean_kl:.4f}", r.verdict.text)
+             for r in pairs]  # fmt: skip
+    header = ("model", "box", "A", "B", "kernel A", "kernel B", "positions", "top-1 agree", "mean KL", "floor",
+              "verdict")  # fmt: skip
+    note = ("Two servers scored on identical contexts, each pair read against its control (the same "
+            "configuration served twice): the floor. `campaign export kldiff` has every figure.")
+    return [f"## {title}", "", note, "", *_table(table, header), ""]
+
+
 def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
     best: dict[tuple[str | None, str], EconomicsRow] = {}
     for r in rows:
@@ -171,6 +191,7 @@ def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
     inputs = economics_inputs(store)
     best = best_per_model(inputs.bench)
     economics, _ = economics_table(inputs, utilisation=utilisation)
+    divergence = kldiff_runs(store, at=now_ms)
     parts = [
         "# Campaign handover",
         "",
@@ -185,6 +206,9 @@ def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
           or ["## Best measured rows per model", "", "Nothing measured yet.", ""]),
         *_best([r for r in best if r.source == "imported"], "Best imported rows per model (someone else's measurements)"),
         *_quality(inputs.evals),
+        *_divergence([r for r in divergence if r.source == "measured"], "Logit-level divergence (measured)"),
+        *_divergence([r for r in divergence if r.source != "measured"],
+                     "Logit-level divergence (imported: someone else's measurements)"),
         *_frontier(economics, utilisation),
         *_imports(imports(store)),
     ]  # fmt: skip

@@ -17,6 +17,7 @@ from agents.kldiff.divergence import FLOOR, Listed, compare, summarize
 from agents.tripwire.items import ITEMS
 from console.cli import main
 from console.readmodel import KldiffVerdict, kldiff_run, kldiff_runs
+from console.report import build_report
 from console.service import KldiffOptions, Service
 from console.store import Box, Store
 from console.store.kldiff import KldiffError
@@ -242,6 +243,18 @@ def test_a_failed_run_is_a_failed_command_and_a_bad_row_stays_in_the_journal(mea
         measured.kldiff.add_run({"arm_a": "a", "arm_b": "b", "raw": {"mean_kl": -0.1}})
 
 
+def test_the_handover_reads_each_measured_pair_against_its_floor(measured: Store) -> None:
+    text = build_report(measured, now_ms=T0 + 3_600_000, operator_tz="UTC")
+    section = text.split("## Logit-level divergence (measured)")[1].split("\n## ")[0]
+    row = next(line for line in section.splitlines() if "qwen-flashinfer" in line)
+    assert "| qwen-b12x | qwen-flashinfer |" in row and KERNELS["qwen-flashinfer"] in row
+    assert "| 81.9% | 0.1452 | 0.0184 | excess KL +0.127, seven times the floor |" in row
+    assert sum("| qwen-b12x |" in line for line in section.splitlines()) == 1  # the control is the floor column
+    assert "(imported" not in text
+    # A pair measured after the handover's instant is not in it: a report is reproducible.
+    assert "Logit-level divergence" not in build_report(measured, now_ms=T0 - 1, operator_tz="UTC")
+
+
 async def test_the_service_refuses_a_pair_it_cannot_measure(measured: Store, tmp_path: Path) -> None:
     measured.boxes.add(Box(name="pro-b", host="203.0.113.8", ssh_user="root"))
     _batch(measured, "pro-b", _launches("pro-b", ("L9", "qwen-b12x")) + [
@@ -305,6 +318,17 @@ def test_export_kldiff(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gptoss = dict(zip(header.split("\t"), next(x for x in lines if "bf16 KV cache" in x and "gpt-oss" in x).split("\t"),
                       strict=True))  # fmt: skip
     assert gptoss["kernel_a"] == "not recorded" and gptoss["positions"] == ""
+
+
+def test_the_handover_keeps_imported_divergence_apart(demo: Path) -> None:
+    with Store(demo, read_only=True) as store:
+        text = build_report(store, now_ms=T0, operator_tz="UTC")
+        pairs = sum(r.role == "pair" for r in kldiff_runs(store))
+    assert "## Logit-level divergence (measured)" not in text
+    section = text.split("## Logit-level divergence (imported: someone else's measurements)")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "verdict" not in line]
+    assert len(rows) == pairs > 0
+    assert any("qwen3.8-27b-nvfp4-flashinfer-b12x" in r and r.endswith("| below the floor |") for r in rows)
 
 
 async def test_the_divergence_view_from_results(demo: Path) -> None:
