@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from console.checks import CHECKS, ArmContext, Verdict, evaluate, worst
+from console.checks import CHECKS, ArmContext, GpusSeen, Verdict, evaluate, worst
 from console.checks.capacity import check_capacity
 from console.checks.clock import check_clock
 from console.checks.driver_cuda import check_driver_cuda, newest_cuda_for
@@ -111,6 +111,51 @@ def test_cpu_box_without_gpu_tooling_is_ok() -> None:
     verdicts = evaluate(probe)
     assert worst(verdicts) == "ok", verdicts
     assert "no NVIDIA GPU" in only(verdicts, "power")[0].reason
+
+
+# -- presence: the GPUs a box listed before --------------------------------------------------------------
+def four_h200(**over: Any) -> dict[str, Any]:
+    """Four H200s on NVLink, each its own card (UUID and bus id)."""
+    cards = [h200_gpu(i, uuid=f"GPU-{i:08d}", pci_bus_id=f"00000000:{0x18 + i:02X}:00.0") for i in range(4)]
+    links = {f"{i}-{j}": "NV18" for i in range(4) for j in range(i + 1, 4)}
+    return h200_probe(gpus=cards, topology={"raw": "", "links": links, "nvlink_all": True}, **over)
+
+
+SEEN = GpusSeen.of(12, four_h200(), "4x NVIDIA H200, 700 W")
+
+
+def test_a_box_that_listed_gpus_and_now_has_no_tooling_fails_instead_of_passing_as_a_cpu_box() -> None:
+    cpu_like = h200_probe(gpus=[], source=None, driver_version=None, cuda_driver_version=None)
+    assert worst(evaluate(cpu_like)) == "ok"  # a box never seen with GPUs: nothing to check
+    verdicts = evaluate(cpu_like, seen=SEEN)
+    assert tuple(dict.fromkeys(v.check for v in verdicts)) == CHECKS
+    (driver,) = only(verdicts, "driver")
+    assert driver.verdict == "fail" and "no NVIDIA tooling answers" in driver.reason
+    assert "probe 12 (2026-12-02 09:54:24 UTC) listed 4x NVIDIA H200, 700 W" in driver.reason
+    assert driver.numbers["missing"] == [f"GPU-{i:08d}" for i in range(4)]
+    for check in ("power", "topology"):  # could not look: never "ok"
+        assert [(v.verdict, v.reason.split(":")[0]) for v in only(verdicts, check)] == [("warn", "not checked")]
+
+
+def test_a_gpu_that_no_longer_answers_is_named_by_its_uuid_after_the_topology_verdicts() -> None:
+    three = four_h200()
+    three["gpus"] = [dict(g, index=i) for i, g in enumerate(g for g in three["gpus"] if g["uuid"] != "GPU-00000002")]
+    three["topology"]["links"] = {f"{i}-{j}": "NV18" for i in range(3) for j in range(i + 1, 3)}
+    verdicts = evaluate(three, seen=SEEN)
+    topology = only(verdicts, "topology")
+    assert [v.verdict for v in topology] == ["ok", "fail"]
+    assert "1 of the 4 GPUs its probe 12" in topology[1].reason and "(GPU-00000002)" in topology[1].reason
+    assert "Xid 79" in topology[1].reason
+    assert [v.check for v in verdicts].index("clock") == [v.check for v in verdicts].index("topology") + 2
+    assert worst(evaluate(four_h200(), seen=SEEN)) == "ok"  # the same four cards: nothing to say
+    # Without UUIDs the bus id names a card; indexes renumber when one drops, so they are the last resort.
+    bare = four_h200()
+    for g in bare["gpus"]:
+        del g["uuid"]
+    moved = copy.deepcopy(bare)
+    moved["gpus"][3]["pci_bus_id"] = "00000000:99:00.0"
+    without_uuid = GpusSeen.of(3, bare, "4x NVIDIA H200")
+    assert "(00000000:1B:00.0)" in only(evaluate(moved, seen=without_uuid), "topology")[-1].reason
 
 
 # -- power -----------------------------------------------------------------------------------------

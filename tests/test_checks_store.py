@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from console.checks import Verdict, evaluate
+from console.checks.run import judge
 from console.store import Box, ReadOnlyStore, Store
 from console.store.checks import gpu_summary
 from tests.test_checks import T0, h200_probe, multi_gpu_probe, rtx5090_probe
@@ -110,6 +111,25 @@ def test_read_only_store_reads_but_refuses_writes(store: Store, tmp_path: Path) 
         assert len(ro.checks.last_verdicts("pro-a")) == 6
         with pytest.raises(ReadOnlyStore):
             ro.checks.add_probe("pro-a", h200_probe(t_ms=T0 + 9))
+
+
+def test_a_check_remembers_the_gpus_a_box_listed_until_the_box_is_added_again(store: Store) -> None:
+    """The driver gone after an upgrade: every later check fails, not only the first one after it."""
+    asked = store.clock()  # the console's clock when it asked: after the box was added
+    cpu_like = h200_probe(gpus=[], source=None, driver_version=None, t_ms=asked + 60_000, console_t_ms=asked + 60_000)
+    first = judge(store, "pro-a", multi_gpu_probe(2, "NV18") | {"t_ms": asked, "console_t_ms": asked})
+    assert first.verdict == "ok" and store.boxes.get("pro-a").gpu_summary == "2x NVIDIA H200, 700 W"
+    for later in (cpu_like, dict(cpu_like, t_ms=T0 - 3_600_000)):  # the box clock jumped back an hour
+        run = judge(store, "pro-a", later)
+        (driver,) = [v for v in run.verdicts if v.check == "driver"]
+        assert driver.verdict == "fail" and f"its probe {first.probe_id} (" in driver.reason
+        assert "listed 2x NVIDIA H200, 700 W" in driver.reason
+    again = judge(store, "pro-a", None)  # the stored probe judged again: the same answer
+    assert [v.verdict for v in again.verdicts if v.check == "driver"] == ["fail"]
+    store.boxes.remove("pro-a")
+    store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root"))
+    fresh = judge(store, "pro-a", dict(cpu_like, console_t_ms=store.clock() + 1))
+    assert [v.verdict for v in fresh.verdicts if v.check == "driver"] == ["ok"]
 
 
 def test_gpu_summary_without_gpus() -> None:

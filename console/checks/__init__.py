@@ -13,23 +13,24 @@ from console.checks.capacity import check_capacity
 from console.checks.clock import check_clock
 from console.checks.driver_cuda import check_driver_cuda
 from console.checks.power import check_power
+from console.checks.presence import GpusSeen, judge_presence
 from console.checks.topology import check_topology
 from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, worst
 
 CHECKS = ("power", "driver", "topology", "clock", "capacity")
 
 
-def evaluate(probe: dict[str, Any], arm: ArmContext | None = None) -> list[Verdict]:
-    """Every check, in a fixed order, on one probe."""
+def evaluate(probe: dict[str, Any], arm: ArmContext | None = None, seen: GpusSeen | None = None) -> list[Verdict]:
+    """Every check, in a fixed order, on one probe; ``seen``: the GPUs the box listed before, which must
+    still answer (console/checks/presence.py)."""
     if not isinstance(probe, dict):
         raise TypeError(f"a probe is a dict (the agent's probe JSON), not {type(probe).__name__}")
+    gpu_checks = [*check_power(probe), *check_driver_cuda(probe), *check_topology(probe, arm)]
     return [
-        *check_power(probe),
-        *check_driver_cuda(probe),
-        *check_topology(probe, arm),
+        *judge_presence(probe, seen, gpu_checks),
         *check_clock(probe),
         *check_capacity(probe, arm),
     ]
 
 
-__all__ = ["CHECKS", "FAIL", "OK", "WARN", "ArmContext", "Verdict", "evaluate", "worst"]
+__all__ = ["CHECKS", "FAIL", "OK", "WARN", "ArmContext", "GpusSeen", "Verdict", "evaluate", "worst"]

@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agents.environ import allowed_env
-from console.checks import ArmContext, Verdict, evaluate, worst
+from console.checks import ArmContext, GpusSeen, Verdict, evaluate, worst
 from console.errors import InputError
 from console.store import Box, Store
+from console.store.checks import gpu_summary
 
 ArmResolver = Callable[[Box, dict[str, Any]], ArmContext]
 """(box, probe) -> what the arm would ask of this box; the probe says how many GPUs of which kind."""
@@ -67,9 +68,11 @@ def judge(store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmRes
     else:
         if not isinstance(probe, dict):
             raise CheckError(f"box {box.name}: the probe answered {type(probe).__name__}, not a probe object")
-        probe_id = store.checks.add_probe(box.name, probe)
+        probe_id = store.checks.add_probe(box.name, probe)  # the journal's copy of it may be stored already
+    before = store.checks.last_probe_with_gpus(box.name, before_id=probe_id)
+    seen = GpusSeen.of(before.id, before.data, gpu_summary(before.data) or "GPUs") if before else None
     context = arm(box, probe) if arm else None
-    verdicts = evaluate(probe, context)
+    verdicts = evaluate(probe, context, seen)
     t_ms = store.clock()
     store.checks.add_verdicts(box.name, probe_id, verdicts, t_ms)
     return CheckRun(box.name, probe_id, t_ms, probe, context, verdicts)

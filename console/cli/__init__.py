@@ -26,10 +26,10 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("tripwire", "run the corruption tripwire against a launch"),
     ("quality", "task accuracy per item: import, run, compare, list, pairs"),
     ("kldiff", "logit-level divergence of two launches, read against a control pair"),
-    ("sweep", "walk a sweep list of arms on a box, resumably"),
+    ("sweep", "walk a sweep list of arms on a box or several as one queue, resumably"),
     ("timer", "guarded hard-stop timers: set, list, cancel"),
     ("browse", "open a state.db read-only in the console, offline"),
-    ("export", "export summary, kernels or economics as TSV/CSV/JSON"),
+    ("export", "export summary, kernels, economics or kldiff as TSV/CSV/JSON"),
     ("report", "write a markdown handover of the campaign"),
     ("demo", "build a state.db from the seed campaign's published figures"),
 )

@@ -59,6 +59,13 @@ def gpu_summary(probe: dict[str, Any]) -> str | None:
     return f"{len(gpus)}x {' + '.join(names)}{power}"
 
 
+def _stored(rows: list[dict[str, Any]]) -> StoredProbe | None:
+    if not rows:
+        return None
+    r = rows[0]
+    return StoredProbe(r["id"], r["box"], r["t_ms"], r["console_t_ms"], json.loads(r["data"]))
+
+
 class Checks:
     def __init__(self, store: Store):
         self.store = store
@@ -116,13 +123,19 @@ class Checks:
 
     # -- readers ---------------------------------------------------------------------------------
     def latest_probe(self, box: str) -> StoredProbe | None:
+        return _stored(self.store.rows("SELECT * FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]))
+
+    def last_probe_with_gpus(self, box: str, before_id: int) -> StoredProbe | None:
+        """The newest probe of ``box`` stored before probe ``before_id`` (the order they were stored in: a
+        box clock can jump) that listed a GPU, taken since the box was added (a box removed and added
+        again starts afresh)."""
         rows = self.store.rows(
-            "SELECT * FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]
+            "SELECT p.* FROM probes p JOIN boxes b ON b.name = p.box WHERE p.box = ? AND p.id < ? "
+            "AND COALESCE(p.console_t_ms, p.t_ms) >= b.created_ms AND json_array_length(p.data, '$.gpus') > 0 "
+            "ORDER BY p.id DESC LIMIT 1",
+            [box, before_id],
         )
-        if not rows:
-            return None
-        r = rows[0]
-        return StoredProbe(r["id"], r["box"], r["t_ms"], r["console_t_ms"], json.loads(r["data"]))
+        return _stored(rows)
 
     def last_verdicts(self, box: str) -> list[VerdictRow]:
         """The newest check run of a box (empty when it was never checked), in the order it was written."""
