@@ -122,7 +122,7 @@ def test_a_check_remembers_the_gpus_a_box_listed_until_the_box_is_added_again(st
     for later in (cpu_like, dict(cpu_like, t_ms=T0 - 3_600_000)):  # the box clock jumped back an hour
         run = judge(store, "pro-a", later)
         (driver,) = [v for v in run.verdicts if v.check == "driver"]
-        assert driver.verdict == "fail" and f"its probe {first.probe_id} (" in driver.reason
+        assert driver.verdict == "fail" and f"yet probe {first.probe_id} (" in driver.reason
         assert "listed 2x NVIDIA H200, 700 W" in driver.reason
     again = judge(store, "pro-a", None)  # the stored probe judged again: the same answer
     assert [v.verdict for v in again.verdicts if v.check == "driver"] == ["fail"]

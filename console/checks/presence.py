@@ -40,7 +40,7 @@ class GpusSeen:
 
     @property
     def where(self) -> str:
-        return f"its probe {self.probe_id} ({fmt_utc(self.t_ms)}) listed {self.summary}"
+        return f"probe {self.probe_id} ({fmt_utc(self.t_ms)}) listed {self.summary}"
 
 
 def judge_presence(probe: dict[str, Any], seen: GpusSeen | None, verdicts: list[Verdict]) -> list[Verdict]:
@@ -65,9 +65,9 @@ def judge_presence(probe: dict[str, Any], seen: GpusSeen | None, verdicts: list[
             Verdict(check, FAIL if check == "driver" else WARN, gone if check == "driver" else not_checked, numbers)
             for check in GPU_CHECKS
         ]
-    reason = (f"{len(missing)} of the {len(seen.identities)} GPUs {seen.where} no longer answer "
-              f"({', '.join(missing)}): a GPU that fell off the bus (dmesg: Xid 79) or lost its driver; "
-              "reboot the box or give it back")  # fmt: skip
+    reason = (f"{len(missing)} of {len(seen.identities)} GPUs no longer answer ({', '.join(missing)}); "
+              f"{seen.where}: a GPU that fell off the bus (dmesg: Xid 79) or lost its driver; reboot the box or "
+              "give it back")  # fmt: skip
     last_topology = max((i for i, v in enumerate(verdicts) if v.check == "topology"), default=len(verdicts) - 1)
     missing_verdict = Verdict("topology", FAIL, reason, {"seen_probe_id": seen.probe_id, "missing": missing})
     return [*verdicts[: last_topology + 1], missing_verdict, *verdicts[last_topology + 1 :]]
