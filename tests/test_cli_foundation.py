@@ -98,7 +98,7 @@ def test_imported_demo_boxes_are_never_connected(tmp_path: Path, capsys: pytest.
         assert imported and not any(b.reachable for b in imported)
         assert store.boxes.get("local").reachable
         fleet = FleetManager(store)
-        with pytest.raises(BoxNotReachable, match="cannot be reached: imported figures"):
+        with pytest.raises(BoxNotReachable, match="cannot be reached: it holds imported figures"):
             fleet.link(imported[0].name)
     assert main(["--db", str(db), "box", "connect", imported[0].name]) != 0
     assert "cannot be reached" in capsys.readouterr().err

@@ -61,9 +61,9 @@ def demo_db(tmp_path: Path) -> tuple[str, str]:
     ("argv", "hint"),
     [
         (["check", "{box}"], "--stored"),
-        (["box", "trust", "{box}", "--yes"], "cannot be reached"),
-        (["box", "connect", "{box}"], "cannot be reached"),
-        (["launch", "tiny-cpu", "--box", "{box}"], "cannot be reached"),
+        (["box", "trust", "{box}", "--yes"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
+        (["box", "connect", "{box}"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
+        (["launch", "tiny-cpu", "--box", "{box}"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
     ],
 )
 def test_an_imported_box_is_refused_in_one_line(demo_db: tuple[str, str], argv: list[str], hint: str,
@@ -72,7 +72,7 @@ def test_an_imported_box_is_refused_in_one_line(demo_db: tuple[str, str], argv: 
     assert main(["--db", db, *[a.format(box=box) for a in argv]]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # progress lines may come first
-    assert last.startswith(f"campaign: box {box!r} cannot be reached: imported figures") and hint in last
+    assert last.startswith(f"campaign: box {box!r} cannot be reached: it holds imported figures") and hint in last
     assert "Traceback" not in err
     with Store(db) as store:
         assert store.boxes.get(box).status == "imported"  # trying did not relabel it

@@ -128,7 +128,7 @@ def test_an_imported_box_has_nothing_to_stop(db: str, capsys: pytest.CaptureFixt
     with Store(db) as store:
         store.boxes.add(Box(name="seed-a", status="imported", status_detail="imported figures"))
     assert main(["--db", db, "timer", "set", "seed-a", "--in", "1h", "--yes", "--no-arm"]) == 2
-    assert "box seed-a cannot be reached (imported figures); nothing to stop" in capsys.readouterr().err
+    assert "box seed-a cannot be reached (it holds imported figures (someone else's measurements), not a machine to connect to); nothing to stop" in capsys.readouterr().err
     assert timers(db) == []
 
 

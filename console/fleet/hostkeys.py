@@ -101,8 +101,10 @@ async def fetch_host_key(host: str, port: int, timeout: float) -> asyncssh.SSHKe
 
 async def presented_key(box: Box, timeout: float) -> tuple[str, str]:
     """(key line, fingerprint) the box presents now: what ``campaign box trust`` shows the operator."""
+    if not box.reachable:
+        raise BoxNotReachable(box.name, box.unreachable_why)
     if not box.host or not box.port:
-        raise BoxNotReachable(box.name, box.status_detail or "it has no SSH host and port recorded")
+        raise BoxNotReachable(box.name, "it has no SSH host and port recorded", "`campaign box add` it again")
     key = await fetch_host_key(box.host, box.port, timeout)
     return key_line(key), key.get_fingerprint()
 

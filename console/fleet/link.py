@@ -146,7 +146,7 @@ class BoxLink:
         if box.is_local:
             return LocalTransport()
         if not box.port or not box.host:
-            raise BoxNotReachable(self.name, "it has no SSH host and port recorded; `campaign box add` it again")
+            raise BoxNotReachable(self.name, "it has no SSH host and port recorded", "`campaign box add` it again")
         policy = policy_for(box, self.settings.known_hosts)
         if policy is None:
             key = await fetch_host_key(box.host, box.port, self.settings.ssh.connect_timeout)
@@ -168,7 +168,7 @@ class BoxLink:
         """One attempt: transport, the right agent, a hello that agrees with state.db. Returns what was done."""
         box = self.store.boxes.get(self.name)
         if not box.reachable:  # imported figures or a destroyed box: keep its status, say why
-            raise BoxNotReachable(self.name, box.status_detail or f"its status is {box.status}")
+            raise BoxNotReachable(self.name, box.unreachable_why)
         self._status("connecting", None)
         transport: Transport | None = None
         try:

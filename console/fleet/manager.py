@@ -24,8 +24,7 @@ class FleetManager:
         else:
             box = self.store.boxes.get(name)  # NoSuchBox with the operator's fix, before anything connects
             if not box.reachable:
-                why = box.status_detail or f"its status is {box.status}"
-                raise BoxNotReachable(name, why)
+                raise BoxNotReachable(name, box.unreachable_why)
         if name not in self._links:
             self._links[name] = BoxLink(self.store, name, self.settings)
         return self._links[name]

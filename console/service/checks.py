@@ -48,6 +48,6 @@ class CheckIntents(ServiceBase):
             try:
                 probe = await self.probe(box.name, serving_python(box))
             except BoxNotReachable as exc:  # imported figures or a destroyed box
-                raise InputError(str(exc), f"`campaign check {box.name} --stored` judges its last stored probe") \
+                raise InputError(exc.message, f"`campaign check {box.name} --stored` judges its last stored probe") \
                     from exc  # fmt: skip
         return judge(self.store, box.name, probe, resolver)

@@ -74,7 +74,7 @@ class TimerIntents(LaunchIntents):
         if box.status == "destroyed":
             raise InputError(f"box {box_name} is already destroyed; nothing to stop")
         if not box.reachable:  # imported figures: there is no machine behind the name to stop
-            raise InputError(f"box {box_name} cannot be reached ({box.status_detail or box.status}); nothing to stop")
+            raise InputError(f"box {box_name} cannot be reached ({box.unreachable_why}); nothing to stop")
         if action == "stop-arms":
             return
         provider = for_box(box.provider)  # a Vast box without an API key fails here, not at the deadline

@@ -51,6 +51,15 @@ class Box:
         return self.status not in ("imported", "destroyed") and self.destroyed_ms is None and bool(self.host)
 
     @property
+    def unreachable_why(self) -> str:
+        """Why the console cannot connect to it, in a few words (the provenance stays in ``status_detail``)."""
+        if self.status == "imported":
+            return "it holds imported figures (someone else's measurements), not a machine to connect to"
+        if self.status == "destroyed" or self.destroyed_ms is not None:
+            return "it was destroyed"
+        return self.status_detail or f"its status is {self.status}"
+
+    @property
     def ssh_target(self) -> str | None:
         """``user@host[:port]``; None for a box with no SSH address (imported figures)."""
         if self.is_local:
@@ -83,8 +92,9 @@ class NoSuchBox(InputError, KeyError):
 class BoxNotReachable(NoSuchBox):
     """The box exists in the store but there is nothing to connect to (imported figures, destroyed)."""
 
-    def __init__(self, name: str, why: str):
-        InputError.__init__(self, f"box {name!r} cannot be reached: {why}")
+    def __init__(self, name: str, why: str,
+                 hint: str = "its figures stay readable; `campaign box add NAME --ssh USER@HOST` adds a box you can reach"):  # fmt: skip
+        InputError.__init__(self, f"box {name!r} cannot be reached: {why}", hint)
         self.name = name
 
 
