@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from console.errors import ConsoleError
@@ -21,7 +20,7 @@ from console.store import LOCAL_BOX
 from console.tui import keymap
 from console.tui.actions import LintLine
 from console.tui.modals import BenchScreen, ConfirmScreen
-from console.tui.views.base import ViewScreen, fill_table, toned
+from console.tui.views.base import TableView, fill_table, toned
 
 COLUMNS = ("arm", "state", "box", "launch")
 LOG_LINES = 12
@@ -38,7 +37,7 @@ class ArmsData:
     drivable: tuple[str, ...]  # boxes a launch can reach (not imported figures, not destroyed)
 
 
-class ArmsScreen(ViewScreen):
+class ArmsScreen(TableView):
     VIEW = "arms"
     TITLE_TEXT = "Arms"
     BINDINGS = keymap.bindings("arms")
@@ -51,13 +50,6 @@ class ArmsScreen(ViewScreen):
         self.tails: dict[str, list[str] | str] = {}  # launch id -> its log tail, or why it could not be read
         self.asked: set[str] = set()
         self.drivable: tuple[str, ...] = (LOCAL_BOX,)
-
-    def body(self) -> ComposeResult:
-        yield DataTable(id="arms-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="arms-detail", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#arms-table", DataTable).focus()
 
     def load(self) -> ArmsData:
         recipes = self.console.recipes()
@@ -101,7 +93,7 @@ class ArmsScreen(ViewScreen):
                 )
             )
         with self.app.batch_update():
-            fill_table(self.query_one("#arms-table", DataTable), COLUMNS, rows, self.selected)
+            fill_table(self.table, COLUMNS, rows, self.selected)
         self.show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -131,7 +123,7 @@ class ArmsScreen(ViewScreen):
                     lines.append(f"engine accepts: {', '.join(last.backends_accepted)}")
                 lines += [f"  {cat:9} {line}" for cat, line in last.kernel_lines]
                 lines += self.log_lines(last)
-        self.query_one("#arms-detail", Static).update("\n".join(lines))
+        self.detail.update("\n".join(lines))
 
     def log_lines(self, launch: LaunchRow) -> list[str]:
         if self.console.read_only:

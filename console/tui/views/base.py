@@ -152,6 +152,36 @@ class ViewScreen(Screen[None]):
             fill_table(table, columns, rows, cursor)
 
 
+class TableView(ViewScreen):
+    """A view whose main widget is one table of rows, the highlighted row's detail under it.
+
+    The widgets' ids follow the view's name (``#fleet-table``, ``#fleet-detail``), which the stylesheet
+    (console/tui/console.tcss) and the tests address; a view adds what it shows above or below the table.
+    """
+
+    def body(self) -> ComposeResult:
+        yield from self.above_table()
+        yield DataTable(id=f"{self.VIEW}-table", cursor_type="row", zebra_stripes=True)
+        yield from self.below_table()
+
+    def above_table(self) -> ComposeResult:
+        yield from ()
+
+    def below_table(self) -> ComposeResult:
+        yield Static("", id=f"{self.VIEW}-detail", markup=False)
+
+    @property
+    def table(self) -> DataTable[Cell]:
+        return self.query_one(f"#{self.VIEW}-table", DataTable)
+
+    @property
+    def detail(self) -> Static:
+        return self.query_one(f"#{self.VIEW}-detail", Static)
+
+    def focus_main(self) -> None:
+        self.table.focus()
+
+
 _TONES = (
     ("FAIL", "bold red"), ("DEGEN", "bold red"), ("WRONG", "bold red"), ("LEAK", "bold red"),
     ("DIAGNOSTIC-ONLY", "bold red"), ("down", "bold red"), ("failed", "bold red"), ("host-key", "bold red"),

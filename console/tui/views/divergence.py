@@ -7,13 +7,12 @@ configuration served twice; a pair measured without one says so.
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from console.readmodel import KldiffRun
 from console.timeutil import fmt_utc
 from console.tui import keymap
-from console.tui.views.base import Cell, ViewScreen, toned
+from console.tui.views.base import Cell, TableView, toned
 
 COLUMNS = ("pair", "top-1", "mean KL", "floor", "excess", "verdict", "pos", "kernel a", "kernel b", "box", "source")
 
@@ -43,7 +42,7 @@ def detail_lines(r: KldiffRun) -> list[str]:
     return lines
 
 
-class DivergenceScreen(ViewScreen):
+class DivergenceScreen(TableView):
     VIEW = "divergence"
     TITLE_TEXT = "Divergence"
     BINDINGS = keymap.bindings("divergence")
@@ -51,13 +50,6 @@ class DivergenceScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[KldiffRun] = []
-
-    def body(self) -> ComposeResult:
-        yield DataTable(id="divergence-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="divergence-detail", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#divergence-table", DataTable).focus()
 
     def load(self) -> list[KldiffRun]:
         return self.console.model.kldiff(self.filter_text)
@@ -83,13 +75,10 @@ class DivergenceScreen(ViewScreen):
             )
             for r in rows
         ]
-        table = self.query_one("#divergence-table", DataTable)
-        self.refill(table, COLUMNS, cells)
+        self.refill(self.table, COLUMNS, cells)
         if not rows:
-            self.query_one("#divergence-detail", Static).update(
-                "no divergence measured: `campaign kldiff LAUNCH_A LAUNCH_B --control LAUNCH_C LAUNCH_D`"
-            )
+            self.detail.update("no divergence measured: `campaign kldiff LAUNCH_A LAUNCH_B --control LAUNCH_C LAUNCH_D`")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         row = next((r for r in self.rows if str(r.id) == event.row_key.value), None)
-        self.query_one("#divergence-detail", Static).update("\n".join(detail_lines(row)) if row else "")
+        self.detail.update("\n".join(detail_lines(row)) if row else "")

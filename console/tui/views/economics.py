@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Static
 from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
 from console.readmodel import QualityLedger
 from console.tui import keymap
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, TableView, fill_table, toned
 
 # Cost, quality and the frontier word first: at 80 columns they stay visible, the API and box follow.
 COLUMNS = ("arm", "$/Mtok", "accuracy", "frontier", "API $/Mtok", "API/node", "box", "$/h active", "rows")
@@ -59,7 +59,7 @@ def quality_lines(ledger: QualityLedger, needle: str) -> list[str]:
     return lines
 
 
-class EconomicsScreen(ViewScreen):
+class EconomicsScreen(TableView):
     VIEW = "economics"
     TITLE_TEXT = "Economics"
     BINDINGS = keymap.bindings("economics")
@@ -69,14 +69,10 @@ class EconomicsScreen(ViewScreen):
         self.utilisation = DEFAULT_UTILISATION
         self.rows: list[EconomicsRow] = []
 
-    def body(self) -> ComposeResult:
-        yield DataTable(id="economics-table", cursor_type="row", zebra_stripes=True)
+    def below_table(self) -> ComposeResult:
         with VerticalScroll(id="economics-below"):
-            yield Static("", id="economics-detail", markup=False)
+            yield from super().below_table()
             yield Static("", id="economics-chart", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#economics-table", DataTable).focus()
 
     def load(self) -> EconomicsData:
         rows, skipped = economics_table(self.console.model.economics_inputs(), utilisation=self.utilisation)
@@ -109,7 +105,7 @@ class EconomicsScreen(ViewScreen):
             for i, r in enumerate(self.rows)
         ]
         with self.app.batch_update():
-            fill_table(self.query_one("#economics-table", DataTable), COLUMNS, cells)
+            fill_table(self.table, COLUMNS, cells)
             chart = self.query_one("#economics-chart", Static)
             # Two cells stay free for the scrollbar of a short terminal.
             width = max(30, (chart.content_region.width or self.size.width) - 2)
@@ -118,7 +114,7 @@ class EconomicsScreen(ViewScreen):
             lines += quality_lines(data.quality, needle)
             chart.update("\n".join(lines))
             if not self.rows:
-                self.query_one("#economics-detail", Static).update(
+                self.detail.update(
                     "no configuration priced yet: a box needs a price per hour and bench rows at the "
                     "router and promptopt shapes (`campaign export economics` says the same)"
                 )
@@ -128,7 +124,7 @@ class EconomicsScreen(ViewScreen):
         if i < len(self.rows):
             r = self.rows[i]
             where = f"; {r.marks}" if r.marks else ""
-            self.query_one("#economics-detail", Static).update(
+            self.detail.update(
                 f"{r.arm} on {r.box}: {money(r.node_usd_per_hour, 2)} per active hour at "
                 f"{self.utilisation:.0%} use, {money(r.node_per_mtok)} per million tokens over {r.rows}"
                 + (f"; {r.api_provider} {money(r.api_per_mtok)}" if r.api_provider else "")

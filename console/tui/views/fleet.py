@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from console.readmodel import FleetRow
 from console.timeutil import fmt_remaining
 from console.tui import keymap
 from console.tui.render import timer_lines
-from console.tui.views.base import Cell, ViewScreen, fill_table, toned
+from console.tui.views.base import Cell, TableView, fill_table, toned
 
 COLUMNS = ("box", "state", "GPUs", "$/h", "checks", "serving", "stop in")
 
@@ -30,7 +29,7 @@ def checks_word(row: FleetRow) -> str:
     return "ok" if row.checks else "unchecked"
 
 
-class FleetScreen(ViewScreen):
+class FleetScreen(TableView):
     VIEW = "fleet"
     TITLE_TEXT = "Fleet"
     BINDINGS = keymap.bindings("fleet")
@@ -38,13 +37,6 @@ class FleetScreen(ViewScreen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[FleetRow] = []
-
-    def body(self) -> ComposeResult:
-        yield DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="fleet-detail", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#fleet-table", DataTable).focus()
 
     def load(self) -> list[FleetRow]:
         return self.console.model.fleet()
@@ -74,7 +66,7 @@ class FleetScreen(ViewScreen):
             ]
             table.append((cells, r.name))
         with self.app.batch_update():
-            fill_table(self.query_one("#fleet-table", DataTable), COLUMNS, table, self.console.selected_box)
+            fill_table(self.table, COLUMNS, table, self.console.selected_box)
         self.show_detail()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -94,7 +86,7 @@ class FleetScreen(ViewScreen):
             lines += [f"  {c.word:>4} {c.name}: {c.reason}" for c in row.checks]
             if row.timer:
                 lines += timer_lines(row.timer, self.console.local_tz)
-        self.query_one("#fleet-detail", Static).update("\n".join(lines))
+        self.detail.update("\n".join(lines))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """The table keeps enter for itself; selecting a row opens it, as the binding says."""

@@ -14,7 +14,7 @@ from console.charts import hbars
 from console.readmodel import RESULT_SORTS, GroupStanding, ResultRow, best_by, standings
 from console.tui import keymap
 from console.tui.render import millis, num
-from console.tui.views.base import Cell, ViewScreen, toned
+from console.tui.views.base import Cell, TableView, toned
 
 # The verdict, the power limit and the marks come right after the number: at 80 columns they stay visible.
 COLUMNS = (
@@ -95,7 +95,7 @@ def detail_line(r: ResultRow) -> str:
     return " | ".join(parts)
 
 
-class ResultsScreen(ViewScreen):
+class ResultsScreen(TableView):
     VIEW = "results"
     TITLE_TEXT = "Results"
     BINDINGS = keymap.bindings("results")
@@ -108,13 +108,9 @@ class ResultsScreen(ViewScreen):
         self.chart_shown = False
         self.groups_shown = False
 
-    def body(self) -> ComposeResult:
-        yield DataTable(id="results-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="results-detail", markup=False)
+    def below_table(self) -> ComposeResult:
+        yield from super().below_table()
         yield Static("", id="results-chart", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#results-table", DataTable).focus()
 
     def load(self) -> list[ResultRow]:
         return self.console.model.results(self.sort, self.filter_text)
@@ -129,7 +125,7 @@ class ResultsScreen(ViewScreen):
         self.rows = rows
         self.groups = standings(rows) if self.groups_shown else []
         self.query_one("#topbar", Static).update(self.topbar())
-        table = self.query_one("#results-table", DataTable)
+        table = self.table
         if self.groups_shown:
             self.refill(table, GROUP_COLUMNS, [(group_cells(s), f"g:{s.group.id}") for s in self.groups])
         else:
@@ -168,7 +164,7 @@ class ResultsScreen(ViewScreen):
         group = next((s for s in self.groups if f"g:{s.group.id}" == key), None)
         row = next((r for r in self.rows if str(r.id) == key), None)
         text = group_detail(group) if group else detail_line(row) if row else ""
-        self.query_one("#results-detail", Static).update(text)
+        self.detail.update(text)
 
     def action_sort(self) -> None:
         names = list(RESULT_SORTS)

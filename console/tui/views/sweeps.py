@@ -14,7 +14,7 @@ from console.readmodel import SweepArmRow, SweepEntry, SweepSlot
 from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.render import num
-from console.tui.views.base import Cell, ViewScreen, toned, toned_block
+from console.tui.views.base import Cell, TableView, toned, toned_block
 
 COLUMNS = ("sweep", "outcome", "arm", "tries", "reason")
 REASON_CELL = 100
@@ -98,7 +98,7 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
     return lines
 
 
-class SweepScreen(ViewScreen):
+class SweepScreen(TableView):
     VIEW = "sweep"
     TITLE_TEXT = "Sweep"
     BINDINGS = keymap.bindings("sweep")
@@ -108,13 +108,8 @@ class SweepScreen(ViewScreen):
         self.sweeps: list[SweepEntry] = []
         self.at = 0
 
-    def body(self) -> ComposeResult:
+    def above_table(self) -> ComposeResult:
         yield Static("", id="sweep-progress", markup=False)
-        yield DataTable(id="sweep-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="sweep-detail", markup=False)
-
-    def focus_main(self) -> None:
-        self.query_one("#sweep-table", DataTable).focus()
 
     def load(self) -> tuple[list[SweepEntry], int]:
         return self.console.model.sweeps(), self.console.model.now()
@@ -135,14 +130,13 @@ class SweepScreen(ViewScreen):
             for a in s.arms
             if not needle or needle in f"{a.arm} {a.state} {a.reason or ''}".lower()
         ]
-        table = self.query_one("#sweep-table", DataTable)
-        self.refill(table, COLUMNS, rows)
+        self.refill(self.table, COLUMNS, rows)
         if not rows:
-            self.query_one("#sweep-detail", Static).update("")
+            self.detail.update("")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         sweep_id, _, position = (event.row_key.value or "").partition(":")
         s = next((s for s in self.sweeps if str(s.id) == sweep_id), None)
         a = next((a for a in s.arms if str(a.position) == position), None) if s else None
         if s and a:
-            self.query_one("#sweep-detail", Static).update(toned_block(arm_detail(s, a)))
+            self.detail.update(toned_block(arm_detail(s, a)))
