@@ -295,7 +295,8 @@ def test_a_recipe_shape_unknown_here_is_a_label_for_explicit_lengths(
 
 class ScriptedServer:
     """A real loopback HTTP server whose /v1/completions answers follow a script per request number:
-    'split' (vLLM framing written a few bytes at a time), 'short' (stops early), 'http400', 'error-event'."""
+    'split' (vLLM framing written a few bytes at a time), 'short' (stops early), 'http400', 'error-event',
+    'stall' (three tokens, then nothing until the client gives up)."""
 
     def __init__(self, script: list[str]) -> None:
         self.script = script
@@ -364,6 +365,11 @@ class ScriptedServer:
                 writer.write(self.chunked([b'data: {"error":{"message":"engine died"}}\n\n', b"data: [DONE]\n\n"]))
             elif mode == "short":
                 writer.write(self.stream(max(1, out // 2), "stop", prompt))
+            elif mode == "stall":
+                writer.write(self.stream(out, "length", prompt).split(b"\r\n\r\n")[0] + b"\r\n\r\n")
+                writer.write(b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in [b'data: {"choices":[{"text":"x"}]}\n\n'] * 3))
+                await writer.drain()
+                await reader.read()  # until the client drops the connection
             else:  # split: every byte boundary is a read boundary somewhere in the run
                 payload = self.stream(out, "length", prompt)
                 pos = 0
@@ -381,9 +387,10 @@ def test_events_are_counted_exactly_when_reads_split_anywhere(capsys: pytest.Cap
         rc, out = run_json(capsys, [
             "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
             "--input-len", "6", "--output-len", "24", "--concurrency", "3", "--prompts", "30", "--warmup", "0",
-            "--processes", "1", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
+            "--processes", "1", "--timeout", "60", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
         ])
-    assert rc == 0 and out["failed"] == 0
+    # A response the client never sees end fails at 60 s saying how far it got, instead of hanging the run.
+    assert rc == 0 and out["failed"] == 0, out["failures"]
     assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
     for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]:
         assert sum(n for _, n in json.loads(line)["events"]) == 24  # usage event and [DONE] not counted
@@ -409,6 +416,19 @@ def test_failures_and_length_mismatches_are_reported_with_reasons(capsys: pytest
         "error event in stream: engine died": 2,
     }
     assert out["mismatches"]["completion_tokens"] == 2 and out["mismatches"]["finish_reason"] == {"stop": 2}
+
+
+def test_a_stream_that_stops_fails_at_the_timeout_saying_how_far_it_got(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    with ScriptedServer(["stall", "split"]) as server:
+        rc, out = run_json(capsys, [
+            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
+            "--input-len", "6", "--output-len", "8", "--concurrency", "1", "--prompts", "2", "--warmup", "0",
+            "--timeout", "2", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
+        ])
+    assert rc == 0 and (out["completed"], out["failed"]) == (1, 1)  # the next request got a new connection
+    [(reason, count)] = out["failures"].items()
+    assert count == 1 and reason.startswith("no complete response within 2 s: HTTP 200 stream stopped after 3 events, last bytes")
 
 
 # ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU

@@ -88,6 +88,21 @@ class StreamConnection(asyncio.Protocol):
         self.transport.write(request)
         return self._done
 
+    def stalled(self, after_s: float) -> None:
+        """The request's time ran out: give it up, saying how far its response got (nothing, part of a
+        header, a stream that stopped, a body cut short), which tells a dead server from a slow one."""
+        self.abort(f"no complete response within {after_s:g} s: {self._progress()}")
+
+    def _progress(self) -> str:
+        ex = self._ex
+        if ex is None:
+            return "no request pending"
+        if self._state == HEAD:
+            return f"{len(self._buf)} bytes of a response header, not its end" if self._buf else "no response yet"
+        if self._state == STREAM:
+            return f"HTTP {ex.status} stream stopped after {sum(ex.counts)} events, last bytes {ex.tail[-24:]!r}"
+        return f"HTTP {ex.status} body cut short after {len(self._buf)} bytes"
+
     def abort(self, reason: str) -> None:
         """Give up on the current exchange (timeout) and drop the connection."""
         self._finish(reason)

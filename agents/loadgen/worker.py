@@ -205,9 +205,7 @@ class Worker:
                 return Record(index, self.spec.worker, now, now, [], [], error=f"connect to {t.host}:{t.port}: {exc}",
                               target=target)  # fmt: skip
         done = conn.send(request)
-        timer = asyncio.get_running_loop().call_later(
-            self.spec.timeout_s, conn.abort, f"no complete response within {self.spec.timeout_s:g} s"
-        )
+        timer = asyncio.get_running_loop().call_later(self.spec.timeout_s, conn.stalled, self.spec.timeout_s)
         ex = await done
         end = time.perf_counter()
         timer.cancel()
