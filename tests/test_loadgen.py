@@ -1,17 +1,18 @@
 """The load generator: statistics, prompts, the streaming wire parser and whole runs against real servers.
 
-Servers here are real processes or real sockets: bench/zero_server.py (vLLM's framing, zero cost) and a
-scripted asyncio server that splits its bytes at every position, returns errors or short outputs.
+Servers here are real processes: bench/zero_server.py (vLLM's framing, zero cost) and
+tests/support/scripted_server.py, which splits its bytes at every position, returns errors or short outputs,
+or stalls.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,92 +295,31 @@ def test_a_recipe_shape_unknown_here_is_a_label_for_explicit_lengths(
 
 
 class ScriptedServer:
-    """A real loopback HTTP server whose /v1/completions answers follow a script per request number:
-    'split' (vLLM framing written a few bytes at a time), 'short' (stops early), 'http400', 'error-event',
-    'stall' (three tokens, then nothing until the client gives up)."""
+    """tests/support/scripted_server.py as its own process, for the duration of a ``with``: ``port`` to
+    reach it, then ``bodies``, every completion request's JSON body in arrival order."""
 
     def __init__(self, script: list[str]) -> None:
         self.script = script
-        self.count = 0
         self.bodies: list[dict] = []
-        """Every completion request's JSON body, in arrival order."""
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
 
     def __enter__(self) -> ScriptedServer:
-        self.thread.start()
-        self.ready.wait(10)
+        fd, name = tempfile.mkstemp(prefix="scripted-bodies-", suffix=".jsonl")
+        os.close(fd)
+        self._bodies = Path(name)
+        self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.scripted_server", "--script",
+                                       ",".join(self.script), "--bodies", name], cwd=ROOT, stdout=subprocess.PIPE,
+                                      text=True)  # fmt: skip
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        assert line.startswith("listening on "), line
+        self.port = int(line.split()[-1])
         return self
 
     def __exit__(self, *exc: object) -> None:
-        async def shutdown() -> None:
-            self.server.close()
-            for task in asyncio.all_tasks() - {asyncio.current_task()}:
-                task.cancel()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-    @staticmethod
-    def chunked(events: list[bytes]) -> bytes:
-        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-        return head + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
-
-    def stream(self, n: int, finish: str, prompt: int) -> bytes:
-        events = [b'data: {"choices":[{"index":0,"text":"x","finish_reason":%s}],"usage":null}\n\n'
-                  % (b'"%s"' % finish.encode() if i == n - 1 else b"null") for i in range(n)]
-        events.append(b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}\n\n' % (prompt, n))
-        events.append(b"data: [DONE]\n\n")
-        return self.chunked(events)
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
-            raw = await reader.readexactly(lengths[0]) if lengths else b""
-            if head.startswith(b"GET /v1/models"):
-                data = json.dumps({"data": [{"id": "scripted", "root": None, "max_model_len": 4096}]}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
-                continue
-            body = json.loads(raw)
-            self.bodies.append(body)
-            mode = self.script[self.count % len(self.script)]
-            self.count += 1
-            out, prompt = body["max_tokens"], len(body["prompt"])
-            if mode == "http400":
-                data = b'{"error":{"message":"This model\'s maximum context length is 8 tokens"}}'
-                writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
-            elif mode == "error-event":
-                writer.write(self.chunked([b'data: {"error":{"message":"engine died"}}\n\n', b"data: [DONE]\n\n"]))
-            elif mode == "short":
-                writer.write(self.stream(max(1, out // 2), "stop", prompt))
-            elif mode == "stall":
-                writer.write(self.stream(out, "length", prompt).split(b"\r\n\r\n")[0] + b"\r\n\r\n")
-                writer.write(b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in [b'data: {"choices":[{"text":"x"}]}\n\n'] * 3))
-                await writer.drain()
-                await reader.read()  # until the client drops the connection
-            else:  # split: every byte boundary is a read boundary somewhere in the run
-                payload = self.stream(out, "length", prompt)
-                pos = 0
-                while pos < len(payload):
-                    step = random.randint(1, 7)
-                    writer.write(payload[pos : pos + step])
-                    await writer.drain()
-                    await asyncio.sleep(0)
-                    pos += step
-            await writer.drain()
+        self._proc.terminate()
+        self._proc.wait(30)
+        self.bodies = [json.loads(line) for line in self._bodies.read_text().splitlines()]
+        self._bodies.unlink()
 
 
 def test_events_are_counted_exactly_when_reads_split_anywhere(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
