@@ -424,7 +424,9 @@ def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server, vl
         # No client sees a first or a last token before the server made it.
         assert vs["ttft_ms_mean_added"] >= 0 and vs["e2e_ms_mean_added"] >= 0, (name, vs)
         # Each times the decode as the server did (0.89-1.09 in 110 pinned runs, docs/facts.md).
-        assert 0.5 < vs["tpot_p50_over_server_itl"] < 2, (name, vs)
+        # (None: on a busy machine a client read every request's tokens at once, so it saw no decode step.)
+        tpot = vs["tpot_p50_over_server_itl"]
+        assert tpot is None or 0.5 < tpot < 2, (name, vs)
         assert server["cpu_ms_per_token"] > 0 and server["in_flight"] > 0, name
     # Ours sends distinct token ids: exactly the asked length, and (with two 128-token blocks a prompt) no
     # block the server could take from its prefix cache; vLLM's re-encoded text lands within a few tokens.
