@@ -2,8 +2,8 @@
 
 Boxes and their last checks, what runs where, armed timers (UTC, box-local and the operator's zone),
 open failures with their reasons, best rows per model, each divergence pair against its noise floor and
-the quality/cost frontier. Measured and
-imported figures are never mixed in one table: an imported number is someone else's claim.
+the quality/cost frontier. Measured and imported figures are never mixed in one table: an imported
+number is someone else's claim.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def four_h200(**over: Any) -> dict[str, Any]:
     return h200_probe(gpus=cards, topology={"raw": "", "links": links, "nvlink_all": True}, **over)
 
 
-SEEN = GpusSeen.of(12, four_h200(), "4x NVIDIA H200, 700 W")
+SEEN = GpusSeen.of(12, four_h200())
 
 
 def test_a_box_that_listed_gpus_and_now_has_no_tooling_fails_instead_of_passing_as_a_cpu_box() -> None:
@@ -154,7 +154,7 @@ def test_a_gpu_that_no_longer_answers_is_named_by_its_uuid_after_the_topology_ve
         del g["uuid"]
     moved = copy.deepcopy(bare)
     moved["gpus"][3]["pci_bus_id"] = "00000000:99:00.0"
-    without_uuid = GpusSeen.of(3, bare, "4x NVIDIA H200")
+    without_uuid = GpusSeen.of(3, bare)
     assert "(00000000:1B:00.0)" in only(evaluate(moved, seen=without_uuid), "topology")[-1].reason
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from console.checks.probe_view import gpus, no_gpu_tooling
 from console.checks.verdict import FAIL, WARN, Verdict
+from console.store.checks import gpu_summary
 from console.timeutil import fmt_utc
 
 GPU_CHECKS = ("power", "driver", "topology")
@@ -35,7 +36,11 @@ class GpusSeen:
     identities: tuple[str, ...]
 
     @classmethod
-    def of(cls, probe_id: int, probe: dict[str, Any], summary: str) -> GpusSeen:
+    def of(cls, probe_id: int, probe: dict[str, Any]) -> GpusSeen:
+        """From a stored probe that listed GPUs (``store.checks.last_probe_with_gpus`` returns no other)."""
+        summary = gpu_summary(probe)
+        if summary is None:
+            raise ValueError(f"probe {probe_id} listed no GPU: there is nothing it saw to compare with")
         return cls(probe_id, int(probe["t_ms"]), summary, tuple(gpu_identity(g) for g in gpus(probe)))
 
     @property

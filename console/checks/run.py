@@ -20,7 +20,6 @@ from agents.environ import allowed_env
 from console.checks import ArmContext, GpusSeen, Verdict, evaluate, worst
 from console.errors import InputError
 from console.store import Box, Store
-from console.store.checks import gpu_summary
 
 ArmResolver = Callable[[Box, dict[str, Any]], ArmContext]
 """(box, probe) -> what the arm would ask of this box; the probe says how many GPUs of which kind."""
@@ -70,7 +69,7 @@ def judge(store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmRes
             raise CheckError(f"box {box.name}: the probe answered {type(probe).__name__}, not a probe object")
         probe_id = store.checks.add_probe(box.name, probe)  # the journal's copy of it may be stored already
     before = store.checks.last_probe_with_gpus(box.name, before_id=probe_id)
-    seen = GpusSeen.of(before.id, before.data, gpu_summary(before.data) or "GPUs") if before else None
+    seen = GpusSeen.of(before.id, before.data) if before else None
     context = arm(box, probe) if arm else None
     verdicts = evaluate(probe, context, seen)
     t_ms = store.clock()
