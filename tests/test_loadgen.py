@@ -23,6 +23,7 @@ from agents.loadgen import main, metrics
 from agents.loadgen.prompts import PromptPlan, Vocab, VocabError, vocab_from_dir
 from agents.loadgen.run import client_stats
 from agents.loadgen.worker import Record, WorkerResult, parse_tail
+from tests.support.listening import start_listening, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 ISSUE_KEYS = [
@@ -150,14 +151,9 @@ def test_parse_tail_finds_usage_finish_reason_and_stream_errors() -> None:
 
 @pytest.fixture(scope="module")
 def zero_server() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("listening on "), line
-    yield line.split()[-1]
-    proc.terminate()
-    proc.wait(10)
+    proc, url = start_listening([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"])
+    yield url
+    stop(proc)
 
 
 def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
@@ -199,11 +195,8 @@ def test_run_against_the_zero_server_reports_every_issue_key(
 def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
     zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    second = subprocess.Popen([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"],
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    second, other = start_listening([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"])
     try:
-        assert second.stdout is not None
-        other = second.stdout.readline().split()[-1]
         records = tmp_path / "records.jsonl"
         rc, out = run_json(capsys, [
             "--base-url", zero_server, "--base-url", other, "--model", "zero", "--vocab-size", "1000",
@@ -211,8 +204,7 @@ def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
             "--records", str(records), "--json", "--quiet",
         ])  # fmt: skip
     finally:
-        second.terminate()
-        second.wait(10)
+        stop(second)
     assert rc == 0 and out["base_urls"] == [zero_server, other]
     assert out["prompts"] == 40  # 8 x C by default
     first, second_url = out["per_url"]
@@ -306,18 +298,13 @@ class ScriptedServer:
         fd, name = tempfile.mkstemp(prefix="scripted-bodies-", suffix=".jsonl")
         os.close(fd)
         self._bodies = Path(name)
-        self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.scripted_server", "--script",
-                                       ",".join(self.script), "--bodies", name], cwd=ROOT, stdout=subprocess.PIPE,
-                                      text=True)  # fmt: skip
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        assert line.startswith("listening on "), line
-        self.port = int(line.split()[-1])
+        self._proc, port = start_listening([sys.executable, "-m", "tests.support.scripted_server", "--script",
+                                            ",".join(self.script), "--bodies", name])  # fmt: skip
+        self.port = int(port)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._proc.terminate()
-        self._proc.wait(30)
+        stop(self._proc)
         self.bodies = [json.loads(line) for line in self._bodies.read_text().splitlines()]
         self._bodies.unlink()
 

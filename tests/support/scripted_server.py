@@ -2,13 +2,8 @@
 
 Modes: 'split' (vLLM's framing written a few bytes at a time, so every byte boundary is a read boundary
 somewhere in a run), 'short' (stops early), 'http400', 'error-event', 'stall' (three tokens, then nothing
-until the client gives up). tests/test_loadgen.py runs it as its own process.
-
-Why a process: run on a thread of the test process, its event loop shared the process's descriptors with
-the load generator's loop and the garbage collector, and a suite run beside two busy loops hung twice at the
-same place: a request lay unread in the server's socket (272 bytes in its receive queue) while that socket
-was missing from the server loop's epoll set, so neither side ever moved. Alone in a process, the server's
-descriptors belong to its one loop.
+until the client gives up). tests/test_loadgen.py runs it as its own process (tests/support/listening.py
+says why).
 """
 
 from __future__ import annotations
