@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console.readmodel import queries
-from console.store import Box, Store
+from console.store import Box, BoxNotReachable, Store
 from console.store.ingest import IngestError
 
 T0 = 1_788_658_020_000
@@ -231,3 +231,12 @@ def test_box_watchdog_deadline_events_reach_the_timer(store: Store) -> None:
     ])  # fmt: skip
     assert store.timers.get(timer.id).state == "fired"
     assert {"agent-firing", "agent-fired"} <= {row["event"] for row in store.timers.log_for(timer.id)}
+
+
+def test_a_box_gives_its_ssh_address_or_says_why_there_is_none() -> None:
+    assert Box(name="a", kind="ssh", ssh_user="u", host="10.0.0.5", port=2222).ssh_address() == ("10.0.0.5", 2222)
+    with pytest.raises(BoxNotReachable, match=r"box 'b' cannot be reached: it has no SSH host and port recorded"):
+        Box(name="b", kind="ssh", ssh_user="u", host="10.0.0.5").ssh_address()
+    with pytest.raises(BoxNotReachable, match=r"box 'c' cannot be reached: it was destroyed") as destroyed:
+        Box(name="c", kind="ssh", ssh_user="u", host="10.0.0.5", port=22, destroyed_ms=1).ssh_address()
+    assert destroyed.value.hint and "campaign box add NAME --ssh USER@HOST" in destroyed.value.hint

@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncssh
 
 from console.errors import Unreachable
-from console.store.boxes import Box, BoxNotReachable
+from console.store.boxes import Box
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 PINNED_SOURCES = ("tofu", "known_hosts")
@@ -101,11 +101,8 @@ async def fetch_host_key(host: str, port: int, timeout: float) -> asyncssh.SSHKe
 
 async def presented_key(box: Box, timeout: float) -> tuple[str, str]:
     """(key line, fingerprint) the box presents now: what ``campaign box trust`` shows the operator."""
-    if not box.reachable:
-        raise BoxNotReachable(box.name, box.unreachable_why)
-    if not box.host or not box.port:
-        raise BoxNotReachable(box.name, "it has no SSH host and port recorded", "`campaign box add` it again")
-    key = await fetch_host_key(box.host, box.port, timeout)
+    host, port = box.ssh_address()
+    key = await fetch_host_key(host, port, timeout)
     return key_line(key), key.get_fingerprint()
 
 

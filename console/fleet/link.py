@@ -145,11 +145,10 @@ class BoxLink:
         box = self.store.boxes.get(self.name)
         if box.is_local:
             return LocalTransport()
-        if not box.port or not box.host:
-            raise BoxNotReachable(self.name, "it has no SSH host and port recorded", "`campaign box add` it again")
+        host, port = box.ssh_address()
         policy = policy_for(box, self.settings.known_hosts)
         if policy is None:
-            key = await fetch_host_key(box.host, box.port, self.settings.ssh.connect_timeout)
+            key = await fetch_host_key(host, port, self.settings.ssh.connect_timeout)
             problem = HostKeyUnknown(self.name, key.get_fingerprint())
             self.store.boxes.update(self.name, host_key=key_line(key), host_key_source="pending",
                                     status="host-key-unknown", status_detail=str(problem))  # fmt: skip
@@ -283,7 +282,11 @@ class BoxLink:
         """
         assert self._transport is not None and self._home is not None
         fetch = await self._transport.open_channel(self._home.socket)
-        ack = await self._transport.open_channel(self._home.socket)
+        try:
+            ack = await self._transport.open_channel(self._home.socket)
+        except BaseException:
+            fetch.close()  # never left to the garbage collector: console/tui/actions.py says why
+            raise
         pending: asyncio.Future[dict[str, Any]] | None = None
         total = 0
         consumer = self.consumer

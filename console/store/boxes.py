@@ -59,6 +59,14 @@ class Box:
             return "it was destroyed"
         return self.status_detail or f"its status is {self.status}"
 
+    def ssh_address(self) -> tuple[str, int]:
+        """(host, port) of its sshd; BoxNotReachable saying why when there is nothing to connect to."""
+        if not self.reachable:
+            raise BoxNotReachable(self.name, self.unreachable_why)
+        if not self.host or not self.port:
+            raise BoxNotReachable(self.name, "it has no SSH host and port recorded", "`campaign box add` it again")
+        return self.host, self.port
+
     @property
     def ssh_target(self) -> str | None:
         """``user@host[:port]``; None for a box with no SSH address (imported figures)."""
