@@ -102,6 +102,12 @@ class ServiceThread:
 
     The service's store is a SQLite connection: using it from one thread only (this one) is what keeps it
     safe, so even the service's synchronous methods run here.
+
+    Two event loops in one process make one rule strict: the service closes every stream and channel it
+    opens, on every path. One left to the garbage collector can be finalized on Textual's thread, and
+    CPython's stream finalizers then close its socket and, by descriptor number, unregister that number
+    from this loop's selector, after a new connection of this loop may have taken the number: that
+    connection is never read again (tests/support/listening.py tells how a test server hung on it).
     """
 
     def __init__(self, db_path: Path):
