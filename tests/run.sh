@@ -28,4 +28,4 @@ python3 tests/support/box_python.py
 ruff check .
 python3 -m mypy
 lint-imports
-python3 -m pytest -rs "$@"
+python3 -m pytest -rs --durations=25 "$@"
