@@ -3,7 +3,7 @@
 Why a process, never a thread of the test process: an asyncio loop on a second thread shares the garbage
 collector with the test's own loop. A stream one loop left unclosed can then be finalized on the other
 thread: its transport's ``__del__`` closes the socket, the descriptor's number is reused by a connection
-that loop accepts, and the stream writer's ``__del__`` (CPython 3.11) removes that number from the
+that loop accepts, and the stream writer's ``__del__`` (CPython 3.11) removes that number from
 that loop's epoll set, so the new connection is never read. A suite run beside two busy loops hung on
 this twice. Measured here: a server loop on a thread whose handler left its writers to the collector
 never answered 8 to 14 of 3,600 to 7,800 connections in 40 s while the main thread opened connections and
