@@ -83,8 +83,9 @@ REPORT_DEFINITIONS = {
     "request sent to first / last token; the load generator's steady-state window is not compared)",
     "server": "the server's /metrics over the same run: what it was sent and its own timings (means of its "
     "histograms, from the API server's arrival), its CPU per generated token and its share of its core",
-    "vs_server": "per run, the client against the server: ms it adds to TTFT and E2E means, and its TPOT p50 "
-    "over the server's mean inter-token latency",
+    "vs_server": "per run, the client against the server: ms it adds to TTFT and E2E means, its TPOT p50 "
+    "over the server's mean inter-token latency, and the share of decode steps it read apart (a gap of at least "
+    "a tenth of the server's mean inter-token latency)",
     "medians": "per client, the median of its runs",
     "ratios": "ours over the other client, of the medians (unpaired: the server's drift between runs is in them)",
     "paired_ratios": "ours over the other client round by round (back-to-back runs), then the median",
@@ -294,9 +295,21 @@ def run_ours(target: Target, shape: Shape, cpus: list[int], tmp: Path, sampler: 
     out["ttft_ms_mean"] = statistics.fmean(r["events"][0][0] - r["start_ms"] for r in ok)
     out["e2e_ms_mean"] = statistics.fmean(r["events"][-1][0] - r["start_ms"] for r in ok)
     out["prompt_tokens"] = sum(r["prompt_tokens"] or 0 for r in ok)
+    out["decode_gaps_ms"] = [gap for r in ok for gap in read_gaps(r["events"])]
     wall_minus_perf = time.time() - time.perf_counter()  # one offset for every process of this host
     out["window"] = (out["started_ms"] / 1000 - wall_minus_perf, out["ended_ms"] / 1000 - wall_minus_perf)
     return out
+
+
+def read_gaps(events: list[list[float]]) -> list[float]:
+    """One request's decode steps as this client read them, from its records' ``[ms, tokens]`` per socket
+    read: the gap since the previous read for a read's first token, 0 for each further token it carried."""
+    gaps: list[float] = []
+    for i, (t, n) in enumerate(events):
+        if i:
+            gaps.append(t - events[i - 1][0])
+        gaps += [0.0] * (int(n) - 1)
+    return gaps
 
 
 def run_reference(target: Target, shape: Shape, cpus: list[int], tmp: Path, seed: int | None,
@@ -322,6 +335,7 @@ def run_reference(target: Target, shape: Shape, cpus: list[int], tmp: Path, seed
         "ttft_ms_mean": r["mean_ttft_ms"], "tpot_ms_p50": r["median_tpot_ms"], "itl_ms_p50": r["median_itl_ms"],
         "e2e_ms_p50": r["median_e2el_ms"], "e2e_ms_mean": r["mean_e2el_ms"], "duration_s": r["duration"],
         "completed": r["completed"], "failed": r["failed"], "prompt_tokens": r["total_input_tokens"], "seed": seed,
+        "decode_gaps_ms": [gap * 1000 for itl in r["itls"] for gap in itl],
     }  # fmt: skip
 
 
@@ -347,22 +361,27 @@ def measured(base_url: str, session: int | None, run: Runner) -> dict[str, Any]:
     server = ServerView.between(before, scrape(base_url), t1 - t0, sampler.used("server", t0, t1))
     keep = {k: client.get(k) for k in (*CLIENT_KEYS, "completed", "failed", "prompt_tokens", "seed")}
     keep["cpu_share"] = client_cpu / (t1 - t0) if client_cpu is not None and t1 > t0 else None
-    return {"load_1m": load, "client": keep, "server": asdict(server), "vs_server": vs_server(keep, server)}
+    vs = vs_server(keep, server, client["decode_gaps_ms"])
+    return {"load_1m": load, "client": keep, "server": asdict(server), "vs_server": vs}
 
 
-def vs_server(client: dict[str, Any], server: ServerView) -> dict[str, float | None]:
+def vs_server(client: dict[str, Any], server: ServerView, decode_gaps_ms: list[float]) -> dict[str, float | None]:
     """One run's client figures against the server's own for the same requests. Between runs the server's
     pace moves by tens of percent; inside one run a client that times the stream as the server made it
     reads a TPOT p50 near the server's mean inter-token latency and adds only its transport (HTTP, the API
-    server, its own event loop) to TTFT and E2E."""
+    server, its own event loop) to TTFT and E2E. It can time only the decode steps it read apart: a client
+    starved of its core reads several tokens at once, and each step it read together with the one before
+    (a gap under a tenth of the server's step) times as nothing. ``decode_seen_share`` is the share it
+    read apart; well below 1 its TPOT and ITL say more about its own scheduling than about the server."""
 
     def gap(key: str) -> float | None:
         a, b = client[key], getattr(server, key)
         return a - b if a is not None and b is not None else None
 
     tpot, itl = client["tpot_ms_p50"], server.itl_ms_mean
+    seen = sum(g >= itl / 10 for g in decode_gaps_ms) / len(decode_gaps_ms) if itl and decode_gaps_ms else None
     return {"ttft_ms_mean_added": gap("ttft_ms_mean"), "e2e_ms_mean_added": gap("e2e_ms_mean"),
-            "tpot_p50_over_server_itl": tpot / itl if tpot and itl else None}  # fmt: skip
+            "tpot_p50_over_server_itl": tpot / itl if tpot and itl else None, "decode_seen_share": seen}  # fmt: skip
 
 
 def contended(run: dict[str, Any], concurrency: int, min_share: float) -> bool:
@@ -430,7 +449,7 @@ def table(report: dict[str, Any]) -> str:
                         if "server." + k in next(iter(paired.values()), {}) else ""))  # fmt: skip
     lines.append(f"{'vs server (median)':24}" + "".join(f"{n:>12}" for n in names))
     for k in next(iter(med.values()))["vs_server"]:
-        spec = ".3f" if k == "tpot_p50_over_server_itl" else ".1f"
+        spec = ".3f" if k in ("tpot_p50_over_server_itl", "decode_seen_share") else ".1f"
         lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['vs_server'][k], spec):>12}" for n in names))
     loads = report["load_1m"]
     lines.append(f"load average (1 min) at the start of each run: min {min(loads):.2f}, median "

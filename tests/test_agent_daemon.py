@@ -21,6 +21,7 @@ import pytest
 
 from agents import proc
 from tests.support.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
+from tests.support.ports import free_port
 
 FAKE_SERVER = r'''
 import http.server, os, signal, subprocess, sys, threading, time
@@ -110,12 +111,6 @@ class H(http.server.BaseHTTPRequestHandler):
 
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

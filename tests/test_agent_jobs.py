@@ -23,6 +23,7 @@ from agents.jobs import Jobs
 from agents.journal import Journal
 from bench.zero_server import MAX_TOKENS, prompt_tokens, stream_body
 from tests.support.agent_box import AgentBox
+from tests.support.ports import free_port
 
 
 class GatedServer:
@@ -269,7 +270,6 @@ def test_a_nodes_replicas_reach_the_load_generator_as_repeated_base_urls() -> No
 
 
 def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tmp_path: Path) -> None:
-    import socket
     import sqlite3
     import sys
 
@@ -277,9 +277,7 @@ def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tm
 
     journal = Journal(tmp_path / "journal.db")
     supervisor = Supervisor(tmp_path, journal, None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     supervisor.launch({"launch_id": "short", "argv": [sys.executable, "-c", "raise SystemExit(3)"], "port": port})
     supervisor.launches["short"].popen.wait(30)  # type: ignore[union-attr]
     db = journal._db  # a real SQLite "database or disk is full": cap the file at its current size, fill it

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_box import AgentBox
+from tests.support.ports import free_port
 from tests.support.vllm_env import VllmEnv, server_env
-from tests.support.vllm_server import free_port, tiny_cpu_replica
+from tests.support.vllm_server import tiny_cpu_replica
 
 pytestmark = pytest.mark.vllm
 

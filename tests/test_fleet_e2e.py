@@ -21,8 +21,8 @@ from console.service import Service, released
 from console.store import Box, Store
 from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST
+from tests.support.ports import free_ports
 from tests.support.vllm_env import VllmEnv
-from tests.support.vllm_server import free_port
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -75,7 +75,7 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
     service = Service(store, catalog=load_catalog([shipped_recipe_dir(), recipes]), settings=FAST)
     try:
         service.fleet.start("local")  # supervised: the journal flows into state.db while we act
-        plan = service.plan_launch("tiny-cpu-x2", "local", base_port=free_port())
+        plan = service.plan_launch("tiny-cpu-x2", "local", base_port=free_ports(2))
         outcome = await service.launch(plan, ready_timeout_s=600)
         assert outcome.serving, outcome.replicas
         launch_id, other_id = outcome.launch_ids

@@ -23,6 +23,7 @@ from console.fleet.transport import SshSettings
 from console.service import HostKey, Service
 from console.store import Box, Store
 from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
+from tests.support.ports import free_port
 from tests.support.sshd import SshdFarm
 from tests.support.tcp_proxy import TcpProxy
 
@@ -169,9 +170,7 @@ async def test_command_re_sent_with_its_id_runs_once(sshd_farm: SshdFarm, fleet_
     register(fleet_store, box)
     link = BoxLink(fleet_store, "alpha", FAST)
     await link.connect()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
+    free = free_port()
     launch_id = f"once-{int(time.time() * 1000)}"
     args = {"launch_id": launch_id, "argv": ["sleep", "300"], "env": {}, "gpus": [], "port": free}
     first = await link.command("launch", args, command_id=f"launch-{launch_id}")

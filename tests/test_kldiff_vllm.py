@@ -30,8 +30,8 @@ from console.store import Box, Store
 from console.store.conditions import join_kernel_lines, selected_kernel_lines
 from tests.support.agent_box import stop_agent
 from tests.support.fleet_fixtures import FAST
+from tests.support.ports import free_port
 from tests.support.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
-from tests.support.vllm_server import free_port
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 

@@ -410,10 +410,13 @@ def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server, vl
         assert server["max_tokens_per_request"] == server["generation_tokens_per_request"] == 16, name
         # No client sees a first or a last token before the server made it.
         assert vs["ttft_ms_mean_added"] >= 0 and vs["e2e_ms_mean_added"] >= 0, (name, vs)
-        # Each times the decode as the server did (0.89-1.09 in 110 pinned runs, docs/facts.md).
-        # (None: on a busy machine a client read every request's tokens at once, so it saw no decode step.)
-        tpot = vs["tpot_p50_over_server_itl"]
-        assert tpot is None or 0.5 < tpot < 2, (name, vs)
+        # Each times the decode as the server did (0.89-1.09 in 110 pinned runs, docs/facts.md) when it read
+        # the decode steps apart: both read all of them apart here alone (share 1.0). Beside two busy loops
+        # they read 40-64% apart, and once a client starved of its core read 16 tokens in a read or two and
+        # timed a TPOT of 0.07 x the server's; its decode_seen_share says when that happened.
+        if vs["decode_seen_share"] is None or vs["decode_seen_share"] >= 0.8:
+            tpot = vs["tpot_p50_over_server_itl"]
+            assert tpot is not None and 0.5 < tpot < 2, (name, vs)
         assert server["cpu_ms_per_token"] > 0 and server["in_flight"] > 0, name
     # Ours sends distinct token ids: exactly the asked length, and (with two 128-token blocks a prompt) no
     # block the server could take from its prefix cache; vLLM's re-encoded text lands within a few tokens.

@@ -29,7 +29,7 @@ from tests.conftest import stop_agent
 from tests.support.agent_box import AgentBox
 from tests.support.fake_engine import install, write_model
 from tests.support.fleet_fixtures import FAST
-from tests.support.vllm_server import free_port
+from tests.support.ports import free_port
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
 
 pytestmark = pytest.mark.timeout(180)

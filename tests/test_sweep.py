@@ -7,10 +7,8 @@ refuses a pinned MoE backend the way vLLM does, crashes, degenerates or serves a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -35,6 +33,7 @@ from console.sweep import (
 )
 from tests.support import box_python
 from tests.support.fake_engine import install, write_model
+from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(240)
@@ -110,20 +109,6 @@ def recipes(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "fake.toml").write_text(RECIPES)
     return path
-
-
-def free_ports(n: int) -> int:
-    """The first of ``n`` consecutive free loopback ports: tests never share 8100.. with other runs."""
-    for base in random.sample(range(20000, 40000, 8), 200):
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(base, base + n):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
 
 
 # -- the plan, pure ----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from tests import test_sweep
 from tests.support import box_python
 from tests.support.fake_engine import install, write_model
-from tests.test_sweep import free_ports
+from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 recipes = test_sweep.recipes

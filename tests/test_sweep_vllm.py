@@ -23,8 +23,8 @@ import pytest
 
 from console.store import Store
 from tests.support.agent_box import stop_agent
+from tests.support.ports import free_ports
 from tests.support.vllm_env import VllmEnv
-from tests.support.vllm_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
@@ -53,7 +53,7 @@ def setup(vllm_env: VllmEnv, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
     if args[:2] == ("sweep", "run"):
-        args = (*args, "--base-port", str(free_port()))  # never 8100..: other test runs may hold it
+        args = (*args, "--base-port", str(free_ports(8)))  # never 8100..: other test runs may hold it
     return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 

@@ -22,7 +22,8 @@ from console.store import Box, Store
 from console.timers import Enforcer, cancel
 from tests.support.agent_box import AgentBox, bin_with_fake_smi, stop_agent
 from tests.support.fleet_fixtures import FAST
-from tests.test_agent_daemon import FAKE_SERVER, free_port, launch_args, state_of
+from tests.support.ports import free_port
+from tests.test_agent_daemon import FAKE_SERVER, launch_args, state_of
 from tests.test_timers import TZS
 
 HOUR_MS = 3_600_000

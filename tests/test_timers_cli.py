@@ -14,7 +14,7 @@ import console.cli.timer as timer_cli
 from console.cli import main
 from console.store import Box, Store, resolve_db_path
 from tests.support.agent_box import stop_agent
-from tests.test_agent_daemon import free_port
+from tests.support.ports import free_port
 from tests.test_timers import CUTOFF_MS, NOW_MS, add_probe, process_tz  # noqa: F401 - every TZ
 
 

@@ -7,7 +7,6 @@ confirmed only by the provider's own listing, and the API key never shows in a m
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from ops.providers import ProviderError
 from ops.providers.manual import ManualProvider
 from ops.providers.vast import VastProvider, load_api_key
 from tests.support.fake_vast import FakeVast, FakeVastServer
+from tests.support.ports import free_port
 from tests.test_timers import process_tz  # noqa: F401 - the timer suite runs under every TZ
 
 KEY = "vk-" + "7" * 40
@@ -105,9 +105,7 @@ def test_a_refused_key_is_not_retried_and_not_shown(fake: tuple[FakeVast, str], 
 
 
 def test_unreachable_api_is_retried_then_reported() -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens on it
     sleeps: list[float] = []
     with pytest.raises(ProviderError, match="cannot reach http://127.0.0.1"):
         client(f"http://127.0.0.1:{port}", sleeps, tries=3).destroy(IID)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.agent_box import stop_agent
+from tests.support.ports import free_port
 
 SSHD = Path("/usr/sbin/sshd")
 FAKE_SMI = Path(__file__).with_name("fake_nvidia_smi.py")
@@ -29,12 +30,6 @@ GPU_FIXTURES = Path(__file__).parent.parent / "fixtures" / "gpus"
 
 class SshdUnavailable(RuntimeError):
     """This machine cannot run test boxes (no sshd, not root); the message says how to fix it."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run(argv: list[str]) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -12,13 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.recipes import BoxSpec, Replica, load_catalog, resolve
+from tests.support.ports import free_port
 from tests.support.vllm_env import VllmEnv
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
