@@ -372,7 +372,9 @@ def vs_server(client: dict[str, Any], server: ServerView, decode_gaps_ms: list[f
     server, its own event loop) to TTFT and E2E. It can time only the decode steps it read apart: a client
     starved of its core reads several tokens at once, and each step it read together with the one before
     (a gap under a tenth of the server's step) times as nothing. ``decode_seen_share`` is the share it
-    read apart; well below 1 its TPOT and ITL say more about its own scheduling than about the server."""
+    read apart. Below 1 its ITL holds zeros, and its TPOT is the server's only if it read the first and the
+    last token about as late as each other (0.40 apart still timed 1.00x; one client that read its 16
+    tokens in a read or two timed 0.07x)."""
 
     def gap(key: str) -> float | None:
         a, b = client[key], getattr(server, key)
