@@ -26,6 +26,7 @@ from agents.loadgen.worker import Record, WorkerResult, parse_tail
 from tests.support.listening import start_listening, stop
 
 ROOT = Path(__file__).resolve().parents[1]
+ZERO_SERVER = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"]
 ISSUE_KEYS = [
     "requests", "failed", "duration_s", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
     "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
@@ -151,7 +152,7 @@ def test_parse_tail_finds_usage_finish_reason_and_stream_errors() -> None:
 
 @pytest.fixture(scope="module")
 def zero_server() -> Iterator[str]:
-    proc, url = start_listening([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"])
+    proc, url = start_listening(ZERO_SERVER)
     yield url
     stop(proc)
 
@@ -195,7 +196,7 @@ def test_run_against_the_zero_server_reports_every_issue_key(
 def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
     zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    second, other = start_listening([sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"])
+    second, other = start_listening(ZERO_SERVER)
     try:
         records = tmp_path / "records.jsonl"
         rc, out = run_json(capsys, [

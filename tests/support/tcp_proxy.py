@@ -1,7 +1,7 @@
 """A loopback TCP proxy the tests can cut: every ``drop()`` aborts all live connections at once.
 
 It stands between the console and a box's sshd, so a test kills "the SSH link" exactly as a flaky network
-does (RST mid-stream, mid-transaction, mid-ack), without touching either end. It runs as its own process
+does (cut mid-stream, mid-transaction, mid-ack), without touching either end. It runs as its own process
 (tests/support/listening.py says why) and takes one command per line on its stdin: ``drop`` answers
 ``dropped N``, the number of proxied connections it cut; end of input stops it.
 """
