@@ -235,8 +235,9 @@ class Agent:
         if op not in protocol.OPS:
             return {"id": command_id, "ok": False,
                     "error": f"unknown op {op!r}; this agent ({agent_version()}) knows {', '.join(protocol.OPS)}"}
-        if not isinstance(args, dict):
-            return {"id": command_id, "ok": False, "error": f"args of {op} must be a JSON object"}
+        problem = protocol.args_problem(op, args)
+        if problem is not None:  # the contract refuses it before anything runs, with the field and its value
+            return {"id": command_id, "ok": False, "error": f"{problem}; nothing was run"}
         if op in protocol.IDEMPOTENT_OPS:
             return self._run(command_id, op, args)
         with self._ledger:
@@ -286,16 +287,22 @@ class Agent:
             return self.watchdog.timers()
 
     def op_events(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+        """Events after ``after``. A consumer named but not registered (detached, perhaps by another console
+        on the same state.db) gets none and ``registered: false``: the journal holds nothing for it, so
+        what it would read could have holes, and a hole must never be committed as if it were history."""
         after = args.get("after", 0)
         limit = args.get("limit", 1000)
         max_bytes = args.get("max_bytes", EVENTS_MAX_BYTES)
         for name, value, least in (("after", after, 0), ("limit", limit, 1), ("max_bytes", max_bytes, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            if value < least:
                 raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+        named = args.get("consumer")
+        consumer = self.journal.consumer(named) if named is not None else None
+        if named is not None and consumer is None:
+            return {"events": [], "last_seq": self.journal.last_seq(), "acked_seq": None, "registered": False}
         events = self.journal.events_after(after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
-        consumer = self.journal.consumer(args["consumer"]) if args.get("consumer") is not None else None
         return {"events": events, "last_seq": self.journal.last_seq(),
-                "acked_seq": consumer["acked_seq"] if consumer else None}
+                "acked_seq": consumer["acked_seq"] if consumer else None, "registered": consumer is not None}
 
     def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agents import protocol
+
 SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample", "bench_progress"})
 """Events the agent may drop when the disk is nearly full; everything else is always written."""
 
@@ -177,9 +179,15 @@ class Journal:
         rows: list[tuple[Any, ...]] = []
         size = 0
         with self._lock:  # only the reading: decoding happens after, so the 1 Hz tick never waits on it
-            cursor = self._db.execute("SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq", (after,))
+            # Bytes, not text: a row holding invalid UTF-8 (written by anything but ``append``) must reach
+            # wire_event to be sent as malformed, rather than fail the whole read inside SQLite's decoder.
+            cursor = self._db.execute(
+                "SELECT seq, t_ms, CAST(kind AS BLOB), typeof(body), CAST(body AS BLOB) FROM events WHERE seq > ? "
+                "ORDER BY seq",
+                (after,),
+            )
             for row in cursor:  # lazily: a byte-bounded batch never loads ``limit`` large rows
-                n = _wire_size(row[2], row[3])
+                n = _wire_size(row[2], row[4])
                 if rows and size + n > max_bytes:
                     break
                 rows.append(row)
@@ -408,40 +416,62 @@ def _wire_size(kind: Any, body: Any) -> int:
     """About how many bytes a row takes in a reply: exact for what ``append`` writes (ASCII JSON); a row
     that is too large is sent as its head (RAW_HEAD_CHARS, which JSON escaping may grow sixfold)."""
     n = len(body) if isinstance(body, (str, bytes)) else 64
-    if n > MAX_EVENT_BYTES or (isinstance(body, bytes) and n > RAW_HEAD_CHARS):
+    if n > MAX_EVENT_BYTES:
         n = 6 * RAW_HEAD_CHARS
-    return n + (len(kind) if isinstance(kind, str) else 64) + _ENVELOPE
+    return n + (len(kind) if isinstance(kind, (str, bytes)) else 64) + _ENVELOPE
 
 
-def wire_event(seq: int, t_ms: Any, kind: Any, body: Any) -> dict[str, Any]:
-    """One journal row as the event the console receives (agents/protocol.py: a malformed one included)."""
+def _text(stored: Any) -> str | None:
+    """A stored value as text, or None when it is not valid UTF-8."""
+    if isinstance(stored, bytes):
+        try:
+            return stored.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return stored if isinstance(stored, str) else None
+
+
+def wire_event(seq: int, t_ms: Any, kind: Any, stored_as: str, body: Any) -> dict[str, Any]:
+    """One journal row (its kind and body read as bytes, ``stored_as`` SQLite's type of the body) as the
+    event the console receives: a malformed one included (agents/protocol.py ``Malformed``).
+
+    Checked here: what could break the reply or hide the rows after this one (text that is not UTF-8, a
+    body that is not a JSON object, too large, or nested deeper than protocol.MAX_DEPTH, a t_ms or kind of
+    the wrong type). Every field's type is checked by the console against protocol.EVENTS.
+    """
     problem = None
-    raw = body
+    text = _text(body)
+    raw = text if text is not None else (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))
     fields: Any = None
-    if not isinstance(body, str):
-        problem = f"body is stored as {type(body).__name__}, not text"
-        raw = (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))[:RAW_HEAD_CHARS]
-    elif len(body) > MAX_EVENT_BYTES:
-        problem = f"body of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
-        raw = body[:RAW_HEAD_CHARS]
+    if stored_as != "text":
+        problem = f"body is stored as {stored_as}, not text"
+    elif text is None:
+        problem = "body is not valid UTF-8 text"
+    elif len(text) > MAX_EVENT_BYTES:
+        problem = f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
     else:
         try:
-            fields = json.loads(body)
+            fields = json.loads(text)
         except ValueError as exc:
             problem = f"body is not JSON: {exc}"
+        except RecursionError:
+            problem = "body is JSON nested deeper than the agent can read"
         else:
             if not isinstance(fields, dict):
                 problem = f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
+            elif text.count("{") + text.count("[") > protocol.MAX_DEPTH:  # cheap: only then walk it
+                problem = protocol.json_problem(fields, "body")
+    kind_text = _text(kind)
     if type(t_ms) is not int:
         problem = problem or f"t_ms {t_ms!r} is not an integer"
         t_ms = t_ms if isinstance(t_ms, str) else repr(t_ms)
-    if not isinstance(kind, str):
-        problem = problem or f"kind {kind!r} is not text"
-        kind = repr(kind)
+    if kind_text is None:
+        problem = problem or f"kind {kind!r} is not UTF-8 text"
+        kind_text = repr(kind)
     if problem is not None:
-        return {"seq": seq, "t_ms": t_ms, "kind": kind, "malformed": problem, "body": raw}
+        return {"seq": seq, "t_ms": t_ms, "kind": kind_text, "malformed": problem, "body": raw[:RAW_HEAD_CHARS]}
     event: dict[str, Any] = fields
-    event.update(seq=seq, t_ms=t_ms, kind=kind)
+    event.update(seq=seq, t_ms=t_ms, kind=kind_text)
     return event
 
 

@@ -18,6 +18,9 @@ recorded response, marked ``"replayed": true``, instead of running twice (ops in
 safe to repeat and not recorded). A launch the box refuses (port in use, argv[0] missing) is not an
 error: it answers ``ok`` with ``state: "failed"`` and the reason, and journals that launch_state.
 
+Every op's arguments and result and every event kind's fields are declared once, below (``OPS``,
+``EVENTS``: TypedDicts), and checked by ``check``/``event_problem``/``args_problem`` on both sides.
+
 Events (``op: events``) are the only way measurements leave the box::
 
     {"v": 1, "seq": 42, "t_ms": 1788658020000, "kind": "<kind>", ...kind-specific fields}
@@ -39,78 +42,748 @@ envelope, so every reply fits MAX_LINE. The console's SSH channel window must ho
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypedDict
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
 """A response line may carry a batch of events; bound it so a corrupt stream cannot eat memory. It holds
 the largest event the journal writes (8 MiB) and the largest batch (4 MiB) with room to spare."""
 
-# Operations the agent answers. Args / result in brief (see agents.daemon for the authority):
-OPS: dict[str, str] = {
-    "hello": "(consumer?, label?) -> {version, pid, started_ms, home, last_seq, first_seq (oldest held), acked_seq, "
-    "consumer: {consumer, label, acked_seq, registered_ms, acked_ms, new} | null, consumers: [...], now_ms, tz, "
-    "python, gpu_source, samples_paused, timers: [{timer_id, deadline_ms, action, state, remaining_s}]}",
-    "events": "(after: int, limit: int, max_bytes?: int, consumer?) -> {events: [event...], last_seq, "
-    "acked_seq (the consumer's, null without one)}",
-    "ack": "(seq: int, consumer?) -> {acked_seq, registered}; events every consumer acked may go; registered "
-    "false: the consumer was detached and nothing was acked",
-    "detach": "(consumer) -> {detached, first_seq, last_seq}; the journal stops holding events for it",
-    "launch": "(launch_id, argv: [str], env: {str: str}, gpus: [int], port: int, ready_timeout_s) -> {launch_id, "
-    "state, pid, port, gpus, log_path, exit_code, reason, backends_accepted, kv_cache_tokens, max_concurrency}",
-    "kill": "(launch_id, grace_s) -> {state, already?}; results arrive as launch_state / gpu_released / "
-    "command_done events",
-    "launches": "() -> {launches: [{launch_id, state, pid, port, gpus, ...}]}",
-    "log_tail": "(launch_id, lines) -> {lines: [str]}",
-    "probe": "(console_t_ms, serving_python?, serving_env?: {str: str}) -> {probe}; also journaled as a probe event",
-    "kldiff": "(kldiff_id, launch_id (server a's), argv?: [kldiff flags] | a, b (base URLs), model, model_b?, "
-    "contexts?: [context], positions?, top_k?, seed?, timeout?; python?: the interpreter to run it under, one "
-    "with openai: the serving env's) -> {started, pid, log_path}; the figures arrive as kldiff_result + command_done",
-    "bench": "(bench_id, launch_id, argv?: [loadgen flags] | base_url (one, or a list: a node's replicas, the "
-    "streams round-robin over them), model, tokenizer?, vocab_size?, shape? | "
-    "workload? (a recipe shape's name: with the lengths given, a label), "
-    "input_len?, output_len?, prefix_len?, concurrency, prompts?, warmup?, seed?, processes?, timeout?) -> "
-    "{started, pid, log_path}; progress arrives as bench_progress events, the result as bench_result + "
-    "command_done",
-    "tripwire": "(tripwire_id, launch_id, argv?: [tripwire flags] | base_url, model, profile (name, or the "
-    "resolved dict: --profile-json), max_tokens?, concurrency?, timeout?; python?: the interpreter to run it "
-    "under, one with openai: the serving env's) -> {started, pid, log_path}; the verdict arrives as "
-    "tripwire_result + command_done",
-    "set_deadline": "(timer_id, deadline_ms, action, console_now_ms) -> {armed, remaining_s}",
-    "cancel_deadline": "(timer_id) -> {cancelled}",
-    "shutdown_agent": "() -> {}; the daemon exits, its arms keep running",
-}
-IDEMPOTENT_OPS = frozenset({"hello", "events", "ack", "detach", "launches", "log_tail"})
+# -- the contract, declared once ------------------------------------------------------------------------
+# Every op's arguments and result and every event kind's fields are TypedDicts below; ``check`` validates a
+# value against one, and both sides use them: the daemon before it runs an op, the console's link before
+# it stores a command, the agent's journal before it sends a row, the console's ingest before a row may
+# touch state.db. The types mean JSON on the wire, read strictly:
+#   int    an integer (never true/false) inside SQLite's signed 64 bits
+#   float  a finite number (an int is accepted)
+#   str    text that is valid UTF-8 (no lone surrogates)
+#   Any    any JSON value, bounded in nesting (MAX_DEPTH) and holding only the values above
+# A field that may be absent is declared in a ``total=False`` class; ``X | None`` may be null. Unknown
+# fields and unknown event kinds are accepted (a newer agent may send them) but must still be bounded JSON.
 
-# Event kinds and their fields (besides v, seq, t_ms, kind).
-EVENT_KINDS: dict[str, str] = {
-    "agent_started": "version, pid, restarted (bool), adopted_launches [launch_id], adopted_jobs [\"bench:<id>\" | "
-    "\"tripwire:<id>\"] (runs of a previous agent process still going; their results follow as usual)",
-    "gpu_sample": "gpus: [{gpu, power_w, power_limit_w, enforced_limit_w, max_limit_w, sm_clock_mhz, "
-    "util_pct, mem_used_mib, mem_total_mib, temp_c}] (one event per tick for all GPUs; None = missing)",
-    "server_sample": "launch_id, gen_tok_per_s, prompt_tok_per_s, running, waiting, kv_usage, "
-    "prefix_hit_rate, gen_tokens_total, prompt_tokens_total",
-    "launch_state": "launch_id, state (starting|serving|failed|stopping|stopped), pid, port, gpus, "
-    "exit_code, reason, backends_accepted [str] | null (null: the engine printed no accepted set), log_path",
-    "kernel_line": "launch_id, category (linear|moe|attention|config|other), line",
-    "launch_budget": "launch_id, kv_cache_tokens, max_concurrency",
-    "gpu_released": "launch_id, released (bool), gpus: [{gpu, mem_used_mib}], leftover_pids [int] (the launch's "
-    "processes still alive), holding [{gpu, pid, name, used_mib}] (its processes still on a GPU)",
-    "probe": "probe: {...} (see agents.probe)",
-    "bench_progress": "bench_id, launch_id, requests, out_tokens, in_tokens (measured requests ended so far and "
-    "their tokens), out_tok_per_s, in_tok_per_s (over the last second; None for a last sample too soon after "
-    "one): the load generator's own sample, once a second while a bench runs",
-    "bench_result": "bench_id, launch_id, result: {the load generator's JSON}, exit_code",
-    "tripwire_result": "tripwire_id, launch_id, result: {the tripwire's JSON}, exit_code",
-    "kldiff_result": "kldiff_id, launch_id, result: {agents.kldiff's JSON}, exit_code",
-    "deadline": "timer_id, state (armed|warning|firing|fired|refused-early|cancelled), deadline_ms, "
-    "remaining_s, action, detail",
-    "command_done": "command_id, op, ok, result|error (for long ops: bench, tripwire, kill)",
-    "warning": "where, message (a fault the agent survived: malformed /metrics, NVML missing, ...; where "
-    "\"journal\": a consumer released under the disk floor, an event too large to journal)",
-    "disk_low": "path, free_bytes, threshold_bytes, samples_paused (gpu/server samples and bench progress stop; "
-    "nothing else does)",
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""SQLite's integer range: a larger integer cannot be stored, so it is refused at the edge."""
+MAX_DEPTH = 32
+"""How deep objects and lists may nest in one message's value: the deepest the agent writes is 5 (a probe);
+a JSON nested hundreds deep exhausts Python's recursion in the encoder and must be refused, not crash."""
+
+
+class EventBase(TypedDict):
+    """The envelope of every event: its place in the box journal and the box clock's UTC instant."""
+
+    seq: int
+    t_ms: int
+    kind: str
+
+
+class AgentStarted(EventBase, total=False):
+    version: str | None
+    pid: int
+    restarted: bool
+    adopted_launches: list[str]
+    """Launches of a previous agent process still running."""
+    adopted_jobs: list[str]
+    """Runs (``bench:<id>``, ``tripwire:<id>``) of a previous agent process still going; results follow."""
+
+
+class _GpuKey(TypedDict):
+    gpu: int
+
+
+class GpuReading(_GpuKey, total=False):
+    """One GPU in one sampler tick; null where the box could not read a figure."""
+
+    power_w: float | None
+    power_limit_w: float | None
+    enforced_limit_w: float | None
+    max_limit_w: float | None
+    sm_clock_mhz: float | None
+    util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    temp_c: float | None
+
+
+GPU_COLUMNS: tuple[str, ...] = tuple(k for k in GpuReading.__annotations__ if k in GpuReading.__optional_keys__)
+"""The figures of a GPU reading, in the store's column order (console/store/ingest.py writes them)."""
+
+
+class GpuSample(EventBase):
+    """One sampler tick for all GPUs of the box."""
+
+    gpus: list[GpuReading]
+
+
+class _ServerKey(EventBase):
+    launch_id: str
+
+
+class ServerSample(_ServerKey, total=False):
+    """One scrape of a server's /metrics: rates over the last interval, gauges and counters."""
+
+    gen_tok_per_s: float | None
+    prompt_tok_per_s: float | None
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    prefix_hit_rate: float | None
+    gen_tokens_total: float | None
+    prompt_tokens_total: float | None
+
+
+SERVER_COLUMNS: tuple[str, ...] = tuple(k for k in ServerSample.__annotations__ if k in ServerSample.__optional_keys__)
+"""The figures of a server sample, in the store's column order."""
+
+
+class _LaunchStateKey(EventBase):
+    launch_id: str
+    state: str
+    """starting | serving | failed | stopping | stopped (console/store/launches.py LAUNCH_STATES)."""
+
+
+class LaunchState(_LaunchStateKey, total=False):
+    pid: int | None
+    port: int | None
+    gpus: list[int] | None
+    exit_code: int | None
+    reason: str | None
+    backends_accepted: list[str] | None
+    """null: the engine printed no accepted set."""
+    log_path: str | None
+    arm: str | None
+
+
+class KernelLine(EventBase):
+    """A line of the engine's log that says which kernel or backend it really chose."""
+
+    launch_id: str
+    category: str
+    """linear | moe | attention | config | other"""
+    line: str
+
+
+class _BudgetKey(EventBase):
+    launch_id: str
+
+
+class LaunchBudget(_BudgetKey, total=False):
+    kv_cache_tokens: float | None
+    max_concurrency: float | None
+
+
+class GpuHolder(TypedDict):
+    gpu: int
+    pid: int
+    name: str
+    used_mib: float | None
+
+
+class _ReleasedKey(EventBase):
+    launch_id: str
+    released: bool
+
+
+class GpuReleased(_ReleasedKey, total=False):
+    gpus: list[Any]
+    leftover_pids: list[int]
+    """The launch's processes still alive."""
+    holding: list[Any]
+    """Its processes still on a GPU: [{gpu, pid, name, used_mib}]."""
+
+
+class Probe(EventBase):
+    probe: dict[str, Any]
+    """agents/probe.py's report."""
+
+
+class _BenchProgressKey(EventBase):
+    bench_id: str
+    launch_id: str | None
+
+
+class BenchProgress(_BenchProgressKey, total=False):
+    """The load generator's own sample, once a second while a bench runs."""
+
+    requests: int
+    out_tokens: int
+    in_tokens: int
+    out_tok_per_s: float | None
+    in_tok_per_s: float | None
+
+
+class _BenchResultKey(EventBase):
+    bench_id: str
+    launch_id: str | None
+    result: dict[str, Any]
+    """The load generator's JSON."""
+
+
+class BenchResult(_BenchResultKey, total=False):
+    exit_code: int | None
+
+
+class _TripwireResultKey(EventBase):
+    tripwire_id: str
+    launch_id: str | None
+    result: dict[str, Any]
+
+
+class TripwireResult(_TripwireResultKey, total=False):
+    exit_code: int | None
+
+
+class _KldiffResultKey(EventBase):
+    kldiff_id: str
+    launch_id: str | None
+    result: dict[str, Any]
+
+
+class KldiffResult(_KldiffResultKey, total=False):
+    exit_code: int | None
+
+
+class _DeadlineKey(EventBase):
+    timer_id: str
+    state: str
+    """armed | warning | firing | fired | refused-early | cancelled"""
+
+
+class Deadline(_DeadlineKey, total=False):
+    deadline_ms: int
+    remaining_s: float
+    action: str
+    detail: dict[str, Any]
+
+
+class _CommandDoneKey(EventBase):
+    command_id: str
+    ok: bool
+
+
+class CommandDone(_CommandDoneKey, total=False):
+    """The end of a long op (bench, tripwire, kldiff, kill) whose first answer only said it started."""
+
+    op: str
+    result: Any
+    error: str | None
+
+
+class Warning_(EventBase, total=False):
+    """A fault the agent survived (malformed /metrics, NVML missing, ...); where "journal": a consumer
+    released under the disk floor, an event too large to journal."""
+
+    where: str
+    message: str
+
+
+class DiskLow(EventBase, total=False):
+    """Free space under the agent home fell below its floor: samples and bench progress stop."""
+
+    path: str
+    free_bytes: int
+    threshold_bytes: int
+    samples_paused: bool
+
+
+class Malformed(EventBase):
+    """A journal row the agent could not read as an event: sent with the reason and its stored text (up to
+    RAW_HEAD_CHARS) for the console to quarantine, so one bad row never hides the rows after it."""
+
+    malformed: str
+    body: str
+
+
+EVENTS: dict[str, type[EventBase]] = {
+    "agent_started": AgentStarted,
+    "gpu_sample": GpuSample,
+    "server_sample": ServerSample,
+    "launch_state": LaunchState,
+    "kernel_line": KernelLine,
+    "launch_budget": LaunchBudget,
+    "gpu_released": GpuReleased,
+    "probe": Probe,
+    "bench_progress": BenchProgress,
+    "bench_result": BenchResult,
+    "tripwire_result": TripwireResult,
+    "kldiff_result": KldiffResult,
+    "deadline": Deadline,
+    "command_done": CommandDone,
+    "warning": Warning_,
+    "disk_low": DiskLow,
 }
+"""Every event kind the agent journals, and its fields."""
+
+
+# -- ops ----------------------------------------------------------------------------------------------
+
+
+class HelloArgs(TypedDict, total=False):
+    consumer: str | None
+    """A state.db's campaign id: registers it, so the journal holds every event until it acks."""
+    label: str | None
+
+
+class HelloResult(TypedDict):
+    version: str
+    pid: int
+    started_ms: int
+    home: str
+    last_seq: int
+    first_seq: int
+    """The oldest seq still held (last_seq + 1 when none is)."""
+    acked_seq: int
+    consumer: dict[str, Any] | None
+    """{consumer, label, acked_seq, registered_ms, acked_ms, new}"""
+    consumers: list[dict[str, Any]]
+    now_ms: int
+    tz: str | None
+    python: str
+    gpu_source: str | None
+    samples_paused: bool
+    timers: list[dict[str, Any]]
+    """[{timer_id, deadline_ms, action, state, remaining_s}]"""
+
+
+class EventsArgs(TypedDict, total=False):
+    after: int
+    limit: int
+    max_bytes: int
+    consumer: str | None
+
+
+class EventsResult(TypedDict):
+    events: list[Any]
+    """Each one an event of ``EVENTS`` (or unknown to this side), checked one by one: a bad event is
+    quarantined on its own rather than failing the reply."""
+    last_seq: int
+    acked_seq: int | None
+    """The consumer's (null without one)."""
+    registered: bool
+    """False: the consumer named is not registered (it was detached): nothing is held for it."""
+
+
+class _AckKey(TypedDict):
+    seq: int
+
+
+class AckArgs(_AckKey, total=False):
+    consumer: str | None
+
+
+class AckResult(TypedDict):
+    acked_seq: int | None
+    registered: bool
+    """False: the consumer was detached and nothing was acked."""
+
+
+class DetachArgs(TypedDict):
+    consumer: str
+
+
+class DetachResult(TypedDict):
+    detached: bool
+    first_seq: int
+    last_seq: int
+
+
+class _LaunchKey(TypedDict):
+    launch_id: str
+    argv: list[str]
+    port: int
+
+
+class LaunchArgs(_LaunchKey, total=False):
+    env: dict[str, str]
+    gpus: list[int]
+    ready_timeout_s: float
+
+
+class LaunchResult(TypedDict, total=False):
+    """A launch the box refused (port in use, argv[0] missing) answers ok with state "failed" and why."""
+
+    launch_id: str
+    state: str
+    pid: int | None
+    port: int
+    gpus: list[int]
+    log_path: str
+    exit_code: int | None
+    reason: str | None
+    backends_accepted: list[str] | None
+    kv_cache_tokens: float | None
+    max_concurrency: float | None
+
+
+class _KillKey(TypedDict):
+    launch_id: str
+
+
+class KillArgs(_KillKey, total=False):
+    grace_s: float
+
+
+class KillResult(TypedDict, total=False):
+    """Results arrive as launch_state, gpu_released and command_done events."""
+
+    state: str
+    already: bool
+
+
+class NoArgs(TypedDict):
+    pass
+
+
+class LaunchesResult(TypedDict):
+    launches: list[dict[str, Any]]
+
+
+class _LogTailKey(TypedDict):
+    launch_id: str
+
+
+class LogTailArgs(_LogTailKey, total=False):
+    lines: int
+
+
+class LogTailResult(TypedDict):
+    lines: list[str]
+
+
+class ProbeArgs(TypedDict, total=False):
+    console_t_ms: int | None
+    serving_python: str | None
+    serving_env: dict[str, str] | None
+
+
+class ProbeResult(TypedDict):
+    probe: dict[str, Any]
+    """Also journaled as a probe event."""
+
+
+class RunStarted(TypedDict, total=False):
+    """A long run's first answer; its figures arrive as ``<op>_result`` and command_done events."""
+
+    started: bool
+    pid: int
+    log_path: str
+    replayed: bool
+
+
+class _BenchKey(TypedDict):
+    bench_id: str
+
+
+class BenchArgs(_BenchKey, total=False):
+    """``argv`` (load generator flags) or the fields; ``base_url`` is one URL or a node's replicas (the
+    streams round-robin over them); ``workload`` is a recipe shape's name, a label for the lengths given."""
+
+    launch_id: str | None
+    argv: list[str]
+    base_url: Any
+    model: str
+    tokenizer: str | None
+    vocab_size: int | None
+    shape: str | None
+    workload: str | None
+    input_len: int | None
+    output_len: int | None
+    prefix_len: int | None
+    concurrency: int
+    prompts: int | None
+    warmup: int | None
+    seed: int | None
+    processes: int | None
+    timeout: float | None
+
+
+class _TripwireKey(TypedDict):
+    tripwire_id: str
+
+
+class TripwireArgs(_TripwireKey, total=False):
+    """``profile`` is a profile's name or the resolved dict; ``python`` the serving env's interpreter."""
+
+    launch_id: str | None
+    argv: list[str]
+    base_url: str
+    model: str
+    profile: Any
+    max_tokens: int | None
+    concurrency: int | None
+    timeout: float | None
+    python: str | None
+
+
+class _KldiffKey(TypedDict):
+    kldiff_id: str
+
+
+class KldiffArgs(_KldiffKey, total=False):
+    """Server a is ``a`` (and ``launch_id``), server b is ``b``: base URLs; ``python`` has openai."""
+
+    launch_id: str | None
+    argv: list[str]
+    a: str
+    b: str
+    model: str
+    model_b: str | None
+    contexts: list[Any]
+    positions: int | None
+    top_k: int | None
+    seed: int | None
+    timeout: float | None
+    python: str | None
+
+
+class SetDeadlineArgs(TypedDict):
+    timer_id: Any
+    """The console's timer id (an integer, or text)."""
+    deadline_ms: int
+    action: str
+    console_now_ms: int
+
+
+class SetDeadlineResult(TypedDict):
+    armed: bool
+    remaining_s: float
+
+
+class CancelDeadlineArgs(TypedDict):
+    timer_id: Any
+
+
+class CancelDeadlineResult(TypedDict):
+    cancelled: bool
+
+
+class OpSpec(NamedTuple):
+    args: type[Any]
+    result: type[Any]
+    idempotent: bool
+    """Safe to repeat, and so not recorded in the agent's command ledger."""
+
+
+OPS: dict[str, OpSpec] = {
+    "hello": OpSpec(HelloArgs, HelloResult, True),
+    "events": OpSpec(EventsArgs, EventsResult, True),
+    "ack": OpSpec(AckArgs, AckResult, True),
+    "detach": OpSpec(DetachArgs, DetachResult, True),
+    "launch": OpSpec(LaunchArgs, LaunchResult, False),
+    "kill": OpSpec(KillArgs, KillResult, False),
+    "launches": OpSpec(NoArgs, LaunchesResult, True),
+    "log_tail": OpSpec(LogTailArgs, LogTailResult, True),
+    "probe": OpSpec(ProbeArgs, ProbeResult, False),
+    "kldiff": OpSpec(KldiffArgs, RunStarted, False),
+    "bench": OpSpec(BenchArgs, RunStarted, False),
+    "tripwire": OpSpec(TripwireArgs, RunStarted, False),
+    "set_deadline": OpSpec(SetDeadlineArgs, SetDeadlineResult, False),
+    "cancel_deadline": OpSpec(CancelDeadlineArgs, CancelDeadlineResult, False),
+    "shutdown_agent": OpSpec(NoArgs, NoArgs, False),
+}
+"""Every op the agent answers: its arguments and its result (agents/daemon.py ``op_<name>`` runs it)."""
+IDEMPOTENT_OPS = frozenset(op for op, spec in OPS.items() if spec.idempotent)
+
+
+# -- the validator ------------------------------------------------------------------------------------
+
+Checker = Callable[[Any, str], "str | None"]
+"""Checks one value; returns why it is not valid (naming where it sits), or None."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _integer(value: Any, where: str) -> str | None:
+    if type(value) is int:
+        return None if INT64_MIN <= value <= INT64_MAX else f"{where} is {_shown(value)}, an integer outside SQLite's 64 bits"
+    return f"{where} is {_shown(value)}, not an integer"
+
+
+def _number(value: Any, where: str) -> str | None:
+    if type(value) is float:
+        return None if math.isfinite(value) else f"{where} is {value!r}, not a finite number (JSON cannot carry it)"
+    if type(value) is int:
+        return _integer(value, where)
+    return f"{where} is {_shown(value)}, not a finite number"
+
+
+def _text(value: Any, where: str) -> str | None:
+    if type(value) is str:
+        return None if _utf8(value) else f"{where} is text that is not valid UTF-8: {_shown(value)}"
+    return f"{where} is {_shown(value)}, not text"
+
+
+def _flag(value: Any, where: str) -> str | None:
+    return None if type(value) is bool else f"{where} is {_shown(value)}, not true or false"
+
+
+def json_problem(value: Any, where: str = "value", depth: int = 0) -> str | None:
+    """Why ``value`` is not bounded JSON this contract may carry (nesting, 64-bit ints, finite floats, UTF-8)."""
+    kind = type(value)
+    if kind is str:
+        return _text(value, where)
+    if kind is int:
+        return _integer(value, where)
+    if kind is float:
+        return _number(value, where)
+    if value is None or kind is bool:
+        return None
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            return f"{where if len(where) <= 60 else where[:57] + '...'} nests deeper than {MAX_DEPTH} levels"
+        items = value.items() if kind is dict else enumerate(value)
+        for key, item in items:
+            if type(key) is str and not _utf8(key):
+                return f"{where} has a key that is not valid UTF-8: {_shown(key)}"
+            if type(item) in (str, int, float, bool) or item is None:
+                found = _scalar_problem(item, where, key)
+            else:
+                found = json_problem(item, f"{where}.{key}" if kind is dict else f"{where}[{key}]", depth + 1)
+            if found:
+                return found
+        return None
+    return f"{where} is {_shown(value)}, not a JSON value"
+
+
+def _scalar_problem(item: Any, where: str, key: Any) -> str | None:
+    kind = type(item)
+    if kind is float:
+        return None if math.isfinite(item) else _number(item, f"{where}.{key}")
+    if kind is int:
+        return None if INT64_MIN <= item <= INT64_MAX else _integer(item, f"{where}.{key}")
+    if kind is str:
+        return None if _utf8(item) else _text(item, f"{where}.{key}")
+    return None
+
+
+def _any(value: Any, where: str) -> str | None:
+    return json_problem(value, where)
+
+
+def _nullable(check: Checker) -> Checker:
+    def nullable(value: Any, where: str) -> str | None:
+        return None if value is None else check(value, where)
+
+    return nullable
+
+
+def _list_of(check: Checker) -> Checker:
+    def checked_list(value: Any, where: str) -> str | None:
+        if type(value) is not list:
+            return f"{where} is {_shown(value)}, not a list"
+        for i, item in enumerate(value):
+            found = check(item, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+
+    return checked_list
+
+
+def _str_map(value: Any, where: str) -> str | None:
+    if type(value) is not dict:
+        return f"{where} is {_shown(value)}, not an object"
+    for key, item in value.items():
+        found = _text(key, f"{where} key") or _text(item, f"{where}.{key}")
+        if found:
+            return found
+    return None
+
+
+def _json_object(value: Any, where: str) -> str | None:
+    if type(value) is not dict:
+        return f"{where} is {_shown(value)}, not an object"
+    return json_problem(value, where)
+
+
+def _checker(hint: Any) -> Checker:
+    """The check for one declared type (see the table at the top of this section)."""
+    origin, params = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        inner = [p for p in params if p is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"the contract declares no unions but X | None, got {hint!r}")
+        return _nullable(_checker(inner[0]))
+    if origin is list:
+        return _list_of(_checker(params[0]))
+    if origin is dict:
+        return _str_map if params == (str, str) else _json_object
+    if typing.is_typeddict(hint):
+        return _object_checker(hint)
+    simple: dict[Any, Checker] = {int: _integer, float: _number, str: _text, bool: _flag, Any: _any}
+    if hint in simple:
+        return simple[hint]
+    raise TypeError(f"the contract has no check for {hint!r}")
+
+
+def _object_checker(spec: type[Any]) -> Checker:
+    hints = typing.get_type_hints(spec)
+    fields = {name: _checker(hint) for name, hint in hints.items()}
+    required = tuple(sorted(spec.__required_keys__))
+
+    def checked_object(value: Any, where: str) -> str | None:
+        if type(value) is not dict:
+            return f"{where} is {_shown(value)}, not an object"
+        missing = [name for name in required if name not in value]
+        if missing:
+            return f"{where} has no {', '.join(missing)}"
+        for name, item in value.items():
+            check = fields.get(name)
+            found = check(item, f"{where}.{name}") if check else json_problem(item, f"{where}.{name}", 1)
+            if found:
+                return found
+        return None
+
+    return checked_object
+
+
+_CHECKS: dict[type[Any], Checker] = {}
+
+
+def check(value: Any, spec: type[Any], where: str) -> str | None:
+    """Why ``value`` is not a valid ``spec`` (a TypedDict of this module), naming ``where``; None if it is."""
+    checker = _CHECKS.get(spec)
+    if checker is None:
+        checker = _CHECKS[spec] = _object_checker(spec)
+    return checker(value, where)
+
+
+def event_problem(event: Any) -> str | None:
+    """Why ``event`` may not be ingested, in one line (a field's place and what it holds); None if it may.
+
+    A row the agent already found unreadable (``malformed``) says so with the agent's reason.
+    """
+    if type(event) is not dict:
+        return f"the event is {_shown(event)}, not a JSON object"
+    if "malformed" in event:
+        return f"the box journal row is unreadable: {event['malformed']}"
+    kind = event.get("kind")
+    found = check(event, EVENTS.get(kind, EventBase) if type(kind) is str else EventBase, "event")
+    if found and found.startswith("event."):
+        return found[len("event.") :]
+    return f"the {kind if type(kind) is str else ''} event{found[len('event') :]}" if found else None
+
+
+def args_problem(op: str, args: Any) -> str | None:
+    """Why ``args`` are not valid arguments of ``op`` (the op is known)."""
+    found = check(args, OPS[op].args, "args")
+    return f"{op}: {found}" if found else None
 
 
 class ProtocolError(ValueError):
@@ -124,12 +797,19 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(line: bytes) -> dict[str, Any]:
+    """One line as a message of this protocol; ProtocolError (one line: why) for anything else.
+
+    The values inside are checked by the receiver against ``OPS``/``EVENTS``, per op or per event, so one
+    bad event is quarantined alone rather than failing its whole reply.
+    """
     if len(line) > MAX_LINE:
         raise ProtocolError(f"message of {len(line)} bytes exceeds the {MAX_LINE}-byte limit")
     try:
         message = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not JSON: {line[:80]!r}") from exc
+    except RecursionError as exc:  # nested far deeper than MAX_DEPTH: no message of ours
+        raise ProtocolError(f"not a message: JSON nested deeper than Python can read ({line[:40]!r}...)") from exc
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a JSON object, got {type(message).__name__}")
     version = message.get("v")

@@ -58,7 +58,10 @@ def _boxes(boxes: Sequence[FleetRow]) -> list[str]:
         checks = ", ".join(f"{c.name} {c.verdict}" for c in b.checks) or "never checked"
         price = f"${b.price_per_hour:.2f}/h" if b.price_per_hour is not None else None
         rows.append((b.name, b.gpu_summary, b.status, b.ssh_target, price, checks))
-    return out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + [""]
+    missing = [f"- {b.name}: {b.ingest.line}" for b in boxes if b.ingest.line]
+    if missing:  # never silent: what a box's journal could not give this state.db
+        missing = ["", "Journal rows not ingested (kept in the `quarantine` and `lost_events` tables):", "", *missing]
+    return out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + missing + [""]
 
 
 def _running(rows: Sequence[LaunchRow]) -> list[str]:

@@ -403,7 +403,7 @@ def test_missing_binary_and_port_in_use_are_failed_launches_with_reasons(box: Ag
     events = [e for e in box.events() if e["kind"] == "launch_state"]
     assert {(e["launch_id"], e["state"]) for e in events} == {("m1", "failed"), ("p1", "failed")}
     bad = box.request("launch", {"launch_id": "s1", "argv": "vllm serve x", "port": 8000})
-    assert not bad["ok"] and "never a shell string" in bad["error"]
+    assert not bad["ok"] and "args.argv is 'vllm serve x', not a list" in bad["error"]
 
 
 def test_server_dying_at_start_records_root_cause_and_accepted_backends(box: AgentBox, fake_server: Path) -> None:
@@ -465,7 +465,7 @@ def test_a_run_that_fails_is_a_command_done_with_its_reason(box: AgentBox) -> No
     assert "tripwire exited 2 without a result" in done["error"] and "arguments are required" in done["error"]
     assert not [e for e in box.events() if e["kind"] == "tripwire_result"]
     missing_id = box.request("bench", {"base_url": "http://127.0.0.1:9", "model": "m", "concurrency": 1})
-    assert not missing_id["ok"] and "needs bench_id" in missing_id["error"]
+    assert not missing_id["ok"] and "bench: args has no bench_id" in missing_id["error"]
 
 
 def test_a_server_never_ready_is_killed_and_failed_with_the_reason(box: AgentBox, fake_server: Path) -> None:

@@ -123,7 +123,7 @@ def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
     assert "a JSON array, not an object" in malformed["a list"]["malformed"]
     assert "NaN" in malformed["NaN"]["malformed"] and malformed["NaN"]["kind"] == "gpu_sample"
     assert "infinity" in malformed["overflow"]["malformed"]
-    assert "stored as bytes" in malformed["blob"]["malformed"] and "binary" in malformed["blob"]["body"]
+    assert "stored as blob" in malformed["blob"]["malformed"] and "binary" in malformed["blob"]["body"]
     assert malformed["text t_ms"]["t_ms"] == "yesterday"
     assert len(malformed["too large"]["body"]) == RAW_HEAD_CHARS and "exceeds" in malformed["too large"]["malformed"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from console.readmodel import queries
 from console.store import Box, BoxNotReachable, Store
-from console.store.ingest import IngestError
+from console.store.ingest import IngestError, SequenceGap
 
 T0 = 1_788_658_020_000
 
@@ -43,18 +43,65 @@ def test_batch_commits_rows_and_cursor_and_resend_is_skipped(store: Store) -> No
 def test_out_of_order_batch_writes_nothing(store: Store) -> None:
     store.ingest.batch("pro-a", [ev(1)])
     with pytest.raises(IngestError, match="out of order"):
-        store.ingest.batch("pro-a", [ev(2), ev(5), ev(3)])
+        store.ingest.batch("pro-a", [ev(2), ev(3), ev(3)])
     assert store.scalar("SELECT count(*) FROM journal") == 1
     assert store.ingest.cursor("pro-a") == 1
 
 
+def test_a_gap_in_the_sequence_is_refused_then_recorded_as_lost_never_skipped(store: Store) -> None:
+    store.ingest.batch("pro-a", [ev(1), ev(2)])
+    for batch, missing in (([ev(5), ev(6)], (3, 5)), ([ev(3), ev(5)], (4, 5))):  # at the start, and inside
+        with pytest.raises(SequenceGap, match=rf"seqs {missing[0]}\.\.{missing[1] - 1} are missing") as gap:
+            store.ingest.batch("pro-a", batch)
+        assert (gap.value.first_missing, gap.value.next_seen) == missing
+        assert store.ingest.cursor("pro-a") == 2 and store.scalar("SELECT count(*) FROM journal") == 2
+    # The box was asked again and no longer holds 3..4: they are recorded as lost with the events after them.
+    report = store.ingest.batch("pro-a", [ev(5), ev(6)], accept_gap=True)
+    assert (report.lost, report.cursor, report.inserted) == ((3, 4), 6, 2)
+    [lost] = store.rows("SELECT first_seq, last_seq, reason FROM lost_events WHERE box = 'pro-a'")
+    assert (lost["first_seq"], lost["last_seq"]) == (3, 4) and "disk floor" in lost["reason"]
+    [row] = queries.fleet(store, T0 + 10, "pro-a")
+    assert row.lost_events == 2
+    # One gap per asking: a second one in the same batch is not accepted blindly.
+    with pytest.raises(SequenceGap):
+        store.ingest.batch("pro-a", [ev(8), ev(10)], accept_gap=True)
+
+
+def test_a_new_campaign_may_start_where_the_box_journal_starts(store: Store) -> None:
+    """Events released before this state.db registered were never owed to it: not a gap."""
+    report = store.ingest.batch("pro-a", [ev(500), ev(501)])
+    assert (report.cursor, report.lost) == (501, None)
+
+
 def test_event_that_cannot_be_derived_keeps_its_journal_row_and_never_stalls_ingest(store: Store) -> None:
-    bad = ev(3, "launch_state", launch_id="L1")  # no state
-    report = store.ingest.batch("pro-a", [ev(1), ev(2), bad, ev(4)])
+    odd = ev(3, "launch_state", launch_id="L1", state="exploded")  # well-formed, but no state the store knows
+    report = store.ingest.batch("pro-a", [ev(1), ev(2), odd, ev(4)])
     assert report.cursor == 4 and report.inserted == 4
-    assert "lacks ['state']" in report.journal_only["launch_state"]
+    assert "unknown launch state 'exploded'" in report.journal_only["launch_state"]
     assert store.scalar("SELECT count(*) FROM journal") == 4
     assert store.launches.get("L1") is None  # the half-derived row was rolled back to its savepoint
+
+
+def test_an_event_without_a_field_the_contract_requires_is_quarantined(store: Store) -> None:
+    report = store.ingest.batch("pro-a", [ev(1), ev(2, "launch_state", launch_id="L1"), ev(3)])
+    assert report.cursor == 3 and report.quarantined == {2: "the launch_state event has no state"}
+
+
+def test_a_value_sqlite_refuses_is_quarantined_alone_and_its_neighbours_commit(store: Store) -> None:
+    """Past the contract's checks, a value SQLite itself refuses (here a trigger stands for any constraint
+    the store may add) fails the batch's executemany: the batch is written again event by event, and the one
+    event refused is quarantined with SQLite's reason while its neighbours commit."""
+    with store.atomic() as db:
+        db.execute("CREATE TRIGGER refuse_hot BEFORE INSERT ON gpu_samples WHEN NEW.power_w > 5000 "
+                   "BEGIN SELECT RAISE(ABORT, 'power beyond any GPU'); END")  # fmt: skip
+    gpu = {"gpu": 0, "power_w": 581.0}
+    events = [ev(1, "gpu_sample", gpus=[gpu]), ev(2), ev(3, "gpu_sample", gpus=[{**gpu, "power_w": 9e9}]),
+              ev(4, "gpu_sample", gpus=[gpu])]  # fmt: skip
+    report = store.ingest.batch("pro-a", events)
+    assert report.cursor == 4 and list(report.quarantined) == [3] and report.inserted == 3
+    assert "state.db refused it: IntegrityError: power beyond any GPU" in report.quarantined[3]
+    assert [r["seq"] for r in store.rows("SELECT seq FROM journal ORDER BY seq")] == [1, 2, 4]
+    assert store.scalar("SELECT count(*) FROM gpu_samples") == 2
 
 
 def test_non_integer_seq_is_refused(store: Store) -> None:

@@ -185,7 +185,9 @@ def _launches(box: str, *arms: tuple[str, str]) -> list[dict]:
     return events
 
 
-def _batch(store: Store, box: str, events: list[dict], first: int = 1) -> dict[str, str]:
+def _batch(store: Store, box: str, events: list[dict]) -> dict[str, str]:
+    """Ingest ``events`` as the box's next journal seqs (the sequence continues the cursor)."""
+    first = store.ingest.cursor(box) + 1
     report = store.ingest.batch(box, [{"v": 1, "seq": first + i, "t_ms": T0 + i, **e} for i, e in enumerate(events)])
     return report.journal_only
 
@@ -207,7 +209,7 @@ def measured(tmp_path: Path) -> Store:
          "result": {**FIGURES, "top1_agreement": 0.9615, "mean_kl": 0.0184}},
         {"kind": "kldiff_result", "kldiff_id": "K1", "launch_id": "L1",
          "result": {**FIGURES, "top1_agreement": 0.8190, "mean_kl": 0.14515}},
-    ], first=100)  # fmt: skip
+    ])  # fmt: skip
     assert journal_only == {}
     yield store
     store.close()
@@ -234,7 +236,7 @@ def test_a_failed_run_is_a_failed_command_and_a_bad_row_stays_in_the_journal(mea
         {"kind": "kldiff_result", "kldiff_id": "K2", "launch_id": "L1", "result": {**FIGURES, "mean_kl": 0.1}},
         {"kind": "kldiff_result", "kldiff_id": "K3", "launch_id": "L1",
          "result": {"error": "the servers tokenize context 0 differently"}},
-    ], first=200)  # fmt: skip
+    ])  # fmt: skip
     assert "control run K-missing is not in this state.db" in journal_only["kldiff_result"]
     assert kldiff_run(measured, "K2") is None and kldiff_run(measured, "K3") is None
     command = measured.commands.get("K3")

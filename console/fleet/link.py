@@ -44,7 +44,7 @@ from console.fleet.transport import LocalTransport, RemoteCommandError, SshSetti
 from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, new_id
 from console.store import BoxNotReachable, Store, StoreFull
 from console.store.errors import full_disk_guard
-from console.store.ingest import IngestError, IngestReport
+from console.store.ingest import IngestError, IngestReport, SequenceGap
 from console.timeutil import fmt_remaining
 
 log = logging.getLogger(__name__)
@@ -121,11 +121,15 @@ class BoxLink:
         self.box_last_seq = 0
         """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
+        self.on_status: Callable[[str, str | None], None] | None = None
+        """Told every status the link records (``--follow`` prints the failures as they happen)."""
         self._store_full: StoreFull | None = None
 
     # -- status ----------------------------------------------------------------------------------
     def _status(self, status: str, detail: str | None) -> None:
         self._record(status=status, status_detail=detail)
+        if self.on_status is not None:
+            self.on_status(status, detail)
 
     def _record(self, **values: Any) -> None:
         """Update the box row, if the disk lets it: on a full disk ingest stops with StoreFull, not here."""
@@ -204,7 +208,7 @@ class BoxLink:
 
     def _check_journal(self, hello: dict[str, Any]) -> None:
         cursor = self.store.ingest.cursor(self.name)
-        last, first = int(hello.get("last_seq") or 0), int(hello.get("first_seq") or 0)
+        last = int(hello.get("last_seq") or 0)
         if cursor > last:
             problem = JournalMismatch(
                 f"box {self.name}: its journal ends at seq {last} but state.db committed up to seq {cursor}: the "
@@ -213,11 +217,8 @@ class BoxLink:
             )
             self._status("journal-mismatch", str(problem))
             raise problem
-        if 0 < cursor and cursor + 1 < first:
-            # Only a consumer released under the box's disk floor (its journal says so) or a journal edited by
-            # hand loses events it never acked: say which, they are not coming.
-            log.warning("box %s: events %d..%d left the box journal before this state.db committed them; the box's "
-                        "warning events say why", self.name, cursor + 1, first - 1)  # fmt: skip
+        # A cursor behind the oldest event the box holds (a consumer released under its disk floor, a journal
+        # edited by hand) is not refused: ingest records those seqs as lost (console/store/ingest.py).
 
     def _lost(self, exc: BaseException, status: str = "down") -> None:
         self._up.clear()
@@ -253,12 +254,17 @@ class BoxLink:
                 status = "store-full"
                 self._lost(exc, status)
             except IngestError as exc:
-                # A corrupt stream: the cursor stays put (nothing is skipped) and the operator is told.
-                self._fatal = exc
-                self._lost(exc)
-                self._status("ingest-error", f"{exc}; the box journal is kept, nothing was skipped")
-                return
+                # A stream ingest cannot commit as it came: the cursor stays put (nothing is skipped), the
+                # operator is told, and the link asks again after a backoff.
+                status = "ingest-error"
+                self._lost(exc, status)
+                self._status(status, f"{exc}; the box journal is kept, nothing was skipped")
             except LINK_ERRORS as exc:
+                self._lost(exc)
+            except Refused as exc:  # the agent refused a request of the link's own (hello, events, ack)
+                self._lost(exc)
+            except Exception as exc:  # never end silently: a link that stops must say why and try again
+                log.exception("box %s: the link failed unexpectedly", self.name)
                 self._lost(exc)
             if self.closing():  # close() may have run while this attempt awaited
                 return
@@ -290,12 +296,15 @@ class BoxLink:
         pending: asyncio.Future[dict[str, Any]] | None = None
         total = 0
         consumer = self.consumer
+        asked_again = False  # a gap is asked for once more before it is recorded as lost
         try:
             after = self.store.ingest.cursor(self.name)
             pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
             while True:
                 answer = await pending
                 pending = None
+                if answer.get("registered") is False:
+                    raise self._detached(after)
                 events = answer.get("events") or []
                 self.box_last_seq = int(answer.get("last_seq") or 0)
                 if not events:
@@ -307,10 +316,21 @@ class BoxLink:
                     return total
                 pending = asyncio.ensure_future(fetch.call("events", self._pull_args(events[-1]["seq"], consumer)))
                 try:
-                    report = self.store.ingest.batch(self.name, events)
+                    report = self.store.ingest.batch(self.name, events, accept_gap=asked_again)
+                except SequenceGap as gap:
+                    if asked_again:
+                        raise
+                    log.warning("box %s: %s; asking the box again", self.name, gap)
+                    asked_again = True
+                    pending.cancel()
+                    after = self.store.ingest.cursor(self.name)
+                    pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
+                    continue
                 except StoreFull as exc:
                     self._status("store-full", str(exc))  # if even that fits: the one line says what to do
                     raise
+                asked_again = False
+                after = report.cursor
                 if self._store_full is not None:
                     log.warning("box %s: state.db has space again; ingest resumed", self.name)
                     self._store_full = None
@@ -331,10 +351,13 @@ class BoxLink:
     async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> None:
         answer = await channel.call("ack", {"seq": seq, "consumer": consumer})
         if answer.get("registered") is False:
-            raise Detached(
-                f"box {self.name}: this state.db was detached from the box's journal while its link ran (seq {seq} "
-                "and later are not held for it)", f"`campaign box connect {self.name}` attaches it again",
-            )  # fmt: skip
+            raise self._detached(seq)
+
+    def _detached(self, seq: int) -> Detached:
+        return Detached(
+            f"box {self.name}: this state.db was detached from the box's journal while its link ran (seq {seq} "
+            "and later are not held for it)", f"`campaign box connect {self.name}` attaches it again",
+        )  # fmt: skip
 
     async def detach(self) -> dict[str, Any]:
         """Ingest what is pending, then unregister this state.db from the box's journal: the box stops

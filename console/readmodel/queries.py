@@ -21,6 +21,7 @@ from console.readmodel.records import (
     FleetRow,
     GpuHistory,
     GpuPower,
+    IngestHealth,
     LaunchRow,
     Series,
     ServerNow,
@@ -202,10 +203,7 @@ def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
     live_timers: dict[str, TimerRow] = {}
     for t in timers(store, at, box, include_ended=False):
         live_timers.setdefault(t.box, t)
-    quarantined = {
-        r["box"]: r["n"]
-        for r in store.rows("SELECT box, count(*) AS n FROM quarantine WHERE quarantined_ms <= ? GROUP BY box", [at])
-    }
+    health = ingest_health(store, at)
     out = []
     for b in boxes:
         gpus = gpu_power(store, b["name"], at)
@@ -224,10 +222,39 @@ def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
                 capped_gpus=sum(1 for g in gpus if g.capped),
                 tz=b["tz"],
                 ssh_target=Box.from_row(b).ssh_target,
-                quarantined=quarantined.get(b["name"], 0),
+                ingest=health.get(b["name"], IngestHealth()),
             )
         )
     return out
+
+
+def ingest_health(store: Store, at: int, box: str | None = None) -> dict[str, IngestHealth]:
+    """Per box (only boxes with any): events quarantined by ``at`` with the first one's reason, and the
+    seqs recorded as lost."""
+    only, params = ("AND box = ?", [at, box]) if box else ("", [at])
+    quarantined = {
+        r["box"]: (r["n"], r["reason"])
+        for r in store.rows(
+            "SELECT box, count(*) AS n, (SELECT reason FROM quarantine q2 WHERE q2.box = q.box ORDER BY seq LIMIT 1) "
+            f"AS reason FROM quarantine q WHERE quarantined_ms <= ? {only} GROUP BY box",
+            params,
+        )
+    }
+    lost: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in store.rows(
+        f"SELECT box, first_seq, last_seq FROM lost_events WHERE recorded_ms <= ? {only} ORDER BY box, first_seq",
+        params,
+    ):
+        lost[r["box"]].append((r["first_seq"], r["last_seq"]))
+    return {
+        name: IngestHealth(
+            quarantined=quarantined.get(name, (0, None))[0],
+            first_reason=quarantined.get(name, (0, None))[1],
+            lost=sum(b - a + 1 for a, b in lost.get(name, [])),
+            lost_ranges=tuple(lost.get(name, [])),
+        )
+        for name in set(quarantined) | set(lost)
+    }
 
 
 # -- GPUs and servers ------------------------------------------------------------------------------------

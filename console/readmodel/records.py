@@ -60,6 +60,29 @@ class TimerRow:
 
 
 @dataclass(frozen=True)
+class IngestHealth:
+    """What a box's journal could not give this state.db: events quarantined (the first one's reason says
+    why) and journal seqs the box no longer held when asked. Neither stops ingest; both must be seen."""
+
+    quarantined: int = 0
+    first_reason: str | None = None
+    lost: int = 0
+    lost_ranges: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def line(self) -> str:
+        """One line for a status column or a handover: empty when nothing is missing."""
+        parts = []
+        if self.quarantined:
+            rows = "row" if self.quarantined == 1 else "rows"
+            parts.append(f"{self.quarantined} {rows} quarantined (first: {self.first_reason})")
+        if self.lost:
+            ranges = ", ".join(f"{a}..{b}" for a, b in self.lost_ranges[:3]) + (", ..." if len(self.lost_ranges) > 3 else "")
+            parts.append(f"{self.lost} journal {'row' if self.lost == 1 else 'rows'} lost (seqs {ranges})")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
 class FleetRow:
     name: str
     kind: str
@@ -74,7 +97,15 @@ class FleetRow:
     capped_gpus: int = 0
     tz: str | None = None
     ssh_target: str | None = None  # user@host[:port]; None for imported figures
-    quarantined: int = 0  # malformed events from this box, kept aside in the quarantine table
+    ingest: IngestHealth = IngestHealth()  # events quarantined, seqs lost
+
+    @property
+    def quarantined(self) -> int:
+        return self.ingest.quarantined
+
+    @property
+    def lost_events(self) -> int:
+        return self.ingest.lost
 
     @property
     def worst_check(self) -> str:

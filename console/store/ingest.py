@@ -5,10 +5,18 @@ are written in ONE transaction, and the console acks the box only after that tra
 crash before the commit leaves nothing and the box re-sends; a crash after it leaves the cursor ahead, so
 the re-sent events are skipped. ``UNIQUE(box, seq)`` is the last line of defence, never the mechanism.
 
-A malformed event (console/store/validate.py) is quarantined: kept with its raw text and the reason in the
-``quarantine`` table, counted per box, and the cursor moves past it. One bad event never holds the
-events after it hostage. A full disk under state.db is the one thing that stops ingest (StoreFull):
-nothing is committed, so nothing is acked, and the box keeps every event until space returns.
+An event that breaks the wire contract (agents/protocol.py ``event_problem``: a missing or mistyped field,
+an integer outside 64 bits, a float that is not finite, text that is not UTF-8, nesting too deep, or a row
+the agent itself could not read) is quarantined: kept with its raw text and the reason in the
+``quarantine`` table, counted per box, and the cursor moves past it. So is one SQLite refuses when stored:
+a batch that fails is written again event by event, each in its own savepoint, so one bad value never
+rolls back or blocks its neighbours. One bad event never holds the events after it hostage.
+
+The sequence is continuous: a batch must start at cursor + 1 and hold consecutive seqs, else SequenceGap
+(nothing written); the link asks the box again, and a gap the box can no longer fill is recorded as lost
+(``lost_events``: seqs n..m and why) in the same transaction as the events after it, never skipped silently.
+A full disk under state.db is the one thing that stops ingest (StoreFull): nothing is committed, so
+nothing is acked, and the box keeps every event until space returns.
 """
 
 from __future__ import annotations
@@ -20,11 +28,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agents.protocol import GPU_COLUMNS, SERVER_COLUMNS, event_problem
 from console.errors import Refused
-from console.store.errors import full_disk_guard
+from console.store.errors import disk_full, full_disk_guard
 from console.store.jsonutil import dumps
 from console.store.launches import LAUNCH_STATES
-from console.store.validate import GPU_COLUMNS, SERVER_COLUMNS, problem
 
 if TYPE_CHECKING:
     from console.store.core import Store
@@ -36,10 +44,22 @@ class IngestError(Refused, ValueError):
     """A stream that cannot be committed as it is (seqs missing or out of order); nothing was written."""
 
 
+class SequenceGap(IngestError):
+    """The batch does not continue the cursor: seqs ``first_missing``..``next_seen - 1`` did not come."""
+
+    def __init__(self, box: str, first_missing: int, next_seen: int):
+        super().__init__(
+            f"box {box}: the journal sent seq {next_seen} where seq {first_missing} was due; "
+            f"seqs {first_missing}..{next_seen - 1} are missing",
+            "the link asks the box again, and records them as lost when the box no longer holds them",
+        )
+        self.box, self.first_missing, self.next_seen = box, first_missing, next_seen
+
+
 @dataclass
 class IngestReport:
-    """What one batch did: the committed cursor, the events kept only as journal rows (and why), and the
-    events quarantined as malformed (seq -> why)."""
+    """What one batch did: the committed cursor, the events kept only as journal rows (and why), the
+    events quarantined (seq -> why) and the seqs recorded as lost (first, last)."""
 
     box: str
     inserted: int = 0
@@ -47,19 +67,18 @@ class IngestReport:
     cursor: int = 0
     journal_only: dict[str, str] = field(default_factory=dict)
     quarantined: dict[int, str] = field(default_factory=dict)
+    lost: tuple[int, int] | None = None
 
 
 _DERIVE_ERRORS = (IngestError, ValueError, LookupError, TypeError, AttributeError, sqlite3.IntegrityError)
 """What a derived row may fail with on an odd (but well-formed) event: the event keeps its journal row."""
-
-
-def _require(event: dict[str, Any], *keys: str) -> None:
-    missing = [k for k in keys if k not in event]
-    if missing:
-        raise IngestError(
-            f"event seq {event.get('seq')} kind {event.get('kind')!r} lacks {missing}; "
-            "the agent on this box speaks another protocol revision: push the matching agent"
-        )
+_STORE_REFUSALS = (sqlite3.Error, ValueError, OverflowError, TypeError, RecursionError)
+"""What SQLite (or encoding for it) may raise on a value it cannot store: the batch is retried event by
+event and the event that fails alone is quarantined. A full disk is not among them (see ``_refused``)."""
+LOST_REASON = (
+    "left the box journal before this state.db committed them (released under the box's disk floor, this "
+    "campaign detached, or the journal edited by hand); the box's warning events say which"
+)
 
 
 _GPU_INSERT = (
@@ -73,25 +92,64 @@ _SERVER_INSERT = (
 _QUARANTINE_INSERT = (
     "INSERT OR IGNORE INTO quarantine(box, seq, t_ms, kind, raw, reason, quarantined_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+_JOURNAL_INSERT = "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)"
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 """The event as it came (the agent's key order), compact: the bulk of ingest time is this encoding."""
 
 
 def _gpu_rows(box: str, event: dict[str, Any]) -> list[tuple[Any, ...]]:
-    _require(event, "gpus")
     return [(box, gpu["gpu"], event["t_ms"], *(gpu.get(c) for c in GPU_COLUMNS)) for gpu in event["gpus"]]
 
 
 def _server_row(box: str, event: dict[str, Any]) -> tuple[Any, ...]:
-    _require(event, "launch_id")
     return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in SERVER_COLUMNS))
 
 
 def _raw(event: Any) -> str:
-    """The quarantined event as it came: the box's stored text for a row the agent could not read."""
+    """The quarantined event as it came: the box's stored text for a row the agent could not read.
+
+    Text SQLite can store whatever the event held: a lone surrogate is escaped; an event nested too deep
+    for the encoder is kept as a note (its reason says why).
+    """
     if type(event) is dict and "malformed" in event and isinstance(event.get("body"), str):
-        return str(event["body"])
-    return json.dumps(event, separators=(",", ":"), default=repr)
+        return str(event["body"]).encode("utf-8", "backslashreplace").decode()
+    try:
+        return json.dumps(event, separators=(",", ":"), default=repr)
+    except RecursionError:
+        return "(not kept: nested too deep to encode)"
+
+
+@dataclass
+class _Rows:
+    """Rows of a batch not yet written: one ``executemany`` per table when flushed."""
+
+    journal: list[tuple[Any, ...]] = field(default_factory=list)
+    quarantine: list[tuple[Any, ...]] = field(default_factory=list)
+    gpu: list[tuple[Any, ...]] = field(default_factory=list)
+    server: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def flush_samples(self, conn: Any) -> None:
+        conn.executemany(_GPU_INSERT, self.gpu)
+        conn.executemany(_SERVER_INSERT, self.server)
+        self.gpu.clear()
+        self.server.clear()
+
+    def flush_event(self, conn: Any) -> None:
+        """The journal and sample rows, not the quarantine: what one event's savepoint covers."""
+        conn.executemany(_JOURNAL_INSERT, self.journal)
+        self.journal.clear()
+        self.flush_samples(conn)
+
+    def flush(self, conn: Any) -> None:
+        self.flush_event(conn)
+        conn.executemany(_QUARANTINE_INSERT, self.quarantine)
+        self.quarantine.clear()
+
+    def clear(self) -> None:
+        """Forget what an event added before its savepoint was rolled back."""
+        self.journal.clear()
+        self.gpu.clear()
+        self.server.clear()
 
 
 class Ingest:
@@ -118,89 +176,135 @@ class Ingest:
         rows = self.store.rows(f"SELECT box, count(*) AS n FROM quarantine {where} GROUP BY box", params)
         return {r["box"]: int(r["n"]) for r in rows}
 
-    def batch(self, box: str, events: Iterable[Any]) -> IngestReport:
+    def batch(self, box: str, events: Iterable[Any], *, accept_gap: bool = False) -> IngestReport:
         """Commit a batch of journal events for ``box`` exactly once; return the new cursor.
 
         Events at or below the cursor were committed before (a re-send after a lost ack) and are
-        skipped. Seqs must strictly increase within the batch: anything else means a corrupt stream, and
-        the whole batch is refused so the cursor never jumps over an event. A malformed event is
-        quarantined and the batch goes on. Samples, nearly all of the volume, are validated in Python and
-        written with one ``executemany`` per table; rarer kinds go through their handler in a savepoint.
-        Raises StoreFull (nothing written) when the disk under state.db is full.
+        skipped. The rest must continue the cursor one by one: a seq that goes back is a corrupt stream
+        (IngestError), one that jumps ahead is a SequenceGap, both before anything is written. With
+        ``accept_gap`` (the box was asked again and no longer holds the missing seqs) the gap is recorded
+        as lost in the same transaction. A cursor of 0 (nothing ever ingested) may start anywhere: what
+        the box released before this state.db registered was never owed to it.
+
+        Samples, nearly all of the volume, are checked in Python and written with one ``executemany`` per
+        table; rarer kinds go through their handler in a savepoint. Raises StoreFull (nothing written)
+        when the disk under state.db is full.
         """
-        report = IngestReport(box=box)
-        now = self.store.clock()
-        journal: list[tuple[Any, ...]] = []
-        quarantine: list[tuple[Any, ...]] = []
-        gpu_rows: list[tuple[Any, ...]] = []
-        server_rows: list[tuple[Any, ...]] = []
-        with full_disk_guard(self.store.path), self.store.atomic() as db:
+        events = list(events)
+        with full_disk_guard(self.store.path), self.store.atomic():
             cursor = self.cursor(box)
-            last = cursor
-            for event in events:
-                seq = event.get("seq") if type(event) is dict else None
-                if type(seq) is not int:
-                    raise IngestError(f"box {box}: event {str(event)[:80]} has no integer seq; the stream is corrupt")
-                if seq <= cursor:
-                    report.skipped += 1
-                    continue
-                if seq <= last:
-                    raise IngestError(f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order")
-                last = seq
-                why = problem(event)
-                payload = None
-                if why is None:
-                    try:
-                        payload = _encode(event)
-                    except ValueError as exc:
-                        why = f"it holds a number JSON cannot carry ({exc})"
-                if why is not None:
-                    t_ms, kind = event.get("t_ms"), event.get("kind")
-                    quarantine.append((box, seq, t_ms if type(t_ms) is int else None,
-                                       kind if type(kind) is str else None, _raw(event), why, now))  # fmt: skip
-                    report.quarantined[seq] = why
-                    log.warning("box %s: event seq %d quarantined: %s", box, seq, why)
-                    continue
-                kind = event["kind"]
-                journal.append((box, seq, event["t_ms"], kind, payload, now))
-                try:
-                    if kind == "gpu_sample":
-                        gpu_rows.extend(_gpu_rows(box, event))
-                    elif kind == "server_sample":
-                        server_rows.append(_server_row(box, event))
-                    else:
-                        # A derived row reads the samples before it (a bench row takes its power limit
-                        # from the newest GPU sample): write the pending ones first.
-                        self._flush_samples(db.conn, gpu_rows, server_rows)
-                        self._derive(box, event)
-                except _DERIVE_ERRORS as exc:
-                    reason = f"seq {seq}: {type(exc).__name__}: {exc}"
-                    report.journal_only[kind] = reason
-                    log.warning("box %s: %s kept in the journal only: %s", box, kind, reason)
-            conn = db.conn
-            conn.executemany(
-                "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)", journal
-            )
-            conn.executemany(_QUARANTINE_INSERT, quarantine)
-            self._flush_samples(conn, gpu_rows, server_rows)
+            fresh, skipped, lost = self._continuing(box, cursor, events, accept_gap)
+            try:
+                with self.store.atomic():
+                    report = self._write(box, fresh, by_event=False)
+            except _STORE_REFUSALS as exc:
+                if disk_full(exc, self.store.path) is not None:
+                    raise
+                log.warning("box %s: a batch of %d events failed (%s); writing it event by event", box, len(fresh), exc)
+                report = self._write(box, fresh, by_event=True)
+            report.skipped, report.lost = skipped, lost
+            now = self.store.clock()
+            if lost is not None:
+                self.store.db.execute(
+                    "INSERT OR IGNORE INTO lost_events(box, first_seq, last_seq, reason, recorded_ms) VALUES (?, ?, ?, ?, ?)",
+                    [box, lost[0], lost[1], LOST_REASON, now],
+                )
+                log.warning("box %s: seqs %d..%d recorded as lost: %s", box, lost[0], lost[1], LOST_REASON)
+            last = fresh[-1][0] if fresh else cursor
             if last != cursor:
-                conn.execute(
+                self.store.db.execute(
                     "INSERT INTO ingest_cursor(box, seq, updated_ms) VALUES (?, ?, ?) "
                     "ON CONFLICT(box) DO UPDATE SET seq = excluded.seq, updated_ms = excluded.updated_ms",
                     [box, last, now],
                 )
-                conn.execute("UPDATE boxes SET last_seen_ms = ? WHERE name = ?", [now, box])
-            report.inserted = len(journal)
+                self.store.db.execute("UPDATE boxes SET last_seen_ms = ? WHERE name = ?", [now, box])
             report.cursor = last
         return report
 
     @staticmethod
-    def _flush_samples(conn: Any, gpu_rows: list[tuple[Any, ...]], server_rows: list[tuple[Any, ...]]) -> None:
-        """Write the batched sample rows (one executemany per table) and empty the batches."""
-        conn.executemany(_GPU_INSERT, gpu_rows)
-        conn.executemany(_SERVER_INSERT, server_rows)
-        gpu_rows.clear()
-        server_rows.clear()
+    def _continuing(
+        box: str, cursor: int, events: list[Any], accept_gap: bool
+    ) -> tuple[list[tuple[int, Any]], int, tuple[int, int] | None]:
+        """The events after ``cursor`` with their seqs, how many were skipped, and the gap accepted as lost."""
+        fresh: list[tuple[int, Any]] = []
+        skipped = 0
+        lost = None
+        last = cursor
+        for event in events:
+            seq = event.get("seq") if type(event) is dict else None
+            if type(seq) is not int:
+                raise IngestError(f"box {box}: event {str(event)[:80]} has no integer seq; the stream is corrupt")
+            if seq <= cursor:
+                skipped += 1
+                continue
+            if seq <= last:
+                raise IngestError(f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order")
+            if seq != last + 1 and (last > 0 or fresh):
+                if not accept_gap or lost is not None:
+                    raise SequenceGap(box, last + 1, seq)
+                lost = (last + 1, seq - 1)
+            last = seq
+            fresh.append((seq, event))
+        return fresh, skipped, lost
+
+    def _write(self, box: str, fresh: list[tuple[int, Any]], by_event: bool) -> IngestReport:
+        """Write the events: samples batched per table, or (``by_event``) each event in its own savepoint,
+        where one that SQLite refuses is rolled back alone and quarantined with SQLite's reason."""
+        report = IngestReport(box=box)
+        now = self.store.clock()
+        conn = self.store.db.conn
+        rows = _Rows()
+        for seq, event in fresh:
+            why = event_problem(event)
+            payload = None
+            if why is None:
+                try:
+                    payload = _encode(event)
+                except (ValueError, RecursionError) as exc:
+                    why = f"it holds a value JSON cannot carry ({exc})"
+            if why is None and by_event:
+                try:
+                    with self.store.atomic():
+                        self._add(box, seq, event, payload, now, rows, report)
+                        rows.flush_event(conn)
+                except _STORE_REFUSALS as exc:
+                    if disk_full(exc, self.store.path) is not None:
+                        raise
+                    rows.clear()
+                    report.inserted -= 1
+                    report.journal_only.pop(event["kind"], None)
+                    why = f"state.db refused it: {type(exc).__name__}: {exc}"
+            elif why is None:
+                self._add(box, seq, event, payload, now, rows, report)
+            if why is not None:
+                t_ms, kind = event.get("t_ms"), event.get("kind")
+                rows.quarantine.append((box, seq, t_ms if type(t_ms) is int else None,
+                                        kind if type(kind) is str else None, _raw(event), why, now))  # fmt: skip
+                report.quarantined[seq] = why
+                log.warning("box %s: event seq %d quarantined: %s", box, seq, why)
+        rows.flush(conn)
+        return report
+
+    def _add(self, box: str, seq: int, event: dict[str, Any], payload: str | None, now: int, rows: _Rows,
+             report: IngestReport) -> None:  # fmt: skip
+        """One valid event: its journal row and samples to the batch, its derived rows at once."""
+        kind = event["kind"]
+        rows.journal.append((box, seq, event["t_ms"], kind, payload, now))
+        report.inserted += 1
+        try:
+            if kind == "gpu_sample":
+                rows.gpu.extend(_gpu_rows(box, event))
+            elif kind == "server_sample":
+                rows.server.append(_server_row(box, event))
+            else:
+                # A derived row reads the samples before it (a bench row takes its power limit from the
+                # newest GPU sample): write the pending ones first.
+                rows.flush_samples(self.store.db.conn)
+                self._derive(box, event)
+        except _DERIVE_ERRORS as exc:
+            reason = f"seq {seq}: {type(exc).__name__}: {exc}"
+            report.journal_only[kind] = reason
+            log.warning("box %s: %s kept in the journal only: %s", box, kind, reason)
 
     def _derive(self, box: str, event: dict[str, Any]) -> None:
         """Derived rows in a savepoint: one that cannot be derived keeps only its journal row.
@@ -221,7 +325,6 @@ class Ingest:
         )
 
     def _on_launch_state(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "launch_id", "state")
         state = event["state"]
         if state not in LAUNCH_STATES:
             raise IngestError(f"event seq {event['seq']}: unknown launch state {state!r}")
@@ -241,14 +344,12 @@ class Ingest:
         self.store.db.execute(f"UPDATE launches SET {sets} WHERE id = ?", [*values.values(), event["launch_id"]])
 
     def _on_kernel_line(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "launch_id", "category", "line")
         self.store.db.execute(
             "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
             [box, event["launch_id"], event["t_ms"], event["category"], event["line"]],
         )
 
     def _on_launch_budget(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "launch_id")
         self._ensure_launch(box, event["launch_id"], None)
         self.store.db.execute(
             "UPDATE launches SET kv_cache_tokens = ?, max_concurrency = ? WHERE id = ?",
@@ -256,7 +357,6 @@ class Ingest:
         )
 
     def _on_gpu_released(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "launch_id", "released")
         self._ensure_launch(box, event["launch_id"], None)
         self.store.db.execute(
             "UPDATE launches SET gpu_mem_released = ? WHERE id = ?",
@@ -268,11 +368,9 @@ class Ingest:
             self.store.db.execute("UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box])
 
     def _on_deadline(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "timer_id", "state")
         self.store.timers.on_agent_event(box, event)
 
     def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "command_id", "ok")
         known = self.store.commands.find(event["command_id"])
         if known is not None and known.state == "failed":
             return  # the run's own result event already recorded why it failed
@@ -280,21 +378,17 @@ class Ingest:
                              event["t_ms"])  # fmt: skip
 
     def _on_probe(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "probe")
         self.store.checks.add_probe(box, event["probe"])
 
     def _on_bench_result(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "bench_id", "launch_id", "result")
         if not self._run_failed(event, "bench_id"):
             self.store.results.add_bench_run(self._result_row(box, event, "bench_id"))
 
     def _on_tripwire_result(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "tripwire_id", "launch_id", "result")
         if not self._run_failed(event, "tripwire_id"):
             self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
 
     def _on_kldiff_result(self, box: str, event: dict[str, Any]) -> None:
-        _require(event, "kldiff_id", "launch_id", "result")
         if not self._run_failed(event, "kldiff_id"):
             self.store.kldiff.add_run(self._result_row(box, event, "kldiff_id"))
 

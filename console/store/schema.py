@@ -554,5 +554,20 @@ V12 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12)
+V13 = Migration(
+    13,
+    "journal seqs a box no longer held when this state.db asked for them: recorded, never skipped silently",
+    (
+        """CREATE TABLE lost_events (
+            box TEXT NOT NULL REFERENCES boxes(name) ON DELETE CASCADE,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,                  -- inclusive: seqs first_seq..last_seq never arrived
+            reason TEXT NOT NULL,
+            recorded_ms INTEGER NOT NULL,
+            PRIMARY KEY (box, first_seq)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13)
 LATEST = MIGRATIONS[-1].version

@@ -81,8 +81,8 @@ class FleetScreen(TableView):
             lines.append(
                 f"{row.name}: {row.status}" + (f" ({row.status_detail})" if row.status_detail else "")
             )
-            if row.quarantined:
-                lines.append(f"  {row.quarantined} events quarantined (malformed; kept in the quarantine table)")
+            if row.ingest.line:
+                lines.append(f"  {row.ingest.line}; kept in the quarantine and lost_events tables")
             lines += [f"  {c.word:>4} {c.name}: {c.reason}" for c in row.checks]
             if row.timer:
                 lines += timer_lines(row.timer, self.console.local_tz)
