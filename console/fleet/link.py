@@ -21,8 +21,8 @@ from typing import Any
 
 import asyncssh
 
-from agents.protocol import ProtocolError
-from console.errors import ConsoleError, Refused, Unreachable
+from agents.protocol import ProtocolError, args_problem
+from console.errors import ConsoleError, InputError, Refused, Unreachable
 from console.fleet.hostkeys import (
     DEFAULT_KNOWN_HOSTS,
     HostKeyChanged,
@@ -382,6 +382,9 @@ class BoxLink:
     async def command(self, op: str, args: dict[str, Any], *, command_id: str | None = None,
                       timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
         """Store the command, then deliver it (re-sending the same id across reconnects) and return the result."""
+        problem = args_problem(op, args)
+        if problem is not None:  # the contract refuses it here, before anything is stored or sent
+            raise InputError(f"box {self.name}: {problem}", "nothing was stored or sent; give a value in range")
         command_id = command_id or new_id(op)
         self.store.commands.add(command_id, self.name, op, args)
         return await self._deliver(command_id, op, args, timeout)
