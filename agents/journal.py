@@ -176,26 +176,31 @@ class Journal:
         the wrong type) is sent as ``{seq, t_ms, kind, malformed: why, body: the stored text}``, for the
         console to quarantine: one bad row must neither break the reply nor hide the rows after it.
         """
+        try:
+            rows = self._rows_after(_ROWS_AS_TEXT, after, limit, max_bytes)
+        except sqlite3.OperationalError:
+            # A row holding text that is not UTF-8 (written by anything but ``append``) fails SQLite's decoder
+            # and with it the whole read: read the rows as bytes instead, so it goes as malformed, alone.
+            rows = self._rows_after(_ROWS_AS_BYTES, after, limit, max_bytes)
+        return [wire_event(*row) for row in rows]
+
+    def _rows_after(self, sql: str, after: int, limit: int, max_bytes: int) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
         size = 0
         with self._lock:  # only the reading: decoding happens after, so the 1 Hz tick never waits on it
-            # Bytes, not text: a row holding invalid UTF-8 (written by anything but ``append``) must reach
-            # wire_event to be sent as malformed, rather than fail the whole read inside SQLite's decoder.
-            cursor = self._db.execute(
-                "SELECT seq, t_ms, CAST(kind AS BLOB), typeof(body), CAST(body AS BLOB) FROM events WHERE seq > ? "
-                "ORDER BY seq",
-                (after,),
-            )
-            for row in cursor:  # lazily: a byte-bounded batch never loads ``limit`` large rows
-                n = _wire_size(row[2], row[4])
-                if rows and size + n > max_bytes:
-                    break
-                rows.append(row)
-                size += n
-                if len(rows) >= limit:
-                    break
-            cursor.close()
-        return [wire_event(*row) for row in rows]
+            cursor = self._db.execute(sql, (after,))
+            try:
+                for row in cursor:  # lazily: a byte-bounded batch never loads ``limit`` large rows
+                    n = _wire_size(row[2], row[3])
+                    if rows and size + n > max_bytes:
+                        break
+                    rows.append(row)
+                    size += n
+                    if len(rows) >= limit:
+                        break
+            finally:
+                cursor.close()
+        return rows
 
     def last_seq(self) -> int:
         with self._lock:
@@ -412,6 +417,12 @@ class Journal:
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "true/false"}
 
 
+_ROWS_AS_TEXT = "SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq"
+_ROWS_AS_BYTES = (
+    "SELECT seq, t_ms, CAST(kind AS BLOB), CAST(body AS BLOB), typeof(body) FROM events WHERE seq > ? ORDER BY seq"
+)
+
+
 def _wire_size(kind: Any, body: Any) -> int:
     """About how many bytes a row takes in a reply: exact for what ``append`` writes (ASCII JSON); a row
     that is too large is sent as its head (RAW_HEAD_CHARS, which JSON escaping may grow sixfold)."""
@@ -431,15 +442,17 @@ def _text(stored: Any) -> str | None:
     return stored if isinstance(stored, str) else None
 
 
-def wire_event(seq: int, t_ms: Any, kind: Any, stored_as: str, body: Any) -> dict[str, Any]:
-    """One journal row (its kind and body read as bytes, ``stored_as`` SQLite's type of the body) as the
-    event the console receives: a malformed one included (agents/protocol.py ``Malformed``).
+def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = None) -> dict[str, Any]:
+    """One journal row as the event the console receives: a malformed one included (agents/protocol.py
+    ``Malformed``). Read as text, a body that comes back as bytes was stored as a blob; read as bytes
+    (``_ROWS_AS_BYTES``), ``stored_as`` is SQLite's type of the body.
 
     Checked here: what could break the reply or hide the rows after this one (text that is not UTF-8, a
     body that is not a JSON object, too large, or nested deeper than protocol.MAX_DEPTH, a t_ms or kind of
     the wrong type). Every field's type is checked by the console against protocol.EVENTS.
     """
     problem = None
+    stored_as = stored_as or ("blob" if isinstance(body, bytes) else "text")
     text = _text(body)
     raw = text if text is not None else (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))
     fields: Any = None

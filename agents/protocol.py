@@ -732,18 +732,35 @@ def _checker(hint: Any) -> Checker:
     raise TypeError(f"the contract has no check for {hint!r}")
 
 
+_PLAIN: dict[Any, tuple[type, ...]] = {float: (float, int), float | None: (float, int, type(None)),
+                                        int: (int,), int | None: (int, type(None)), str: (str,),
+                                        str | None: (str, type(None)), bool: (bool,)}  # fmt: skip
+"""Declared types whose common values are checked inline (a backlog holds hundreds of thousands of
+samples): the type alone, then a range test that only a bad value fails. Anything else goes to its checker."""
+
+
 def _object_checker(spec: type[Any]) -> Checker:
     hints = typing.get_type_hints(spec)
     fields = {name: _checker(hint) for name, hint in hints.items()}
+    plain = {name: _PLAIN[hint] for name, hint in hints.items() if hint in _PLAIN}
     required = tuple(sorted(spec.__required_keys__))
 
     def checked_object(value: Any, where: str) -> str | None:
         if type(value) is not dict:
             return f"{where} is {_shown(value)}, not an object"
-        missing = [name for name in required if name not in value]
-        if missing:
-            return f"{where} has no {', '.join(missing)}"
+        for name in required:
+            if name not in value:
+                return f"{where} has no {', '.join(n for n in required if n not in value)}"
         for name, item in value.items():
+            kinds = plain.get(name)
+            if kinds is not None and type(item) in kinds:
+                kind = type(item)
+                if kind is float and item - item == 0.0:  # finite (inf - inf and nan - nan are nan)
+                    continue
+                if kind is int and INT64_MIN <= item <= INT64_MAX:
+                    continue
+                if (kind is str and item.isascii()) or kind is bool or item is None:
+                    continue
             check = fields.get(name)
             found = check(item, f"{where}.{name}") if check else json_problem(item, f"{where}.{name}", 1)
             if found:

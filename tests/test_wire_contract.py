@@ -186,7 +186,7 @@ def test_event_problem_never_raises_and_a_valid_event_can_be_stored(kind: str, f
 
 @given(st.binary(max_size=200), st.one_of(st.binary(max_size=20), st.text(max_size=20)))
 def test_the_agent_sends_any_stored_row_as_an_event_or_a_malformed_stub(body: bytes, kind: Any) -> None:
-    sent = wire_event(7, T0, kind, "text", body)
+    sent = wire_event(7, T0, kind, body, "text")
     encoded = protocol.encode({"id": "x", "ok": True, "result": {"events": [sent]}})  # never fails to encode
     assert protocol.decode(encoded)["result"]["events"][0]["seq"] == 7
     if "malformed" in sent:
