@@ -2,9 +2,18 @@
 
 Integration test (part of CI): it builds the wheel from this checkout without build isolation (no
 network: the test extra brings a setuptools that builds wheels), installs it with ``--no-deps`` into a
-venv that sees the installed dependencies through ``--system-site-packages``, and runs ``campaign``
-from a temporary working directory. The checkout's own editable install is visible through the system
-site packages too, so the first test proves the venv's copy is the one imported.
+venv made WITHOUT ``--system-site-packages``, and runs ``campaign`` from a temporary working directory.
+
+Where the dependencies come from, offline: a ``.pth`` file in the venv's site-packages names the folders
+that hold the wheel's installed dependencies in the environment running the test (found from the wheel's
+own ``Requires-Dist`` through ``importlib.metadata``). Why not ``--system-site-packages``: inside a venv it
+means the *base* interpreter's packages, not this environment's, so a newcomer testing in a venv had no
+``sqlite_utils``. Why not wheels of the installed dependencies: pip cannot make a wheel of an installed
+distribution, and ``pip wheel``/``pip download`` would reach the network. A ``.pth`` line only appends its
+folder to ``sys.path`` after the venv's own site-packages, so the wheel's copy is found first, and the
+``.pth`` files *inside* that folder are not run: the checkout's editable install (its ``__editable__``
+finder) stays invisible, which the first test proves. It works the same from a venv, the system Python or
+a user install, copies nothing and downloads nothing.
 """
 
 from __future__ import annotations
@@ -14,10 +23,14 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
+from email.parser import HeaderParser
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -52,6 +65,37 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
+def _requires(wheel: Path) -> list[str]:
+    """The wheel's ``Requires-Dist`` lines, read from its own METADATA."""
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return HeaderParser().parsestr(z.read(name).decode()).get_all("Requires-Dist") or []
+
+
+def _dependency_dirs(requires: list[str]) -> list[Path]:
+    """The folders that hold ``requires`` and everything they require, as installed where the test runs."""
+    dirs: dict[Path, None] = {}
+    seen: set[str] = set()
+    todo = [(Requirement(line), "") for line in requires]
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue  # another platform's, or an extra nobody asked for
+        key = f"{req.name.lower().replace('_', '-')}[{','.join(sorted(req.extras))}]"
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(req.name)
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{req} is not installed here; install the test environment first: pip install -e '.[test]'")
+        assert req.specifier.contains(dist.version, prereleases=True), f"{req}: {dist.version} is installed"
+        dirs[Path(str(dist.locate_file(""))).resolve()] = None
+        todo += [(Requirement(line), e) for line in dist.requires or [] for e in ("", *sorted(req.extras))]
+    assert not any(d.is_relative_to(ROOT) for d in dirs), dirs  # never the checkout itself
+    return list(dirs)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
@@ -60,11 +104,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
                     str(base / "dist"), str(source)], check=True, timeout=300)  # fmt: skip
     (wheel,) = (base / "dist").glob("campaign_console-*.whl")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
-                   timeout=120)  # fmt: skip
-    # pip itself comes from the system site packages; it installs into the venv it runs in.
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)],
-                   check=True, timeout=300)  # fmt: skip
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()  # fmt: skip
+    dirs = _dependency_dirs(_requires(wheel))
+    (Path(site) / "_campaign_test_dependencies.pth").write_text("".join(f"{d}\n" for d in dirs))
+    # This environment's pip installs into the venv (--python): the venv itself has none.
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-index",
+                    "--no-deps", str(wheel)], check=True, timeout=300)  # fmt: skip
     workdir, home = base / "elsewhere", base / "home"
     workdir.mkdir()
     home.mkdir()
