@@ -8,6 +8,7 @@ checked by hand and against the seed write-up's own paired splits and noise-floo
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 import zipfile
@@ -17,7 +18,7 @@ import pytest
 
 from console.cli import main
 from console.errors import InputError
-from console.quality.harness import HarnessFileError
+from console.quality.harness import MAX_FILE_BYTES, HarnessFileError
 from console.quality.read import read_harness_file
 from console.quality.stats import A_AHEAD, B_AHEAD, TIE, UNKNOWN, Paired, decide, mcnemar_exact, noise_floor
 from console.readmodel import compare_runs, economics_inputs, eval_runs, published_comparisons, quality_run
@@ -253,6 +254,55 @@ def test_import_refusals_are_one_line(campaign: Path, tmp_path: Path, capsys: py
     assert "no such file" in capsys.readouterr().err
     with Store(campaign, read_only=True) as store, pytest.raises(InputError, match="no quality run 99"):
         quality_run(store, 99)
+
+
+# -- files the operator names ---------------------------------------------------------------------------------
+
+
+def _refused_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("campaign: ") and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.timeout(60)  # a FIFO opened for reading waits for a writer, /dev/zero never ends: a hang fails here
+def test_import_reads_only_regular_files_within_the_bound(campaign: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Whatever names it (the argument, or a folder holding it), a harness file is a regular file of at most
+    MAX_FILE_BYTES, or it is refused in one line before a byte is read (console/files.py)."""
+    pipes = tmp_path / "pipes"
+    pipes.mkdir()
+    for name in ("results.json", "log.eval", "samples_gsm8k_2026-09-05T01-27-00.123456.jsonl"):
+        os.mkfifo(pipes / name)
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: over the bound without filling the disk
+    results = write_lm_eval(tmp_path / "run", gsm8k=[1, 0])
+    swapped = next(results.parent.glob("samples_gsm8k_*.jsonl"))
+    swapped.unlink()
+    os.mkfifo(swapped)  # a folder import finds a FIFO among the samples files
+    for path, says in (*((p, "is a FIFO (named pipe), not a regular file") for p in sorted(pipes.iterdir())),
+                       (Path("/dev/zero"), "is a character device, not a regular file"),
+                       (huge, f"is {MAX_FILE_BYTES + 1:,} bytes, over the 1,024 MiB this reads"),
+                       (results.parent, "is a FIFO (named pipe), not a regular file")):  # fmt: skip
+        err = _refused_in_one_line(["--db", str(campaign), "quality", "import", str(path), "--launch", "L1"], capsys)
+        named = swapped if path == results.parent else path
+        assert f"harness file {named} {says}" in err, err
+    with Store(campaign, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM quality_runs") == 0  # nothing was imported
+
+
+@pytest.mark.timeout(60)
+def test_a_kldiff_contexts_file_is_read_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """kldiff --contexts is the other file the operator names: the same reader, the same one-line refusals."""
+    fifo = tmp_path / "contexts.json"
+    os.mkfifo(fifo)
+    db = str(tmp_path / "s.db")
+    for path, says in ((fifo, "is a FIFO (named pipe)"), (Path("/dev/zero"), "is a character device"),
+                       (tmp_path, "is a directory")):  # fmt: skip
+        err = _refused_in_one_line(["--db", db, "kldiff", "L1", "L2", "--contexts", str(path)], capsys)
+        assert f"--contexts {path} {says}, not a regular file" in err, err
 
 
 def test_inspect_log_import_keeps_truncation_and_tokens(campaign: Path, tmp_path: Path,

@@ -7,6 +7,7 @@ full disk (a small tmpfs): the test runs as root, as the suite does.
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.store import Store
+from console.store.schema import LATEST
 from tests.support import disks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +66,23 @@ def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     line = one_line(campaign(fifo, "box", "list"), 2)  # the subprocess timeout fails the test on a hang
     assert "is not a regular file" in line
+
+
+def test_a_newer_state_db_is_refused_and_left_exactly_as_it_was(tmp_path: Path) -> None:
+    """Refusing a database never changes it: not a byte, not its mode (a 0644 file is not tightened to 0600),
+    and no -wal or -shm is left beside it."""
+    db = tmp_path / "state.db"
+    assert campaign(db, "box", "list").returncode == 0
+    conn = sqlite3.connect(db)  # a newer campaign-console wrote it
+    conn.execute("INSERT INTO schema_migrations VALUES (?, 'from the future', 0)", [LATEST + 1])
+    conn.commit()
+    conn.close()
+    os.chmod(db, 0o644)
+    before = (db.read_bytes(), stat.S_IMODE(db.stat().st_mode), sorted(p.name for p in tmp_path.iterdir()))
+    line = one_line(campaign(db, "box", "list"), 2)
+    assert f"schema version {LATEST + 1}, newer than the {LATEST}" in line and "upgrade campaign-console" in line
+    after = (db.read_bytes(), stat.S_IMODE(db.stat().st_mode), sorted(p.name for p in tmp_path.iterdir()))
+    assert after == before, after[1:]
 
 
 @pytest.fixture

@@ -19,21 +19,24 @@ from agents.kldiff.contexts import ContextError, parse
 from console.cli.common import print_json, run, say, service_for
 from console.cli.measure import ticker
 from console.errors import InputError
+from console.files import MiB, read_regular
 from console.readmodel import KldiffRun
 from console.service import KldiffOptions, KldiffOutcome
 from console.service.kldiff import DEFAULT_TIMEOUT_S
+
+CONTEXTS_MAX_BYTES = 64 * MiB
+"""The largest --contexts file read: token-id lists, a few MiB for thousands of long contexts."""
 
 
 def _contexts(path: str | None) -> list[Any] | None:
     """The operator's contexts file, checked here so a typo fails before anything runs on the box."""
     if path is None:
         return None
+    data = read_regular(Path(path), "--contexts", CONTEXTS_MAX_BYTES)  # a regular file only, never a FIFO
     try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
+        value = json.loads(data.decode("utf-8"))
         parse(value, path)
-    except OSError as exc:
-        raise InputError(f"--contexts {path}: {exc.strerror or exc}") from exc
-    except (ContextError, json.JSONDecodeError) as exc:
+    except (ContextError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"--contexts {path}: {exc}", "docs/kldiff.md describes the file") from exc
     return list(value)
 

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from console.errors import InputError
+from console.files import MiB, check_regular, read_regular
 from console.store.quality import QualityItem
+
+MAX_FILE_BYTES = 1024 * MiB
+"""The largest harness file read (an Inspect log of a long run is hundreds of MiB); anything larger, a FIFO
+or a device is refused before a byte is read (console/files.py)."""
+WHAT = "harness file"
+TOO_BIG = "give one run's lm-eval results or samples file, or its Inspect log (none is this large)"
 
 
 class HarnessFileError(InputError, ValueError):
@@ -39,11 +46,29 @@ class HarnessRun:
     digest: str
 
 
-def load_json(path: Path) -> Any:
+def check_file(path: Path) -> None:
+    """Refuse ``path`` unless it is a regular file within ``MAX_FILE_BYTES`` (nothing is opened)."""
+    check_regular(path, WHAT, MAX_FILE_BYTES, HarnessFileError, TOO_BIG)
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the harness file ``path``: a regular file within ``MAX_FILE_BYTES``, read once."""
+    return read_regular(path, WHAT, MAX_FILE_BYTES, HarnessFileError, TOO_BIG)
+
+
+def text(path: Path, data: bytes) -> str:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessFileError(f"{path}: cannot be read ({exc})") from exc
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessFileError(f"{path}: not UTF-8 text ({exc})",
+                               "give an lm-eval or Inspect output file as the harness wrote it") from exc  # fmt: skip
+
+
+def load_json(path: Path, data: bytes | None = None) -> Any:
+    """The JSON in ``path`` (``data``: its bytes, already read with ``read_file``)."""
+    raw = text(path, read_file(path) if data is None else data)
+    try:
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise HarnessFileError(
             f"{path}: not JSON ({exc.msg} at line {exc.lineno})",

@@ -17,6 +17,7 @@ evaluated model's ``model_usage`` for the sample, else the final output's ``usag
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -31,6 +32,7 @@ from console.quality.harness import (
     HarnessRun,
     digest,
     load_json,
+    read_file,
     unit_score,
 )
 from console.store.quality import QualityItem
@@ -46,11 +48,14 @@ NOT_RECORDED = frozenset({"extra_headers"})
 _SAMPLE_ENTRY = re.compile(r"^samples/[^/]+\.json$")
 
 
-def read_inspect(path: Path, metric: str | None = None) -> HarnessRun:
+def read_inspect(path: Path, metric: str | None = None, data: bytes | None = None) -> HarnessRun:
+    """The run in the Inspect log ``path`` (``data``: its bytes, where ``read_file`` already read them)."""
+    if data is None:
+        data = read_file(path)  # parsed and digested from this one read
     if path.suffix == ".eval":
-        header, samples = _read_zip(path)
+        header, samples = _read_zip(path, data)
     else:
-        header = load_json(path)
+        header = load_json(path, data)
         if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
             raise HarnessFileError(
                 f"{path}: neither an Inspect eval log (no 'eval') nor an lm-eval results file (no 'results')",
@@ -81,7 +86,7 @@ def read_inspect(path: Path, metric: str | None = None) -> HarnessRun:
         tasks=(str(spec.get("task")),), metric=scorer, model=model,
         t_ms=_created_ms(created, path) if isinstance(created, str) else None,
         sampling=config, thinking=thinking_setting(config), items=tuple(items), unscored=unscored,
-        files=(str(path),), digest=digest([(path.name, path.read_bytes())]),
+        files=(str(path),), digest=digest([(path.name, data)]),
     )  # fmt: skip
 
 
@@ -92,9 +97,9 @@ def _created_ms(created: str, path: Path) -> int:
         raise HarnessFileError(f"{path.name}: eval.created {created!r} is not an instant with a UTC offset") from exc
 
 
-def _read_zip(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _read_zip(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
             names = z.namelist()
             head = "header.json" if "header.json" in names else "_journal/start.json"
             if head not in names:

@@ -27,6 +27,8 @@ from console.quality.harness import (
     HarnessRun,
     digest,
     load_json,
+    read_file,
+    text,
     unit_score,
 )
 from console.store.quality import QualityItem
@@ -43,7 +45,9 @@ def is_lm_eval(data: Any) -> bool:
 
 def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
     results_path, sample_paths = _locate(path)
-    results: dict[str, Any] = load_json(results_path) if results_path else {}
+    files = [p for p in (results_path, *sample_paths) if p is not None]
+    data = {p: read_file(p) for p in files}  # each file read once: what is parsed is what is digested
+    results: dict[str, Any] = load_json(results_path, data[results_path]) if results_path else {}
     if results_path and not is_lm_eval(results):
         raise HarnessFileError(f"{results_path}: not an lm-eval results file (no 'results' and 'configs')")
     items: list[QualityItem] = []
@@ -51,7 +55,7 @@ def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
     logged: set[str] = set()
     for sample_path in sample_paths:
         task = _task_of(sample_path)
-        rows = _rows(sample_path)
+        rows = _rows(sample_path, data[sample_path])
         if not rows:
             continue
         name, flt = _metric(task, results.get("results", {}).get(task, {}), rows, metric, sample_path)
@@ -78,7 +82,6 @@ def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
     sampling = {"gen_kwargs": config.get("gen_kwargs"), "generation_kwargs": generation}
     model_args = config.get("model_args")
     date = results.get("date")
-    files = [p for p in (results_path, *sample_paths) if p is not None]
     return HarnessRun(
         harness=HARNESS, harness_version=results.get("lm_eval_version"), tasks=tuple(metrics),
         metric="; ".join(f"{t}: {m}" for t, m in metrics.items()) if len(set(metrics.values())) > 1
@@ -88,7 +91,7 @@ def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
         thinking=thinking_setting(*(g for g in generation.values() if g), _as_dict(config.get("gen_kwargs")),
                                   _as_dict(model_args)),
         items=tuple(items), unscored=0, files=tuple(str(p) for p in files),
-        digest=digest((p.name, p.read_bytes()) for p in files),
+        digest=digest((p.name, data[p]) for p in files),
     )  # fmt: skip
 
 
@@ -129,12 +132,9 @@ def _locate(path: Path) -> tuple[Path | None, list[Path]]:
     return path, samples
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _rows(path: Path, data: bytes) -> list[tuple[int, dict[str, Any]]]:
     rows = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarnessFileError(f"{path}: cannot be read ({exc})") from exc
+    lines = text(path, data).splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -175,17 +175,18 @@ class Store:
         except StoreError:
             conn.close()
             raise
-        if not read_only and stat.S_IMODE(self.path.stat().st_mode) & 0o077:
-            # A state.db holds host keys and the campaign's record; nobody else should read it. Only a file
-            # known to be one is tightened: a mistyped --db must not change some other file's mode.
-            os.chmod(self.path, 0o600)
-        self.db = sqlite_utils.Database(conn)
-        if version > LATEST:
+        if version > LATEST:  # refused before anything below could change the file, its mode included
             conn.close()
             raise StoreTooNew(
                 f"{self.path} has schema version {version}, newer than the {LATEST} this campaign-console "
                 "understands; upgrade campaign-console (pip install -U campaign-console) to open it"
             )
+        if not read_only and stat.S_IMODE(self.path.stat().st_mode) & 0o077:
+            # A state.db holds host keys and the campaign's record; nobody else should read it. Only a file
+            # known to be one, and one this console will open, is tightened: a mistyped --db or a refused
+            # database must not have its mode changed.
+            os.chmod(self.path, 0o600)
+        self.db = sqlite_utils.Database(conn)
         if read_only:
             if version < LATEST:
                 conn.close()
