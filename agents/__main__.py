@@ -100,11 +100,15 @@ def main(argv: list[str] | None = None) -> int:
 
     if ns.cmd == "daemon":
         from agents import daemon
+        from agents.private import UnsafeHome
 
         try:
             if ns.foreground:
                 return daemon.run_foreground(ns.home.resolve(), **_daemon_options(ns))
             print(daemon.dumps(daemon.detach(ns.home.resolve(), **_daemon_options(ns))))
+        except UnsafeHome as exc:  # one line, as it is: the console shows it as the box's error (fleet/push.py)
+            print(exc, file=sys.stderr)
+            return 1
         except (daemon.AlreadyRunning, RuntimeError) as exc:
             print(f"agent daemon: {exc}", file=sys.stderr)
             return 1

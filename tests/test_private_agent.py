@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
+import shutil
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -22,6 +25,8 @@ import pytest
 
 from agents.environ import allowed_env
 from agents.jobs import agent_env
+from agents.package import build_zipapp
+from agents.private import OWN_DIRS, OWN_PREFIXES, REFUSED
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Box, Store
@@ -30,6 +35,7 @@ from tests.support.agent_box import AgentBox
 from tests.support.fake_engine import install, write_model
 from tests.support.fleet_fixtures import FAST
 from tests.support.ports import free_port
+from tests.support.sshd import SshBox
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
 
 pytestmark = pytest.mark.timeout(180)
@@ -282,3 +288,251 @@ def test_the_local_check_probe_runs_without_the_console_secrets(tmp_path: Path,
     given = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
     assert_no_secret(given, "the serving Python of the local probe")
     assert given["PATH"] == os.environ["PATH"]
+
+
+# -- a home the agent refuses: what another user owns, or a symlink, is never opened ---------------------
+# The agent runs as a separate unix user here: the sshd farm's box user (tests run as root, so the homes
+# below can be made another user's with os.chown). Each case is started as the console starts it on a box:
+# `python3 agent.pyz daemon --home DIR` as that user; the last one goes through the console over SSH.
+
+
+@pytest.fixture(scope="module")
+def homes_box() -> tuple[SshBox, Path]:
+    """(a box whose unix user runs the agent, the agent zipapp it runs, readable by that user)."""
+    from tests.support.fleet_fixtures import box_started, farm
+    from tests.support.sshd import SshdUnavailable
+
+    try:
+        farm()
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+    box = box_started("homes")
+    pyz = box.root / "agent.pyz"  # outside every home under test
+    pyz.write_bytes(build_zipapp())
+    pyz.chmod(0o644)
+    return box, pyz
+
+
+@pytest.fixture
+def place(homes_box: tuple[SshBox, Path]) -> Iterator[Path]:
+    """A fresh directory of the box user's, in its HOME, for one case; any agent started in it is stopped."""
+    box, _ = homes_box
+    path = Path(tempfile.mkdtemp(prefix="c-", dir=box.home))
+    os.chown(path, box.uid, box.gid)
+    try:
+        yield path
+    finally:
+        for pidfile in [path / "agent.pid", *path.glob("*/agent.pid"), *path.glob("*/*/agent.pid")]:
+            stop_agent(pidfile.parent)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+NOBODY = pwd.getpwnam("nobody").pw_uid
+
+
+def start_as_box_user(homes_box: tuple[SshBox, Path], home: Path) -> subprocess.CompletedProcess[str]:
+    """``python3 agent.pyz daemon --home HOME`` as the box's unix user, with the box's PATH and HOME."""
+    box, pyz = homes_box
+    env = {"PATH": f"{box.root / 'bin'}:/usr/bin:/bin", "HOME": str(box.home), "LANG": "C.UTF-8"}
+    return subprocess.run(["/usr/bin/python3", str(pyz), "daemon", "--home", str(home), "--interval", "0.25"],
+                          user=box.uid, group=box.gid, extra_groups=[], cwd=box.home, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def refusal(proc: subprocess.CompletedProcess[str], *parts: str) -> str:
+    """The agent's refusal: exit 1, nothing on stdout, one line on stderr naming ``parts``; returns the line."""
+    assert proc.returncode == 1, f"rc {proc.returncode}: {proc.stdout}{proc.stderr}"
+    assert not proc.stdout and proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
+    line = proc.stderr.strip()
+    assert line.startswith(f"{REFUSED} on {socket.gethostname()}: "), line
+    for part in parts:
+        assert part in line, f"{part!r} not in {line!r}"
+    assert line.endswith("or give the agent another home") or "more agent files there are refused too" in line
+    assert len(line) <= 400, line  # the console reads the last 400 characters of a failed start (transport.py)
+    return line
+
+
+def fix_in(line: str) -> str:
+    """The shell command between backquotes in a refusal."""
+    return line.split("`")[1]
+
+
+def started(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stdout}{proc.stderr}"
+
+
+def assert_owned_by(home: Path, uid: int) -> None:
+    """The home and every agent file in it belong to ``uid`` (the agent made them, or was made to own them)."""
+    own = [home, *(p for p in home.iterdir() if p.name.startswith(OWN_PREFIXES) or p.name in OWN_DIRS)]
+    for p in own:
+        assert p.lstat().st_uid == uid, f"{p}: uid {p.lstat().st_uid}"
+
+
+@pytest.mark.sshd
+def test_a_home_root_owns_and_leaves_open_is_refused_before_anything_is_opened(
+    homes_box: tuple[SshBox, Path], place: Path
+) -> None:
+    """A 0777 home root made (a provisioning script): any user could read or swap the journal in it. Refused,
+    nothing created or changed there; the fix the line gives, run as root, makes the same start work."""
+    box, _ = homes_box
+    home = place / "agent"
+    home.mkdir()
+    home.chmod(0o777)
+    line = refusal(start_as_box_user(homes_box, home), f"{home} is owned by root, mode 0777, not by {box.user}",
+                   f"`chown {box.user} {home} && chmod 700 {home}`")  # fmt: skip
+    assert list(home.iterdir()) == [] and mode(home) == 0o777 and home.stat().st_uid == 0
+    subprocess.run(["sh", "-c", fix_in(line)], check=True)
+    started(start_as_box_user(homes_box, home))
+    assert_private(home)
+    assert_owned_by(home, box.uid)
+
+
+@pytest.mark.sshd
+def test_a_journal_nobody_planted_with_its_wal_and_shm_is_refused_and_left_as_it_was(
+    homes_box: tuple[SshBox, Path], place: Path
+) -> None:
+    """A 0666 journal.db, -wal and -shm of `nobody` in the user's own home (left when it was looser): nobody
+    would read every measurement. Refused, naming the first and counting the others, none of them opened."""
+    box, _ = homes_box
+    home = place
+    planted = ("journal.db", "journal.db-shm", "journal.db-wal")
+    for name in planted:
+        (home / name).write_bytes(b"planted")
+        os.chown(home / name, NOBODY, NOBODY)
+        (home / name).chmod(0o666)
+    line = refusal(start_as_box_user(homes_box, home), f"journal.db in {home} is owned by nobody, mode 0666",
+                   f"not by {box.user} who runs the agent", "remove it or `cd ",
+                   "; 2 more agent files there")  # fmt: skip
+    assert fix_in(line) == f"cd {home} && chown {box.user} journal.db && chmod 600 journal.db"
+    assert sorted(p.name for p in home.iterdir()) == list(planted)  # no pidfile, socket, log: nothing opened
+    for name in planted:
+        path = home / name
+        assert (path.read_bytes(), mode(path), path.stat().st_uid) == (b"planted", 0o666, NOBODY), name
+    for name in planted:  # the fix the line gives first: remove them
+        (home / name).unlink()
+    started(start_as_box_user(homes_box, home))
+    assert_private(home)
+
+
+@pytest.mark.sshd
+def test_a_group_writable_journal_of_another_user_is_refused(homes_box: tuple[SshBox, Path], place: Path) -> None:
+    """The box user may write this journal through its group, but nobody owns it (and may read it, or chmod
+    it open again): not the user's, so refused, though the agent could have used it."""
+    box, _ = homes_box
+    journal = place / "journal.db"
+    journal.write_bytes(b"")
+    os.chown(journal, NOBODY, box.gid)
+    journal.chmod(0o660)
+    refusal(start_as_box_user(homes_box, place), f"journal.db in {place} is owned by nobody, mode 0660")
+    assert journal.stat().st_size == 0 and mode(journal) == 0o660 and not (place / "agent.pid").exists()
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("name", ["journal.db", "agent.log"])
+def test_a_symlink_in_place_of_an_agent_file_is_refused_and_not_followed(
+    homes_box: tuple[SshBox, Path], place: Path, name: str
+) -> None:
+    """A link to a 0666 file of nobody's: followed, the journal (or the log) would be written where nobody
+    reads it. Refused; the target is not touched."""
+    target = place / "nobodys-file"
+    target.write_bytes(b"")
+    os.chown(target, NOBODY, NOBODY)
+    target.chmod(0o666)
+    (place / name).symlink_to(target)
+    refusal(start_as_box_user(homes_box, place), f"{name} in {place} is a symlink to {target}",
+            "the agent follows no link among its files: remove it")  # fmt: skip
+    assert target.stat().st_size == 0 and (place / name).is_symlink() and not (place / "agent.pid").exists()
+
+
+@pytest.mark.sshd
+def test_a_fresh_home_is_made_private_to_the_box_user(homes_box: tuple[SshBox, Path], place: Path) -> None:
+    box, _ = homes_box
+    home = place / "new" / "agent"  # neither exists yet
+    started(start_as_box_user(homes_box, home))
+    assert_private(home)
+    assert_owned_by(home, box.uid)
+
+
+@pytest.mark.sshd
+def test_a_looser_home_of_the_users_own_is_tightened_and_its_other_files_left(
+    homes_box: tuple[SshBox, Path], place: Path
+) -> None:
+    """The box user's HOME as agent home, 0755, with its own 0666 journal.db, -wal and -shm and an open
+    launches/ an older agent left: all tightened. Files that are no agent's (another user's, a symlink)
+    are neither judged nor changed."""
+    box, _ = homes_box
+    home = place
+    (home / "launches").mkdir()
+    (home / "launches" / "old.log").write_bytes(b"")
+    for path in (home / "journal.db", home / "journal.db-wal", home / "journal.db-shm"):
+        path.write_bytes(b"")
+    for path in (home, home / "launches", home / "launches" / "old.log", home / "journal.db",
+                 home / "journal.db-wal", home / "journal.db-shm"):  # fmt: skip
+        os.chown(path, box.uid, box.gid)
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    home.chmod(0o755)
+    (home / "notes.txt").write_bytes(b"")
+    os.chown(home / "notes.txt", NOBODY, NOBODY)
+    (home / "notes.txt").chmod(0o666)
+    (home / "data").symlink_to("/tmp")
+    started(start_as_box_user(homes_box, home))
+    assert_private(home)
+    assert mode(home / "launches" / "old.log") == 0o600
+    assert (mode(home / "notes.txt"), (home / "notes.txt").stat().st_uid) == (0o666, NOBODY)
+    assert (home / "data").is_symlink()
+
+
+@pytest.mark.sshd
+def test_a_home_in_a_directory_every_user_may_write_is_refused_unless_it_is_sticky(
+    homes_box: tuple[SshBox, Path], place: Path
+) -> None:
+    """Anyone could rename the home away and put theirs in its place; with the sticky bit (as /tmp) no one can."""
+    parent = place / "open"
+    parent.mkdir()
+    parent.chmod(0o777)
+    line = refusal(start_as_box_user(homes_box, parent / "agent"), f"{parent}, the parent of the agent home, "
+                   "is writable by every user (mode 0777, no sticky bit)")  # fmt: skip
+    assert fix_in(line) == f"chmod o-w {parent}" and not (parent / "agent").exists()
+    parent.chmod(0o1777)
+    started(start_as_box_user(homes_box, parent / "agent"))
+    assert_private(parent / "agent")
+
+
+@pytest.mark.sshd
+async def test_the_console_says_in_one_line_why_the_box_refused_its_agent_home(
+    homes_box: tuple[SshBox, Path], tmp_path: Path
+) -> None:
+    """End to end: a box whose ~/.campaign-agent root made 0777. The console pushes the agent (it can: the
+    home is open), the agent refuses it, and the box's error, raised and in state.db, is the agent's one
+    line, not an argv. Once the fix it gives is run, the same link starts the agent."""
+    from console.fleet.link import BoxLink
+    from console.fleet.push import AgentStartError
+    from tests.support.fleet_fixtures import register
+
+    box, _ = homes_box
+    home = box.agent_home
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir()
+    home.chmod(0o777)
+    try:
+        with Store(tmp_path / "state.db") as store:
+            register(store, box)
+            link = BoxLink(store, box.name, FAST)
+            with pytest.raises(AgentStartError) as refused:
+                await link.connect()
+            line = str(refused.value)
+            assert line.startswith(f"{REFUSED} on {socket.gethostname()}: {home} is owned by root, mode 0777, "
+                                   f"not by {box.user} who runs the agent: ")  # fmt: skip
+            assert fix_in(line) == f"chown {box.user} {home} && chmod 700 {home}"
+            assert line.endswith("or give the agent another home") and "\n" not in line
+            row = store.boxes.get(box.name)
+            assert (row.status, row.status_detail) == ("down", f"AgentStartError: {line}")
+            assert sorted(p.name for p in home.iterdir()) == ["agent.pyz"]  # what the console pushed, no more
+            subprocess.run(["sh", "-c", fix_in(line)], check=True)
+            assert await link.connect() == "started"
+            await link.close()
+        assert_private(home)
+        assert_owned_by(home, box.uid)
+    finally:
+        box.kill_agent()
+        shutil.rmtree(home, ignore_errors=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncssh
 
+from agents.private import REFUSED
 from console.errors import Unreachable
 from console.fleet.transport import RemoteCommandError, Transport
 from console.fleet.wire import AgentChannel, ChannelClosed
@@ -128,7 +129,8 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
 
     A daemon that was just asked to exit may still hold its pidfile lock for a moment after its socket
     went quiet, so "already running" is retried until ``timeout``. A clean loader path keeps a container
-    image's compat libraries out of the agent.
+    image's compat libraries out of the agent. An agent that refused its home says why in one line, and
+    that line alone is the error: the operator must act on the box, the argv would only bury it.
     """
     argv = ["env", "-u", "LD_LIBRARY_PATH", "-u", "LD_PRELOAD", python, home.agent, "daemon", "--home", home.path]
     loop = asyncio.get_running_loop()
@@ -138,6 +140,9 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
             await transport.run(argv, timeout=timeout)
             return
         except RemoteCommandError as exc:
+            refused = str(exc).partition(REFUSED)
+            if refused[1]:  # the agent's one-line reason (agents/private.py) is the error, not the argv around it
+                raise AgentStartError(refused[1] + refused[2]) from exc
             if "already running" not in str(exc) or loop.time() > deadline:
                 raise AgentStartError(f"the agent did not start in {home.path}: {exc}") from exc
             await asyncio.sleep(0.2)
