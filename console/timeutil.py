@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from console.bounds import OutOfBounds, shown
 from console.errors import InputError
 
 Clock = Callable[[], int]
@@ -30,13 +31,32 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
+INSTANT_MIN_MS = 0
+"""1970-01-01 UTC: no deadline or record of the console's lies before it."""
+INSTANT_MAX_MS = 253370764800000
+"""9999-01-01 UTC: the last instant every zone can still show a date for (``from_ms`` of a later one, in a zone
+ahead of UTC, is past datetime's year 9999 and fails)."""
+
+
+class InstantOutOfRange(OutOfBounds):
+    """An instant before 1970 or after 9998: no date the console could show or act on."""
+
+
 def to_ms(dt: datetime) -> int:
-    """Convert an aware datetime to UTC epoch milliseconds; a naive one is refused."""
+    """Convert an aware datetime to UTC epoch milliseconds; a naive one is refused, and so is one outside
+    ``INSTANT_MIN_MS``..``INSTANT_MAX_MS``, which no display (``fmt_utc``, ``fmt_zone``) could show."""
     if dt.tzinfo is None or dt.tzinfo.utcoffset(dt) is None:
         raise NaiveTimeError(
             f"naive datetime {dt.isoformat()} has no time zone; give an offset (+01:00), Z or a zone name"
         )
-    return (dt - _EPOCH) // timedelta(milliseconds=1)
+    try:
+        ms = (dt - _EPOCH) // timedelta(milliseconds=1)
+    except OverflowError:  # year 1 at a positive offset is before datetime's year 1 in UTC
+        ms = INSTANT_MIN_MS - 1
+    if not INSTANT_MIN_MS <= ms < INSTANT_MAX_MS:
+        raise InstantOutOfRange(f"{dt.isoformat()} is outside the years 1970 to 9998 the console holds",
+                                "check the date")  # fmt: skip
+    return ms
 
 
 def from_ms(ms: int, tz: tzinfo = UTC) -> datetime:
@@ -88,19 +108,49 @@ def fmt_remaining(ms: int) -> str:
     return f"{sign}{sec}s"
 
 
-_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
+_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$", re.ASCII)
+_UNIT_MS = (86_400_000, 3_600_000, 60_000, 1000)
+
+MAX_DURATION_MS = 31 * 86_400_000
+"""The longest duration the console reads: a hard stop (the only thing typed as one) further ahead than a
+month is almost surely a typo, and ``console.timers`` refuses a deadline beyond it either way."""
 
 
-def parse_duration(text: str) -> int:
-    """``4h30m``, ``90m``, ``1d2h``, ``45s`` to milliseconds. A bare number is refused (which unit?)."""
+def parse_duration(text: str, maximum_ms: int = MAX_DURATION_MS) -> int:
+    """``4h30m``, ``90m``, ``1d2h``, ``45s`` to milliseconds, at most ``maximum_ms``. A bare number is refused
+    (which unit?), and so are a zero duration and one longer than the maximum (``OutOfBounds``)."""
     m = _DURATION.match(text)
     if not m or not any(m.groups()):
-        raise ValueError(f"cannot read duration {text!r}: write it like 4h30m, 90m, 1d2h or 45s")
-    d, h, mi, s = (int(g) if g else 0 for g in m.groups())
-    ms = int(timedelta(days=d, hours=h, minutes=mi, seconds=s).total_seconds() * 1000)
+        raise OutOfBounds(f"cannot read duration {shown(text)}", "write it like 4h30m, 90m, 1d2h or 45s")
+    if any(len(g.lstrip("0")) > 12 for g in m.groups() if g):  # beyond any maximum; int() of it costs time
+        ms = maximum_ms + 1
+    else:
+        ms = sum(int(g) * unit for g, unit in zip(m.groups(), _UNIT_MS, strict=True) if g)
     if ms <= 0:
-        raise ValueError(f"duration {text!r} is zero; give a positive duration")
+        raise OutOfBounds(f"duration {shown(text)} is zero", "give a positive duration")
+    if ms > maximum_ms:
+        longest = fmt_duration(maximum_ms)
+        raise OutOfBounds(f"duration {shown(text)} is longer than {longest}, the most the console accepts",
+                          f"give at most {longest}")  # fmt: skip
     return ms
+
+
+def fmt_duration(ms: int) -> str:
+    """A positive duration as it is typed: ``31d``, ``4h30m``, ``45s`` (what ``parse_duration`` reads back)."""
+    parts, rest = [], ms // 1000
+    for unit_s, suffix in ((86_400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        count, rest = divmod(rest, unit_s)
+        if count:
+            parts.append(f"{count}{suffix}")
+    return "".join(parts) or "0s"
+
+
+def deadline_words(text: str) -> tuple[str | None, str | None]:
+    """One typed deadline as ``(at, within)``: written as a duration (``4h30m``), in range or not, it is
+    ``--in``; anything else is ``--at``. Both are read and explained by ``console.timers.parse_deadline``,
+    so a duration too long is refused as one, never misread as an instant."""
+    m = _DURATION.match(text)
+    return (None, text) if m and any(m.groups()) else (text, None)
 
 
 _ZONED = re.compile(r"^(?P<dt>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)\s+(?P<zone>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)$")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from argparse import Namespace
 from pathlib import Path
 
@@ -12,9 +13,11 @@ from console.cli import main
 from console.cli.open_console import prepare
 from console.errors import ConsoleError, exit_code
 from console.fleet import AgentError, HostKeyUnknown, JournalMismatch
-from console.service import ServiceError
+from console.recipes import load_catalog
+from console.service import Service, ServiceError
 from console.service.base import reaching
 from console.store import BoxNotReachable, NoSuchBox, Store
+from tests.support.ports import free_ports
 
 REFUSED, NOT_DRIVABLE, UNREACHABLE = 1, 2, 3
 
@@ -76,3 +79,61 @@ def test_an_imported_box_is_refused_in_one_line(demo_db: tuple[str, str], argv: 
     assert "Traceback" not in err
     with Store(db) as store:
         assert store.boxes.get(box).status == "imported"  # trying did not relabel it
+
+
+KILL_RECIPES = """
+[profiles."fake-nvfp4"]
+checkpoint = "fake-moe"  # the model directory the local box of tests/conftest.py has
+local = true
+served_model_name = "fake-nvfp4"
+architecture = "llama"
+quantization = "nvfp4"
+quantizer = "modelopt"
+weights_gb = 0.001
+
+[profiles."fake-nvfp4".serving]
+sampling = { temperature = 0.0 }
+source = "test fake"
+
+[arms."fake-one"]
+profile = "fake-nvfp4"
+device = "cpu"  # the fake engine on the local box, which has no GPU
+linear_backend = "b12x"  # what lint asks of an NVFP4 checkpoint (seed rule 1)
+replicas = 1
+max_model_len = 2048
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_launch_killed_twice_then_stopped_by_a_sweep_is_three_kills_not_a_crash(
+        local_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Each kill is its own attempt with its own command id: a second ``campaign kill`` of the same launch, and a
+    sweep stopping a launch an operator killed (console/sweep/walk.py), once failed on ``commands.id``."""
+    recipes = tmp_path / "kill-recipes"
+    recipes.mkdir()
+    (recipes / "fake.toml").write_text(KILL_RECIPES)
+
+    async def with_service(act: str, launch_id: str = "") -> str:
+        with Store(local_db) as store:
+            service = Service(store, catalog=load_catalog([recipes]))
+            try:
+                if act == "launch":
+                    plan = service.plan_launch("fake-one", "local", base_port=free_ports(1))
+                    outcome = await service.launch(plan, ready_timeout_s=60)
+                    assert outcome.serving, outcome.replicas
+                    return outcome.launch_ids[0]
+                await service.stop_launches("local", [launch_id], 2)  # what a sweep's stop() calls
+                return launch_id
+            finally:
+                await service.close()
+
+    launch_id = asyncio.run(with_service("launch"))
+    for _ in range(2):
+        assert main(["--db", str(local_db), "kill", launch_id, "--box", "local", "--yes", "--grace", "2"]) == 0
+        assert "freed" in capsys.readouterr().out
+    asyncio.run(with_service("sweep-stop", launch_id))
+    with Store(local_db) as store:
+        kills = store.rows("SELECT id, state, error FROM commands WHERE op = 'kill' ORDER BY created_ms")
+        assert store.launches.get(launch_id).state == "stopped"  # type: ignore[union-attr]
+    assert len({k["id"] for k in kills}) == 3 and all(k["id"].startswith(f"kill-{launch_id}-") for k in kills)
+    assert [(k["state"], k["error"]) for k in kills] == [("acked", None)] * 3

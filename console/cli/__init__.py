@@ -10,9 +10,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from console import __version__
-from console.errors import ConsoleError, exit_code
+from console.errors import ConsoleError, InputError, exit_code
 
 # (module, one-line help) in the order --help lists them.
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -35,13 +36,26 @@ COMMANDS: tuple[tuple[str, str], ...] = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors as the console's: one line and exit 2 (``InputError``), not the usage block.
+
+    A refused number (console/bounds.py, through ``console.cli.common.argument``) says what it must be and
+    what to do; the usage would only push that line up. Subcommands' parsers are of this class too
+    (``add_subparsers`` makes them of the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.partition(" ")[2]  # "bench", "box add"; "" for plain `campaign`
+        raise InputError(f"{where}: {message}" if where else message, f"`{self.prog} --help` shows the usage")
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the subcommand being run is imported, the others are listed by name and help.
 
     ``campaign browse`` must show its first screen in under a second, and importing every subcommand
     (asyncssh, the fleet, the recipes engine) costs most of that.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="campaign",
         description="Terminal operations console for GPU inference-benchmark campaigns. "
         "Without a subcommand it opens the console on the database.",
@@ -80,7 +94,7 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _accept_db_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _accept_db_anywhere(sub: argparse._SubParsersAction[Parser]) -> None:
     """Let ``--db PATH`` also follow the subcommand (``campaign export summary --db x.db``)."""
     for parser in sub.choices.values():
         if "--db" not in parser._option_string_actions:
@@ -92,9 +106,9 @@ def _accept_db_anywhere(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(words).parse_args(words)
-    handler = getattr(args, "func", None)
     try:
+        args = build_parser(words).parse_args(words)
+        handler = getattr(args, "func", None)
         if handler is None:
             from console.cli.open_console import open_console
 

@@ -13,7 +13,17 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
-from console.cli.common import ms, print_json, run, say, service_for
+from console.cli.common import (
+    concurrency_arg,
+    ms,
+    print_json,
+    prompts_arg,
+    repeat_arg,
+    run,
+    say,
+    seed_arg,
+    service_for,
+)
 from console.cli.measure import add_wait_options, progress_line, ticker
 from console.readmodel import RepeatGroup, ReplicaResult, ResultRow, replica_results
 
@@ -81,11 +91,11 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument("--box", metavar="NAME", help="the box (required for an arm; a launch id names its own)")
     add_wait_options(p, default_timeout_s=3600)
     p.add_argument("--shape", required=True, help="a workload shape from recipes/shapes.toml (router, judge, ...)")
-    p.add_argument("--concurrency", "-c", type=int, required=True, metavar="C",
+    p.add_argument("--concurrency", "-c", type=concurrency_arg, required=True, metavar="C",
                    help="streams in flight on the node, dealt round-robin over its replicas")  # fmt: skip
-    p.add_argument("--prompts", type=int, metavar="N", help="measured requests (default 8 x C)")
-    p.add_argument("--seed", type=int, metavar="S",
+    p.add_argument("--prompts", type=prompts_arg, metavar="N", help="measured requests (default 8 x C)")
+    p.add_argument("--seed", type=seed_arg, metavar="S",
                    help="replay this prompt seed (default: a new seed for every run, recorded with the row)")  # fmt: skip
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
+    p.add_argument("--repeat", type=repeat_arg, default=1, metavar="N",
                    help="N runs one after another, stored as one group with its spread (default 1)")  # fmt: skip
     p.set_defaults(func=_run)

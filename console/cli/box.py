@@ -10,7 +10,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from console.cli.common import confirm, open_store, print_json, print_table, run, say, service_for
+from console.cli.common import (
+    confirm,
+    open_store,
+    price_per_hour_arg,
+    print_json,
+    print_table,
+    run,
+    say,
+    service_for,
+)
 from console.errors import InputError
 from console.store import Box
 
@@ -164,13 +173,13 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     add.add_argument("--key", metavar="PATH", help="private key file (the path is stored, never the key)")
     add.add_argument("--provider", choices=["vast", "manual"], help="who rents the box out")
     add.add_argument("--instance", metavar="ID", help="the provider's instance id")
-    add.add_argument("--price-per-hour", type=float, metavar="USD")
+    add.add_argument("--price-per-hour", type=price_per_hour_arg, metavar="USD")
     _placement_options(add)
     add.set_defaults(func=_add)
 
     setp = boxsub.add_parser("set", help="change where a box keeps things, or its price (the local box too)")
     setp.add_argument("name")
-    setp.add_argument("--price-per-hour", type=float, metavar="USD")
+    setp.add_argument("--price-per-hour", type=price_per_hour_arg, metavar="USD")
     _placement_options(setp)
     setp.set_defaults(func=_set)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.common import open_store, print_json
+from console.cli.common import concurrency_arg, open_store, print_json
 from console.readmodel import compare
 
 
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument("a", metavar="A", help="a bench row id or run id, a repeat group id, or an arm")
     p.add_argument("b", metavar="B", help="the same kinds as A")
     p.add_argument("--shape", help="the shape an arm's group is taken at")
-    p.add_argument("--concurrency", "-c", type=int, metavar="C", help="the concurrency an arm's group is taken at")
+    p.add_argument("--concurrency", "-c", type=concurrency_arg, metavar="C", help="the concurrency an arm's group is taken at")
     p.add_argument("--box", metavar="NAME", help="only an arm's rows on this box")
     p.add_argument("--json", action="store_true", help="the verdict and both groups as JSON on stdout")
     p.set_defaults(func=_run)

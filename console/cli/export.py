@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from console.cli.common import open_store
+from console.cli.common import open_store, utilisation_arg
 from console.economics import (
     DEFAULT_SHAPES,
     DEFAULT_UTILISATION,
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
             k.add_argument("--api-price", action="append", default=[], metavar="MODEL=IN/OUT[/CACHED]",
                            help="an API price in USD per million tokens, replacing the stored ones for MODEL "
                            "(repeatable), e.g. GLM-5.3-Flash=0.15/0.50/0.03")  # fmt: skip
-            k.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, metavar="U",
+            k.add_argument("--utilisation", type=utilisation_arg, default=DEFAULT_UTILISATION, metavar="U",
                            help="share of the paid hours the node works, 0-1 (default 0.7)")  # fmt: skip
             k.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), metavar="S1,S2",
                            help="the shapes averaged per request (default router,promptopt)")  # fmt: skip

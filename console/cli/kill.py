@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.cli.common import confirm, print_json, print_table, run, say, service_for
+from console.cli.common import confirm, grace_s_arg, print_json, print_table, run, say, service_for
 from console.service import released
 
 
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("kill", help=help_text, description=help_text)
     p.add_argument("target", metavar="LAUNCH|ARM")
     p.add_argument("--box", required=True, metavar="NAME")
-    p.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--grace", type=grace_s_arg, default=30.0, metavar="SECONDS",
                    help="SIGTERM, then SIGKILL after this long")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")

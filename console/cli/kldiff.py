@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from agents.kldiff.contexts import ContextError, parse
-from console.cli.common import print_json, run, say, service_for
+from console.cli.common import (
+    positions_arg,
+    print_json,
+    run,
+    say,
+    seed_arg,
+    service_for,
+    top_k_arg,
+    wait_s_arg,
+)
 from console.cli.measure import ticker
 from console.errors import InputError
 from console.files import MiB, read_regular
@@ -86,10 +95,10 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument("--control", nargs=2, metavar=("LAUNCH_C", "LAUNCH_D"),
                    help="the control pair: one configuration launched twice; it fixes the noise floor")  # fmt: skip
     p.add_argument("--contexts", metavar="FILE", help="JSON list of contexts (docs/kldiff.md); default: built in")
-    p.add_argument("--positions", type=int, metavar="N", help="compare a seeded sample of N positions (default all)")
-    p.add_argument("--top-k", type=int, metavar="K", help="log-probabilities per position (default 20)")
-    p.add_argument("--seed", type=int, metavar="S", help="which positions a --positions sample keeps")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+    p.add_argument("--positions", type=positions_arg, metavar="N", help="compare a seeded sample of N positions (default all)")
+    p.add_argument("--top-k", type=top_k_arg, metavar="K", help="log-probabilities per position (default 20)")
+    p.add_argument("--seed", type=seed_arg, metavar="S", help="which positions a --positions sample keeps")
+    p.add_argument("--timeout", type=wait_s_arg, default=DEFAULT_TIMEOUT_S, metavar="S",
                    help=f"how long to wait for each pair's result (default {DEFAULT_TIMEOUT_S:.0f} s)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the stored rows as JSON (and nothing else) on stdout")
     p.set_defaults(func=_run)

@@ -13,21 +13,18 @@ import sys
 import time
 from typing import Any
 
-from console.cli.common import print_json, print_table, run, say, service_for
+from console.bounds import GPU_INDEX
+from console.cli.common import csv_values, print_json, print_table, run, say, service_for, wait_s_arg
 from console.errors import InputError
 from console.service import DEFAULT_READY_TIMEOUT_S, LaunchOutcome, LaunchPlan
 from console.store.launches import Launch
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        gpus = [int(part) for part in text.split(",") if part.strip() != ""]
-    except ValueError as exc:
-        raise InputError(f"--gpus {text!r}: expected GPU indexes separated by commas, e.g. 0,1") from exc
-    if not gpus or any(g < 0 for g in gpus) or len(set(gpus)) != len(gpus):
-        raise InputError(f"--gpus {text!r}: give distinct non-negative GPU indexes, e.g. 0,1")
+    """``--gpus 0,1``: distinct GPU indexes, each in ``GPU_INDEX``'s range; None when not given."""
+    gpus = csv_values(text, "gpus", GPU_INDEX.parse)
+    if gpus is not None and len(set(gpus)) != len(gpus):
+        raise InputError(f"--gpus {text!r}: give distinct GPU indexes, e.g. 0,1")
     return gpus
 
 
@@ -115,7 +112,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
                    help="launch although the box's last check failed (recorded with the launch)")
     p.add_argument("--no-wait", action="store_true",
                    help="return once the agent accepted the launch, without waiting for the server to serve")
-    p.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--ready-timeout", type=wait_s_arg, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
                    help="the agent fails the launch if the server is not ready by then")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")
     p.set_defaults(func=_run)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from console.cli.common import run, say, service_for
+from console.cli.common import run, say, service_for, wait_s_arg
 from console.service import Service
 
 T = TypeVar("T")
@@ -56,6 +56,6 @@ def progress_line() -> Iterator[None]:
 
 def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> None:
     p.add_argument("--no-wait", action="store_true", help="start it and return; the row lands at the next sync")
-    p.add_argument("--timeout", type=float, default=default_timeout_s, metavar="S",
+    p.add_argument("--timeout", type=wait_s_arg, default=default_timeout_s, metavar="S",
                    help=f"how long to wait for the result (default {default_timeout_s:.0f} s)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the stored row as JSON (and nothing else) on stdout")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from console.cli.common import open_store
+from console.cli.common import open_store, utilisation_arg
 from console.economics import DEFAULT_UTILISATION, check_utilisation
 from console.report import build_report
 from ops.export import write_atomic
@@ -26,6 +26,6 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("report", help=help_text, description=__doc__)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
     p.add_argument("--tz", metavar="ZONE", help="your zone for the timers' local times (default: this machine's)")
-    p.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, metavar="U",
+    p.add_argument("--utilisation", type=utilisation_arg, default=DEFAULT_UTILISATION, metavar="U",
                    help="node utilisation for the frontier's costs, 0-1 (default 0.7)")  # fmt: skip
     p.set_defaults(func=_run)

@@ -16,7 +16,20 @@ import sys
 import time
 from typing import Any
 
-from console.cli.common import csv_values, open_store, print_json, print_table, say, service_for
+from console.bounds import CONCURRENCY
+from console.cli.common import (
+    csv_values,
+    grace_s_arg,
+    open_store,
+    port_arg,
+    print_json,
+    print_table,
+    prompts_arg,
+    row_id_arg,
+    say,
+    service_for,
+    wait_s_arg,
+)
 from console.errors import Interrupted
 from console.service import DEFAULT_READY_TIMEOUT_S, Service
 from console.store import Store
@@ -61,7 +74,7 @@ async def _walk(service: Service, sweep_id: int, options: SweepOptions, bar: Pro
 
 def _run(args: argparse.Namespace) -> int:
     shapes = csv_values(args.shapes, "shapes", str)
-    concurrency = csv_values(args.concurrency, "concurrency", int)
+    concurrency = csv_values(args.concurrency, "concurrency", CONCURRENCY.parse)
     options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
                            force=args.force, base_port=args.base_port)  # fmt: skip
     with service_for(args) as service:
@@ -183,18 +196,18 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     run.add_argument("--new", action="store_true", help="abandon an unfinished sweep of this list and start again")
     run.add_argument("--force", action="store_true",
                      help="launch although the box's last check failed (recorded with every launch)")
-    run.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
+    run.add_argument("--ready-timeout", type=wait_s_arg, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
                      help="an arm not serving by then is failed by the agent")
-    run.add_argument("--kill-grace", type=float, default=30.0, metavar="SECONDS",
+    run.add_argument("--kill-grace", type=grace_s_arg, default=30.0, metavar="SECONDS",
                      help="SIGTERM grace before SIGKILL when stopping an arm")
-    run.add_argument("--base-port", type=int, metavar="PORT",
+    run.add_argument("--base-port", type=port_arg, metavar="PORT",
                      help="first replica's port on the box (default: the first free ports from 8100)")
-    run.add_argument("--prompts", type=int, metavar="N", help="prompts per bench (default: max(32, 4 x concurrency))")
+    run.add_argument("--prompts", type=prompts_arg, metavar="N", help="prompts per bench (default: max(32, 4 x concurrency))")
     run.add_argument("--json", action="store_true", help="print the finished sweep as JSON")
     run.set_defaults(func=_run)
 
     status = verbs.add_parser("status", help="sweeps and every arm tried, with its outcome")
-    status.add_argument("id", nargs="?", type=int, help="one sweep (default: all)")
+    status.add_argument("id", nargs="?", type=row_id_arg, help="one sweep (default: all)")
     status.add_argument("--box", metavar="NAME")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)

@@ -12,7 +12,18 @@ import signal
 import sys
 from typing import Any
 
-from console.cli.common import confirm, open_store, print_json, print_table, run, say, service_for
+from console.cli.common import (
+    confirm,
+    duration_arg,
+    interval_s_arg,
+    open_store,
+    print_json,
+    print_table,
+    row_id_arg,
+    run,
+    say,
+    service_for,
+)
 from console.service import TimerChange
 from console.store.timers import ACTIONS, Timer
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
@@ -162,7 +173,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     s.add_argument("box")
     when = s.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="TIME", help="an instant with Z, an offset or an IANA zone name")
-    when.add_argument("--in", dest="within", metavar="DURATION", help="from now, e.g. 4h30m, 90m")
+    when.add_argument("--in", dest="within", type=duration_arg, metavar="DURATION", help="from now, e.g. 4h30m, 90m")
     s.add_argument("--action", choices=ACTIONS, default="stop-arms",
                    help="stop-arms (default); shutdown (a provider box is stopped at the provider, an owned "
                    "host powers off); destroy (through the provider, confirmed)")
@@ -178,16 +189,16 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     ls.set_defaults(func=_list)
 
     sh = tsub.add_parser("show", help="one timer and its log: warnings, pulls, refusals, firing")
-    sh.add_argument("id", type=int)
+    sh.add_argument("id", type=row_id_arg)
     sh.add_argument("--json", action="store_true")
     sh.set_defaults(func=_show)
 
     c = tsub.add_parser("cancel", help="disarm a timer")
-    c.add_argument("id", type=int)
+    c.add_argument("id", type=row_id_arg)
     c.add_argument("--no-arm", action="store_true", help="do not reach the box to disarm its watchdog now")
     c.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     c.set_defaults(func=_cancel)
 
     w = tsub.add_parser("watch", help="enforce the live timers from this console until they have fired")
-    w.add_argument("--interval", type=float, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    w.add_argument("--interval", type=interval_s_arg, default=1.0, metavar="SECONDS", help=argparse.SUPPRESS)
     w.set_defaults(func=_watch)

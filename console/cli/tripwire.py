@@ -10,7 +10,7 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
-from console.cli.common import print_json
+from console.cli.common import max_tokens_arg, print_json
 from console.cli.measure import add_wait_options, start_and_wait, ticker
 from console.readmodel import TripwireRun
 from console.service import Service
@@ -48,5 +48,5 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("tripwire", help=help_text, description=help_text)
     p.add_argument("launch", metavar="LAUNCH", help="a serving launch id (see `campaign box connect` / the Arms view)")
     add_wait_options(p, default_timeout_s=1800)
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap each answer (default: the tripwire's own)")
+    p.add_argument("--max-tokens", type=max_tokens_arg, metavar="N", help="cap each answer (default: the tripwire's own)")
     p.set_defaults(func=_run)

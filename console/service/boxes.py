@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from console.bounds import PRICE_PER_HOUR
 from console.errors import InputError
 from console.fleet.hostkeys import check_trust, presented_key
 from console.service.base import ServiceBase, ServiceError, reaching
@@ -121,6 +122,7 @@ class BoxIntents(ServiceBase):
 
 
 def _check_price(price: float | None) -> None:
-    if price is not None and price < 0:
-        raise InputError("--price-per-hour must be zero or more")
+    """A price is finite and in range: nan or inf would be stored and priced into every economics figure."""
+    if price is not None:
+        PRICE_PER_HOUR.check(price, "--price-per-hour")
 

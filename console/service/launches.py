@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.bounds import GPU_INDEX, GRACE_S, LOG_LINES, PORT, WAIT_S
 from console.errors import InputError
-from console.fleet.wire import AgentError
+from console.fleet.wire import AgentError, new_id
 from console.readmodel import moe_evidence
 from console.recipes import Finding, ResolvedArm, box_spec, lint, resolve
 from console.service.base import ServiceBase, ServiceError, reaching
@@ -113,6 +114,10 @@ class LaunchIntents(ServiceBase):
         sees what this campaign's sweeps measured of MoE backends; ``sweep`` names the sweep launching the arm
         to measure it (seed rule 3).
         """
+        if base_port is not None:
+            PORT.check(base_port, "--base-port")
+        for gpu in gpus or ():
+            GPU_INDEX.check(gpu, "--gpus")
         self.fleet.link(box)  # the box exists and can be driven (the local one is created on first use)
         b = self.store.boxes.get(box)
         probe = self.store.checks.latest_probe(box)
@@ -133,7 +138,10 @@ class LaunchIntents(ServiceBase):
     async def launch(self, plan: LaunchPlan, *, force: bool = False,
                      ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S, wait: bool = True,
                      progress: LaunchProgress | None = None) -> LaunchOutcome:  # fmt: skip
-        """Send every replica of a plan; with ``wait``, return once each serves or failed. Refusals send nothing."""
+        """Send every replica of a plan; with ``wait``, return once each serves or failed. Refusals send nothing:
+        a ready timeout out of range is refused before the arm or any launch is stored (a nan one used to be
+        stored and sent, and re-sent on every reconnect)."""
+        WAIT_S.check(ready_timeout_s, "--ready-timeout")
         if plan.blocking:
             lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
             raise ServiceError(f"arm {plan.resolved.arm} is refused by lint: {lines}")
@@ -158,7 +166,7 @@ class LaunchIntents(ServiceBase):
                                         "port": rep.port, "ready_timeout_s": ready_timeout_s, "arm": r.arm}  # fmt: skip
                 if forced:
                     args["forced_past"] = plan.failed_checks
-                try:
+                try:  # the launch id is new for every launch (``_launch_id``), so this command id is too
                     await link.command("launch", args, command_id=f"launch-{launch_id}")
                 except AgentError as exc:
                     self.store.launches.fail(launch_id, exc.reason)
@@ -216,14 +224,20 @@ class LaunchIntents(ServiceBase):
     async def stop_launches(self, box: str, launch_ids: list[str], grace_s: float, *,
                             wait: bool = True) -> list[Launch]:  # fmt: skip
         """Kill ``launch_ids`` on ``box`` (those the agent no longer knows are skipped) and, with ``wait``,
-        pull the journal until each ended and its GPU release was confirmed, or the release timeout."""
+        pull the journal until each ended and its GPU release was confirmed, or the release timeout.
+
+        Each kill is a new attempt with its own command id: the operator may kill a launch twice, and a sweep
+        stops launches an operator already killed. (A re-send of one attempt after a reconnect keeps its id,
+        which is how the agent answers it from its ledger; the agent answers a second kill of a stopped
+        launch with its state.)"""
+        GRACE_S.check(grace_s, "--grace")
         link = await self.link(box)
         known = []
         with reaching(box):
             for launch_id in launch_ids:
                 try:
                     await link.command("kill", {"launch_id": launch_id, "grace_s": grace_s},
-                                       command_id=f"kill-{launch_id}")  # fmt: skip
+                                       command_id=new_id(f"kill-{launch_id}"))  # fmt: skip
                     known.append(launch_id)
                 except AgentError as exc:
                     if "no launch" not in exc.reason:
@@ -238,6 +252,7 @@ class LaunchIntents(ServiceBase):
 
     async def log_tail(self, launch_id: str, lines: int = 40, timeout: float = 15.0) -> list[str]:
         """The last ``lines`` of a launch's server log, read on its box (the log never leaves the box)."""
+        LOG_LINES.check(lines, "lines")
         launch = self.store.launches.get(launch_id)
         if launch is None:
             raise InputError(f"no launch {launch_id!r} in this state.db")

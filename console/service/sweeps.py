@@ -3,6 +3,7 @@ resumably (the walk is ``console.sweep``)."""
 
 from __future__ import annotations
 
+from console.bounds import CONCURRENCY, GRACE_S, PORT, PROMPTS, ROW_ID, WAIT_S
 from console.service.base import reaching
 from console.service.checks import CheckIntents
 from console.service.runs import RunIntents
@@ -20,14 +21,30 @@ class SweepIntents(RunIntents, CheckIntents):
                    new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
         """The unfinished sweep of this list on these boxes (resumed: True), else a new one: one box walks each
         arm on every card of it, several share one queue (arms side by side, each on its own GPUs)."""
+        for value in concurrency or ():
+            CONCURRENCY.check(value, "--concurrency")
         return open_sweep(self, list_name, [boxes] if isinstance(boxes, str) else boxes, shapes, concurrency,
                           bench_degenerate, new)  # fmt: skip
 
     async def run_sweep(self, sweep_id: int, options: SweepOptions | None = None,
                         progress: Progress | None = None) -> SweepRow:  # fmt: skip
-        """Walk every unfinished arm of the sweep; an interruption leaves it resumable."""
+        """Walk every unfinished arm of the sweep; an interruption leaves it resumable. Options out of range
+        are refused before the walk starts, not at the first arm that uses them."""
+        ROW_ID.check(sweep_id, "sweep id")
+        if options is not None:
+            _check_options(options)
         if self.store.sweeps.get(sweep_id).layout == "packed":
             return await SweepQueue(self, sweep_id, options, progress).run()
         runner = SweepRunner(self, sweep_id, options, progress)
         with reaching(runner.sweep.box):
             return await runner.run()
+
+
+def _check_options(options: SweepOptions) -> None:
+    WAIT_S.check(options.ready_timeout_s, "--ready-timeout")
+    WAIT_S.check(options.job_timeout_s, "job timeout")
+    GRACE_S.check(options.kill_grace_s, "--kill-grace")
+    if options.prompts is not None:
+        PROMPTS.check(options.prompts, "--prompts")
+    if options.base_port is not None:
+        PORT.check(options.base_port, "--base-port")

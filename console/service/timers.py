@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from console.bounds import INTERVAL_S, ROW_ID
 from console.errors import InputError
 from console.service.base import reaching
 from console.service.launches import LaunchIntents, released
@@ -98,6 +99,7 @@ class TimerIntents(LaunchIntents):
 
     async def cancel_timer(self, timer_id: int, *, on_box: bool = True) -> TimerChange:
         """Disarm a timer in the store, then on the box (if it was ever armed there)."""
+        ROW_ID.check(timer_id, "timer id")  # an id past SQLite's integers is no timer, not an OverflowError
         timer = cancel(self.store, timer_id, now_ms=self.store.clock())
         if not on_box:
             return TimerChange(timer, None)
@@ -122,6 +124,7 @@ class TimerIntents(LaunchIntents):
                            tick: Callable[[list[Timer]], None] | None = None,
                            interval_s: float = 1.0) -> list[Timer]:  # fmt: skip
         """Enforce every live timer from this console until none is left or ``stop``; returns those watched."""
+        INTERVAL_S.check(interval_s, "--interval")
         watched = [t.id for t in self.store.timers.every(active_only=True)]
         enforcer = self.enforcer(notify)
         while not stop.is_set() and (live := self.store.timers.every(active_only=True)):

@@ -227,13 +227,9 @@ class ServiceActions:
 
     async def arm_timer(self, box: str, text: str, action: str) -> str:
         """Record the timer, then arm the box's own watchdog so the stop holds with the laptop closed."""
-        from console.timeutil import parse_duration
+        from console.timeutil import deadline_words
 
-        try:
-            parse_duration(text)
-            at, within = None, text
-        except ValueError:
-            at, within = text, None
+        at, within = deadline_words(text)
 
         async def go(s: Service) -> str:
             change = await s.arm_timer(s.plan_timer(box, at=at, within=within, action=action))

@@ -12,8 +12,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from console.bounds import CONCURRENCY, OutOfBounds
 from console.timers import TimerInputError, parse_deadline
-from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, parse_duration, zone
+from console.timeutil import deadline_words, fmt_remaining, fmt_utc, fmt_zone, zone
 from console.tui import keymap
 
 T = TypeVar("T")
@@ -129,11 +130,7 @@ class TimerScreen(PromptScreen[str]):
         if not text.strip():
             return None, ""
         text = text.strip()
-        try:
-            parse_duration(text)
-            at, within = None, text
-        except ValueError:
-            at, within = text, None
+        at, within = deadline_words(text)
         try:
             # The timers' own reader: a naive or ambiguous time is refused with every reading it could have.
             ms = parse_deadline(at, within, now_ms=self.now_ms, box_tz=self.box_tz)
@@ -148,7 +145,8 @@ class TimerScreen(PromptScreen[str]):
 
 class BenchScreen(PromptScreen[tuple[str, int]]):
     """Ask for a bench's workload shape and concurrency as two words (``router 64``); a shape the recipes do
-    not define or a concurrency that is not a positive whole number is refused here, before anything runs."""
+    not define or a concurrency outside ``console.bounds.CONCURRENCY`` (what ``campaign bench -c`` takes) is
+    refused here, before anything runs."""
 
     NAME = "bench"
 
@@ -174,6 +172,8 @@ class BenchScreen(PromptScreen[tuple[str, int]]):
         shape, concurrency = words
         if self.shapes and shape not in self.shapes:
             return None, f"refused: no shape {shape!r} in the recipes; known: {', '.join(self.shapes)}"
-        if not concurrency.isdigit() or int(concurrency) < 1:
-            return None, f"refused: concurrency {concurrency!r} must be a whole number, 1 or more"
-        return (shape, int(concurrency)), f"{shape} at C{int(concurrency)}; enter starts it"
+        try:
+            streams = CONCURRENCY.parse(concurrency)
+        except OutOfBounds as exc:
+            return None, f"refused: {exc}"
+        return (shape, streams), f"{shape} at C{streams}; enter starts it"
