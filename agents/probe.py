@@ -22,6 +22,7 @@ from typing import Any
 
 from agents import gpu as G
 from agents.journal import now_ms
+from agents.loadgen.memory import meminfo
 
 CUDA_ERRORS = {
     0: None,
@@ -256,6 +257,9 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         "tz": time_zone(),
         "utc_offset_s": _utc_offset_s(),
         "cpu_count": os.cpu_count() or 0,
+        # MemTotal / MemAvailable in bytes (None off Linux): the console sizes a bench's load generator by
+        # them before it sends one (agents/loadgen/memory.py), as the load generator does again on the box.
+        "memory": meminfo(),
         "disk": {"path": os.path.abspath(disk_path or os.getcwd()), "free_bytes": usage.free, "total_bytes": usage.total},
         "driver_version": driver,
         "cuda_driver_version": cuda_driver,

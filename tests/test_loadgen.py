@@ -46,16 +46,17 @@ def numpy_linear(values: list[float], q: float) -> float:
     return s[f] + (s[c] - s[f]) * (k - f)
 
 
-def test_percentiles_match_linear_interpolation_and_weighted_equals_expanded() -> None:
+def test_percentiles_match_linear_interpolation_and_pooled_zeros_equal_expanded() -> None:
     rng = random.Random(3)
     for _ in range(50):
-        pairs = sorted({rng.random(): rng.randint(1, 5) for _ in range(rng.randint(1, 30))}.items())
-        expanded = [v for v, n in pairs for _ in range(n)]
+        gaps = sorted(rng.random() + 1e-9 for _ in range(rng.randint(0, 30)))
+        zeros = rng.randint(0 if gaps else 1, 5)
+        expanded = [0.0] * zeros + gaps  # the ITL multiset: gaps of 0 (events of one read) and the rest
         for q in (0, 50, 99, 100):
             assert metrics.percentile(sorted(expanded), q) == pytest.approx(numpy_linear(expanded, q))
-            assert metrics.weighted_percentile(pairs, q) == pytest.approx(numpy_linear(expanded, q))
+            assert metrics.pooled_percentile(zeros, gaps, q) == pytest.approx(numpy_linear(expanded, q))
     assert metrics.percentile([], 50) is None
-    assert metrics.weighted_percentile([], 50) is None
+    assert metrics.pooled_percentile(0, [], 50) is None
 
 
 def rec(start: float, times: list[float], counts: list[int], tokens: int | None = None, error: str | None = None,
@@ -181,6 +182,9 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
     assert out["out_tok_per_s"] == pytest.approx(32 * out["req_per_s"])
     assert out["seed"] == 11 and out["client"]["processes"] == processes
+    # Sized and run under its memory cap (agents/loadgen/memory.py), workers included: a normal run fits.
+    memory = out["memory"]
+    assert 0 < memory["estimate_bytes"] <= memory["budget_bytes"] < memory["cap_bytes"]
     # What every request carried besides model and prompt: lengths and framing, no sampling field.
     assert out["endpoint"] == "/v1/completions" and set(out["request"]) == {
         "max_tokens", "stream", "stream_options", "ignore_eos"}

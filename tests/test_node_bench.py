@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -72,6 +73,40 @@ def _campaign(db: Path, recipes: Path, *argv: str) -> subprocess.CompletedProces
                           capture_output=True, timeout=200)  # fmt: skip
 
 
+async def refuses_oversize_concurrency(service: Service, store: Store) -> None:
+    """A -c the box's load generator could not hold is refused before a command row is stored or anything
+    sent: first by the fallback ceiling (no probe of the box yet), then by the box's own MemAvailable once
+    `campaign check` stored its probe. Each refusal names the budget, the bytes per in-flight request and
+    the largest -c that fits, and that -c is accepted by the same check."""
+    commands = store.scalar("SELECT COUNT(*) FROM commands")
+    # The check alone first: a console without it must fail here, not send a run of 10^9 streams to this machine.
+    with pytest.raises(InputError, match="per in-flight request"):
+        service.check_bench_size("local", "short", 10**9)
+    with pytest.raises(InputError) as refused:
+        await service.bench("fake-b12x", "local", "short", 10**9)
+    text = str(refused.value)
+    assert f"memory budget of 4 GiB ({4 << 30} bytes: no probe of box local with memory figures, so the " \
+           "fallback ceiling; `campaign check local` sizes it by the box's memory)" in text  # fmt: skip
+    assert re.search(r"at ~[\d.]+ \w+ \(\d+ bytes\) per in-flight request", text), text
+    await service.check("local")
+    with pytest.raises(InputError) as refused:
+        await service.bench("fake-b12x", "local", "short", 10**12)
+    text = str(refused.value)
+    assert "-c 1000000000000 with 8000000000000 prompts needs" in text and "\n" not in text
+    assert re.search(r"memory budget of [\d.]+ \w+ \(\d+ bytes: 25% of box local's MemAvailable", text), text
+    found = re.search(r"at most -c (\d+) fits", text)
+    assert found, text
+    most = int(found[1])
+    service.check_bench_size("local", "short", most)  # the largest that fits passes the same check
+    with pytest.raises(InputError, match="per in-flight request"):
+        service.check_bench_size("local", "short", most + 1)
+    for c, prompts, why in ((0, None, "-c 0: a bench needs at least 1 stream"),
+                            (8, 0, "--prompts 0: must be 1 or more")):  # fmt: skip
+        with pytest.raises(InputError, match=why):
+            await service.bench("fake-b12x", "local", "short", c, prompts)
+    assert store.scalar("SELECT COUNT(*) FROM commands") == commands  # nothing stored, nothing sent
+
+
 @dataclass
 class Measured:
     launch_ids: list[str]
@@ -103,6 +138,7 @@ def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_m
                 ):
                     with pytest.raises(InputError, match=why):
                         await bad
+                await refuses_oversize_concurrency(service, store)
                 cli = _campaign(db, recipes, "bench", "fake-b12x", "--box", "local", "--shape", "short", "-c", "8",
                                 "--json")  # fmt: skip
                 # The control pair: the same arm launched again, benched alike (twice).

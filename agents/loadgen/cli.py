@@ -11,16 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.loadgen import metrics
+from agents.loadgen import memory, metrics
+from agents.loadgen.memory import PROMPTS_PER_STREAM, STREAMS_PER_PROCESS
 from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, served_model
 from agents.loadgen.prompts import PromptPlan, VocabError
 from agents.loadgen.run import RunConfig, execute, result, usable_cores
 from agents.loadgen.shapes import SHAPES
-
-STREAMS_PER_PROCESS = 256
-"""Default worker count: one process per 256 streams, up to the cores this process may use."""
-PROMPTS_PER_STREAM = 8
-"""Default measured requests per stream: the seed's 6-8 x concurrency, so the steady window is long."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
                    help="append one JSON line a second to FILE while the run goes: requests and tokens so far, rates")
     p.add_argument("--no-exact-output", action="store_true",
                    help="do not send ignore_eos (the model may stop early)")
+    p.add_argument("--mem-budget-bytes", type=int, metavar="N",
+                   help=f"refuse a run whose estimated memory exceeds N bytes, and cap the run's memory there "
+                   f"(default {memory.MEMORY_SHARE:.0%} of MemAvailable)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -71,7 +70,7 @@ def config(args: argparse.Namespace) -> RunConfig:
     prompts = args.prompts if args.prompts is not None else PROMPTS_PER_STREAM * args.concurrency
     if prompts < 1:
         raise ValueError(f"--prompts {prompts}: must be at least 1")
-    processes = args.processes or min(usable_cores(), -(-args.concurrency // STREAMS_PER_PROCESS))
+    processes = args.processes or memory.processes_for(args.concurrency, usable_cores())
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
     return RunConfig(
@@ -81,8 +80,36 @@ def config(args: argparse.Namespace) -> RunConfig:
         warmup=args.warmup if args.warmup is not None else min(args.concurrency, 16),
         timeout_s=args.timeout, records_path=records.resolve(), exact_output=not args.no_exact_output,
         api_key=os.environ.get(args.api_key_env) or None, progress=not args.quiet,
-        samples_path=args.samples,
+        samples_path=args.samples, mem_budget_bytes=budget(args)[0],
     )
+
+
+def budget(args: argparse.Namespace) -> tuple[int, str]:
+    """The run's memory budget in bytes and where it comes from (said in a refusal)."""
+    if args.mem_budget_bytes is not None:
+        if args.mem_budget_bytes < 1:
+            raise ValueError(f"--mem-budget-bytes {args.mem_budget_bytes}: must be at least 1")
+        return args.mem_budget_bytes, "--mem-budget-bytes"
+    info = memory.meminfo()
+    if info is None:
+        return memory.FALLBACK_BUDGET_BYTES, "no MemAvailable in /proc/meminfo here: the fallback ceiling"
+    available = info["available_bytes"]
+    return memory.budget_of(available), (f"{memory.MEMORY_SHARE:.0%} of this box's MemAvailable of "
+                                         f"{memory.size(available)}; --mem-budget-bytes N overrides")
+
+
+def load_of(cfg: RunConfig) -> memory.Load:
+    return memory.Load(cfg.concurrency, cfg.prompts, cfg.prefix_len + cfg.input_len, cfg.output_len, cfg.processes)
+
+
+def check_memory(cfg: RunConfig, args: argparse.Namespace) -> None:
+    """Refuse, before anything is allocated or sent, a run whose estimated memory exceeds the budget."""
+    limit, source = budget(args)
+    per_stream = None if args.prompts is not None else PROMPTS_PER_STREAM
+    cores = None if args.processes else usable_cores()  # an explicit worker count stays as given
+    reason = memory.refusal(load_of(cfg), limit, source, per_stream, cores)
+    if reason:
+        raise ValueError(reason)
 
 
 def table(out: dict[str, Any]) -> str:
@@ -103,17 +130,18 @@ def table(out: dict[str, Any]) -> str:
     ])
 
 
-def fail(message: str, as_json: bool) -> int:
+def fail(message: str, as_json: bool, code: int = 2) -> int:
     print(f"loadgen: {message}", file=sys.stderr)
     if as_json:
         print(json.dumps({"error": message}))
-    return 2
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = config(args)
+        check_memory(cfg, args)
         served = [served_model(url, cfg.model, cfg.api_key) for url in cfg.base_urls]
         for each in served:
             check_lengths(each, cfg.prefix_len + cfg.input_len, cfg.output_len)
@@ -121,14 +149,21 @@ def main(argv: list[str] | None = None) -> int:
         plan = PromptPlan.build(vocab, cfg.seed, cfg.input_len, cfg.prefix_len)
     except (ValueError, PreflightError, VocabError) as exc:
         return fail(str(exc), args.json)
+    assert cfg.mem_budget_bytes is not None
     try:
-        results, wall0, perf0 = execute(cfg, plan)
+        with memory.capped(cfg.mem_budget_bytes) as cap:
+            results, wall0, perf0 = execute(cfg, plan)
+            out = result(cfg, results, wall0, perf0)
+    except MemoryError:
+        return fail(f"ran out of memory at its cap of {memory.size(cap or 0)} (RLIMIT_DATA: its use at start plus "
+                    f"the budget of {memory.size(cfg.mem_budget_bytes)}), more than the estimate of "
+                    f"{memory.size(memory.estimate_bytes(load_of(cfg)))}; lower --concurrency or --prompts", args.json, 1)
     except RuntimeError as exc:  # a worker process died: nothing measured can be trusted
-        print(f"loadgen: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 1
-    out = result(cfg, results, wall0, perf0)
+        return fail(str(exc), args.json, 1)
+    out["memory"] = {
+        "budget_bytes": cfg.mem_budget_bytes, "estimate_bytes": memory.estimate_bytes(load_of(cfg)),
+        "per_request_bytes": memory.per_request_bytes(load_of(cfg)), "cap_bytes": cap,
+    }
     out["vocab_source"] = vocab.source
     print(json.dumps(out, allow_nan=False) if args.json else table(out))
     return 0 if out["completed"] else 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agents.loadgen import metrics
+from agents.loadgen import memory, metrics
 from agents.loadgen.prompts import PromptPlan
 from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, request_fields, run_worker
 
@@ -51,6 +51,8 @@ class RunConfig:
     api_key: str | None = None
     progress: bool = True
     samples_path: Path | None = None
+    mem_budget_bytes: int | None = None
+    """The run's memory budget: each worker process is capped at its share (agents/loadgen/memory.py)."""
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -82,9 +84,17 @@ def count(counters: Any, worker: int, record: Record) -> None:
         counters[base + 2] += record.prompt_tokens or 0
 
 
-def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any) -> None:
+def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any, budget: int | None, share: float) -> None:
     try:
+        if budget is not None:
+            memory.cap_worker(budget, share)
         conn.send(run_worker(spec, lambda: barrier.wait(), lambda record: count(counters, spec.worker, record)))
+    except MemoryError:  # over its cap (memory.cap_worker): one line for the parent, no traceback in the log
+        memory.wind_down()
+        conn.send(RuntimeError(
+            f"worker {spec.worker} went over its memory cap (its share of the run's memory budget of "
+            f"{memory.size(budget or 0)}); lower --concurrency or --prompts"))
+        raise SystemExit(1) from None
     except BaseException as exc:  # reported by the parent with the worker's number
         conn.send(RuntimeError(f"worker {spec.worker}: {type(exc).__name__}: {exc}"))
         raise
@@ -200,7 +210,9 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
     pipes, procs = [], []
     for spec in specs:
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_worker_entry, args=(spec, barrier, counters, child), daemon=True)
+        share = spec.concurrency / cfg.concurrency
+        proc = ctx.Process(target=_worker_entry, args=(spec, barrier, counters, child, cfg.mem_budget_bytes, share),
+                           daemon=True)  # fmt: skip
         proc.start()
         child.close()
         pipes.append(parent)
@@ -303,7 +315,7 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
     t1 = max(r.t_end for r in results)
     duration = t1 - t0
     failures = Counter(r.error for r in records if not r.ok)
-    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress", "samples_path")}
+    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress", "samples_path", "mem_budget_bytes")}
     header["records_path"] = str(cfg.records_path)
     out: dict[str, Any] = {
         **header,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from array import array
 from dataclasses import dataclass, field
 
 EVENT = b"\ndata:"
@@ -38,9 +39,14 @@ class Exchange:
 
     start: float = 0.0
     status: int = 0
-    times: list[float] = field(default_factory=list)
-    """perf_counter of each read that carried at least one SSE event."""
-    counts: list[int] = field(default_factory=list)
+    times: array[float] = field(default_factory=lambda: array("d"))
+    """perf_counter of each read that carried at least one SSE event.
+
+    Arrays, not lists: a request keeps one stamp and one count per read until the run's result, in the
+    worker and then in the parent; lists held 40 bytes per read (a float object and two pointers), these
+    hold 12. With the pooled ITL list (metrics.itl_gaps) a token event went from 220 bytes of a run's peak
+    to 68 (memory.EVENT_BYTES), so a long-output run fits three times the concurrency in the same memory."""
+    counts: array[int] = field(default_factory=lambda: array("I"))
     """Events in each of those reads (same index as ``times``)."""
     tail: bytes = b""
     """The last bytes of the stream, or the whole body of a non-streamed response."""
@@ -119,7 +125,9 @@ class StreamConnection(asyncio.Protocol):
             if n:
                 ex.times.append(t)
                 ex.counts.append(n)
-            tail = data if len(data) >= TAIL else (ex.tail + data)[-TAIL:]
+            # A copy of the last TAIL bytes, never the read itself: a read holds up to 256 KiB, and keeping
+            # it held that much per stream until the response ended (memory.STREAM_BYTES counts TAIL).
+            tail = data[-TAIL:] if len(data) >= TAIL else (ex.tail + data)[-TAIL:]
             ex.tail = tail
             self._edge = tail[-EDGE:]
             if tail.endswith(CHUNKED_END):

@@ -14,11 +14,13 @@ import asyncio
 import json
 import resource
 import time
+from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.loadgen import memory
 from agents.loadgen.prompts import PromptPlan
 from agents.loadgen.wire import Exchange, StreamConnection
 
@@ -62,8 +64,9 @@ class Record:
     worker: int
     start: float
     end: float
-    times: list[float]
-    counts: list[int]
+    times: MutableSequence[float]
+    """One stamp per read that carried token events (an array from the wire, a list where tests build one)."""
+    counts: MutableSequence[int]
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str | None = None
@@ -192,6 +195,9 @@ class Worker:
         self.progress = progress
         self.lags_ms: list[float] = []
         self._lagging = False
+        self._task: asyncio.Task[Any] | None = None
+        self.out_of_memory = False
+        """A transport callback hit the memory cap (``_on_loop_error``)."""
 
     async def _request(self, slot: list[StreamConnection | None], target: int, index: int) -> Record:
         request = self.builders[target](index)
@@ -202,8 +208,8 @@ class Worker:
                 conn = slot[0] = await StreamConnection.open(t.host, t.port)
             except OSError as exc:
                 now = time.perf_counter()
-                return Record(index, self.spec.worker, now, now, [], [], error=f"connect to {t.host}:{t.port}: {exc}",
-                              target=target)  # fmt: skip
+                return Record(index, self.spec.worker, now, now, array("d"), array("I"),
+                              error=f"connect to {t.host}:{t.port}: {exc}", target=target)  # fmt: skip
         done = conn.send(request)
         timer = asyncio.get_running_loop().call_later(self.spec.timeout_s, conn.stalled, self.spec.timeout_s)
         ex = await done
@@ -233,8 +239,26 @@ class Worker:
             await asyncio.sleep(LAG_PERIOD_S)
             self.lags_ms.append((time.perf_counter() - t - LAG_PERIOD_S) * 1000)
 
+    def _on_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """A MemoryError in a transport callback (a read over the memory cap) ends the run at once.
+
+        Why: asyncio logs such an error with a traceback, drops that connection and goes on, so every
+        later read failed the same way, one traceback per request, until the interpreter itself aborted
+        (seen: 703 tracebacks, then a fatal error). Cancelling the run instead lets ``run_worker`` raise
+        one MemoryError, which the caller turns into a one-line reason."""
+        if isinstance(context.get("exception"), MemoryError):
+            if not self.out_of_memory:
+                self.out_of_memory = True
+                memory.wind_down()
+                if self._task is not None:
+                    self._task.cancel()
+            return
+        loop.default_exception_handler(context)
+
     async def run(self, barrier: Callable[[], None]) -> WorkerResult:
         spec = self.spec
+        self._task = asyncio.current_task()
+        asyncio.get_running_loop().set_exception_handler(self._on_loop_error)
         self._slots: list[list[StreamConnection | None]] = [[None] for _ in range(spec.concurrency)]
         if spec.warmup:
             await self._phase(spec.warmup, spec.concurrency, count=False)
@@ -264,4 +288,13 @@ class Worker:
 
 
 def run_worker(spec: WorkerSpec, barrier: Callable[[], None], progress: Progress) -> WorkerResult:
-    return asyncio.run(Worker(spec, progress).run(barrier))
+    worker = Worker(spec, progress)
+    try:
+        return asyncio.run(worker.run(barrier))
+    except asyncio.CancelledError:
+        if worker.out_of_memory:
+            raise MemoryError("a read went over the memory cap") from None
+        raise
+    except MemoryError:
+        memory.wind_down()
+        raise

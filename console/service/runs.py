@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agents.loadgen import memory as loadgen_memory
 from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel import RepeatGroup, ResultRow, TripwireRun, bench_run, repeat_groups, tripwire_run
@@ -27,7 +28,7 @@ from console.timers import bench_refusal
 POLL_S = 1.0
 
 
-PROMPTS_PER_STREAM = 8
+PROMPTS_PER_STREAM = loadgen_memory.PROMPTS_PER_STREAM
 """Measured requests per stream by default: the seed's 6-8 x concurrency, so the steady window is long."""
 DEFAULT_BENCH_TIMEOUT_S = 3600.0
 
@@ -103,16 +104,50 @@ class RunIntents(LaunchIntents):
             raise ServiceError(f"launch {first.id} is {first.state}, not serving")
         return BenchNode(serving[0].box, serving[0].arm, serving)
 
+    def check_bench_size(self, box: str, shape: str, concurrency: int, prompts: int | None = None) -> None:
+        """Refuse, with ``InputError``, a bench the box's load generator could not hold, before anything is
+        stored or sent: concurrency and prompts below 1, or a run whose memory (agents/loadgen/memory.py:
+        the same figures and share the load generator checks on the box) exceeds the budget of the box's
+        MemAvailable at its latest probe; with no memory figures in a probe, the fallback ceiling.
+
+        Why here: an unbounded ``-c`` grew the load generator to 22.5 GB and the OOM killer took the
+        agent and sshd with it. The load generator refuses such a run itself too; this says so at once."""
+        if concurrency < 1:
+            raise InputError(f"-c {concurrency}: a bench needs at least 1 stream", "give -c 1 or more")
+        if prompts is not None and prompts < 1:
+            raise InputError(f"--prompts {prompts}: must be 1 or more")
+        s = self.catalog.shapes.get(shape)
+        if s is None:
+            raise InputError(f"unknown shape {shape!r}; known: {', '.join(sorted(self.catalog.shapes))}")
+        probe = self.store.checks.latest_probe(box)
+        figures = probe.data.get("memory") if probe else None
+        available = figures.get("available_bytes") if isinstance(figures, dict) else None
+        cpus = probe.data.get("cpu_count") if probe else None
+        cores = cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else 1
+        if isinstance(available, int) and not isinstance(available, bool) and available > 0 and probe:
+            budget = loadgen_memory.budget_of(available)
+            source = (f"{loadgen_memory.MEMORY_SHARE:.0%} of box {box}'s MemAvailable of "
+                      f"{loadgen_memory.size(available)} at its latest probe")  # fmt: skip
+        else:
+            budget = loadgen_memory.FALLBACK_BUDGET_BYTES
+            source = (f"no probe of box {box} with memory figures, so the fallback ceiling; "
+                      f"`campaign check {box}` sizes it by the box's memory")  # fmt: skip
+        load = loadgen_memory.Load(concurrency, prompts or PROMPTS_PER_STREAM * concurrency,
+                                   s.prefix_len + s.input_len, s.output_len,
+                                   loadgen_memory.processes_for(concurrency, cores))  # fmt: skip
+        reason = loadgen_memory.refusal(load, budget, source, None if prompts else PROMPTS_PER_STREAM, cores, "-c")
+        if reason:
+            raise InputError(f"bench of shape {s.name} on box {box}: {reason}")
+
     async def start_bench(self, node: BenchNode, shape: str, concurrency: int, prompts: int | None = None,
                           seed: int | None = None, repeat_group: str | None = None) -> str:  # fmt: skip
         """Start one load-generator run on the box against every replica of ``node`` at once, the
         ``concurrency`` streams dealt round-robin to them; returns the run id. Its node row lands through
         the journal. ``seed`` None: a new seed for this run (recorded with the row)."""
+        self.check_bench_size(node.box, shape, concurrency, prompts)
         if concurrency < len(node.replicas):
             raise InputError(f"concurrency {concurrency} is below the {len(node.replicas)} replicas of {node.arm} on "
                              f"{node.box}", f"give every replica a stream: -c {len(node.replicas)} or more")  # fmt: skip
-        if prompts is not None and prompts < 1:
-            raise InputError(f"--prompts {prompts}: must be 1 or more")
         refusal = bench_refusal(self.store, node.box, self.store.clock())
         if refusal:
             raise ServiceError(refusal)
