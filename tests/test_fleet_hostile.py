@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 
 from console.fleet import FleetManager
@@ -168,3 +169,29 @@ async def test_a_detach_while_the_same_state_db_follows_leaves_no_hole(sshd_farm
             assert seqs == list(range(seqs[0], seqs[-1] + 1)), f"attempt {attempt}: a hole below the cursor"
             assert follower_store.ingest.cursor("raced") == seqs[-1]
             assert follower_store.scalar("SELECT count(*) FROM lost_events") == 0
+
+
+async def test_a_follow_that_cannot_reach_its_box_says_so_as_it_happens_and_every_interval(tmp_path: Path) -> None:
+    """No sshd listens on the port: each failed attempt is one line with the retry, and the stall is repeated."""
+    from console.store import Box
+    from tests.support.ports import free_port
+
+    with Store(tmp_path / "state.db") as store:
+        key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+        store.boxes.add(Box(name="gone", ssh_user="nobody", host="127.0.0.1", port=free_port(),
+                            host_key=" ".join(key.split()[:2]), host_key_source="tofu"))  # fmt: skip
+        service = Service(store, settings=FAST)
+        notices: list[str] = []
+        stop = asyncio.Event()
+        follow = asyncio.create_task(service.follow("gone", stop, on_notice=notices.append, stall_notice_s=1.5))
+        try:
+            deadline = time.monotonic() + 60
+            while not any("no progress for" in n for n in notices) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+        finally:
+            stop.set()
+            await follow
+            await service.close()
+    assert any(n.startswith("gone: down: ") and "retry in" in n for n in notices), notices
+    assert any("no progress for" in n and "still retrying" in n for n in notices), notices
+    assert all("\n" not in n for n in notices)

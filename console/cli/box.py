@@ -51,25 +51,23 @@ def _add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _quarantined(n: int) -> str:
-    """How a box's quarantined events are shown beside its status (the rows are in ``quarantine``)."""
-    return f"{n} event{'s' if n != 1 else ''} quarantined" if n else ""
-
-
 def _list(args: argparse.Namespace) -> int:
-    from console.readmodel import box_list, quarantined
+    from console.readmodel import box_list, ingest_health
+    from console.readmodel.records import IngestHealth
 
     with open_store(args) as store:
         boxes = box_list(store)
-        held = quarantined(store)
+        health = ingest_health(store)
     if args.json:
-        print_json([asdict(b) | {"quarantined": held.get(b.name, 0)} for b in boxes])
+        none = IngestHealth()
+        print_json([asdict(b) | {"quarantined": health.get(b.name, none).quarantined, "lost_events":
+                                 health.get(b.name, none).lost, "ingest": health.get(b.name, none).line} for b in boxes])
         return 0
     rows = [
         {
             "name": b.name,
             "target": b.ssh_target,
-            "status": ", ".join(filter(None, (b.status, _quarantined(held.get(b.name, 0))))),
+            "status": ", ".join(filter(None, (b.status, health[b.name].line if b.name in health else ""))),
             "gpus": b.gpu_summary,
             "price/h": f"{b.price_per_hour:.2f}" if b.price_per_hour is not None else None,
             "provider": ":".join(filter(None, (b.provider, b.instance_id))) or None,
@@ -104,7 +102,7 @@ def _connect(args: argparse.Namespace) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            await service.follow(args.name, stop, progress)
+            await service.follow(args.name, stop, progress, on_notice=say)
 
         try:
             if args.follow:
@@ -113,10 +111,10 @@ def _connect(args: argparse.Namespace) -> int:
             connected = run(service, lambda: service.connect(args.name, progress))
         finally:
             progress.done()
-        from console.readmodel import quarantined
+        from console.readmodel import ingest_health
 
-        bad = _quarantined(quarantined(service.store).get(args.name, 0))
-    print(f"{args.name}: {connected}" + (f"; {bad} (see the quarantine table)" if bad else ""))
+        health = ingest_health(service.store).get(args.name)
+    print(f"{args.name}: {connected}" + (f"; {health.line} (see the quarantine and lost_events tables)" if health else ""))
     return 0
 
 

@@ -12,11 +12,6 @@ def box_list(store: Store) -> list[Box]:
     return store.boxes.every()
 
 
-def quarantined(store: Store) -> dict[str, int]:
-    """Journal events kept aside as malformed, per box (only boxes that have any)."""
-    return store.ingest.quarantined()
-
-
 def ingest_health(store: Store) -> dict[str, IngestHealth]:
     """What each box's journal could not give this state.db (quarantined events, lost seqs), per box."""
     return queries.ingest_health(store, store.clock())

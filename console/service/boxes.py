@@ -106,19 +106,60 @@ class BoxIntents(ServiceBase):
             result = await self.fleet.link(name).detach()
         return bool(result.get("detached"))
 
-    async def follow(self, name: str, stop: asyncio.Event,
-                     on_ingest: Callable[[IngestReport], None] | None = None) -> None:  # fmt: skip
+    async def follow(self, name: str, stop: asyncio.Event, on_ingest: Callable[[IngestReport], None] | None = None,
+                     on_notice: Callable[[str], None] | None = None,
+                     stall_notice_s: float | None = None) -> None:  # fmt: skip
         """Keep the box's link up and its journal ingested until ``stop`` (or a problem the operator must fix,
-        which is raised: a changed host key, a journal that disagrees with state.db)."""
+        which is raised: a changed host key, a journal that disagrees with state.db, a detach).
+
+        It never goes quiet: every failure of the link (the box unreachable, the agent refusing, a stream
+        ingest cannot commit, a full disk) reaches ``on_notice`` as one line when it happens, with the retry
+        the link makes; the link coming back says so; and while the link stays down it repeats where it
+        stands every ``stall_notice_s`` (default STALL_NOTICE_S).
+        """
+        every = STALL_NOTICE_S if stall_notice_s is None else stall_notice_s
         link = self.fleet.start(name)
-        link.on_ingest = on_ingest
+        loop = asyncio.get_running_loop()
+        progressed = told = loop.time()
+        failing = False
+
+        def status(state: str, detail: str | None) -> None:
+            nonlocal progressed, failing
+            if state == "up":
+                progressed = loop.time()
+                if failing and on_notice is not None:
+                    on_notice(f"{name}: link back up: {detail}")
+                failing = False
+            elif detail and "; retry in " in detail:  # the link's own line for each failed attempt
+                failing = True
+                if on_notice is not None:
+                    on_notice(f"{name}: {state}: {detail}")
+
+        def ingested(report: IngestReport) -> None:
+            nonlocal progressed
+            progressed = loop.time()
+            if on_ingest is not None:
+                on_ingest(report)
+
+        link.on_ingest = ingested
+        link.on_status = status
         while not stop.is_set() and link.fatal is None:
             try:
                 await asyncio.wait_for(stop.wait(), 1.0)
             except TimeoutError:
                 pass
+            now = loop.time()
+            if on_notice is not None and not link.connected and min(now - progressed, now - told) >= every:
+                box = self.store.boxes.get(name)
+                on_notice(f"{name}: no progress for {int(now - progressed)} s: {box.status} ({box.status_detail}); "
+                          "still retrying, Ctrl-C to stop")  # fmt: skip
+                told = now
         if link.fatal is not None:
             raise link.fatal
+
+
+STALL_NOTICE_S = 60.0
+"""How often a follow whose link stays down says where it stands."""
 
 
 def _check_price(price: float | None) -> None:
