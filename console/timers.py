@@ -32,6 +32,7 @@ from console.errors import InputError, Refused
 from console.store import Store
 from console.store.timers import ACTIVE, Timer
 from console.timeutil import (
+    MAX_DURATION_MS,
     AmbiguousWallTimeError,
     Clock,
     NaiveTimeError,
@@ -50,8 +51,6 @@ from ops.providers import Provider, ProviderError, for_box
 
 MIN_LEAD_MS = 60_000
 """A deadline closer than this leaves no time for the warnings and the pull: refuse it."""
-MAX_LEAD_MS = 31 * 86_400_000
-"""Further than a month is almost surely a typo in the date."""
 PULL_BEFORE_MS = 10 * 60_000
 """Results are pulled at the T-10 warning, so a failed final pull still loses at most ten minutes."""
 BENCH_GATE_MS = 10 * 60_000
@@ -162,7 +161,7 @@ def parse_deadline(at: str | None, within: str | None, *, now_ms: int, box_tz: s
             f"the deadline {fmt_utc(deadline)} is only {fmt_remaining(lead)} away; a hard stop needs at "
             f"least {MIN_LEAD_MS // 1000}s for its warnings and the results pull"
         )
-    if lead > MAX_LEAD_MS:
+    if lead > MAX_DURATION_MS:  # the longest --in too: one limit however the deadline is typed
         raise TimerInputError(
             f"the deadline {fmt_utc(deadline)} is {fmt_remaining(lead)} away, more than 31 days: check the date"
         )

@@ -46,12 +46,13 @@ from console.bounds import (
 )
 from console.cli import build_parser, main
 from console.cli.common import csv_values
+from console.cli.quality import LIMIT
 from console.errors import InputError
 from console.recipes import load_catalog
-from console.service import Service
+from console.service import KldiffOptions, Service
 from console.store import Box, Store
 from console.sweep import SweepOptions
-from console.timeutil import MAX_DURATION_MS, deadline_words, parse_duration, parse_instant_strict
+from console.timeutil import MAX_DURATION_MS, deadline_words, from_ms, parse_duration, parse_instant_strict
 
 COUNTED = ("commands", "launches", "timers", "boxes", "sweeps", "arms")
 """The tables a command that got past its numbers would write first."""
@@ -122,6 +123,10 @@ OPTIONS = [
     Option(("tripwire", "L-1", "--timeout={v}"), "timeout", WAIT_S.parse),
     Option(("export", "economics", "--utilisation={v}"), "utilisation", UTILISATION.parse),
     Option(("report", "--utilisation={v}"), "utilisation", UTILISATION.parse),
+    Option(("quality", "run", "L-1", "--tasks", "gsm8k", "--limit={v}"), "limit", LIMIT.parse),
+    Option(("quality", "run", "L-1", "--tasks", "gsm8k", "--concurrency={v}"), "concurrency", CONCURRENCY.parse),
+    Option(("quality", "compare", "--", "{v}", "1"), "a", ROW_ID.parse),
+    Option(("quality", "compare", "--", "1", "{v}"), "b", ROW_ID.parse),
 ]
 
 
@@ -189,6 +194,7 @@ HUGE = "99999999999999999999"
     ["timer", "show", HUGE], ["timer", "cancel", HUGE, "--yes"], ["sweep", "status", HUGE],
     ["kill", HUGE, "--box", "local", "--yes"], ["bench", HUGE, "-c", "1", "--shape", "router"], ["tripwire", HUGE],
     ["kldiff", HUGE, HUGE + "1"], ["compare", HUGE, HUGE], ["launch", HUGE, "--box", "local"],
+    ["quality", "compare", HUGE, "1"], ["quality", "compare", "1", HUGE],
 ], ids=" ".join)  # fmt: skip
 def test_an_id_past_sqlites_integers_is_refused_in_one_line(db: Path, argv: list[str]) -> None:
     """Row ids are numbers (refused by their bound); launch and run ids are names (looked up and not found)."""
@@ -205,8 +211,6 @@ def test_the_table_names_every_numeric_option_of_every_subcommand() -> None:
 
     unbounded, typed = [], set()
     for name, _ in COMMANDS:
-        if name == "quality":  # console/cli/quality.py still reads its numbers with int(): its owner's change
-            continue
         for action in _actions(build_parser([name])):
             if action.type in (int, float):
                 unbounded.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
@@ -297,9 +301,16 @@ def test_a_duration_past_the_maximum_is_refused_as_a_duration(days: int, hours: 
 
 def test_the_duration_maximum_is_the_timers_lead_maximum() -> None:
     """``--in`` and ``--at`` are held to one limit: a deadline a month away is refused whichever way typed."""
-    from console.timers import MAX_LEAD_MS
+    from console.timers import parse_deadline
 
-    assert MAX_DURATION_MS == MAX_LEAD_MS
+    now = 1_788_658_020_000  # a whole minute, so the deadlines below are typed exactly
+
+    def at(ms: int) -> str:
+        return from_ms(ms).strftime("%Y-%m-%dT%H:%MZ")
+
+    assert parse_deadline(at(now + MAX_DURATION_MS), None, now_ms=now, box_tz=None) == now + MAX_DURATION_MS
+    with pytest.raises(InputError, match="more than 31 days"):
+        parse_deadline(at(now + MAX_DURATION_MS + 60_000), None, now_ms=now, box_tz=None)
 
 
 @pytest.mark.parametrize("at", ["9999-12-31T23:59-14:00", "0001-01-01T00:00+01:00", "1969-12-31T23:59Z",
@@ -381,6 +392,22 @@ def test_the_service_refuses_what_the_cli_refuses_before_storing_anything(servic
         asyncio.run(service.run_sweep(2**70))
     with pytest.raises(InputError, match="--kill-grace"):
         asyncio.run(service.run_sweep(1, SweepOptions(kill_grace_s=math.inf)))
+    assert stored(service.store) == before
+    asyncio.run(service.close())
+
+
+@pytest.mark.parametrize(("options", "timeout_s", "name"), [
+    (KldiffOptions(positions=0), 900.0, "--positions"), (KldiffOptions(positions=2**70), 900.0, "--positions"),
+    (KldiffOptions(top_k=1001), 900.0, "--top-k"), (KldiffOptions(seed=-1), 900.0, "--seed"),
+    (KldiffOptions(seed=2**64), 900.0, "--seed"), (KldiffOptions(), math.nan, "--timeout"),
+    (KldiffOptions(), 0.0, "--timeout"),
+])  # fmt: skip
+def test_the_kldiff_service_refuses_what_the_cli_refuses(service: Service, options: KldiffOptions, timeout_s: float,
+                                                          name: str) -> None:  # fmt: skip
+    """Checked before the launches are even looked up: nothing is stored and nothing reaches a box."""
+    before = stored(service.store)
+    with pytest.raises(InputError, match=name):
+        asyncio.run(service.kldiff("L-1", "L-2", None, options, timeout_s))
     assert stored(service.store) == before
     asyncio.run(service.close())
 

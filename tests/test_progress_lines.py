@@ -149,3 +149,50 @@ def _cursor(db: Path, box: str) -> int:
     with Store(db, read_only=True) as store:
         row = store.rows("SELECT seq FROM ingest_cursor WHERE box = ?", [box])
     return int(row[0]["seq"]) if row else 0
+
+
+WRITERS = """
+from types import SimpleNamespace as N
+from console.cli.launch import Progress
+from console.cli.measure import progress_line, ticker
+from console.cli.sweep import ProgressBar
+from console.cli.timer import _progress
+from console.progress import ProgressLine
+
+with progress_line():
+    tick = ticker("bench")
+    for s in range(3):
+        tick(float(s))
+bar, launch, line = ProgressBar(), Progress(), ProgressLine()
+for n in range(3):
+    bar(N(id=7), [N(state="served")] * n + [N(state="pending")] * (2 - n), f"arm {n}")
+    launch([N(id=f"L-x.{n}", state="starting")])
+    _progress(line, [N(action="destroy", box="alpha", deadline_ms=1_788_658_020_000)], 1_788_658_000_000)
+bar.done()
+launch.done()
+line.end()
+"""
+"""The CLI's other progress writers (bench/tripwire/kldiff's ticker, sweep run, launch, timer watch), each
+stepped three times at once: off a terminal, each is its first step and its last, as plain lines."""
+
+
+def test_the_clis_progress_writers_write_plain_lines_to_a_pipe(tmp_path: Path) -> None:
+    """`campaign demo --force` with stderr on a pipe: its import steps are lines of their own, the last one the
+    whole bar; and so for every other writer the CLI has."""
+    demo = subprocess.run([sys.executable, "-m", "console", "demo", "--force", "--db", str(tmp_path / "state.db")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert demo.returncode == 0, demo.stderr
+    steps = [line for line in _lines(demo.stderr) if re.match(r"^\[[# ]{30}\] \d+/\d+ ", line)]
+    assert len(steps) >= 2 and steps[-1].startswith(f"[{'#' * 30}] 3/3 "), demo.stderr
+    assert "demo campaign imported" in demo.stdout
+    others = subprocess.run([sys.executable, "-c", WRITERS], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert others.returncode == 0, others.stderr
+    lines = _lines(others.stderr)
+    assert [line for line in lines if line.startswith("bench: ")] == ["bench: running     0 s", "bench: running     2 s"]
+    sweep = [line for line in lines if line.startswith("sweep #7 ")]
+    assert len(sweep) == 2 and sweep[-1].startswith("sweep #7 [") and "2/2 arms (2 served)" in sweep[-1]
+    assert sweep[-1].endswith("| arm 2")
+    launch = [line for line in lines if line.endswith(" starting")]
+    assert len(launch) == 2 and launch[-1].endswith("s  2 starting")
+    timer = [line for line in lines if line.startswith("1 live timer(s); next: destroy of alpha at ")]
+    assert len(timer) == 2

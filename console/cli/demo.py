@@ -7,26 +7,33 @@ changes nothing; a database holding measured results is refused unless ``--force
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from console.cli.common import open_store
+from console.progress import ProgressLine, bar
 from console.readmodel import imported_counts
 from ops.demo import build_demo
 
 BAR_WIDTH = 30
 
 
-def _progress(step: str, done: int, total: int) -> None:
-    filled = BAR_WIDTH * done // total
-    end = "\n" if done == total else ""
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} {step:<40}{end}")
-    sys.stderr.flush()
+def _progress(line: ProgressLine) -> Callable[[str, int, int], None]:
+    """The import's steps as one progress line (console/progress.py draws it)."""
+
+    def step(what: str, done: int, total: int) -> None:
+        line.step(f"{bar(done / max(1, total), BAR_WIDTH)} {done}/{total} {what}", now=done == total)
+
+    return step
 
 
 def _run(args: argparse.Namespace) -> int:
+    line = ProgressLine()
     with open_store(args, seed=False) as store:
-        outcome = build_demo(store, force=args.force, progress=_progress)
+        try:
+            outcome = build_demo(store, force=args.force, progress=_progress(line))
+        finally:
+            line.end()
         counts = imported_counts(store)
         path = store.path
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}

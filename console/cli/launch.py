@@ -9,13 +9,13 @@ accepted them), 1 refused (lint error, failed check without --force, the agent s
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
 from console.bounds import GPU_INDEX
 from console.cli.common import csv_values, print_json, print_table, run, say, service_for, wait_s_arg
 from console.errors import InputError
+from console.progress import ProgressLine
 from console.service import DEFAULT_READY_TIMEOUT_S, LaunchOutcome, LaunchPlan
 from console.store.launches import Launch
 
@@ -43,19 +43,16 @@ def _show_plan(plan: LaunchPlan) -> None:
 class Progress:
     """One line on stderr while replicas start: how many serve, how many are still starting."""
 
-    def __init__(self) -> None:
+    def __init__(self, line: ProgressLine | None = None) -> None:
+        self.line = line or ProgressLine()
         self.started = time.monotonic()
 
     def __call__(self, replicas: list[Launch]) -> None:
-        if not sys.stderr.isatty():
-            return
         states = ", ".join(f"{x.id.rsplit('.', 1)[-1]} {x.state}" for x in replicas)
-        sys.stderr.write(f"\r\x1b[2K{time.monotonic() - self.started:5.0f} s  {states}"[:200])
-        sys.stderr.flush()
+        self.line.step(f"{time.monotonic() - self.started:5.0f} s  {states}"[:200])
 
     def done(self) -> None:
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
+        self.line.end()
 
 
 def _record(outcome: LaunchOutcome) -> dict[str, Any]:

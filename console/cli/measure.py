@@ -7,22 +7,28 @@ server); the console asks, then pulls the journal until the result row lands in 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from console.cli.common import run, say, service_for, wait_s_arg
+from console.progress import ProgressLine
 from console.service import Service
 
 T = TypeVar("T")
 
 
-def ticker(label: str) -> Callable[[float], None]:
+_LINE: ContextVar[ProgressLine | None] = ContextVar("progress_line", default=None)
+"""The line of the innermost ``progress_line()``, for the ``ticker``s made inside it."""
+
+
+def ticker(label: str, line: ProgressLine | None = None) -> Callable[[float], None]:
+    """A wait's tick as a step of ``line``: by default the innermost ``progress_line()``'s, else a line of its own."""
+    shown = line or _LINE.get() or ProgressLine()
+
     def tick(elapsed: float) -> None:
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\r{label}: running {elapsed:5.0f} s")
-            sys.stderr.flush()
+        shown.step(f"{label}: running {elapsed:5.0f} s")
 
     return tick
 
@@ -45,13 +51,16 @@ def start_and_wait(args: argparse.Namespace, kind: str, start: Callable[[Service
 
 
 @contextmanager
-def progress_line() -> Iterator[None]:
-    """A ``ticker`` redraws one stderr line in place; end it so the next output starts on its own line."""
+def progress_line() -> Iterator[ProgressLine]:
+    """The progress line the ``ticker``s made inside it write to; ended (its last step shown, the line closed)
+    on the way out, so the next output starts on its own line."""
+    line = ProgressLine()
+    token = _LINE.set(line)
     try:
-        yield
+        yield line
     finally:
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
+        _LINE.reset(token)
+        line.end()
 
 
 def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> None:

@@ -15,10 +15,25 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from console.cli.common import csv_values, open_store, print_json, print_table, run, say, service_for
+from console.bounds import IntBound
+from console.cli.common import (
+    argument,
+    concurrency_arg,
+    csv_values,
+    open_store,
+    print_json,
+    print_table,
+    row_id_arg,
+    run,
+    say,
+    service_for,
+)
 from console.readmodel.quality import compare_runs, noise_floor, published_comparisons, quality_runs
 from console.readmodel.records import QualityComparison, QualityRun
 from console.service import QualityImported
+
+LIMIT = IntBound("an item limit", 1, 1_000_000, "give the items per task of a smoke run, e.g. 20, or none for all")
+"""``quality run --limit``: lm-eval's per-task cap (0 would be no items, not no cap)."""
 
 
 def _pct(value: float | None) -> str:
@@ -164,14 +179,14 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     r = verbs.add_parser("run", help="run lm-evaluation-harness against a serving launch (where installed)")
     r.add_argument("launch", metavar="LAUNCH", help="a serving launch id")
     r.add_argument("--tasks", required=True, metavar="T1,T2", help="lm-eval task names, e.g. gsm8k,ifeval")
-    r.add_argument("--limit", type=int, metavar="N", help="at most N items per task (a smoke run)")
-    r.add_argument("--concurrency", type=int, default=8, metavar="C", help="requests in flight (default 8)")
+    r.add_argument("--limit", type=argument(LIMIT.parse), metavar="N", help="at most N items per task (a smoke run)")
+    r.add_argument("--concurrency", type=concurrency_arg, default=8, metavar="C", help="requests in flight (default 8)")
     r.add_argument("--output", metavar="DIR", help="where lm_eval writes (default: quality/ beside the state.db)")
     r.add_argument("--json", action="store_true", help="print {run_id, state, run} as JSON on stdout")
     r.set_defaults(func=_run)
     c = verbs.add_parser("compare", help="pair two runs on the items both scored, against the noise floor")
-    c.add_argument("a", type=int, metavar="A", help="a quality run id (`campaign quality list`)")
-    c.add_argument("b", type=int, metavar="B", help="another quality run id")
+    c.add_argument("a", type=row_id_arg, metavar="A", help="a quality run id (`campaign quality list`)")
+    c.add_argument("b", type=row_id_arg, metavar="B", help="another quality run id")
     c.add_argument("--json", action="store_true", help="the comparison as JSON on stdout")
     c.set_defaults(func=_compare)
     for name, func, text in (("list", _list, "every quality run and each suite's noise floor"),

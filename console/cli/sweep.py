@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import sys
 import time
 from typing import Any
 
@@ -31,6 +30,7 @@ from console.cli.common import (
     wait_s_arg,
 )
 from console.errors import Interrupted
+from console.progress import ProgressLine, bar
 from console.service import DEFAULT_READY_TIMEOUT_S, Service
 from console.store import Store
 from console.store.sweeps import FINISHED, SweepArm, SweepRow
@@ -40,9 +40,9 @@ from console.sweep import SweepError, SweepOptions, runner_alive
 class ProgressBar:
     """One line on stderr: arms finished of arms known (the walk grows when an engine names candidates)."""
 
-    def __init__(self, width: int = 24, stream: Any = None):
+    def __init__(self, width: int = 24, line: ProgressLine | None = None):
         self.width = width
-        self.stream = stream or sys.stderr
+        self.line = line or ProgressLine()
         self.started = time.monotonic()
 
     def __call__(self, sweep: SweepRow, arms: list[SweepArm], what: str) -> None:
@@ -50,14 +50,11 @@ class ProgressBar:
         frac = done / max(1, len(arms))
         counts = ", ".join(f"{n} {s}" for s in FINISHED if (n := sum(a.state == s for a in arms)))
         elapsed = int(time.monotonic() - self.started)
-        self.stream.write(f"\r\x1b[2Ksweep #{sweep.id} [{'#' * int(frac * self.width):<{self.width}}] "
-                          f"{done}/{len(arms)} arms{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s "
-                          f"| {what}"[:200])  # fmt: skip
-        self.stream.flush()
+        self.line.step(f"sweep #{sweep.id} {bar(frac, self.width)} {done}/{len(arms)} arms"
+                       f"{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s | {what}"[:200])  # fmt: skip
 
     def done(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
+        self.line.end()
 
 
 async def _walk(service: Service, sweep_id: int, options: SweepOptions, bar: ProgressBar) -> SweepRow:

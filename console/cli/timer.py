@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import sys
 from typing import Any
 
 from console.cli.common import (
@@ -24,6 +23,7 @@ from console.cli.common import (
     say,
     service_for,
 )
+from console.progress import ProgressLine
 from console.service import TimerChange
 from console.store.timers import ACTIONS, Timer
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
@@ -137,28 +137,30 @@ def _watch(args: argparse.Namespace) -> int:
             print("no live timers")
             return 0
 
+        line = ProgressLine()
+
         async def watch() -> list[Timer]:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             return await service.watch_timers(stop, notify=lambda t, message: say(message),
-                                              tick=lambda live: _progress(live, service.store.clock()),
+                                              tick=lambda live: _progress(line, live, service.store.clock()),
                                               interval_s=args.interval)  # fmt: skip
 
-        ended = run(service, watch)
-    sys.stderr.write("\n" if sys.stderr.isatty() else "")
+        try:
+            ended = run(service, watch)
+        finally:
+            line.end()
     for t in ended:
         print(f"timer {t.id}: {t.action} of box {t.box} {t.state}")
     return 0
 
 
-def _progress(live: list[Timer], now: int) -> None:
-    if sys.stderr.isatty():
-        first = live[0]
-        sys.stderr.write(f"\r{len(live)} live timer(s); next: {first.action} of {first.box} at "
-                         f"{fmt_utc(first.deadline_ms)}, in {fmt_remaining(first.deadline_ms - now)}   ")
-        sys.stderr.flush()
+def _progress(line: ProgressLine, live: list[Timer], now: int) -> None:
+    first = live[0]
+    line.step(f"{len(live)} live timer(s); next: {first.action} of {first.box} at {fmt_utc(first.deadline_ms)}, "
+              f"in {fmt_remaining(first.deadline_ms - now)}")
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:

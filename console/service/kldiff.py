@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from console.bounds import POSITIONS, SEED, TOP_K, WAIT_S
 from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel import KldiffRun, kldiff_run
@@ -88,6 +89,7 @@ class KldiffIntents(RunIntents):
                      tick: Callable[[float], None] | None = None) -> KldiffOutcome:  # fmt: skip
         """Measure the control pair (when given), then the pair read against it; both rows are stored."""
         options = options or KldiffOptions()
+        _check(options, timeout_s)
         a, b = self._pair(launch_a, launch_b)
         control_row = None
         if control is not None:
@@ -96,3 +98,13 @@ class KldiffIntents(RunIntents):
             control_row = await self._measured(c.box, run, timeout_s, tick)
         run = await self._start(a, b, "pair", options, control_row.run_id if control_row else None)
         return KldiffOutcome(await self._measured(a.box, run, timeout_s, tick), control_row)
+
+
+def _check(options: KldiffOptions, timeout_s: float) -> None:
+    """The numbers the CLI's parsers bound, refused the same way here (the TUI and scripts call the service
+    directly), before a command is stored or sent."""
+    for bound, value, name in ((POSITIONS, options.positions, "--positions"), (TOP_K, options.top_k, "--top-k"),
+                               (SEED, options.seed, "--seed")):  # fmt: skip
+        if value is not None:
+            bound.check(value, name)
+    WAIT_S.check(timeout_s, "--timeout")
