@@ -26,7 +26,7 @@ from console.cli.common import (
     top_k_arg,
     wait_s_arg,
 )
-from console.cli.measure import ticker
+from console.cli.measure import progress_line, ticker
 from console.errors import InputError
 from console.files import MiB, read_regular
 from console.readmodel import KldiffRun
@@ -74,7 +74,7 @@ def show(outcome: KldiffOutcome) -> None:
 def _run(args: argparse.Namespace) -> int:
     options = KldiffOptions(_contexts(args.contexts), args.positions, args.top_k, args.seed)
     control = tuple(args.control) if args.control else None
-    with service_for(args) as service:
+    with service_for(args) as service, progress_line():  # the line is ended, its last step written, on any exit
         outcome = run(service, lambda: service.kldiff(args.launch_a, args.launch_b, control, options, args.timeout,
                                                       ticker("kldiff")))  # fmt: skip
     if args.json:
