@@ -53,6 +53,7 @@ from console.service import KldiffOptions, Service
 from console.store import Box, Store
 from console.sweep import SweepOptions
 from console.timeutil import MAX_DURATION_MS, deadline_words, from_ms, parse_duration, parse_instant_strict
+from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 
 COUNTED = ("commands", "launches", "timers", "boxes", "sweeps", "arms")
 """The tables a command that got past its numbers would write first."""
@@ -325,20 +326,7 @@ def test_an_instant_no_zone_can_show_is_refused_not_a_traceback(db: Path, at: st
 
 
 # -- the service refuses the same values (the TUI and scripts call it without the CLI) ----------------
-RECIPES = """
-[profiles."fake-nvfp4"]
-checkpoint = "fake-moe"
-local = true
-served_model_name = "fake-nvfp4"
-architecture = "llama"
-quantization = "nvfp4"
-quantizer = "modelopt"
-weights_gb = 0.001
-
-[profiles."fake-nvfp4".serving]
-sampling = { temperature = 0.0 }
-source = "test fake"
-
+RECIPES = FAKE_NVFP4_PROFILE + """
 [arms."fake-serve"]
 profile = "fake-nvfp4"
 device = "cpu"

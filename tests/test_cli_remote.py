@@ -17,6 +17,7 @@ from console.recipes import load_catalog
 from console.service import Service, ServiceError
 from console.service.base import reaching
 from console.store import BoxNotReachable, NoSuchBox, Store
+from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 from tests.support.ports import free_ports
 
 REFUSED, NOT_DRIVABLE, UNREACHABLE = 1, 2, 3
@@ -81,20 +82,7 @@ def test_an_imported_box_is_refused_in_one_line(demo_db: tuple[str, str], argv: 
         assert store.boxes.get(box).status == "imported"  # trying did not relabel it
 
 
-KILL_RECIPES = """
-[profiles."fake-nvfp4"]
-checkpoint = "fake-moe"  # the model directory the local box of tests/conftest.py has
-local = true
-served_model_name = "fake-nvfp4"
-architecture = "llama"
-quantization = "nvfp4"
-quantizer = "modelopt"
-weights_gb = 0.001
-
-[profiles."fake-nvfp4".serving]
-sampling = { temperature = 0.0 }
-source = "test fake"
-
+KILL_RECIPES = FAKE_NVFP4_PROFILE + """
 [arms."fake-one"]
 profile = "fake-nvfp4"
 device = "cpu"  # the fake engine on the local box, which has no GPU

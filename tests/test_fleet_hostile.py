@@ -109,6 +109,11 @@ def test_a_box_with_poisoned_rows_keeps_streaming_to_follow(sshd_farm: SshdFarm,
     with Store(db) as store:  # every seq is a journal row or a quarantined one: nothing skipped, nothing doubled
         held = store.scalar("SELECT count(*) FROM journal WHERE box = 'poisoned'")
         assert held + len(reasons) == store.ingest.cursor("poisoned")
+    # Seen where the operator looks: box status, box list and the handover, with the first reason.
+    said = f"{len(reasons)} rows quarantined (first: the box journal row is unreadable: body is not valid UTF-8"
+    for args in (("box", "status", "poisoned"), ("box", "list"), ("report",)):
+        shown = subprocess.run([*cli, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0 and said in shown.stdout, (args, shown.stdout, shown.stderr)
 
 
 async def test_a_hole_the_box_cannot_fill_is_asked_again_then_recorded_as_lost(

@@ -21,25 +21,13 @@ from console.readmodel import bench_rows, compare, control_pairs, repeat_groups,
 from console.recipes import load_catalog
 from console.service import BenchOutcome, Service
 from console.store import Store
+from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)
 
-RECIPES = """
-[profiles."fake-nvfp4"]
-checkpoint = "fake-moe"  # the model directory the local box of tests/conftest.py has
-local = true
-served_model_name = "fake-nvfp4"
-architecture = "llama"
-quantization = "nvfp4"
-quantizer = "modelopt"
-weights_gb = 0.001
-
-[profiles."fake-nvfp4".serving]
-sampling = { temperature = 0.0 }
-source = "test fake"
-
+RECIPES = FAKE_NVFP4_PROFILE + """
 [arms."fake-b12x"]  # asks b12x; the engine says it used Marlin (FAKE_ENGINE_LINEAR_KERNEL)
 profile = "fake-nvfp4"
 device = "cpu"  # the fake engine on the local box, which has no GPU

@@ -78,6 +78,31 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    from console.readmodel import box_status
+    from console.timeutil import fmt_utc
+
+    with open_store(args, seed=False) as store:
+        status = box_status(store, args.name)
+    row = status.fleet
+    if args.json:
+        print_json(asdict(status) | {"ingest_line": row.ingest.line})
+        return 0
+    timer = row.timer
+    lines = [
+        f"{row.name}: {row.status}" + (f" ({row.status_detail})" if row.status_detail else ""),
+        f"  reached as {row.ssh_target or 'no SSH address'}; GPUs {row.gpu_summary or 'unknown'}; time zone {row.tz or '?'}",
+        f"  journal committed to seq {status.committed_seq}"
+        + (f"; last GPU sample {fmt_utc(row.last_sample_ms)}" if row.last_sample_ms else ""),
+        f"  checks: {', '.join(f'{c.name} {c.word}' for c in row.checks) or 'never checked'}",
+        f"  serving: {', '.join(row.serving) or 'nothing'}",
+        f"  timer: {f'{timer.action} at {fmt_utc(timer.deadline_ms)} ({timer.state})' if timer else 'none armed'}",
+        f"  ingest: {row.ingest.line or 'every journal row ingested'}",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
 def _rm(args: argparse.Namespace) -> int:
     with service_for(args) as service:
         box = service.store.boxes.get(args.name)
@@ -184,6 +209,11 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     ls = boxsub.add_parser("list", help="list boxes")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=_list)
+
+    st = boxsub.add_parser("status", help="one box: status, checks, what serves, its timer, rows quarantined or lost")
+    st.add_argument("name")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_status)
 
     rm = boxsub.add_parser("rm", help="remove a box from the store")
     rm.add_argument("name")

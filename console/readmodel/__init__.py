@@ -13,7 +13,7 @@ from console.readmodel.campaign import (
     imports,
 )
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
-from console.readmodel.inventory import box_list, ingest_health
+from console.readmodel.inventory import box_list, box_status, ingest_health
 from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.quality import (
@@ -82,6 +82,7 @@ from console.readmodel.sweeps import moe_evidence
 __all__ = [
     "NOT_RECORDED",
     "box_list",
+    "box_status",
     "ingest_health",
     "RESULT_SORTS",
     "WINDOWS_MS",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from console.readmodel import queries
-from console.readmodel.records import IngestHealth
+from console.readmodel.records import BoxStatus, IngestHealth
 from console.store import Box, Store
 
 
@@ -15,3 +15,12 @@ def box_list(store: Store) -> list[Box]:
 def ingest_health(store: Store) -> dict[str, IngestHealth]:
     """What each box's journal could not give this state.db (quarantined events, lost seqs), per box."""
     return queries.ingest_health(store, store.clock())
+
+
+def box_status(store: Store, name: str) -> BoxStatus:
+    """One box now: status, checks, what serves, its timer, and what its journal could not give (an unknown
+    box is the store's one-line error)."""
+    box = store.boxes.get(name)
+    at = store.clock() if box.destroyed_ms is None else box.destroyed_ms - 1  # a destroyed box: as it was last
+    [row] = queries.fleet(store, at, name)
+    return BoxStatus(row, store.ingest.cursor(name))

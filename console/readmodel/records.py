@@ -83,6 +83,14 @@ class IngestHealth:
 
 
 @dataclass(frozen=True)
+class BoxStatus:
+    """One box as ``campaign box status`` shows it: its fleet row and how far its journal is committed."""
+
+    fleet: FleetRow
+    committed_seq: int
+
+
+@dataclass(frozen=True)
 class FleetRow:
     name: str
     kind: str
