@@ -25,17 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents import proc
+from agents import proc, protocol
 from agents.environ import allowed_env
 from agents.journal import Journal
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (agents/protocol.py names the args).
+_NOT_FLAGS = frozenset({"bench_id", "tripwire_id", "kldiff_id", "launch_id", "argv", "workload", "python"})
+"""Args of a run that are the agent's, not its tool's: every other declared arg is the tool's flag."""
 _FLAGS = {
-    "bench": ("base_url", "model", "tokenizer", "vocab_size", "shape", "input_len", "output_len", "prefix_len",
-              "concurrency", "prompts", "warmup", "seed", "processes", "timeout"),
-    "tripwire": ("base_url", "model", "profile", "max_tokens", "concurrency", "timeout"),
-    "kldiff": ("a", "b", "model", "model_b", "contexts", "positions", "top_k", "seed", "timeout"),
+    op: tuple(k for k in protocol.OPS[op].args.__annotations__ if k not in _NOT_FLAGS)
+    for op in ("bench", "tripwire", "kldiff")
 }
+"""The tool flags each run op passes on, from the wire contract (agents/protocol.py) rather than a copy."""
 _REPEATED = frozenset({"base_url"})
 """Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
 _ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}

@@ -498,6 +498,8 @@ class BenchArgs(_BenchKey, total=False):
     seed: int | None
     processes: int | None
     timeout: float | None
+    mem_budget_bytes: int | None
+    """The load generator's memory budget (default: a share of the box's MemAvailable, agents/loadgen/memory.py)."""
 
 
 class _TripwireKey(TypedDict):
