@@ -7,11 +7,13 @@ confirmed only by the provider's own listing, and the API key never shows in a m
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from console.backoff import Backoff
 from ops.providers import ProviderError
 from ops.providers.manual import ManualProvider
 from ops.providers.vast import VastProvider, load_api_key
@@ -49,11 +51,14 @@ def test_destroy_retries_429_and_5xx_then_confirms_gone(fake: tuple[FakeVast, st
 
 
 def test_backoff_grows_without_retry_after(fake: tuple[FakeVast, str]) -> None:
+    """Without Retry-After, retry n waits console/backoff.py's full-jitter draw under min(max, 0.5 * 2**n)."""
     f, url = fake
     f.fail("DELETE", [500, 503, 429])
     sleeps: list[float] = []
-    client(url, sleeps).destroy(IID)
-    assert sleeps[:3] == [0.5, 1.0, 2.0]
+    VastProvider(KEY, url, sleep=sleeps.append, backoff_s=0.5, poll_s=0.01, rng=random.Random(5)).destroy(IID)
+    same = Backoff(0.5, 30.0, random.Random(5))
+    assert sleeps[:3] == [same.delay(0), same.delay(1), same.delay(2)]
+    assert all(0.0 <= d <= top for d, top in zip(sleeps[:3], [0.5, 1.0, 2.0], strict=True))
 
 
 def test_gives_up_after_its_tries_with_a_clear_error(fake: tuple[FakeVast, str]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import asyncssh
 
 from agents.protocol import ProtocolError, args_problem
+from console.backoff import Backoff
 from console.errors import ConsoleError, InputError, Refused, Unreachable
 from console.fleet.hostkeys import (
     DEFAULT_KNOWN_HOSTS,
@@ -61,6 +62,9 @@ class JournalMismatch(Unreachable):
 
 CHANNEL_RETRIES = 4
 """Channel opens refused in a row before a command treats its link as lost (and reconnects)."""
+CHANNEL_BACKOFF_BASE_S = 0.4
+CHANNEL_BACKOFF_CAP_S = 1.6
+"""The waits between those opens (console.backoff, full jitter): at most 0.4, 0.8 and 1.6 s."""
 
 
 class Detached(Refused):
@@ -78,22 +82,6 @@ class LinkSettings:
     batch_bytes: int = 1024 * 1024
     """A batch is bounded by bytes too: an hour of 8-GPU samples is ~1.5 kB an event."""
     agent_timeout_s: float = 30.0
-
-
-class Backoff:
-    """Exponential backoff with full jitter: delay ~ U(base/2, min(cap, base * 2**attempt))."""
-
-    def __init__(self, base: float, cap: float, rng: random.Random):
-        self.base, self.cap, self.rng = base, cap, rng
-        self.attempt = 0
-
-    def next(self) -> float:
-        top = min(self.cap, self.base * 2**self.attempt)
-        self.attempt += 1
-        return self.rng.uniform(min(self.base / 2, top), top)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class BoxLink:
@@ -394,6 +382,7 @@ class BoxLink:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         refused = 0  # channel opens the box refused in a row, on a connection that is otherwise up
+        retry = Backoff(CHANNEL_BACKOFF_BASE_S, CHANNEL_BACKOFF_CAP_S, self._rng)
         try:
             while True:
                 try:
@@ -419,9 +408,10 @@ class BoxLink:
                     if loop.time() >= deadline:
                         raise self._undelivered(command_id, op) from exc
                     if refused < CHANNEL_RETRIES:
-                        await asyncio.sleep(min(deadline - loop.time(), 0.2 * 2**refused))
+                        await asyncio.sleep(min(deadline - loop.time(), retry.next()))
                         continue
                     refused = 0
+                    retry.reset()
                     if self._transport is transport:
                         self._lost(exc)
                     continue

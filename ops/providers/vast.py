@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import random
 import time
 import urllib.error
 import urllib.parse
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from console.backoff import Backoff
 from ops.providers import ProviderError, ProviderResult
 
 DEFAULT_URL = "https://console.vast.ai"
@@ -79,12 +81,14 @@ class VastProvider:
         poll_s: float = 5.0,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ):
         self.base_url = _key_safe_url(base_url or os.environ.get("VAST_URL") or DEFAULT_URL)
         self.__key = api_key or load_api_key()
         self.tries = tries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self._backoff = Backoff(backoff_s, max_backoff_s, rng)  # retry n waits U(0, min(max, base * 2**n))
         self.timeout_s = timeout_s
         self.confirm_timeout_s = confirm_timeout_s
         self.poll_s = poll_s
@@ -99,7 +103,7 @@ class VastProvider:
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after and retry_after.strip().isdigit():
             return min(float(retry_after), self.max_backoff_s)
-        return float(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
+        return self._backoff.delay(attempt - 1)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode()
