@@ -1,10 +1,13 @@
 """Reading the GPUs: NVML when the box has ``nvidia-ml-py``, else ``nvidia-smi``, else nothing.
 
-Why two paths: NVML reads a sample in microseconds, but many images lack the bindings; one
+Why two paths: NVML reads a sample in well under a millisecond (an H200's whole sample: median 356 us,
+tests/test_gpu_tier.py), but many images lack the bindings; one
 ``nvidia-smi`` call costs ~30 ms, so the fallback keeps ONE long-running ``nvidia-smi -lms 1000``
 process instead of a subprocess per sample (docs/facts.md, GPUs). Real output has placeholders (``[N/A]``,
 ``[Not Supported]``) and drivers drop fields (an unknown field fails the whole query), so every value
-may be None and an unknown field is dropped with a warning rather than killing the sampler.
+may be None and an unknown field is dropped with a warning rather than killing the sampler. On the NVML path
+a value NVML says does not exist here reads None in silence; any other failed call reads None too but is
+journaled, naming the call (``NV_ABSENT``, ``NvFaults``): a broken binding must not pass for an idle GPU.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import io
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -123,11 +127,95 @@ def load_nvml(warn: Warn | None = None) -> Any | None:
     return pynvml
 
 
-def nv(fn: Callable[..., Any], *args: Any) -> Any:
-    """One NVML call; NotSupported and friends become None (nvitop's approach)."""
+NV_ABSENT: dict[int, str] = {
+    3: "NVML_ERROR_NOT_SUPPORTED",
+    6: "NVML_ERROR_NOT_FOUND",
+    13: "NVML_ERROR_FUNCTION_NOT_FOUND",
+    25: "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+}
+"""The NVML return codes (nvml.h, a stable ABI; pynvml raises each as ``NVMLError_<Name>``) that mean
+"this value does not exist here", read as None without a word, as nvidia-smi prints ``[N/A]``.
+
+- NOT_SUPPORTED: the card or its mode lacks the counter (power limits on some vGPUs, clocks on MIG slices).
+- FUNCTION_NOT_FOUND: the box's driver predates the call the binding asks for (a newer nvidia-ml-py on an
+  older libnvidia-ml); ARGUMENT_VERSION_MISMATCH: the driver knows the call but not the struct version
+  (``nvmlMemory_v2`` on an old driver). Both are "this driver has no such reading": the caller falls back.
+- NOT_FOUND: the thing asked about is gone, e.g. a process that exited between the process list and
+  ``nvmlSystemGetProcessName``: a race the next sample no longer sees.
+
+Every other failure is a fault, reported (``NvFaults``) and then read as None. NO_PERMISSION is one on
+purpose: the agent reads nothing that needs privileges (power, limits, clocks, memory, processes are
+readable by any user on every driver we met), so a refusal means the box's container or driver setup hides
+a value the console judges (a capped power limit, memory still held), and the operator must be told why
+it reads unknown. So are UNINITIALIZED, GPU_IS_LOST, UNKNOWN and anything that is no NVML error at all
+(a ctypes fault, a RuntimeError of a broken or mismatched binding): left silent, those read as an idle GPU.
+"""
+
+NV_WARN_EVERY_S = 600.0
+"""A call that keeps failing is reported again at most this often (with how many failures were not)."""
+
+
+def nv_code(exc: BaseException) -> int | None:
+    """The NVML return code of a pynvml ``NVMLError`` (any subclass), else None."""
+    if not any(c.__name__ == "NVMLError" for c in type(exc).__mro__):
+        return None
+    code = getattr(exc, "value", None)
+    return code if isinstance(code, int) else None
+
+
+def nv_absent(exc: BaseException) -> bool:
+    """True for NVML's "no such value here" family (``NV_ABSENT``), which reads as None in silence."""
+    return nv_code(exc) in NV_ABSENT
+
+
+class NvFaults:
+    """Reports NVML calls that failed for a reason other than ``NV_ABSENT``: the first failure of each call
+    name at once (``warn("nvml:<call>", ...)``), then at most one report per ``every_s`` for that name, with
+    the count of the failures in between. A sampler at 1 Hz over 8 GPUs must not journal 8 warnings a second.
+    Thread-safe: the daemon's tick reads samples while its HTTP pool lists the GPUs' processes."""
+
+    def __init__(self, warn: Warn, every_s: float = NV_WARN_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.warn = warn
+        self.every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reported: dict[str, float] = {}
+        self._unreported: dict[str, int] = {}
+
+    def report(self, name: str, exc: Exception) -> None:
+        now = self._clock()
+        with self._lock:
+            last = self._reported.get(name)
+            if last is not None and now - last < self.every_s:
+                self._unreported[name] = self._unreported.get(name, 0) + 1
+                return
+            self._reported[name] = now
+            more = self._unreported.pop(name, 0)
+        code = nv_code(exc)
+        what = f"NVML error {code} ({type(exc).__name__}: {exc})" if code is not None \
+            else f"{type(exc).__name__}: {exc}"
+        since = f"; {more} more failure(s) of it since the last report" if more else ""
+        self.warn(f"nvml:{name}", f"{name} failed: {what}; its value reads as None (not as idle){since}. "
+                                  f"Reported again at most every {self.every_s:.0f} s while it keeps failing")
+
+
+def _stderr_warn(where: str, message: str) -> None:
+    print(f"warning {where}: {message}", file=sys.stderr, flush=True)
+
+
+_UNROUTED = NvFaults(_stderr_warn)
+"""For callers that pass no NvFaults of their own: the faults still go somewhere (the agent's log)."""
+
+
+def nv(fn: Callable[..., Any], *args: Any, faults: NvFaults | None = None) -> Any:
+    """One NVML call: its value; None when NVML says the value does not exist here (``NV_ABSENT``); None
+    and a rate-limited report to ``faults`` (default: stderr) for any other failure, naming the call."""
     try:
         return fn(*args)
-    except Exception:
+    except Exception as exc:
+        if not nv_absent(exc):
+            (faults or _UNROUTED).report(getattr(fn, "__name__", None) or repr(fn), exc)
         return None
 
 
@@ -145,39 +233,54 @@ def nvml_text(v: Any) -> str | None:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def nvml_gpu(nvml: Any, index: int, full: bool = False) -> dict[str, Any]:
-    """One GPU's sample (or, with ``full``, probe) fields from NVML, in W / MHz / MiB / C / %."""
-    h = nvml.nvmlDeviceGetHandleByIndex(index)
-    util = nv(nvml.nvmlDeviceGetUtilizationRates, h)
+PROBE_ONLY = ("name", "uuid", "pci_bus_id", "compute_cap", "default_limit_w", "min_limit_w", "max_sm_clock_mhz")
+"""The keys ``nvml_gpu(full=True)`` adds to a sample's."""
+
+
+def nvml_gpu(nvml: Any, index: int, full: bool = False, faults: NvFaults | None = None) -> dict[str, Any]:
+    """One GPU's sample (or, with ``full``, probe) fields from NVML, in W / MHz / MiB / C / %.
+
+    A failing call reads as None (``nv``); a GPU whose handle cannot be had reads as None throughout."""
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        return nv(fn, *args, faults=faults)
+
+    h = call(nvml.nvmlDeviceGetHandleByIndex, index)
+    if h is None:
+        unknown: dict[str, Any] = {"gpu": index, **dict.fromkeys(SAMPLE_FIELDS)}
+        if full:
+            unknown = {"index": unknown.pop("gpu"), **unknown, **dict.fromkeys(PROBE_ONLY)}
+        return unknown
+    util = call(nvml.nvmlDeviceGetUtilizationRates, h)
     # v2 reports "used" without the driver's reserved memory, as nvidia-smi does (v1 shows ~615 MiB on an
     # idle H200, which would read as a leftover process).
-    mem = nv(nvml.nvmlDeviceGetMemoryInfo, h, getattr(nvml, "nvmlMemory_v2", None)) \
+    mem = call(nvml.nvmlDeviceGetMemoryInfo, h, getattr(nvml, "nvmlMemory_v2", None)) \
         if hasattr(nvml, "nvmlMemory_v2") else None
-    mem = mem or nv(nvml.nvmlDeviceGetMemoryInfo, h)
-    constraints = nv(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
+    mem = mem or call(nvml.nvmlDeviceGetMemoryInfo, h)
+    constraints = call(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
     out: dict[str, Any] = {
         "gpu": index,
-        "power_w": _mw(nv(nvml.nvmlDeviceGetPowerUsage, h)),
-        "power_limit_w": _mw(nv(nvml.nvmlDeviceGetPowerManagementLimit, h)),
-        "enforced_limit_w": _mw(nv(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
+        "power_w": _mw(call(nvml.nvmlDeviceGetPowerUsage, h)),
+        "power_limit_w": _mw(call(nvml.nvmlDeviceGetPowerManagementLimit, h)),
+        "enforced_limit_w": _mw(call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
         "max_limit_w": _mw(constraints[1]),
-        "sm_clock_mhz": _float(nv(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
+        "sm_clock_mhz": _float(call(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
         "util_pct": _float(getattr(util, "gpu", None)),
         "mem_used_mib": _mib(getattr(mem, "used", None)),
         "mem_total_mib": _mib(getattr(mem, "total", None)),
-        "temp_c": _float(nv(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)),
+        "temp_c": _float(call(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)),
     }
     if full:
-        cc = nv(nvml.nvmlDeviceGetCudaComputeCapability, h)
+        cc = call(nvml.nvmlDeviceGetCudaComputeCapability, h)
         out.update(
             index=out.pop("gpu"),
-            name=nvml_text(nv(nvml.nvmlDeviceGetName, h)),
-            uuid=nvml_text(nv(nvml.nvmlDeviceGetUUID, h)),
-            pci_bus_id=nvml_text(getattr(nv(nvml.nvmlDeviceGetPciInfo, h), "busId", None)),
+            name=nvml_text(call(nvml.nvmlDeviceGetName, h)),
+            uuid=nvml_text(call(nvml.nvmlDeviceGetUUID, h)),
+            pci_bus_id=nvml_text(getattr(call(nvml.nvmlDeviceGetPciInfo, h), "busId", None)),
             compute_cap=f"{cc[0]}.{cc[1]}" if cc else None,
-            default_limit_w=_mw(nv(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+            default_limit_w=_mw(call(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
             min_limit_w=_mw(constraints[0]),
-            max_sm_clock_mhz=_float(nv(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
+            max_sm_clock_mhz=_float(call(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
         )
     return out
 
@@ -186,13 +289,15 @@ def _float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def nvml_processes(nvml: Any) -> list[dict[str, Any]]:
+def nvml_processes(nvml: Any, faults: NvFaults | None = None) -> list[dict[str, Any]]:
     out = []
-    for index in range(nvml.nvmlDeviceGetCount()):
-        h = nvml.nvmlDeviceGetHandleByIndex(index)
-        for p in nv(nvml.nvmlDeviceGetComputeRunningProcesses, h) or []:
+    for index in range(int(nv(nvml.nvmlDeviceGetCount, faults=faults) or 0)):
+        h = nv(nvml.nvmlDeviceGetHandleByIndex, index, faults=faults)
+        if h is None:
+            continue
+        for p in nv(nvml.nvmlDeviceGetComputeRunningProcesses, h, faults=faults) or []:
             used = getattr(p, "usedGpuMemory", None)
-            name = nvml_text(nv(nvml.nvmlSystemGetProcessName, p.pid)) or ""
+            name = nvml_text(nv(nvml.nvmlSystemGetProcessName, p.pid, faults=faults)) or ""
             out.append({"gpu": index, "pid": int(p.pid), "name": name, "used_mib": _mib(used)})
     return out
 
@@ -314,6 +419,8 @@ class GpuSampler:
         if source not in SOURCES:
             raise ValueError(f"GPU source {source!r}: expected one of {', '.join(SOURCES)}")
         self.warn = warn
+        self.faults = NvFaults(warn)
+        """Every NVML call's failure, reported once per call name per NV_WARN_EVERY_S (not every tick)."""
         self.nvml = load_nvml(warn) if source in ("auto", "nvml") else None
         self.loop: SmiLoop | None = None
         self.source: str | None = None
@@ -330,7 +437,7 @@ class GpuSampler:
                         "nvidia-smi not on PATH): no GPU samples will be recorded")
             return
         if source == "auto":
-            warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for 14 us samples); "
+            warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for sub-millisecond samples); "
                          "sampling with one long-running nvidia-smi -lms process")
         self.source = "nvidia-smi"
         self.loop = SmiLoop(warn, smi)
@@ -338,7 +445,7 @@ class GpuSampler:
 
     def read(self) -> list[dict[str, Any]]:
         if self.nvml is not None:
-            return [nvml_gpu(self.nvml, i) for i in range(self.count)]
+            return [nvml_gpu(self.nvml, i, faults=self.faults) for i in range(self.count)]
         if self.loop is not None:
             return self.loop.read()
         return []
@@ -346,7 +453,7 @@ class GpuSampler:
     def processes(self) -> list[dict[str, Any]]:
         """Compute processes on the GPUs now (for the kill's memory-release check)."""
         if self.nvml is not None:
-            return nvml_processes(self.nvml)
+            return nvml_processes(self.nvml, self.faults)
         if self.loop is not None:
             return smi_processes(self.warn, smi=self.loop.smi)
         return []
@@ -360,7 +467,8 @@ def sample_once(warn: Warn, source: str = "auto") -> tuple[str | None, list[dict
     """(source, one gpu_sample row per GPU) without a daemon: for checking a real box by hand."""
     nvml = load_nvml(warn) if source in ("auto", "nvml") else None
     if nvml is not None:
-        return "nvml", [nvml_gpu(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
+        faults = NvFaults(warn)
+        return "nvml", [nvml_gpu(nvml, i, faults=faults) for i in range(nvml.nvmlDeviceGetCount())]
     if smi_path() is None or source not in ("auto", "nvidia-smi"):
         warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH)")
         return None, []

@@ -351,3 +351,70 @@ def test_a_failing_tick_step_is_journaled_and_the_watchdog_still_ticks(tmp_path:
         assert "No space left on device" in warnings[0]["message"]
     finally:
         agent.close()
+
+
+# -- NVML faults: "not supported" reads as None in silence; a broken binding is journaled, once per call ----
+
+
+def test_a_broken_nvml_binding_is_journaled_once_naming_the_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents.daemon import Agent
+    from tests.support import fake_pynvml
+
+    broken = fake_pynvml.binding(gpus=2, failing={
+        "nvmlDeviceGetPowerUsage": RuntimeError("ctypes.ArgumentError: argument 1: wrong type"),
+        "nvmlDeviceGetTemperature": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"]),
+        "nvmlDeviceGetPowerManagementLimit": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NO_PERMISSION"]),
+        "nvmlDeviceGetClockInfo": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NOT_SUPPORTED"]),
+        "nvmlDeviceGetEnforcedPowerLimit": fake_pynvml.ERROR_CLASSES["NVML_ERROR_FUNCTION_NOT_FOUND"](),
+    })
+    monkeypatch.setitem(sys.modules, "pynvml", broken)  # where load_nvml finds the binding: `import pynvml`
+    agent = Agent(tmp_path, disk_floor_bytes=0, gpu_source="nvml")
+    agent.gpu = gpu.GpuSampler(agent.warn, "nvml")
+    try:
+        assert agent.gpu.source == "nvml"
+        for _ in range(5):
+            agent.tick()
+        events = agent.journal.events_after(0, 1000)
+    finally:
+        agent.close()
+    assert broken.calls["nvmlDeviceGetPowerUsage"] == 10  # 5 ticks x 2 GPUs: each failed, each was counted
+    warnings = {e["where"]: e["message"] for e in events if e["kind"] == "warning"}
+    assert sorted(warnings) == ["nvml:nvmlDeviceGetPowerManagementLimit", "nvml:nvmlDeviceGetPowerUsage",
+                                "nvml:nvmlDeviceGetTemperature"]  # once each, not 10 times; NotSupported: none
+    assert len([e for e in events if e["kind"] == "warning"]) == 3
+    assert "nvmlDeviceGetPowerUsage failed: RuntimeError: ctypes.ArgumentError" in warnings["nvml:nvmlDeviceGetPowerUsage"]
+    assert "NVML error 15" in warnings["nvml:nvmlDeviceGetTemperature"]
+    assert "NVML error 4" in warnings["nvml:nvmlDeviceGetPowerManagementLimit"]
+    samples = [e for e in events if e["kind"] == "gpu_sample"]
+    assert len(samples) == 5
+    row = samples[-1]["gpus"][1]
+    assert (row["power_w"], row["power_limit_w"], row["temp_c"], row["sm_clock_mhz"], row["enforced_limit_w"]) == \
+        (None, None, None, None, None)  # unknown, never a number that reads as an idle GPU
+    assert (row["max_limit_w"], row["mem_total_mib"]) == (700.0, 143771.0)  # the calls that work still read
+
+
+def test_an_nvml_fault_is_reported_again_only_after_the_interval() -> None:
+    now = [0.0]
+    said: list[tuple[str, str]] = []
+    faults = gpu.NvFaults(lambda where, message: said.append((where, message)), every_s=600.0, clock=lambda: now[0])
+    broken = RuntimeError("boom")
+
+    def failing() -> int:
+        raise broken
+
+    for t in (0.0, 1.0, 2.0, 599.0, 600.0, 601.0):
+        now[0] = t
+        assert gpu.nv(failing, faults=faults) is None
+    assert [w for w, _ in said] == ["nvml:failing", "nvml:failing"]
+    assert "3 more failure(s)" in said[1][1] and "more failure" not in said[0][1]
+
+
+def test_an_nvml_handle_that_cannot_be_had_reads_as_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support import fake_pynvml
+
+    lost = fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"])
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.binding(failing={"nvmlDeviceGetHandleByIndex": lost}))
+    said: list[str] = []
+    sampler = gpu.GpuSampler(lambda where, message: said.append(where), "nvml")
+    assert sampler.read() == [{"gpu": 0, **dict.fromkeys(gpu.SAMPLE_FIELDS)}]
+    assert sampler.processes() == [] and said == ["nvml:nvmlDeviceGetHandleByIndex"]
