@@ -226,10 +226,11 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
     source = None
     if nvml is not None:
         source = "nvml"
-        gpus = [G.nvml_gpu(nvml, i, full=True) for i in range(nvml.nvmlDeviceGetCount())]
-        driver = G.nvml_text(G.nv(nvml.nvmlSystemGetDriverVersion))
-        cuda_driver = cuda_version_text(G.nv(nvml.nvmlSystemGetCudaDriverVersion))
-        processes = G.nvml_processes(nvml)
+        faults = G.NvFaults(warn)  # an NVML call that fails for another reason than "not here" is a probe warning
+        gpus = [G.nvml_gpu(nvml, i, full=True, faults=faults) for i in range(nvml.nvmlDeviceGetCount())]
+        driver = G.nvml_text(G.nv(nvml.nvmlSystemGetDriverVersion, faults=faults))
+        cuda_driver = cuda_version_text(G.nv(nvml.nvmlSystemGetCudaDriverVersion, faults=faults))
+        processes = G.nvml_processes(nvml, faults=faults)
     elif G.smi_path() is not None and gpu_source in ("auto", "nvidia-smi"):
         source = "nvidia-smi"
         if gpu_source == "auto":
