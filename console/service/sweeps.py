@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from console.bounds import CONCURRENCY, GRACE_S, PORT, PROMPTS, ROW_ID, WAIT_S
 from console.service.base import reaching
-from console.service.checks import CheckIntents
-from console.service.runs import RunIntents
 from console.store.sweeps import SweepRow
-from console.sweep.queue import SweepQueue
+from console.sweep.queue import QueueIntents, SweepQueue
 from console.sweep.runner import Progress, SweepRunner, open_sweep
 from console.sweep.walk import SweepOptions
 
 
-class SweepIntents(RunIntents, CheckIntents):
+class SweepIntents(QueueIntents):
     """Sweeps launch, measure and kill (runs), and read the GPUs afresh around each side-by-side launch (checks)."""
 
     def open_sweep(self, list_name: str, boxes: str | list[str], shapes: list[str] | None = None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from console.errors import ConsoleError, InputError
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.connection import Connection
 
 LOCAL_BOX = "local"
 
@@ -107,7 +107,7 @@ class BoxNotReachable(NoSuchBox):
 
 
 class Boxes:
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     def add(self, box: Box) -> Box:

@@ -9,14 +9,30 @@ written in one transaction: a half-written run could hide a failure.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
-    from console.checks import Verdict
-    from console.store.core import Store
+    from console.store.connection import Connection
+
+
+class CheckVerdict(Protocol):
+    """A check's verdict as the store writes it (``console.checks.Verdict`` is one): the store knows no check."""
+
+    @property
+    def check(self) -> str: ...
+
+    @property
+    def verdict(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def numbers(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,7 @@ def _stored(rows: list[dict[str, Any]]) -> StoredProbe | None:
 
 
 class Checks:
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     # -- writers ---------------------------------------------------------------------------------
@@ -105,7 +121,7 @@ class Checks:
             )
         return probe_id
 
-    def add_verdicts(self, box: str, probe_id: int | None, verdicts: list[Verdict], t_ms: int) -> None:
+    def add_verdicts(self, box: str, probe_id: int | None, verdicts: Sequence[CheckVerdict], t_ms: int) -> None:
         """Store one check run. Re-running the same probe at the same instant replaces that run."""
         if not verdicts:
             raise ValueError(f"no verdicts for box {box!r}: a check run that checked nothing is not stored")

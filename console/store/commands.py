@@ -15,7 +15,7 @@ from console.errors import InputError
 from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.connection import Connection
 
 COMMAND_STATES = ("pending", "sent", "acked", "failed")
 
@@ -60,7 +60,7 @@ class Command:
 class Commands:
     """``store.commands``."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     def add(self, command_id: str, box: str, op: str, args: dict[str, Any]) -> Command:

@@ -13,13 +13,10 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agents import loglines
-from console.store.launches import ArmRecord
-
-if TYPE_CHECKING:
-    from console.store.core import Store
+from console.store.launches import ArmRecord, Launches
 
 KERNEL_SEPARATOR = " | "
 _ENGINE_PREFIX_CACHING = re.compile(r"enable_prefix_caching=(True|False)\b")
@@ -80,13 +77,20 @@ class Conditions:
     """The fewest streams any replica admits at once for this request size."""
 
 
-def selected_kernel_lines(store: Store, launch_id: str) -> list[str]:
+class HasLaunches(Protocol):
+    """What the conditions read of the store: its launches (the Store, or a repository's view of it)."""
+
+    @property
+    def launches(self) -> Launches: ...
+
+
+def selected_kernel_lines(store: HasLaunches, launch_id: str) -> list[str]:
     """The kernel-selection lines ``launch_id``'s engine printed, in order (log noise never counts)."""
     return [line for category, line in store.launches.kernel_lines(launch_id)
             if category != "config" and loglines.parse_kernel_line(line)]  # fmt: skip
 
 
-def conditions(store: Store, launch_ids: Sequence[str], request_tokens: int) -> Conditions:
+def conditions(store: HasLaunches, launch_ids: Sequence[str], request_tokens: int) -> Conditions:
     """The conditions of a run over ``launch_ids`` (every replica it measured) with requests of this size."""
     first_kernels: list[str] = []
     records: list[loglines.KernelRecord] = []

@@ -26,16 +26,22 @@ import logging
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents.protocol import GPU_COLUMNS, SERVER_COLUMNS, event_problem
 from console.errors import Refused
+from console.store.connection import Connection
 from console.store.errors import disk_full, full_disk_guard
 from console.store.jsonutil import dumps
 from console.store.launches import LAUNCH_STATES
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.checks import Checks
+    from console.store.commands import Commands
+    from console.store.kldiff import Kldiff
+    from console.store.launches import Launches
+    from console.store.results import Results
+    from console.store.timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +158,32 @@ class _Rows:
         self.server.clear()
 
 
+class IngestConnection(Connection, Protocol):
+    """What ``Ingest`` needs of the store: its connection, and the repositories a batch's events land in."""
+
+    @property
+    def checks(self) -> Checks: ...
+
+    @property
+    def commands(self) -> Commands: ...
+
+    @property
+    def kldiff(self) -> Kldiff: ...
+
+    @property
+    def launches(self) -> Launches: ...
+
+    @property
+    def results(self) -> Results: ...
+
+    @property
+    def timers(self) -> Timers: ...
+
+
 class Ingest:
     """``store.ingest``: the journal cursor per box, and the one transaction that commits a batch."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: IngestConnection):
         self.store = store
 
     def cursor(self, box: str) -> int:

@@ -11,14 +11,12 @@ the service writes them here with ``set_verdict`` once it has the row.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from console.errors import InputError
-from console.store.conditions import join_kernel_lines, selected_kernel_lines
+from console.store.conditions import HasLaunches, join_kernel_lines, selected_kernel_lines
+from console.store.connection import Connection
 from console.store.jsonutil import dumps
-
-if TYPE_CHECKING:
-    from console.store.core import Store
 
 IDENTITY = ("run_id", "role", "box", "model", "launch_a", "launch_b", "arm_a", "arm_b", "kernel_a", "kernel_b",
             "t_ms", "note", "source", "provenance", "import_id")  # fmt: skip
@@ -34,10 +32,14 @@ class KldiffError(InputError, ValueError):
     """A divergence row that cannot be stored as given; the message names the field and the fix."""
 
 
+class KldiffConnection(Connection, HasLaunches, Protocol):
+    """What ``Kldiff`` needs of the store: its connection, and the launches whose kernel lines a row names."""
+
+
 class Kldiff:
     """``store.kldiff``: the writer of ``kldiff_runs``."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: KldiffConnection):
         self.store = store
 
     def add_run(self, row: dict[str, Any]) -> int:

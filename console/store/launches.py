@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from console.store.jsonutil import dumps, json_list, json_tuple_or_none
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.connection import Connection
 
 LAUNCH_STATES = ("requested", "starting", "serving", "failed", "stopping", "stopped")
 ENDED = ("failed", "stopped")
@@ -109,7 +109,7 @@ class ArmRecord:
 class Launches:
     """``store.launches``: arms as resolved, their launches, and the few facts ingest adds to them."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     # -- arms ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _mean(values: Sequence[float]) -> float | None:
 class Quality:
     """``store.quality``: quality runs, their items and published pairs."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     def find(self, digest: str, launch_id: str, metric: str) -> int | None:

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.errors import InputError
 from console.store.boxes import Box
-from console.store.conditions import conditions, streams_per_replica
+from console.store.conditions import HasLaunches, conditions, streams_per_replica
+from console.store.connection import Connection
 from console.store.jsonutil import dumps
 from console.store.launches import argv_flag
 from console.store.quality import PublishedPair, PublishedRun
 from console.store.served import COMPLETIONS, NOT_APPLICABLE, sampling_sent, thinking
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.boxes import Boxes
+    from console.store.kldiff import Kldiff
+    from console.store.quality import Quality
 
 SERVED_COLUMNS = ("reasoning_parser", "thinking", "sampling")
 """What a bench or tripwire row was served with (console/store/served.py)."""
@@ -146,8 +149,22 @@ def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+class ResultsConnection(Connection, HasLaunches, Protocol):
+    """What ``Results`` needs of the store: its connection, the launches a row's conditions come from, and the
+    repositories an import fills beside the results."""
+
+    @property
+    def boxes(self) -> Boxes: ...
+
+    @property
+    def kldiff(self) -> Kldiff: ...
+
+    @property
+    def quality(self) -> Quality: ...
+
+
 class Results:
-    def __init__(self, store: Store):
+    def __init__(self, store: ResultsConnection):
         self.store = store
 
     # -- writers: measured rows ------------------------------------------------------------------

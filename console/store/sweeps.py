@@ -22,7 +22,7 @@ from console.store.errors import StoreError
 from console.store.jsonutil import dumps, json_list, json_list_or_none
 
 if TYPE_CHECKING:
-    from console.store.core import Store
+    from console.store.connection import Connection
 
 FINISHED = ("served", "refused", "degenerate", "crashed")
 """Outcomes that end an arm for good: a resumed sweep never runs these again."""
@@ -166,7 +166,7 @@ _CURRENT = ("sweep_arm_id = ? AND attempt = "
 
 
 class Sweeps:
-    def __init__(self, store: Store):
+    def __init__(self, store: Connection):
         self.store = store
 
     # -- sweeps ----------------------------------------------------------------------------------

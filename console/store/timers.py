@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from console.errors import ConsoleError, InputError
+from console.store.connection import Connection
 from console.store.jsonutil import dumps
 from console.timeutil import zone
-
-if TYPE_CHECKING:
-    from console.store.core import Store
 
 ACTIONS = ("stop-arms", "shutdown", "destroy")
 ACTIVE = ("armed", "firing")
@@ -47,8 +45,22 @@ class NoSuchTimer(InputError, KeyError):
         return ConsoleError.__str__(self)
 
 
+class Consumer(Protocol):
+    """The reader of the box journals (``Ingest``), as far as a timer names it: this state.db's campaign id."""
+
+    def consumer_id(self) -> str: ...
+
+
+class TimersConnection(Connection, Protocol):
+    """What ``Timers`` needs of the store: its connection, and ingest's campaign id (a timer's id on a box
+    journal carries it). A protocol, not ``Ingest``: ingest hands agent events to the timers."""
+
+    @property
+    def ingest(self) -> Consumer: ...
+
+
 class Timers:
-    def __init__(self, store: Store):
+    def __init__(self, store: TimersConnection):
         self.store = store
 
     def add(self, box: str, deadline_ms: int, action: str, input_text: str, *, now_ms: int,

@@ -26,19 +26,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from console.errors import ConsoleError, Unreachable
 from console.recipes import Arm
 from console.service.base import reaching
+from console.service.checks import CheckIntents
+from console.service.runs import RunIntents
 from console.store.sweeps import SweepArm, SweepRow
 from console.sweep.gpumem import GpuHeld, MemoryGuard
 from console.sweep.plan import PlanError, materialize
 from console.sweep.runner import Progress
 from console.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 
-if TYPE_CHECKING:
-    from console.service.sweeps import SweepIntents
+
+class QueueIntents(RunIntents, CheckIntents):
+    """What the queue drives: the runs that launch, measure and kill each arm, and the checks that read a box's
+    GPUs afresh around it. ``console.service.SweepIntents`` builds on it, so the queue is typed without
+    importing the module that starts it. (A class, not a Protocol: the walk and the memory guard take these
+    intents by their classes, and a Protocol cannot be both.)"""
+
 
 @dataclass
 class BoxSlots:
@@ -100,7 +106,7 @@ def fits_nowhere(need: int, boxes: list[BoxSlots]) -> str | None:
 
 
 class SweepQueue:
-    def __init__(self, service: SweepIntents, sweep_id: int, options: SweepOptions | None = None,
+    def __init__(self, service: QueueIntents, sweep_id: int, options: SweepOptions | None = None,
                  progress: Progress | None = None):  # fmt: skip
         self.service = service
         self.store = service.store

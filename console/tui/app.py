@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from datetime import tzinfo
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
@@ -26,7 +26,7 @@ from console.tui import keymap
 from console.tui.actions import Actions, Recipes, ServiceActions
 from console.tui.modals import HelpScreen
 from console.tui.views.arms import ArmsScreen
-from console.tui.views.base import ViewScreen
+from console.tui.views.base import ConsoleHost, ViewScreen
 from console.tui.views.divergence import DivergenceScreen
 from console.tui.views.economics import EconomicsScreen
 from console.tui.views.fleet import FleetScreen
@@ -239,6 +239,10 @@ class ConsoleApp(App[None]):
                 yield SystemCommand(f"{spec.scope.capitalize()}: {spec.description}",
                                     f"switches to {spec.scope} (key {keys} there)",
                                     partial(self.action_in_view, spec.scope, spec.action))  # fmt: skip
+
+
+if TYPE_CHECKING:
+    _HOST: type[ConsoleHost] = ConsoleApp  # mypy holds the app to what its views ask of it
 
 
 def run_console(db_path: Path) -> int:

@@ -7,32 +7,7 @@ loop run them in a thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from console.errors import ConsoleError
-
-
-class ProviderError(ConsoleError):
-    """The provider refused or could not be reached; the message says what and how to fix it."""
-
-
-@dataclass
-class ProviderResult:
-    confirmed: bool  # the provider says the instance is in the asked-for state (or gone)
-    state: str  # what the provider last reported: 'gone', 'stopped', 'running', ...
-    detail: str
-    attempts: int = 1  # HTTP requests it took, retries included
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
-class Provider(Protocol):
-    name: str
-    can_destroy: bool  # False for hosts on a contract: a timer may not ask for destroy
-
-    def stop(self, instance_id: str) -> ProviderResult: ...
-
-    def destroy(self, instance_id: str) -> ProviderResult: ...
+from ops.providers.base import Provider, ProviderError, ProviderResult
 
 
 def for_box(provider: str | None) -> Provider:
@@ -46,3 +21,6 @@ def for_box(provider: str | None) -> Provider:
 
         return ManualProvider()
     raise ProviderError(f"unknown provider {provider!r}: known providers are 'vast' and 'manual'")
+
+
+__all__ = ["Provider", "ProviderError", "ProviderResult", "for_box"]

@@ -6,7 +6,7 @@ is refused with the alternative instead of pretending the host is gone.
 
 from __future__ import annotations
 
-from ops.providers import ProviderError, ProviderResult
+from ops.providers.base import ProviderError, ProviderResult
 
 
 class ManualProvider:

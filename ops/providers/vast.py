@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from console.backoff import Backoff
-from ops.providers import ProviderError, ProviderResult
+from ops.providers.base import ProviderError, ProviderResult
 
 DEFAULT_URL = "https://console.vast.ai"
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})

@@ -8,8 +8,8 @@ asked to reload, so eight boxes of background data cost nothing until the operat
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +21,48 @@ from console.timeutil import fmt_utc
 from console.tui.render import fmt_window
 
 if TYPE_CHECKING:
-    from console.tui.app import ConsoleApp
+    from datetime import tzinfo
+    from pathlib import Path
+
+    from textual.screen import ScreenResultCallbackType
+    from textual.widget import AwaitMount
+
+    from console.readmodel import ReadModel
+    from console.tui.actions import Actions, Recipes
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+class ConsoleHost(Protocol):
+    """What a view needs of the app it runs in (``console.tui.app.ConsoleApp`` is the one): the read model and
+    its lock, the operator's selection, the service's actions, and a way to say what happened. A protocol, so
+    the views never import the app that lists them."""
+
+    db_path: Path
+    read_only: bool
+    model: ReadModel
+    local_tz: tzinfo
+    actions: Actions
+    selected_box: str | None
+    last_target: str | None
+    box_names: list[str]
+
+    def read(self, query: Callable[[], _T]) -> _T: ...
+
+    def recipes(self) -> Recipes: ...
+
+    def record_redraw(self, view: str, seconds: float) -> None: ...
+
+    def say(self, text: str, severity: str = "information") -> None: ...
+
+    def refuse_if_read_only(self, verb: str) -> bool: ...
+
+    def run_action_worker(self, coro: Coroutine[Any, Any, str], what: str) -> None: ...
+
+    def action_view(self, name: str) -> None: ...
+
+    def push_screen(self, screen: Screen[_R], callback: ScreenResultCallbackType[_R] | None = None) -> AwaitMount: ...
 
 
 class ViewScreen(Screen[None]):
@@ -35,7 +76,7 @@ class ViewScreen(Screen[None]):
         self.pending: str | None = None
 
     @property
-    def console(self) -> ConsoleApp:
+    def console(self) -> ConsoleHost:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
