@@ -22,7 +22,7 @@ from console.cli.common import (
     run,
     say,
     seed_arg,
-    service_for,
+    store_and_service,
 )
 from console.cli.measure import add_wait_options, progress_line, ticker
 from console.readmodel import RepeatGroup, ReplicaResult, ResultRow, replica_results
@@ -61,7 +61,7 @@ def _row_json(row: ResultRow, replicas: list[ReplicaResult]) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with service_for(args) as service:
+    with store_and_service(args) as (store, service):
         with progress_line():
             outcome = run(service, lambda: service.bench(
                 args.target, args.box, args.shape, args.concurrency, args.prompts, args.seed, args.repeat,
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         if not outcome.rows:
             say(f"started bench {outcome.run_ids[0]}; its row lands at the next `campaign box connect {outcome.box}`")
             return 0
-        details = [replica_results(service.store, row.id) for row in outcome.rows]
+        details = [replica_results(store, row.id) for row in outcome.rows]
     if args.json:
         rows = [_row_json(row, d) for row, d in zip(outcome.rows, details, strict=True)]
         print_json({"group": outcome.group.summary(), "rows": rows} if outcome.group else rows[0])

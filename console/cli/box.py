@@ -19,9 +19,10 @@ from console.cli.common import (
     run,
     say,
     service_for,
+    store_and_service,
 )
 from console.errors import InputError
-from console.store import Box
+from console.service import Box
 
 _TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
 
@@ -104,8 +105,10 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    with service_for(args) as service:
-        box = service.store.boxes.get(args.name)
+    from console.readmodel import box_named
+
+    with store_and_service(args) as (store, service):
+        box = box_named(store, args.name)
         where = box.ssh_target or "no SSH address"
         if not confirm(f"remove box {box.name} ({where}) and its journal from the store?", args.yes):
             say("not removed")
@@ -116,11 +119,10 @@ def _rm(args: argparse.Namespace) -> int:
 
 
 def _connect(args: argparse.Namespace) -> int:
-    from console.fleet.progress import IngestProgress
+    from console.readmodel import ingest_health
 
-    with service_for(args) as service:
-        link = service.fleet.link(args.name)
-        progress = IngestProgress(link)
+    with store_and_service(args) as (store, service):
+        progress = service.ingest_progress(args.name)
 
         async def follow() -> None:
             stop = asyncio.Event()
@@ -136,9 +138,7 @@ def _connect(args: argparse.Namespace) -> int:
             connected = run(service, lambda: service.connect(args.name, progress))
         finally:
             progress.done()
-        from console.readmodel import ingest_health
-
-        health = ingest_health(service.store).get(args.name)
+        health = ingest_health(store).get(args.name)
     print(f"{args.name}: {connected}" + (f"; {health.line} (see the quarantine and lost_events tables)" if health else ""))
     return 0
 
@@ -155,8 +155,10 @@ def _detach(args: argparse.Namespace) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
-    with service_for(args) as service:
-        box = service.store.boxes.get(args.name)
+    from console.readmodel import box_named
+
+    with store_and_service(args) as (store, service):
+        box = box_named(store, args.name)
         key = run(service, lambda: service.presented_key(args.name))
         say(f"box {box.name} ({box.ssh_target}) presents {key.kind} {key.fingerprint}")
         if box.host_key == key.line and box.host_key_source in ("tofu", "known_hosts"):

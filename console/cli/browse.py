@@ -7,10 +7,9 @@ Nothing here touches the network or writes the file: the store is opened with SQ
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from console.store import Store, resolve_db_path
+from console.cli.common import readable_db_path
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
@@ -29,8 +28,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
 
 
 def browse(args: argparse.Namespace) -> int:
-    path = Path(args.database) if args.database else resolve_db_path(getattr(args, "db", None))
-    Store(path, read_only=True).close()  # refuse a missing, foreign or too-old file before the screen opens
+    path = readable_db_path(args, args.database)  # a missing, foreign or too-old file: refused before the screen
     from console.tui.app import run_browse
 
     return run_browse(path)

@@ -1,5 +1,8 @@
 """What every subcommand shares: opening the store and the service, confirmation, and output.
 
+This is the one module of the CLI that names ``console.store`` (to open the database); every command reads
+through ``console.readmodel`` and acts through ``console.service`` (the import contracts in pyproject.toml).
+
 Output discipline: with ``--json`` stdout carries JSON and nothing else; progress and prose go to stderr,
 so ``campaign ... --json | jq`` always parses. Errors are ``console.errors.ConsoleError``s: ``main`` prints
 them as one line and maps them to the exit status.
@@ -13,6 +16,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from console import bounds
@@ -43,13 +47,29 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool 
     return store
 
 
+def readable_db_path(args: argparse.Namespace, given: str | None = None) -> Path:
+    """The database at ``given`` (else ``--db``, $CAMPAIGN_DB, ./state.db), opened read-only once and closed:
+    a missing, foreign or too-old file is refused before anything else starts (nothing is created)."""
+    path = Path(given) if given else resolve_db_path(getattr(args, "db", None))
+    Store(path, read_only=True).close()
+    return path
+
+
 @contextmanager
-def service_for(args: argparse.Namespace) -> Iterator[Service]:
-    """A ``console.service.Service`` over the command's store; its links are closed by ``run``."""
+def store_and_service(args: argparse.Namespace) -> Iterator[tuple[Store, Service]]:
+    """The command's store, which it reads through ``console.readmodel`` (never ``store.`` itself), and a
+    ``console.service.Service`` over it for its intents; the service's links are closed by ``run``."""
     from console.service import Service
 
     with open_store(args) as store:
-        yield Service(store)
+        yield store, Service(store)
+
+
+@contextmanager
+def service_for(args: argparse.Namespace) -> Iterator[Service]:
+    """A ``console.service.Service`` over the command's store; its links are closed by ``run``."""
+    with store_and_service(args) as (_, service):
+        yield service
 
 
 def run(service: Service, intent: Callable[[], Awaitable[T]]) -> T:

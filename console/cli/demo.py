@@ -12,7 +12,7 @@ from typing import Any
 
 from console.cli.common import open_store
 from console.progress import ProgressLine, bar
-from console.readmodel import imported_counts
+from console.readmodel import database_path, imported_counts
 from ops.demo import build_demo
 
 BAR_WIDTH = 30
@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             line.end()
         counts = imported_counts(store)
-        path = store.path
+        path = database_path(store)
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}
     print(f"demo campaign {verb[outcome.state]} in {path}: {counts.bench_runs} throughput rows, "
           f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows, {counts.kldiff_runs} "

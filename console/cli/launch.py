@@ -16,8 +16,7 @@ from console.bounds import GPU_INDEX
 from console.cli.common import csv_values, print_json, print_table, run, say, service_for, wait_s_arg
 from console.errors import InputError
 from console.progress import ProgressLine
-from console.service import DEFAULT_READY_TIMEOUT_S, LaunchOutcome, LaunchPlan
-from console.store.launches import Launch
+from console.service import DEFAULT_READY_TIMEOUT_S, Launch, LaunchOutcome, LaunchPlan
 
 
 def parse_gpus(text: str | None) -> list[int] | None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.cli.common import open_store
+from console.cli.common import store_and_service
+from console.readmodel import database_path
 
 
 def prepare(args: argparse.Namespace) -> Path:
     """Register this machine as the box ``local`` (a new database also gets the demo campaign: see
     ``open_store``); an existing database is never given demo rows."""
-    with open_store(args) as store:
-        store.boxes.ensure_local()
-        return store.path
+    with store_and_service(args) as (store, service):
+        service.ensure_local_box()
+        return database_path(store)
 
 
 def open_console(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from console.cli.common import open_store, print_json, print_table, say
 from console.errors import Refused
-from console.readmodel import moe_evidence
+from console.readmodel import lint_box, moe_evidence
 from console.recipes import (
     BoxSpec,
     Catalog,
@@ -17,7 +17,6 @@ from console.recipes import (
     MoeEvidence,
     RecipeError,
     ResolveError,
-    box_spec,
     generic_box,
     lint,
     lint_catalog,
@@ -44,10 +43,9 @@ def _box(args: argparse.Namespace, catalog: Catalog) -> tuple[BoxSpec | None, Mo
     if not args.box:
         return None, None
     with open_store(args) as store:
-        box = store.boxes.get(args.box)
-        probe = store.checks.latest_probe(box.name)
+        box = lint_box(store, args.box)
         evidence = moe_evidence(store, catalog)
-    return box_spec(box, probe.data if probe else None), evidence
+    return box, evidence
 
 
 def _box_rules(box: BoxSpec | None) -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from console.cli.common import open_store, utilisation_arg
 from console.economics import DEFAULT_UTILISATION, check_utilisation
+from console.readmodel import now_ms
 from console.report import build_report
 from ops.export import write_atomic
 
@@ -15,7 +16,7 @@ from ops.export import write_atomic
 def _run(args: argparse.Namespace) -> int:
     utilisation = check_utilisation(args.utilisation)
     with open_store(args, read_only=True) as store:
-        text = build_report(store, now_ms=store.clock(), operator_tz=args.tz, utilisation=utilisation)
+        text = build_report(store, now_ms=now_ms(store), operator_tz=args.tz, utilisation=utilisation)
     write_atomic(text, args.output)
     if args.output not in (None, "-"):
         print(f"wrote {args.output}", file=sys.stderr)

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import signal
 import time
+from dataclasses import asdict
 from typing import Any
 
 from console.bounds import CONCURRENCY
@@ -26,14 +27,13 @@ from console.cli.common import (
     prompts_arg,
     row_id_arg,
     say,
-    service_for,
+    store_and_service,
     wait_s_arg,
 )
 from console.errors import Interrupted
 from console.progress import ProgressLine, bar
-from console.service import DEFAULT_READY_TIMEOUT_S, Service
-from console.store import Store
-from console.store.sweeps import FINISHED, SweepArm, SweepRow
+from console.readmodel import SweepArmStatus, SweepStatus, sweep_status, sweep_statuses
+from console.service import DEFAULT_READY_TIMEOUT_S, SWEEP_FINISHED, Service, SweepArm, SweepRow
 from console.sweep import SweepError, SweepOptions, runner_alive
 
 
@@ -46,9 +46,9 @@ class ProgressBar:
         self.started = time.monotonic()
 
     def __call__(self, sweep: SweepRow, arms: list[SweepArm], what: str) -> None:
-        done = sum(a.state in FINISHED for a in arms)
+        done = sum(a.state in SWEEP_FINISHED for a in arms)
         frac = done / max(1, len(arms))
-        counts = ", ".join(f"{n} {s}" for s in FINISHED if (n := sum(a.state == s for a in arms)))
+        counts = ", ".join(f"{n} {s}" for s in SWEEP_FINISHED if (n := sum(a.state == s for a in arms)))
         elapsed = int(time.monotonic() - self.started)
         self.line.step(f"sweep #{sweep.id} {bar(frac, self.width)} {done}/{len(arms)} arms"
                        f"{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s | {what}"[:200])  # fmt: skip
@@ -74,14 +74,14 @@ def _run(args: argparse.Namespace) -> int:
     concurrency = csv_values(args.concurrency, "concurrency", CONCURRENCY.parse)
     options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
                            force=args.force, base_port=args.base_port)  # fmt: skip
-    with service_for(args) as service:
+    with store_and_service(args) as (store, service):
         sweep, resumed = service.open_sweep(args.list, args.box, shapes, concurrency,
                                             bench_degenerate=args.bench_degenerate, new=args.new)  # fmt: skip
-        arms = service.store.sweeps.arms(sweep.id)
-        left = [a for a in arms if a.state not in FINISHED]
+        status = sweep_status(store, sweep.id)
+        left = [a for a in status.arms if a.arm.state not in SWEEP_FINISHED]
         verb = "resuming" if resumed else "starting"
-        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(service.store, sweep)}, {len(left)} of "
-            f"{len(arms)} arms to walk, shapes {','.join(sweep.shapes)} x concurrency "
+        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(status)}, {len(left)} of "
+            f"{len(status.arms)} arms to walk, shapes {','.join(sweep.shapes)} x concurrency "
             f"{','.join(map(str, sweep.concurrency))}")  # fmt: skip
         bar = ProgressBar()
         try:
@@ -93,69 +93,63 @@ def _run(args: argparse.Namespace) -> int:
                 from exc  # fmt: skip
         finally:
             bar.done()
-        _show(service.store, sweep, args.json)
+        _show(sweep_status(store, sweep.id), args.json)
     return 0
 
 
-def _where(store: Store, sweep: SweepRow) -> str:
+def _where(status: SweepStatus) -> str:
     """``box a`` for a one-box sweep; the boxes a queue feeds, those out of it marked."""
+    sweep = status.sweep
     if sweep.layout == "node":
         return sweep.box
-    boxes = store.sweeps.boxes(sweep.id)
-    return ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in boxes) + \
+    return ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in status.boxes) + \
         " (one queue, each arm on its own GPUs)"  # fmt: skip
 
 
-def _arm_rows(store: Store, sweep: SweepRow) -> list[dict[str, Any]]:
-    rows = []
-    for a in store.sweeps.arms(sweep.id):
-        benches = store.sweeps.benches(a.id)
-        row = a.to_dict()
-        row["benches"] = benches
-        row["history"] = [t.__dict__ for t in store.sweeps.attempts_of(a.id)]
-        rows.append(row)
-    return rows
+def _arm_json(a: SweepArmStatus) -> dict[str, Any]:
+    return {**a.arm.to_dict(), "benches": [asdict(b) for b in a.benches], "history": [asdict(t) for t in a.history]}
 
 
-def _sweep_json(store: Store, sweep: SweepRow) -> dict[str, Any]:
-    return {**sweep.__dict__, "runner_alive": runner_alive(sweep),
-            "boxes": [b.__dict__ for b in store.sweeps.boxes(sweep.id)], "arms": _arm_rows(store, sweep)}  # fmt: skip
+def _sweep_json(status: SweepStatus) -> dict[str, Any]:
+    return {**asdict(status.sweep), "runner_alive": runner_alive(status.sweep),
+            "boxes": [asdict(b) for b in status.boxes], "arms": [_arm_json(a) for a in status.arms]}  # fmt: skip
 
 
-def _place(arm: dict[str, Any]) -> str:
-    if arm["box"] is None:
+def _place(arm: SweepArm) -> str:
+    if arm.box is None:
         return "-"
-    return str(arm["box"]) + (f":{','.join(map(str, arm['gpus']))}" if arm["gpus"] else "")
+    return str(arm.box) + (f":{','.join(map(str, arm.gpus))}" if arm.gpus else "")
 
 
-def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
-    arms = _arm_rows(store, sweep)
+def _show(status: SweepStatus, as_json: bool) -> None:
     if as_json:
-        print_json(_sweep_json(store, sweep))
+        print_json(_sweep_json(status))
         return
+    sweep = status.sweep
     state = sweep.state
     if state == "running" and not runner_alive(sweep):
         state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
-    print(f"sweep #{sweep.id} {sweep.list_name} on {_where(store, sweep)}: {state}"
+    print(f"sweep #{sweep.id} {sweep.list_name} on {_where(status)}: {state}"
           + (f" ({sweep.detail})" if sweep.detail else ""))  # fmt: skip
     packed = sweep.layout == "packed"
     if packed:
-        for b in store.sweeps.boxes(sweep.id):
+        for b in status.boxes:
             if b.detail:
                 print(f"  box {b.box}: {b.state}: {b.detail}")
             for gpu, why in sorted(b.excluded.items()):
                 print(f"  box {b.box} GPU {gpu} not used: {why}")
     table = []
-    for a in arms:
-        good = [b for b in a["benches"] if b["out_tok_per_s"] is not None]
-        best = max((b["out_tok_per_s"] for b in good), default=None)
-        queued = sum(1 for b in good if b["queueing"])
+    for status_arm in status.arms:
+        a = status_arm.arm
+        good = [b for b in status_arm.benches if b.out_tok_per_s is not None]
+        best = max((b.out_tok_per_s for b in good if b.out_tok_per_s is not None), default=None)
+        queued = sum(1 for b in good if b.queueing)
         table.append({
-            "arm": a["arm"], "state": a["state"], "where": _place(a), "tries": a["attempts"], "kv_tokens": a["kv_cache_tokens"],
-            "max_conc": a["max_concurrency"], "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
+            "arm": a.arm, "state": a.state, "where": _place(a), "tries": a.attempts, "kv_tokens": a.kv_cache_tokens,
+            "max_conc": a.max_concurrency, "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
             "best_out_tok_s": None if best is None else f"{best:.1f}",
-            "reason": (a["reason"] or "")[:100] + (f"; accepts {a['backends_accepted']}" if a["backends_accepted"] else "")
-            + (f"; named by {a['queued_by']}" if a["queued_by"] else ""),
+            "reason": (a.reason or "")[:100] + (f"; accepts {a.backends_accepted}" if a.backends_accepted else "")
+            + (f"; named by {a.queued_by}" if a.queued_by else ""),
         })  # fmt: skip
     columns = ["arm", "state", "where", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"]
     print_table(table, [c for c in columns if packed or c != "where"])
@@ -163,16 +157,16 @@ def _show(store: Store, sweep: SweepRow, as_json: bool) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        sweeps = [store.sweeps.get(args.id)] if args.id is not None else store.sweeps.every(args.box)
-        if args.json:
-            print_json([_sweep_json(store, s) for s in sweeps])
-            return 0
-        if not sweeps:
-            print("no sweeps yet; `campaign sweep run LIST --box NAME` starts one")
-        for i, s in enumerate(sweeps):
-            if i:
-                print()
-            _show(store, s, False)
+        sweeps = [sweep_status(store, args.id)] if args.id is not None else sweep_statuses(store, args.box)
+    if args.json:
+        print_json([_sweep_json(s) for s in sweeps])
+        return 0
+    if not sweeps:
+        print("no sweeps yet; `campaign sweep run LIST --box NAME` starts one")
+    for i, s in enumerate(sweeps):
+        if i:
+            print()
+        _show(s, False)
     return 0
 
 

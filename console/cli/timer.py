@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from dataclasses import asdict
 from typing import Any
 
 from console.cli.common import (
@@ -21,16 +22,16 @@ from console.cli.common import (
     row_id_arg,
     run,
     say,
-    service_for,
+    store_and_service,
 )
 from console.progress import ProgressLine
-from console.service import TimerChange
-from console.store.timers import ACTIONS, Timer
+from console.readmodel import TimerEntry, database_path, now_ms, timer_entries, timer_entry, timer_log
+from console.service import TIMER_ACTIONS, Timer, TimerChange
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
 
 def _set(args: argparse.Namespace) -> int:
-    with service_for(args) as service:
+    with store_and_service(args) as (store, service):
         plan = service.plan_timer(args.box, at=args.at, within=args.within, action=args.action)
         say(f"hard stop for box {plan.box}: {plan.action}")
         for label, text in plan.readings:
@@ -41,7 +42,7 @@ def _set(args: argparse.Namespace) -> int:
             say("not armed")
             return 1
         change = run(service, lambda: service.arm_timer(plan, on_box=not args.no_arm))
-        print(f"timer {change.timer.id} armed in {service.store.path}: {plan.action} of box {plan.box} at "
+        print(f"timer {change.timer.id} armed in {database_path(store)}: {plan.action} of box {plan.box} at "
               f"{fmt_utc(plan.deadline_ms)}")  # fmt: skip
     return _on_box(change, "arm")
 
@@ -66,7 +67,8 @@ def _on_box(change: TimerChange, step: str) -> int:
     return 3
 
 
-def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
+def _record(timer: TimerEntry) -> dict[str, Any]:
+    box_tz = timer.box_tz
     return {
         "id": timer.id,
         "box": timer.box,
@@ -74,7 +76,7 @@ def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
         "deadline_utc": fmt_utc(timer.deadline_ms),
         "deadline_box": fmt_zone(timer.deadline_ms, zone(box_tz)) if box_tz else None,
         "box_tz": box_tz,
-        "remaining_s": (timer.deadline_ms - now) / 1000,
+        "remaining_s": timer.remaining_ms / 1000,
         "action": timer.action,
         "state": timer.state,
         "input_text": timer.input_text,
@@ -83,11 +85,7 @@ def _record(timer: Timer, now: int, box_tz: str | None) -> dict[str, Any]:
 
 def _list(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        if args.box is not None:
-            store.boxes.get(args.box)  # a mistyped name must not read as "no timers: nothing will stop"
-        now = store.clock()
-        timers = store.timers.every(args.box, active_only=not args.all)
-        records = [_record(t, now, store.timers.box_tz(t.box)) for t in timers]
+        records = [_record(t) for t in timer_entries(store, args.box, active_only=not args.all)]
     if args.json:
         print_json(records)
         return 0
@@ -102,25 +100,25 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        timer = store.timers.get(args.id)
-        record = _record(timer, store.clock(), store.timers.box_tz(timer.box))
-        log = store.timers.log_for(timer.id)
+        timer = timer_entry(store, args.id)
+        record = _record(timer)
+        log = timer_log(store, timer.id)
     if args.json:
-        print_json(record | {"log": log})
+        print_json(record | {"log": [asdict(e) for e in log]})
         return 0
     for key, value in record.items():
         print(f"{key:<13} {value}")
     print_table(
-        [{"time": fmt_utc(e["t_ms"]), "event": e["event"], "by": e["enforcer"],
-          "remaining_s": e["remaining_s"], "tz": e["tz"], "detail": e["detail"]} for e in log],
+        [{"time": fmt_utc(e.t_ms), "event": e.event, "by": e.enforcer,
+          "remaining_s": e.remaining_s, "tz": e.tz, "detail": e.detail} for e in log],
         ["time", "event", "by", "remaining_s", "tz", "detail"],
     )
     return 0
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with service_for(args) as service:
-        timer = service.store.timers.get(args.id)
+    with store_and_service(args) as (store, service):
+        timer = timer_entry(store, args.id)
         if not confirm(f"cancel timer {timer.id} ({timer.action} of box {timer.box} at "
                        f"{fmt_utc(timer.deadline_ms)})?", args.yes):  # fmt: skip
             say("not cancelled")
@@ -132,8 +130,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     """Enforce every live timer from this console until none is left (Ctrl-C leaves them to the boxes)."""
-    with service_for(args) as service:
-        if not service.store.timers.every(active_only=True):
+    with store_and_service(args) as (store, service):
+        if not timer_entries(store):
             print("no live timers")
             return 0
 
@@ -145,7 +143,7 @@ def _watch(args: argparse.Namespace) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
             return await service.watch_timers(stop, notify=lambda t, message: say(message),
-                                              tick=lambda live: _progress(line, live, service.store.clock()),
+                                              tick=lambda live: _progress(line, live, now_ms(store)),
                                               interval_s=args.interval)  # fmt: skip
 
         try:
@@ -176,7 +174,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     when = s.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="TIME", help="an instant with Z, an offset or an IANA zone name")
     when.add_argument("--in", dest="within", type=duration_arg, metavar="DURATION", help="from now, e.g. 4h30m, 90m")
-    s.add_argument("--action", choices=ACTIONS, default="stop-arms",
+    s.add_argument("--action", choices=TIMER_ACTIONS, default="stop-arms",
                    help="stop-arms (default); shutdown (a provider box is stopped at the provider, an owned "
                    "host powers off); destroy (through the provider, confirmed)")
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")

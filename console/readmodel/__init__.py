@@ -13,7 +13,9 @@ from console.readmodel.campaign import (
     imports,
 )
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
-from console.readmodel.inventory import box_list, box_status, ingest_health
+from console.readmodel.database import database_path, now_ms
+from console.readmodel.deadlines import timer_entries, timer_entry, timer_log
+from console.readmodel.inventory import box_list, box_named, box_status, ingest_health, lint_box
 from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.quality import (
@@ -55,11 +57,16 @@ from console.readmodel.records import (
     Series,
     ServerNow,
     SweepArmRow,
+    SweepArmStatus,
     SweepAttemptRow,
     SweepBench,
+    SweepBenchRecord,
     SweepBoxRow,
     SweepEntry,
     SweepSlot,
+    SweepStatus,
+    TimerEntry,
+    TimerLogEntry,
     TimerRow,
     TripwireItem,
     TripwireRow,
@@ -77,13 +84,17 @@ from console.readmodel.results import (
     replica_results,
     tripwire_run,
 )
-from console.readmodel.sweeps import moe_evidence
+from console.readmodel.sweeps import moe_evidence, sweep_status, sweep_statuses
 
 __all__ = [
     "NOT_RECORDED",
     "box_list",
+    "box_named",
     "box_status",
+    "database_path",
     "ingest_health",
+    "lint_box",
+    "now_ms",
     "RESULT_SORTS",
     "WINDOWS_MS",
     "ArmEntry",
@@ -116,11 +127,16 @@ __all__ = [
     "Series",
     "ServerNow",
     "SweepArmRow",
+    "SweepArmStatus",
     "SweepAttemptRow",
     "SweepBench",
+    "SweepBenchRecord",
     "SweepBoxRow",
     "SweepEntry",
     "SweepSlot",
+    "SweepStatus",
+    "TimerEntry",
+    "TimerLogEntry",
     "TimerRow",
     "TripwireItem",
     "TripwireRow",
@@ -156,6 +172,11 @@ __all__ = [
     "repeat_groups",
     "replica_results",
     "standings",
+    "sweep_status",
+    "sweep_statuses",
+    "timer_entries",
+    "timer_entry",
+    "timer_log",
     "timers",
     "tripwire_run",
 ]

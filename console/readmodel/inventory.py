@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from console.readmodel import queries
 from console.readmodel.records import BoxStatus, IngestHealth
+from console.recipes import BoxSpec, box_spec
 from console.store import Box, Store
 
 
 def box_list(store: Store) -> list[Box]:
     """Every box the campaign knows, destroyed ones included (their results still name them)."""
     return store.boxes.every()
+
+
+def box_named(store: Store, name: str) -> Box:
+    """One box of the inventory (an unknown name is the store's one-line error, with the fix)."""
+    return store.boxes.get(name)
+
+
+def lint_box(store: Store, name: str) -> BoxSpec:
+    """The box as resolve and lint see it: its row, with the GPUs its latest probe measured, else its
+    inventory's (none known: ``gpu_count`` 0)."""
+    box = store.boxes.get(name)
+    probe = store.checks.latest_probe(box.name)
+    return box_spec(box, probe.data if probe else None)
 
 
 def ingest_health(store: Store) -> dict[str, IngestHealth]:

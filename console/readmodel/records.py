@@ -17,6 +17,7 @@ from agents import loglines
 from console.quality.stats import A_AHEAD, TIE, Paired, decide
 from console.store.conditions import join_kernel_lines
 from console.store.results import ApiPrice
+from console.store.sweeps import SweepArm, SweepAttempt, SweepBox, SweepRow
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
@@ -713,6 +714,73 @@ class SweepEntry:
         for a in self.arms:
             seen[a.state] = seen.get(a.state, 0) + 1
         return ", ".join(f"{n} {state}" for state, n in seen.items())
+
+
+@dataclass(frozen=True)
+class SweepBenchRecord:
+    """One node bench a sweep ran for an arm, as stored, with its throughput row's figures (None: no row)."""
+
+    sweep_arm_id: int
+    launch_id: str
+    shape: str
+    concurrency: int
+    bench_run_id: int | None
+    error: str | None  # why no throughput row came back
+    admitted: int | None  # streams a replica admits at once for this shape
+    t_ms: int
+    out_tok_per_s: float | None
+    queueing: int | None  # the row's mark as stored: 1 the server queued the concurrency
+    diagnostic_only: int | None
+
+
+@dataclass(frozen=True)
+class SweepArmStatus:
+    """One arm of a sweep now: its stored record, its benches and every attempt (where, what, how it ended)."""
+
+    arm: SweepArm
+    benches: tuple[SweepBenchRecord, ...]
+    history: tuple[SweepAttempt, ...]
+
+
+@dataclass(frozen=True)
+class SweepStatus:
+    """A sweep as the store holds it now (``campaign sweep status``, the end of ``sweep run``): its row, the
+    boxes it feeds and every arm in walk order. ``SweepEntry`` is the same sweep as of the TUI's cursor."""
+
+    sweep: SweepRow
+    boxes: tuple[SweepBox, ...]
+    arms: tuple[SweepArmStatus, ...]
+
+
+@dataclass(frozen=True)
+class TimerEntry:
+    """A hard stop now, as ``campaign timer list|show|cancel`` shows it: the deadline with the box's zone
+    (None: never probed) and the time left on this console's clock (negative once past)."""
+
+    id: int
+    box: str
+    deadline_ms: int
+    action: str
+    state: str  # armed, firing, fired, cancelled, failed
+    input_text: str | None  # what the operator typed, for the record
+    box_tz: str | None
+    remaining_ms: int
+
+
+@dataclass(frozen=True)
+class TimerLogEntry:
+    """One line of a timer's log: an arm, warning, pull, refusal or firing, by the console or the box."""
+
+    id: int
+    timer_id: int
+    t_ms: int
+    event: str
+    enforcer: str | None
+    now_ms: int | None
+    deadline_ms: int | None
+    remaining_s: float | None
+    tz: str | None
+    detail: dict[str, Any] | None
 
 
 @dataclass(frozen=True)

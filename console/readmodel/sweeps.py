@@ -8,12 +8,22 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from console.readmodel.records import SweepArmRow, SweepAttemptRow, SweepBench, SweepBoxRow, SweepEntry
+from console.readmodel.records import (
+    SweepArmRow,
+    SweepArmStatus,
+    SweepAttemptRow,
+    SweepBench,
+    SweepBenchRecord,
+    SweepBoxRow,
+    SweepEntry,
+    SweepStatus,
+)
 from console.recipes import Catalog, MoeEvidence
 from console.recipes.vllm_flags import flag_value
 from console.store import Store
 from console.store.jsonutil import json_list, json_tuple_or_none
 from console.store.launches import argv_flag
+from console.store.sweeps import SweepRow
 
 MOE_FLAG = "--kernel-config.moe_backend"
 
@@ -174,3 +184,32 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
             )
         )
     return out
+
+
+def sweep_status(store: Store, sweep_id: int) -> SweepStatus:
+    """One sweep now, with the boxes it feeds and every arm's benches and attempts (an unknown id is the
+    store's one-line error)."""
+    return _status(store, store.sweeps.get(sweep_id))
+
+
+def sweep_statuses(store: Store, box: str | None = None) -> list[SweepStatus]:
+    """Every sweep now, oldest first; with ``box``, those that feed it."""
+    return [_status(store, s) for s in store.sweeps.every(box)]
+
+
+def _status(store: Store, sweep: SweepRow) -> SweepStatus:
+    arms = tuple(
+        SweepArmStatus(arm, tuple(_bench(b) for b in store.sweeps.benches(arm.id)),
+                       tuple(store.sweeps.attempts_of(arm.id)))  # fmt: skip
+        for arm in store.sweeps.arms(sweep.id)
+    )
+    return SweepStatus(sweep, tuple(store.sweeps.boxes(sweep.id)), arms)
+
+
+def _bench(row: dict[str, Any]) -> SweepBenchRecord:
+    return SweepBenchRecord(
+        sweep_arm_id=row["sweep_arm_id"], launch_id=row["launch_id"], shape=row["shape"],
+        concurrency=row["concurrency"], bench_run_id=row["bench_run_id"], error=row["error"],
+        admitted=row["admitted"], t_ms=row["t_ms"], out_tok_per_s=row["out_tok_per_s"], queueing=row["queueing"],
+        diagnostic_only=row["diagnostic_only"],
+    )  # fmt: skip

@@ -24,26 +24,41 @@ from console.service.runs import BenchNode, BenchOutcome
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
+# The store's records the intents take and return, named here so that an adapter never imports the store.
+from console.store import Box
+from console.store.launches import Launch
+from console.store.sweeps import FINISHED as SWEEP_FINISHED
+from console.store.sweeps import SweepArm, SweepRow
+from console.store.timers import ACTIONS as TIMER_ACTIONS
+from console.store.timers import Timer
+
 
 class Service(BoxIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents, CheckIntents):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
 
 __all__ = [
+    "SWEEP_FINISHED",
+    "TIMER_ACTIONS",
     "BenchNode",
     "BenchOutcome",
+    "Box",
     "DEFAULT_READY_TIMEOUT_S",
     "Connected",
     "HostKey",
     "KillPlan",
     "KldiffOptions",
     "KldiffOutcome",
+    "Launch",
     "LaunchOutcome",
     "LaunchPlan",
     "OnBox",
     "QualityImported",
     "Service",
     "ServiceError",
+    "SweepArm",
+    "SweepRow",
+    "Timer",
     "TimerChange",
     "TimerPlan",
     "describe",

@@ -12,6 +12,7 @@ from typing import Any
 from console.bounds import PRICE_PER_HOUR
 from console.errors import InputError
 from console.fleet.hostkeys import check_trust, presented_key
+from console.fleet.progress import IngestProgress
 from console.service.base import ServiceBase, ServiceError, reaching
 from console.store import LOCAL_BOX, Box
 from console.store.ingest import IngestReport
@@ -70,6 +71,15 @@ class BoxIntents(ServiceBase):
             self.store.boxes.ensure_local()
         self.store.boxes.update(name, **values)
         return values
+
+    def ensure_local_box(self) -> None:
+        """Register this machine as the box ``local`` if it is not yet (the embedded default)."""
+        self.store.boxes.ensure_local()
+
+    def ingest_progress(self, name: str) -> IngestProgress:
+        """A progress line on stderr for ``connect`` or ``follow`` of the box (pass it as ``on_ingest``): the
+        seq committed here against the box's newest. An unknown box is refused here, before anything starts."""
+        return IngestProgress(self.fleet.link(name))
 
     def remove_box(self, name: str) -> Box:
         box = self.store.boxes.get(name)

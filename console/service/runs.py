@@ -22,6 +22,7 @@ from console.readmodel import RepeatGroup, ResultRow, TripwireRun, bench_run, re
 from console.recipes import box_spec, resolve
 from console.service.base import ServiceError, reaching
 from console.service.launches import LaunchIntents
+from console.service.sweep_ledger import SweepLedger
 from console.store.launches import Launch
 from console.timers import bench_refusal
 
@@ -58,6 +59,10 @@ class BenchOutcome:
 
 
 class RunIntents(LaunchIntents):
+    def sweep_ledger(self, sweep_id: int) -> SweepLedger:
+        """What a sweep's walker (console/sweep/walk.py) may write of that sweep's record, and nothing else."""
+        return SweepLedger(self.store, sweep_id)
+
     def serving_launch(self, launch_id: str) -> Launch:
         launch = self.store.launches.get(launch_id)
         if launch is None:

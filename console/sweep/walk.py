@@ -5,7 +5,8 @@ A failure is recorded with the engine's own reason and the backend set it printe
 accepts is queued as new candidates; a server that serves gets the tripwire, then the node benches for
 each shape and concurrency (every replica at once, one run each; not when the tripwire failed, unless
 asked), then it is killed and the GPUs confirmed free. Every outcome is committed as it happens
-(``store.sweeps``), so an interrupted sweep resumes at the arm it was on.
+(through the ledger the service gives the walk, console/service/sweep_ledger.py), so an interrupted sweep
+resumes at the arm it was on.
 
 The one-box walk (console/sweep/runner.py) gives an arm every card of its box (one replica per card);
 the queue over several boxes (console/sweep/queue.py) gives it the fewest GPUs its layout needs, books
@@ -88,7 +89,8 @@ class ArmWalk:
     def __init__(self, service: RunIntents, sweep: SweepRow, options: SweepOptions, say: Callable[[str], None],
                  ports: PortBook | None = None, guard: MemoryGuard | None = None):  # fmt: skip
         self.service = service
-        self.store = service.store
+        self.store = service.store  # read only: every write of the sweep's record goes through ``ledger``
+        self.ledger = service.sweep_ledger(sweep.id)
         self.sweep = sweep
         self.options = options
         self._say = say
@@ -101,12 +103,12 @@ class ArmWalk:
     async def walk(self, candidate: SweepArm, place: Place) -> None:
         """One attempt. Raises ``GpuHeld`` (console/sweep/gpumem.py) before claiming anything when a GPU
         of the place is not free, ``SweepError`` or another ``ConsoleError`` when the box cannot go on."""
-        sweeps = self.store.sweeps
+        ledger = self.ledger
         try:
             arm = materialize(self.service.catalog, candidate, self.sweep.list_name)
         except PlanError as exc:
-            sweeps.start_arm(candidate.id, place.box, place.gpus, None)
-            sweeps.finish_arm(candidate.id, "refused", str(exc))
+            ledger.start(candidate.id, place.box, place.gpus, None)
+            ledger.finish(candidate.id, "refused", str(exc))
             return
         await self.service.settle(place.box)
         await self.stop_live(place.box, arm.name, wait=True)  # a previous attempt's servers, left by a killed console
@@ -116,8 +118,8 @@ class ArmWalk:
                                             avoid_ports=self.ports.held() if self.ports else None,
                                             sweep=self.sweep.list_name)  # fmt: skip
         except ResolveError as exc:
-            sweeps.start_arm(candidate.id, place.box, place.gpus, None)
-            sweeps.finish_arm(candidate.id, "refused", f"does not fit box {place.box}: {exc}")
+            ledger.start(candidate.id, place.box, place.gpus, None)
+            ledger.finish(candidate.id, "refused", f"does not fit box {place.box}: {exc}")
             return
         if plan.failed_checks and not self.options.force and not plan.blocking:
             raise SweepError(
@@ -133,24 +135,24 @@ class ArmWalk:
                 self.ports.release(plan.ports)
 
     async def _attempt(self, candidate: SweepArm, arm: Any, plan: LaunchPlan, place: Place) -> None:
-        sweeps = self.store.sweeps
+        ledger = self.ledger
         before = None
         if self.guard is not None and place.gpus and not plan.blocking:
             before = await self.guard.before(place.box, place.gpus)
-        sweeps.start_arm(candidate.id, place.box, place.gpus, self._gpu_mem(place.box))
+        ledger.start(candidate.id, place.box, place.gpus, self._gpu_mem(place.box))
         if plan.blocking:
             lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
-            sweeps.finish_arm(candidate.id, "refused", f"lint: {lines}")
+            ledger.finish(candidate.id, "refused", f"lint: {lines}")
             return
         if before is not None:
-            sweeps.record_memory(candidate.id, "before", before)
-        sweeps.claim_launches(candidate.id, plan.name_launches())  # the store knows them before the box does
+            ledger.record_memory(candidate.id, "before", before)
+        ledger.claim_launches(candidate.id, plan.name_launches())  # the store knows them before the box does
         self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
         try:
             outcome = await self.service.launch(plan, force=self.options.force,
                                                 ready_timeout_s=self.options.ready_timeout_s)  # fmt: skip
         except Refused as exc:  # the agent refused a replica: the others must not keep their GPUs
-            sweeps.finish_arm(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
+            ledger.finish(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
             await self.stop(place.box, plan.launch_ids)
             return
         launches = list(outcome.replicas)
@@ -170,25 +172,25 @@ class ArmWalk:
         self._record_budget(candidate, launches)
         if self.guard is not None and before is not None:
             after, problem = await self.guard.after(place.box, before)
-            sweeps.record_memory(candidate.id, "after", after)
+            ledger.record_memory(candidate.id, "after", after)
             if problem is not None:
                 await self.stop(place.box, plan.launch_ids)
-                sweeps.finish_arm(candidate.id, "crashed", f"{arm.name} served, but {problem}")
+                ledger.finish(candidate.id, "crashed", f"{arm.name} served, but {problem}")
                 self._say(f"{arm.name}: crashed (not on its GPUs)")
                 return
         result, reason = await self._measure(candidate, plan)
         await self.stop(place.box, plan.launch_ids)
-        sweeps.finish_arm(candidate.id, result, reason)
+        ledger.finish(candidate.id, result, reason)
         self._say(f"{arm.name}: {result}")
 
     async def abandon(self, candidate: SweepArm, place: Place, why: str) -> None:
         """Give the attempt back (recorded as interrupted with ``why``) and stop its servers without waiting:
         they would hold the GPUs. Best effort, for an interruption; a resumed sweep stops what is left."""
-        current = self.store.sweeps.get_arm(candidate.id)
+        current = self.ledger.arm(candidate.id)
         if current.state == "running":
-            self.store.sweeps.finish_arm(candidate.id, "interrupted", why)
+            self.ledger.finish(candidate.id, "interrupted", why)
         elif not current.finished:  # stopped before its attempt began: says why, no attempt to end
-            self.store.sweeps.update_arm(candidate.id, state="interrupted", reason=why)
+            self.ledger.interrupt_unstarted(candidate.id, why)
         with contextlib.suppress(Exception):  # best effort: a resumed sweep kills what is left anyway
             await asyncio.shield(self.stop_live(place.box, self.arm_name(candidate), wait=False))
 
@@ -201,21 +203,18 @@ class ArmWalk:
         outcome = "refused" if explained else "crashed"
         queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted or [])
         for extra in queued:
-            self.store.sweeps.queue(self.sweep.id, **extra)
+            self.ledger.queue(**extra)
         note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
         if accepted is None and explained and refused_slot(arm, reason) is not None:
             note = f" ({NO_SET})"
-        self.store.sweeps.finish_arm(candidate.id, outcome, reason + note, backends_accepted=accepted,
-                                     backends_potential=self._potential(launch.id))  # fmt: skip
+        self.ledger.finish_failed(candidate.id, outcome, reason + note, accepted, self._potential(launch.id))
         self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
 
     def _record_budget(self, candidate: SweepArm, launches: list[Launch]) -> None:
         kv = [x.kv_cache_tokens for x in launches if x.kv_cache_tokens is not None]
         conc = [x.max_concurrency for x in launches if x.max_concurrency is not None]
-        self.store.sweeps.update_arm(
-            candidate.id, kv_cache_tokens=min(kv) if kv else None, max_concurrency=min(conc) if conc else None,
-            backends_potential=self._potential(launches[0].id),
-        )
+        self.ledger.record_budget(candidate.id, min(kv) if kv else None, min(conc) if conc else None,
+                                  self._potential(launches[0].id))  # fmt: skip
 
     def _potential(self, launch_id: str) -> list[str]:
         """The backend set the engine chose from ("... out of potential backends: [...]"), from its kernel lines."""
@@ -239,7 +238,7 @@ class ArmWalk:
         verdict = tripwire_run(self.store, tripwire_id)
         if verdict is None:
             return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
-        self.store.sweeps.update_arm(candidate.id, tripwire_run_id=verdict.id)
+        self.ledger.record_tripwire(candidate.id, verdict.id)
         passed = verdict.verdict.passed
         if passed or self.sweep.bench_degenerate:
             died = await self._benches(candidate, plan)
@@ -249,15 +248,15 @@ class ArmWalk:
 
     async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
         """Every shape x concurrency not benched in an earlier attempt: one node run each, every replica at once."""
-        done = self.store.sweeps.benched(candidate.id)
+        done = self.ledger.benched(candidate.id)
         node = self.service.bench_node(plan.launch_ids[0], plan.box)
         for shape in self.sweep.shapes:
             for conc in self.sweep.concurrency:
                 if (shape, conc) in done:
                     continue
                 if conc < len(node.replicas):  # a node row with idle replicas would not be the node's
-                    self.store.sweeps.add_bench(candidate.id, node.launch_ids[0], shape, conc, None,
-                                                f"concurrency {conc} is below the {len(node.replicas)} replicas", None)
+                    self.ledger.add_bench(candidate.id, node.launch_ids[0], shape, conc, None,
+                                          f"concurrency {conc} is below the {len(node.replicas)} replicas", None)
                     continue
                 self._say(f"{plan.resolved.arm}: bench {shape} x{conc} on {len(node.replicas)} replica(s)")
                 bench_id = await self.service.start_bench(node, shape, conc, self.options.prompts)
@@ -273,8 +272,8 @@ class ArmWalk:
         run = bench_run(self.store, bench_id)
         if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
-        self.store.sweeps.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error,
-                                    run.admitted if run else None)  # fmt: skip
+        self.ledger.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error,
+                              run.admitted if run else None)  # fmt: skip
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
