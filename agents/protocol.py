@@ -215,35 +215,32 @@ class BenchProgress(_BenchProgressKey, total=False):
     in_tok_per_s: float | None
 
 
-class _BenchResultKey(EventBase):
+class _RunResult(EventBase):
+    launch_id: str | None
+    result: dict[str, Any]
+    """The box-side tool's JSON (its last line)."""
+
+
+class _RunExit(TypedDict, total=False):
+    exit_code: int | None
+
+
+class BenchResult(_RunResult, _RunExit):
+    """The load generator's result."""
+
     bench_id: str
-    launch_id: str | None
-    result: dict[str, Any]
-    """The load generator's JSON."""
 
 
-class BenchResult(_BenchResultKey, total=False):
-    exit_code: int | None
+class TripwireResult(_RunResult, _RunExit):
+    """The tripwire's verdict."""
 
-
-class _TripwireResultKey(EventBase):
     tripwire_id: str
-    launch_id: str | None
-    result: dict[str, Any]
 
 
-class TripwireResult(_TripwireResultKey, total=False):
-    exit_code: int | None
+class KldiffResult(_RunResult, _RunExit):
+    """agents.kldiff's figures."""
 
-
-class _KldiffResultKey(EventBase):
     kldiff_id: str
-    launch_id: str | None
-    result: dict[str, Any]
-
-
-class KldiffResult(_KldiffResultKey, total=False):
-    exit_code: int | None
 
 
 class _DeadlineKey(EventBase):
