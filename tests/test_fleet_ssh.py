@@ -214,6 +214,7 @@ async def test_local_box_uses_the_same_protocol_without_ssh_and_closes_every_soc
                                                                                      tmp_path: Path) -> None:  # fmt: skip
     home = tmp_path / "agent-home"
     fleet_store.boxes.add(Box(name="local", kind="local", agent_home=str(home)))
+    gc.collect()  # what earlier tests left to the collector is theirs: only this service's leftovers count
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         service = Service(fleet_store, settings=FAST)
