@@ -21,7 +21,7 @@ from console.readmodel import (
     LaunchRow,
     ResultRow,
     TimerRow,
-    TripwireRow,
+    TripwireRun,
     best_per_model,
     economics_inputs,
     failed_launches,
@@ -94,7 +94,7 @@ def _timers(rows: Sequence[TimerRow], mine: tzinfo) -> list[str]:
     return out + _table(table, header) + [""]
 
 
-def _failures(boxes: Sequence[FleetRow], failed: Sequence[LaunchRow], tripwires: Sequence[TripwireRow],
+def _failures(boxes: Sequence[FleetRow], failed: Sequence[LaunchRow], tripwires: Sequence[TripwireRun],
               timer_rows: Sequence[TimerRow]) -> list[str]:  # fmt: skip
     out = ["## Open failures", ""]
     rows: list[tuple[Any, ...]] = []

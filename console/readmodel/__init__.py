@@ -69,7 +69,6 @@ from console.readmodel.records import (
     TimerLogEntry,
     TimerRow,
     TripwireItem,
-    TripwireRow,
     TripwireRun,
     TripwireVerdict,
 )
@@ -139,7 +138,6 @@ __all__ = [
     "TimerLogEntry",
     "TimerRow",
     "TripwireItem",
-    "TripwireRow",
     "TripwireRun",
     "TripwireVerdict",
     "api_prices",

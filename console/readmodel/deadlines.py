@@ -4,6 +4,8 @@ zone and the time left on the store's clock, and a timer's log. (The TUI reads t
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from console.readmodel.records import TimerEntry, TimerLogEntry
 from console.store import Store
 from console.store.timers import Timer
@@ -34,6 +36,4 @@ def timer_log(store: Store, timer_id: int) -> list[TimerLogEntry]:
 
 
 def _entry(store: Store, timer: Timer, now: int) -> TimerEntry:
-    return TimerEntry(id=timer.id, box=timer.box, deadline_ms=timer.deadline_ms, action=timer.action,
-                      state=timer.state, input_text=timer.input_text, box_tz=store.timers.box_tz(timer.box),
-                      remaining_ms=timer.deadline_ms - now)  # fmt: skip
+    return TimerEntry.from_row(asdict(timer), at=now, box_tz=store.timers.box_tz(timer.box))

@@ -173,16 +173,8 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
         ended = [_TIMER_END_EVENTS[e] for e in events if e in _TIMER_END_EVENTS]
         # With no log the timers row is the only record; it describes now, not the cursor.
         state = ended[-1] if ended else ("armed" if events else r["state"])
-        row = TimerRow(
-            id=r["id"],
-            box=r["box"],
-            deadline_ms=r["deadline_ms"],
-            action=r["action"],
-            state=state,
-            remaining_ms=r["deadline_ms"] - at,
-            box_tz=r["box_tz"],
-            warnings=tuple(e for e in events if e.startswith("warn")),
-        )
+        row = TimerRow.from_row(r, at=at, box_tz=r["box_tz"], state=state,
+                                warnings=tuple(e for e in events if e.startswith("warn")))  # fmt: skip
         if include_ended or row.live:
             out.append(row)
     return out

@@ -7,6 +7,7 @@ are computed here (``TripwireVerdict``, ``ResultRow.marks``), not in each view.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping
@@ -46,14 +47,27 @@ class CheckMark:
 
 @dataclass(frozen=True)
 class TimerRow:
+    """A hard stop at one instant: the deadline with the box's zone (None: never probed) and the time left
+    (negative once past). The TUI reads it as of its cursor (``queries.timers``: the state and warnings
+    its log had by then); ``campaign timer list|show|cancel`` reads it now (``deadlines``)."""
+
     id: int
     box: str
     deadline_ms: int
     action: str
-    state: str  # armed, firing, fired, cancelled, failed (as of the cursor)
+    state: str  # armed, firing, fired, cancelled, failed (as of the instant)
     remaining_ms: int
     box_tz: str | None
-    warnings: tuple[str, ...] = ()
+    input_text: str | None = None  # what the operator typed, for the record
+    warnings: tuple[str, ...] = ()  # the log's warnings by the instant
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], *, at: int, box_tz: str | None, state: str | None = None,
+                 warnings: tuple[str, ...] = ()) -> TimerRow:  # fmt: skip
+        """A ``timers`` row at ``at``; ``state`` as of then when the log says otherwise than the row."""
+        return cls(id=row["id"], box=row["box"], deadline_ms=row["deadline_ms"], action=row["action"],
+                   state=row["state"] if state is None else state, remaining_ms=row["deadline_ms"] - at,
+                   box_tz=box_tz, input_text=row["input_text"], warnings=warnings)  # fmt: skip
 
     @property
     def live(self) -> bool:
@@ -249,17 +263,6 @@ NOT_RECORDED = TripwireVerdict()
 
 
 @dataclass(frozen=True)
-class TripwireRow:
-    """The latest verdict of an arm on a box, as the Live view and the report's failures list it."""
-
-    arm: str
-    box: str | None
-    t_ms: int
-    verdict: TripwireVerdict
-    source: str
-
-
-@dataclass(frozen=True)
 class TripwireItem:
     """One of the tripwire's prompts: its verdict, why, and the reasoning that leaked into the answer."""
 
@@ -267,6 +270,23 @@ class TripwireItem:
     verdict: str  # ok, degenerate, wrong
     reasons: tuple[str, ...]
     reasoning_leak: str | None
+
+
+def tripwire_items(text: str | None) -> tuple[TripwireItem, ...]:
+    """The per-item verdicts the tripwire journals; imported runs carry none (their items are notes)."""
+    value = json.loads(text) if text else None
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        TripwireItem(
+            id=str(i.get("id") or "?"),
+            verdict=str(i.get("verdict") or "?"),
+            reasons=tuple(str(x) for x in i.get("reasons") or ()),
+            reasoning_leak=str(i["reasoning_leak"]) if i.get("reasoning_leak") else None,
+        )
+        for i in value
+        if isinstance(i, dict)
+    )
 
 
 def served_words(reasoning_parser: str | None, thinking: str | None, sampling: str | None) -> str:
@@ -280,7 +300,8 @@ def served_words(reasoning_parser: str | None, thinking: str | None, sampling: s
 
 @dataclass(frozen=True)
 class TripwireRun:
-    """One tripwire run (``campaign tripwire``) with its verdict and every item."""
+    """One tripwire run with its verdict and every item: what ``campaign tripwire`` shows, and an arm's
+    latest verdict on a box as the Live view and the report's failures list it."""
 
     id: int
     run_id: str | None
@@ -295,6 +316,16 @@ class TripwireRun:
     reasoning_parser: str | None  # the server's --reasoning-parser
     thinking: str | None  # whether thinking was on and what decided it; None: not recorded
     sampling: str | None  # JSON of the sampling fields sent; "{}": none
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> TripwireRun:
+        """A ``tripwire_runs`` row."""
+        return cls(id=r["id"], run_id=r["run_id"], arm=r["arm"], box=r["box"], launch_id=r["launch_id"],
+                   model=r["model"], t_ms=r["t_ms"],
+                   verdict=TripwireVerdict.of(r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"],
+                                              r["reasoning_leak"]),
+                   items=tripwire_items(r["items"]), source=r["source"], reasoning_parser=r["reasoning_parser"],
+                   thinking=r["thinking"], sampling=r["sampling"])  # fmt: skip
 
     @property
     def served(self) -> str:
@@ -361,7 +392,7 @@ class LiveView:
     in_tok_s: Series
     servers: tuple[ServerNow, ...]
     bench: BenchNow | None
-    tripwire: tuple[TripwireRow, ...]
+    tripwire: tuple[TripwireRun, ...]
     timers: tuple[TimerRow, ...]
     gpu_history: tuple[GpuHistory, ...] = ()
     throughput_source: str = "server"  # server (its /metrics) or loadgen (the load generator's own samples)
@@ -752,19 +783,8 @@ class SweepStatus:
     arms: tuple[SweepArmStatus, ...]
 
 
-@dataclass(frozen=True)
-class TimerEntry:
-    """A hard stop now, as ``campaign timer list|show|cancel`` shows it: the deadline with the box's zone
-    (None: never probed) and the time left on this console's clock (negative once past)."""
-
-    id: int
-    box: str
-    deadline_ms: int
-    action: str
-    state: str  # armed, firing, fired, cancelled, failed
-    input_text: str | None  # what the operator typed, for the record
-    box_tz: str | None
-    remaining_ms: int
+TimerEntry = TimerRow
+"""A timer as ``campaign timer list|show|cancel`` names it: the same record, read now."""
 
 
 @dataclass(frozen=True)

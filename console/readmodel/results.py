@@ -7,7 +7,6 @@ marks beside it. "The fastest row per key" is ``best_by``, also here, for the sa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -16,8 +15,6 @@ from console.readmodel.records import (
     KernelUse,
     ReplicaResult,
     ResultRow,
-    TripwireItem,
-    TripwireRow,
     TripwireRun,
     TripwireVerdict,
 )
@@ -118,14 +115,8 @@ def best_per_model(rows: Iterable[ResultRow]) -> list[ResultRow]:
 
 
 # -- tripwire -----------------------------------------------------------------------------------------
-def _verdict(r: dict[str, Any]) -> TripwireVerdict:
-    return TripwireVerdict.of(
-        r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"], r["reasoning_leak"]
-    )
-
-
-def latest_tripwires(store: Store, at: int, box: str | None = None) -> list[TripwireRow]:
-    """The latest tripwire verdict of each arm on each box (or on ``box``) as of ``at``."""
+def latest_tripwires(store: Store, at: int, box: str | None = None) -> list[TripwireRun]:
+    """The latest tripwire run of each arm on each box (or on ``box``) as of ``at``."""
     rows = store.rows(
         f"""SELECT * FROM tripwire_runs r
             WHERE t_ms <= :at {"AND box = :box" if box else ""} AND id = (
@@ -134,49 +125,15 @@ def latest_tripwires(store: Store, at: int, box: str | None = None) -> list[Trip
             ORDER BY box, arm""",
         {"at": at, "box": box},
     )
-    return [TripwireRow(r["arm"], r["box"], r["t_ms"], _verdict(r), r["source"]) for r in rows]
+    return [TripwireRun.from_row(r) for r in rows]
 
 
-def failed_tripwires(store: Store, at: int) -> list[TripwireRow]:
+def failed_tripwires(store: Store, at: int) -> list[TripwireRun]:
     """Arms whose latest tripwire on a box failed: their throughput must not be trusted."""
     return [t for t in latest_tripwires(store, at) if t.verdict.failed]
-
-
-def _items(text: str | None) -> tuple[TripwireItem, ...]:
-    """The per-item verdicts the tripwire journals; imported runs carry none (their items are notes)."""
-    value = json.loads(text) if text else None
-    if not isinstance(value, list):
-        return ()
-    return tuple(
-        TripwireItem(
-            id=str(i.get("id") or "?"),
-            verdict=str(i.get("verdict") or "?"),
-            reasons=tuple(str(x) for x in i.get("reasons") or ()),
-            reasoning_leak=str(i["reasoning_leak"]) if i.get("reasoning_leak") else None,
-        )
-        for i in value
-        if isinstance(i, dict)
-    )
 
 
 def tripwire_run(store: Store, run_id: str) -> TripwireRun | None:
     """The tripwire run of the tripwire command ``run_id`` (what ``campaign tripwire`` shows), once ingested."""
     rows = store.rows("SELECT * FROM tripwire_runs WHERE run_id = ? ORDER BY id", [run_id])
-    if not rows:
-        return None
-    r = rows[0]
-    return TripwireRun(
-        id=r["id"],
-        run_id=r["run_id"],
-        arm=r["arm"],
-        box=r["box"],
-        launch_id=r["launch_id"],
-        model=r["model"],
-        t_ms=r["t_ms"],
-        verdict=_verdict(r),
-        items=_items(r["items"]),
-        source=r["source"],
-        reasoning_parser=r["reasoning_parser"],
-        thinking=r["thinking"],
-        sampling=r["sampling"],
-    )
+    return TripwireRun.from_row(rows[0]) if rows else None

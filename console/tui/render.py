@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import tzinfo
 
 from console.charts import LEVEL_MARK, trace
-from console.readmodel.records import GpuPower, LiveView, Series, TimerRow, TripwireRow
+from console.readmodel.records import GpuPower, LiveView, Series, TimerRow, TripwireRun
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
 
@@ -139,7 +139,7 @@ def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:
     return lines
 
 
-def tripwire_line(t: TripwireRow, width: int) -> str:
+def tripwire_line(t: TripwireRun, width: int) -> str:
     """``glm…dp2tp2 11/20 DEGEN 8d 1w``: the verdict word and counts first, the arm name shortened to fit."""
     v = t.verdict
     tail = f" {v.ok:>2}/{v.total} {v.word:5}" + ("" if v.passed else f" {v.degenerate}d {v.wrong}w")
