@@ -21,12 +21,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.agent_box import AgentBox  # noqa: E402
-from tests.support.fake_nvidia_smi import install  # noqa: E402
+from testbed.agent_box import AgentBox  # noqa: E402
+from testbed.fake_nvidia_smi import install  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -121,14 +122,16 @@ def main() -> int:
     box = AgentBox(tmp / "home", path_prefix=[tmp / "bin"], interval_s=1.0)
     box.start()
     try:
-        from tests.support.vllm_server import free_port
+        from testbed.ports import free_port
 
         for i in range(4):
             port = free_port()
             box.ok("launch", {"launch_id": f"s{i}", "argv": [sys.executable, str(server), str(port)], "port": port})
         for i in range(4):
-            box.wait_for(lambda e, i=i: e["kind"] == "launch_state" and e["launch_id"] == f"s{i}"
-                         and e["state"] == "serving", timeout=60)
+            def serving(e: dict[str, Any], i: int = i) -> bool:
+                return bool(e["kind"] == "launch_state" and e["launch_id"] == f"s{i}" and e["state"] == "serving")
+
+            box.wait_for(serving, timeout=60)
         box.wait_for(lambda e: e["kind"] == "server_sample" and e["gen_tok_per_s"] is not None, timeout=30)
         assert box.pid is not None
         own0, _ = cpu_s(box.pid)

@@ -7,9 +7,9 @@ in bytes (LinkSettings.batch_bytes): a batch of full 8-GPU samples bounded only 
 never got through the SSH channel. The result names the load on the machine: the figures mean little
 without it.
 
-Setup, all real: an OpenSSH sshd test box on 127.0.0.1 (tests/support/sshd.py; needs root), the agent
+Setup, all real: an OpenSSH sshd test box on 127.0.0.1 (testbed/sshd.py; needs root), the agent
 pushed over SFTP and started by the fleet layer, the backlog written into the box's journal with the
-agent's own Journal class (tests/support/backlog.py, as the suite does). The peer measured in the same
+agent's own Journal class (testbed/backlog.py, as the suite does). The peer measured in the same
 run is ``store.ingest.batch`` of the very same events with no link at all, so the ratio shows what the
 wire (SSH + agent + JSON) costs.
 
@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from console.fleet import BoxLink  # noqa: E402
 from console.store import Store  # noqa: E402
-from tests.support import backlog  # noqa: E402
-from tests.support.fleet_fixtures import FAST, register  # noqa: E402
-from tests.support.sshd import SshBox, SshdFarm  # noqa: E402
+from testbed import backlog  # noqa: E402
+from testbed.fleet_fixtures import FAST, register  # noqa: E402
+from testbed.sshd import SshBox, SshdFarm  # noqa: E402
 
 
 def wire_bytes(event: dict[str, Any]) -> int:

@@ -9,7 +9,7 @@ concurrency, never as an absolute claim; then `--processes` scaling of this load
     python bench/loadgen_ceiling.py --skip-vllm --scaling 1,2,4,8 --client-cpus 0-7 \\
         --server-cpus 8-15 --server-processes 8              # scaling alone, on a larger host
 
-Needs the CPU vLLM venv (tests/support/vllm_env.py) and a tokenizer directory for `vllm bench serve`'s
+Needs the CPU vLLM venv (testbed/vllm_env.py) and a tokenizer directory for `vllm bench serve`'s
 random dataset (default: the tiny test model's).
 """
 
@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "campaign-console"
@@ -43,7 +44,7 @@ def log(message: str) -> None:
     print(f"[ceiling {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def pinned(argv: list[str], cpus: list[int], **kwargs) -> subprocess.CompletedProcess[str]:
+def pinned(argv: list[str], cpus: list[int], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)), capture_output=True, text=True, **kwargs
     )
@@ -61,7 +62,7 @@ def start_server(cpus: list[int], processes: int, itl_ms: float = 0.0) -> tuple[
 
 
 def run_loadgen(urls: list[str], c: int, prompts: int, args: argparse.Namespace, cpus: list[int],
-                processes: int | None, tmp: Path) -> dict:
+                processes: int | None, tmp: Path) -> dict[str, Any]:
     """One run of this load generator against ``urls`` (round-robin); ``processes`` None: its default."""
     argv = [sys.executable, "-m", "agents.loadgen", *(part for url in urls for part in ("--base-url", url)),
             "--model", "zero", "--vocab-size", "1000", "--input-len", str(args.input_len),
@@ -71,10 +72,11 @@ def run_loadgen(urls: list[str], c: int, prompts: int, args: argparse.Namespace,
     done = pinned(argv, cpus, cwd=ROOT, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr[-2000:]}")
-    return json.loads(done.stdout)
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
 
 
-def run_vllm_bench(url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path) -> dict:
+def run_vllm_bench(url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path) -> dict[str, Any]:
     name = f"vllm-{c}.json"
     argv = [str(args.vllm_python), "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
             "--base-url", url, "--endpoint", "/v1/completions", "--model", "zero", "--tokenizer", str(args.tokenizer),
@@ -85,7 +87,8 @@ def run_vllm_bench(url: str, c: int, prompts: int, args: argparse.Namespace, cpu
     done = pinned(argv, [cpu], timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-3000:]}")
-    return json.loads((tmp / name).read_text())
+    out: dict[str, Any] = json.loads((tmp / name).read_text())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     client_cpus, server_cpus = cpu_list(args.client_cpus), cpu_list(args.server_cpus)
     levels = [int(c) for c in args.concurrency.split(",")]
     server, url = start_server(server_cpus, args.server_processes)
-    report: dict = {"input_len": args.input_len, "output_len": args.output_len, "client_cpu": client_cpus[0],
+    report: dict[str, Any] = {"input_len": args.input_len, "output_len": args.output_len, "client_cpu": client_cpus[0],
                     "server_cpus": server_cpus, "server_processes": args.server_processes,
                     "comparison": [], "scaling": []}
     try:

@@ -1,6 +1,6 @@
 """One sweep fed to two 4-GPU boxes as one queue, against the same sweep walked one arm at a time.
 
-Eight one-GPU arms (the fake engine, tests/support/fake_engine.py, which holds ``--load-s`` seconds
+Eight one-GPU arms (the fake engine, testbed/fake_engine.py, which holds ``--load-s`` seconds
 before it listens, standing for loading weights, and then holds 20000 MiB on its card) are swept twice
 over real sshd test boxes on this machine:
 
@@ -39,11 +39,12 @@ from console.recipes import load_catalog  # noqa: E402
 from console.service import Service  # noqa: E402
 from console.store import Box, Store  # noqa: E402
 from console.sweep import SweepOptions  # noqa: E402
-from tests.support import box_python  # noqa: E402
-from tests.support.fake_engine import install, write_model  # noqa: E402
-from tests.support.fake_nvidia_smi import variant  # noqa: E402
-from tests.support.sshd import SshBox, SshdFarm  # noqa: E402
-from tests.test_sweep import RECIPES, free_ports  # noqa: E402
+from testbed import box_python  # noqa: E402
+from testbed.fake_engine import install, write_model  # noqa: E402
+from testbed.fake_nvidia_smi import variant  # noqa: E402
+from testbed.ports import free_ports  # noqa: E402
+from testbed.sshd import SshBox, SshdFarm  # noqa: E402
+from testbed.sweep_recipes import RECIPES  # noqa: E402
 
 ARMS = 8
 

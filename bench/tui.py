@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from console.readmodel import WINDOWS_MS  # noqa: E402
 from console.store import Box, Store  # noqa: E402
-from tests.support import tui_fixture as F  # noqa: E402
-from tests.support.tui_pilot import settle  # noqa: E402
+from testbed import tui_fixture as F  # noqa: E402
+from testbed.tui_pilot import settle  # noqa: E402
 
 BOXES, GPUS = 8, 8
 STEP_MS = 1000
@@ -67,7 +67,7 @@ def build(path: Path, samples: int) -> None:
                 )
             )
         with store.atomic() as db:
-            db["launches"].insert_all(
+            db.table("launches").insert_all(
                 [
                     {
                         "id": f"L-{b}",
@@ -256,10 +256,10 @@ def main() -> int:
         holder = f"bench-tui-holder-{os.getpid()}"
         subprocess.run(["tmux", "new-session", "-d", "-s", holder, "sleep 600"], check=True)
         try:
-            browse, peer, cli = measure_first_screens(args.db)
+            browse, peers, clis = measure_first_screens(args.db)
         finally:
             subprocess.run(["tmux", "kill-session", "-t", holder], capture_output=True)
-        b, p, c = statistics.median(browse), statistics.median(peer), statistics.median(cli)
+        b, p, c = statistics.median(browse), statistics.median(peers), statistics.median(clis)
         print(f"\n`campaign browse DB` in tmux until the Fleet table is on screen: {b:.2f} s (median of 3)")
         print(f"  peer 1: a fresh process importing Textual and the console, until it prints: {p:.2f} s")
         print(
@@ -271,8 +271,8 @@ def main() -> int:
     else:
         print("\nbrowse first screen: not measured (tmux is not installed)")
     if tmp and not args.keep:
-        for p in tmp.iterdir():
-            p.unlink()
+        for f in tmp.iterdir():
+            f.unlink()
         tmp.rmdir()
     return 0
 

@@ -3,7 +3,7 @@
     python bench/tui_ingest.py [--hours 1] [--gpus 8] [--servers 4] [--samples 1000000] [--rounds 20]
 
 Setup, all real: a state.db with ``--samples`` GPU samples (bench/tui.py's campaign), the ``local`` box whose
-agent home holds a journal backlog written with the agent's own Journal class (tests/support/backlog.py, the events
+agent home holds a journal backlog written with the agent's own Journal class (testbed/backlog.py, the events
 bench/ingest.py measures: one 8-GPU sample plus one sample per server each second), and the console App with its real ``ServiceActions``
 supervising the fleet, so the backlog is pulled and committed exactly as in a live console. It measures the
 Live view's redraw (worker load + draw, the figure bench/tui.py reports) while the backlog ingests, against the
@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.tui import build  # noqa: E402
 from console.store import Store  # noqa: E402
-from tests.support import backlog  # noqa: E402
-from tests.support import tui_fixture as F  # noqa: E402
-from tests.support.agent_box import stop_agent  # noqa: E402
-from tests.support.tui_pilot import settle  # noqa: E402
+from testbed import backlog  # noqa: E402
+from testbed import tui_fixture as F  # noqa: E402
+from testbed.agent_box import stop_agent  # noqa: E402
+from testbed.tui_pilot import settle  # noqa: E402
 
 
 def write_backlog(home: Path, hours: float, gpus: int, servers: int) -> int:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from console.store import Store
-from tests.support import vllm_env as vllm_env_module
-from tests.support import vllm_server
-from tests.support.fake_engine import install, write_model
+from testbed import vllm_env as vllm_env_module
+from testbed import vllm_server
+from testbed.fake_engine import install, write_model
 
 
 @pytest.fixture(scope="session")

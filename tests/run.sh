@@ -18,11 +18,11 @@ fi
 python3 -m pip install -q -e '.[test]'
 
 # A real vLLM on CPU for the end-to-end tests, in its own cached venv (it pins its own torch).
-if [ -f tests/support/vllm_env.py ]; then
-  python3 tests/support/vllm_env.py ensure --trained
+if [ -f testbed/vllm_env.py ]; then
+  python3 testbed/vllm_env.py ensure --trained
 fi
 # The sshd test boxes' serving environments: the system Python with openai, as a real box's vLLM env has it.
-python3 tests/support/box_python.py
+python3 testbed/box_python.py
 
 # The static checks: style (and naive datetimes), strict types, and the layers' import contracts.
 ruff check .

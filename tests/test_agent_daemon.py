@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from agents import proc
-from tests.support.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
-from tests.support.ports import free_port
+from testbed.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
+from testbed.ports import free_port
 
 FAKE_SERVER = r'''
 import http.server, os, signal, subprocess, sys, threading, time

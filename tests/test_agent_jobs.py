@@ -2,7 +2,7 @@
 
 The daemon is a real detached process killed with SIGKILL mid-bench; the load generator it started is a
 real child process; the server is a real loopback HTTP server framing completions as vLLM does
-(``bench/zero_server.py``'s bytes) that holds each answer until the test opens a gate, so "mid-bench"
+(``testbed/zero_server.py``'s bytes) that holds each answer until the test opens a gate, so "mid-bench"
 and "finished while the agent was down" are exact moments, not sleeps.
 """
 
@@ -21,9 +21,9 @@ import pytest
 from agents import proc
 from agents.jobs import Jobs
 from agents.journal import Journal
-from bench.zero_server import MAX_TOKENS, prompt_tokens, stream_body
-from tests.support.agent_box import AgentBox
-from tests.support.ports import free_port
+from testbed.agent_box import AgentBox
+from testbed.ports import free_port
+from testbed.zero_server import MAX_TOKENS, prompt_tokens, stream_body
 
 
 class GatedServer:

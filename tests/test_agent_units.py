@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents import gpu, loglines, metrics, package, probe
-from tests.support.fake_nvidia_smi import build_libcuda
+from testbed.fake_nvidia_smi import build_libcuda
 
 H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "h200"  # real captures from an H200
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,7 +181,7 @@ def test_cuda_versions() -> None:
 
 
 def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict:
-    from tests.support.agent_box import bin_with_fake_smi
+    from testbed.agent_box import bin_with_fake_smi
 
     env = {"PATH": f"{bin_with_fake_smi(tmp_path, fixture)}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TZ": "Europe/London"}
     if lib_dir is not None:
@@ -208,7 +208,7 @@ def test_probe_h200_fixture(tmp_path: Path) -> None:
 
 
 def test_probe_error_804_with_compat_libs_on_the_loader_path(tmp_path: Path) -> None:
-    from tests.support.agent_box import write_fixture_variant
+    from testbed.agent_box import write_fixture_variant
 
     def consumer_card_with_compat(fx: dict) -> None:
         fx["cuinit"], fx["compat_libs"] = 804, True

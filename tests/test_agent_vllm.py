@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_box import AgentBox
-from tests.support.ports import free_port
-from tests.support.vllm_env import VllmEnv, server_env
-from tests.support.vllm_server import tiny_cpu_replica
+from testbed.agent_box import AgentBox
+from testbed.ports import free_port
+from testbed.vllm_env import VllmEnv, server_env
+from testbed.vllm_server import tiny_cpu_replica
 
 pytestmark = pytest.mark.vllm
 

@@ -23,7 +23,7 @@ from console.checks.run import CheckRun, judge, local_probe
 from console.service import Service
 from console.store import Store
 from console.timeutil import system_clock
-from tests.support.fake_nvidia_smi import FIXTURES, build_libcuda, install
+from testbed.fake_nvidia_smi import FIXTURES, build_libcuda, install
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds the stand-in libcuda.so.1")
@@ -203,8 +203,8 @@ def test_campaign_check_errors_are_specific(tmp_path: Path) -> None:
 @pytest.mark.timeout(180)
 def test_check_of_an_ssh_box_goes_through_its_agent(tmp_path: Path) -> None:
     """A real sshd box presenting the 400 W fixture: probe op over SSH, one stored probe, power warned."""
-    from tests.support.fleet_fixtures import FAST, box_started, register
-    from tests.support.sshd import SshdUnavailable
+    from testbed.fleet_fixtures import FAST, box_started, register
+    from testbed.sshd import SshdUnavailable
 
     try:
         box = box_started("chkpro", "rtx-pro-6000-ws-400w")

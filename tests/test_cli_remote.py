@@ -17,8 +17,8 @@ from console.recipes import load_catalog
 from console.service import Service, ServiceError
 from console.service.base import reaching
 from console.store import BoxNotReachable, NoSuchBox, Store
+from testbed.ports import free_ports
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
-from tests.support.ports import free_ports
 
 REFUSED, NOT_DRIVABLE, UNREACHABLE = 1, 2, 3
 

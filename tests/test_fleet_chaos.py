@@ -22,8 +22,8 @@ import pytest
 
 from console.fleet import BoxLink
 from console.store import Store
-from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
-from tests.support.sshd import SshdFarm
+from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
+from testbed.sshd import SshdFarm
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(240)]

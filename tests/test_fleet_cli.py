@@ -12,8 +12,8 @@ import pytest
 from console.cli import main
 from console.service import Service
 from console.store import Store
-from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
-from tests.support.sshd import SshdFarm
+from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
+from testbed.sshd import SshdFarm
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 __all__ = ["sshd_farm"]

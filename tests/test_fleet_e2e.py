@@ -19,10 +19,10 @@ from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service, released
 from console.store import Box, Store
-from tests.support.agent_box import stop_agent
-from tests.support.fleet_fixtures import FAST
-from tests.support.ports import free_ports
-from tests.support.vllm_env import VllmEnv
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_ports
+from testbed.vllm_env import VllmEnv
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 

@@ -21,9 +21,9 @@ from console.fleet import FleetManager
 from console.fleet.link import Detached
 from console.service import Service
 from console.store import Store
-from tests.support import backlog
-from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
-from tests.support.sshd import SshBox, SshdFarm
+from testbed import backlog
+from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
+from testbed.sshd import SshBox, SshdFarm
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(240)]
 __all__ = ["sshd_farm"]
@@ -179,7 +179,7 @@ async def test_a_detach_while_the_same_state_db_follows_leaves_no_hole(sshd_farm
 async def test_a_follow_that_cannot_reach_its_box_says_so_as_it_happens_and_every_interval(tmp_path: Path) -> None:
     """No sshd listens on the port: each failed attempt is one line with the retry, and the stall is repeated."""
     from console.store import Box
-    from tests.support.ports import free_port
+    from testbed.ports import free_port
 
     with Store(tmp_path / "state.db") as store:
         key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()

@@ -18,9 +18,10 @@ import pytest
 from console.fleet import BoxLink, FleetManager
 from console.service import Service
 from console.store import Store
-from tests.support import backlog, disks
-from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
-from tests.support.sshd import SshBox, SshdFarm
+from testbed import backlog
+from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
+from testbed.sshd import SshBox, SshdFarm
+from tests.support import disks
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(240)]
 __all__ = ["sshd_farm"]

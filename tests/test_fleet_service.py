@@ -11,8 +11,8 @@ from console.checks.verdict import Verdict
 from console.errors import InputError
 from console.service import Service, ServiceError, released
 from console.store import Store
-from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
-from tests.support.sshd import SshBox, SshdFarm
+from testbed.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
+from testbed.sshd import SshBox, SshdFarm
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 __all__ = ["fleet_store", "sshd_farm"]

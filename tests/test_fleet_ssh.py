@@ -22,9 +22,9 @@ from console.fleet.push import AgentBuild, current_build
 from console.fleet.transport import SshSettings
 from console.service import HostKey, Service
 from console.store import Box, Store
-from tests.support.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
-from tests.support.ports import free_port
-from tests.support.sshd import SshdFarm
+from testbed.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
+from testbed.ports import free_port
+from testbed.sshd import SshdFarm
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]

@@ -1,6 +1,6 @@
 """The ``gpu`` tier: the agent's GPU paths on a real NVIDIA GPU, with the figures they read printed.
 
-Why: every other test reads GPUs through fakes (tests/support/fake_nvidia_smi.py, fake_pynvml.py). These
+Why: every other test reads GPUs through fakes (testbed/fake_nvidia_smi.py, fake_pynvml.py). These
 run the real NVML binding, the probe's power limits and its ``cuInit(0)`` through the real libcuda, a
 kill through the agent daemon that must give a torch process's memory back, and power idle vs loaded.
 Where no NVIDIA GPU or NVML exists (CI) every test here skips, saying why; a ``gpu`` skip never fails CI
@@ -26,8 +26,8 @@ import pytest
 
 from agents.gpu import GpuSampler
 from agents.probe import probe
-from tests.support.agent_box import AgentBox
-from tests.support.ports import free_ports
+from testbed.agent_box import AgentBox
+from testbed.ports import free_ports
 
 pytestmark = pytest.mark.gpu
 

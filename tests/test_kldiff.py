@@ -24,8 +24,8 @@ from console.store.kldiff import KldiffError
 from console.tui.app import ConsoleApp
 from ops.demo import SEED_DIR, build_demo, read_tsv
 from ops.export import KLDIFF_COLUMNS
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, table_rows, text_of
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, table_rows, text_of
 
 T0 = 1_788_658_020_000
 

@@ -2,7 +2,7 @@
 
 Three servers for the whole module (each start costs a minute or two here): the tiny model trained on
 the tripwire's questions, served twice (the control pair), and a copy with noisy weights (a broken build,
-tests/support/tiny_model.py). The control reproduces bit for bit on CPU, the broken build's excess KL is
+testbed/tiny_model.py). The control reproduces bit for bit on CPU, the broken build's excess KL is
 positive, the verdicts order as they must, and the tripwire passes the trained model 20/20 and fails the
 broken one.
 """
@@ -28,10 +28,10 @@ from console.recipes.load import shipped_recipe_dir
 from console.service import Service
 from console.store import Box, Store
 from console.store.conditions import join_kernel_lines, selected_kernel_lines
-from tests.support.agent_box import stop_agent
-from tests.support.fleet_fixtures import FAST
-from tests.support.ports import free_port
-from tests.support.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_port
+from testbed.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 

@@ -1,6 +1,6 @@
 """The load generator: statistics, prompts, the streaming wire parser and whole runs against real servers.
 
-Servers here are real processes: bench/zero_server.py (vLLM's framing, zero cost) and
+Servers here are real processes: testbed/zero_server.py (vLLM's framing, zero cost) and
 tests/support/scripted_server.py, which splits its bytes at every position, returns errors or short outputs,
 or stalls.
 """
@@ -26,7 +26,7 @@ from agents.loadgen.worker import Record, WorkerResult, parse_tail
 from tests.support.listening import start_listening, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-ZERO_SERVER = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"]
+ZERO_SERVER = [sys.executable, str(ROOT / "testbed" / "zero_server.py"), "--port", "0"]
 ISSUE_KEYS = [
     "requests", "failed", "duration_s", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
     "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
@@ -399,7 +399,7 @@ def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server, vl
     answered from the prefix cache), within noise where each client's timing is set beside the server's
     for the same run, and loose between the two runs (throughput within a factor of 4 on a busy machine:
     the server's own pace moves that much between runs, docs/facts.md)."""
-    from bench.agreement import Shape, Target, measured, run_ours, run_reference
+    from testbed.agreement import Shape, Target, measured, run_ours, run_reference
 
     shape = Shape(input_len=256, output_len=16, prompts=16, concurrency=4)
     target = Target(tiny_server.base_url, tiny_server.model, tiny_server.model_dir, vllm_env.python)

@@ -36,7 +36,7 @@ from console.store import Store
 from tests.support.listening import start_listening, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-ZERO_SERVER = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0"]
+ZERO_SERVER = [sys.executable, str(ROOT / "testbed" / "zero_server.py"), "--port", "0"]
 GUARD_BYTES = 2 << 30
 """Address space a load generator under test may map: far more than any run here needs, far less than
 the machine has."""

@@ -21,8 +21,8 @@ from console.readmodel import bench_rows, compare, control_pairs, repeat_groups,
 from console.recipes import load_catalog
 from console.service import BenchOutcome, Service
 from console.store import Store
+from testbed.ports import free_ports
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
-from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)

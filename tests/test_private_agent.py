@@ -1,6 +1,6 @@
 """Nobody let in: the console's secrets never reach an agent or a server, and an agent's files are its
 user's alone. Real agents (their environment read from /proc/PID/environ), real servers (the fake engine,
-tests/support/fake_engine.py, writes down the environment it was given) and the file system; the SSH
+testbed/fake_engine.py, writes down the environment it was given) and the file system; the SSH
 case runs against a real sshd box."""
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from agents.private import OWN_DIRS, OWN_PREFIXES, REFUSED
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Box, Store
+from testbed.agent_box import AgentBox
+from testbed.fake_engine import install, write_model
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_port
+from testbed.sshd import SshBox
 from tests.conftest import stop_agent
-from tests.support.agent_box import AgentBox
-from tests.support.fake_engine import install, write_model
-from tests.support.fleet_fixtures import FAST
-from tests.support.ports import free_port
-from tests.support.sshd import SshBox
 from tests.test_agent_daemon import FAKE_SERVER, launch_args
 
 pytestmark = pytest.mark.timeout(180)
@@ -229,8 +229,8 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
 ) -> None:
     """The sshd box accepts any environment a client sends (AcceptEnv *): still none of the console's
     reaches its agent or a server, and the agent's home there is private to the box's user."""
-    from tests.support.fleet_fixtures import box_started, farm, register
-    from tests.support.sshd import SshdUnavailable
+    from testbed.fleet_fixtures import box_started, farm, register
+    from testbed.sshd import SshdUnavailable
 
     try:
         farm()
@@ -299,8 +299,8 @@ def test_the_local_check_probe_runs_without_the_console_secrets(tmp_path: Path,
 @pytest.fixture(scope="module")
 def homes_box() -> tuple[SshBox, Path]:
     """(a box whose unix user runs the agent, the agent zipapp it runs, readable by that user)."""
-    from tests.support.fleet_fixtures import box_started, farm
-    from tests.support.sshd import SshdUnavailable
+    from testbed.fleet_fixtures import box_started, farm
+    from testbed.sshd import SshdUnavailable
 
     try:
         farm()
@@ -507,7 +507,7 @@ async def test_the_console_says_in_one_line_why_the_box_refused_its_agent_home(
     line, not an argv. Once the fix it gives is run, the same link starts the agent."""
     from console.fleet.link import BoxLink
     from console.fleet.push import AgentStartError
-    from tests.support.fleet_fixtures import register
+    from testbed.fleet_fixtures import register
 
     box, _ = homes_box
     home = box.agent_home

@@ -19,9 +19,9 @@ import pytest
 
 from console.progress import EVERY_S
 from console.store import Store
-from tests.support import backlog
-from tests.support.fleet_fixtures import box_started, register, sshd_farm
-from tests.support.sshd import SshdFarm
+from testbed import backlog
+from testbed.fleet_fixtures import box_started, register, sshd_farm
+from testbed.sshd import SshdFarm
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["sshd_farm"]

@@ -71,7 +71,7 @@ def db(tmp_path: Path) -> str:
         gpu = {"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "mem_total_mib": 97887.0}
         probe = {"gpus": [{**gpu, "index": i} for i in range(4)], "topology": {"nvlink_all": False, "links": {}}}
         with store.atomic() as d:
-            d["probes"].insert({"box": "pro-a", "t_ms": 1, "console_t_ms": 1, "data": json.dumps(probe)})
+            d.table("probes").insert({"box": "pro-a", "t_ms": 1, "console_t_ms": 1, "data": json.dumps(probe)})
     return str(path)
 
 

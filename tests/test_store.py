@@ -110,10 +110,10 @@ def test_journal_is_unique_per_box_and_seq(tmp_path: Path) -> None:
         store.boxes.ensure_local()
         row = {"box": "local", "seq": 1, "t_ms": 1, "kind": "x", "payload": "{}", "ingested_ms": 2}
         with store.atomic() as db:
-            db["journal"].insert(row)
+            db.table("journal").insert(row)
         with pytest.raises(sqlite3.IntegrityError):
             with store.atomic() as db:
-                db["journal"].insert(row)
+                db.table("journal").insert(row)
 
 
 def test_indexes_serve_the_tui_queries(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Sweeps without vLLM: the plan, and the walk through a real agent on the local box running a fake engine.
 
-The fake engine (tests/support/fake_engine.py) is a real process launched from the resolved argv; it
+The fake engine (testbed/fake_engine.py) is a real process launched from the resolved argv; it
 refuses a pinned MoE backend the way vLLM does, crashes, degenerates or serves as its arm's env says.
 """
 
@@ -31,76 +31,13 @@ from console.sweep import (
     accepted_candidates,
     candidates,
 )
-from tests.support import box_python
-from tests.support.fake_engine import install, write_model
-from tests.support.ports import free_ports
+from testbed import box_python
+from testbed.fake_engine import install, write_model
+from testbed.ports import free_ports
+from testbed.sweep_recipes import PROFILE, RECIPES
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(240)
-
-PROFILE = """
-[profiles."fake-moe"]
-checkpoint = "fake-moe"
-local = true
-served_model_name = "fake-moe"
-architecture = "mixtral"
-quantization = "nvfp4"  # NVFP4 experts: a pinned MoE backend needs a sweep that measured it (lint R3)
-quant_scope = "experts"
-quantizer = "vendor"
-weights_gb = 0.001
-moe = true
-
-[profiles."fake-moe".serving]
-sampling = { temperature = 0.0 }
-source = "test fake"
-"""
-
-RECIPES = PROFILE + """
-[arms."fake-serve"]
-profile = "fake-moe"
-device = "cpu"  # the fake engine on the local box, which has no GPU
-max_model_len = 2048
-max_num_seqs = 2
-env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,Marlin" }
-
-[arms."fake-refused"]
-profile = "fake-moe"
-device = "cpu"  # the fake engine on the local box, which has no GPU
-moe_backend = "flashinfer_cutlass"
-max_model_len = 2048
-env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton,CPU" }
-
-[arms."fake-refused-quietly"]
-profile = "fake-moe"
-device = "cpu"  # the fake engine on the local box, which has no GPU
-moe_backend = "marlin"
-max_model_len = 2048
-env = { FAKE_ENGINE_MOE_ACCEPTS = "Triton", FAKE_ENGINE_MOE_REFUSAL = "unsupported" }
-
-[arms."fake-crash"]
-profile = "fake-moe"
-device = "cpu"  # the fake engine on the local box, which has no GPU
-env = { FAKE_ENGINE_MODE = "crash" }
-
-[arms."fake-degenerate"]
-profile = "fake-moe"
-device = "cpu"  # the fake engine on the local box, which has no GPU
-env = { FAKE_ENGINE_MODE = "degenerate" }
-
-[arms."fake-pin-triton"]  # in no sweep: launched by hand, its pin stands on what sweeps measured
-profile = "fake-moe"
-device = "cpu"
-moe_backend = "triton"
-
-[shapes.short]  # a name the load generator also knows (it refuses others: see the report)
-input_len = 16
-output_len = 4
-
-[sweeps."fake-test"]
-arms = ["fake-serve", "fake-refused", "fake-refused-quietly", "fake-crash", "fake-degenerate"]
-base = "fake-serve"
-pairs = [{ moe = "marlin" }]
-"""
 
 
 @pytest.fixture
@@ -334,8 +271,8 @@ def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its
 @pytest.mark.sshd
 def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes: Path, tmp_path: Path) -> None:
     """Over a real sshd box whose fake nvidia-smi shows four cards: four servers, each benched."""
-    from tests.support.fleet_fixtures import FAST, box_started, farm, register
-    from tests.support.sshd import SshdUnavailable
+    from testbed.fleet_fixtures import FAST, box_started, farm, register
+    from testbed.sshd import SshdUnavailable
 
     try:
         farm()

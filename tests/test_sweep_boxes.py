@@ -2,7 +2,7 @@
 
 The boxes are real sshd test boxes whose fake nvidia-smi shows four RTX PRO 6000 cards with a foreign
 process holding GPU 3 (tests/fixtures/gpus/pcie-4gpu.json); the servers are the fake engine
-(tests/support/fake_engine.py), which tells the box's fake nvidia-smi the memory it holds on its GPUs
+(testbed/fake_engine.py), which tells the box's fake nvidia-smi the memory it holds on its GPUs
 while it lives, so the queue's before/after GPU memory check reads what really runs there.
 """
 
@@ -29,10 +29,10 @@ from console.store.schema import MIGRATIONS
 from console.sweep import SweepError, SweepOptions, SweepQueue
 from console.sweep.queue import BoxSlots, fits_nowhere
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
+from testbed import box_python
+from testbed.fake_engine import install, write_model
+from testbed.ports import free_ports
 from tests import test_sweep
-from tests.support import box_python
-from tests.support.fake_engine import install, write_model
-from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 recipes = test_sweep.recipes
@@ -206,8 +206,8 @@ def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt
 
 # -- real boxes ------------------------------------------------------------------------------------
 def _boxes(*names: str) -> list[Any]:
-    from tests.support.fleet_fixtures import box_started, farm
-    from tests.support.sshd import SshdUnavailable
+    from testbed.fleet_fixtures import box_started, farm
+    from testbed.sshd import SshdUnavailable
 
     try:
         farm()
@@ -220,7 +220,7 @@ def _boxes(*names: str) -> list[Any]:
 
 
 def _register(store: Store, boxes: list[Any]) -> None:
-    from tests.support.fleet_fixtures import register
+    from testbed.fleet_fixtures import register
 
     python = str(box_python.ensure())
     for box in boxes:
@@ -260,7 +260,7 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
     )  # fmt: skip
 
     async def go() -> None:
-        from tests.support.fleet_fixtures import FAST
+        from testbed.fleet_fixtures import FAST
 
         with Store(tmp_path / "state.db") as store:
             _register(store, [qa, qb])

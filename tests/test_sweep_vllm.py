@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from console.store import Store
-from tests.support.agent_box import stop_agent
-from tests.support.ports import free_ports
-from tests.support.vllm_env import VllmEnv
+from testbed.agent_box import stop_agent
+from testbed.ports import free_ports
+from testbed.vllm_env import VllmEnv
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
@@ -113,7 +113,7 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
 def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(setup: tuple[Path, Path]) -> None:
     """The CPU vLLM serves tiny-cpu on the local box (no GPUs: CPU arms only) while the fake engine's one-GPU
     arms run side by side on an sshd box's cards: one queue, two boxes, both at work at the same time."""
-    from tests.test_sweep import RECIPES
+    from testbed.sweep_recipes import RECIPES
     from tests.test_sweep_boxes import _boxes, _launches, _register, one_gpu_arms
 
     db, recipes = setup

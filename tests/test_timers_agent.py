@@ -20,9 +20,9 @@ from console.fleet import FleetManager
 from console.service import Service
 from console.store import Box, Store
 from console.timers import Enforcer, cancel
-from tests.support.agent_box import AgentBox, bin_with_fake_smi, stop_agent
-from tests.support.fleet_fixtures import FAST
-from tests.support.ports import free_port
+from testbed.agent_box import AgentBox, bin_with_fake_smi, stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_port
 from tests.test_agent_daemon import FAKE_SERVER, launch_args, state_of
 from tests.test_timers import TZS
 

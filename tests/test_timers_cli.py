@@ -13,8 +13,8 @@ import console.cli.common as cli_common
 import console.cli.timer as timer_cli
 from console.cli import main
 from console.store import Box, Store, resolve_db_path
-from tests.support.agent_box import stop_agent
-from tests.support.ports import free_port
+from testbed.agent_box import stop_agent
+from testbed.ports import free_port
 from tests.test_timers import CUTOFF_MS, NOW_MS, add_probe, process_tz  # noqa: F401 - every TZ
 
 

@@ -17,8 +17,8 @@ from console.backoff import Backoff
 from ops.providers import ProviderError
 from ops.providers.manual import ManualProvider
 from ops.providers.vast import VastProvider, load_api_key
+from testbed.ports import free_port
 from tests.support.fake_vast import FakeVast, FakeVastServer
-from tests.support.ports import free_port
 from tests.test_timers import process_tz  # noqa: F401 - the timer suite runs under every TZ
 
 KEY = "vk-" + "7" * 40

@@ -1,5 +1,5 @@
 """The corruption tripwire: detectors, grading, profiles, and whole runs against a real local chat server
-(tests/support/fake_chat_server.py) and the real tiny vLLM on CPU (random weights must not pass)."""
+(testbed/fake_chat_server.py) and the real tiny vLLM on CPU (random weights must not pass)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from agents.tripwire.detect import matches, read_answer, repetition
 from agents.tripwire.grade import grade_item
 from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
-from tests.support.fake_chat_server import FakeChatServer
-from tests.support.vllm_env import VllmEnv
-from tests.support.vllm_server import TinyServer
+from testbed.fake_chat_server import FakeChatServer
+from testbed.vllm_env import VllmEnv
+from testbed.vllm_server import TinyServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PROSE = (

@@ -10,8 +10,8 @@ from textual.widgets import DataTable, Input, Static
 
 from console.tui.app import ConsoleApp
 from console.tui.modals import ConfirmScreen, HelpScreen, TimerScreen
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, settle, table_rows, text_of
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, settle, table_rows, text_of
 
 LONDON = ZoneInfo("Europe/London")
 

@@ -6,7 +6,7 @@ shows the box up, Arms the launch serving with its kernel line and log tail, Liv
 `campaign bench` runs beside it, and `k` asks for a confirmation naming launch and box before the
 launch ends stopped. Every process the test starts is ended in a ``finally``.
 
-The box runs as its own unix user (tests/support/sshd.py). It reads the model from a copy in its home
+The box runs as its own unix user (testbed/sshd.py). It reads the model from a copy in its home
 (the cached checkpoint is root's, mode 0600) and runs the cached vLLM venv in place, which needs the
 directories above the venv to be traversable: any that are not get ``o+x`` for the test and are restored.
 """
@@ -32,10 +32,10 @@ import pytest
 from console.service import Service
 from console.store import Store
 from console.store.launches import Launch
-from tests.support.agent_box import stop_agent
-from tests.support.fleet_fixtures import FAST, box_started, register, sshd_farm
-from tests.support.sshd import SshBox, SshdFarm
-from tests.support.vllm_env import VllmEnv
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
+from testbed.sshd import SshBox, SshdFarm
+from testbed.vllm_env import VllmEnv
 
 __all__ = ["sshd_farm"]
 ROOT = Path(__file__).resolve().parent.parent

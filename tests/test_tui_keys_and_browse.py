@@ -10,7 +10,7 @@ import pytest
 
 from console.cli import main
 from console.tui import keymap
-from tests.support import tui_fixture as F
+from testbed import tui_fixture as F
 
 
 def test_keys_file_remaps_by_binding_id(tmp_path: Path) -> None:

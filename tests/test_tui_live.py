@@ -14,8 +14,8 @@ from console.readmodel import ReadModel
 from console.readmodel.queries import gpu_history, loadgen_throughput
 from console.store import Store
 from console.tui.app import ConsoleApp
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, settle, text_of
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, settle, text_of
 
 
 @pytest.fixture

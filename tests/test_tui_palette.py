@@ -14,8 +14,8 @@ from textual.widgets import DataTable, Static
 
 from console.tui.app import VIEWS, ConsoleApp
 from console.tui.modals import BenchScreen, ConfirmScreen, HelpScreen, TimerScreen
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, settle, table_rows
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, settle, table_rows
 
 
 @pytest.fixture
@@ -28,20 +28,20 @@ def make_app(fx: F.Fixture, actions: F.FixedActions, read_only: bool = False) ->
                       actions=actions, keys_path=fx.path.with_name("no-keys.toml"), refresh_s=None)  # fmt: skip
 
 
-async def type_text(pilot: Pilot, text: str) -> None:
+async def type_text(pilot: Pilot[None], text: str) -> None:
     for ch in text:
         await pilot.press("space" if ch == " " else ch)
     await settle(pilot)
 
 
-async def palette(pilot: Pilot, words: str) -> None:
+async def palette(pilot: Pilot[None], words: str) -> None:
     """Open the palette, type the words, take the best match."""
     await press(pilot, "ctrl+p")
     await type_text(pilot, words)
     await press(pilot, "enter")
 
 
-async def select_arm(pilot: Pilot, app: ConsoleApp, arm: str) -> None:
+async def select_arm(pilot: Pilot[None], app: ConsoleApp, arm: str) -> None:
     await press(pilot, "3")
     names = [r[0] for r in table_rows(app, "#arms-table")]
     app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(arm))
@@ -51,7 +51,7 @@ async def select_arm(pilot: Pilot, app: ConsoleApp, arm: str) -> None:
 @asynccontextmanager
 async def console(
     fx: F.Fixture, arm: str | None = None, view: str | None = None, read_only: bool = False
-) -> AsyncIterator[tuple[Pilot, ConsoleApp, F.FixedActions]]:
+) -> AsyncIterator[tuple[Pilot[None], ConsoleApp, F.FixedActions]]:
     """The console on the fixture, ``arm`` selected in Arms, then on ``view`` (a number key)."""
     actions = F.FixedActions(read_only=read_only)
     app = make_app(fx, actions, read_only)

@@ -11,7 +11,7 @@ from console.readmodel import ReadModel
 from console.readmodel.queries import launch_state_at, throughput
 from console.store import Store
 from console.tui.render import gpu_label, tripwire_line
-from tests.support import tui_fixture as F
+from testbed import tui_fixture as F
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_a_second_replica_adds_to_the_total(tmp_path: Path) -> None:
     fx = F.build(tmp_path / "s.db")
     with Store(fx.path) as store:
         with store.atomic() as db:
-            db["launches"].insert(
+            db.table("launches").insert(
                 {
                     "id": "L-qwen-1",
                     "box": "pro-a",

@@ -12,8 +12,8 @@ from console.store import Store
 from console.tui.actions import ServiceActions
 from console.tui.app import ConsoleApp
 from console.tui.modals import ConfirmScreen
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, settle, table_rows
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, settle, table_rows
 
 NVFP4_AUTO = "qwen3.8-27b-nvfp4-auto"  # the seed's rule 1 control arm in recipes/
 

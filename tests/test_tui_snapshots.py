@@ -6,23 +6,26 @@ The SVGs live in tests/snapshots/; after a deliberate UI change, review them wit
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from pytest_textual_snapshot import SVGImageExtension
+from pytest_textual_snapshot import SVGImageExtension  # type: ignore[import-untyped]  # no py.typed
 from syrupy.assertion import SnapshotAssertion
-from textual._doc import take_svg_screenshot
-from textual.pilot import Pilot
+from syrupy.location import PyTestLocation
 
 from console.tui.app import ConsoleApp
-from tests.support import tui_fixture as F
+from testbed import tui_fixture as F
 
 
-class TuiSnapshots(SVGImageExtension):
+class TuiSnapshots(SVGImageExtension):  # type: ignore[misc]  # its base is untyped (no py.typed)
+    """pytest-textual-snapshot's SVG files (normalised as its ``snap_compare`` stores them), kept beside this
+    module in tests/snapshots/<module>/."""
+
     @classmethod
-    def dirname(cls, *, test_location) -> str:  # type: ignore[no-untyped-def, override]
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
         module = Path(test_location.filepath)
         return str(module.parent / "snapshots" / module.stem)
 
@@ -46,15 +49,24 @@ def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
             refresh_s=None,
         )
 
-        async def drive(pilot: Pilot) -> None:
-            for key in ["", *keys]:
-                if key:
-                    await pilot.press(key)
-                for _ in range(3):
-                    await pilot.pause()
-                    await pilot.app.workers.wait_for_complete()
+        async def screenshot() -> str:
+            """Textual's public test harness, settled as pytest-textual-snapshot settles an app before its
+            screenshot: each key, then its messages and workers, then any scheduled animation."""
+            async with app.run_test(size=size, tooltips=True, notifications=True) as pilot:
+                for key in ["", *keys]:
+                    if key:
+                        await pilot.press(key)
+                    for _ in range(3):
+                        await pilot.pause()
+                        await pilot.app.workers.wait_for_complete()
+                await pilot.pause()
+                await pilot.wait_for_scheduled_animations()
+                await pilot.pause()
+                await pilot.pause()
+                await pilot.wait_for_scheduled_animations()
+                return app.export_screenshot(title=app.title, simplify=True)
 
-        svg = take_svg_screenshot(app=app, terminal_size=size, run_before=drive)
+        svg = asyncio.run(screenshot())
         assert snapshot(extension_class=TuiSnapshots) == svg
 
     return shoot

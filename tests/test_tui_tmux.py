@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import tui_fixture as F
+from testbed import tui_fixture as F
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (tests/run.sh installs it)"

@@ -11,8 +11,8 @@ from console.readmodel import ReadModel
 from console.store import Store
 from console.tui.app import ConsoleApp
 from ops.demo import build_demo
-from tests.support import tui_fixture as F
-from tests.support.tui_pilot import press, settle, table_rows, text_of
+from testbed import tui_fixture as F
+from testbed.tui_pilot import press, settle, table_rows, text_of
 
 
 @pytest.fixture

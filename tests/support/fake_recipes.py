@@ -1,5 +1,5 @@
 """Recipe text the tests share: a tiny NVFP4 profile the local box's fake engine serves (tests/conftest.py
-gives the local box the ``fake-moe`` model directory; tests/support/fake_engine.py is the engine)."""
+gives the local box the ``fake-moe`` model directory; testbed/fake_engine.py is the engine)."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.support.sshd import SshBox
+from testbed.sshd import SshBox
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_788_658_020_000
 _WRITER = """
 import json, sys

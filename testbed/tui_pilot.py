@@ -8,7 +8,7 @@ from textual.widgets import DataTable, Static
 from console.tui.app import ConsoleApp
 
 
-async def settle(pilot: Pilot) -> None:
+async def settle(pilot: Pilot[None]) -> None:
     """Let key handlers run, then the load workers they started, then the redraw those posted."""
     for _ in range(3):
         await pilot.pause()
@@ -16,7 +16,7 @@ async def settle(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-async def press(pilot: Pilot, *keys: str) -> None:
+async def press(pilot: Pilot[None], *keys: str) -> None:
     for key in keys:
         await pilot.press(key)
         await settle(pilot)

@@ -10,7 +10,7 @@ A fixture may list ``invalid_fields``: names this driver rejects although the H2
 from ``FAKE_NVIDIA_SMI_FIXTURE`` (the wrapper sets it unless the environment already does).
 
 Processes it is told about: a fixture's memory readings are fixed, so a server started on the box would
-hold nothing. A test server (tests/support/fake_engine.py with ``FAKE_ENGINE_GPU_MIB``) tells it with
+hold nothing. A test server (testbed/fake_engine.py with ``FAKE_ENGINE_GPU_MIB``) tells it with
 ``tell(gpus, used_mib)``: a file under ``$HOME/.fake-nvidia-smi/`` (the box user's HOME, which the agent and
 the servers it starts share). While that process lives (its pid, with the start time it had), it is listed
 by ``--query-compute-apps`` and its memory is added to ``memory.used`` of its GPUs, as a real driver shows a
@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-HELP_QUERY_GPU = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi" / "h200" / "smi_help_query_gpu.txt"
-_LOCAL_HELP = Path(__file__).resolve().parent.parent / "fixtures" / "gpus" / "smi_help_query_gpu.txt"
+HELP_QUERY_GPU = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "nvidia-smi" / "h200" / "smi_help_query_gpu.txt"
+_LOCAL_HELP = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus" / "smi_help_query_gpu.txt"
 APP_FIELDS = {"timestamp", "gpu_name", "gpu_bus_id", "gpu_serial", "gpu_uuid", "pid", "process_name",
               "used_gpu_memory", "used_memory"}
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpus"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus"
 
 
 def install(bin_dir: Path, fixture: Path | str) -> Path:
@@ -148,7 +148,8 @@ class Fake:
         if field == "timestamp":
             return datetime.now(UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
         if field == "driver_version":
-            return gpu.get("driver_version", self.fx["driver_version"])
+            version: str = gpu.get("driver_version", self.fx["driver_version"])
+            return version
         for key in (field, canonical):
             if key in gpu:
                 raw = _pick(gpu[key], self.tick)
@@ -295,7 +296,7 @@ if __name__ == "__main__":
 
 
 def build_libcuda(fixture: Path | str, out_dir: Path) -> Path:
-    """Compile tests/support/fake_libcuda.c with the fixture's cuInit result and CUDA version.
+    """Compile testbed/fake_libcuda.c with the fixture's cuInit result and CUDA version.
 
     Returns the directory to put on ``LD_LIBRARY_PATH``; it is a ``.../compat`` directory when the
     fixture says forward-compat libraries are on the loader path, as on a misconfigured box.

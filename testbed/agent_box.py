@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support.fake_nvidia_smi import install
+from testbed.fake_nvidia_smi import install
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 _ids = itertools.count(1)
 
 
@@ -78,12 +78,14 @@ class AgentBox:
                 chunk = s.recv(1 << 20)
                 assert chunk, f"agent closed the connection before answering {op}"
                 buf += chunk
-        return json.loads(buf)
+        reply: dict[str, Any] = json.loads(buf)
+        return reply
 
     def ok(self, op: str, args: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         reply = self.request(op, args, **kw)
         assert reply["ok"], reply
-        return reply["result"]
+        result: dict[str, Any] = reply["result"]
+        return result
 
     def events(self, after: int = 0) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

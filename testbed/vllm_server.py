@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.recipes import BoxSpec, Replica, load_catalog, resolve
-from tests.support.ports import free_port
-from tests.support.vllm_env import VllmEnv
+from testbed.ports import free_port
+from testbed.vllm_env import VllmEnv
 
 
 @dataclass

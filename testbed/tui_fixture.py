@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from console.errors import Unreachable
 from console.store import Box, Store
@@ -74,7 +75,7 @@ def gpu_rows(
     capped: Iterable[int] = (),
     max_w: float = 600.0,
     cap_w: float = 400.0,
-) -> Iterable[tuple]:
+) -> Iterable[tuple[Any, ...]]:
     """GPU samples in gpu_samples column order: under load, a capped GPU sits at its enforced limit."""
     capped = set(capped)
     for t in range(start, end + 1, step):
@@ -98,7 +99,7 @@ def gpu_rows(
             )
 
 
-def insert_gpu_rows(store: Store, rows: Iterable[tuple]) -> None:
+def insert_gpu_rows(store: Store, rows: Iterable[tuple[Any, ...]]) -> None:
     with store.atomic() as db:
         db.conn.executemany(
             "INSERT INTO gpu_samples(box, gpu, t_ms, power_w, power_limit_w, enforced_limit_w, max_limit_w, "
@@ -107,7 +108,7 @@ def insert_gpu_rows(store: Store, rows: Iterable[tuple]) -> None:
         )
 
 
-def server_rows(box: str, launch_id: str, start: int, end: int, step: int, peak: float) -> Iterable[tuple]:
+def server_rows(box: str, launch_id: str, start: int, end: int, step: int, peak: float) -> Iterable[tuple[Any, ...]]:
     for t in range(start, end + 1, step):
         ramp = min(1.0, (t - start) / (10 * 60_000))
         gen = round(peak * ramp * (0.9 + 0.1 * math.sin(t / 40_000)), 1)
@@ -126,7 +127,7 @@ def server_rows(box: str, launch_id: str, start: int, end: int, step: int, peak:
         )
 
 
-def insert_server_rows(store: Store, rows: Iterable[tuple]) -> None:
+def insert_server_rows(store: Store, rows: Iterable[tuple[Any, ...]]) -> None:
     with store.atomic() as db:
         db.conn.executemany(
             "INSERT INTO server_samples(box, launch_id, t_ms, gen_tok_per_s, prompt_tok_per_s, running, "
@@ -208,8 +209,8 @@ def build(path: Path) -> Fixture:
 
         serving, failed, stopped = "L-qwen-0", "L-glm-0", "L-glm47-0"
         with store.atomic() as db:
-            db["probes"].insert({"id": 1, "box": "pro-a", "t_ms": START - 60_000, "data": dumps(PROBE)})
-            db["check_verdicts"].insert_all(
+            db.table("probes").insert({"id": 1, "box": "pro-a", "t_ms": START - 60_000, "data": dumps(PROBE)})
+            db.table("check_verdicts").insert_all(
                 [
                     {
                         "box": "pro-a",
@@ -231,7 +232,7 @@ def build(path: Path) -> Fixture:
                     )
                 ]
             )
-            db["launches"].insert_all(
+            db.table("launches").insert_all(
                 [
                     {
                         "id": stopped,
@@ -281,7 +282,7 @@ def build(path: Path) -> Fixture:
                     },
                 ]
             )
-            db["arms"].insert_all(
+            db.table("arms").insert_all(
                 [
                     {
                         "arm": QWEN,
@@ -307,7 +308,7 @@ def build(path: Path) -> Fixture:
                     },
                 ]
             )
-            db["kernel_lines"].insert_all(
+            db.table("kernel_lines").insert_all(
                 [
                     {
                         "box": "pro-a",
@@ -324,7 +325,7 @@ def build(path: Path) -> Fixture:
                 ]
             )
             trip_ok = (
-                db["tripwire_runs"]
+                db.table("tripwire_runs")
                 .insert(
                     {
                         "box": "pro-a",
@@ -342,7 +343,7 @@ def build(path: Path) -> Fixture:
                 .last_pk
             )
             trip_bad = (
-                db["tripwire_runs"]
+                db.table("tripwire_runs")
                 .insert(
                     {
                         "box": "pro-a",
@@ -360,7 +361,7 @@ def build(path: Path) -> Fixture:
                 .last_pk
             )
             kernel = "B12xNvFp4LinearKernel / FLASHINFER"
-            db["bench_runs"].insert_all(
+            db.table("bench_runs").insert_all(
                 [
                     _bench(
                         QWEN,
@@ -435,7 +436,7 @@ def build(path: Path) -> Fixture:
                 ]
             )
             stop = (
-                db["timers"]
+                db.table("timers")
                 .insert(
                     {
                         "box": "pro-a",
@@ -450,7 +451,7 @@ def build(path: Path) -> Fixture:
                 .last_pk
             )
             gone = (
-                db["timers"]
+                db.table("timers")
                 .insert(
                     {
                         "box": "h200-b",
@@ -464,7 +465,7 @@ def build(path: Path) -> Fixture:
                 )
                 .last_pk
             )
-            db["timer_log"].insert_all(
+            db.table("timer_log").insert_all(
                 [
                     {"timer_id": stop, "t_ms": START, "event": "armed", "enforcer": "agent"},
                     {"timer_id": gone, "t_ms": START, "event": "armed", "enforcer": "agent"},
@@ -484,15 +485,15 @@ def add_sweep(store: Store, refused_launch: str) -> None:
     one refused by the engine (which named the backends it accepts, queued next), one crashed, one
     degenerate, one running and one still pending; a finished earlier sweep below it."""
     with store.atomic() as db:
-        old = db["sweeps"].insert({
+        old = db.table("sweeps").insert({
             "list": "qwen3-smoke", "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64]),
             "bench_degenerate": 0, "state": "done", "created_ms": START - 7200_000, "updated_ms": START - 5400_000,
         }).last_pk  # fmt: skip
-        db["sweep_arms"].insert({
+        db.table("sweep_arms").insert({
             "sweep_id": old, "position": 0, "arm": SMALL, "origin": "list", "state": "served", "attempts": 1,
             "started_ms": START - 7200_000, "ended_ms": START - 5400_000,
         })  # fmt: skip
-        sweep = db["sweeps"].insert({
+        sweep = db.table("sweeps").insert({
             "list": SWEEP_LIST, "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64, 256]),
             "bench_degenerate": 0, "state": "running", "runner_pid": 4242, "runner_host": "laptop",
             "created_ms": START - 600_000, "updated_ms": NOW - 30_000,
@@ -501,7 +502,7 @@ def add_sweep(store: Store, refused_launch: str) -> None:
             "vllm/model_executor/layers/fused_moe/oracle.py:211 ValueError: moe_backend 'flashinfer_cutlass' "
             "is not supported for this model; accepted backends: ['triton', 'marlin']"
         )
-        arms = [
+        arms: list[dict[str, Any]] = [
             {"arm": QWEN, "origin": "list", "state": "served", "kv_cache_tokens": 1_212_416,
              "max_concurrency": 1184.0, "launch_ids": dumps(["L-qwen-0"]), "started_ms": START - 600_000,
              "ended_ms": START - 590_000},
@@ -523,11 +524,11 @@ def add_sweep(store: Store, refused_launch: str) -> None:
         ids = []
         for position, arm in enumerate(arms):
             arm.setdefault("attempts", 1 if arm["state"] != "pending" else 0)
-            ids.append(db["sweep_arms"].insert({"sweep_id": sweep, "position": position, **arm}).last_pk)
+            ids.append(db.table("sweep_arms").insert({"sweep_id": sweep, "position": position, **arm}).last_pk)
         qwen_runs = [r["id"] for r in store.rows("SELECT id FROM bench_runs WHERE arm = ? AND concurrency IN "
                                                  "(64, 256) ORDER BY concurrency", [QWEN])]  # fmt: skip
         for run_id, c in zip(qwen_runs, (64, 256), strict=True):
-            db["sweep_benches"].insert({"sweep_arm_id": ids[0], "launch_id": "L-qwen-0", "shape": "chat-1k",
+            db.table("sweep_benches").insert({"sweep_arm_id": ids[0], "launch_id": "L-qwen-0", "shape": "chat-1k",
                                         "concurrency": c, "bench_run_id": run_id, "admitted": 1184,
                                         "t_ms": START - 595_000})  # fmt: skip
 
@@ -575,7 +576,7 @@ class FixedActions:
 
     def __init__(self, read_only: bool = False):
         self.read_only = read_only
-        self.calls: list[tuple] = []
+        self.calls: list[tuple[Any, ...]] = []
         self.logs = {
             "L-glm47-0": [
                 "INFO 09-05 22:45:10 [launcher.py:31] Shutting down FastAPI HTTP server.",

@@ -5,7 +5,7 @@ exactly as it launches vLLM. It prints vLLM-like start-up lines (the engine conf
 ``KernelConfig``, the MoE backend it picked "out of potential backends", the KV cache budget), then
 serves ``/health``, ``/v1/models``, ``/metrics``, streamed ``/v1/completions`` (the load generator's
 framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire answers, from
-``tests/support/fake_chat_server.py``). Behaviour comes from the environment of the arm:
+``testbed/fake_chat_server.py``). Behaviour comes from the environment of the arm:
 
 - ``FAKE_ENGINE_MOE_ACCEPTS="Triton,Marlin"``: a pinned ``--kernel-config.moe_backend`` outside this set is
   refused the way vLLM 0.32 refuses one (a Worker traceback, then the "Engine core initialization failed"
@@ -19,7 +19,7 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096);
 - ``FAKE_ENGINE_ENV_DUMP``: a file it writes its whole environment to (JSON) before anything else.
 - ``FAKE_ENGINE_GPU_MIB``: MiB it holds on each GPU of ``CUDA_VISIBLE_DEVICES`` once loaded, told to the fake
-  nvidia-smi of its box (tests/support/fake_nvidia_smi.py ``tell``), which reports it while the process lives;
+  nvidia-smi of its box (testbed/fake_nvidia_smi.py ``tell``), which reports it while the process lives;
   unset: it holds nothing, as a server that is not on the GPU it was given.
 - ``FAKE_ENGINE_LINEAR_KERNEL``: the linear kernel it says it selected for NVFP4 GEMMs whatever was asked
   (a GPU engine that fell back, e.g. ``MarlinNvFp4LinearKernel`` when b12x was asked); unset: no line.
@@ -39,12 +39,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.zero_server import prompt_tokens, stream_body  # noqa: E402
-from tests.support.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
-from tests.support.fake_nvidia_smi import tell  # noqa: E402
+from testbed.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
+from testbed.fake_nvidia_smi import tell  # noqa: E402
+from testbed.zero_server import prompt_tokens, stream_body  # noqa: E402
 
 
 def install(env_dir: Path, python: str = sys.executable) -> Path:

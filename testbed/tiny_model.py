@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TRAIN_LR = 4e-3
 TRAIN_MAX_STEPS = 400
 ANSWER_NLL = 0.05

@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.agent_box import stop_agent
-from tests.support.ports import free_port
+from testbed.agent_box import stop_agent
+from testbed.ports import free_port
 
 SSHD = Path("/usr/sbin/sshd")
 FAKE_SMI = Path(__file__).with_name("fake_nvidia_smi.py")
-GPU_FIXTURES = Path(__file__).parent.parent / "fixtures" / "gpus"
+GPU_FIXTURES = Path(__file__).parent.parent / "tests" / "fixtures" / "gpus"
 
 
 class SshdUnavailable(RuntimeError):

@@ -1,6 +1,6 @@
 """Fleet test fixtures: one sshd farm per test session, boxes registered in a fresh state.db per test.
 
-Import into a test module (``from tests.support.fleet_fixtures import sshd_farm, fleet_store``) or into
+Import into a test module (``from testbed.fleet_fixtures import sshd_farm, fleet_store``) or into
 tests/conftest.py. The farm is a process-wide singleton so every module shares the same sshd processes
 (started once per session) however many modules import the fixtures.
 """
@@ -17,7 +17,7 @@ import pytest
 from console.fleet.link import LinkSettings
 from console.fleet.transport import SshSettings
 from console.store import Box, Store
-from tests.support.sshd import SshBox, SshdFarm, SshdUnavailable
+from testbed.sshd import SshBox, SshdFarm, SshdUnavailable
 
 _FARM: SshdFarm | None = None
 
