@@ -1,6 +1,6 @@
 """What a token costs on the node and from an API, and the quality/cost frontier.
 
-The arithmetic is the seed write-up's Economics section, so its tables can be re-derived from the
+The arithmetic is the campaign write-up's Economics section, so its tables can be re-derived from the
 store and checked (tests/test_economics.py cites the rows):
 
 - A node costs its price per hour divided by the owner's utilisation: USD 3.08 an hour of the month
@@ -13,10 +13,10 @@ store and checked (tests/test_economics.py cites the rows):
 - The frontier keeps configurations that nothing beats on both axes (cheaper and at least as good,
   or as cheap and better). Diagnostic-only rows (a failed tripwire) never enter it.
 - Accuracy is ``measured`` only when it was measured on the exact (box, arm); one found for the same arm
-  on another box, or only by model name, is ``borrowed`` (the seed's DP2 x TP2 point borrowed TP4's
-  accuracy and had to leave the chart). Rows from a box whose power limit is below its board maximum are
-  ``capped`` (the 400 W host). Borrowed and capped rows are priced and drawn, marked, but never stand on
-  the frontier.
+  on another box, or only by model name, is ``borrowed`` (the campaign write-up's DP2 x TP2 point
+  borrowed TP4's accuracy and had to leave the chart). Rows from a box whose power limit is below its board
+  maximum are ``capped`` (the 400 W host). Borrowed and capped rows are priced and drawn, marked, but never
+  stand on the frontier.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def node_cost_per_active_hour(price_per_hour: float, utilisation: float) -> floa
 
 @dataclass(frozen=True)
 class CostModel:
-    """The seed's cost bases: Scan list, committed, fully loaded (relief and resale) and Vast on demand."""
+    """The campaign write-up's cost bases: Scan list, committed, fully loaded (relief and resale) and Vast on
+    demand."""
 
     monthly_gbp: float
     hours_per_month: float
@@ -161,7 +162,8 @@ class HourOfOutput:
 
 
 def hour_of_output(t: Throughput, node_usd_per_hour: float, price: ApiPrice | None) -> HourOfOutput:
-    """The seed's per-hour table: the same hour of tokens bought from an API at list price (no cache)."""
+    """The campaign write-up's per-hour table: the same hour of tokens bought from an API at list price (no
+    cache)."""
     in_m, out_m = t.in_tok_per_hour / 1e6, t.out_tok_per_hour / 1e6
     api = None if price is None else in_m * price.in_per_mtok + out_m * price.out_per_mtok
     return HourOfOutput(in_m, out_m, node_usd_per_hour, api)
@@ -181,7 +183,8 @@ class Blended:
 
 
 def blended(rows: Sequence[Throughput], node_usd_per_hour: float, price: ApiPrice | None) -> Blended:
-    """USD per million tokens (in + out) averaged per request over the rows' shapes (the seed's chart)."""
+    """USD per million tokens (in + out) averaged per request over the rows' shapes (the campaign write-up's
+    chart)."""
     if not rows:
         raise EconomicsError("no throughput rows to price")
     n = len(rows)

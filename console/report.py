@@ -1,4 +1,5 @@
-"""The markdown handover (the seed's docs/RESUME.md): what the next person needs to pick the campaign up.
+"""The markdown handover (the campaign write-up's docs/RESUME.md): what the next person needs to pick the
+campaign up.
 
 Boxes and their last checks, what runs where, armed timers (UTC, box-local and the operator's zone),
 open failures with their reasons, best rows per model, each divergence pair against its noise floor and
@@ -135,8 +136,8 @@ def _quality(evals: Sequence[EvalRow]) -> list[str]:
 
 
 def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
-    """Each pair with the floor it is read against and the verdict in the seed's words; controls show only
-    as the floor column, as the seed's table reads."""
+    """Each pair with the floor it is read against and the verdict in the campaign write-up's words; controls
+    show only as the floor column, as the campaign write-up's table reads."""
     pairs = [r for r in runs if r.role == "pair"]
     if not pairs:
         return []

@@ -1,10 +1,11 @@
-"""Exports in the formats the seed's readers use: summary_all.tsv, kernels_by_server.tsv, economics, kldiff.
+"""Exports in the formats the campaign write-up's readers use: summary_all.tsv, kernels_by_server.tsv,
+economics, kldiff.
 
 Every throughput row leaves with its arm, kernel line, tripwire verdict and power limit beside it, and a
 diagnostic-only row says so in every format (a ``diagnostic_only`` column: ``yes`` in TSV/CSV, ``true``
 in JSON), because a number copied out of context is how a degenerate arm becomes a purchase. So do the
-conditions it was measured under: the replicas of the node, the seed, prefix caching, a kernel other than
-the arm asked for (``kernel_fallback``) and the repeat group it belongs to. Rows are node rows; each
+conditions it was measured under: the replicas of the node, the random seed, prefix caching, a kernel other
+than the arm asked for (``kernel_fallback``) and the repeat group it belongs to. Rows are node rows; each
 replica's share is detail that stays in the store. Economics rows say the same of accuracy borrowed from
 another box or arm (``accuracy_basis``) and of a box run below its board maximum (``capped``).
 """
@@ -54,7 +55,8 @@ FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queuei
 UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
 """Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
 FINE = frozenset({"mean_kl", "p50_kl", "p99_kl", "control_mean_kl", "excess_kl"})
-"""Divergences are read in thousandths of a nat and below (the seed's 0.00158): six decimals, not four."""
+"""Divergences are read in thousandths of a nat and below (the campaign write-up's 0.00158): six decimals,
+not four."""
 
 
 class ExportError(InputError, ValueError):

@@ -1,7 +1,7 @@
 """The quality ledger as records: runs, the noise floor of a suite, and paired comparisons.
 
-Two runs are compared only on the items both scored (the seed's rows "are comparable only on the items
-both scored"), and the difference is read against the noise floor measured from repeats of one
+Two runs are compared only on the items both scored (the campaign write-up's rows "are comparable only on the
+items both scored"), and the difference is read against the noise floor measured from repeats of one
 configuration on the same suite: published repeats (the write-up's noise-floor table) and stored runs
 that share a configuration key (same arm argv, harness, tasks, model and generation settings). The
 arithmetic is console/quality/stats.py; the wording is the records' (QualityComparison.verdict).

@@ -26,7 +26,8 @@ CAPPED_MARGIN_W = 1.0
 
 
 def below_maximum(limit_w: float | None, max_w: float | None) -> bool:
-    """Capped: an enforced limit under the board maximum (the seed's 400 W host lost 23-34% throughput)."""
+    """Capped: an enforced limit under the board maximum (the campaign write-up's 400 W host lost 23-34%
+    throughput)."""
     return limit_w is not None and max_w is not None and limit_w < max_w - CAPPED_MARGIN_W
 
 
@@ -290,8 +291,8 @@ def tripwire_items(text: str | None) -> tuple[TripwireItem, ...]:
 
 
 def served_words(reasoning_parser: str | None, thinking: str | None, sampling: str | None) -> str:
-    """How a row was served, in one line: the three things the seed's house-default table turns on
-    (console/store/served.py says what each value means)."""
+    """How a row was served, in one line: the three things the campaign write-up's house-default table
+    turns on (console/store/served.py says what each value means)."""
     if thinking is None and sampling is None:
         return "served with: not recorded"
     sent = "none sent (the server's defaults)" if sampling in (None, "{}") else sampling
@@ -855,7 +856,8 @@ class RepeatPair:
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The largest aggregate gap between repeats of one configuration on a suite (the seed's 0.022)."""
+    """The largest aggregate gap between repeats of one configuration on a suite (the campaign write-up's
+    0.022)."""
 
     suite: str
     repeats: tuple[RepeatPair, ...]
@@ -1070,7 +1072,8 @@ _NUMBER_WORDS = (
 
 
 def _signed(kl: float) -> str:
-    """An excess KL as the seed prints it (``+0.007``); one too small for three decimals keeps two digits."""
+    """An excess KL as the campaign write-up prints it (``+0.007``); one too small for three decimals keeps
+    two digits."""
     return f"{kl:+.3f}" if abs(kl) >= 0.0005 else f"{kl:+.1e}"
 
 
@@ -1080,9 +1083,9 @@ class KldiffVerdict:
 
     The rule (docs/kldiff.md), from the pair's mean KL and the control's (the floor), excess = mean - floor:
     ``below`` the floor when the mean is at or under it; ``just-above`` when the excess is under one floor;
-    ``times`` otherwise, N = excess / floor rounded half up (the seed's +0.127 over 0.0184 is "seven
-    times the floor"). A floor of exactly 0 (a control that reproduced bit for bit, as a deterministic CPU
-    stack does) cannot be multiplied: any excess over it is ``exact-floor``. A control row itself is
+    ``times`` otherwise, N = excess / floor rounded half up (the campaign write-up's +0.127 over 0.0184 is
+    "seven times the floor"). A floor of exactly 0 (a control that reproduced bit for bit, as a deterministic
+    CPU stack does) cannot be multiplied: any excess over it is ``exact-floor``. A control row itself is
     ``control`` ("the noise floor"); a pair without a control gets no verdict (``none``).
     """
 
@@ -1120,7 +1123,7 @@ class KldiffVerdict:
 
     @property
     def text(self) -> str:
-        """The sentence, in the seed's words: "below the floor", "just above: excess KL +0.007",
+        """The sentence, in the campaign write-up's words: "below the floor", "just above: excess KL +0.007",
         "excess KL +0.127, seven times the floor"."""
         if self.kind == "control":
             return "the noise floor"

@@ -1,6 +1,6 @@
 """Sweeps as of an instant: each arm a sweep tried, its outcome, the engine's reason and its benches; for a
 sweep over several boxes, where each attempt ran and what each box and GPU is doing; and what every sweep
-measured of MoE backends, which launches are linted against (seed rule 3)."""
+measured of MoE backends, which launches are linted against (rule 3 of the campaign write-up)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Economics: what a million tokens cost on each configuration's box against an API, and the frontier.
 
-The sums are console.economics' (the seed's Economics section, tested there against the seed's own
+The sums are console.economics' (the campaign write-up's Economics section, tested there against its own
 table); this view only lays them out: one row per configuration and API price, then the quality/cost
 chart (``frontier_chart``) at the width it is drawn. `u` cycles the owner's utilisation, which divides
 the box's price per hour into its price per active hour. A row whose accuracy is borrowed from another
@@ -37,7 +37,8 @@ class EconomicsData:
 
 
 def money(value: float | None, places: int = 3) -> str:
-    """USD per million tokens needs three places (the seed's cheapest rows are fractions of a cent)."""
+    """USD per million tokens needs three places (the campaign write-up's cheapest rows are fractions of a
+    cent)."""
     return "-" if value is None else f"${value:.{places}f}"
 
 
