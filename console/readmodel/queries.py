@@ -27,6 +27,7 @@ from console.readmodel.records import (
     ServerNow,
     TimerRow,
 )
+from console.readmodel.results import latest_bench
 from console.store import Box, Store
 from console.store.jsonutil import json_list, json_tuple_or_none
 
@@ -452,26 +453,5 @@ def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:
             ended_ms=None,
             running=True,
         )
-    rows = store.rows(
-        """SELECT arm, shape, concurrency, out_tok_per_s, in_tok_per_s, req_per_s, ttft_ms_p50, started_ms,
-                  ended_ms FROM bench_runs
-           WHERE box = ? AND started_ms <= ? AND coalesce(ended_ms, started_ms) > ?
-           ORDER BY started_ms DESC LIMIT 1""",
-        [box, at, start],
-    )
-    if not rows:
-        return None
-    r = rows[0]
-    running = r["ended_ms"] is None or r["ended_ms"] > at
-    return BenchNow(
-        arm=r["arm"],
-        shape=r["shape"],
-        concurrency=r["concurrency"],
-        out_tok_per_s=None if running else r["out_tok_per_s"],
-        in_tok_per_s=None if running else r["in_tok_per_s"],
-        started_ms=r["started_ms"],
-        ended_ms=r["ended_ms"],
-        running=running,
-        req_per_s=None if running else r["req_per_s"],
-        ttft_ms_p50=None if running else r["ttft_ms_p50"],
-    )
+    row = latest_bench(store, box, start, at)
+    return None if row is None else BenchNow.of(row, at)

@@ -366,7 +366,8 @@ class LaunchRow:
 
 @dataclass(frozen=True)
 class BenchNow:
-    """The load generator's run on a box nearest the cursor, shown beside the server's own numbers.
+    """The load generator's run on a box nearest the cursor, shown beside the server's own numbers: its
+    bench row (``ResultRow``) as of the cursor, or the sent ``bench`` command that has no row yet.
 
     A run in progress has no numbers yet (the load generator reports once, at its end); a finished one
     carries its rates and TTFT so the operator can hold them against the server's /metrics curve.
@@ -382,6 +383,16 @@ class BenchNow:
     running: bool
     req_per_s: float | None = None
     ttft_ms_p50: float | None = None
+
+    @classmethod
+    def of(cls, row: ResultRow, at: int) -> BenchNow:
+        """A bench row as of ``at``: no numbers until it has ended."""
+        running = row.ended_ms is None or row.ended_ms > at
+        return cls(arm=row.arm, shape=row.shape, concurrency=row.concurrency,
+                   out_tok_per_s=None if running else row.out_tok_per_s,
+                   in_tok_per_s=None if running else row.in_tok_per_s, started_ms=row.started_ms,
+                   ended_ms=row.ended_ms, running=running, req_per_s=None if running else row.req_per_s,
+                   ttft_ms_p50=None if running else row.ttft_ms_p50)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,16 @@ def bench_run(store: Store, run_id: str) -> ResultRow | None:
     return _result(rows[0]) if rows else None
 
 
+def latest_bench(store: Store, box: str, start: int, at: int) -> ResultRow | None:
+    """The bench row on ``box`` that began by ``at`` and had not ended by ``start``, the latest one begun."""
+    rows = store.rows(
+        f"""{_BENCH_SELECT} WHERE b.box = ? AND b.started_ms <= ? AND coalesce(b.ended_ms, b.started_ms) > ?
+            ORDER BY b.started_ms DESC LIMIT 1""",
+        [box, at, start],
+    )
+    return _result(rows[0]) if rows else None
+
+
 def replica_results(store: Store, bench_run_id: int) -> list[ReplicaResult]:
     """The per-replica detail of a node row, in the order of its base URLs."""
     rows = store.rows("SELECT * FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica", [bench_run_id])
