@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 
 from console.store import Store
@@ -53,7 +54,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """With CAMPAIGN_REQUIRE_REAL_PARTS set (CI), a skipped test that needs sshd or the CPU vLLM fails."""
     outcome = yield
     report = outcome.get_result()

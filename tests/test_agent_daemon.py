@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def fake_server(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def box(tmp_path: Path):
+def box(tmp_path: Path) -> Iterator[AgentBox]:
     agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")])
     agent.start()
     try:
@@ -135,7 +136,7 @@ def launch_args(fake_server: Path, launch_id: str, port: int, *flags: str, **ext
             "env": {"CUDA_VISIBLE_DEVICES": "0"}, "gpus": [0], "port": port, **extra}
 
 
-def state_of(launch_id: str, state: str):
+def state_of(launch_id: str, state: str) -> Callable[[dict[str, Any]], bool]:
     return lambda e: e["kind"] == "launch_state" and e["launch_id"] == launch_id and e["state"] == state
 
 
@@ -151,6 +152,7 @@ def test_daemon_detaches_refuses_second_start_and_answers_hello(box: AgentBox) -
     assert len(hello["version"]) == 16
     assert os.stat(box.home / "agent.sock").st_mode & 0o777 == 0o600
     # detached: another session than ours (double fork: not a session leader, so no terminal ever)
+    assert box.pid is not None
     assert os.getsid(box.pid) != os.getsid(0) and os.getsid(box.pid) != box.pid
     assert box.pid not in _children_pids(os.getpid())
     started = box.wait_for(lambda e: e["kind"] == "agent_started")
@@ -250,6 +252,7 @@ def test_gpu_samples_from_one_long_running_nvidia_smi(box: AgentBox) -> None:
     fallback = [e for e in box.events() if e["kind"] == "warning" and e["where"] == "nvml"]
     assert len(fallback) == 1 and "NVML unavailable" in fallback[0]["message"]  # NVML missing: said once
     # one nvidia-smi -lms process, not one per sample
+    assert box.pid is not None
     smi = [p for p in _children_cmdlines(box.pid) if "fake_nvidia_smi.py" in p]
     assert len(smi) == 1 and "-lms" in smi[0]
 

@@ -8,6 +8,7 @@ import sys
 import zipfile
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,7 +181,7 @@ def test_cuda_versions() -> None:
 # -- probe as a real process, with the fake nvidia-smi and a fake libcuda -------------------------
 
 
-def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict:
+def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict[str, Any]:
     from testbed.agent_box import bin_with_fake_smi
 
     env = {"PATH": f"{bin_with_fake_smi(tmp_path, fixture)}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TZ": "Europe/London"}
@@ -188,7 +189,8 @@ def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict:
         env["LD_LIBRARY_PATH"] = str(lib_dir)
     out = subprocess.run([sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", "1788658020000",
                           "--disk-path", str(tmp_path)], env=env, capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(out.stdout)
+    probe: dict[str, Any] = json.loads(out.stdout)
+    return probe
 
 
 def test_probe_h200_fixture(tmp_path: Path) -> None:
@@ -210,7 +212,7 @@ def test_probe_h200_fixture(tmp_path: Path) -> None:
 def test_probe_error_804_with_compat_libs_on_the_loader_path(tmp_path: Path) -> None:
     from testbed.agent_box import write_fixture_variant
 
-    def consumer_card_with_compat(fx: dict) -> None:
+    def consumer_card_with_compat(fx: dict[str, Any]) -> None:
         fx["cuinit"], fx["compat_libs"] = 804, True
 
     fixture = write_fixture_variant(tmp_path, "compat-804", consumer_card_with_compat)
@@ -365,7 +367,8 @@ def test_a_broken_nvml_binding_is_journaled_once_naming_the_call(tmp_path: Path,
         "nvmlDeviceGetTemperature": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"]),
         "nvmlDeviceGetPowerManagementLimit": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NO_PERMISSION"]),
         "nvmlDeviceGetClockInfo": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NOT_SUPPORTED"]),
-        "nvmlDeviceGetEnforcedPowerLimit": fake_pynvml.ERROR_CLASSES["NVML_ERROR_FUNCTION_NOT_FOUND"](),
+        "nvmlDeviceGetEnforcedPowerLimit": fake_pynvml.ERROR_CLASSES["NVML_ERROR_FUNCTION_NOT_FOUND"](
+            fake_pynvml.CODES["NVML_ERROR_FUNCTION_NOT_FOUND"]),
     })
     monkeypatch.setitem(sys.modules, "pynvml", broken)  # where load_nvml finds the binding: `import pynvml`
     agent = Agent(tmp_path, disk_floor_bytes=0, gpu_source="nvml")

@@ -6,6 +6,7 @@ import json
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,10 @@ def test_agent_runs_real_vllm_on_cpu(vllm_env: VllmEnv, tmp_path: Path) -> None:
                                                 "--max-tokens", "24", "--concurrency", "4"]}, command_id="trip-1")
         assert tripwire["started"] is True
         for command in ("bench-1", "trip-1"):
-            done = box.wait_for(lambda e, c=command: e["kind"] == "command_done" and e["command_id"] == c,
+            def finished(e: dict[str, Any], c: str = command) -> bool:
+                return bool(e["kind"] == "command_done" and e["command_id"] == c)
+
+            done = box.wait_for(finished,
                                 timeout=300, what=f"{command} done")
             assert done["ok"] is True, done
         result = box.wait_for(lambda e: e["kind"] == "bench_result")

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,16 +51,17 @@ def box_env(tmp: Path, fixture: str, torch_version: str = "2.9.0+cu130") -> tupl
     return env, prefix
 
 
-def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int) -> dict:
+def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_t_ms),
          "--serving-python", str(prefix / "bin" / "python"), "--disk-path", str(disk)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
     )
-    return json.loads(out.stdout)
+    probe: dict[str, Any] = json.loads(out.stdout)
+    return probe
 
 
-def by_check(verdicts: list) -> dict[str, list[str]]:
+def by_check(verdicts: list[Any]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for v in verdicts:
         out.setdefault(v.check, []).append(v.verdict)

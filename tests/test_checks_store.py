@@ -100,7 +100,8 @@ def test_add_probe_nests_inside_an_open_transaction(store: Store) -> None:
     assert store.scalar("SELECT count(*) FROM probes") == 0
     with store.atomic():
         pid = store.checks.add_probe("pro-a", h200_probe())
-    assert store.checks.latest_probe("pro-a").id == pid
+    latest = store.checks.latest_probe("pro-a")
+    assert latest is not None and latest.id == pid
 
 
 def test_read_only_store_reads_but_refuses_writes(store: Store, tmp_path: Path) -> None:

@@ -240,7 +240,8 @@ FLOAT_BOUNDS = [WAIT_S, GRACE_S, INTERVAL_S, PRICE_PER_HOUR, UTILISATION]
 @given(value=st.integers())
 def test_a_whole_number_is_taken_exactly_when_in_range(bound: IntBound, value: int) -> None:
     inside = bound.low <= value <= bound.high
-    for check in (lambda: bound.parse(str(value)), lambda: bound.check(value, "--x")):
+    checks: tuple[Callable[[], int], ...] = (lambda: bound.parse(str(value)), lambda: bound.check(value, "--x"))
+    for check in checks:
         if inside:
             assert check() == value
         else:
@@ -255,7 +256,8 @@ def test_a_whole_number_is_taken_exactly_when_in_range(bound: IntBound, value: i
 @example(value=math.nan)
 def test_a_number_is_taken_exactly_when_finite_and_in_range(bound: FloatBound, value: float) -> None:
     inside = math.isfinite(value) and bound.low <= value <= bound.high and not (bound.above and value == bound.low)
-    for check in (lambda: bound.parse(repr(value)), lambda: bound.check(value, "--x")):
+    checks: tuple[Callable[[], float], ...] = (lambda: bound.parse(repr(value)), lambda: bound.check(value, "--x"))
+    for check in checks:
         if inside:
             assert check() == value and math.copysign(1, check()) == 1  # -0.0 reads as 0.0
         else:
@@ -267,7 +269,8 @@ def test_a_number_is_taken_exactly_when_finite_and_in_range(bound: FloatBound, v
 
 @given(text=st.text(max_size=60))
 def test_any_text_is_a_number_or_one_line_that_says_what_to_give(text: str) -> None:
-    for bound in [*INT_BOUNDS, *FLOAT_BOUNDS]:
+    bounds: list[IntBound | FloatBound] = [*INT_BOUNDS, *FLOAT_BOUNDS]
+    for bound in bounds:
         try:
             bound.parse(text)
         except OutOfBounds as exc:

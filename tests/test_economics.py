@@ -41,7 +41,7 @@ def _decimals(printed: str) -> int:
 
 def _as_printed(value: float, printed: str) -> bool:
     """Equal at the precision the write-up printed (its rounding is half-up on the shown digits)."""
-    return abs(value - float(printed)) <= 0.5 * 10 ** -_decimals(printed) + 1e-9
+    return bool(abs(value - float(printed)) <= 0.5 * 10 ** -_decimals(printed) + 1e-9)
 
 
 @pytest.fixture(scope="module")

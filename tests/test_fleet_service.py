@@ -100,7 +100,7 @@ async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(sshd_f
         assert not outcome.serving  # a launch whose server never started is never reported as served
         [launch] = outcome.failed
         assert launch.state == "failed" and launch == fleet_store.launches.get(launch.id)
-        assert "not found" in launch.failure_reason and "/nonexistent-env/bin/vllm" in launch.failure_reason
+        assert launch.failure_reason is not None and "not found" in launch.failure_reason and "/nonexistent-env/bin/vllm" in launch.failure_reason
         assert launch.gpus == (0,)  # the H200 fixture box has one GPU
     finally:
         await service.close()

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -176,8 +178,8 @@ KERNELS = {  # the linear kernel each arm's engine selected, as vLLM prints it (
 }
 
 
-def _launches(box: str, *arms: tuple[str, str]) -> list[dict]:
-    events: list[dict] = []
+def _launches(box: str, *arms: tuple[str, str]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
     for launch_id, arm in arms:
         events += [{"kind": "launch_state", "launch_id": launch_id, "arm": arm, "state": "serving", "port": 8100},
                    {"kind": "kernel_line", "launch_id": launch_id, "category": "linear", "line": KERNELS[arm]},
@@ -185,7 +187,7 @@ def _launches(box: str, *arms: tuple[str, str]) -> list[dict]:
     return events
 
 
-def _batch(store: Store, box: str, events: list[dict]) -> dict[str, str]:
+def _batch(store: Store, box: str, events: list[dict[str, Any]]) -> dict[str, str]:
     """Ingest ``events`` as the box's next journal seqs (the sequence continues the cursor)."""
     first = store.ingest.cursor(box) + 1
     report = store.ingest.batch(box, [{"v": 1, "seq": first + i, "t_ms": T0 + i, **e} for i, e in enumerate(events)])
@@ -197,7 +199,7 @@ def _command(store: Store, run_id: str, **args: object) -> None:
 
 
 @pytest.fixture
-def measured(tmp_path: Path) -> Store:
+def measured(tmp_path: Path) -> Iterator[Store]:
     store = Store(tmp_path / "state.db", clock=lambda: T0)
     store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root"))
     _batch(store, "pro-a", _launches("pro-a", ("L1", "qwen-b12x"), ("L2", "qwen-b12x"), ("L3", "qwen-flashinfer")))

@@ -121,7 +121,11 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
     ids = asyncio.run(launch())
     with Store(db, read_only=True) as store:
-        ports = {launch_id: store.launches.get(launch_id).port for launch_id in ids}  # type: ignore[union-attr]
+        ports: dict[str, int] = {}
+        for launch_id in ids:
+            row = store.launches.get(launch_id)
+            assert row is not None and row.port is not None, launch_id
+            ports[launch_id] = row.port
     env = {**os.environ, "CAMPAIGN_RECIPES": str(tmp / "recipes"), "PYTHONPATH": str(ROOT)}
     try:
         yield Servers(db, env, vllm_env.python, ids[0], ids[1], ids[2], ports)

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,8 @@ from agents.loadgen import main, metrics
 from agents.loadgen.prompts import PromptPlan, Vocab, VocabError, vocab_from_dir
 from agents.loadgen.run import client_stats
 from agents.loadgen.worker import Record, WorkerResult, parse_tail
+from testbed.vllm_env import VllmEnv
+from testbed.vllm_server import TinyServer
 from tests.support.listening import start_listening, stop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +97,7 @@ def test_steady_window_is_the_span_at_or_above_95_percent_of_concurrency() -> No
     assert steady["window_s"] == 6.0 and steady["requests"] == 1 and steady["short"] is True
     assert metrics.steady_window(records[:2], 4) is None
     never = metrics.steady_state(records[:2], 4, run_s=12.0)
-    assert never["out_tok_per_s"] is None and "never reached 4" in never["reason"]
+    assert never["out_tok_per_s"] is None and "never reached 4" in str(never["reason"])
 
 
 def test_client_bound_when_a_worker_saturates_its_core_or_workers_share_too_few_cores() -> None:
@@ -145,7 +148,7 @@ def test_parse_tail_finds_usage_finish_reason_and_stream_errors() -> None:
     assert usage == {"prompt_tokens": 5, "completion_tokens": 9} and finish == "length"
     assert error is None and trailing == 2
     broken = b'\r\n9\r\ndata: {"error": {"message": "KV cache exhausted", "code": 500}}\n\n\r\n0\r\n\r\n'
-    assert "KV cache exhausted" in parse_tail(broken)[2]
+    assert "KV cache exhausted" in (parse_tail(broken)[2] or "")
 
 
 # ---------------------------------------------------------------- whole runs against real servers
@@ -158,7 +161,7 @@ def zero_server() -> Iterator[str]:
     stop(proc)
 
 
-def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict]:
+def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any]]:
     rc = main(argv)
     return rc, json.loads(capsys.readouterr().out)
 
@@ -297,7 +300,7 @@ class ScriptedServer:
 
     def __init__(self, script: list[str]) -> None:
         self.script = script
-        self.bodies: list[dict] = []
+        self.bodies: list[dict[str, Any]] = []
 
     def __enter__(self) -> ScriptedServer:
         fd, name = tempfile.mkstemp(prefix="scripted-bodies-", suffix=".jsonl")
@@ -367,7 +370,7 @@ def test_a_stream_that_stops_fails_at_the_timeout_saying_how_far_it_got(capsys: 
 
 
 @pytest.mark.vllm
-def test_exact_lengths_against_real_vllm(tiny_server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_exact_lengths_against_real_vllm(tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = run_json(capsys, [
         "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--tokenizer", str(tiny_server.model_dir),
         "--prefix-len", "32", "--input-len", "32", "--output-len", "16", "--concurrency", "4", "--prompts", "16",
@@ -382,7 +385,7 @@ def test_exact_lengths_against_real_vllm(tiny_server, tmp_path: Path, capsys: py
 
 
 @pytest.mark.vllm
-def test_vocab_found_through_the_served_model_root(tiny_server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_vocab_found_through_the_served_model_root(tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = run_json(capsys, [
         "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--input-len", "20", "--output-len", "4",
         "--concurrency", "2", "--prompts", "4", "--warmup", "0", "--json", "--quiet",
@@ -393,7 +396,7 @@ def test_vocab_found_through_the_served_model_root(tiny_server, tmp_path: Path, 
 
 
 @pytest.mark.vllm
-def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server, vllm_env, tmp_path: Path) -> None:
+def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server: TinyServer, vllm_env: VllmEnv, tmp_path: Path) -> None:
     """Both clients run once against the shared server, read from the server's own /metrics as well.
     Exact where the work is defined (requests, generation and max tokens, our prompt length, no prompt
     answered from the prefix cache), within noise where each client's timing is set beside the server's

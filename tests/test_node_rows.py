@@ -78,15 +78,16 @@ class Campaign:
         """One node run as the console asks it and the load generator answers it (``out``: each replica's)."""
         self.runs += 1
         run_id = f"bench-{self.runs}"
+        urls = [f"http://127.0.0.1:{8100 + i}" for i in range(len(launch_ids))]
         args = {"bench_id": run_id, "launch_id": launch_ids[0], "launch_ids": launch_ids,
                 "replicas": len(launch_ids), "arm": self.store.launches.get(launch_ids[0]).arm,  # type: ignore[union-attr]
-                "base_url": [f"http://127.0.0.1:{8100 + i}" for i in range(len(launch_ids))], "workload": shape,
+                "base_url": urls, "workload": shape,
                 "input_len": 1024, "output_len": 128, "prefix_len": 0, "concurrency": concurrency,
                 "prompts": 8 * concurrency, "seed": seed, "repeat_group": group}  # fmt: skip
         self.store.commands.add(run_id, BOX, "bench", args)
         per_url = [{"base_url": url, "streams": streams_per_replica(concurrency, len(out)), "requests": 100,
                     "failed": 0, "out_tok_per_s": o, "in_tok_per_s": 8 * o, "ttft_ms_p50": 100.0 + i}
-                   for i, (url, o) in enumerate(zip(args["base_url"], out, strict=True))]  # fmt: skip
+                   for i, (url, o) in enumerate(zip(urls, out, strict=True))]  # fmt: skip
         result = {"shape": shape, "concurrency": concurrency, "seed": seed, "requests": 100 * len(out), "failed": 0,
                   "out_tok_per_s": sum(out), "in_tok_per_s": 8 * sum(out), "ttft_ms_p50": 100.0,
                   "client_cpu": 0.2, "client_bound": False, "per_url": per_url}  # fmt: skip

@@ -13,6 +13,7 @@ import struct
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,7 +185,7 @@ def test_a_zstandard_eval_log_is_refused_with_the_way_round(tmp_path: Path) -> N
 # -- bound to a launch -----------------------------------------------------------------------------------
 
 
-def _ev(seq: int, kind: str, **fields: object) -> dict[str, object]:
+def _ev(seq: int, kind: str, **fields: object) -> dict[str, Any]:
     return {"v": 1, "seq": seq, "t_ms": T0 + seq, "kind": kind, **fields}
 
 
@@ -209,9 +210,9 @@ def campaign(tmp_path: Path) -> Path:
     return db
 
 
-def _import(db: Path, path: Path, launch: str, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+def _import(db: Path, path: Path, launch: str, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
     assert main(["--db", str(db), "quality", "import", str(path), "--launch", launch, "--json", *extra]) == 0
-    out: dict[str, object] = json.loads(capsys.readouterr().out)
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
 
 

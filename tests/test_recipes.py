@@ -6,14 +6,18 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from console.recipes import (
     RULES,
     BoxSpec,
+    Catalog,
+    Finding,
     KernelPair,
     MoeEvidence,
     RecipeError,
@@ -55,7 +59,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def catalog_of(tmp_path: Path, arms: str, profile: str = PROFILE, sweeps: str = ""):
+def catalog_of(tmp_path: Path, arms: str, profile: str = PROFILE, sweeps: str = "") -> Catalog:
     write(tmp_path, "profiles.toml", profile)
     write(tmp_path, "arms.toml", arms)
     if sweeps:
@@ -63,7 +67,7 @@ def catalog_of(tmp_path: Path, arms: str, profile: str = PROFILE, sweeps: str = 
     return load_catalog([tmp_path])
 
 
-def rules(findings) -> list[str]:
+def rules(findings: Iterable[Finding]) -> list[str]:
     return [f.rule_id for f in findings]
 
 
@@ -452,7 +456,7 @@ def test_r1_nvfp4_linear_backend(tmp_path: Path) -> None:
         """)
     for arm in ("auto", "cutlass"):
         (f,) = [f for f in lint(c, arm) if f.rule_id == "R1-nvfp4-linear-backend"]
-        assert f.severity == "error" and f.blocking and "seed rule 1" in f.reason and f.file.endswith("arms.toml")
+        assert f.severity == "error" and f.blocking and "seed rule 1" in f.reason and f.file is not None and f.file.endswith("arms.toml")
     for arm in ("b12x", "fib12x"):
         assert "R1-nvfp4-linear-backend" not in rules(lint(c, arm))
     bf16 = PROFILE.replace('quantization = "nvfp4"', 'quantization = "bf16"')
@@ -556,7 +560,7 @@ def test_r5_tp_flashinfer_autotune(tmp_path: Path) -> None:
         ("deepseek_v4", {}, 'max_num_seqs = 8', '[arms.a.env]\nVLLM_DSV4_OPROJ_SM120_FALLBACK = "1"', "VLLM_DSV4"),
     ],
 )
-def test_r6_arch_flags(tmp_path: Path, architecture: str, defaults: dict, bad: str, good: str, needle: str) -> None:
+def test_r6_arch_flags(tmp_path: Path, architecture: str, defaults: dict[str, Any], bad: str, good: str, needle: str) -> None:
     profile = PROFILE.replace('architecture = "qwen3"', f'architecture = "{architecture}"').replace(
         'quantization = "nvfp4"', 'quantization = "bf16"'
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from ops.demo import build_demo
 from tests.test_recipes import PROFILE, write
 
 
-def out_json(capsys: pytest.CaptureFixture[str]):
+def out_json(capsys: pytest.CaptureFixture[str]) -> Any:
     return json.loads(capsys.readouterr().out)
 
 
@@ -25,7 +26,7 @@ def test_lint_shipped_recipes_passes_with_documented_findings(capsys: pytest.Cap
     assert "6 errors (6 expected)" in out
 
 
-def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, capsys) -> None:
+def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "a.toml", '[arms.a]\nprofile = "p"\n\n[arms.a.flags]\n"--moe-backnd" = "marlin"\n')
     assert main(["recipe", "lint", str(tmp_path)]) == 1
@@ -36,7 +37,7 @@ def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, caps
     assert {f["rule_id"] for f in out_json(capsys)} == {"R1-nvfp4-linear-backend", "R8-vllm-flag"}
 
 
-def test_lint_refuses_bad_recipe_files_with_file_line_key(tmp_path: Path, capsys) -> None:
+def test_lint_refuses_bad_recipe_files_with_file_line_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "glm.toml", '# x\n[arms.x]\nprofile = "p"\nmoe_backnd = "marlin"\n')
     assert main(["recipe", "lint", str(tmp_path)]) == 1
@@ -46,7 +47,7 @@ def test_lint_refuses_bad_recipe_files_with_file_line_key(tmp_path: Path, capsys
     assert "no such recipe file or directory" in capsys.readouterr().err
 
 
-def test_list_json_has_every_arm_with_argv(capsys) -> None:
+def test_list_json_has_every_arm_with_argv(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["recipe", "list", "--json"]) == 0
     rows = out_json(capsys)
     by_arm = {r["arm"]: r for r in rows}
@@ -75,7 +76,7 @@ def db(tmp_path: Path) -> str:
     return str(path)
 
 
-def test_show_on_a_probed_box(db: str, capsys) -> None:
+def test_show_on_a_probed_box(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "recipe", "show", "qwen3.8-27b-nvfp4-b12x", "--box", "pro-a", "--json"]) == 0
     shown = out_json(capsys)
     assert [r["gpus"] for r in shown["replicas"]] == [[0], [1], [2], [3]]
@@ -87,7 +88,7 @@ def test_show_on_a_probed_box(db: str, capsys) -> None:
     assert '"top_p": 1.0' in out
 
 
-def test_show_refusals(db: str, capsys) -> None:
+def test_show_refusals(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "recipe", "show", "deepseek-v4-flash-tp4", "--box", "fresh"]) == 1
     out = capsys.readouterr().out
     assert "box rules R4 and R10 not run: no GPUs known for box fresh" in out
@@ -98,7 +99,7 @@ def test_show_refusals(db: str, capsys) -> None:
     assert "no box named 'ghost'" in capsys.readouterr().err
 
 
-def test_lint_on_a_box_adds_layout_rules(db: str, capsys) -> None:
+def test_lint_on_a_box_adds_layout_rules(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--db", db, "recipe", "lint", "--box", "pro-a"]) == 0
     out = capsys.readouterr().out
     assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4:" in out
@@ -113,7 +114,7 @@ def test_lint_on_a_box_adds_layout_rules(db: str, capsys) -> None:
     assert "box rules R4 and R10 not run" in capsys.readouterr().err  # stdout stays JSON
 
 
-def test_lint_on_an_imported_seed_box_uses_its_inventory(tmp_path: Path, capsys) -> None:
+def test_lint_on_an_imported_seed_box_uses_its_inventory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The seed's boxes were never probed here, but the inventory knows their cards: 96 GB and 32 GB."""
     db = tmp_path / "state.db"
     with Store(db) as store:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.recipes import BoxSpec, load_catalog, resolve
+from console.recipes import BoxSpec, Catalog, load_catalog, resolve
 
 # The seed's 600 W box: 4x RTX PRO 6000 (97,887 MiB each), no NVLink.
 PRO = BoxSpec("pro-a", 4, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, False, "/opt/vllm", "/models")
@@ -174,16 +174,16 @@ GOLDEN = {
 
 
 @pytest.fixture(scope="module")
-def catalog():
+def catalog() -> Catalog:
     return load_catalog()
 
 
-def test_every_shipped_arm_has_a_golden(catalog) -> None:
+def test_every_shipped_arm_has_a_golden(catalog: Catalog) -> None:
     assert sorted(catalog.arms) == sorted(GOLDEN)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_resolved_argv_matches_golden(catalog, name: str) -> None:
+def test_resolved_argv_matches_golden(catalog: Catalog, name: str) -> None:
     gpus, env, model, tail = GOLDEN[name]
     box = CPU if name == "tiny-cpu" else PRO
     r = resolve(catalog, name, box)

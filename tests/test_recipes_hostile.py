@@ -12,6 +12,7 @@ import pytest
 from console.recipes import BoxSpec, RecipeError, ResolveError, generic_box, load_catalog, resolve
 from console.recipes.guard import BINDING_FLAGS, listen_problem
 from console.recipes.load import MAX_DEPTH, MAX_FILE_BYTES
+from console.recipes.model import FlagValue
 from console.recipes.vllm_flags import known_flags
 from tests.test_recipes import PRO, PROFILE, catalog_of, write
 
@@ -126,7 +127,10 @@ def test_resolve_checks_every_element_whatever_built_the_arm(tmp_path: Path) -> 
     with pytest.raises(ResolveError, match=r"arm 'a' on pro-a: the server would listen where the console did not "
                                            r"put it \(--host 0\.0\.0\.0; --port 18999\)"):
         resolve(c, "a", PRO)
-    for flags in ({"--ho": "0.0.0.0"}, {"--kv-events-config.endpoint": "tcp://*:1"}, {"--x": ["-dpa", "0.0.0.0"]}):
+    cases: list[dict[str, FlagValue]] = [
+        {"--ho": "0.0.0.0"}, {"--kv-events-config.endpoint": "tcp://*:1"}, {"--x": ["-dpa", "0.0.0.0"]}
+    ]
+    for flags in cases:
         c.arms["a"] = replace(c.arms["a"], flags=flags)
         with pytest.raises(ResolveError, match="arm 'a' on pro-a: "):
             resolve(c, "a", PRO)

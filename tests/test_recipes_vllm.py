@@ -13,6 +13,8 @@ import pytest
 
 from console.recipes import BoxSpec, load_catalog, resolve
 from console.recipes.vllm_flags import DATA
+from testbed.vllm_env import VllmEnv
+from testbed.vllm_server import TinyServer
 
 pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +39,7 @@ json.dump({"flags": extract(), "parsed": parsed}, sys.stdout)
 """
 
 
-def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env) -> None:
+def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env: VllmEnv) -> None:
     catalog = load_catalog()
     cpu = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
     argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else PRO).replicas[0].argv for n in catalog.arms}
@@ -60,7 +62,7 @@ def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env) -> No
             assert got["autotune"] is False, name
 
 
-def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env, tiny_server) -> None:
+def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env: VllmEnv, tiny_server: TinyServer) -> None:
     """The session's shared server IS the shipped tiny-cpu arm, resolved on this machine and started as is."""
     box = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
     rep = resolve(load_catalog(), "tiny-cpu", box, base_port=tiny_server.port).replicas[0]
@@ -93,7 +95,7 @@ json.dump(out, sys.stdout)
 """
 
 
-def test_what_the_guard_refuses_really_rebinds_vllm_and_what_it_allows_does_not(vllm_env) -> None:
+def test_what_the_guard_refuses_really_rebinds_vllm_and_what_it_allows_does_not(vllm_env: VllmEnv) -> None:
     """vLLM's own parser: each refused tail moves the server off 127.0.0.1:8100; the allowed odd values do not."""
     from console.recipes.guard import listen_problem
 

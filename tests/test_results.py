@@ -8,6 +8,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ ATTENTION = ("(EngineCore pid=207) INFO 04-19 10:02:39 [cuda.py:368] Using FLASH
              "potential backends: ['FLASHINFER', 'TRITON_ATTN'].")
 
 
-def _events(first_seq: int, *events: dict) -> list[dict]:
+def _events(first_seq: int, *events: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"v": 1, "seq": first_seq + i, "t_ms": T0 + i * 1000, **e} for i, e in enumerate(events)]
 
 

@@ -10,6 +10,7 @@ import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def fake() -> Iterator[tuple[FakeVast, str]]:
         yield f, url
 
 
-def client(url: str, sleeps: list[float] | None = None, **kw: float) -> VastProvider:
+def client(url: str, sleeps: list[float] | None = None, **kw: Any) -> VastProvider:
     sink = sleeps if sleeps is not None else []
     return VastProvider(KEY, url, sleep=sink.append, **({"backoff_s": 0.5, "poll_s": 0.01} | kw))
 

@@ -216,7 +216,7 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
             term.wait_for("Arms shows it stopped", lambda s: re.search(
                 rf"tiny-cpu\s+stopped\s+{BOX}\s+{re.escape(launch_id)}", s) is not None)  # fmt: skip
             term.keys("q")
-            until("the console to quit", lambda: not term.alive(), 30)  # type: ignore[union-attr]
+            until("the console to quit", lambda: not term.alive(), 30)
         finally:
             if bench is not None and bench.poll() is None:
                 bench.kill()

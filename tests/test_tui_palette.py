@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from console.tui.app import VIEWS, ConsoleApp
 from console.tui.modals import BenchScreen, ConfirmScreen, HelpScreen, TimerScreen
+from console.tui.views.base import ViewScreen
 from testbed import tui_fixture as F
 from testbed.tui_pilot import press, settle, table_rows
 
@@ -177,9 +178,9 @@ async def test_every_view_renders_at_80x24(fx: F.Fixture) -> None:
         await settle(pilot)
         for key, view in zip("123456", VIEWS[:6], strict=True):
             await press(pilot, key)
-            assert app.current_mode == view and app.screen.loaded
+            assert app.current_mode == view and isinstance(app.screen, ViewScreen) and app.screen.loaded
         await press(pilot, "4", "d")  # the Divergence table is reached from Results
-        assert app.current_mode == "divergence" and app.screen.loaded
+        assert app.current_mode == "divergence" and isinstance(app.screen, ViewScreen) and app.screen.loaded
         await press(pilot, "4", "c", "2", "w", "left_square_bracket", "question_mark", "escape")
         await select_arm(pilot, app, F.QWEN)
         await press(pilot, "b")

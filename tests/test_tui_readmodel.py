@@ -129,7 +129,8 @@ def test_replay_cursor_sees_only_the_past(model: ReadModel) -> None:
     assert replay.now() == F.NOW  # parked at the end of the record, not at the wall clock
     replay.step(-25 * 60_000)
     arms = {a.name: a for a in replay.arms()}
-    assert arms[F.QWEN].latest is not None and arms[F.QWEN].latest.state == "serving"
+    latest = arms[F.QWEN].latest
+    assert latest is not None and latest.state == "serving"
     # qwen's C64 run had finished at that instant; its C256 and C1024 runs had not.
     assert sorted(r.concurrency for r in replay.results() if r.arm == F.QWEN) == [64]
     replay.step(-10 * 3600_000)  # clamped to the first recorded instant

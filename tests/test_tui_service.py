@@ -6,6 +6,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from textual.widgets import DataTable
 
 from console.errors import InputError, Refused
 from console.store import Store
@@ -55,7 +56,7 @@ async def test_a_launch_blocked_by_the_power_check_sends_nothing(fx: F.Fixture) 
         await press(pilot, "3")
         names = [r[0] for r in table_rows(app, "#arms-table")]
         assert F.QWEN in names and NVFP4_AUTO in names  # the real recipes, beside the store's launches
-        app.screen.query_one("#arms-table").move_cursor(row=names.index(F.QWEN))
+        app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(F.QWEN))
         await press(pilot, "l")
         assert isinstance(app.screen, ConfirmScreen) and "blocked by lint" in app.screen.title_text
         assert any("check-failed" in line and "400 W" in line for line in app.screen.body)

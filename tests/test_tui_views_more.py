@@ -6,6 +6,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from textual.widgets import DataTable
 
 from console.readmodel import ReadModel
 from console.store import Store
@@ -127,7 +128,7 @@ async def test_arms_fetch_the_log_tail_once_per_launch_and_o_asks_again(fx: F.Fi
         await settle(pilot)
         await press(pilot, "3")
         names = [r[0] for r in table_rows(app, "#arms-table")]
-        app.screen.query_one("#arms-table").move_cursor(row=names.index(F.QWEN))
+        app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(F.QWEN))
         await settle(pilot)
         detail = text_of(app, "#arms-detail")
         assert "Starting vLLM API server 0 on http://127.0.0.1:8100" in detail
@@ -136,7 +137,7 @@ async def test_arms_fetch_the_log_tail_once_per_launch_and_o_asks_again(fx: F.Fi
         assert actions.calls.count(("log_tail", "L-qwen-0", 12)) == 1
         await press(pilot, "o")
         assert actions.calls.count(("log_tail", "L-qwen-0", 12)) == 2
-        app.screen.query_one("#arms-table").move_cursor(row=names.index(F.GLM_FAILED))
+        app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(F.GLM_FAILED))
         await settle(pilot)
         assert "log tail: unavailable (box unreachable: no log for L-glm-0)" in text_of(app, "#arms-detail")
 
@@ -148,7 +149,7 @@ async def test_browse_says_where_the_log_lives_and_asks_no_box(fx: F.Fixture) ->
         await settle(pilot)
         await press(pilot, "3")
         names = [r[0] for r in table_rows(app, "#arms-table")]
-        app.screen.query_one("#arms-table").move_cursor(row=names.index(F.GLM_FAILED))
+        app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(F.GLM_FAILED))
         await settle(pilot)
         assert "log: on box pro-a at /root/.campaign-agent/logs/L-glm-0.log; browse is offline" in text_of(
             app, "#arms-detail")  # fmt: skip

@@ -431,7 +431,8 @@ def test_a_killed_and_restarted_watchdog_process_stops_the_arm_on_time(tmp_path:
         killed_at = lines[-1]["detail"]["stop_arms"]["t_ms"]
         assert deadline <= killed_at <= deadline + 1000, killed_at - deadline
     finally:
-        for p in [*hosts, arm]:
+        procs: list[subprocess.Popen[Any]] = [*hosts, arm]
+        for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
@@ -449,7 +450,7 @@ def test_a_journal_that_cannot_be_written_never_stops_the_stop(tmp_path: Path,
     agent = Agent(tmp_path / "home")
     stopped: list[str] = []
     watchdog = agent._make_watchdog()
-    watchdog._stop_arms = lambda: stopped.append("stop") or {"stopping": []}  # type: ignore[method-assign, func-returns-value]
+    watchdog._stop_arms = lambda: stopped.append("stop") or {"stopping": []}  # type: ignore[func-returns-value]
 
     def full(kind: str, **fields: Any) -> int:
         raise sqlite3.OperationalError("database or disk is full")

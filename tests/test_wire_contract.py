@@ -53,7 +53,7 @@ def journaled_kinds() -> set[str]:
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
                     if isinstance(key, ast.Constant) and key.value == "kind" and isinstance(value, ast.Constant):
-                        kinds.add(value.value)
+                        kinds.add(str(value.value))
     kinds |= {f"{op}_result" for op in ("bench", "tripwire", "kldiff")}  # agents/jobs.py: f"{job.op}_result"
     kinds.add("launch_state")  # agents/supervisor.py journals it beside the launches row, by keyword
     return kinds

@@ -49,7 +49,7 @@ def _generate_row(task: str, doc_id: int, flt: str, score: float, max_gen_toks: 
 
 
 def _choice_row(doc_id: int, acc: float) -> dict[str, Any]:
-    doc = {"id": f"Mercury_{doc_id}", "question": f"Which is larger, {doc_id} or {doc_id + 1}?",
+    doc: dict[str, Any] = {"id": f"Mercury_{doc_id}", "question": f"Which is larger, {doc_id} or {doc_id + 1}?",
            "choices": {"text": [str(doc_id), str(doc_id + 1)], "label": ["A", "B"]}, "answerKey": "B"}  # fmt: skip
     context = f"Question: {doc['question']}\nAnswer:"
     logliks = [["-2.5", "False"], ["-0.7", "True"]] if acc else [["-0.4", "True"], ["-1.9", "False"]]

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import random
-from typing import IO
+from typing import IO, Any
 
 
 def chunked(events: list[bytes]) -> bytes:
@@ -57,7 +57,7 @@ class Script:
             await writer.drain()
         writer.close()
 
-    async def answer(self, mode: str, body: dict, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(self, mode: str, body: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         out, prompt = body["max_tokens"], len(body["prompt"])
         if mode == "http400":
             data = b'{"error":{"message":"This model\'s maximum context length is 8 tokens"}}'
