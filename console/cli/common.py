@@ -14,8 +14,9 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -104,13 +105,64 @@ def confirm(question: str, assume_yes: bool) -> bool:
     return answer in ("y", "yes")
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    """A plain aligned table for the terminal (no colour-only meaning)."""
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+@dataclass(frozen=True)
+class Column:
+    """One column of ``print_table``: the row key, its heading (default: the key in capitals), right-aligned
+    for figures, and a least width (in plain text) that keeps a block's columns where readers expect them."""
+
+    key: str
+    heading: str | None = None
+    right: bool = False
+    min_width: int = 0
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or the stream is closed
+        return False
+
+
+def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str | Column], *, header: bool = True,
+                indent: int = 0) -> None:  # fmt: skip
+    """The CLI's one table renderer, on stdout. On a terminal a Rich table (box-drawn, wrapped to the
+    terminal's width). Anywhere else (a pipe, a file, a test's capture) plain aligned text, as scripts read it:
+    a capitalised heading line, then one line per row, columns ljust (``right``: rjust) and two spaces apart,
+    trailing blanks stripped, no box drawing and no escape codes. A missing or None cell is empty."""
+    cols = [c if isinstance(c, Column) else Column(c) for c in columns]
+    headings = [c.heading if c.heading is not None else c.key.upper() for c in cols]
+    cells = [[("" if r.get(c.key) is None else str(r.get(c.key))) for c in cols] for r in rows]
+    if _is_terminal(sys.stdout):
+        _print_rich(cols, headings, cells, header=header, indent=indent)
+        return
+    widths = [max([c.min_width, len(h) if header else 0] + [len(row[i]) for row in cells])
+              for i, (c, h) in enumerate(zip(cols, headings, strict=True))]  # fmt: skip
+
+    def line(values: list[str]) -> str:
+        return (" " * indent + "  ".join(v.rjust(w) if c.right else v.ljust(w)
+                                         for c, v, w in zip(cols, values, widths, strict=True))).rstrip()  # fmt: skip
+
+    if header:
+        print(line(headings))
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        print(line(row))
+
+
+def _print_rich(cols: list[Column], headings: list[str], cells: list[list[str]], *, header: bool,
+                indent: int) -> None:  # fmt: skip
+    from rich import box
+    from rich.console import Console
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=header, header_style="bold", box=box.SIMPLE_HEAD if header else None,
+                  show_edge=False, pad_edge=False)  # fmt: skip
+    for c, heading in zip(cols, headings, strict=True):
+        table.add_column(heading, justify="right" if c.right else "left", min_width=c.min_width or None)
+    for row in cells:
+        table.add_row(*(Text(v) for v in row))  # Text: a cell's brackets are shown, never read as markup
+    Console(file=sys.stdout, highlight=False).print(Padding(table, (0, 0, 0, indent)) if indent else table)
 
 
 def ms(value: float | None) -> str:

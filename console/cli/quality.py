@@ -17,6 +17,7 @@ from typing import Any
 
 from console.bounds import IntBound
 from console.cli.common import (
+    Column,
     argument,
     concurrency_arg,
     csv_values,
@@ -109,9 +110,10 @@ def _show_comparison(c: QualityComparison) -> None:
     rows.append(("accuracy", f"{a_acc:.3f}", f"{b_acc:.3f}", f"difference {p.diff:+.3f}{spread}{own}"))
     rows.append(("truncated", _pct(c.a_truncation), _pct(c.b_truncation), ""))
     rows.append(("mean tokens", _tokens(c.a_mean_tokens), _tokens(c.b_mean_tokens), ""))
-    rows.append(("floor", c.floor.text if c.floor else "unknown", "", ""))
-    for name, a, b, note in rows:
-        print(f"  {name:<12} {a:>9} {b:>9}  {note}".rstrip())
+    rows.append(("floor", "", "", c.floor.text if c.floor else "unknown"))
+    print_table([dict(zip(("name", "a", "b", "note"), row, strict=True)) for row in rows],
+                [Column("name", min_width=11), Column("a", right=True, min_width=9),
+                 Column("b", right=True, min_width=9), Column("note")], header=False, indent=2)  # fmt: skip
     print(f"verdict: {c.verdict}")
     if c.note:
         print(f"  ({c.note})")

@@ -106,8 +106,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(record | {"log": [asdict(e) for e in log]})
         return 0
-    for key, value in record.items():
-        print(f"{key:<13} {value}")
+    print_table([{"key": key, "value": value} for key, value in record.items()], ["key", "value"], header=False)
     print_table(
         [{"time": fmt_utc(e.t_ms), "event": e.event, "by": e.enforcer,
           "remaining_s": e.remaining_s, "tz": e.tz, "detail": e.detail} for e in log],
