@@ -1,8 +1,8 @@
 """Reading a serving engine's log: kernel selection lines, the KV budget, and why a launch died.
 
 Why from the log: the engine's own "Using ... / Selected ..." lines are the only record of which kernels
-a number was measured with (seed rule 1), and a failed launch is only useful with the traceback's
-innermost frame and the backend set the engine says it accepts (seed rule 3: eleven arms died on a
+a number was measured with (campaign rule 1), and a failed launch is only useful with the traceback's
+innermost frame and the backend set the engine says it accepts (campaign rule 3: eleven arms died on a
 refused MoE backend). Pure functions over text, so they are tested on real lines
 (``tests/fixtures/vllm_logs/``). Both the agent and the console import this module.
 """
@@ -40,7 +40,7 @@ def clean(line: str, limit: int = MAX_LINE_CHARS) -> str:
 
 
 _CONFIG_FLAGS = (re.compile(r"enable_flashinfer_autotune=\w+"), re.compile(r"enable_prefix_caching=\w+"))
-"""Settings kept beside the ``KernelConfig``: the flashinfer autotune that seed rule 5 is about, and
+"""Settings kept beside the ``KernelConfig``: the flashinfer autotune that campaign rule 5 is about, and
 whether the engine caches prefixes (a number measured with it on is only comparable with its like)."""
 
 
@@ -188,7 +188,7 @@ def _tracebacks(lines: list[str]) -> list[tuple[str | None, str]]:
     return found
 
 
-# -- kernel selection lines (seed rule 1: "always read the Using ... Kernel line") ---------------------
+# -- kernel selection lines (campaign rule 1: "always read the Using ... Kernel line") ---------------------
 
 KERNEL_KINDS = ("linear", "moe", "attention")
 """The layer kinds an arm asks a backend for, and that every measured row is checked on."""
@@ -421,7 +421,7 @@ class KernelCheck:
 def check_kernels(requested: Mapping[str, str], records: Iterable[KernelRecord]) -> tuple[KernelCheck, ...]:
     """Per layer kind, whether the engine used what was asked, something else (which), or said nothing.
 
-    A model has several linear layer types (NVFP4 projections beside FP8 attention ones, seed rule 2):
+    A model has several linear layer types (NVFP4 projections beside FP8 attention ones, campaign rule 2):
     one of them on another kernel is a fallback even when the others got the requested one.
     """
     records = list(records)

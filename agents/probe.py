@@ -1,6 +1,6 @@
 """The box probe (docs/contracts.md): everything the console's checks need, measured on the box itself.
 
-Why on the box: the seed lost hours to facts that were only true on the host (a 400 W cap on a 600 W
+Why on the box: the write-up lost hours to facts that were only true on the host (a 400 W cap on a 600 W
 card, a CUDA 13 image on a 575 driver, a cut-off read in BST). So the probe reports raw facts, each
 from the most direct source: NVML or ``nvidia-smi`` for the GPUs and every power limit, ``topo -m``
 for the links, and ``cuInit(0)`` run through ctypes *inside the serving Python* (the definitive

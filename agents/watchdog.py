@@ -1,6 +1,6 @@
 """The box-side hard stop: a countdown that holds with the console, laptop or network gone, and never acts early.
 
-Why this shape: the seed's box was destroyed an hour early because a wall-clock cut-off was read in the
+Why this shape: the write-up's box was destroyed an hour early because a wall-clock cut-off was read in the
 wrong zone, and a box whose clock jumped after a reboot fired a stop 297 s early. So the box's wall clock
 never decides anything here. The rule (docs/timers.md says it for operators):
 

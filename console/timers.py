@@ -1,6 +1,6 @@
 """Guarded hard-stop timers, console side: reading the deadline, showing it, and enforcing it.
 
-The seed's box was destroyed at 00:27 UTC, an hour before the agreed 01:27 UTC stop, because a script
+The write-up's box was destroyed at 00:27 UTC, an hour before the agreed 01:27 UTC stop, because a script
 read "01:27" in the host's local zone (BST). Three rules here make that impossible:
 
 * Reading: a deadline is either a duration or an instant that names its zone. A bare "01:27" or a naive
@@ -115,7 +115,7 @@ def _explain_naive(text: str, now_ms: int, box_tz: str | None) -> str:
             "2026-09-06T01:27Z, 2026-09-06T02:27+01:00 or '2026-09-06 01:27 Europe/London'"
         )
     lines = [
-        f"--at {text!r} names no time zone, so it is not an instant (the seed's box was destroyed an hour "
+        f"--at {text!r} names no time zone, so it is not an instant (the write-up's box was destroyed an hour "
         "early when a cut-off like this was read in the host's local time). It could mean:"
     ]
     for label, ms in readings:

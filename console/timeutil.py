@@ -1,6 +1,6 @@
 """Instants are integer UTC epoch milliseconds; local time appears only at display edges.
 
-The seed's hard stop fired an hour early because a cut-off was read in the host's local zone. Every
+The write-up's hard stop fired an hour early because a cut-off was read in the host's local zone. Every
 conversion here refuses naive datetimes instead of guessing a zone, so that class of bug cannot enter.
 """
 

@@ -1,4 +1,4 @@
-"""The demo campaign: the seed write-up's published figures, imported into a state.db.
+"""The demo campaign: the campaign write-up's published figures (docs/campaign.md), imported into a state.db.
 
 A newcomer's first start should show a real campaign, not an empty screen. The figures live in
 ``ops/data/seed/`` (TSV/TOML files that say which table of the write-up each came from); this module
@@ -273,7 +273,7 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
 
 def build_demo(store: Store, *, force: bool = False, progress: Progress | None = None,
                data_dir: Traversable = SEED_DIR) -> ImportOutcome:  # fmt: skip
-    """Import the seed campaign into ``store``; refuses a db with measured data unless ``force``."""
+    """Import the campaign write-up's figures into ``store``; refuses a db with measured data unless ``force``."""
     report = progress or (lambda _step, _done, _total: None)
     if not force and store.results.has_measured_data():
         raise MeasuredDataPresent(

@@ -1,4 +1,4 @@
-"""Logit-level divergence between two servers on identical token contexts (the seed's kldiff).
+"""Logit-level divergence between two servers on identical token contexts (the write-up's kldiff).
 
 For questions a task benchmark cannot settle (are two kernels equivalent? what does an fp8 KV cache or a
 four-bit build change?), the same token ids go to both servers, each returns its top-k log-probabilities

@@ -41,7 +41,7 @@ with 16 GiB available. The load generator on the box sizes the run again by what
 STREAMS_PER_PROCESS = 256
 """Worker processes: one per 256 streams, up to the cores the load generator may use."""
 PROMPTS_PER_STREAM = 8
-"""Measured requests per stream by default: the seed's 6-8 x concurrency, so the steady window is long."""
+"""Measured requests per stream by default: the write-up's 6-8 x concurrency, so the steady window is long."""
 VOCAB_BOUND = 262_144
 """Largest vocabulary the base figure allows for (the prompt plan holds one int per allowed id)."""
 

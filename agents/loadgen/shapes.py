@@ -1,4 +1,4 @@
-"""The seed's workload shapes, built in so the load generator works on a box without the recipes folder.
+"""The write-up's workload shapes, built in so the load generator works on a box without the recipes folder.
 
 ``recipes/shapes.toml`` (console side) is the authority; the console passes explicit lengths when a
 recipe defines a shape that is not in this table. As there, ``input_len`` excludes the shared prefix:

@@ -1,6 +1,6 @@
 """Reading a response: degenerate repetition, leaked reasoning, and the answer to grade.
 
-Repetition (seed: "do not trust a tripwire that only checks for !!!!"): a broken arm's output takes many
+Repetition (write-up: "do not trust a tripwire that only checks for !!!!"): a broken arm's output takes many
 forms, so several detectors run, and any one firing makes the output degenerate whatever else it holds
 ("Paris 111 222 333" is degenerate although it names Paris):
 - repeated word 6-grams over the whole text (a phrase or sentence loop) and a low distinct-token ratio
@@ -8,14 +8,14 @@ forms, so several detectors run, and any one firing makes the output degenerate 
 - a unit of 1 to 128 tokens repeated back to back ("Paris Paris Paris Paris", a sentence three times):
   a loop at any scale, even inside a long and otherwise healthy text;
 - repetition of structure where every token differs: runs of tokens that are each one repeated character
-  ("111 222 333 444": the GLM output that passed the seed's first tripwire), numbers counting up or
+  ("111 222 333 444": the GLM output that passed the write-up's first tripwire), numbers counting up or
   multiplying ("1 2 3 ... 42"), and a token shape repeated ("1a 2b 3c 4d 5e 6f", letters as ``a``, digits
   as ``9``);
 - a short run of characters repeated ten or more times ("!!!!!!!!!!", "abababab...").
 None of the 20 items asks for a list, so no correct answer needs any of these (tests/test_tripwire.py
 grades every item's expected answer, bare and in a sentence, as clean).
 
-Reasoning: with no reasoning parser, vLLM returns the chain of thought as the answer (seed rule 9; 306 of
+Reasoning: with no reasoning parser, vLLM returns the chain of thought as the answer (campaign rule 9; 306 of
 403 responses began "We need answer user's request"). Qwen3-family templates put the opening <think> in
 the prompt, so often only </think> appears. The answer graded is what follows the last </think>; without
 tags, leaked reasoning is recognised by its opening phrases and the graded answer is its final lines.

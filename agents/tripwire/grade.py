@@ -4,7 +4,7 @@ An item is ``degenerate`` when any repetition detector fires on anything the mod
 or reasoning), else ``ok`` when the graded answer holds an expected answer, else ``wrong``. The run
 passes when at most ``max_degenerate`` items are degenerate, at least ``min_ok`` are ok, and no
 reasoning leaked into the answers (a missing reasoning parser means the arm is not served the vendor's
-way: its numbers would be the harness's, seed rule 9). Defaults follow the seed's readings: 19/1/0 and
+way: its numbers would be the harness's, campaign rule 9). Defaults follow the write-up's readings: 19/1/0 and
 18/1/1 were clean, 11/8/1 and 9/11/0 were not.
 """
 

@@ -4,7 +4,7 @@ The console resolves a profile (``console.recipes`` ``ServingProfile.to_dict()``
 ``extra_body`` already split) and passes it as JSON; the box has no recipes. ``extra_body`` is the
 OpenAI client's name for fields it does not know (top_k, min_p, chat_template_kwargs...): on the wire
 they are top-level JSON fields like the rest, and they are recorded separately so the output shows the
-model was sampled the vendor's way (seed rule 9).
+model was sampled the vendor's way (campaign rule 9).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 vLLM takes ``--gpu-memory-utilization`` (0.9 by default) of a card's total memory and refuses to start
 when less than that is free, so memory held by another process — often invisible from inside a rented
 container — turns into a failed launch minutes later. Disk is judged against the arm's weights (decimal
-GB, as the recipes catalogue and the seed quote them), which may still have to be downloaded.
+GB, as the recipes catalogue and the write-up quote them), which may still have to be downloaded.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _gpu_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict
                                f"{per_gpu_mib:,.0f} MiB per GPU before any KV cache; "
                                f"{gpu_label([r['gpu'] for r in short])} ha{'s' if len(short) == 1 else 've'} "
                                f"{worst_free:,.0f} MiB free; a model that does not fit one card is a different "
-                               "product (seed rule 10)", numbers))
+                               "product (campaign rule 10)", numbers))
         elif not out:
             least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
             out.append(Verdict(CHECK, OK, f"arm {arm.name}: {per_gpu_mib:,.0f} MiB of weights per GPU (split over {shards}) "

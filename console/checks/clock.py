@@ -1,6 +1,6 @@
 """Clock: the box clock against the console clock, and the box's time zone shown.
 
-The seed's hard stop destroyed a box an hour before the agreed stop because the operator's script read
+The write-up's hard stop destroyed a box an hour before the agreed stop because the operator's script read
 its 01:27 cut-off in the host's local time (BST) rather than UTC. The console keeps every instant in
 UTC, but the operator still reads the box's zone, so it is shown with every clock verdict; the skew is
 judged against the console clock the request carried (the agent stamps both).
@@ -41,7 +41,7 @@ def zone_note(probe: dict[str, Any]) -> str:
     text = f"box time zone {tz} ({_offset(offset)})"
     if offset:
         text += ("; local times on this box are not UTC: a cut-off read in box-local time is "
-                 f"{_span(offset)} off (the seed's hard stop fired an hour early from BST vs UTC); "
+                 f"{_span(offset)} off (the write-up's hard stop fired an hour early from BST vs UTC); "
                  "console timers take UTC")
     return text
 

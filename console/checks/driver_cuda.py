@@ -1,6 +1,6 @@
 """Driver and CUDA: will the serving environment's CUDA initialise on this host's driver?
 
-Seed rule 8: on an RTX 5090 host with a 575 driver, the cu130 image's forward-compatibility shim made
+Campaign rule 8: on an RTX 5090 host with a 575 driver, the cu130 image's forward-compatibility shim made
 every launch die with CUDA error 804, because forward compatibility works on data-centre GPUs only. The
 evidence is judged in order of authority: ``cuInit(0)`` run inside the exact serving environment is
 definitive; the minimum-driver table explains why; a consumer GPU with compat libraries on the loader
@@ -26,7 +26,7 @@ CUINIT_CODES: dict[int, tuple[str, str]] = {
           "directory off LD_LIBRARY_PATH (and out of ldconfig) in the serving environment"),
     804: ("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
           "forward-compatibility libraries are loaded but this GPU does not support them (consumer cards "
-          "such as the RTX 5090); the seed lost every launch on a 575-driver RTX 5090 host to this with a "
+          "such as the RTX 5090); the write-up lost every launch on a 575-driver RTX 5090 host to this with a "
           "cu130 image; use an image built for the host driver's CUDA or a host with a newer driver"),
     100: ("CUDA_ERROR_NO_DEVICE",
           "no CUDA device is visible in the serving environment (CUDA_VISIBLE_DEVICES empty, or a "

@@ -1,6 +1,6 @@
 """Power: is every GPU allowed its full power, and do the GPUs of one box agree?
 
-Seed rule 7: the same RTX PRO 6000 cards capped at 400 W instead of 600 W lost 23% of throughput on
+Campaign rule 7: the same RTX PRO 6000 cards capped at 400 W instead of 600 W lost 23% of throughput on
 NVFP4 and 34% on FP8, and a capped host looks healthy from every other angle. ``enforced.power.limit``
 is the ceiling the driver really applies (the minimum of all limiters), so it is the one judged; the
 requested ``power.limit`` is reported beside it when the two differ.
@@ -19,7 +19,7 @@ TOLERANCE_W = 1.0
 """nvidia-smi prints limits to 0.01 W and NVML in mW; a watt of slack absorbs rounding, never a cap."""
 
 SEED_CAP_COST = (
-    "the seed measured 400 of 600 W costing 23% of throughput on NVFP4 and 34% on FP8: "
+    "the write-up measured 400 of 600 W costing 23% of throughput on NVFP4 and 34% on FP8: "
     "numbers from this box rank configurations but do not transfer to an uncapped one"
 )
 

@@ -1,6 +1,6 @@
 """Topology: NVLink between all GPUs, or PCIe only — and what that means for the arm.
 
-Seed rules 4 and 10: without NVLink, replicas exchange nothing and beat one tensor-parallel server by
+Campaign rules 4 and 10: without NVLink, replicas exchange nothing and beat one tensor-parallel server by
 several times whenever the model fits one card; tensor parallelism over PCIe cost gpt-oss-120b 8x
 throughput and turned a 0.7 s time-to-first-token into 324 s. So a PCIe-only box is fine for replicas
 and a warning for a tensor-parallel arm.
@@ -25,7 +25,7 @@ PCIE_KINDS = {
 }
 
 SEED_TP_WARNING = (
-    "the seed measured four replicas beating one tensor-parallel server by several times whenever the "
+    "the write-up measured four replicas beating one tensor-parallel server by several times whenever the "
     "model fits one card, and TP over PCIe costing 8x throughput (gpt-oss-120b, TTFT 0.7 s -> 324 s); "
     "run one replica per card if the weights fit, and decide the memory ceiling before the card count"
 )

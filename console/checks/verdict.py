@@ -29,7 +29,7 @@ class Verdict:
 class ArmContext:
     """What an arm would ask of the box; checks that depend on the arm read it from here.
 
-    ``weights_gb`` comes from the recipes catalogue (decimal GB, as the seed quotes sizes);
+    ``weights_gb`` comes from the recipes catalogue (decimal GB, as the write-up quotes sizes);
     ``gpus`` are the GPU indexes the arm's replicas occupy (None: all of them); ``weight_shards`` is how
     many GPUs one server splits its weights over (tensor parallel, times data parallel when experts are
     sharded), None meaning the tensor-parallel size. Dense layers are replicated under expert

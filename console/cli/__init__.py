@@ -32,7 +32,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("browse", "open a state.db read-only in the console, offline"),
     ("export", "export summary, kernels, economics or kldiff as TSV/CSV/JSON"),
     ("report", "write a markdown handover of the campaign"),
-    ("demo", "build a state.db from the seed campaign's published figures"),
+    ("demo", "build a state.db from the campaign write-up's published figures"),
 )
 
 

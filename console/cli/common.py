@@ -34,7 +34,7 @@ T = TypeVar("T")
 def open_store(args: argparse.Namespace, *, read_only: bool = False, seed: bool = True) -> Store:
     """The campaign's store. Whichever command creates a database sets it up as every new one starts: this
     machine registered as the box ``local`` and (unless ``seed`` is off: ``campaign demo`` imports it itself,
-    with its progress) the seed campaign's published figures imported to browse. A reading command
+    with its progress) the campaign write-up's published figures imported to browse. A reading command
     (``read_only``: export, report) never creates one: a mistyped path is refused."""
     store = Store(resolve_db_path(getattr(args, "db", None)), read_only=read_only)
     if store.notice:

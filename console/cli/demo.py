@@ -1,4 +1,4 @@
-"""``campaign demo [--force]``: build a state.db from the seed campaign's published figures.
+"""``campaign demo [--force]``: build a state.db from the campaign write-up's published figures.
 
 The figures come from ops/data/seed/ and are marked ``imported`` with their provenance. Running it twice
 changes nothing; a database holding measured results is refused unless ``--force``.

@@ -1,6 +1,6 @@
 """``campaign export summary|kernels|economics|kldiff``: the campaign's figures as TSV (default), CSV or JSON.
 
-``summary`` is the seed's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
+``summary`` is the write-up's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
 client_bound and diagnostic-only mark; ``kernels`` is kernels_by_server.tsv; ``economics`` prices every
 configuration on its box and against API prices (``--api-price MODEL=IN/OUT[/CACHED]``, USD per million
 tokens) and marks the quality/cost frontier; ``kldiff`` is every logit-level divergence row with its

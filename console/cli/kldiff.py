@@ -2,7 +2,7 @@
 
 Both launches serve on one box; the agent scores identical token contexts on both (agents/kldiff) and
 the row lands in state.db. With ``--control`` (the same configuration launched twice) the control pair
-is measured first and the verdict is read against it, in the seed's words: "below the floor", "just
+is measured first and the verdict is read against it, in the write-up's words: "below the floor", "just
 above: excess KL +x", "N times the floor". Without one the figures are reported and no verdict is given.
 Exit status: 0 measured (with or without a verdict), 1 refused or failed, 2 bad input, 3 unreachable.
 """

@@ -157,7 +157,7 @@ def _pairs(args: argparse.Namespace) -> int:
         print_json([comparison_json(c) for c in comparisons])
         return 0
     if not comparisons:
-        print("no published comparisons (`campaign demo` imports the seed's)")
+        print("no published comparisons (`campaign demo` imports the write-up's)")
         return 0
     print_table([{"kind": c.kind, "a": f"{c.a.id} {c.a.label}", "b": f"{c.b.id} {c.b.label}", "split": c.paired.split,
                   "items": c.paired.n, "diff": f"{c.paired.diff:+.3f}", "verdict": c.verdict} for c in comparisons],

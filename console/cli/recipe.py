@@ -1,4 +1,4 @@
-"""``campaign recipe lint|list|show``: check arms against the seed's rules and see what a launch would run."""
+"""``campaign recipe lint|list|show``: check arms against the campaign write-up's rules and see what a launch would run."""
 
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
                 help="recipe files or directories instead of the shipped and user recipes (repeatable)",
             )
 
-    q = rsub.add_parser("lint", help="lint arms against the seed's rules (exit 1 on an unexpected error)")
+    q = rsub.add_parser("lint", help="lint arms against the campaign write-up's rules (exit 1 on an unexpected error)")
     q.add_argument("paths", nargs="*", metavar="PATH",
                    help="recipe files or directories (default: the shipped recipes, yours on top)")
     common(q, paths=True)

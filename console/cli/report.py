@@ -1,4 +1,4 @@
-"""``campaign report [-o RESUME.md]``: the markdown handover of the campaign (like the seed's RESUME)."""
+"""``campaign report [-o RESUME.md]``: the markdown handover of the campaign (like the write-up's RESUME)."""
 
 from __future__ import annotations
 

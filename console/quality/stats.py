@@ -1,6 +1,6 @@
 """Paired comparison of two task-accuracy runs on the items both scored, and the suite's noise floor.
 
-The seed's lesson: a repeat of one configuration moved its aggregate by up to 0.022 and flipped 15 to
+The write-up's lesson: a repeat of one configuration moved its aggregate by up to 0.022 and flipped 15 to
 50 of 403 items, so two runs are only compared on the items both scored, and a difference is read
 against the spread of repeats before it is called a finding (docs/quality.md has the method).
 

@@ -1,8 +1,8 @@
 """A BoxSpec from what the store knows: the box row plus its latest probe (docs/contracts.md).
 
-WHY from the probe and not from what the operator typed: the seed's boxes were not what their
+WHY from the probe and not from what the operator typed: the write-up's boxes were not what their
 listings said (400 W caps, no NVLink). Layout and memory checks use the GPUs the agent measured. A box
-never probed (every box imported from the seed) still has its inventory's GPU summary ("4x RTX PRO 6000
+never probed (every box imported from the write-up) still has its inventory's GPU summary ("4x RTX PRO 6000
 ... 96GB, 600 W"): the count and card memory read from it stand in for a probe, and say so.
 """
 

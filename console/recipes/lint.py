@@ -1,8 +1,9 @@
-"""Lint rules: the seed's ten rules as checks with stable ids. Errors block a launch; warnings show.
+"""Lint rules: the campaign write-up's ten rules (docs/campaign.md) as checks with stable ids. Errors block a
+launch; warnings show.
 
 Each rule is a small function over the effective arm (profile defaults applied), its profile, the
-server flags resolve would pass, and optionally the box. The one-line reasons cite the seed so an
-operator knows what the rule saves them from, not just that it fired.
+server flags resolve would pass, and optionally the box. The one-line reasons cite the write-up's rule
+(as ``seed rule N``) so an operator knows what the rule saves them from, not just that it fired.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ class ArchRequirement:
     reason: str
 
 
-# Seed rule 6: per-architecture settings that are not optional.
+# Campaign rule 6: per-architecture settings that are not optional.
 ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
     "qwen4exp": (
         ArchRequirement(

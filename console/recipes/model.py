@@ -28,7 +28,7 @@ LAYOUT_KEYS = (
 """Arm keys a profile may default (``[profiles.X.defaults]``); None on an arm means 'take the default'."""
 
 # Sampling keys the OpenAI schema has a slot for, and those that must travel in ``extra_body``
-# (seed rule 9: top_k and min_p have no slot in the schema and silently do not apply otherwise).
+# (campaign rule 9: top_k and min_p have no slot in the schema and silently do not apply otherwise).
 TOP_LEVEL_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "reasoning_effort", "seed")
 EXTRA_BODY_SAMPLING = ("top_k", "min_p", "repetition_penalty")
 
@@ -54,7 +54,7 @@ def _line(key_lines: dict[tuple[str, ...], int], path: tuple[str, ...], origin: 
 
 @dataclass
 class ServingProfile:
-    """How the vendor says to serve the model (seed rule 9): parser, template flags, sampling."""
+    """How the vendor says to serve the model (campaign rule 9): parser, template flags, sampling."""
 
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
@@ -146,7 +146,7 @@ class Arm:
     flags: dict[str, FlagValue] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     expected_findings: list[str] = field(default_factory=list)
-    """Rule ids this arm is shipped to trigger on purpose (a control the seed measured); still blocking."""
+    """Rule ids this arm is shipped to trigger on purpose (a control the write-up measured); still blocking."""
     sweep: str | None = None
     """Set on arms derived from a sweep's kernel pairs (``Catalog.variant``)."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
@@ -178,7 +178,7 @@ class KernelPair:
 
 @dataclass
 class Sweep:
-    """Candidate arms and kernel pairs for one model (seed rule 3: sweep MoE backends, never hard-code)."""
+    """Candidate arms and kernel pairs for one model (campaign rule 3: sweep MoE backends, never hard-code)."""
 
     name: str
     origin: Origin
@@ -242,7 +242,7 @@ class Catalog:
 
 @dataclass(frozen=True)
 class MoeEvidence:
-    """The MoE backends the sweeps in a state.db measured, per profile (seed rule 3: sweep, never hard-code).
+    """The MoE backends the sweeps in a state.db measured, per profile (campaign rule 3: sweep, never hard-code).
 
     ``served``: backends an arm of the profile served with in a sweep (the engine took the pin);
     ``accepted``: backends an engine refusing another one named as accepted; ``refused``: pins it refused.
@@ -275,13 +275,13 @@ class BoxSpec:
     """A stand-in for showing an arm without a box (``generic_box``), not a machine to place it on."""
     gpus_from: str | None = None
     """Where the GPU figures come from: ``probe`` (what the agent measured), ``inventory`` (the box list's GPU
-    summary, for a box never probed: the seed's imported boxes), None (given directly)."""
+    summary, for a box never probed: the write-up's imported boxes), None (given directly)."""
     inventory: str | None = None
     """The GPU summary read when ``gpus_from`` is ``inventory``."""
 
     @property
     def gpu_mem_gb(self) -> float | None:
-        """Card memory in GiB (the '96 GB' / '32 GB' of the seed's tables). Comparing it with weight sizes
+        """Card memory in GiB (the '96 GB' / '32 GB' of the write-up's tables). Comparing it with weight sizes
         in decimal GB errs on the safe side: the card looks ~7% smaller than it is."""
         return None if self.gpu_mem_mib is None else self.gpu_mem_mib / 1024
 

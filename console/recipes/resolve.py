@@ -119,7 +119,7 @@ def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
     free = {**profile.flags, **arm.flags}
     autotune_set = {"--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune"} & set(free)
     if arm.tensor_parallel > 1 and not autotune_set:
-        # Seed rule 5: a rank with a cached autotune result desynchronises from the others and hangs.
+        # Campaign rule 5: a rank with a cached autotune result desynchronises from the others and hangs.
         add("--no-enable-flashinfer-autotune")
     for key in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype"):
         value = getattr(arm, key)

@@ -4,7 +4,7 @@ The comparison runs on the box (agents/kldiff, next to both servers: they bind t
 both launches of a pair must serve on one box. With a control (the same configuration served twice)
 the control pair is measured first and the pair's row carries its figures; the verdict is the read
 model's (``KldiffVerdict``), written beside the figures. Without a control there are figures and no
-verdict: a divergence means nothing until the stack's own noise is known (the seed's two identical
+verdict: a divergence means nothing until the stack's own noise is known (the write-up's two identical
 servers disagreed on 3.8% of top-1 tokens).
 """
 

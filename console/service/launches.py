@@ -112,7 +112,7 @@ class LaunchIntents(ServiceBase):
         holds, so arms side by side on one box never collide on a port. ``avoid_ports`` (ports of launches
         about to be sent, not recorded yet) are skipped as well, counting from ``base_port`` when given. Lint
         sees what this campaign's sweeps measured of MoE backends; ``sweep`` names the sweep launching the arm
-        to measure it (seed rule 3).
+        to measure it (campaign rule 3).
         """
         if base_port is not None:
             PORT.check(base_port, "--base-port")

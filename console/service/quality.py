@@ -75,7 +75,7 @@ def same_model(served: str, harness_model: str) -> bool:
 
 def config_key(arm: ArmRecord | None, launch: Launch, run: HarnessRun) -> str:
     """Equal for repeats of one configuration: the same resolved arm (argv, environment, GPUs), harness,
-    tasks, score, model and generation settings. The box is left out: the seed's repeats ran on two hosts."""
+    tasks, score, model and generation settings. The box is left out: the write-up's repeats ran on two hosts."""
     key = {"arm": launch.arm, "recipe_hash": arm.recipe_hash if arm else None, "harness": run.harness,
            "tasks": sorted(run.tasks), "metric": run.metric, "model": run.model, "sampling": run.sampling}  # fmt: skip
     return hashlib.sha256(dumps(key).encode()).hexdigest()

@@ -30,7 +30,7 @@ POLL_S = 1.0
 
 
 PROMPTS_PER_STREAM = loadgen_memory.PROMPTS_PER_STREAM
-"""Measured requests per stream by default: the seed's 6-8 x concurrency, so the steady window is long."""
+"""Measured requests per stream by default: the write-up's 6-8 x concurrency, so the steady window is long."""
 DEFAULT_BENCH_TIMEOUT_S = 3600.0
 
 

@@ -1,7 +1,7 @@
 """The conditions a throughput number was measured under, from what the store holds of its launches.
 
-A number means nothing without them (the seed's lesson): the kernels the engine said it used against the
-backends the arm asked for (seed rule 1: a row on another kernel is ``kernel_fallback``), whether the
+A number means nothing without them (the write-up's lesson): the kernels the engine said it used against the
+backends the arm asked for (campaign rule 1: a row on another kernel is ``kernel_fallback``), whether the
 server cached prefixes (repeated prompts into a prefix cache flatter a run), and how many streams one
 replica admits at once (a concurrency beyond it queues, and the queue shows up as TTFT). ``Results``
 computes them once, when a row is written, for every bench row whatever asked for it.
@@ -49,7 +49,7 @@ def max_num_seqs(argv: Sequence[str]) -> int | None:
 def admitted_streams(kv_cache_tokens: int | None, max_num_seqs: int | None, request_tokens: int) -> int | None:
     """How many requests of this size one server runs at once: its sequence cap and what its KV cache holds.
 
-    A concurrency above it queues, and the queue shows up as TTFT (the seed's footnote); None when the
+    A concurrency above it queues, and the queue shows up as TTFT (the write-up's footnote); None when the
     engine reported neither figure.
     """
     limits = []

@@ -1,8 +1,8 @@
 """What a measured row was served with: the server's reasoning parser, whether thinking was on, the sampling sent.
 
-The seed's house-default-vs-vendor table (0.558 against 0.732 on the same Qwen3.8-27B weights) turns on
+The write-up's house-default-vs-vendor table (0.558 against 0.732 on the same Qwen3.8-27B weights) turns on
 these three, and "enable_thinking defaults differ per model, so a naive table compares some models thinking
-and others not" (seed rule 9). So every bench, tripwire and quality row keeps them as they were sent, not as
+and others not" (campaign rule 9). So every bench, tripwire and quality row keeps them as they were sent, not as
 the recipe reads today. ``thinking`` is one of:
 
 - the switch the request sent (``enable_thinking=False``, ``reasoning_effort=high``: the first found);

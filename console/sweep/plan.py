@@ -68,7 +68,7 @@ def refused_slot(arm: Arm, reason: str) -> str | None:
 
 def accepted_candidates(catalog: Catalog, candidate: SweepArm, arm: Arm, reason: str,
                         accepted: list[str]) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
-    """Candidates to queue from the set the engine said it accepts, instead of guessing (seed rule 3).
+    """Candidates to queue from the set the engine said it accepts, instead of guessing (campaign rule 3).
 
     Returns (candidates, names that map to no flag value of the pinned vLLM: recorded, never queued).
     """
