@@ -21,14 +21,19 @@ from agents.gpu import SOURCES
 
 
 def _daemon_options(ns: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {"disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024), "sample_interval_s": ns.interval,
-                     "gpu_source": ns.gpu_source}
+    options: dict[str, Any] = {
+        "disk_floor_bytes": int(ns.disk_floor_mb * 1024 * 1024),
+        "sample_interval_s": ns.interval,
+        "gpu_source": ns.gpu_source,
+    }
     if ns.boot_id_file:
         options["boot_id_file"] = ns.boot_id_file
     if ns.shutdown_cmd:
         argv = json.loads(ns.shutdown_cmd)
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise SystemExit('--shutdown-cmd must be a JSON list of strings, e.g. ["sudo","shutdown","-h","now"]')
+            raise SystemExit(
+                '--shutdown-cmd must be a JSON list of strings, e.g. ["sudo","shutdown","-h","now"]'
+            )
         options["shutdown_argv"] = argv
     return options
 
@@ -41,7 +46,9 @@ def _proxy(home: Path) -> int:
     try:
         sock.connect(str(home / SOCKET_NAME))
     except OSError as exc:
-        print(f"agent call: cannot reach {home / SOCKET_NAME}: {exc}; is the daemon running?", file=sys.stderr)
+        print(
+            f"agent call: cannot reach {home / SOCKET_NAME}: {exc}; is the daemon running?", file=sys.stderr
+        )
         return 3
 
     def pump_in() -> None:
@@ -76,12 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("daemon", help="start the agent daemon (detached unless --foreground)")
     d.add_argument("--home", required=True, type=Path, help="agent home: journal, socket, launch logs")
     d.add_argument("--foreground", action="store_true", help="do not detach (for debugging)")
-    d.add_argument("--disk-floor-mb", type=float, default=512, help="stop writing samples below this free space")
+    d.add_argument(
+        "--disk-floor-mb", type=float, default=512, help="stop writing samples below this free space"
+    )
     d.add_argument("--interval", type=float, default=1.0, help="sampling period in seconds")
     d.add_argument("--shutdown-cmd", help="JSON argv the watchdog runs to power the box off")
-    d.add_argument("--gpu-source", choices=SOURCES, default="auto", help="force the GPU reader (default: auto)")
-    d.add_argument("--boot-id-file", type=Path, help="where the watchdog reads the kernel's per-boot id "
-                   "(default: /proc/sys/kernel/random/boot_id; a changed id means the box rebooted)")
+    d.add_argument(
+        "--gpu-source", choices=SOURCES, default="auto", help="force the GPU reader (default: auto)"
+    )
+    d.add_argument(
+        "--boot-id-file",
+        type=Path,
+        help="where the watchdog reads the kernel's per-boot id "
+        "(default: /proc/sys/kernel/random/boot_id; a changed id means the box rebooted)",
+    )
     c = sub.add_parser("call", help="relay protocol lines between stdio and the daemon socket")
     c.add_argument("--home", required=True, type=Path)
     sub.add_parser("version", help="print this agent's content version")
@@ -106,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             if ns.foreground:
                 return daemon.run_foreground(ns.home.resolve(), **_daemon_options(ns))
             print(daemon.dumps(daemon.detach(ns.home.resolve(), **_daemon_options(ns))))
-        except UnsafeHome as exc:  # one line, as it is: the console shows it as the box's error (fleet/push.py)
+        except (
+            UnsafeHome
+        ) as exc:  # one line, as it is: the console shows it as the box's error (fleet/push.py)
             print(exc, file=sys.stderr)
             return 1
         except (daemon.AlreadyRunning, RuntimeError) as exc:
@@ -123,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.cmd == "probe":
         from agents.probe import probe
 
-        print(json.dumps(probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2))
+        print(
+            json.dumps(
+                probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2
+            )
+        )
         return 0
     if ns.cmd == "sample":
         from agents.gpu import sample_once

@@ -48,9 +48,15 @@ PIDFILE = "agent.pid"
 
 
 class Agent:
-    def __init__(self, home: Path, disk_floor_bytes: int = DISK_FLOOR_BYTES,
-                 shutdown_argv: list[str] | None = None, sample_interval_s: float = 1.0,
-                 gpu_source: str = "auto", boot_id_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        disk_floor_bytes: int = DISK_FLOOR_BYTES,
+        shutdown_argv: list[str] | None = None,
+        sample_interval_s: float = 1.0,
+        gpu_source: str = "auto",
+        boot_id_file: Path | None = None,
+    ) -> None:
         self.home = home
         self.boot_id_file = boot_id_file
         """Where the watchdog reads the kernel's boot id; None: /proc/sys/kernel/random/boot_id."""
@@ -79,8 +85,14 @@ class Agent:
         self.journal.set_meta("started_once", "1")
         adopted = self.supervisor.adopt()
         adopted_jobs = self.jobs.adopt()
-        self.journal.append("agent_started", version=agent_version(), pid=os.getpid(), restarted=restarted,
-                            adopted_launches=adopted, adopted_jobs=adopted_jobs)
+        self.journal.append(
+            "agent_started",
+            version=agent_version(),
+            pid=os.getpid(),
+            restarted=restarted,
+            adopted_launches=adopted,
+            adopted_jobs=adopted_jobs,
+        )
         self.gpu = GpuSampler(self.warn, self.gpu_source)
         self.supervisor.gpu = self.gpu
         self.watchdog = self._make_watchdog()
@@ -97,15 +109,28 @@ class Agent:
             try:
                 self.journal.append(kind, **event)
             except (sqlite3.Error, OSError) as exc:
-                print(f"watchdog: could not journal {kind} {event} ({exc}); acting anyway", file=sys.stderr, flush=True)
+                print(
+                    f"watchdog: could not journal {kind} {event} ({exc}); acting anyway",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         boot_id_file = self.boot_id_file or BOOT_ID_PATH
-        return Watchdog(self.home, journal, self.supervisor.stop_all, self._shutdown_box,
-                        boot_id=lambda: read_boot_id(boot_id_file))
+        return Watchdog(
+            self.home,
+            journal,
+            self.supervisor.stop_all,
+            self._shutdown_box,
+            boot_id=lambda: read_boot_id(boot_id_file),
+        )
 
     def _shutdown_box(self) -> dict[str, Any]:
         proc = subprocess.run(self.shutdown_argv, capture_output=True, text=True, timeout=60, check=False)
-        return {"argv": self.shutdown_argv, "rc": proc.returncode, "output": (proc.stdout + proc.stderr)[-300:]}
+        return {
+            "argv": self.shutdown_argv,
+            "rc": proc.returncode,
+            "output": (proc.stdout + proc.stderr)[-300:],
+        }
 
     def _serve(self) -> None:
         path = self.home / SOCKET_NAME
@@ -184,9 +209,12 @@ class Agent:
             freed = self.jobs.prune_records(int(self.disk_floor_bytes * 1.1) - free)
             if freed:
                 total = sum(n for _, n in freed)
-                self.warn("disk", f"free space {free} bytes is below the floor: deleted the per-request records of "
-                          f"{len(freed)} finished run(s), oldest first ({total} bytes: "
-                          f"{', '.join(name for name, _ in freed[:20])}); their results are in the journal")
+                self.warn(
+                    "disk",
+                    f"free space {free} bytes is below the floor: deleted the per-request records of "
+                    f"{len(freed)} finished run(s), oldest first ({total} bytes: "
+                    f"{', '.join(name for name, _ in freed[:20])}); their results are in the journal",
+                )
                 free = shutil.disk_usage(self.home).free
         low = free < self.disk_floor_bytes
         if low:
@@ -194,12 +222,18 @@ class Agent:
                 self.warn("journal", message)
         if low and not self.journal.samples_paused:
             self.journal.samples_paused = True
-            self.journal.append("disk_low", path=str(self.home), free_bytes=free,
-                                threshold_bytes=self.disk_floor_bytes, samples_paused=True)
+            self.journal.append(
+                "disk_low",
+                path=str(self.home),
+                free_bytes=free,
+                threshold_bytes=self.disk_floor_bytes,
+                samples_paused=True,
+            )
         elif not low and self.journal.samples_paused and free > self.disk_floor_bytes * 1.1:
             self.journal.samples_paused = False
-            self.journal.append("warning", where="disk",
-                                message=f"free space back to {free} bytes; samples resumed")
+            self.journal.append(
+                "warning", where="disk", message=f"free space back to {free} bytes; samples resumed"
+            )
 
     def warn(self, where: str, message: str) -> None:
         """Journal a survived fault; if even that fails (disk full), say it in agent.log and go on."""
@@ -233,8 +267,11 @@ class Agent:
         if not isinstance(command_id, str) or not command_id:
             return {"id": command_id, "ok": False, "error": "every request needs a non-empty string id"}
         if op not in protocol.OPS:
-            return {"id": command_id, "ok": False,
-                    "error": f"unknown op {op!r}; this agent ({agent_version()}) knows {', '.join(protocol.OPS)}"}
+            return {
+                "id": command_id,
+                "ok": False,
+                "error": f"unknown op {op!r}; this agent ({agent_version()}) knows {', '.join(protocol.OPS)}",
+            }
         problem = protocol.args_problem(op, args)
         if problem is not None:  # the contract refuses it before anything runs, with the field and its value
             return {"id": command_id, "ok": False, "error": f"{problem}; nothing was run"}
@@ -259,7 +296,11 @@ class Agent:
             return {"id": command_id, "ok": False, "error": f"{op}: {exc}"}
         except Exception as exc:
             self.warn(f"op:{op}", traceback.format_exc(limit=6)[-1500:])
-            return {"id": command_id, "ok": False, "error": f"{op} failed inside the agent: {type(exc).__name__}: {exc}"}
+            return {
+                "id": command_id,
+                "ok": False,
+                "error": f"{op} failed inside the agent: {type(exc).__name__}: {exc}",
+            }
         return {"id": command_id, "ok": True, "result": result}
 
     def op_hello(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
@@ -271,11 +312,21 @@ class Agent:
             registered = self.journal.register(consumer, str(args.get("label") or ""))
         consumers = self.journal.consumers()
         return {
-            "version": agent_version(), "pid": os.getpid(), "started_ms": self.started_ms, "home": str(self.home),
-            "last_seq": self.journal.last_seq(), "first_seq": self.journal.first_seq(),
-            "acked_seq": registered["acked_seq"] if registered else min((c["acked_seq"] for c in consumers), default=0),
-            "consumer": registered, "consumers": consumers, "now_ms": now_ms(),
-            "tz": time_zone(), "python": sys.version.split()[0], "gpu_source": self.gpu.source if self.gpu else None,
+            "version": agent_version(),
+            "pid": os.getpid(),
+            "started_ms": self.started_ms,
+            "home": str(self.home),
+            "last_seq": self.journal.last_seq(),
+            "first_seq": self.journal.first_seq(),
+            "acked_seq": registered["acked_seq"]
+            if registered
+            else min((c["acked_seq"] for c in consumers), default=0),
+            "consumer": registered,
+            "consumers": consumers,
+            "now_ms": now_ms(),
+            "tz": time_zone(),
+            "python": sys.version.split()[0],
+            "gpu_source": self.gpu.source if self.gpu else None,
             "samples_paused": self.journal.samples_paused,
             "timers": self._timers(),
         }
@@ -301,8 +352,12 @@ class Agent:
         if named is not None and consumer is None:
             return {"events": [], "last_seq": self.journal.last_seq(), "acked_seq": None, "registered": False}
         events = self.journal.events_after(after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
-        return {"events": events, "last_seq": self.journal.last_seq(),
-                "acked_seq": consumer["acked_seq"] if consumer else None, "registered": consumer is not None}
+        return {
+            "events": events,
+            "last_seq": self.journal.last_seq(),
+            "acked_seq": consumer["acked_seq"] if consumer else None,
+            "registered": consumer is not None,
+        }
 
     def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).
@@ -316,8 +371,11 @@ class Agent:
         return {"acked_seq": acked, "registered": acked is not None}
 
     def op_detach(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        return {"detached": self.journal.detach(args.get("consumer")),  # type: ignore[arg-type]
-                "first_seq": self.journal.first_seq(), "last_seq": self.journal.last_seq()}
+        return {
+            "detached": self.journal.detach(args.get("consumer")),  # type: ignore[arg-type]
+            "first_seq": self.journal.first_seq(),
+            "last_seq": self.journal.last_seq(),
+        }
 
     def op_launch(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return self.supervisor.launch(args)
@@ -336,9 +394,13 @@ class Agent:
         if console_t_ms is not None and self.watchdog is not None:
             with self._mutate:  # the console's UTC re-anchors a live deadline (a box back from a reboot)
                 self.watchdog.confirm_utc(console_t_ms)
-        result = probe(console_t_ms=console_t_ms, serving_python=args.get("serving_python"),
-                       disk_path=str(self.home), serving_env_vars=args.get("serving_env"),
-                       gpu_source=self.gpu_source)
+        result = probe(
+            console_t_ms=console_t_ms,
+            serving_python=args.get("serving_python"),
+            disk_path=str(self.home),
+            serving_env_vars=args.get("serving_env"),
+            gpu_source=self.gpu_source,
+        )
         self.journal.append("probe", probe=result)
         return {"probe": result}
 
@@ -354,9 +416,10 @@ class Agent:
     def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")
-        # The watchdog checks each argument and says what is wrong with it.
-        return self.watchdog.arm(args.get("timer_id"), args.get("deadline_ms"), args.get("action"),  # type: ignore[arg-type]
-                                 args.get("console_now_ms"))  # type: ignore[arg-type]
+        # The contract (protocol.SetDeadlineArgs) requires each argument; the watchdog checks their values.
+        return self.watchdog.arm(
+            args["timer_id"], args["deadline_ms"], args["action"], args["console_now_ms"]
+        )
 
     def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
@@ -364,8 +427,11 @@ class Agent:
         return self.watchdog.cancel(args.get("timer_id"))  # type: ignore[arg-type]
 
     def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        self.journal.append("warning", where="agent", message=f"agent {os.getpid()} shutting down on request; "
-                            "arms keep running and will be re-adopted")
+        self.journal.append(
+            "warning",
+            where="agent",
+            message=f"agent {os.getpid()} shutting down on request; arms keep running and will be re-adopted",
+        )
         self.exit_requested = True
         return {}
 
@@ -378,8 +444,13 @@ def _encode(response: dict[str, Any]) -> bytes:
     except ValueError as exc:
         result = response.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("events"), list):
-            return protocol.encode({"id": response.get("id"), "ok": False,
-                                    "error": f"the agent's answer is not valid JSON ({exc}); this is a bug"})
+            return protocol.encode(
+                {
+                    "id": response.get("id"),
+                    "ok": False,
+                    "error": f"the agent's answer is not valid JSON ({exc}); this is a bug",
+                }
+            )
         result["events"] = [wire_safe(e) for e in result["events"]]
         return protocol.encode(response)
 
@@ -407,8 +478,9 @@ def lock_pidfile(home: Path) -> int:
             raise
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise AlreadyRunning(f"an agent is already running in {home} (pid {holder}); "
-                             "stop it with the shutdown_agent op first") from None
+        raise AlreadyRunning(
+            f"an agent is already running in {home} (pid {holder}); stop it with the shutdown_agent op first"
+        ) from None
     return fd
 
 
@@ -464,8 +536,10 @@ def detach(home: Path, ready_timeout_s: float = 20.0, **options: Any) -> dict[st
             time.sleep(0.05)
     log = home / "agent.log"
     tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-    raise RuntimeError(f"agent did not answer on {home / SOCKET_NAME} within {ready_timeout_s} s ({last_error}); "
-                       f"agent.log ends:\n{tail}")
+    raise RuntimeError(
+        f"agent did not answer on {home / SOCKET_NAME} within {ready_timeout_s} s ({last_error}); "
+        f"agent.log ends:\n{tail}"
+    )
 
 
 def _become_daemon(home: Path, fd: int, options: dict[str, Any]) -> None:
@@ -489,13 +563,18 @@ def _become_daemon(home: Path, fd: int, options: dict[str, Any]) -> None:
         sys.stderr.flush()
 
 
-def call(home: Path, op: str, args: dict[str, Any], timeout: float = 30.0, command_id: str | None = None) -> dict[str, Any]:
+def call(
+    home: Path, op: str, args: dict[str, Any], timeout: float = 30.0, command_id: str | None = None
+) -> dict[str, Any]:
     """One request to the local daemon's socket (used by ``detach`` and the CLI; the console has its own)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(home / SOCKET_NAME))
-        s.sendall(protocol.encode({"id": command_id or f"cli-{os.getpid()}-{time.monotonic_ns()}", "op": op,
-                                   "args": args}))
+        s.sendall(
+            protocol.encode(
+                {"id": command_id or f"cli-{os.getpid()}-{time.monotonic_ns()}", "op": op, "args": args}
+            )
+        )
         buf = b""
         while not buf.endswith(b"\n"):
             chunk = s.recv(1 << 20)

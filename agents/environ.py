@@ -12,11 +12,26 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-ALLOWED = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-    # Where the box keeps its toolkit and caches (often a big data disk on a rented box): not secrets.
-    "CUDA_HOME", "CUDA_PATH", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "XDG_CACHE_HOME",
-})
+ALLOWED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        # Where the box keeps its toolkit and caches (often a big data disk on a rented box): not secrets.
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "XDG_CACHE_HOME",
+    }
+)
 ALLOWED_PREFIXES = ("LC_",)
 
 

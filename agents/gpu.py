@@ -45,7 +45,12 @@ PROBE_NUMERIC: dict[str, str] = {
     "min_limit_w": "power.min_limit",
     "max_sm_clock_mhz": "clocks.max.sm",
 }
-PROBE_TEXT: dict[str, str] = {"name": "name", "uuid": "uuid", "pci_bus_id": "pci.bus_id", "compute_cap": "compute_cap"}
+PROBE_TEXT: dict[str, str] = {
+    "name": "name",
+    "uuid": "uuid",
+    "pci_bus_id": "pci.bus_id",
+    "compute_cap": "compute_cap",
+}
 
 SOURCES = ("auto", "nvml", "nvidia-smi", "none")
 """auto: NVML if importable, else nvidia-smi; the others force one path (to check each on a real box)."""
@@ -107,7 +112,10 @@ def smi_query(
             warn("nvidia-smi", f'this driver does not know field "{bad.group(1)}"; reading without it')
             fields.remove(bad.group(1))
             continue
-        warn("nvidia-smi", f"{' '.join(argv)} exited {proc.returncode}: {(proc.stdout + proc.stderr).strip()[:300]}")
+        warn(
+            "nvidia-smi",
+            f"{' '.join(argv)} exited {proc.returncode}: {(proc.stdout + proc.stderr).strip()[:300]}",
+        )
         return []
     return []
 
@@ -174,8 +182,9 @@ class NvFaults:
     the count of the failures in between. A sampler at 1 Hz over 8 GPUs must not journal 8 warnings a second.
     Thread-safe: the daemon's tick reads samples while its HTTP pool lists the GPUs' processes."""
 
-    def __init__(self, warn: Warn, every_s: float = NV_WARN_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, warn: Warn, every_s: float = NV_WARN_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.warn = warn
         self.every_s = every_s
         self._clock = clock
@@ -193,11 +202,17 @@ class NvFaults:
             self._reported[name] = now
             more = self._unreported.pop(name, 0)
         code = nv_code(exc)
-        what = f"NVML error {code} ({type(exc).__name__}: {exc})" if code is not None \
+        what = (
+            f"NVML error {code} ({type(exc).__name__}: {exc})"
+            if code is not None
             else f"{type(exc).__name__}: {exc}"
+        )
         since = f"; {more} more failure(s) of it since the last report" if more else ""
-        self.warn(f"nvml:{name}", f"{name} failed: {what}; its value reads as None (not as idle){since}. "
-                                  f"Reported again at most every {self.every_s:.0f} s while it keeps failing")
+        self.warn(
+            f"nvml:{name}",
+            f"{name} failed: {what}; its value reads as None (not as idle){since}. "
+            f"Reported again at most every {self.every_s:.0f} s while it keeps failing",
+        )
 
 
 def _stderr_warn(where: str, message: str) -> None:
@@ -233,7 +248,15 @@ def nvml_text(v: Any) -> str | None:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-PROBE_ONLY = ("name", "uuid", "pci_bus_id", "compute_cap", "default_limit_w", "min_limit_w", "max_sm_clock_mhz")
+PROBE_ONLY = (
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "compute_cap",
+    "default_limit_w",
+    "min_limit_w",
+    "max_sm_clock_mhz",
+)
 """The keys ``nvml_gpu(full=True)`` adds to a sample's."""
 
 
@@ -254,8 +277,11 @@ def nvml_gpu(nvml: Any, index: int, full: bool = False, faults: NvFaults | None 
     util = call(nvml.nvmlDeviceGetUtilizationRates, h)
     # v2 reports "used" without the driver's reserved memory, as nvidia-smi does (v1 shows ~615 MiB on an
     # idle H200, which would read as a leftover process).
-    mem = call(nvml.nvmlDeviceGetMemoryInfo, h, getattr(nvml, "nvmlMemory_v2", None)) \
-        if hasattr(nvml, "nvmlMemory_v2") else None
+    mem = (
+        call(nvml.nvmlDeviceGetMemoryInfo, h, getattr(nvml, "nvmlMemory_v2", None))
+        if hasattr(nvml, "nvmlMemory_v2")
+        else None
+    )
     mem = mem or call(nvml.nvmlDeviceGetMemoryInfo, h)
     constraints = call(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
     out: dict[str, Any] = {
@@ -306,16 +332,22 @@ def smi_processes(warn: Warn, smi: str | None = None) -> list[dict[str, Any]]:
     """Compute processes per GPU index (nvidia-smi names GPUs by uuid in this query)."""
     inventory = smi_query(["index", "uuid"], warn, smi=smi)
     by_uuid = {row["uuid"]: int(row["index"]) for row in inventory if row["index"].strip().isdigit()}
-    apps = smi_query(["gpu_uuid", "pid", "process_name", "used_memory"], warn, what="--query-compute-apps", smi=smi)
+    apps = smi_query(
+        ["gpu_uuid", "pid", "process_name", "used_memory"], warn, what="--query-compute-apps", smi=smi
+    )
     out = []
     for row in apps:
         pid = value(row["pid"])
         if pid is None:
             continue
-        out.append({
-            "gpu": by_uuid.get(row["gpu_uuid"].strip(), -1), "pid": int(pid),
-            "name": row["process_name"].strip(), "used_mib": value(row["used_memory"]),
-        })
+        out.append(
+            {
+                "gpu": by_uuid.get(row["gpu_uuid"].strip(), -1),
+                "pid": int(pid),
+                "name": row["process_name"].strip(),
+                "used_mib": value(row["used_memory"]),
+            }
+        )
     return out
 
 
@@ -350,10 +382,20 @@ class SmiLoop:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        argv = [self.smi, f"--query-gpu={','.join(self.fields)}", "--format=csv,noheader,nounits",
-                "-lms", str(self.interval_ms)]
+        argv = [
+            self.smi,
+            f"--query-gpu={','.join(self.fields)}",
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(self.interval_ms),
+        ]
         self._proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
         )
         self._thread = threading.Thread(target=self._read, args=(self._proc,), daemon=True, name="nvidia-smi")
         self._thread.start()
@@ -392,8 +434,14 @@ class SmiLoop:
         that lands mid-round still reports every GPU (each value at most one period old).
         """
         proc = self._proc
-        if not self._stopped and proc is not None and proc.poll() is not None and self._thread is not None \
-                and not self._thread.is_alive() and time.monotonic() >= self._restart_at:
+        if (
+            not self._stopped
+            and proc is not None
+            and proc.poll() is not None
+            and self._thread is not None
+            and not self._thread.is_alive()
+            and time.monotonic() >= self._restart_at
+        ):
             self.start()
         with self._lock:
             if not self._fresh:
@@ -433,12 +481,18 @@ class GpuSampler:
             warn("gpu", "GPU sampling is off (--gpu-source none)")
             return
         if smi is None:
-            warn("gpu", f"no GPU tooling on this box for GPU source {source!r} (nvidia-ml-py not importable, "
-                        "nvidia-smi not on PATH): no GPU samples will be recorded")
+            warn(
+                "gpu",
+                f"no GPU tooling on this box for GPU source {source!r} (nvidia-ml-py not importable, "
+                "nvidia-smi not on PATH): no GPU samples will be recorded",
+            )
             return
         if source == "auto":
-            warn("nvml", "NVML unavailable (install nvidia-ml-py on the box for sub-millisecond samples); "
-                         "sampling with one long-running nvidia-smi -lms process")
+            warn(
+                "nvml",
+                "NVML unavailable (install nvidia-ml-py on the box for sub-millisecond samples); "
+                "sampling with one long-running nvidia-smi -lms process",
+            )
         self.source = "nvidia-smi"
         self.loop = SmiLoop(warn, smi)
         self.loop.start()

@@ -66,9 +66,11 @@ def tripwire_python(args: dict[str, Any]) -> str | None:
     if python is None:
         return None
     if not isinstance(python, str) or not os.path.isfile(python) or not os.access(python, os.X_OK):
-        raise ValueError(f"tripwire python {python!r} is not an executable file on this box; name the serving "
-                         "environment's interpreter (<serving_env>/bin/python), or leave python out to run the "
-                         "tripwire under the agent's own")
+        raise ValueError(
+            f"tripwire python {python!r} is not an executable file on this box; name the serving "
+            "environment's interpreter (<serving_env>/bin/python), or leave python out to run the "
+            "tripwire under the agent's own"
+        )
     return python
 
 
@@ -154,8 +156,17 @@ class Jobs:
         """
         still = []
         for row in self.journal.running_jobs():
-            job = Job(row["op"], row["job_id"], row["launch_id"], row["command_id"], row["pid"], row["start_ticks"],
-                      Path(row["out_path"]), Path(row["err_path"]), samples_offset=row["samples_offset"] or 0)
+            job = Job(
+                row["op"],
+                row["job_id"],
+                row["launch_id"],
+                row["command_id"],
+                row["pid"],
+                row["start_ticks"],
+                Path(row["out_path"]),
+                Path(row["err_path"]),
+                samples_offset=row["samples_offset"] or 0,
+            )
             self.running[job.key] = job
             if not job.exit_code()[0]:
                 still.append(job.key)
@@ -176,7 +187,9 @@ class Jobs:
         if known is not None:
             raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
-        python = tripwire_python(args) if op in ("tripwire", "kldiff") else None  # kldiff's client is openai's too
+        python = (
+            tripwire_python(args) if op in ("tripwire", "kldiff") else None
+        )  # kldiff's client is openai's too
         argv = agent_command(python) + [_TOOL[op], *tool_argv(op, args)]
         out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
         if op == "bench" and "--records" not in argv:
@@ -187,19 +200,30 @@ class Jobs:
         launch_id = args.get("launch_id")
         launch_id = None if launch_id is None else str(launch_id)
         # Saved before the spawn: a crash in between leaves a row the next agent closes with a reason.
-        self.journal.save_job(key, op, job_id, launch_id, command_id, None, None, str(out_path), str(err_path),
-                              "starting")
+        self.journal.save_job(
+            key, op, job_id, launch_id, command_id, None, None, str(out_path), str(err_path), "starting"
+        )
         try:
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
-                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=agent_env(),
-                                         start_new_session=True, cwd=str(self.dir))
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=agent_env(),
+                    start_new_session=True,
+                    cwd=str(self.dir),
+                )
         except OSError:
             self.journal.set_job_state(key, "failed")
             raise
         ticks = proc.start_ticks(popen.pid)
-        self.journal.save_job(key, op, job_id, launch_id, command_id, popen.pid, ticks, str(out_path), str(err_path),
-                              "running")
-        self.running[key] = Job(op, job_id, launch_id, command_id, popen.pid, ticks, out_path, err_path, popen)
+        self.journal.save_job(
+            key, op, job_id, launch_id, command_id, popen.pid, ticks, str(out_path), str(err_path), "running"
+        )
+        self.running[key] = Job(
+            op, job_id, launch_id, command_id, popen.pid, ticks, out_path, err_path, popen
+        )
         return {"started": True, "pid": popen.pid, "log_path": str(err_path)}
 
     def prune_records(self, need_bytes: int) -> list[tuple[str, int]]:
@@ -234,7 +258,9 @@ class Jobs:
         for key, job in list(self.running.items()):
             ended, code = job.exit_code()
             if job.op == "bench":
-                self._forward_samples(job, drain=ended)  # after the exit check: an ended run's samples are all there
+                self._forward_samples(
+                    job, drain=ended
+                )  # after the exit check: an ended run's samples are all there
             if not ended:
                 continue
             with self.journal.atomic():  # the result and "done" commit together: journaled exactly once
@@ -267,7 +293,9 @@ class Jobs:
                         continue
                     if isinstance(sample, dict):
                         fields = {k: sample[k] for k in SAMPLE_FIELDS if k in sample}
-                        self.journal.append("bench_progress", bench_id=job.job_id, launch_id=job.launch_id, **fields)
+                        self.journal.append(
+                            "bench_progress", bench_id=job.job_id, launch_id=job.launch_id, **fields
+                        )
                 job.samples_offset += end
                 self.journal.set_job_samples_offset(job.key, job.samples_offset)
             if not drain or len(chunk) < MAX_SAMPLES_BYTES:
@@ -284,15 +312,24 @@ class Jobs:
         if result is None and error is None:
             err = _read(job.err_path, 600).strip()
             if job.pid is None:
-                error = (f"the agent restarted while starting this {job.op}; it may not have run. "
-                         f"Run it again with a new id; stderr: {err}")
+                error = (
+                    f"the agent restarted while starting this {job.op}; it may not have run. "
+                    f"Run it again with a new id; stderr: {err}"
+                )
             elif code is None:
                 error = f"{_TOOL[job.op]} ended while the agent was not watching it, without a result; stderr: {err}"
             else:
                 error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
         if error is None and isinstance(result, dict):
-            self.journal.append(f"{job.op}_result", **{_ID_KEY[job.op]: job.job_id, "launch_id": job.launch_id,
-                                         "result": result, "exit_code": code})
+            self.journal.append(
+                f"{job.op}_result",
+                **{
+                    _ID_KEY[job.op]: job.job_id,
+                    "launch_id": job.launch_id,
+                    "result": result,
+                    "exit_code": code,
+                },
+            )
         elif error is None:
             error = f"{job.op} result is not a JSON object: {text[:200]!r}"
         if job.command_id is not None:

@@ -93,8 +93,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 """
 _CONSUMER_COLUMNS = ("consumer", "label", "acked_seq", "registered_ms", "acked_ms")
-_JOB_COLUMNS = ("key", "op", "job_id", "launch_id", "command_id", "pid", "start_ticks", "out_path", "err_path", "state",
-                "samples_offset")
+_JOB_COLUMNS = (
+    "key",
+    "op",
+    "job_id",
+    "launch_id",
+    "command_id",
+    "pid",
+    "start_ticks",
+    "out_path",
+    "err_path",
+    "state",
+    "samples_offset",
+)
 
 
 def now_ms() -> int:
@@ -160,11 +171,18 @@ class Journal:
         t_ms = fields.pop("t_ms", None) or self.clock()
         body = json.dumps(fields, separators=(",", ":"), allow_nan=False)
         if len(body) > MAX_EVENT_BYTES:
-            message = (f"a {kind} event of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event "
-                       f"and was not journaled; it began: {body[:2000]}")
-            kind, body = "warning", json.dumps({"where": "journal", "message": message}, separators=(",", ":"))
+            message = (
+                f"a {kind} event of {len(body)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event "
+                f"and was not journaled; it began: {body[:2000]}"
+            )
+            kind, body = (
+                "warning",
+                json.dumps({"where": "journal", "message": message}, separators=(",", ":")),
+            )
         with self._lock:
-            cur = self._db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
+            cur = self._db.execute(
+                "INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body)
+            )
             assert cur.lastrowid is not None
             return cur.lastrowid
 
@@ -225,20 +243,32 @@ class Journal:
                 return known | {"label": label, "new": False}
             now = self.clock()
             acked = self.first_seq() - 1
-            self._db.execute("INSERT INTO consumers (consumer, label, acked_seq, registered_ms, acked_ms)"
-                             " VALUES (?, ?, ?, ?, ?)", (consumer, label, acked, now, now))
-        return {"consumer": consumer, "label": label, "acked_seq": acked, "registered_ms": now, "acked_ms": now,
-                "new": True}
+            self._db.execute(
+                "INSERT INTO consumers (consumer, label, acked_seq, registered_ms, acked_ms)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (consumer, label, acked, now, now),
+            )
+        return {
+            "consumer": consumer,
+            "label": label,
+            "acked_seq": acked,
+            "registered_ms": now,
+            "acked_ms": now,
+            "new": True,
+        }
 
     def consumer(self, consumer: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers WHERE consumer = ?",
-                                   (consumer,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers WHERE consumer = ?", (consumer,)
+            ).fetchone()
         return dict(zip(_CONSUMER_COLUMNS, row, strict=True)) if row else None
 
     def consumers(self) -> list[dict[str, Any]]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers ORDER BY registered_ms")
+            rows = self._db.execute(
+                f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers ORDER BY registered_ms"
+            )
             return [dict(zip(_CONSUMER_COLUMNS, r, strict=True)) for r in rows]
 
     def ack(self, seq: int, consumer: str) -> int | None:
@@ -249,14 +279,18 @@ class Journal:
         _check_consumer(consumer)
         last = self.last_seq()
         if seq > last:
-            raise ValueError(f"ack seq {seq} is beyond the last journaled seq {last}; the console is ahead of this box")
+            raise ValueError(
+                f"ack seq {seq} is beyond the last journaled seq {last}; the console is ahead of this box"
+            )
         with self.atomic():
             known = self.consumer(consumer)
             if known is None:
                 return None
             acked = max(int(known["acked_seq"]), seq)
-            self._db.execute("UPDATE consumers SET acked_seq = ?, acked_ms = ? WHERE consumer = ?",
-                             (acked, self.clock(), consumer))
+            self._db.execute(
+                "UPDATE consumers SET acked_seq = ?, acked_ms = ? WHERE consumer = ?",
+                (acked, self.clock(), consumer),
+            )
             self._release()
         return acked
 
@@ -287,14 +321,18 @@ class Journal:
             for c in consumers:
                 if c["acked_seq"] >= floor:
                     continue
-                rows = self._db.execute("SELECT kind, count(*) FROM events WHERE seq > ? AND seq <= ? GROUP BY kind"
-                                        " ORDER BY kind", (c["acked_seq"], floor)).fetchall()
+                rows = self._db.execute(
+                    "SELECT kind, count(*) FROM events WHERE seq > ? AND seq <= ? GROUP BY kind"
+                    " ORDER BY kind",
+                    (c["acked_seq"], floor),
+                ).fetchall()
                 self._db.execute("DELETE FROM consumers WHERE consumer = ?", (c["consumer"],))
                 kinds = ", ".join(f"{n} {kind}" for kind, n in rows) or "none still held"
                 messages.append(
                     f"disk below the floor: released consumer {c['consumer']} ({c['label'] or 'no label'}), silent "
                     f"for {(now - c['acked_ms']) // 60_000} min, and dropped the events only it still needed "
-                    f"(seq {c['acked_seq'] + 1}..{floor}: {kinds}); that state.db will miss them, the others have them")
+                    f"(seq {c['acked_seq'] + 1}..{floor}: {kinds}); that state.db will miss them, the others have them"
+                )
             self._release()
         if messages:
             with self._lock:
@@ -335,8 +373,14 @@ class Journal:
     # -- launches (for re-adoption after a restart) -------------------------------------------------
 
     def save_launch(
-        self, launch_id: str, pid: int | None, start_ticks: int | None, port: int, gpus: list[int],
-        log_path: str, state: str,
+        self,
+        launch_id: str,
+        pid: int | None,
+        start_ticks: int | None,
+        port: int,
+        gpus: list[int],
+        log_path: str,
+        state: str,
     ) -> None:
         with self._lock:
             self._db.execute(
@@ -348,8 +392,11 @@ class Journal:
     def set_launch_state(self, launch_id: str, state: str, kill_command_id: str | None = None) -> None:
         """``kill_command_id``: the kill being carried out, kept so a restarted agent still answers it."""
         with self._lock:
-            self._db.execute("UPDATE launches SET state = ?, kill_command_id = coalesce(?, kill_command_id)"
-                             " WHERE launch_id = ?", (state, kill_command_id, launch_id))
+            self._db.execute(
+                "UPDATE launches SET state = ?, kill_command_id = coalesce(?, kill_command_id)"
+                " WHERE launch_id = ?",
+                (state, kill_command_id, launch_id),
+            )
 
     def set_log_offset(self, launch_id: str, offset: int) -> None:
         """How far the launch's log has been read (and its lines journaled): a restart reads on from here."""
@@ -373,20 +420,52 @@ class Journal:
                 " WHERE state IN ('starting', 'serving', 'stopping') OR kill_command_id IS NOT NULL ORDER BY t_ms"
             ).fetchall()
         return [
-            {"launch_id": r[0], "pid": r[1], "start_ticks": r[2], "port": r[3], "gpus": json.loads(r[4]),
-             "log_path": r[5], "state": r[6], "kill_command_id": r[7], "log_offset": r[8]}
+            {
+                "launch_id": r[0],
+                "pid": r[1],
+                "start_ticks": r[2],
+                "port": r[3],
+                "gpus": json.loads(r[4]),
+                "log_path": r[5],
+                "state": r[6],
+                "kill_command_id": r[7],
+                "log_offset": r[8],
+            }
             for r in rows
         ]
 
     # -- bench / tripwire jobs (for re-adoption after a restart) ------------------------------------
 
-    def save_job(self, key: str, op: str, job_id: str, launch_id: str | None, command_id: str | None,
-                 pid: int | None, start_ticks: int | None, out_path: str, err_path: str, state: str) -> None:
+    def save_job(
+        self,
+        key: str,
+        op: str,
+        job_id: str,
+        launch_id: str | None,
+        command_id: str | None,
+        pid: int | None,
+        start_ticks: int | None,
+        out_path: str,
+        err_path: str,
+        state: str,
+    ) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO jobs (key, op, job_id, launch_id, command_id, pid, start_ticks, out_path,"
                 " err_path, state, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, op, job_id, launch_id, command_id, pid, start_ticks, out_path, err_path, state, self.clock()),
+                (
+                    key,
+                    op,
+                    job_id,
+                    launch_id,
+                    command_id,
+                    pid,
+                    start_ticks,
+                    out_path,
+                    err_path,
+                    state,
+                    self.clock(),
+                ),
             )
 
     def set_job_state(self, key: str, state: str) -> None:
@@ -400,7 +479,9 @@ class Journal:
 
     def job(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(
+                f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE key = ?", (key,)
+            ).fetchone()
         return dict(zip(_JOB_COLUMNS, row, strict=True)) if row else None
 
     def running_jobs(self) -> list[dict[str, Any]]:
@@ -414,13 +495,18 @@ class Journal:
 
 # -- events on the wire ---------------------------------------------------------------------------------
 
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "true/false"}
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "true/false",
+}
 
 
 _ROWS_AS_TEXT = "SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq"
-_ROWS_AS_BYTES = (
-    "SELECT seq, t_ms, CAST(kind AS BLOB), CAST(body AS BLOB), typeof(body) FROM events WHERE seq > ? ORDER BY seq"
-)
+_ROWS_AS_BYTES = "SELECT seq, t_ms, CAST(kind AS BLOB), CAST(body AS BLOB), typeof(body) FROM events WHERE seq > ? ORDER BY seq"
 
 
 def _wire_size(kind: Any, body: Any) -> int:
@@ -454,14 +540,20 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
     problem = None
     stored_as = stored_as or ("blob" if isinstance(body, bytes) else "text")
     text = _text(body)
-    raw = text if text is not None else (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))
+    raw = (
+        text
+        if text is not None
+        else (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))
+    )
     fields: Any = None
     if stored_as != "text":
         problem = f"body is stored as {stored_as}, not text"
     elif text is None:
         problem = "body is not valid UTF-8 text"
     elif len(text) > MAX_EVENT_BYTES:
-        problem = f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
+        problem = (
+            f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
+        )
     else:
         try:
             fields = json.loads(text)
@@ -482,7 +574,13 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
         problem = problem or f"kind {kind!r} is not UTF-8 text"
         kind_text = repr(kind)
     if problem is not None:
-        return {"seq": seq, "t_ms": t_ms, "kind": kind_text, "malformed": problem, "body": raw[:RAW_HEAD_CHARS]}
+        return {
+            "seq": seq,
+            "t_ms": t_ms,
+            "kind": kind_text,
+            "malformed": problem,
+            "body": raw[:RAW_HEAD_CHARS],
+        }
     event: dict[str, Any] = fields
     event.update(seq=seq, t_ms=t_ms, kind=kind_text)
     return event
@@ -495,14 +593,21 @@ def wire_safe(event: dict[str, Any]) -> dict[str, Any]:
         json.dumps(event, allow_nan=False)
     except ValueError:
         body = {k: v for k, v in event.items() if k not in ("seq", "t_ms", "kind")}
-        return {"seq": event["seq"], "t_ms": event["t_ms"], "kind": event["kind"],
-                "malformed": "body holds a number JSON cannot carry (NaN or infinity)", "body": json.dumps(body)}
+        return {
+            "seq": event["seq"],
+            "t_ms": event["t_ms"],
+            "kind": event["kind"],
+            "malformed": "body holds a number JSON cannot carry (NaN or infinity)",
+            "body": json.dumps(body),
+        }
     return event
 
 
 def _check_consumer(consumer: Any) -> None:
     if not isinstance(consumer, str) or not consumer or len(consumer) > 200:
-        raise ValueError(f"consumer must be a campaign id (non-empty text of at most 200 characters), got {consumer!r}")
+        raise ValueError(
+            f"consumer must be a campaign id (non-empty text of at most 200 characters), got {consumer!r}"
+        )
 
 
 def _open_transaction(db: sqlite3.Connection) -> bool:

@@ -172,7 +172,7 @@ def _tracebacks(lines: list[str]) -> list[tuple[str | None, str]]:
         exc = ""
         i += 1
         while i < len(lines):
-            body = lines[i][len(prefix):] if prefix and lines[i].startswith(prefix) else lines[i]
+            body = lines[i][len(prefix) :] if prefix and lines[i].startswith(prefix) else lines[i]
             m = _FRAME.match(body)
             if m:
                 frame = f"{m.group(1)}:{m.group(2)} in {m.group(3)}"
@@ -215,8 +215,9 @@ class KernelRecord:
 _SOURCE = re.compile(r"\[?([\w.-]+\.py):\d+\]\s+")
 """vLLM's ``[cuda.py:507] `` before the message (``cuda.py:507] `` before vLLM 0.6)."""
 _BARE_PREFIX = re.compile(r"^\s*(?:\([^)]*\)\s*)?(?:(?:INFO|WARNING|DEBUG)\b:?\s*)?")
-_PLATFORM_SOURCES = frozenset({"cuda.py", "rocm.py", "cpu.py", "xpu.py", "tpu.py", "hpu.py", "selector.py",
-                               "interface.py"})
+_PLATFORM_SOURCES = frozenset(
+    {"cuda.py", "rocm.py", "cpu.py", "xpu.py", "tpu.py", "hpu.py", "selector.py", "interface.py"}
+)
 """Where vLLM picks the attention backend: a bare "Using X backend." from these names one."""
 _MOE_SOURCES = frozenset({"mxfp4.py"})
 """vLLM 0.18's MXFP4 MoE said only "Using Marlin backend" (tests/fixtures/vllm_logs/kernel-lines.tsv)."""
@@ -225,16 +226,31 @@ _ATTENTION_WORDS = re.compile(r"attn|attention|sdpa|mla|flash|xformers|pallas|tr
 # (kind, scope when the line names none, pattern) in the order tried; each is matched at the start of
 # the message and comes from a vLLM source line cited in tests/fixtures/vllm_logs/kernel-lines.tsv.
 _KERNEL_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    ("moe", "", re.compile(  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend", "Using CPU Unquantized MoE backend"
-        r"Using (?P<k>'[^']+'|\S+(?: \S+)??) (?P<scope>(?:(?:Unquantized|[A-Za-z]*\d\w*)(?: Int8)? )?"
-        r"(?i:moe)(?: LoRA)?) backend\b")),
-    ("moe", "MoE experts", re.compile(r"Using (?P<k>\w*Experts\w*)(?: \([^)]*\))?(?: for (?P<scope>[^.]+))?\.?$")),
+    (
+        "moe",
+        "",
+        re.compile(  # "Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend", "Using CPU Unquantized MoE backend"
+            r"Using (?P<k>'[^']+'|\S+(?: \S+)??) (?P<scope>(?:(?:Unquantized|[A-Za-z]*\d\w*)(?: Int8)? )?"
+            r"(?i:moe)(?: LoRA)?) backend\b"
+        ),
+    ),
+    (
+        "moe",
+        "MoE experts",
+        re.compile(r"Using (?P<k>\w*Experts\w*)(?: \([^)]*\))?(?: for (?P<scope>[^.]+))?\.?$"),
+    ),
     ("other", "MoE prepare/finalize", re.compile(r"Using (?P<k>\w*PrepareAndFinalize\w*)\.?$")),
     ("linear", "", re.compile(r"(?:Using|Selected) (?P<k>\w+Kernel) for (?P<scope>.+?)\.?$")),
     ("linear", "", re.compile(r"Using (?P<k>FlashInfer \S+) for (?P<scope>eligible unquantized BF16 GEMMs)")),
     ("linear", "", re.compile(r"\[zen_cpu\] Using (?P<k>zentorch_\w+) for (?P<scope>[^(]+?)\s*(?:\(|$)")),
-    ("other", "", re.compile(r"Using (?:backend )?(?:AttentionBackendEnum\.)?(?P<k>\S+) for "
-                             r"(?P<scope>vit attention|MMEncoderAttention)")),
+    (
+        "other",
+        "",
+        re.compile(
+            r"Using (?:backend )?(?:AttentionBackendEnum\.)?(?P<k>\S+) for "
+            r"(?P<scope>vit attention|MMEncoderAttention)"
+        ),
+    ),
     ("other", "MLA prefill", re.compile(r"Using (?P<k>.+?) MLA prefill backend")),
     ("other", "GDN prefill", re.compile(r"Using (?P<k>.+?) GDN prefill kernel")),
     ("other", "", re.compile(r"Using (?P<k>\S+) (?P<scope>Mamba SSU|ReplaySSM) backend")),
@@ -242,11 +258,20 @@ _KERNEL_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("attention", "", re.compile(r"Using (?:AttentionBackendEnum\.)?(?P<k>\w+) attention backend\b")),
     ("attention", "", re.compile(r"Using (?P<k>[A-Z][A-Z0-9_]*) for attention\.?$")),
     ("attention", "", re.compile(r"Using AttentionBackendEnum\.(?P<k>\w+) backend\b")),
-    ("attention", "", re.compile(r"Using (?P<k>[A-Z][A-Z0-9_]*) backend"
-                                 r"(?: out of potential backends\b| \(selected via --attention-backend\))")),
+    (
+        "attention",
+        "",
+        re.compile(
+            r"Using (?P<k>[A-Z][A-Z0-9_]*) backend"
+            r"(?: out of potential backends\b| \(selected via --attention-backend\))"
+        ),
+    ),
 )
-_NAMED_BACKEND = re.compile(  # older and non-CUDA platforms: "Using Torch SDPA backend.", "Using Marlin backend"
-    r"Using (?P<k>[A-Z][\w-]*(?: [A-Z][\w-]*){0,3}(?: attention)?) backend(?P<rest>\.?|(?: \S.*))$")
+_NAMED_BACKEND = (
+    re.compile(  # older and non-CUDA platforms: "Using Torch SDPA backend.", "Using Marlin backend"
+        r"Using (?P<k>[A-Z][\w-]*(?: [A-Z][\w-]*){0,3}(?: attention)?) backend(?P<rest>\.?|(?: \S.*))$"
+    )
+)
 
 
 def parse_kernel_line(line: str) -> KernelRecord | None:
@@ -258,7 +283,7 @@ def parse_kernel_line(line: str) -> KernelRecord | None:
     """
     source_match = _SOURCE.search(line)
     if source_match:
-        source, message = source_match.group(1), line[source_match.end():]
+        source, message = source_match.group(1), line[source_match.end() :]
     else:
         source, message = None, _BARE_PREFIX.sub("", line, count=1)
     message = message.strip()
@@ -295,9 +320,12 @@ def kernel_records(lines: Iterable[str]) -> list[KernelRecord]:
 # -- what the arm asked for against what the engine used ---------------------------------------------
 
 _REQUEST_FLAGS = {
-    "--kernel-config.linear-backend": "linear", "--linear-backend": "linear",
-    "--kernel-config.moe-backend": "moe", "--moe-backend": "moe",
-    "--attention-backend": "attention", "--attention-config.backend": "attention",
+    "--kernel-config.linear-backend": "linear",
+    "--linear-backend": "linear",
+    "--kernel-config.moe-backend": "moe",
+    "--moe-backend": "moe",
+    "--attention-backend": "attention",
+    "--attention-config.backend": "attention",
 }
 _REQUEST_JSON_FLAGS = {
     "--kernel-config": {"linear_backend": "linear", "moe_backend": "moe"},
@@ -337,8 +365,14 @@ def requested_backends(argv: Sequence[str], env: Mapping[str, str]) -> dict[str,
                 if isinstance(data, dict) and isinstance(data.get(key), str):
                     asked[kind] = data[key]
         i += 1
-    return {kind: "auto" if value.lower() == "auto" else value.upper() if kind == "attention"
-            else value.lower().replace("-", "_") for kind, value in asked.items()}
+    return {
+        kind: "auto"
+        if value.lower() == "auto"
+        else value.upper()
+        if kind == "attention"
+        else value.lower().replace("-", "_")
+        for kind, value in asked.items()
+    }
 
 
 KERNEL_NAMES: dict[str, dict[str, str]] = {

@@ -50,7 +50,7 @@ def _wanted_lines(text: str) -> list[tuple[int, str]]:
         while True:
             end = text.find("\n", pos)
             end = len(text) if end < 0 else end
-            if text[pos + len(name):pos + len(name) + 1] in ("{", " ", "\t"):
+            if text[pos + len(name) : pos + len(name) + 1] in ("{", " ", "\t"):
                 found.append((pos, text[pos:end]))
             nxt = text.find("\n" + name, end)
             if nxt < 0:
@@ -101,7 +101,9 @@ class RateTracker:
         """One server_sample's fields from one page, plus the problems found on it."""
         parsed = parse(text)
         now = {key: _pick(parsed.values, names) for key, names in COUNTERS.items()}
-        out: dict[str, float | int | None] = {key: _pick(parsed.values, names) for key, names in GAUGES.items()}
+        out: dict[str, float | int | None] = {
+            key: _pick(parsed.values, names) for key, names in GAUGES.items()
+        }
         for key in ("running", "waiting"):
             if out[key] is not None:
                 out[key] = int(out[key])  # type: ignore[arg-type]

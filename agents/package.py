@@ -25,8 +25,13 @@ def _sources() -> list[tuple[str, bytes]]:
     out = []
     for path in sorted(PACKAGE_DIR.rglob("*")):
         rel = path.relative_to(PACKAGE_DIR)
-        if not path.is_file() or "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo") \
-                or path.name == VERSION_FILE or any(p.startswith(".") for p in rel.parts):
+        if (
+            not path.is_file()
+            or "__pycache__" in rel.parts
+            or path.suffix in (".pyc", ".pyo")
+            or path.name == VERSION_FILE
+            or any(p.startswith(".") for p in rel.parts)
+        ):
             continue
         out.append((f"agents/{rel.as_posix()}", path.read_bytes()))
     return out
@@ -58,7 +63,11 @@ def build_zipapp() -> bytes:
     buf = io.BytesIO()
     buf.write(b"#!/usr/bin/env python3\n")  # as zipapp does: the archive follows the shebang line
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        entries = [("__main__.py", _MAIN), (f"agents/{VERSION_FILE}", _hash(sources).encode() + b"\n"), *sources]
+        entries = [
+            ("__main__.py", _MAIN),
+            (f"agents/{VERSION_FILE}", _hash(sources).encode() + b"\n"),
+            *sources,
+        ]
         for name, data in sorted(entries):
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.external_attr = 0o644 << 16

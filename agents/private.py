@@ -75,8 +75,10 @@ def _problem(home: Path, path: Path, st: os.stat_result, uid: int) -> str | None
             target = os.readlink(path)
         except OSError:
             target = "?"
-        return (f"{prefix} is a symlink to {_shown(target)}, and the agent follows no link among its files: "
-                f"remove it, {ANOTHER_HOME}")
+        return (
+            f"{prefix} is a symlink to {_shown(target)}, and the agent follows no link among its files: "
+            f"remove it, {ANOTHER_HOME}"
+        )
     if st.st_uid == uid:
         return None
     want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
@@ -84,8 +86,10 @@ def _problem(home: Path, path: Path, st: os.stat_result, uid: int) -> str | None
         fix = f"cd {_quoted(str(home))} && chown {user} {_quoted(name)} && chmod {want:o} {_quoted(name)}"
     else:
         fix = f"chown {user} {_quoted(str(home))} && chmod {want:o} {_quoted(str(home))}"
-    return (f"{prefix} is owned by {_who(st.st_uid)}, mode {mode:04o}, not by {user} who runs the agent: "
-            f"remove it or `{fix}`, {ANOTHER_HOME}")
+    return (
+        f"{prefix} is owned by {_who(st.st_uid)}, mode {mode:04o}, not by {user} who runs the agent: "
+        f"remove it or `{fix}`, {ANOTHER_HOME}"
+    )
 
 
 def _judge_parent(home: Path) -> None:

@@ -105,13 +105,21 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> dict[s
     exe = python or sys.executable
     run_env = {**os.environ, **(env or {})}
     result: dict[str, Any] = {
-        "prefix": None, "python": exe, "torch_cuda": None, "vllm_version": None, "cuinit": None,
-        "cuinit_name": None, "libcuda_path": None, "compat_libs": compat_libs(run_env.get("LD_LIBRARY_PATH")),
-        "cuda_driver_version": None, "error": None,
+        "prefix": None,
+        "python": exe,
+        "torch_cuda": None,
+        "vllm_version": None,
+        "cuinit": None,
+        "cuinit_name": None,
+        "libcuda_path": None,
+        "compat_libs": compat_libs(run_env.get("LD_LIBRARY_PATH")),
+        "cuda_driver_version": None,
+        "error": None,
     }
     try:
-        proc = subprocess.run([exe, "-c", _SERVING_SCRIPT], capture_output=True, text=True, timeout=60,
-                              env=run_env, check=False)
+        proc = subprocess.run(
+            [exe, "-c", _SERVING_SCRIPT], capture_output=True, text=True, timeout=60, env=run_env, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         result["error"] = f"could not run the serving Python {exe!r}: {exc}"
         return result
@@ -122,9 +130,14 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> dict[s
         result["error"] = f"serving Python {exe!r} exited {proc.returncode} without a result: {tail}"
         return result
     result.update(
-        prefix=got["prefix"], python=got["python"], torch_cuda=got["torch_cuda"] or torch_cuda(got["torch_version"]),
-        vllm_version=got["vllm_version"], cuinit=got["cuinit"], libcuda_path=got["libcuda_path"],
-        cuda_driver_version=cuda_version_text(got["cuda_driver_int"]), error=got["error"],
+        prefix=got["prefix"],
+        python=got["python"],
+        torch_cuda=got["torch_cuda"] or torch_cuda(got["torch_version"]),
+        vllm_version=got["vllm_version"],
+        cuinit=got["cuinit"],
+        libcuda_path=got["libcuda_path"],
+        cuda_driver_version=cuda_version_text(got["cuda_driver_int"]),
+        error=got["error"],
     )
     if got["cuinit"] is not None:
         result["cuinit_name"] = CUDA_ERRORS.get(got["cuinit"], f"CUresult {got['cuinit']}")
@@ -174,7 +187,11 @@ def parse_topology(raw: str) -> dict[str, Any]:
                     # the matrix is symmetric on real hosts; if not, the slower (non-NVLink) reading wins
                     if _TOPO_CELL.match(cell) and (key not in links or not cell.startswith("NV")):
                         links[key] = cell
-    return {"raw": raw, "links": links, "nvlink_all": bool(links) and all(v.startswith("NV") for v in links.values())}
+    return {
+        "raw": raw,
+        "links": links,
+        "nvlink_all": bool(links) and all(v.startswith("NV") for v in links.values()),
+    }
 
 
 def _smi_gpus(warn: G.Warn) -> tuple[list[dict[str, Any]], str | None]:
@@ -210,8 +227,13 @@ def _smi_cuda_version(warn: G.Warn) -> str | None:
     return m.group(1) if m else None
 
 
-def probe(console_t_ms: int | None = None, serving_python: str | None = None, disk_path: str | None = None,
-          serving_env_vars: dict[str, str] | None = None, gpu_source: str = "auto") -> dict[str, Any]:
+def probe(
+    console_t_ms: int | None = None,
+    serving_python: str | None = None,
+    disk_path: str | None = None,
+    serving_env_vars: dict[str, str] | None = None,
+    gpu_source: str = "auto",
+) -> dict[str, Any]:
     """One probe dict (docs/contracts.md). Never raises for a missing tool: it becomes None + a warning."""
     warnings: list[str] = []
 
@@ -226,7 +248,9 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
     source = None
     if nvml is not None:
         source = "nvml"
-        faults = G.NvFaults(warn)  # an NVML call that fails for another reason than "not here" is a probe warning
+        faults = G.NvFaults(
+            warn
+        )  # an NVML call that fails for another reason than "not here" is a probe warning
         gpus = [G.nvml_gpu(nvml, i, full=True, faults=faults) for i in range(nvml.nvmlDeviceGetCount())]
         driver = G.nvml_text(G.nv(nvml.nvmlSystemGetDriverVersion, faults=faults))
         cuda_driver = cuda_version_text(G.nv(nvml.nvmlSystemGetCudaDriverVersion, faults=faults))
@@ -243,8 +267,13 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
     topo_raw = ""
     if G.smi_path() is not None:
         try:
-            topo_raw = subprocess.run([G.smi_path() or "nvidia-smi", "topo", "-m"], capture_output=True,
-                                      text=True, timeout=20, check=False).stdout
+            topo_raw = subprocess.run(
+                [G.smi_path() or "nvidia-smi", "topo", "-m"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            ).stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             warn("nvidia-smi", f"topo -m failed: {exc}")
     env = serving_env(serving_python, serving_env_vars)
@@ -261,7 +290,11 @@ def probe(console_t_ms: int | None = None, serving_python: str | None = None, di
         # MemTotal / MemAvailable in bytes (None off Linux): the console sizes a bench's load generator by
         # them before it sends one (agents/loadgen/memory.py), as the load generator does again on the box.
         "memory": meminfo(),
-        "disk": {"path": os.path.abspath(disk_path or os.getcwd()), "free_bytes": usage.free, "total_bytes": usage.total},
+        "disk": {
+            "path": os.path.abspath(disk_path or os.getcwd()),
+            "free_bytes": usage.free,
+            "total_bytes": usage.total,
+        },
         "driver_version": driver,
         "cuda_driver_version": cuda_driver,
         "gpus": gpus,

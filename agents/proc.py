@@ -19,7 +19,7 @@ def stat(pid: int) -> tuple[str, int, int] | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name (field 2) is in parentheses and may contain spaces: split after the last ")".
-    rest = raw[raw.rfind(")") + 2:].split()
+    rest = raw[raw.rfind(")") + 2 :].split()
     return rest[0], int(rest[2]), int(rest[19])
 
 
@@ -47,8 +47,12 @@ def group_members(pgid: int, not_before: int | None = None) -> dict[int, int]:
         if not entry.isdigit():
             continue
         info = stat(int(entry))
-        if info is not None and info[1] == pgid and info[0] not in ("Z", "X") \
-                and (not_before is None or info[2] >= not_before):
+        if (
+            info is not None
+            and info[1] == pgid
+            and info[0] not in ("Z", "X")
+            and (not_before is None or info[2] >= not_before)
+        ):
             out[int(entry)] = info[2]
     return out
 

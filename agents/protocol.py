@@ -108,7 +108,9 @@ class GpuReading(_GpuKey, total=False):
     temp_c: float | None
 
 
-GPU_COLUMNS: tuple[str, ...] = tuple(k for k in GpuReading.__annotations__ if k in GpuReading.__optional_keys__)
+GPU_COLUMNS: tuple[str, ...] = tuple(
+    k for k in GpuReading.__annotations__ if k in GpuReading.__optional_keys__
+)
 """The figures of a GPU reading, in the store's column order (console/store/ingest.py writes them)."""
 
 
@@ -135,7 +137,9 @@ class ServerSample(_ServerKey, total=False):
     prompt_tokens_total: float | None
 
 
-SERVER_COLUMNS: tuple[str, ...] = tuple(k for k in ServerSample.__annotations__ if k in ServerSample.__optional_keys__)
+SERVER_COLUMNS: tuple[str, ...] = tuple(
+    k for k in ServerSample.__annotations__ if k in ServerSample.__optional_keys__
+)
 """The figures of a server sample, in the store's column order."""
 
 
@@ -610,13 +614,21 @@ def _utf8(text: str) -> bool:
 
 def _integer(value: Any, where: str) -> str | None:
     if type(value) is int:
-        return None if INT64_MIN <= value <= INT64_MAX else f"{where} is {_shown(value)}, an integer outside SQLite's 64 bits"
+        return (
+            None
+            if INT64_MIN <= value <= INT64_MAX
+            else f"{where} is {_shown(value)}, an integer outside SQLite's 64 bits"
+        )
     return f"{where} is {_shown(value)}, not an integer"
 
 
 def _number(value: Any, where: str) -> str | None:
     if type(value) is float:
-        return None if math.isfinite(value) else f"{where} is {value!r}, not a finite number (JSON cannot carry it)"
+        return (
+            None
+            if math.isfinite(value)
+            else f"{where} is {value!r}, not a finite number (JSON cannot carry it)"
+        )
     if type(value) is int:
         return _integer(value, where)
     return f"{where} is {_shown(value)}, not a finite number"
@@ -731,9 +743,15 @@ def _checker(hint: Any) -> Checker:
     raise TypeError(f"the contract has no check for {hint!r}")
 
 
-_PLAIN: dict[Any, tuple[type, ...]] = {float: (float, int), float | None: (float, int, type(None)),
-                                        int: (int,), int | None: (int, type(None)), str: (str,),
-                                        str | None: (str, type(None)), bool: (bool,)}  # fmt: skip
+_PLAIN: dict[Any, tuple[type, ...]] = {
+    float: (float, int),
+    float | None: (float, int, type(None)),
+    int: (int,),
+    int | None: (int, type(None)),
+    str: (str,),
+    str | None: (str, type(None)),
+    bool: (bool,),
+}
 """Declared types whose common values are checked inline (a backlog holds hundreds of thousands of
 samples): the type alone, then a range test that only a bad value fails. Anything else goes to its checker."""
 
@@ -825,7 +843,9 @@ def decode(line: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"not JSON: {line[:80]!r}") from exc
     except RecursionError as exc:  # nested far deeper than MAX_DEPTH: no message of ours
-        raise ProtocolError(f"not a message: JSON nested deeper than Python can read ({line[:40]!r}...)") from exc
+        raise ProtocolError(
+            f"not a message: JSON nested deeper than Python can read ({line[:40]!r}...)"
+        ) from exc
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a JSON object, got {type(message).__name__}")
     version = message.get("v")

@@ -80,9 +80,16 @@ class Launch:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "launch_id": self.launch_id, "state": self.state, "pid": self.pid, "port": self.port,
-            "gpus": self.gpus, "log_path": str(self.log_path), "exit_code": self.exit_code, "reason": self.reason,
-            "backends_accepted": self.backends_accepted, "kv_cache_tokens": self.kv_tokens,
+            "launch_id": self.launch_id,
+            "state": self.state,
+            "pid": self.pid,
+            "port": self.port,
+            "gpus": self.gpus,
+            "log_path": str(self.log_path),
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "backends_accepted": self.backends_accepted,
+            "kv_cache_tokens": self.kv_tokens,
             "max_concurrency": self.max_concurrency,
         }
 
@@ -140,8 +147,14 @@ class Supervisor:
         adopted = []
         for row in self.journal.live_launches():
             launch = Launch(
-                launch_id=row["launch_id"], port=row["port"], gpus=row["gpus"], log_path=Path(row["log_path"]),
-                state=row["state"], pid=row["pid"], start_ticks=row["start_ticks"], started_mono=time.monotonic(),
+                launch_id=row["launch_id"],
+                port=row["port"],
+                gpus=row["gpus"],
+                log_path=Path(row["log_path"]),
+                state=row["state"],
+                pid=row["pid"],
+                start_ticks=row["start_ticks"],
+                started_mono=time.monotonic(),
                 kill_command_id=row["kill_command_id"],
             )
             if row["log_offset"] is not None:  # read on from there: lines written while no agent ran count
@@ -169,42 +182,65 @@ class Supervisor:
     def launch(self, args: dict[str, Any]) -> dict[str, Any]:
         launch_id = args.get("launch_id")
         if not isinstance(launch_id, str) or not LAUNCH_ID.match(launch_id):
-            raise ValueError(f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'")
+            raise ValueError(
+                f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
+            )
         if launch_id in self.launches or launch_id in self.journal.launch_ids():
-            raise ValueError(f"launch_id {launch_id!r} was already used on this box; every launch needs a new id")
+            raise ValueError(
+                f"launch_id {launch_id!r} was already used on this box; every launch needs a new id"
+            )
         argv = args.get("argv")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise ValueError("argv must be a non-empty list of non-empty strings (never a shell string)")
         env = args.get("env") or {}
-        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
             raise ValueError("env must be an object of string to string")
         port = args.get("port")
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise ValueError(f"port {port!r} must be an integer 1-65535")
         gpus = args.get("gpus") or []
-        if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+        if not isinstance(gpus, list) or not all(
+            isinstance(g, int) and not isinstance(g, bool) for g in gpus
+        ):
             raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
         ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
 
         launch = Launch(
-            launch_id=launch_id, port=port, gpus=gpus, log_path=self.dir / f"{launch_id}.log", state="starting",
-            started_mono=time.monotonic(), ready_timeout_s=ready_timeout_s,
+            launch_id=launch_id,
+            port=port,
+            gpus=gpus,
+            log_path=self.dir / f"{launch_id}.log",
+            state="starting",
+            started_mono=time.monotonic(),
+            ready_timeout_s=ready_timeout_s,
         )
         self.launches[launch_id] = launch
         full_env = {**allowed_env(), **env}  # the box's allowlist and the arm's own env, nothing else
         refusal = None
         if port_in_use(port):
-            refusal = f"port {port} is already in use on 127.0.0.1 (another server or a stale process); " \
-                      "kill it or launch on a free port"
+            refusal = (
+                f"port {port} is already in use on 127.0.0.1 (another server or a stale process); "
+                "kill it or launch on a free port"
+            )
         elif shutil.which(argv[0], path=full_env.get("PATH")) is None:
-            refusal = f"argv[0] {argv[0]!r} not found: not an executable path and not on the launch's PATH; " \
-                      "check the box's serving environment (argv[0] is normally <serving_env>/bin/vllm)"
+            refusal = (
+                f"argv[0] {argv[0]!r} not found: not an executable path and not on the launch's PATH; "
+                "check the box's serving environment (argv[0] is normally <serving_env>/bin/vllm)"
+            )
         if refusal is None:
             try:
                 with open(launch.log_path, "ab") as log:
                     launch.popen = subprocess.Popen(
-                        argv, env=full_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                        start_new_session=True, close_fds=True, cwd=str(self.dir),
+                        argv,
+                        env=full_env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        close_fds=True,
+                        cwd=str(self.dir),
                     )
             except OSError as exc:
                 refusal = f"could not start {argv[0]!r}: {exc}"
@@ -219,8 +255,9 @@ class Supervisor:
         launch.pid = launch.popen.pid
         launch.start_ticks = proc.start_ticks(launch.pid)
         with self.journal.atomic():
-            self.journal.save_launch(launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path),
-                                     "starting")
+            self.journal.save_launch(
+                launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path), "starting"
+            )
             self._state_event(launch)
         return launch.summary()
 
@@ -275,17 +312,17 @@ class Supervisor:
             raise fault  # the daemon journals it (or, with the disk full, writes it to agent.log)
 
     def _advance(self, launch: Launch, now: float) -> None:
-            self._read_log(launch)
-            if launch.state in ("starting", "serving", "stopping"):
-                self._check_exit(launch, now)
-            if launch.state == "starting":
-                self._check_ready(launch, now)
-            elif launch.state == "serving":
-                self._scrape(launch, now)
-            elif launch.state == "stopping":
-                self._escalate(launch, now)
-            if launch.exited_mono is not None:
-                self._check_released(launch, now)
+        self._read_log(launch)
+        if launch.state in ("starting", "serving", "stopping"):
+            self._check_exit(launch, now)
+        if launch.state == "starting":
+            self._check_ready(launch, now)
+        elif launch.state == "serving":
+            self._scrape(launch, now)
+        elif launch.state == "stopping":
+            self._escalate(launch, now)
+        if launch.exited_mono is not None:
+            self._check_released(launch, now)
 
     def _read_log(self, launch: Launch) -> None:
         try:
@@ -310,21 +347,25 @@ class Supervisor:
     def _line(self, launch: Launch, line: str) -> None:
         if not line:
             return
-        launch.tail.append(line[:loglines.MAX_LINE_CHARS])
+        launch.tail.append(line[: loglines.MAX_LINE_CHARS])
         category = loglines.kernel_category(line)
         if category is not None:
-            text = loglines.config_excerpt(line) if category == "config" else line[:loglines.MAX_LINE_CHARS]
+            text = loglines.config_excerpt(line) if category == "config" else line[: loglines.MAX_LINE_CHARS]
             key = text.split("] ", 1)[-1]  # the message without the timestamped prefix: dedupe repeats
             if key not in launch.seen_kernel_lines:
                 launch.seen_kernel_lines.add(key)
                 self.journal.append("kernel_line", launch_id=launch.launch_id, category=category, line=text)
         budget = loglines.kv_budget(line)
         if budget is not None:
-            launch.kv_tokens = budget.kv_cache_tokens if budget.kv_cache_tokens is not None else launch.kv_tokens
+            launch.kv_tokens = (
+                budget.kv_cache_tokens if budget.kv_cache_tokens is not None else launch.kv_tokens
+            )
             if budget.max_concurrency is not None:
                 launch.max_concurrency = budget.max_concurrency
             self.journal.append(
-                "launch_budget", launch_id=launch.launch_id, kv_cache_tokens=launch.kv_tokens,
+                "launch_budget",
+                launch_id=launch.launch_id,
+                kv_cache_tokens=launch.kv_tokens,
                 max_concurrency=launch.max_concurrency,
             )
 
@@ -338,7 +379,9 @@ class Supervisor:
             return
         self._read_log(launch)
         if launch.partial:
-            self._line(launch, loglines.clean(launch.partial.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS))
+            self._line(
+                launch, loglines.clean(launch.partial.decode("utf-8", "replace"), limit=MAX_ANALYSED_CHARS)
+            )
             launch.partial = b""
         leader = launch.pid if launch.pid is not None else -1
         launch.members.update(proc.group_members(leader, launch.start_ticks) if leader > 0 else {})
@@ -387,17 +430,26 @@ class Supervisor:
             self._begin_stop(launch, 10.0, None)
 
     def _scrape(self, launch: Launch, now: float) -> None:
-        answered, timed = self._collect(launch, "metrics", lambda: (http_get(launch.port, "/metrics", METRICS_TIMEOUT_S), time.monotonic()))
+        answered, timed = self._collect(
+            launch,
+            "metrics",
+            lambda: (http_get(launch.port, "/metrics", METRICS_TIMEOUT_S), time.monotonic()),
+        )
         if not answered:
             return
         got, now = timed  # rates use the moment the page came back, not the tick that collected it
         if got is None or got[0] != 200:
-            self._metrics_problem(launch, f"GET /metrics on port {launch.port} failed"
-                                          f" ({'no answer' if got is None else f'HTTP {got[0]}'})")
+            self._metrics_problem(
+                launch,
+                f"GET /metrics on port {launch.port} failed"
+                f" ({'no answer' if got is None else f'HTTP {got[0]}'})",
+            )
             return
         fields, problems = launch.rates.sample(got[1].decode("utf-8", "replace"), now)
         if problems:
-            self._metrics_problem(launch, f"malformed /metrics on port {launch.port}: {'; '.join(problems[:3])}")
+            self._metrics_problem(
+                launch, f"malformed /metrics on port {launch.port}: {'; '.join(problems[:3])}"
+            )
         else:
             launch.metrics_problem = None
         self.journal.append("server_sample", launch_id=launch.launch_id, **fields)
@@ -419,8 +471,12 @@ class Supervisor:
         self._finish(launch, "stopping", kill_command_id=command_id)
 
     def _escalate(self, launch: Launch, now: float) -> None:
-        if launch.kill_deadline is not None and now >= launch.kill_deadline and not launch.killed_hard \
-                and launch.pid is not None:
+        if (
+            launch.kill_deadline is not None
+            and now >= launch.kill_deadline
+            and not launch.killed_hard
+            and launch.pid is not None
+        ):
             launch.killed_hard = True
             proc.signal_group(launch.pid, launch.start_ticks, signal.SIGKILL)
             for pid, ticks in launch.members.items():
@@ -434,7 +490,9 @@ class Supervisor:
             for pid in leftovers:
                 proc.signal_pid(pid, launch.members[pid], signal.SIGKILL)
         # nvidia-smi is slowest just when a context is torn down: ask on the pool, collect on a later tick
-        answered, on_gpus = self._collect(launch, "gpu_processes", self.gpu.processes if self.gpu else lambda: [])
+        answered, on_gpus = self._collect(
+            launch, "gpu_processes", self.gpu.processes if self.gpu else lambda: []
+        )
         if not answered:
             return
         mine = set(launch.members) | ({launch.pid} if launch.pid else set())
@@ -445,15 +503,27 @@ class Supervisor:
             return  # at least one GPU sample taken after the exit, so mem_used_mib is not stale
         gpus = [
             {"gpu": s["gpu"], "mem_used_mib": s.get("mem_used_mib")}
-            for s in self.last_gpu_sample if s.get("gpu") in launch.gpus
+            for s in self.last_gpu_sample
+            if s.get("gpu") in launch.gpus
         ]
         released = not leftovers and not holding
         with self.journal.atomic():  # the kill is answered once: its answer and "answered" commit together
-            self.journal.append("gpu_released", launch_id=launch.launch_id, released=released, gpus=gpus,
-                                leftover_pids=leftovers, holding=holding)
+            self.journal.append(
+                "gpu_released",
+                launch_id=launch.launch_id,
+                released=released,
+                gpus=gpus,
+                leftover_pids=leftovers,
+                holding=holding,
+            )
             if launch.kill_command_id is not None:
-                self.journal.append("command_done", command_id=launch.kill_command_id, op="kill", ok=True,
-                                    result={"state": launch.state, "released": released})
+                self.journal.append(
+                    "command_done",
+                    command_id=launch.kill_command_id,
+                    op="kill",
+                    ok=True,
+                    result={"state": launch.state, "released": released},
+                )
                 self.journal.kill_answered(launch.launch_id)
         launch.exited_mono = None
         launch.inflight = None
@@ -477,8 +547,15 @@ class Supervisor:
     def _state_event(self, launch: Launch) -> None:
         s = launch.summary()
         self.journal.append(
-            "launch_state", launch_id=s["launch_id"], state=s["state"], pid=s["pid"], port=s["port"],
-            gpus=s["gpus"], exit_code=s["exit_code"], reason=s["reason"], backends_accepted=s["backends_accepted"],
+            "launch_state",
+            launch_id=s["launch_id"],
+            state=s["state"],
+            pid=s["pid"],
+            port=s["port"],
+            gpus=s["gpus"],
+            exit_code=s["exit_code"],
+            reason=s["reason"],
+            backends_accepted=s["backends_accepted"],
             log_path=s["log_path"],
         )
 

@@ -194,8 +194,12 @@ class Watchdog:
             raise RuntimeError("no UTC anchor: the watchdog holds no deadline the console armed")
         wall = self._now_ms()
         skew = self._anchor.skew_ms
-        return Clocks(self._trusted_ms(self._anchor, self._mono_ms()), wall,
-                      None if skew is None else wall + skew, skew is None)
+        return Clocks(
+            self._trusted_ms(self._anchor, self._mono_ms()),
+            wall,
+            None if skew is None else wall + skew,
+            skew is None,
+        )
 
     def confirm_utc(self, console_t_ms: int) -> None:
         """The console's UTC, read just before it sent a probe: the new anchor while a deadline is live;
@@ -217,8 +221,16 @@ class Watchdog:
         self._anchor = Anchor(self._boot_id(), self._mono_ms(), console_now_ms, console_now_ms - wall)
         if before is not None and (before.carried or abs(before.trusted_ms - console_now_ms) > GUARD_MS):
             for entry in self._live():
-                self._emit(entry, "armed", {"reconfirmed": True, "console_now_ms": console_now_ms,
-                                            "trusted_before_ms": before.trusted_ms, "clocks": self.clocks().detail()})
+                self._emit(
+                    entry,
+                    "armed",
+                    {
+                        "reconfirmed": True,
+                        "console_now_ms": console_now_ms,
+                        "trusted_before_ms": before.trusted_ms,
+                        "clocks": self.clocks().detail(),
+                    },
+                )
         return wall
 
     # -- persistence -----------------------------------------------------------------------------
@@ -242,10 +254,18 @@ class Watchdog:
         """A state file of an older agent (replaced while a timer was armed): its countdown ran on another
         clock, so trusted now restarts here from the latest console UTC it recorded, as after a reboot."""
         grace_ms = int(self.shutdown_grace_s * 1000)
-        deadlines = {k: Deadline(v["timer_id"], v["deadline_ms"], v["action"], v["state"], list(v["warned"]),
-                                 v["deadline_ms"] + grace_ms if v["state"] == "arms-stopped" else None,
-                                 v.get("stop_arms"))
-                     for k, v in timers.items()}
+        deadlines = {
+            k: Deadline(
+                v["timer_id"],
+                v["deadline_ms"],
+                v["action"],
+                v["state"],
+                list(v["warned"]),
+                v["deadline_ms"] + grace_ms if v["state"] == "arms-stopped" else None,
+                v.get("stop_arms"),
+            )
+            for k, v in timers.items()
+        }
         console_utc = [v["armed_ms"] + v["skew_ms"] for v in timers.values()]
         anchor = Anchor(self._boot_id(), self._mono_ms(), max(console_utc), None) if console_utc else None
         return anchor, deadlines
@@ -257,8 +277,11 @@ class Watchdog:
         self._saved_mono_ms = mono
         if self._anchor is not None:
             self._anchor = replace(self._anchor, mono_ms=mono, utc_ms=self._trusted_ms(self._anchor, mono))
-        state = {"version": STATE_VERSION, "anchor": None if self._anchor is None else asdict(self._anchor),
-                 "timers": {k: asdict(v) for k, v in self._timers.items()}}
+        state = {
+            "version": STATE_VERSION,
+            "anchor": None if self._anchor is None else asdict(self._anchor),
+            "timers": {k: asdict(v) for k, v in self._timers.items()},
+        }
         tmp = self.path.with_name(self.path.name + ".tmp")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -298,7 +321,9 @@ class Watchdog:
             if rebooted and entry.state == "arms-stopped":
                 entry.state = "fired"  # it was waiting to power the box off; a new boot means that happened
             if entry.state in LIVE:
-                self._emit(entry, "armed", {"restored": True, "rebooted": rebooted, "clocks": self.clocks().detail()})
+                self._emit(
+                    entry, "armed", {"restored": True, "rebooted": rebooted, "clocks": self.clocks().detail()}
+                )
         self._save()
         return self.timers()
 
@@ -325,8 +350,13 @@ class Watchdog:
     def timers(self) -> list[dict[str, Any]]:
         """What is armed, with seconds remaining by trusted now (for ``hello``/status)."""
         return [
-            {"timer_id": e.timer_id, "deadline_ms": e.deadline_ms, "action": e.action, "state": e.state,
-             "remaining_s": (e.deadline_ms - self.clocks().trusted_ms) / 1000}
+            {
+                "timer_id": e.timer_id,
+                "deadline_ms": e.deadline_ms,
+                "action": e.action,
+                "state": e.state,
+                "remaining_s": (e.deadline_ms - self.clocks().trusted_ms) / 1000,
+            }
             for e in self._timers.values()
         ]
 
@@ -344,7 +374,11 @@ class Watchdog:
                     self._fire(entry)
                 else:
                     self._hold_if_box_clock_says_due(entry)
-            elif entry.state == "arms-stopped" and entry.shutdown_at_ms is not None and trusted >= entry.shutdown_at_ms:
+            elif (
+                entry.state == "arms-stopped"
+                and entry.shutdown_at_ms is not None
+                and trusted >= entry.shutdown_at_ms
+            ):
                 self._power_off(entry)
         if self._mono_ms() - self._saved_mono_ms >= CHECKPOINT_S * 1000:  # after the actions: a full disk
             self._save()  # must not hold them up
@@ -364,19 +398,35 @@ class Watchdog:
         if self._logged_at.get(entry.timer_id, -REFUSAL_LOG_S) + REFUSAL_LOG_S > self._mono():
             return
         self._logged_at[entry.timer_id] = self._mono()
-        self._emit(entry, "refused-early", {
-            "now_ms": now_ms, "deadline_ms": deadline_ms, "remaining_s": (deadline_ms - now_ms) / 1000,
-            "tz": tz_in_force(), "why": why, "clocks": self.clocks().detail(),
-        })
+        self._emit(
+            entry,
+            "refused-early",
+            {
+                "now_ms": now_ms,
+                "deadline_ms": deadline_ms,
+                "remaining_s": (deadline_ms - now_ms) / 1000,
+                "tz": tz_in_force(),
+                "why": why,
+                "clocks": self.clocks().detail(),
+            },
+        )
 
     def _hold_if_box_clock_says_due(self, entry: Deadline) -> None:
         """The box clock says the deadline has passed, trusted now says it is more than the guard away."""
         clocks = self.clocks()
-        box_view = clocks.box_clock_corrected_ms if clocks.box_clock_corrected_ms is not None else clocks.box_clock_ms
+        box_view = (
+            clocks.box_clock_corrected_ms
+            if clocks.box_clock_corrected_ms is not None
+            else clocks.box_clock_ms
+        )
         if box_view >= entry.deadline_ms and too_early(clocks.trusted_ms, entry.deadline_ms):
-            self._refuse(entry, clocks.trusted_ms, entry.deadline_ms,
-                         "the box clock says the deadline has passed but trusted now (the console's last confirmed "
-                         "UTC plus boot-clock time since) says it has not; waiting for trusted now")
+            self._refuse(
+                entry,
+                clocks.trusted_ms,
+                entry.deadline_ms,
+                "the box clock says the deadline has passed but trusted now (the console's last confirmed "
+                "UTC plus boot-clock time since) says it has not; waiting for trusted now",
+            )
 
     def _guard(self, entry: Deadline) -> bool:
         """Re-read the persisted deadline and refuse an early action; True when the action may go."""
@@ -386,15 +436,23 @@ class Watchdog:
             return False
         clocks = self.clocks()
         if too_early(clocks.trusted_ms, on_disk.deadline_ms):
-            self._refuse(entry, clocks.trusted_ms, on_disk.deadline_ms,
-                         "trusted now is more than the guard before the deadline on disk; refusing to act early")
+            self._refuse(
+                entry,
+                clocks.trusted_ms,
+                on_disk.deadline_ms,
+                "trusted now is more than the guard before the deadline on disk; refusing to act early",
+            )
             return False
         corrected = clocks.box_clock_corrected_ms
         if corrected is not None and too_early(corrected, on_disk.deadline_ms):
-            self._refuse(entry, corrected, on_disk.deadline_ms,
-                         f"the countdown ran out but the box clock, corrected by its offset from the console's, says "
-                         f"the deadline is more than {GUARD_MS // 1000}s away; waiting until they agree or the "
-                         "console confirms UTC again")
+            self._refuse(
+                entry,
+                corrected,
+                on_disk.deadline_ms,
+                f"the countdown ran out but the box clock, corrected by its offset from the console's, says "
+                f"the deadline is more than {GUARD_MS // 1000}s away; waiting until they agree or the "
+                "console confirms UTC again",
+            )
             return False
         return True
 
@@ -402,8 +460,10 @@ class Watchdog:
         clocks = self.clocks()
         detail: dict[str, Any] = {"clocks": clocks.detail()}
         if clocks.carried:
-            detail["late"] = ("counted from the last-known-good UTC saved before a reboot: the downtime is not "
-                              f"counted, so this is late by up to that downtime plus {CHECKPOINT_S:g}s, never early")
+            detail["late"] = (
+                "counted from the last-known-good UTC saved before a reboot: the downtime is not "
+                f"counted, so this is late by up to that downtime plus {CHECKPOINT_S:g}s, never early"
+            )
         return detail
 
     def _fire(self, entry: Deadline) -> None:

@@ -31,7 +31,7 @@ from testbed.fake_nvidia_smi import install  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
-SERVER = r'''
+SERVER = r"""
 import http.server, sys, time
 port = int(sys.argv[1]); t0 = time.monotonic()
 HIST = ["time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
@@ -68,21 +68,28 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
+"""
 
 
 def cpu_s(pid: int) -> tuple[float, float]:
     """(own utime+stime, reaped children's cutime+cstime) of a process, in seconds."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    f = stat[stat.rfind(")") + 2:].split()
+    f = stat[stat.rfind(")") + 2 :].split()
     return (int(f[11]) + int(f[12])) / TICK, (int(f[13]) + int(f[14])) / TICK
 
 
 def eight_gpu_fixture(tmp: Path) -> Path:
     fx = json.loads((ROOT / "tests" / "fixtures" / "gpus" / "h200.json").read_text())
     base = fx["gpus"][0]
-    fx["gpus"] = [dict(base, index=str(i), uuid=f"{base['uuid'][:-2]}{i:02x}", **{"pci.bus_id": f"00000000:{i + 6:02X}:00.0"})
-                  for i in range(8)]
+    fx["gpus"] = [
+        dict(
+            base,
+            index=str(i),
+            uuid=f"{base['uuid'][:-2]}{i:02x}",
+            **{"pci.bus_id": f"00000000:{i + 6:02X}:00.0"},
+        )
+        for i in range(8)
+    ]
     fx["source"] = "8 copies of the real H200 capture (tests/fixtures/gpus/h200.json), for this benchmark"
     path = tmp / "h200x8.json"
     path.write_text(json.dumps(fx))
@@ -102,9 +109,16 @@ def peer_cost(smi: Path, seconds: float) -> float:
     n = 0
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end:
-        subprocess.run([str(smi), "--query-gpu=index,power.draw,power.limit,enforced.power.limit,power.max_limit,"
-                        "clocks.current.sm,utilization.gpu,memory.used,memory.total,temperature.gpu",
-                        "--format=csv,noheader,nounits"], capture_output=True, check=True)
+        subprocess.run(
+            [
+                str(smi),
+                "--query-gpu=index,power.draw,power.limit,enforced.power.limit,power.max_limit,"
+                "clocks.current.sm,utilization.gpu,memory.used,memory.total,temperature.gpu",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            check=True,
+        )
         n += 1
         time.sleep(0.2)
     after = os.times()
@@ -126,10 +140,16 @@ def main() -> int:
 
         for i in range(4):
             port = free_port()
-            box.ok("launch", {"launch_id": f"s{i}", "argv": [sys.executable, str(server), str(port)], "port": port})
+            box.ok(
+                "launch",
+                {"launch_id": f"s{i}", "argv": [sys.executable, str(server), str(port)], "port": port},
+            )
         for i in range(4):
+
             def serving(e: dict[str, Any], i: int = i) -> bool:
-                return bool(e["kind"] == "launch_state" and e["launch_id"] == f"s{i}" and e["state"] == "serving")
+                return bool(
+                    e["kind"] == "launch_state" and e["launch_id"] == f"s{i}" and e["state"] == "serving"
+                )
 
             box.wait_for(serving, timeout=60)
         box.wait_for(lambda e: e["kind"] == "server_sample" and e["gen_tok_per_s"] is not None, timeout=30)

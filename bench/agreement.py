@@ -39,6 +39,7 @@ The clients:
 Needs the CPU vLLM venv and the tiny model (testbed/vllm_env.py). The first round warms the
 server and is not counted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,7 +94,9 @@ def contended(run: dict[str, Any], concurrency: int, min_share: float) -> bool:
     ``min_share`` of it): other work on the machine, not the client, set this run's pace."""
     server = run["server"]
     share, in_flight = server["cpu_share"], server["in_flight"]
-    return share is not None and in_flight is not None and share < min_share and in_flight >= 0.9 * concurrency
+    return (
+        share is not None and in_flight is not None and share < min_share and in_flight >= 0.9 * concurrency
+    )
 
 
 def median_of(runs: Sequence[dict[str, Any]], side: str, key: str) -> float | None:
@@ -112,14 +115,20 @@ def summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for other in (n for n in runs if n != "ours"):
         if "ours" in runs:  # over baseline: the change's effect
             ours, theirs = medians["ours"]["client"], medians[other]["client"]
-            ratios[f"ours/{other}"] = {k: a / b if (a := ours[k]) and (b := theirs[k]) else None for k in CLIENT_KEYS}
+            ratios[f"ours/{other}"] = {
+                k: a / b if (a := ours[k]) and (b := theirs[k]) else None for k in CLIENT_KEYS
+            }
             # Round by round (the two ran back to back), then the median: drift between rounds cancels. The
             # server's own figures get the same treatment: the clients agree when theirs move as the server's.
             pairs = list(zip(runs["ours"], runs[other], strict=True))
             paired[f"ours/{other}"] = {
-                f"{side}.{k}": statistics.median(q) if (q := [a[side][k] / b[side][k] for a, b in pairs
-                                                              if a[side][k] and b[side][k]]) else None
-                for side, keys in (("client", CLIENT_KEYS), ("server", (*SERVER_HISTOGRAMS, "cpu_ms_per_token")))
+                f"{side}.{k}": statistics.median(q)
+                if (q := [a[side][k] / b[side][k] for a, b in pairs if a[side][k] and b[side][k]])
+                else None
+                for side, keys in (
+                    ("client", CLIENT_KEYS),
+                    ("server", (*SERVER_HISTOGRAMS, "cpu_ms_per_token")),
+                )
                 for k in keys
             }
     return {"medians": medians, "ratios": ratios, "paired_ratios": paired, "definitions": REPORT_DEFINITIONS}
@@ -133,32 +142,62 @@ def table(report: dict[str, Any]) -> str:
     names = list(report["runs"])
     med, ratios = report["medians"], report["ratios"]
     paired = report["paired_ratios"]
-    head = (f"{'client side (median)':24}" + "".join(f"{n:>12}" for n in names) + "".join(f"{r:>18}" for r in ratios)
-            + "".join(f"{r + ' paired':>25}" for r in paired))
+    head = (
+        f"{'client side (median)':24}"
+        + "".join(f"{n:>12}" for n in names)
+        + "".join(f"{r:>18}" for r in ratios)
+        + "".join(f"{r + ' paired':>25}" for r in paired)
+    )
     lines = [head]
     for k in CLIENT_KEYS:
-        lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['client'][k]):>12}" for n in names)
-                     + "".join(f"{fmt(ratios[r][k], '.3f'):>18}" for r in ratios)
-                     + "".join(f"{fmt(paired[r]['client.' + k], '.3f'):>25}" for r in paired))  # fmt: skip
-    lines.append(f"{'client cpu_share':24}" + "".join(f"{fmt(med[n]['client']['cpu_share'], '.1%'):>12}"
-                                                      for n in names))  # fmt: skip
-    lines.append(f"{'server side (median)':24}" + "".join(f"{n:>12}" for n in names) + " " * 18 * len(ratios)
-                 + "".join(f"{r + ' paired':>25}" for r in paired))
-    for k in ("requests", "prompt_tokens_per_request", "generation_tokens_per_request", "max_tokens_per_request",
-              "prefix_cache_hit_share", *SERVER_HISTOGRAMS, "cpu_ms_per_token",
-              "cpu_share", "in_flight"):
+        lines.append(
+            f"{k:24}"
+            + "".join(f"{fmt(med[n]['client'][k]):>12}" for n in names)
+            + "".join(f"{fmt(ratios[r][k], '.3f'):>18}" for r in ratios)
+            + "".join(f"{fmt(paired[r]['client.' + k], '.3f'):>25}" for r in paired)
+        )
+    lines.append(
+        f"{'client cpu_share':24}"
+        + "".join(f"{fmt(med[n]['client']['cpu_share'], '.1%'):>12}" for n in names)
+    )
+    lines.append(
+        f"{'server side (median)':24}"
+        + "".join(f"{n:>12}" for n in names)
+        + " " * 18 * len(ratios)
+        + "".join(f"{r + ' paired':>25}" for r in paired)
+    )
+    for k in (
+        "requests",
+        "prompt_tokens_per_request",
+        "generation_tokens_per_request",
+        "max_tokens_per_request",
+        "prefix_cache_hit_share",
+        *SERVER_HISTOGRAMS,
+        "cpu_ms_per_token",
+        "cpu_share",
+        "in_flight",
+    ):
         spec = ".1%" if k in ("prefix_cache_hit_share", "cpu_share") else ".2f"
-        lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['server'][k], spec):>12}" for n in names)
-                     + (" " * 18 * len(ratios) + "".join(f"{fmt(paired[r]['server.' + k], '.3f'):>25}" for r in paired)
-                        if "server." + k in next(iter(paired.values()), {}) else ""))  # fmt: skip
+        lines.append(
+            f"{k:24}"
+            + "".join(f"{fmt(med[n]['server'][k], spec):>12}" for n in names)
+            + (
+                " " * 18 * len(ratios)
+                + "".join(f"{fmt(paired[r]['server.' + k], '.3f'):>25}" for r in paired)
+                if "server." + k in next(iter(paired.values()), {})
+                else ""
+            )
+        )
     lines.append(f"{'vs server (median)':24}" + "".join(f"{n:>12}" for n in names))
     for k in next(iter(med.values()))["vs_server"]:
         spec = ".3f" if k in ("tpot_p50_over_server_itl", "decode_seen_share") else ".1f"
         lines.append(f"{k:24}" + "".join(f"{fmt(med[n]['vs_server'][k], spec):>12}" for n in names))
     loads = report["load_1m"]
-    lines.append(f"load average (1 min) at the start of each run: min {min(loads):.2f}, median "
-                 f"{statistics.median(loads):.2f}, max {max(loads):.2f}; runs set aside and repeated because "
-                 f"other work took the server's core: {len(report['set_aside'])}")
+    lines.append(
+        f"load average (1 min) at the start of each run: min {min(loads):.2f}, median "
+        f"{statistics.median(loads):.2f}, max {max(loads):.2f}; runs set aside and repeated because "
+        f"other work took the server's core: {len(report['set_aside'])}"
+    )
     return "\n".join(lines)
 
 
@@ -168,22 +207,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--prompts", type=int, default=48)
     p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=5, help="counted rounds, each client once per round, alternately")
-    p.add_argument("--clients", default="ours,ours-again,vllm,vllm-seed0",
-                   help=f"which of {', '.join(CLIENTS)}, in run order")
+    p.add_argument(
+        "--rounds", type=int, default=5, help="counted rounds, each client once per round, alternately"
+    )
+    p.add_argument(
+        "--clients",
+        default="ours,ours-again,vllm,vllm-seed0",
+        help=f"which of {', '.join(CLIENTS)}, in run order",
+    )
     p.add_argument("--server-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
-    p.add_argument("--no-prefix-caching", action="store_true", help="serve without prefix caching, so that no "
-                   "client's prompts are answered from the cache (the work is then the same for all)")
+    p.add_argument(
+        "--no-prefix-caching",
+        action="store_true",
+        help="serve without prefix caching, so that no "
+        "client's prompts are answered from the cache (the work is then the same for all)",
+    )
     p.add_argument("--base-url", help="a running vLLM to measure instead of starting the tiny-cpu arm")
     p.add_argument("--model", help="its served model name (with --base-url)")
-    p.add_argument("--server-session", type=int, help="the process session id of that server (its CPU time per "
-                   "token is then reported too)")
+    p.add_argument(
+        "--server-session",
+        type=int,
+        help="the process session id of that server (its CPU time per token is then reported too)",
+    )
     p.add_argument("--tokenizer", type=Path, help="its tokenizer directory (default: the tiny model's)")
-    p.add_argument("--baseline", type=Path, metavar="DIR", help="a checkout whose agents/loadgen runs as the client "
-                   "`baseline` (added to --clients after ours)")
-    p.add_argument("--min-server-share", type=float, default=0.8, help="run a client again (up to --tries times) "
-                   "when the server, busy with its requests, got less than this share of its core meanwhile")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="a checkout whose agents/loadgen runs as the client `baseline` (added to --clients after ours)",
+    )
+    p.add_argument(
+        "--min-server-share",
+        type=float,
+        default=0.8,
+        help="run a client again (up to --tries times) "
+        "when the server, busy with its requests, got less than this share of its core meanwhile",
+    )
     p.add_argument("--tries", type=int, default=3)
     p.add_argument("--json", type=Path, help="also write every run and the medians here")
     args = p.parse_args(argv)
@@ -211,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             extra = ("--no-enable-prefix-caching",) if args.no_prefix_caching else ()
             server = vllm_server.start(env, tmp / "vllm.log", cpus=set(server_cpus), extra_args=extra)
             base_url, model, session = server.base_url, server.model, server.process.pid  # its own session
-        os.sched_setaffinity(0, set(client_cpus))  # this process's scrapes and samples stay off the server's CPUs
+        os.sched_setaffinity(
+            0, set(client_cpus)
+        )  # this process's scrapes and samples stay off the server's CPUs
         target = Target(base_url, model, args.tokenizer or env.model_dir, env.python)
         rng = random.Random()
         runners: dict[str, Runner] = {
@@ -227,22 +289,38 @@ def main(argv: list[str] | None = None) -> int:
             for rnd in range(args.rounds + 1):  # round 0 warms the server up and is not counted
                 for name in names:
                     for attempt in range(1, args.tries + 1):
-                        log(f"round {rnd}/{args.rounds}{' (warm-up)' if rnd == 0 else ''}: {name}, try {attempt}")
+                        log(
+                            f"round {rnd}/{args.rounds}{' (warm-up)' if rnd == 0 else ''}: {name}, try {attempt}"
+                        )
                         got = measured(base_url, session, runners[name])
                         log(json.dumps(got))
-                        if attempt == args.tries or not contended(got, shape.concurrency, args.min_server_share):
+                        if attempt == args.tries or not contended(
+                            got, shape.concurrency, args.min_server_share
+                        ):
                             break
                         set_aside.append({"name": name, "round": rnd, **got})
-                        log(f"the server got {got['server']['cpu_share']:.0%} of its core: other work; again in 10 s")
+                        log(
+                            f"the server got {got['server']['cpu_share']:.0%} of its core: other work; again in 10 s"
+                        )
                         time.sleep(10)
                     if rnd:
                         runs[name].append(got)
         finally:
             if server is not None:
                 vllm_server.stop(server.process)
-    report = {"shape": asdict(shape), "server_cpus": server_cpus, "client_cpus": client_cpus,
-              "server_argv": server.argv if server else None, "base_url": base_url, "rounds": args.rounds,
-              "min_server_share": args.min_server_share, "set_aside": set_aside, "load_1m": [r["load_1m"] for rs in runs.values() for r in rs], "runs": runs, **summary(runs)}  # fmt: skip
+    report = {
+        "shape": asdict(shape),
+        "server_cpus": server_cpus,
+        "client_cpus": client_cpus,
+        "server_argv": server.argv if server else None,
+        "base_url": base_url,
+        "rounds": args.rounds,
+        "min_server_share": args.min_server_share,
+        "set_aside": set_aside,
+        "load_1m": [r["load_1m"] for rs in runs.values() for r in rs],
+        "runs": runs,
+        **summary(runs),
+    }
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

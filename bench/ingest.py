@@ -67,23 +67,32 @@ async def one_backlog(box: SshBox, work: Path, hours: float, gpus: int, servers:
     await link.close()
     events = last - before
     assert inserted >= events, f"ingested {inserted} of {events}"
-    rows = store.scalar("SELECT count(*) FROM gpu_samples") + store.scalar("SELECT count(*) FROM server_samples")
+    rows = store.scalar("SELECT count(*) FROM gpu_samples") + store.scalar(
+        "SELECT count(*) FROM server_samples"
+    )
     store.close()
 
     # Peer: the same events straight into a fresh store (no SSH, no agent, no JSON over the wire).
     peer = Store(work / f"peer-{hours:g}h.db")
     register(peer, box)
-    numbered = ({**e, "seq": before + i + 1, "v": 1} for i, e in enumerate(backlog.samples(seconds, gpus, servers)))
+    numbered = (
+        {**e, "seq": before + i + 1, "v": 1} for i, e in enumerate(backlog.samples(seconds, gpus, servers))
+    )
     t = time.perf_counter()
     while chunk := list(islice(numbered, FAST.batch)):
         peer.ingest.batch(box.name, chunk)
     peer_s = time.perf_counter() - t
     peer.close()
     return {
-        "hours": hours, "events": events, "derived_rows": rows, "journal_write_s": round(write_s, 2),
-        "wire_s": round(wire_s, 2), "events_per_s": round(events / wire_s),
-        "peer_store_only_s": round(peer_s, 2), "wire_over_peer": round(wire_s / peer_s, 2),
-    }  # fmt: skip
+        "hours": hours,
+        "events": events,
+        "derived_rows": rows,
+        "journal_write_s": round(write_s, 2),
+        "wire_s": round(wire_s, 2),
+        "events_per_s": round(events / wire_s),
+        "peer_store_only_s": round(peer_s, 2),
+        "wire_over_peer": round(wire_s / peer_s, 2),
+    }
 
 
 async def round_trips(box: SshBox, work: Path, n: int) -> dict[str, Any]:
@@ -131,12 +140,14 @@ async def main() -> int:
         first = list(islice(backlog.samples(1, args.gpus, args.servers), 1 + args.servers))
         hour = list(backlog.samples(3600, args.gpus, args.servers))
         result: dict[str, Any] = {
-            "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+            "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count(),
             "gpu_sample_bytes": wire_bytes(first[0]),
             "server_sample_bytes": wire_bytes(first[1]) if args.servers else None,
             "mean_event_bytes": round(sum(map(wire_bytes, hour)) / len(hour)),
-            "batch_bytes": FAST.batch_bytes, "batch_events": FAST.batch,
-        }  # fmt: skip
+            "batch_bytes": FAST.batch_bytes,
+            "batch_events": FAST.batch,
+        }
         del hour
         for hours in args.hours:
             print(f"{hours:g} h backlog ...", file=sys.stderr)

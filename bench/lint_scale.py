@@ -77,7 +77,9 @@ def sweeps(n: int) -> str:
     listed = ", ".join(f'"a{i}"' for i in range(0, n, 2))
     out = [f'[sweeps."half"]\narms = [{listed}]\n']
     for p in range(PROFILES):
-        out.append(f'[sweeps."pairs-{p}"]\nbase = "a{p}"\npairs = [{{ moe = "marlin" }}, {{ moe = "triton" }}]\n')
+        out.append(
+            f'[sweeps."pairs-{p}"]\nbase = "a{p}"\npairs = [{{ moe = "marlin" }}, {{ moe = "triton" }}]\n'
+        )
     return "\n".join(out)
 
 

@@ -51,8 +51,18 @@ def pinned(argv: list[str], cpus: list[int], **kwargs: Any) -> subprocess.Comple
 
 
 def start_server(cpus: list[int], processes: int, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, str(ROOT / "bench" / "zero_server.py"), "--port", "0",
-            "--processes", str(processes), "--cpus", ",".join(map(str, cpus)), "--itl-ms", str(itl_ms)]
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / "zero_server.py"),
+        "--port",
+        "0",
+        "--processes",
+        str(processes),
+        "--cpus",
+        ",".join(map(str, cpus)),
+        "--itl-ms",
+        str(itl_ms),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("listening on "):
@@ -61,14 +71,41 @@ def start_server(cpus: list[int], processes: int, itl_ms: float = 0.0) -> tuple[
     return proc, line.split()[-1]
 
 
-def run_loadgen(urls: list[str], c: int, prompts: int, args: argparse.Namespace, cpus: list[int],
-                processes: int | None, tmp: Path) -> dict[str, Any]:
+def run_loadgen(
+    urls: list[str],
+    c: int,
+    prompts: int,
+    args: argparse.Namespace,
+    cpus: list[int],
+    processes: int | None,
+    tmp: Path,
+) -> dict[str, Any]:
     """One run of this load generator against ``urls`` (round-robin); ``processes`` None: its default."""
-    argv = [sys.executable, "-m", "agents.loadgen", *(part for url in urls for part in ("--base-url", url)),
-            "--model", "zero", "--vocab-size", "1000", "--input-len", str(args.input_len),
-            "--output-len", str(args.output_len), "--concurrency", str(c), "--prompts", str(prompts),
-            "--warmup", str(min(c, 64)), "--json", "--quiet", "--records", str(tmp / f"lg-{c}-{len(urls)}.jsonl"),
-            *(["--processes", str(processes)] if processes else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "agents.loadgen",
+        *(part for url in urls for part in ("--base-url", url)),
+        "--model",
+        "zero",
+        "--vocab-size",
+        "1000",
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--concurrency",
+        str(c),
+        "--prompts",
+        str(prompts),
+        "--warmup",
+        str(min(c, 64)),
+        "--json",
+        "--quiet",
+        "--records",
+        str(tmp / f"lg-{c}-{len(urls)}.jsonl"),
+        *(["--processes", str(processes)] if processes else []),
+    ]
     done = pinned(argv, cpus, cwd=ROOT, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -76,14 +113,46 @@ def run_loadgen(urls: list[str], c: int, prompts: int, args: argparse.Namespace,
     return out
 
 
-def run_vllm_bench(url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path) -> dict[str, Any]:
+def run_vllm_bench(
+    url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path
+) -> dict[str, Any]:
     name = f"vllm-{c}.json"
-    argv = [str(args.vllm_python), "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
-            "--base-url", url, "--endpoint", "/v1/completions", "--model", "zero", "--tokenizer", str(args.tokenizer),
-            "--dataset-name", "random", "--random-input-len", str(args.input_len),
-            "--random-output-len", str(args.output_len), "--num-prompts", str(prompts),
-            "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos", "--disable-tqdm",
-            "--save-result", "--result-dir", str(tmp), "--result-filename", name]
+    argv = [
+        str(args.vllm_python),
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        "zero",
+        "--tokenizer",
+        str(args.tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.output_len),
+        "--num-prompts",
+        str(prompts),
+        "--max-concurrency",
+        str(c),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(tmp),
+        "--result-filename",
+        name,
+    ]
     done = pinned(argv, [cpu], timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-3000:]}")
@@ -95,13 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", default="256,1024")
     p.add_argument("--input-len", type=int, default=32)
-    p.add_argument("--output-len", type=int, default=128, help="token events per response (docs/facts.md used 128)")
+    p.add_argument(
+        "--output-len", type=int, default=128, help="token events per response (docs/facts.md used 128)"
+    )
     p.add_argument("--prompts-per-c", type=int, default=8, help="requests per run = this x concurrency")
     p.add_argument("--client-cpus", default="0", help="CPUs for the clients; the comparison uses the first")
     p.add_argument("--server-cpus", default="1")
     p.add_argument("--server-processes", type=int, default=1)
-    p.add_argument("--scaling", default="", help="--processes values to run, e.g. 1,2 (CPUs from --client-cpus)")
-    p.add_argument("--repeats", type=int, default=3, help="interleaved runs per tool and level (median reported)")
+    p.add_argument(
+        "--scaling", default="", help="--processes values to run, e.g. 1,2 (CPUs from --client-cpus)"
+    )
+    p.add_argument(
+        "--repeats", type=int, default=3, help="interleaved runs per tool and level (median reported)"
+    )
     p.add_argument("--skip-vllm", action="store_true", help="no `vllm bench serve` comparison (scaling only)")
     p.add_argument("--vllm-python", type=Path, default=VLLM_PYTHON)
     p.add_argument("--tokenizer", type=Path, default=TOKENIZER)
@@ -110,9 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     client_cpus, server_cpus = cpu_list(args.client_cpus), cpu_list(args.server_cpus)
     levels = [int(c) for c in args.concurrency.split(",")]
     server, url = start_server(server_cpus, args.server_processes)
-    report: dict[str, Any] = {"input_len": args.input_len, "output_len": args.output_len, "client_cpu": client_cpus[0],
-                    "server_cpus": server_cpus, "server_processes": args.server_processes,
-                    "comparison": [], "scaling": []}
+    report: dict[str, Any] = {
+        "input_len": args.input_len,
+        "output_len": args.output_len,
+        "client_cpu": client_cpus[0],
+        "server_cpus": server_cpus,
+        "server_processes": args.server_processes,
+        "comparison": [],
+        "scaling": [],
+    }
     try:
         with tempfile.TemporaryDirectory() as tmpdir:
             tmp = Path(tmpdir)
@@ -120,16 +201,23 @@ def main(argv: list[str] | None = None) -> int:
                 prompts = args.prompts_per_c * c
                 ours_runs, theirs_runs = [], []
                 for rep in range(args.repeats):  # interleaved, so drift on a shared machine hits both alike
-                    log(f"C{c} run {rep + 1}/{args.repeats}: this load generator, 1 process on CPU {client_cpus[0]}")
+                    log(
+                        f"C{c} run {rep + 1}/{args.repeats}: this load generator, 1 process on CPU {client_cpus[0]}"
+                    )
                     ours_runs.append(run_loadgen([url], c, prompts, args, client_cpus[:1], 1, tmp))
                     if not args.skip_vllm:
                         log(f"C{c} run {rep + 1}/{args.repeats}: vllm bench serve on CPU {client_cpus[0]}")
                         theirs_runs.append(run_vllm_bench(url, c, prompts, args, client_cpus[0], tmp))
                 ours_tps = [r["out_tok_per_s"] for r in ours_runs]
-                row = {"concurrency": c, "prompts": prompts, "loadgen_out_tok_per_s": statistics.median(ours_tps),
-                       "loadgen_runs": ours_tps, "loadgen_client_cpu": [r["client_cpu"] for r in ours_runs],
-                       "loadgen_failed": sum(r["failed"] for r in ours_runs),
-                       "loadgen_itl_ms_p99": [r["itl_ms_p99"] for r in ours_runs]}
+                row = {
+                    "concurrency": c,
+                    "prompts": prompts,
+                    "loadgen_out_tok_per_s": statistics.median(ours_tps),
+                    "loadgen_runs": ours_tps,
+                    "loadgen_client_cpu": [r["client_cpu"] for r in ours_runs],
+                    "loadgen_failed": sum(r["failed"] for r in ours_runs),
+                    "loadgen_itl_ms_p99": [r["itl_ms_p99"] for r in ours_runs],
+                }
                 if theirs_runs:
                     theirs_tps = [r["output_throughput"] for r in theirs_runs]
                     row["vllm_out_tok_per_s"] = statistics.median(theirs_tps)
@@ -143,10 +231,16 @@ def main(argv: list[str] | None = None) -> int:
                 c = max(levels)
                 log(f"scaling: --processes {procs} on CPUs {cpus}, C{c}")
                 ours = run_loadgen([url], c, args.prompts_per_c * c, args, cpus, procs, tmp)
-                report["scaling"].append({"processes": procs, "cpus": cpus, "concurrency": c,
-                                          "out_tok_per_s": ours["out_tok_per_s"],
-                                          "cores_used": ours["client"]["cores_used"],
-                                          "client_bound": ours["client_bound"]})
+                report["scaling"].append(
+                    {
+                        "processes": procs,
+                        "cpus": cpus,
+                        "concurrency": c,
+                        "out_tok_per_s": ours["out_tok_per_s"],
+                        "cores_used": ours["client"]["cores_used"],
+                        "client_bound": ours["client_bound"],
+                    }
+                )
                 log(json.dumps(report["scaling"][-1]))
     finally:
         server.terminate()
@@ -154,12 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'C':>6} {'loadgen tok/s':>14} {'vllm bench tok/s':>17} {'ratio':>6}")
     for row in report["comparison"]:
         theirs = row.get("vllm_out_tok_per_s")
-        print(f"{row['concurrency']:>6} {row['loadgen_out_tok_per_s']:>14,.0f} "
-              f"{'-' if theirs is None else f'{theirs:,.0f}':>17} "
-              f"{'-' if theirs is None else format(row['ratio'], '.1f'):>6}")
+        print(
+            f"{row['concurrency']:>6} {row['loadgen_out_tok_per_s']:>14,.0f} "
+            f"{'-' if theirs is None else f'{theirs:,.0f}':>17} "
+            f"{'-' if theirs is None else format(row['ratio'], '.1f'):>6}"
+        )
     for row in report["scaling"]:
-        print(f"--processes {row['processes']} on {len(row['cpus'])} CPU(s): {row['out_tok_per_s']:,.0f} out tok/s "
-              f"({row['cores_used']:.2f} cores used)")
+        print(
+            f"--processes {row['processes']} on {len(row['cpus'])} CPU(s): {row['out_tok_per_s']:,.0f} out tok/s "
+            f"({row['cores_used']:.2f} cores used)"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

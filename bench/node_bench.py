@@ -48,13 +48,16 @@ def summary(runs: list[dict[str, Any]], ideal: float | None) -> dict[str, Any]:
     tps = [r["out_tok_per_s"] for r in runs]
     requests = [[u["requests"] for u in r["per_url"]] for r in runs]
     return {
-        "out_tok_per_s": statistics.median(tps), "runs": tps,
+        "out_tok_per_s": statistics.median(tps),
+        "runs": tps,
         "of_ideal": statistics.median(tps) / ideal if ideal else None,
         "client_bound": [r["client_bound"] for r in runs],
         "busiest_worker_util": [r["client_cpu"] for r in runs],
-        "processes": runs[0]["client"]["processes"], "cores_used": [r["client"]["cores_used"] for r in runs],
-        "failed": sum(r["failed"] for r in runs), "requests_per_url": requests[0],
-    }  # fmt: skip
+        "processes": runs[0]["client"]["processes"],
+        "cores_used": [r["client"]["cores_used"] for r in runs],
+        "failed": sum(r["failed"] for r in runs),
+        "requests_per_url": requests[0],
+    }
 
 
 def measure(mode: str, itl_ms: float, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -67,7 +70,9 @@ def measure(mode: str, itl_ms: float, args: argparse.Namespace, tmp: Path) -> di
     try:
         for rep in range(args.repeats):  # interleaved, so drift on a shared machine hits both alike
             log(f"{mode} run {rep + 1}/{args.repeats}: peer, 1 server at C{peer_c}")
-            peer_runs.append(run_loadgen(urls[:1], peer_c, args.prompts_per_c * peer_c, args, client, None, tmp))
+            peer_runs.append(
+                run_loadgen(urls[:1], peer_c, args.prompts_per_c * peer_c, args, client, None, tmp)
+            )
             log(f"{mode} run {rep + 1}/{args.repeats}: node, {args.replicas} servers at C{node_c}")
             node_runs.append(run_loadgen(urls, node_c, args.prompts_per_c * node_c, args, client, None, tmp))
     finally:
@@ -76,34 +81,57 @@ def measure(mode: str, itl_ms: float, args: argparse.Namespace, tmp: Path) -> di
             proc.wait(10)
     peer = summary(peer_runs, per_stream * peer_c if per_stream else None)
     node = summary(node_runs, per_stream * node_c if per_stream else None)
-    return {"mode": mode, "itl_ms": itl_ms, "peer": peer, "node": node,
-            "node_over_peer": node["out_tok_per_s"] / peer["out_tok_per_s"]}  # fmt: skip
+    return {
+        "mode": mode,
+        "itl_ms": itl_ms,
+        "peer": peer,
+        "node": node,
+        "node_over_peer": node["out_tok_per_s"] / peer["out_tok_per_s"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--replicas", type=int, default=4)
-    p.add_argument("--concurrency", type=int, default=1024, help="the node's streams (the peer gets C / replicas)")
+    p.add_argument(
+        "--concurrency", type=int, default=1024, help="the node's streams (the peer gets C / replicas)"
+    )
     p.add_argument("--input-len", type=int, default=32)
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--prompts-per-c", type=int, default=8, help="requests per run = this x its concurrency")
-    p.add_argument("--itl-ms", type=float, default=25.0, help="the paced servers' gap between tokens of a stream")
-    p.add_argument("--client-cpus", default="0-3", help="CPUs for the load generator (its default process count)")
+    p.add_argument(
+        "--itl-ms", type=float, default=25.0, help="the paced servers' gap between tokens of a stream"
+    )
+    p.add_argument(
+        "--client-cpus", default="0-3", help="CPUs for the load generator (its default process count)"
+    )
     p.add_argument("--server-cpus", default="4-7", help="CPUs for the servers, one server per CPU in turn")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmpdir:
-        report = [measure("ceiling", 0.0, args, Path(tmpdir)), measure("paced", args.itl_ms, args, Path(tmpdir))]
-    print(f"{'mode':8} {'run':>22} {'out tok/s':>11} {'of ideal':>9} {'client_bound':>13} {'busiest':>8} {'procs':>6}")
+        report = [
+            measure("ceiling", 0.0, args, Path(tmpdir)),
+            measure("paced", args.itl_ms, args, Path(tmpdir)),
+        ]
+    print(
+        f"{'mode':8} {'run':>22} {'out tok/s':>11} {'of ideal':>9} {'client_bound':>13} {'busiest':>8} {'procs':>6}"
+    )
     for r in report:
-        for name, c, s in (("peer", args.concurrency // args.replicas, r["peer"]), ("node", args.concurrency, r["node"])):
+        for name, c, s in (
+            ("peer", args.concurrency // args.replicas, r["peer"]),
+            ("node", args.concurrency, r["node"]),
+        ):
             servers_n = 1 if name == "peer" else args.replicas
             ideal = "-" if s["of_ideal"] is None else f"{s['of_ideal']:.0%}"
-            print(f"{r['mode']:8} {f'{name}: {servers_n} x server, C{c}':>22} {s['out_tok_per_s']:>11,.0f} {ideal:>9} "
-                  f"{str(any(s['client_bound'])):>13} {max(s['busiest_worker_util']):>8.0%} {s['processes']:>6}")  # fmt: skip
-        print(f"{r['mode']:8} node over peer: {r['node_over_peer']:.2f}x; node requests per server "
-              f"{r['node']['requests_per_url']}")  # fmt: skip
+            print(
+                f"{r['mode']:8} {f'{name}: {servers_n} x server, C{c}':>22} {s['out_tok_per_s']:>11,.0f} {ideal:>9} "
+                f"{str(any(s['client_bound'])):>13} {max(s['busiest_worker_util']):>8.0%} {s['processes']:>6}"
+            )
+        print(
+            f"{r['mode']:8} node over peer: {r['node_over_peer']:.2f}x; node requests per server "
+            f"{r['node']['requests_per_url']}"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

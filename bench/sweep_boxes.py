@@ -56,16 +56,27 @@ def log(message: str) -> None:
 def recipes(folder: Path, load_s: float) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"card-{i}" for i in range(1, ARMS + 1)]
-    arms = "".join(f'[arms."{n}"]\nprofile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
-                   f'env = {{ FAKE_ENGINE_GPU_MIB = "20000", FAKE_ENGINE_STARTUP_S = "{load_s}" }}\n'
-                   for n in names)  # fmt: skip
+    arms = "".join(
+        f'[arms."{n}"]\nprofile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
+        f'env = {{ FAKE_ENGINE_GPU_MIB = "20000", FAKE_ENGINE_STARTUP_S = "{load_s}" }}\n'
+        for n in names
+    )
     (folder / "fake.toml").write_text(RECIPES + arms + f'[sweeps."cards"]\narms = {json.dumps(names)}\n')
     return folder
 
 
 def register(store: Store, box: SshBox, python: str) -> None:
-    store.boxes.add(Box(name=box.name, ssh_user=box.user, host="127.0.0.1", port=box.port,
-                        key_path=str(box.client_key), host_key=box.host_key_line, host_key_source="tofu"))  # fmt: skip
+    store.boxes.add(
+        Box(
+            name=box.name,
+            ssh_user=box.user,
+            host="127.0.0.1",
+            port=box.port,
+            key_path=str(box.client_key),
+            host_key=box.host_key_line,
+            host_key_source="tofu",
+        )
+    )
     env = install(box.root / "fake-env", python)
     write_model(box.root / "models" / "fake-moe")
     store.boxes.update(box.name, serving_env=str(env), model_root=str(box.root / "models"))
@@ -84,10 +95,14 @@ async def sweep(db: Path, boxes: list[SshBox], catalog: Path) -> dict[str, Any]:
                 await service.probe(box.name)
             opened, _ = service.open_sweep("cards", [b.name for b in boxes], ["short"], [1])
             started = time.monotonic()
-            done = await service.run_sweep(opened.id, SweepOptions(kill_grace_s=2, prompts=4,
-                                                                   base_port=free_ports(ARMS)))  # fmt: skip
+            done = await service.run_sweep(
+                opened.id, SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(ARMS))
+            )
             wall = time.monotonic() - started
-            states = [a.state if a.state == "served" else f"{a.state}: {a.reason}" for a in store.sweeps.arms(done.id)]
+            states = [
+                a.state if a.state == "served" else f"{a.state}: {a.reason}"
+                for a in store.sweeps.arms(done.id)
+            ]
         finally:
             await service.close()
     return {"wall_s": wall, "layout": opened.layout, "states": states}
@@ -95,7 +110,9 @@ async def sweep(db: Path, boxes: list[SshBox], catalog: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--load-s", type=float, default=20.0, help="seconds each server takes to load before it serves")
+    p.add_argument(
+        "--load-s", type=float, default=20.0, help="seconds each server takes to load before it serves"
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
@@ -117,10 +134,19 @@ def main(argv: list[str] | None = None) -> int:
         farm.stop()
     queue = statistics.median(r["wall_s"] for r in runs["queue"])
     serial = statistics.median(r["wall_s"] for r in runs["one_at_a_time"])
-    report = {"arms": ARMS, "gpus": 8, "load_s": args.load_s, "queue_wall_s": queue, "one_at_a_time_wall_s": serial,
-              "ratio": serial / queue, "runs": runs}  # fmt: skip
-    print(f"{ARMS} one-GPU arms, each loading {args.load_s:g} s: one at a time {serial:.1f} s, queue over two 4-GPU "
-          f"boxes {queue:.1f} s: {serial / queue:.2f}x (median of {args.repeats})")  # fmt: skip
+    report = {
+        "arms": ARMS,
+        "gpus": 8,
+        "load_s": args.load_s,
+        "queue_wall_s": queue,
+        "one_at_a_time_wall_s": serial,
+        "ratio": serial / queue,
+        "runs": runs,
+    }
+    print(
+        f"{ARMS} one-GPU arms, each loading {args.load_s:g} s: one at a time {serial:.1f} s, queue over two 4-GPU "
+        f"boxes {queue:.1f} s: {serial / queue:.2f}x (median of {args.repeats})"
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -262,9 +262,7 @@ def main() -> int:
         b, p, c = statistics.median(browse), statistics.median(peers), statistics.median(clis)
         print(f"\n`campaign browse DB` in tmux until the Fleet table is on screen: {b:.2f} s (median of 3)")
         print(f"  peer 1: a fresh process importing Textual and the console, until it prints: {p:.2f} s")
-        print(
-            f"  peer 2: `campaign --version` (the CLI's own start-up, no subcommand imported): {c:.2f} s"
-        )
+        print(f"  peer 2: `campaign --version` (the CLI's own start-up, no subcommand imported): {c:.2f} s")
         print(
             f"  browse / peer 1 = {b / p:.2f}x; the screen itself costs about {max(0.0, b - max(p, c)):.2f} s"
         )

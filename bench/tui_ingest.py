@@ -38,7 +38,9 @@ def write_backlog(home: Path, hours: float, gpus: int, servers: int) -> int:
     """The box's journal holds ``hours`` of samples the console has not seen; returns how many events."""
     home.mkdir(parents=True, exist_ok=True)
     before = backlog.write_journal(home / "journal.db", [])
-    return backlog.write_journal(home / "journal.db", backlog.samples(int(hours * 3600), gpus, servers)) - before
+    return (
+        backlog.write_journal(home / "journal.db", backlog.samples(int(hours * 3600), gpus, servers)) - before
+    )
 
 
 async def redraws(db: Path, rounds: int, until_ingested: int | None) -> tuple[list[float], int]:
@@ -47,8 +49,15 @@ async def redraws(db: Path, rounds: int, until_ingested: int | None) -> tuple[li
 
     from console.tui.app import ConsoleApp
 
-    app = ConsoleApp(db, clock=lambda: F.NOW, local_tz=ZoneInfo("UTC"), keys_path=Path("/nonexistent/keys.toml"),
-                     refresh_s=None, box="box-3", supervise=until_ingested is not None)  # fmt: skip
+    app = ConsoleApp(
+        db,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        keys_path=Path("/nonexistent/keys.toml"),
+        refresh_s=None,
+        box="box-3",
+        supervise=until_ingested is not None,
+    )
     times: list[float] = []
     ingested = 0
     async with app.run_test(size=(120, 36)) as pilot:
@@ -93,13 +102,23 @@ def main() -> int:
         stop_agent(home)
     idle_ms, busy_ms = statistics.median(idle) * 1000, statistics.median(busy) * 1000
     worst = max(busy) * 1000
-    print(json.dumps({
-        "backlog_events": events, "ingested_events": ingested, "ingest_with_console_s": round(took, 1),
-        "redraws_during_ingest": len(busy), "redraw_ms_idle_p50": round(idle_ms, 1),
-        "redraw_ms_during_ingest_p50": round(busy_ms, 1), "redraw_ms_during_ingest_max": round(worst, 1),
-        "during_over_idle": round(busy_ms / idle_ms, 2), "cpu_cores": os.cpu_count(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "backlog_events": events,
+                "ingested_events": ingested,
+                "ingest_with_console_s": round(took, 1),
+                "redraws_during_ingest": len(busy),
+                "redraw_ms_idle_p50": round(idle_ms, 1),
+                "redraw_ms_during_ingest_p50": round(busy_ms, 1),
+                "redraw_ms_during_ingest_max": round(worst, 1),
+                "during_over_idle": round(busy_ms / idle_ms, 2),
+                "cpu_cores": os.cpu_count(),
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

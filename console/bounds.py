@@ -61,7 +61,9 @@ class IntBound:
         """The number ``text`` spells in ASCII digits (an optional sign, no spaces inside), within the bound."""
         word = text.strip()
         if not _WHOLE.fullmatch(word):
-            raise OutOfBounds(f"{shown(text)} is not a whole number: {self.noun} must be {self.allowed}", self.todo)
+            raise OutOfBounds(
+                f"{shown(text)} is not a whole number: {self.noun} must be {self.allowed}", self.todo
+            )
         digits = word.lstrip("+-").lstrip("0")
         if len(digits) > len(str(SQLITE_INT_MAX)):  # too long to be in any bound; int() of it costs time
             raise self._outside(shown(text))
@@ -104,7 +106,9 @@ class FloatBound:
         try:
             value = float(text)
         except ValueError:
-            raise OutOfBounds(f"{shown(text)} is not a number: {self.noun} must be {self.allowed}", self.todo) from None
+            raise OutOfBounds(
+                f"{shown(text)} is not a number: {self.noun} must be {self.allowed}", self.todo
+            ) from None
         return self._within(value, shown(text))
 
     def check(self, value: float, name: str) -> float:
@@ -122,8 +126,9 @@ class FloatBound:
 
 
 # -- the bounds: one per kind of number an operator types -------------------------------------------------
-SEED = IntBound("a seed", 0, SQLITE_INT_MAX,
-                "give one in that range (it is stored with the row), or none for a new seed")  # fmt: skip
+SEED = IntBound(
+    "a seed", 0, SQLITE_INT_MAX, "give one in that range (it is stored with the row), or none for a new seed"
+)
 ROW_ID = IntBound("an id", 1, SQLITE_INT_MAX, "give an id the matching list or status command shows")
 CONCURRENCY = IntBound("a concurrency", 1, 16384, "give the streams in flight, e.g. 1, 8 or 64")
 PROMPTS = IntBound("a prompt count", 1, 1_000_000, "give the measured requests, e.g. 256")
@@ -132,13 +137,21 @@ MAX_TOKENS = IntBound("a token cap", 1, 1_000_000, "give tokens per answer, or n
 POSITIONS = IntBound("a position count", 1, 10_000_000, "give the positions to sample, or none for all")
 TOP_K = IntBound("a top-k", 1, 1000, "give the log-probabilities per position the servers return, e.g. 20")
 LOG_LINES = IntBound("a line count", 1, 100_000, "give the lines of the log to read, e.g. 40")
-PORT = IntBound("a server port", 1024, 65535, "give an unprivileged port, or none for the first free from 8100")
+PORT = IntBound(
+    "a server port", 1024, 65535, "give an unprivileged port, or none for the first free from 8100"
+)
 GPU_INDEX = IntBound("a GPU index", 0, 1023, "give the indexes nvidia-smi shows, e.g. 0,1")
 
 WAIT_S = FloatBound("a timeout", 0.0, 7 * 86400.0, " seconds (7 days)", "give seconds, e.g. 900", above=True)
 GRACE_S = FloatBound("a grace", 0.0, 3600.0, " seconds", "give seconds between SIGTERM and SIGKILL, e.g. 30")
 INTERVAL_S = FloatBound("an interval", 0.0, 3600.0, " seconds", "give seconds, e.g. 1", above=True)
-PRICE_PER_HOUR = FloatBound("a price", 0.0, 10_000.0, " USD per hour",
-                            "give what the box costs per hour, e.g. 2.74 (0 for an owned box)")  # fmt: skip
-UTILISATION = FloatBound("a utilisation", 0.0, 1.0, "", "give the share of paid hours worked, e.g. 0.7",
-                         above=True)  # fmt: skip
+PRICE_PER_HOUR = FloatBound(
+    "a price",
+    0.0,
+    10_000.0,
+    " USD per hour",
+    "give what the box costs per hour, e.g. 2.74 (0 for an owned box)",
+)
+UTILISATION = FloatBound(
+    "a utilisation", 0.0, 1.0, "", "give the share of paid hours worked, e.g. 0.7", above=True
+)

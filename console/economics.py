@@ -80,14 +80,20 @@ class CostModel:
             data = tomllib.loads(path.read_text())
             scan, full, vast = data["scan"], data["fully_loaded"], data["vast_on_demand"]
             return cls(
-                monthly_gbp=scan["monthly_gbp"], hours_per_month=scan["hours_per_month"],
-                usd_per_gbp=scan["usd_per_gbp"], commitment_discount=scan["commitment_discount"],
-                eris_per_gbp=full["eris_per_gbp"], eris_qualifying=full["eris_qualifying"],
-                resale_usd_per_gpu_hour=full["resale_usd_per_gpu_hour"], resale_fill=full["resale_fill"],
-                resale_platform_take=full["resale_platform_take"], gpus=full["gpus"],
+                monthly_gbp=scan["monthly_gbp"],
+                hours_per_month=scan["hours_per_month"],
+                usd_per_gbp=scan["usd_per_gbp"],
+                commitment_discount=scan["commitment_discount"],
+                eris_per_gbp=full["eris_per_gbp"],
+                eris_qualifying=full["eris_qualifying"],
+                resale_usd_per_gpu_hour=full["resale_usd_per_gpu_hour"],
+                resale_fill=full["resale_fill"],
+                resale_platform_take=full["resale_platform_take"],
+                gpus=full["gpus"],
                 storage_gbp_per_month=full["storage_gbp_per_month"],
-                vast_usd_per_gpu_hour=vast["usd_per_gpu_hour"], vast_gpus=vast["gpus"],
-            )  # fmt: skip
+                vast_usd_per_gpu_hour=vast["usd_per_gpu_hour"],
+                vast_gpus=vast["gpus"],
+            )
         except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
             raise EconomicsError(
                 f"{path}: cannot read the cost model ({exc!r}); see ops/data/seed/cost_model.toml for the keys"
@@ -104,7 +110,12 @@ class CostModel:
         if basis == "fully_loaded":
             relief = committed * self.eris_qualifying * self.eris_per_gbp
             idle_gpu_hours = self.gpus * self.hours_per_month * (1 - utilisation)
-            resale_usd = idle_gpu_hours * self.resale_fill * self.resale_usd_per_gpu_hour * (1 - self.resale_platform_take)
+            resale_usd = (
+                idle_gpu_hours
+                * self.resale_fill
+                * self.resale_usd_per_gpu_hour
+                * (1 - self.resale_platform_take)
+            )
             monthly = committed - relief - resale_usd / self.usd_per_gbp + self.storage_gbp_per_month
             return monthly / active_hours
         if basis == "vast_on_demand":
@@ -194,10 +205,12 @@ def blended(rows: Sequence[Throughput], node_usd_per_hour: float, price: ApiPric
     node = sum(node_usd_per_hour / (t.req_per_s * 3600) for t in rows) / n
     api = None if price is None else sum(api_cost_per_request(price, t) for t in rows) / n
     return Blended(
-        shapes=tuple(t.shape for t in rows), avg_in_tokens=avg_in, avg_out_tokens=avg_out,
+        shapes=tuple(t.shape for t in rows),
+        avg_in_tokens=avg_in,
+        avg_out_tokens=avg_out,
         node_per_mtok=node / per_request_tokens * 1e6,
         api_per_mtok=None if api is None else api / per_request_tokens * 1e6,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -238,7 +251,9 @@ def parse_api_price(text: str) -> ApiPrice:
         raise EconomicsError(f"--api-price {text!r}: prices must be numbers, e.g. 0.15/0.50") from None
     if any(x < 0 for x in numbers):
         raise EconomicsError(f"--api-price {text!r}: a price cannot be negative")
-    return ApiPrice(model.strip(), "operator", numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else None)
+    return ApiPrice(
+        model.strip(), "operator", numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else None
+    )
 
 
 @dataclass(frozen=True)
@@ -296,15 +311,24 @@ class EconomicsRow:
         if self.capped:
             words.append(f"CAPPED at {self.power_limit_w:.0f} of {self.max_power_w:.0f} W")
         if self.borrowed:
-            words.append(f"accuracy borrowed from {self.accuracy_arm} on {self.accuracy_box or 'an unnamed box'}")
+            words.append(
+                f"accuracy borrowed from {self.accuracy_arm} on {self.accuracy_box or 'an unnamed box'}"
+            )
         return "; ".join(words)
 
 
 def _throughput(row: ResultRow) -> Throughput | None:
     if not row.out_tok_per_s or not row.output_len or row.input_len is None:
         return None
-    return Throughput(row.shape, row.concurrency, row.out_tok_per_s, row.in_tok_per_s, row.input_len,
-                      row.output_len, row.prefix_len or 0)  # fmt: skip
+    return Throughput(
+        row.shape,
+        row.concurrency,
+        row.out_tok_per_s,
+        row.in_tok_per_s,
+        row.input_len,
+        row.output_len,
+        row.prefix_len or 0,
+    )
 
 
 def economics_table(
@@ -362,9 +386,20 @@ def economics_table(
             ev = by_arm.get(arm) or by_model.get(chosen[0].model or "")
             basis = BORROWED if ev else None
         limits = [r.power_limit_w for r in chosen if r.power_limit_w is not None]
-        priced.append(_Priced(box, arm, chosen[0], tps, diagnostic, ev, basis, min(limits) if limits else None,
-                              inputs.box_max_power.get(box) if box else None,
-                              node_cost_per_active_hour(price, utilisation)))  # fmt: skip
+        priced.append(
+            _Priced(
+                box,
+                arm,
+                chosen[0],
+                tps,
+                diagnostic,
+                ev,
+                basis,
+                min(limits) if limits else None,
+                inputs.box_max_power.get(box) if box else None,
+                node_cost_per_active_hour(price, utilisation),
+            )
+        )
     on = frontier(
         Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev.overall, c.diagnostic)
         for c in priced
@@ -375,17 +410,29 @@ def economics_table(
         offers: list[ApiPrice | None] = [*prices.get(c.first.model or "", [])]
         for offer in offers or [None]:
             b = blended(c.tps, c.node_hour, offer)
-            out.append(EconomicsRow(
-                box=c.box, arm=c.arm, model=c.first.model,
-                rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps), node_usd_per_hour=c.node_hour,
-                node_per_mtok=b.node_per_mtok, accuracy=c.ev.overall if c.ev else None,
-                accuracy_items=c.ev.items if c.ev else None, accuracy_box=c.ev.box if c.ev else None,
-                accuracy_basis=c.basis, accuracy_arm=c.ev.arm if c.ev else None,
-                api_provider=offer.provider if offer else None,
-                api_per_mtok=b.api_per_mtok, api_over_node=b.ratio, on_frontier=(c.box, c.arm) in on,
-                diagnostic_only=c.diagnostic, power_limit_w=c.power_limit_w, max_power_w=c.max_power_w,
-                source=c.first.source,
-            ))  # fmt: skip
+            out.append(
+                EconomicsRow(
+                    box=c.box,
+                    arm=c.arm,
+                    model=c.first.model,
+                    rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps),
+                    node_usd_per_hour=c.node_hour,
+                    node_per_mtok=b.node_per_mtok,
+                    accuracy=c.ev.overall if c.ev else None,
+                    accuracy_items=c.ev.items if c.ev else None,
+                    accuracy_box=c.ev.box if c.ev else None,
+                    accuracy_basis=c.basis,
+                    accuracy_arm=c.ev.arm if c.ev else None,
+                    api_provider=offer.provider if offer else None,
+                    api_per_mtok=b.api_per_mtok,
+                    api_over_node=b.ratio,
+                    on_frontier=(c.box, c.arm) in on,
+                    diagnostic_only=c.diagnostic,
+                    power_limit_w=c.power_limit_w,
+                    max_power_w=c.max_power_w,
+                    source=c.first.source,
+                )
+            )
     return out, skipped
 
 
@@ -407,8 +454,10 @@ CHART_MARKS = {"frontier": "*", "dominated": "o", "borrowed": "b", "CAPPED": "c"
 """The mark of each place on the chart (``EconomicsRow.place``), drawn in this order so the frontier is on top."""
 
 
-FRONTIER_LEGEND = ("node USD per million tokens (log scale) across, accuracy up.  * frontier  o dominated  "
-                   "b accuracy borrowed  c capped box  x tripwire failed")
+FRONTIER_LEGEND = (
+    "node USD per million tokens (log scale) across, accuracy up.  * frontier  o dominated  "
+    "b accuracy borrowed  c capped box  x tripwire failed"
+)
 
 
 def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 18) -> str:
@@ -429,8 +478,11 @@ def frontier_chart(rows: Sequence[EconomicsRow], width: int = 72, height: int = 
     drawn = sorted(points.values(), key=lambda r: rank[r.place])  # frontier drawn last, on top
     lines = scatter(
         [PlotPoint(math.log10(r.node_per_mtok), r.accuracy or 0.0, CHART_MARKS[r.place]) for r in drawn],
-        width, height, x_label=lambda v: f"${10 ** v:.3f}", y_label=lambda v: f"{v:.3f}",
-    )  # fmt: skip
+        width,
+        height,
+        x_label=lambda v: f"${10**v:.3f}",
+        y_label=lambda v: f"{v:.3f}",
+    )
     lines = [line.rstrip() for line in lines] + [FRONTIER_LEGEND]
     frontier_rows = sorted((r for r in points.values() if r.on_frontier), key=lambda r: r.node_per_mtok)
     lines += [f"  * ${r.node_per_mtok:.3f}  {r.accuracy:.3f}  {r.arm} ({r.box})" for r in frontier_rows]

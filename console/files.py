@@ -37,18 +37,22 @@ def _size(n: int) -> str:
     return f"{n // MiB:,} MiB" if n and n % MiB == 0 else f"{n:,} bytes"
 
 
-def _refuse_unless_regular(st: os.stat_result, path: Path, what: str, limit: int, error: type[InputError],
-                           too_big: str) -> None:  # fmt: skip
+def _refuse_unless_regular(
+    st: os.stat_result, path: Path, what: str, limit: int, error: type[InputError], too_big: str
+) -> None:
     if not stat.S_ISREG(st.st_mode):
         kind = next((word for test, word in _KINDS if test(st.st_mode)), "not a regular file")
-        raise error(f"{what} {path} is {kind}, not a regular file",
-                    "give the path of the file itself (copy a stream to a file first)")  # fmt: skip
+        raise error(
+            f"{what} {path} is {kind}, not a regular file",
+            "give the path of the file itself (copy a stream to a file first)",
+        )
     if st.st_size > limit:
         raise error(f"{what} {path} is {_size(st.st_size)}, over the {_size(limit)} this reads", too_big)
 
 
-def check_regular(path: Path, what: str, limit: int, error: type[InputError] = InputError,
-                  too_big: str = TOO_BIG) -> None:  # fmt: skip
+def check_regular(
+    path: Path, what: str, limit: int, error: type[InputError] = InputError, too_big: str = TOO_BIG
+) -> None:
     """Refuse ``path`` unless it is a regular file of at most ``limit`` bytes (a stat; nothing is opened).
 
     ``what`` names the input (the argument or flag) and starts each refusal; ``error`` is the ``InputError``
@@ -58,21 +62,28 @@ def check_regular(path: Path, what: str, limit: int, error: type[InputError] = I
     except FileNotFoundError as exc:
         raise error(f"{what} {path}: no such file", "check the path") from exc
     except OSError as exc:
-        raise error(f"{what} {path} cannot be read ({exc.strerror})", "check the path and its permissions") from exc
+        raise error(
+            f"{what} {path} cannot be read ({exc.strerror})", "check the path and its permissions"
+        ) from exc
     _refuse_unless_regular(st, path, what, limit, error, too_big)
 
 
-def read_regular(path: Path, what: str, limit: int, error: type[InputError] = InputError,
-                 too_big: str = TOO_BIG) -> bytes:  # fmt: skip
+def read_regular(
+    path: Path, what: str, limit: int, error: type[InputError] = InputError, too_big: str = TOO_BIG
+) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes; anything else is refused as
     ``check_regular`` says."""
     check_regular(path, what, limit, error, too_big)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
-        raise error(f"{what} {path} cannot be read ({exc.strerror})", "check the path and its permissions") from exc
+        raise error(
+            f"{what} {path} cannot be read ({exc.strerror})", "check the path and its permissions"
+        ) from exc
     try:
-        _refuse_unless_regular(os.fstat(fd), path, what, limit, error, too_big)  # the file opened is the file checked
+        _refuse_unless_regular(
+            os.fstat(fd), path, what, limit, error, too_big
+        )  # the file opened is the file checked
         chunks: list[bytes] = []
         left = limit + 1  # one byte more than allowed tells a file that grew past the bound
         while left > 0:
@@ -86,6 +97,8 @@ def read_regular(path: Path, what: str, limit: int, error: type[InputError] = In
     finally:
         os.close(fd)
     if left <= 0:
-        raise error(f"{what} {path} grew past the {_size(limit)} this reads while it was read",
-                    "wait until whatever writes it has finished, then run this again")  # fmt: skip
+        raise error(
+            f"{what} {path} grew past the {_size(limit)} this reads while it was read",
+            "wait until whatever writes it has finished, then run this again",
+        )
     return b"".join(chunks)

@@ -38,8 +38,13 @@ def bar(fraction: float, width: int) -> str:
 class ProgressLine:
     """One progress line on ``stream`` (default: stderr as it is when made)."""
 
-    def __init__(self, stream: TextIO | None = None, *, every_s: float = EVERY_S,
-                 clock: Callable[[], float] = time.monotonic):  # fmt: skip
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        every_s: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.stream = stream if stream is not None else sys.stderr
         self.tty = is_terminal(self.stream)
         self.interval_s = REDRAW_S if self.tty else every_s

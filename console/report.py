@@ -61,8 +61,15 @@ def _boxes(boxes: Sequence[FleetRow]) -> list[str]:
         rows.append((b.name, b.gpu_summary, b.status, b.ssh_target, price, checks))
     missing = [f"- {b.name}: {b.ingest.line}" for b in boxes if b.ingest.line]
     if missing:  # never silent: what a box's journal could not give this state.db
-        missing = ["", "Journal rows not ingested (kept in the `quarantine` and `lost_events` tables):", "", *missing]
-    return out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + missing + [""]
+        missing = [
+            "",
+            "Journal rows not ingested (kept in the `quarantine` and `lost_events` tables):",
+            "",
+            *missing,
+        ]
+    return (
+        out + _table(rows, ("box", "GPUs", "status", "reached as", "price", "last checks")) + missing + [""]
+    )
 
 
 def _running(rows: Sequence[LaunchRow]) -> list[str]:
@@ -70,9 +77,24 @@ def _running(rows: Sequence[LaunchRow]) -> list[str]:
     alive = sorted((launch for launch in rows if launch.alive), key=lambda r: (r.box, r.arm, r.id))
     if not alive:
         return out + ["Nothing is launched.", ""]
-    table = [(r.box, r.arm, r.id, r.state, r.port, ",".join(str(g) for g in r.gpus),
-              fmt_utc(r.start_ms) if r.start_ms else None, r.kernel_line or "not recorded") for r in alive]  # fmt: skip
-    return out + _table(table, ("box", "arm", "launch", "state", "port", "GPUs", "started", "kernel line")) + [""]
+    table = [
+        (
+            r.box,
+            r.arm,
+            r.id,
+            r.state,
+            r.port,
+            ",".join(str(g) for g in r.gpus),
+            fmt_utc(r.start_ms) if r.start_ms else None,
+            r.kernel_line or "not recorded",
+        )
+        for r in alive
+    ]
+    return (
+        out
+        + _table(table, ("box", "arm", "launch", "state", "port", "GPUs", "started", "kernel line"))
+        + [""]
+    )
 
 
 def _box_local(t: TimerRow) -> str:
@@ -89,25 +111,44 @@ def _timers(rows: Sequence[TimerRow], mine: tzinfo) -> list[str]:
     live = [t for t in rows if t.live]
     if not live:
         return out + ["No timer is armed: nothing will stop the boxes on its own.", ""]
-    table = [(t.id, t.box, t.action, fmt_utc(t.deadline_ms), _box_local(t), fmt_zone(t.deadline_ms, mine),
-              fmt_remaining(t.remaining_ms), t.state) for t in live]  # fmt: skip
+    table = [
+        (
+            t.id,
+            t.box,
+            t.action,
+            fmt_utc(t.deadline_ms),
+            _box_local(t),
+            fmt_zone(t.deadline_ms, mine),
+            fmt_remaining(t.remaining_ms),
+            t.state,
+        )
+        for t in live
+    ]
     header = ("id", "box", "action", "deadline (UTC)", "box local", "your local", "in", "state")
     return out + _table(table, header) + [""]
 
 
-def _failures(boxes: Sequence[FleetRow], failed: Sequence[LaunchRow], tripwires: Sequence[TripwireRun],
-              timer_rows: Sequence[TimerRow]) -> list[str]:  # fmt: skip
+def _failures(
+    boxes: Sequence[FleetRow],
+    failed: Sequence[LaunchRow],
+    tripwires: Sequence[TripwireRun],
+    timer_rows: Sequence[TimerRow],
+) -> list[str]:
     out = ["## Open failures", ""]
     rows: list[tuple[Any, ...]] = []
     for b in boxes:
         rows += [(b.name, f"check {c.name}", c.reason) for c in b.checks if c.verdict == "fail"]
     for launch in failed:
-        rows.append((launch.box, f"launch {launch.arm}", launch.failure_reason or f"exit code {launch.exit_code}"))
+        rows.append(
+            (launch.box, f"launch {launch.arm}", launch.failure_reason or f"exit code {launch.exit_code}")
+        )
     for t in tripwires:
         rows.append((t.box, f"tripwire {t.arm}", f"{t.verdict.text}: its throughput is diagnostic only"))
     for timer in timer_rows:
         if timer.state == "failed":
-            rows.append((timer.box, f"timer {timer.id}", f"{timer.action} at {fmt_utc(timer.deadline_ms)} failed"))
+            rows.append(
+                (timer.box, f"timer {timer.id}", f"{timer.action} at {fmt_utc(timer.deadline_ms)} failed")
+            )
     if not rows:
         return out + ["None.", ""]
     return out + _table(rows, ("box", "what", "reason")) + [""]
@@ -116,15 +157,41 @@ def _failures(boxes: Sequence[FleetRow], failed: Sequence[LaunchRow], tripwires:
 def _best(rows: Sequence[ResultRow], title: str) -> list[str]:
     if not rows:
         return []
-    table = [(r.model, r.arm, r.box, f"{r.shape} C{r.concurrency}", r.out_tok_per_s,
-              None if r.ttft_ms_p50 is None else f"{r.ttft_ms_p50 / 1000:.2f} s" + (" (queueing)" if r.queueing else ""),
-              r.kernel_line or "not recorded", r.tripwire.text,
-              None if r.power_limit_w is None else f"{r.power_limit_w:.0f} W", r.replicas, r.marks)
-             for r in rows]  # fmt: skip
-    header = ("model", "arm", "box", "shape", "out tok/s", "TTFT p50", "kernel line", "tripwire", "power limit",
-              "replicas", "marks")  # fmt: skip
-    note = ("Fastest node row per model and shape (every replica measured at once); diagnostic-only rows "
-            "(failed tripwire) are left out.")
+    table = [
+        (
+            r.model,
+            r.arm,
+            r.box,
+            f"{r.shape} C{r.concurrency}",
+            r.out_tok_per_s,
+            None
+            if r.ttft_ms_p50 is None
+            else f"{r.ttft_ms_p50 / 1000:.2f} s" + (" (queueing)" if r.queueing else ""),
+            r.kernel_line or "not recorded",
+            r.tripwire.text,
+            None if r.power_limit_w is None else f"{r.power_limit_w:.0f} W",
+            r.replicas,
+            r.marks,
+        )
+        for r in rows
+    ]
+    header = (
+        "model",
+        "arm",
+        "box",
+        "shape",
+        "out tok/s",
+        "TTFT p50",
+        "kernel line",
+        "tripwire",
+        "power limit",
+        "replicas",
+        "marks",
+    )
+    note = (
+        "Fastest node row per model and shape (every replica measured at once); diagnostic-only rows "
+        "(failed tripwire) are left out."
+    )
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 
@@ -132,7 +199,12 @@ def _quality(evals: Sequence[EvalRow]) -> list[str]:
     if not evals:
         return []
     table = [(e.model, e.configuration, e.items, f"{e.overall:.3f}", e.source, e.note) for e in evals]
-    return ["## Task accuracy", "", *_table(table, ("model", "configuration", "items", "overall", "source", "note")), ""]
+    return [
+        "## Task accuracy",
+        "",
+        *_table(table, ("model", "configuration", "items", "overall", "source", "note")),
+        "",
+    ]
 
 
 def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
@@ -141,14 +213,39 @@ def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
     pairs = [r for r in runs if r.role == "pair"]
     if not pairs:
         return []
-    table = [(r.model, r.box, r.arm_a, r.arm_b, r.kernel_a or "not recorded", r.kernel_b or "not recorded",
-              r.positions, None if r.top1_agreement is None else f"{r.top1_agreement:.1%}", f"{r.mean_kl:.4f}",
-              None if r.control_mean_kl is None else f"{r.control_mean_kl:.4f}", r.verdict.text)
-             for r in pairs]  # fmt: skip
-    header = ("model", "box", "A", "B", "kernel A", "kernel B", "positions", "top-1 agree", "mean KL", "floor",
-              "verdict")  # fmt: skip
-    note = ("Two servers scored on identical contexts, each pair read against its control (the same "
-            "configuration served twice): the floor. `campaign export kldiff` has every figure.")
+    table = [
+        (
+            r.model,
+            r.box,
+            r.arm_a,
+            r.arm_b,
+            r.kernel_a or "not recorded",
+            r.kernel_b or "not recorded",
+            r.positions,
+            None if r.top1_agreement is None else f"{r.top1_agreement:.1%}",
+            f"{r.mean_kl:.4f}",
+            None if r.control_mean_kl is None else f"{r.control_mean_kl:.4f}",
+            r.verdict.text,
+        )
+        for r in pairs
+    ]
+    header = (
+        "model",
+        "box",
+        "A",
+        "B",
+        "kernel A",
+        "kernel B",
+        "positions",
+        "top-1 agree",
+        "mean KL",
+        "floor",
+        "verdict",
+    )
+    note = (
+        "Two servers scored on identical contexts, each pair read against its control (the same "
+        "configuration served twice): the floor. `campaign export kldiff` has every figure."
+    )
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 
@@ -159,8 +256,10 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
             best[(r.box, r.arm)] = r
     if not best:
         return []
-    table = [(r.model, r.arm, r.box, r.rows, f"{r.accuracy:.3f}", f"${r.node_per_mtok:.3f}", r.source)
-             for r in sorted(best.values(), key=lambda r: r.node_per_mtok)]  # fmt: skip
+    table = [
+        (r.model, r.arm, r.box, r.rows, f"{r.accuracy:.3f}", f"${r.node_per_mtok:.3f}", r.source)
+        for r in sorted(best.values(), key=lambda r: r.node_per_mtok)
+    ]
     return [
         "## Quality/cost frontier",
         "",
@@ -186,8 +285,9 @@ def _imports(rows: Sequence[ImportRow]) -> list[str]:
     return lines + [""]
 
 
-def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
-                 utilisation: float = DEFAULT_UTILISATION) -> str:  # fmt: skip
+def build_report(
+    store: Store, *, now_ms: int, operator_tz: str | None = None, utilisation: float = DEFAULT_UTILISATION
+) -> str:
     """The whole handover as markdown. ``now_ms`` fixes 'remaining' so a report is reproducible."""
     mine = zone(operator_tz)  # an unknown zone is refused before anything is written, timers or not
     boxes = fleet(store, now_ms)
@@ -206,14 +306,21 @@ def build_report(store: Store, *, now_ms: int, operator_tz: str | None = None,
         *_running(launches(store, now_ms, with_kernels=True)),
         *_timers(timer_rows, mine),
         *_failures(boxes, failed_launches(store, now_ms), failed_tripwires(store, now_ms), timer_rows),
-        *(_best([r for r in best if r.source == "measured"], "Best measured rows per model")
-          or ["## Best measured rows per model", "", "Nothing measured yet.", ""]),
-        *_best([r for r in best if r.source == "imported"], "Best imported rows per model (someone else's measurements)"),
+        *(
+            _best([r for r in best if r.source == "measured"], "Best measured rows per model")
+            or ["## Best measured rows per model", "", "Nothing measured yet.", ""]
+        ),
+        *_best(
+            [r for r in best if r.source == "imported"],
+            "Best imported rows per model (someone else's measurements)",
+        ),
         *_quality(inputs.evals),
         *_divergence([r for r in divergence if r.source == "measured"], "Logit-level divergence (measured)"),
-        *_divergence([r for r in divergence if r.source != "measured"],
-                     "Logit-level divergence (imported: someone else's measurements)"),
+        *_divergence(
+            [r for r in divergence if r.source != "measured"],
+            "Logit-level divergence (imported: someone else's measurements)",
+        ),
         *_frontier(economics, utilisation),
         *_imports(imports(store)),
-    ]  # fmt: skip
+    ]
     return "\n".join(parts).rstrip() + "\n"

@@ -95,14 +95,18 @@ def _naive_readings(text: str, now_ms: int, box_tz: str | None) -> list[tuple[st
             return to_ms(aware(datetime.fromisoformat(text.replace(" ", "T")), tz))
         h, m, s = (int(g) if g else 0 for g in tod.groups())
         today = from_ms(now_ms, tz or from_ms(now_ms).astimezone().tzinfo or UTC).date()
-        candidates = [to_ms(aware(datetime.combine(today + timedelta(days=d), time(h, m, s)), tz)) for d in (0, 1)]
+        candidates = [
+            to_ms(aware(datetime.combine(today + timedelta(days=d), time(h, m, s)), tz)) for d in (0, 1)
+        ]
         return next((c for c in candidates if c > now_ms), candidates[-1])
 
     try:
         readings: list[tuple[str, int | None]] = [("read as UTC", reading(UTC))]
     except ValueError:
         return None  # e.g. 25:99: not a time, let the caller say so
-    readings.append((f"read in the box's zone ({box_tz or 'unknown'})", reading(zone(box_tz)) if box_tz else None))
+    readings.append(
+        (f"read in the box's zone ({box_tz or 'unknown'})", reading(zone(box_tz)) if box_tz else None)
+    )
     readings.append((f"read in this console's zone ({tz_in_force()})", reading(None)))
     return readings
 
@@ -187,10 +191,19 @@ def guard(store: Store, timer_id: int, *, now_ms: int, enforcer: str = "console"
     if too_early(now_ms, timer.deadline_ms):
         remaining_s = (timer.deadline_ms - now_ms) / 1000
         store.timers.log(
-            timer_id, "refused-early", enforcer=enforcer, now_ms=now_ms, deadline_ms=timer.deadline_ms,
+            timer_id,
+            "refused-early",
+            enforcer=enforcer,
+            now_ms=now_ms,
+            deadline_ms=timer.deadline_ms,
             tz=tz_in_force(),
-            detail={"now_utc": fmt_utc(now_ms), "deadline_utc": fmt_utc(timer.deadline_ms),
-                    "remaining_s": remaining_s, "action": timer.action, "box": timer.box},
+            detail={
+                "now_utc": fmt_utc(now_ms),
+                "deadline_utc": fmt_utc(timer.deadline_ms),
+                "remaining_s": remaining_s,
+                "action": timer.action,
+                "box": timer.box,
+            },
         )
         raise EarlyFireError(
             f"refusing {timer.action} of box {timer.box}: now {fmt_utc(now_ms)} is {remaining_s:.0f}s before "
@@ -203,8 +216,9 @@ def cancel(store: Store, timer_id: int, *, now_ms: int) -> Timer:
     """Disarm a timer in the store; the enforcer then disarms the box's watchdog when it reaches it."""
     timer = store.timers.get(timer_id)
     if not store.timers.transition(timer_id, ("armed",), "cancelled", now_ms=now_ms):
-        raise TimerInputError(f"timer {timer_id} is {store.timers.get(timer_id).state}; only an armed timer "
-                              "can be cancelled")
+        raise TimerInputError(
+            f"timer {timer_id} is {store.timers.get(timer_id).state}; only an armed timer can be cancelled"
+        )
     store.timers.log(timer_id, "cancelled", enforcer="console", now_ms=now_ms, deadline_ms=timer.deadline_ms)
     return store.timers.get(timer_id)
 
@@ -225,8 +239,9 @@ def bench_refusal(store: Store, box: str, now_ms: int) -> str | None:
 class BoxActions(Protocol):
     """What the enforcer asks of the fleet layer. Each returns a JSON-able summary for the log."""
 
-    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
-                           console_now_ms: int) -> dict[str, Any]: ...
+    async def arm_watchdog(
+        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+    ) -> dict[str, Any]: ...
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]: ...
 
@@ -276,19 +291,36 @@ class Enforcer:
         """Arm the box's own watchdog for ``timer`` unless done (or failed less than RETRY_MS ago)."""
         if not self._due(timer, None, "armed-on-box", "arm-on-box-failed"):
             return None
-        return await self._attempt(timer, "armed-on-box", "arm-on-box-failed", self.actions.arm_watchdog(
-            timer.box, timer.id, timer.deadline_ms, timer.action, self.clock()))
+        return await self._attempt(
+            timer,
+            "armed-on-box",
+            "arm-on-box-failed",
+            self.actions.arm_watchdog(timer.box, timer.id, timer.deadline_ms, timer.action, self.clock()),
+        )
 
     async def disarm_box(self, timer: Timer) -> dict[str, Any] | None:
         """Cancel a cancelled timer on the box too, if it was ever armed there."""
         if not self._due(timer, "armed-on-box", "cancelled-on-box", "cancel-on-box-failed"):
             return None
-        return await self._attempt(timer, "cancelled-on-box", "cancel-on-box-failed",
-                                   self.actions.cancel_watchdog(timer.box, timer.id))
+        return await self._attempt(
+            timer,
+            "cancelled-on-box",
+            "cancel-on-box-failed",
+            self.actions.cancel_watchdog(timer.box, timer.id),
+        )
 
-    def _log(self, timer: Timer, event: str, detail: dict[str, Any] | None = None, *, tz: str | None = None) -> None:
-        self.store.timers.log(timer.id, event, enforcer=self.name, now_ms=self.clock(),
-                              deadline_ms=timer.deadline_ms, tz=tz, detail=detail)
+    def _log(
+        self, timer: Timer, event: str, detail: dict[str, Any] | None = None, *, tz: str | None = None
+    ) -> None:
+        self.store.timers.log(
+            timer.id,
+            event,
+            enforcer=self.name,
+            now_ms=self.clock(),
+            deadline_ms=timer.deadline_ms,
+            tz=tz,
+            detail=detail,
+        )
 
     def _due(self, timer: Timer, needs: str | None, done: str, failed: str) -> bool:
         """A step is due when its prerequisite happened, it has not succeeded, and no retry is pending."""
@@ -298,8 +330,9 @@ class Enforcer:
         last_fail = timers.last_event_ms(timer.id, failed)
         return last_fail is None or self.clock() - last_fail >= RETRY_MS
 
-    async def _attempt(self, timer: Timer, ok: str, failed: str,
-                       call: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:  # fmt: skip
+    async def _attempt(
+        self, timer: Timer, ok: str, failed: str, call: Awaitable[dict[str, Any]]
+    ) -> dict[str, Any] | None:
         try:
             result = await call
         except Exception as exc:
@@ -328,17 +361,23 @@ class Enforcer:
         if not crossed:
             return
         event = f"warn-{min(crossed) // 60}m"
-        if any(self.store.timers.has_event(timer.id, f"warn-{w // 60}m") for w in WARN_AT_S if w <= min(crossed)):
+        if any(
+            self.store.timers.has_event(timer.id, f"warn-{w // 60}m") for w in WARN_AT_S if w <= min(crossed)
+        ):
             return
-        message = (f"box {timer.box}: {timer.action} at {fmt_utc(timer.deadline_ms)} "
-                   f"(in {fmt_remaining(remaining_ms)})")
+        message = (
+            f"box {timer.box}: {timer.action} at {fmt_utc(timer.deadline_ms)} "
+            f"(in {fmt_remaining(remaining_ms)})"
+        )
         self._log(timer, event, {"message": message})
         if self.notify is not None:
             self.notify(timer, message)
 
     def _retry_due(self, timer: Timer) -> bool:
-        last = max((self.store.timers.last_event_ms(timer.id, e) or 0)
-                   for e in ("firing", "pull-failed", "action-failed", "unconfirmed"))
+        last = max(
+            (self.store.timers.last_event_ms(timer.id, e) or 0)
+            for e in ("firing", "pull-failed", "action-failed", "unconfirmed")
+        )
         return self.clock() - last >= RETRY_MS
 
     async def _fire(self, timer: Timer) -> None:
@@ -382,7 +421,13 @@ class Enforcer:
         call = provider.destroy if timer.action == "destroy" else provider.stop
         result = await asyncio.to_thread(call, box.instance_id)
         if result.confirmed and timer.action == "destroy":
-            self.store.boxes.update(box.name, status="destroyed", status_detail=result.detail,
-                                    destroyed_ms=self.clock())
-        return {"confirmed": result.confirmed, "provider": provider.name, "state": result.state,
-                "detail": result.detail, "requests": result.attempts}
+            self.store.boxes.update(
+                box.name, status="destroyed", status_detail=result.detail, destroyed_ms=self.clock()
+            )
+        return {
+            "confirmed": result.confirmed,
+            "provider": provider.name,
+            "state": result.state,
+            "detail": result.detail,
+            "requests": result.attempts,
+        }

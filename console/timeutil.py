@@ -54,8 +54,9 @@ def to_ms(dt: datetime) -> int:
     except OverflowError:  # year 1 at a positive offset is before datetime's year 1 in UTC
         ms = INSTANT_MIN_MS - 1
     if not INSTANT_MIN_MS <= ms < INSTANT_MAX_MS:
-        raise InstantOutOfRange(f"{dt.isoformat()} is outside the years 1970 to 9998 the console holds",
-                                "check the date")  # fmt: skip
+        raise InstantOutOfRange(
+            f"{dt.isoformat()} is outside the years 1970 to 9998 the console holds", "check the date"
+        )
     return ms
 
 
@@ -77,7 +78,9 @@ def zone(name: str | None) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise UnknownZone(f"unknown time zone {name!r}", "use an IANA name such as Europe/London or UTC") from exc
+        raise UnknownZone(
+            f"unknown time zone {name!r}", "use an IANA name such as Europe/London or UTC"
+        ) from exc
 
 
 def fmt_utc(ms: int) -> str:
@@ -130,8 +133,10 @@ def parse_duration(text: str, maximum_ms: int = MAX_DURATION_MS) -> int:
         raise OutOfBounds(f"duration {shown(text)} is zero", "give a positive duration")
     if ms > maximum_ms:
         longest = fmt_duration(maximum_ms)
-        raise OutOfBounds(f"duration {shown(text)} is longer than {longest}, the most the console accepts",
-                          f"give at most {longest}")  # fmt: skip
+        raise OutOfBounds(
+            f"duration {shown(text)} is longer than {longest}, the most the console accepts",
+            f"give at most {longest}",
+        )
     return ms
 
 
@@ -153,7 +158,9 @@ def deadline_words(text: str) -> tuple[str | None, str | None]:
     return (None, text) if m and any(m.groups()) else (text, None)
 
 
-_ZONED = re.compile(r"^(?P<dt>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)\s+(?P<zone>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)$")
+_ZONED = re.compile(
+    r"^(?P<dt>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?)\s+(?P<zone>[A-Za-z_]+(?:/[A-Za-z_+\-0-9]+)*)$"
+)
 
 
 def parse_instant(text: str) -> int:

@@ -22,7 +22,9 @@ from console.store import Box, Store
 from console.store.quality import PublishedPair, PublishedRun
 from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
 
-SEED_DIR = resources.files("ops") / "data" / "seed"  # package data: the wheel carries it, no source tree needed
+SEED_DIR = (
+    resources.files("ops") / "data" / "seed"
+)  # package data: the wheel carries it, no source tree needed
 SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
 """The import's name in state.db (the write-up's file name where it was published, not a path in this
 repository): kept as it was first released, so re-importing replaces the old import instead of doubling it."""
@@ -65,7 +67,9 @@ class Cell:
         try:
             return kind(value)
         except ValueError:
-            raise DemoDataError(f"{self.where}: column {key!r} is {value!r}, expected a {kind.__name__}") from None
+            raise DemoDataError(
+                f"{self.where}: column {key!r} is {value!r}, expected a {kind.__name__}"
+            ) from None
 
     def need(self, key: str, kind: type = str) -> Any:
         value = self.number(key, kind) if kind is not str else self.text(key)
@@ -87,8 +91,12 @@ def read_tsv(path: Traversable) -> list[Cell]:
             continue
         if len(fields) > len(header):
             raise DemoDataError(f"{path.name}:{number}: {len(fields)} columns, the header has {len(header)}")
-        rows.append(Cell(dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True)),
-                         f"{path.name}:{number}"))  # fmt: skip
+        rows.append(
+            Cell(
+                dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True)),
+                f"{path.name}:{number}",
+            )
+        )
     return rows
 
 
@@ -130,13 +138,26 @@ def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> lis
             arm = arms.get((c.need(f"arm_{side}"), box or ""))
             kernels[f"kernel_{side}"] = arm.text("kernel") if arm else None
         verdict = KldiffVerdict.of(role, mean_kl, floors[control] if control else None)
-        rows.append({
-            "label": label, "role": role, "control": control, "model": c.text("model"), "box": box,
-            "arm_a": c.need("arm_a"), "arm_b": c.need("arm_b"), **kernels, "positions": c.number("positions", int),
-            "top_k": 20, "top1_agreement": c.number("top1_agreement"), "top5_overlap": c.number("top5_overlap"),
-            "mean_kl": mean_kl, "verdict": verdict.text, "note": c.text("note"),
-            "provenance": f"{c.need('table')} ({c.where})",
-        })  # fmt: skip
+        rows.append(
+            {
+                "label": label,
+                "role": role,
+                "control": control,
+                "model": c.text("model"),
+                "box": box,
+                "arm_a": c.need("arm_a"),
+                "arm_b": c.need("arm_b"),
+                **kernels,
+                "positions": c.number("positions", int),
+                "top_k": 20,
+                "top1_agreement": c.number("top1_agreement"),
+                "top5_overlap": c.number("top5_overlap"),
+                "mean_kl": mean_kl,
+                "verdict": verdict.text,
+                "note": c.text("note"),
+                "provenance": f"{c.need('table')} ({c.where})",
+            }
+        )
     return rows
 
 
@@ -149,11 +170,18 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     payload = ImportPayload()
     power: dict[str, float] = {}
     for b in boxes_toml.get("box", []):
-        payload.boxes.append(Box(
-            name=b["name"], kind="ssh", provider=b.get("provider"), price_per_hour=b.get("price_per_hour"),
-            status="imported", status_detail=f"imported figures, not reachable: {b['provenance']}",
-            tz=b.get("tz"), gpu_summary=b.get("gpu_summary"),
-        ))  # fmt: skip
+        payload.boxes.append(
+            Box(
+                name=b["name"],
+                kind="ssh",
+                provider=b.get("provider"),
+                price_per_hour=b.get("price_per_hour"),
+                status="imported",
+                status_detail=f"imported figures, not reachable: {b['provenance']}",
+                tz=b.get("tz"),
+                gpu_summary=b.get("gpu_summary"),
+            )
+        )
         power[b["name"]] = float(b["power_limit_w"])
         payload.box_max_power[b["name"]] = float(b["max_power_w"])
     shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
@@ -164,27 +192,39 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
         if key[1] not in power:
             raise DemoDataError(f"{c.where}: box {key[1]!r} is not in boxes.toml")
         if key in arms:
-            raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is listed twice (first at {arms[key].where})")
+            raise DemoDataError(
+                f"{c.where}: arm {key[0]} on {key[1]} is listed twice (first at {arms[key].where})"
+            )
         arms[key] = c
         kernel = c.text("kernel")
         launch = ImportedLaunch(
-            box=key[1], arm=key[0], model=c.need("model"), configuration=c.text("configuration") or key[0],
-            gpus=_layout(c.need("tp", int), c.need("replicas", int)), tensor_parallel=c.need("tp", int),
+            box=key[1],
+            arm=key[0],
+            model=c.need("model"),
+            configuration=c.text("configuration") or key[0],
+            gpus=_layout(c.need("tp", int), c.need("replicas", int)),
+            tensor_parallel=c.need("tp", int),
             kernel_lines=[(_kernel_category(kernel), kernel)] if kernel else [],
-            state=c.need("launch_state"), failure_reason=c.text("failure_reason"),
+            state=c.need("launch_state"),
+            failure_reason=c.text("failure_reason"),
             kv_cache_tokens=c.number("kv_cache_tokens", int),
-        )  # fmt: skip
+        )
         if launch.state == "failed" and not launch.failure_reason:
             raise DemoDataError(f"{c.where}: a failed launch needs its failure_reason")
         payload.launches.append(launch)
         if c.text("tw_total"):
             payload.tripwires[launch.launch_id] = {
-                "box": key[1], "arm": key[0], "model": launch.model, "ok": c.need("tw_ok", int),
-                "degenerate": c.number("tw_degenerate", int) or 0, "wrong": c.number("tw_wrong", int) or 0,
-                "total": c.need("tw_total", int), "passed": c.need("tw_passed", int),
+                "box": key[1],
+                "arm": key[0],
+                "model": launch.model,
+                "ok": c.need("tw_ok", int),
+                "degenerate": c.number("tw_degenerate", int) or 0,
+                "wrong": c.number("tw_wrong", int) or 0,
+                "total": c.need("tw_total", int),
+                "passed": c.need("tw_passed", int),
                 "items": {"split_published": c.text("tw_degenerate") is not None},
                 "provenance": f"{c.need('table')}; {c.text('note') or 'tripwire as printed'}",
-            }  # fmt: skip
+            }
 
     for c in read_tsv(data_dir / "throughput.tsv"):
         key = (c.need("arm"), c.need("box"))
@@ -197,41 +237,65 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
         out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
         ttft_s = c.number("ttft_p50_s")
         kernel = arm.text("kernel")
-        payload.bench_runs.append({
-            "box": key[1], "launch_id": f"import:{key[1]}:{key[0]}", "arm": key[0], "model": arm.need("model"),
-            "configuration": arm.text("configuration"), "shape": shape.need("shape"),
-            "concurrency": c.need("concurrency", int), "replicas": arm.need("replicas", int),
-            "input_len": shape.need("input_len", int),
-            "output_len": shape.need("output_len", int), "prefix_len": shape.need("prefix_len", int),
-            "out_tok_per_s": out_tok, "in_tok_per_s": in_tok,
-            "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
-            "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
-            "kernel_line": f"{kernel} (as the write-up names it)" if kernel and arm.text("kernel_source") != "engine"
-            else kernel,
-            "power_limit_w": power[key[1]], "queueing": c.number("queueing", int) or 0,
-            "diagnostic_only": c.number("diagnostic_only", int) or 0,
-            "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
-        })  # fmt: skip
+        payload.bench_runs.append(
+            {
+                "box": key[1],
+                "launch_id": f"import:{key[1]}:{key[0]}",
+                "arm": key[0],
+                "model": arm.need("model"),
+                "configuration": arm.text("configuration"),
+                "shape": shape.need("shape"),
+                "concurrency": c.need("concurrency", int),
+                "replicas": arm.need("replicas", int),
+                "input_len": shape.need("input_len", int),
+                "output_len": shape.need("output_len", int),
+                "prefix_len": shape.need("prefix_len", int),
+                "out_tok_per_s": out_tok,
+                "in_tok_per_s": in_tok,
+                "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
+                "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
+                "kernel_line": f"{kernel} (as the write-up names it)"
+                if kernel and arm.text("kernel_source") != "engine"
+                else kernel,
+                "power_limit_w": power[key[1]],
+                "queueing": c.number("queueing", int) or 0,
+                "diagnostic_only": c.number("diagnostic_only", int) or 0,
+                "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
+            }
+        )
 
     for c in read_tsv(data_dir / "quality.tsv"):
         arm_name, box = c.text("arm"), c.text("box")
         if arm_name and (arm_name, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm_name} on {box} is not in arms.tsv")
         overall = c.need("overall", float)
-        payload.eval_runs.append({
-            "box": box, "arm": arm_name, "model": c.need("model"), "configuration": c.need("configuration"),
-            "items": c.need("items", int), "overall": overall,
-            "families": {f: c.number(f) for f in FAMILIES if c.number(f) is not None},
-            "note": c.text("note"), "provenance": "Task accuracy, served the way each vendor says to (403 items)",
-        })  # fmt: skip
+        payload.eval_runs.append(
+            {
+                "box": box,
+                "arm": arm_name,
+                "model": c.need("model"),
+                "configuration": c.need("configuration"),
+                "items": c.need("items", int),
+                "overall": overall,
+                "families": {f: c.number(f) for f in FAMILIES if c.number(f) is not None},
+                "note": c.text("note"),
+                "provenance": "Task accuracy, served the way each vendor says to (403 items)",
+            }
+        )
 
     _load_quality(data_dir, arms, payload)
 
     for c in read_tsv(data_dir / "api_prices.tsv"):
-        payload.api_prices.append(ApiPrice(
-            c.need("model"), c.need("provider"), c.need("in_per_mtok", float), c.need("out_per_mtok", float),
-            c.number("cached_in_per_mtok"), c.text("note"),
-        ))  # fmt: skip
+        payload.api_prices.append(
+            ApiPrice(
+                c.need("model"),
+                c.need("provider"),
+                c.need("in_per_mtok", float),
+                c.need("out_per_mtok", float),
+                c.number("cached_in_per_mtok"),
+                c.text("note"),
+            )
+        )
     payload.kldiff_runs = kldiff_rows(data_dir, arms)
     return payload
 
@@ -246,12 +310,20 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
         if arm and box and (arm, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm} on {box} is not in arms.tsv")
         runs[name] = c
-        payload.quality_runs.append(PublishedRun(
-            label=name, suite=c.need("suite"), items=c.need("items", int), accuracy=c.need("accuracy", float),
-            arm=arm, box=box, model=c.text("model"), truncation_rate=c.number("truncation"),
-            mean_output_tokens=c.number("mean_tokens"),
-            provenance="; ".join(x for x in (QUALITY_PROVENANCE, c.text("note")) if x),
-        ))  # fmt: skip
+        payload.quality_runs.append(
+            PublishedRun(
+                label=name,
+                suite=c.need("suite"),
+                items=c.need("items", int),
+                accuracy=c.need("accuracy", float),
+                arm=arm,
+                box=box,
+                model=c.text("model"),
+                truncation_rate=c.number("truncation"),
+                mean_output_tokens=c.number("mean_tokens"),
+                provenance="; ".join(x for x in (QUALITY_PROVENANCE, c.text("note")) if x),
+            )
+        )
     for c in read_tsv(data_dir / "quality_pairs.tsv"):
         a, b = c.need("a"), c.need("b")
         for name in (a, b):
@@ -261,18 +333,32 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
             raise DemoDataError(f"{c.where}: kind {c.need('kind')!r} is neither 'repeat' nor 'comparison'")
         items, a_only, b_only = c.need("items", int), c.need("a_only", int), c.need("b_only", int)
         if a_only + b_only > items:
-            raise DemoDataError(f"{c.where}: a split of {a_only} to {b_only} cannot come from {items} common items")
-        payload.quality_pairs.append(PublishedPair(
-            kind=c.need("kind"), a=a, b=b, items=items, a_only=a_only, b_only=b_only,
-            a_accuracy=c.number("a_accuracy"), b_accuracy=c.number("b_accuracy"),
-            a_truncation=c.number("a_truncation"), b_truncation=c.number("b_truncation"),
-            a_mean_tokens=c.number("a_mean_tokens"), b_mean_tokens=c.number("b_mean_tokens"),
-            note=c.text("note"), provenance=f"{QUALITY_PROVENANCE}, section '{c.need('where')}'",
-        ))  # fmt: skip
+            raise DemoDataError(
+                f"{c.where}: a split of {a_only} to {b_only} cannot come from {items} common items"
+            )
+        payload.quality_pairs.append(
+            PublishedPair(
+                kind=c.need("kind"),
+                a=a,
+                b=b,
+                items=items,
+                a_only=a_only,
+                b_only=b_only,
+                a_accuracy=c.number("a_accuracy"),
+                b_accuracy=c.number("b_accuracy"),
+                a_truncation=c.number("a_truncation"),
+                b_truncation=c.number("b_truncation"),
+                a_mean_tokens=c.number("a_mean_tokens"),
+                b_mean_tokens=c.number("b_mean_tokens"),
+                note=c.text("note"),
+                provenance=f"{QUALITY_PROVENANCE}, section '{c.need('where')}'",
+            )
+        )
 
 
-def build_demo(store: Store, *, force: bool = False, progress: Progress | None = None,
-               data_dir: Traversable = SEED_DIR) -> ImportOutcome:  # fmt: skip
+def build_demo(
+    store: Store, *, force: bool = False, progress: Progress | None = None, data_dir: Traversable = SEED_DIR
+) -> ImportOutcome:
     """Import the campaign write-up's figures into ``store``; refuses a db with measured data unless ``force``."""
     report = progress or (lambda _step, _done, _total: None)
     if not force and store.results.has_measured_data():

@@ -31,26 +31,93 @@ from console.timeutil import from_ms
 FORMATS = ("tsv", "csv", "json")
 
 SUMMARY_COLUMNS = (
-    "arm", "box", "model", "configuration", "shape", "concurrency", "replicas",
-    "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
-    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99",
-    "e2e_ms_p50", "e2e_ms_p99",
-    "kernel_line", "tripwire", "power_limit_w", "client_bound", "kernel_fallback", "diagnostic_only", "queueing",
-    "prefix_caching", "seed", "repeat_group", "source", "started_utc", "provenance", "reasoning_parser", "thinking",
+    "arm",
+    "box",
+    "model",
+    "configuration",
+    "shape",
+    "concurrency",
+    "replicas",
+    "req_per_s",
+    "in_tok_per_s",
+    "out_tok_per_s",
+    "total_tok_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+    "kernel_line",
+    "tripwire",
+    "power_limit_w",
+    "client_bound",
+    "kernel_fallback",
+    "diagnostic_only",
+    "queueing",
+    "prefix_caching",
+    "seed",
+    "repeat_group",
+    "source",
+    "started_utc",
+    "provenance",
+    "reasoning_parser",
+    "thinking",
     "sampling",
-)  # fmt: skip
+)
 KERNEL_COLUMNS = ("box", "launch_id", "arm", "model", "state", "category", "line", "failure_reason")
 ECONOMICS_COLUMNS = (
-    "box", "arm", "model", "rows", "node_usd_per_hour", "node_usd_per_mtok", "accuracy", "accuracy_items",
-    "accuracy_basis", "accuracy_arm", "accuracy_box", "api_provider", "api_usd_per_mtok", "api_over_node",
-    "on_frontier", "diagnostic_only", "power_limit_w", "max_power_w", "capped", "source",
-)  # fmt: skip
+    "box",
+    "arm",
+    "model",
+    "rows",
+    "node_usd_per_hour",
+    "node_usd_per_mtok",
+    "accuracy",
+    "accuracy_items",
+    "accuracy_basis",
+    "accuracy_arm",
+    "accuracy_box",
+    "api_provider",
+    "api_usd_per_mtok",
+    "api_over_node",
+    "on_frontier",
+    "diagnostic_only",
+    "power_limit_w",
+    "max_power_w",
+    "capped",
+    "source",
+)
 KLDIFF_COLUMNS = (
-    "role", "box", "model", "arm_a", "arm_b", "kernel_a", "kernel_b", "positions", "top_k", "top1_agreement",
-    "top5_overlap", "mean_kl", "p50_kl", "p99_kl", "control_arm_a", "control_arm_b", "control_positions",
-    "control_top1_agreement", "control_mean_kl", "excess_kl", "verdict", "missing_token_method", "source",
-    "measured_utc", "run_id", "provenance",
-)  # fmt: skip
+    "role",
+    "box",
+    "model",
+    "arm_a",
+    "arm_b",
+    "kernel_a",
+    "kernel_b",
+    "positions",
+    "top_k",
+    "top1_agreement",
+    "top5_overlap",
+    "mean_kl",
+    "p50_kl",
+    "p99_kl",
+    "control_arm_a",
+    "control_arm_b",
+    "control_positions",
+    "control_top1_agreement",
+    "control_mean_kl",
+    "excess_kl",
+    "verdict",
+    "missing_token_method",
+    "source",
+    "measured_utc",
+    "run_id",
+    "provenance",
+)
 FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queueing", "on_frontier", "capped"})
 UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
 """Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
@@ -66,7 +133,9 @@ class ExportError(InputError, ValueError):
 def summary_rows(rows: Iterable[ResultRow]) -> list[dict[str, Any]]:
     """One row per (arm, box, shape, concurrency) run, measured first, imported after."""
     out = []
-    for r in sorted(rows, key=lambda r: (r.source != "measured", r.box or "", r.arm, r.shape, r.concurrency, r.id)):
+    for r in sorted(
+        rows, key=lambda r: (r.source != "measured", r.box or "", r.arm, r.shape, r.concurrency, r.id)
+    ):
         row = {c: getattr(r, c, None) for c in SUMMARY_COLUMNS}
         row["tripwire"] = r.tripwire.text
         row["kernel_line"] = r.kernel_line or "not recorded"
@@ -79,8 +148,14 @@ def kernel_rows(launches: Iterable[LaunchRow]) -> list[dict[str, Any]]:
     """Every server and each kernel line it printed (kernels_by_server.tsv); silence is a row too."""
     rows = []
     for launch in sorted(launches, key=lambda r: (r.box, r.arm, r.id)):
-        server = {"box": launch.box, "launch_id": launch.id, "arm": launch.arm, "model": launch.model,
-                  "state": launch.state, "failure_reason": launch.failure_reason}  # fmt: skip
+        server = {
+            "box": launch.box,
+            "launch_id": launch.id,
+            "arm": launch.arm,
+            "model": launch.model,
+            "state": launch.state,
+            "failure_reason": launch.failure_reason,
+        }
         lines: Sequence[tuple[str | None, str]] = launch.kernel_lines or [(None, "none recorded")]
         rows += [{**server, "category": category, "line": line} for category, line in lines]
     return rows
@@ -125,8 +200,17 @@ def render(rows: list[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "json":
-        records = [{c: (bool(r.get(c)) if c in FLAGS or (c in UNKNOWN_OR_FLAG and r.get(c) is not None)
-                        else r.get(c)) for c in columns} for r in rows]  # fmt: skip
+        records = [
+            {
+                c: (
+                    bool(r.get(c))
+                    if c in FLAGS or (c in UNKNOWN_OR_FLAG and r.get(c) is not None)
+                    else r.get(c)
+                )
+                for c in columns
+            }
+            for r in rows
+        ]
         return json.dumps(records, indent=2, ensure_ascii=False) + "\n"
     buf = io.StringIO()
     if fmt == "csv":
@@ -149,7 +233,9 @@ def write_atomic(text: str, destination: str | None) -> None:
         return
     path = Path(destination)
     if path.is_dir():
-        raise ExportError(f"-o {destination}: is a directory; give a file name, e.g. {path / 'summary_all.tsv'}")
+        raise ExportError(
+            f"-o {destination}: is a directory; give a file name, e.g. {path / 'summary_all.tsv'}"
+        )
     if not path.parent.exists():
         raise ExportError(f"-o {destination}: directory {path.parent} does not exist")
     try:

@@ -31,7 +31,9 @@ def bin_with_fake_smi(tmp: Path, fixture: Path | str) -> Path:
     return bin_dir
 
 
-def write_fixture_variant(tmp: Path, name: str, change: Callable[[dict[str, Any]], None], base: str = "h200") -> Path:
+def write_fixture_variant(
+    tmp: Path, name: str, change: Callable[[dict[str, Any]], None], base: str = "h200"
+) -> Path:
     """A copy of a real fixture with one fault applied (an [N/A] value, a field this driver lacks...)."""
     fx = json.loads((ROOT / "tests" / "fixtures" / "gpus" / f"{base}.json").read_text())
     change(fx)
@@ -44,8 +46,14 @@ def write_fixture_variant(tmp: Path, name: str, change: Callable[[dict[str, Any]
 class AgentBox:
     """One agent daemon (a real detached process) in ``home``."""
 
-    def __init__(self, home: Path, path_prefix: list[Path] | None = None, env: dict[str, str] | None = None,
-                 interval_s: float = 0.25, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        path_prefix: list[Path] | None = None,
+        env: dict[str, str] | None = None,
+        interval_s: float = 0.25,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.home = home
         self.env = dict(os.environ)
         self.env["PYTHONPATH"] = str(ROOT)
@@ -57,16 +65,30 @@ class AgentBox:
         self.pid: int | None = None
 
     def start(self, check: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "agents", "daemon", "--home", str(self.home), "--interval", str(self.interval_s),
-                *self.extra_args]
+        argv = [
+            sys.executable,
+            "-m",
+            "agents",
+            "daemon",
+            "--home",
+            str(self.home),
+            "--interval",
+            str(self.interval_s),
+            *self.extra_args,
+        ]
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60, cwd=ROOT)
         if check:
             assert proc.returncode == 0, proc.stderr + (self.home / "agent.log").read_text(errors="replace")
             self.pid = json.loads(proc.stdout)["pid"]
         return proc
 
-    def request(self, op: str, args: dict[str, Any] | None = None, command_id: str | None = None,
-                timeout: float = 60.0) -> dict[str, Any]:
+    def request(
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        command_id: str | None = None,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
         """One request/response over the socket; returns the whole response (ok, result | error)."""
         message = {"v": 1, "id": command_id or f"t{next(_ids)}", "op": op, "args": args or {}}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -96,8 +118,9 @@ class AgentBox:
             out += got
             after = got[-1]["seq"]
 
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0,
-                 what: str = "event") -> dict[str, Any]:
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0, what: str = "event"
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for event in self.events():

@@ -20,8 +20,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CLIENT_KEYS = ("out_tok_per_s", "ttft_ms_p50", "ttft_ms_mean", "tpot_ms_p50", "itl_ms_p50", "e2e_ms_p50",
-               "e2e_ms_mean", "duration_s")  # fmt: skip
+CLIENT_KEYS = (
+    "out_tok_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_mean",
+    "tpot_ms_p50",
+    "itl_ms_p50",
+    "e2e_ms_p50",
+    "e2e_ms_mean",
+    "duration_s",
+)
 """What both clients report, by the same definitions (vLLM's, research in docs/facts.md)."""
 SERVER_HISTOGRAMS = {
     "ttft_ms_mean": "vllm:time_to_first_token_seconds",
@@ -107,7 +115,9 @@ class CpuSampler(threading.Thread):
         with self.lock:
             if rescan:
                 self.sessions = {n: (sid, session_pids(sid)) for n, (sid, _) in self.sessions.items()}
-            self.samples.append((time.perf_counter(), {n: cpu_s(pids) for n, (_, pids) in self.sessions.items()}))
+            self.samples.append(
+                (time.perf_counter(), {n: cpu_s(pids) for n, (_, pids) in self.sessions.items()})
+            )
 
     def run(self) -> None:
         for i in itertools.count(1):
@@ -161,9 +171,11 @@ class ServerView:
     average. Near C when the client kept C streams busy and timed its run as the server saw it."""
 
     @classmethod
-    def between(cls, before: dict[str, float], after: dict[str, float], wall_s: float,
-                cpu: float | None = None) -> ServerView:
+    def between(
+        cls, before: dict[str, float], after: dict[str, float], wall_s: float, cpu: float | None = None
+    ) -> ServerView:
         """``wall_s``: the client's timed window; ``cpu``: the server's CPU seconds inside it."""
+
         def delta(name: str) -> float:
             return after.get(name, 0.0) - before.get(name, 0.0)
 
@@ -203,12 +215,26 @@ class Target:
     vllm_python: Path
 
 
-def spawn(label: str, argv: list[str], cpus: list[int], sampler: CpuSampler | None, cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> str:
+def spawn(
+    label: str,
+    argv: list[str],
+    cpus: list[int],
+    sampler: CpuSampler | None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run a client pinned to ``cpus`` in a process session of its own, watched by ``sampler`` as
     ``client``; its stdout, or RuntimeError with its stderr's end."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)))
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)),
+    )
     if sampler:
         sampler.watch("client", proc.pid)
     try:
@@ -221,17 +247,46 @@ def spawn(label: str, argv: list[str], cpus: list[int], sampler: CpuSampler | No
     return out
 
 
-def run_ours(target: Target, shape: Shape, cpus: list[int], tmp: Path, sampler: CpuSampler | None = None,
-             root: Path = ROOT) -> dict[str, Any]:
+def run_ours(
+    target: Target,
+    shape: Shape,
+    cpus: list[int],
+    tmp: Path,
+    sampler: CpuSampler | None = None,
+    root: Path = ROOT,
+) -> dict[str, Any]:
     """One run of the load generator of checkout ``root``, warm-up off: its result, the means vLLM also
     reports, and its timed ``window`` in perf_counter seconds."""
     records = tmp / "ours.jsonl"
-    argv = [sys.executable, "-m", "agents.loadgen", "--base-url", target.base_url, "--model", target.model,
-            "--tokenizer", str(target.tokenizer), "--input-len", str(shape.input_len),
-            "--output-len", str(shape.output_len), "--concurrency", str(shape.concurrency),
-            "--prompts", str(shape.prompts), "--warmup", "0", "--json", "--quiet", "--records", str(records)]
+    argv = [
+        sys.executable,
+        "-m",
+        "agents.loadgen",
+        "--base-url",
+        target.base_url,
+        "--model",
+        target.model,
+        "--tokenizer",
+        str(target.tokenizer),
+        "--input-len",
+        str(shape.input_len),
+        "--output-len",
+        str(shape.output_len),
+        "--concurrency",
+        str(shape.concurrency),
+        "--prompts",
+        str(shape.prompts),
+        "--warmup",
+        "0",
+        "--json",
+        "--quiet",
+        "--records",
+        str(records),
+    ]
     out: dict[str, Any] = json.loads(spawn("agents.loadgen", argv, cpus, sampler, cwd=root))
-    ok = [r for r in map(json.loads, records.read_text().splitlines()[1:]) if r["error"] is None and r["events"]]
+    ok = [
+        r for r in map(json.loads, records.read_text().splitlines()[1:]) if r["error"] is None and r["events"]
+    ]
     out["ttft_ms_mean"] = statistics.fmean(r["events"][0][0] - r["start_ms"] for r in ok)
     out["e2e_ms_mean"] = statistics.fmean(r["events"][-1][0] - r["start_ms"] for r in ok)
     out["prompt_tokens"] = sum(r["prompt_tokens"] or 0 for r in ok)
@@ -252,31 +307,77 @@ def read_gaps(events: list[list[float]]) -> list[float]:
     return gaps
 
 
-def run_reference(target: Target, shape: Shape, cpus: list[int], tmp: Path, seed: int | None,
-                  sampler: CpuSampler | None = None) -> dict[str, Any]:
+def run_reference(
+    target: Target,
+    shape: Shape,
+    cpus: list[int],
+    tmp: Path,
+    seed: int | None,
+    sampler: CpuSampler | None = None,
+) -> dict[str, Any]:
     """One run of `vllm bench serve` (``seed`` None: its default, 0): its result under this load generator's
     keys, and its timed ``window`` in perf_counter seconds."""
     name = "vllm.json"
-    argv = [str(target.vllm_python), "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
-            "--base-url", target.base_url, "--endpoint", "/v1/completions", "--model", target.model,
-            "--tokenizer", str(target.tokenizer), "--dataset-name", "random",
-            "--random-input-len", str(shape.input_len), "--random-output-len", str(shape.output_len),
-            "--num-prompts", str(shape.prompts), "--max-concurrency", str(shape.concurrency),
-            "--request-rate", "inf", "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--disable-tqdm", "--save-result", "--save-detailed", "--result-dir", str(tmp), "--result-filename", name,
-            *(["--seed", str(seed)] if seed is not None else [])]
+    argv = [
+        str(target.vllm_python),
+        "-m",
+        "vllm.entrypoints.cli.main",
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        target.base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        target.model,
+        "--tokenizer",
+        str(target.tokenizer),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(shape.input_len),
+        "--random-output-len",
+        str(shape.output_len),
+        "--num-prompts",
+        str(shape.prompts),
+        "--max-concurrency",
+        str(shape.concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(tmp),
+        "--result-filename",
+        name,
+        *(["--seed", str(seed)] if seed is not None else []),
+    ]
     spawn("vllm bench serve", argv, cpus, sampler, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     r = json.loads((tmp / name).read_text())
     # Its request start times are perf_counter readings, CLOCK_MONOTONIC: the same clock in every process.
     ends = [t + latency for t, latency in zip(r["start_times"], r["latencies"], strict=True)]
     return {
         "window": (min(r["start_times"]), max(ends)),
-        "out_tok_per_s": r["output_throughput"], "ttft_ms_p50": r["median_ttft_ms"],
-        "ttft_ms_mean": r["mean_ttft_ms"], "tpot_ms_p50": r["median_tpot_ms"], "itl_ms_p50": r["median_itl_ms"],
-        "e2e_ms_p50": r["median_e2el_ms"], "e2e_ms_mean": r["mean_e2el_ms"], "duration_s": r["duration"],
-        "completed": r["completed"], "failed": r["failed"], "prompt_tokens": r["total_input_tokens"], "seed": seed,
+        "out_tok_per_s": r["output_throughput"],
+        "ttft_ms_p50": r["median_ttft_ms"],
+        "ttft_ms_mean": r["mean_ttft_ms"],
+        "tpot_ms_p50": r["median_tpot_ms"],
+        "itl_ms_p50": r["median_itl_ms"],
+        "e2e_ms_p50": r["median_e2el_ms"],
+        "e2e_ms_mean": r["mean_e2el_ms"],
+        "duration_s": r["duration"],
+        "completed": r["completed"],
+        "failed": r["failed"],
+        "prompt_tokens": r["total_input_tokens"],
+        "seed": seed,
         "decode_gaps_ms": [gap * 1000 for itl in r["itls"] for gap in itl],
-    }  # fmt: skip
+    }
 
 
 Runner = Callable[[CpuSampler | None], dict[str, Any]]
@@ -305,7 +406,9 @@ def measured(base_url: str, session: int | None, run: Runner) -> dict[str, Any]:
     return {"load_1m": load, "client": keep, "server": asdict(server), "vs_server": vs}
 
 
-def vs_server(client: dict[str, Any], server: ServerView, decode_gaps_ms: list[float]) -> dict[str, float | None]:
+def vs_server(
+    client: dict[str, Any], server: ServerView, decode_gaps_ms: list[float]
+) -> dict[str, float | None]:
     """One run's client figures against the server's own for the same requests. Between runs the server's
     pace moves by tens of percent; inside one run a client that times the stream as the server made it
     reads a TPOT p50 near the server's mean inter-token latency and adds only its transport (HTTP, the API
@@ -321,6 +424,12 @@ def vs_server(client: dict[str, Any], server: ServerView, decode_gaps_ms: list[f
         return a - b if a is not None and b is not None else None
 
     tpot, itl = client["tpot_ms_p50"], server.itl_ms_mean
-    seen = sum(g >= itl / 10 for g in decode_gaps_ms) / len(decode_gaps_ms) if itl and decode_gaps_ms else None
-    return {"ttft_ms_mean_added": gap("ttft_ms_mean"), "e2e_ms_mean_added": gap("e2e_ms_mean"),
-            "tpot_p50_over_server_itl": tpot / itl if tpot and itl else None, "decode_seen_share": seen}  # fmt: skip
+    seen = (
+        sum(g >= itl / 10 for g in decode_gaps_ms) / len(decode_gaps_ms) if itl and decode_gaps_ms else None
+    )
+    return {
+        "ttft_ms_mean_added": gap("ttft_ms_mean"),
+        "e2e_ms_mean_added": gap("e2e_ms_mean"),
+        "tpot_p50_over_server_itl": tpot / itl if tpot and itl else None,
+        "decode_seen_share": seen,
+    }

@@ -21,7 +21,10 @@ PREFIX = CACHE / "box-python"
 
 def _ok() -> bool:
     python = PREFIX / "bin" / "python"
-    return python.exists() and subprocess.run([str(python), "-c", "import openai"], capture_output=True).returncode == 0
+    return (
+        python.exists()
+        and subprocess.run([str(python), "-c", "import openai"], capture_output=True).returncode == 0
+    )
 
 
 def ensure() -> Path:
@@ -32,7 +35,9 @@ def ensure() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _ok():
             subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--clear", str(PREFIX)], check=True)
-            subprocess.run([str(PREFIX / "bin" / "python"), "-m", "pip", "install", "-q", "openai"], check=True)
+            subprocess.run(
+                [str(PREFIX / "bin" / "python"), "-m", "pip", "install", "-q", "openai"], check=True
+            )
             subprocess.run(["chmod", "-R", "a+rX", str(PREFIX)], check=True)
     return PREFIX / "bin" / "python"
 

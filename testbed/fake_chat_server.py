@@ -30,7 +30,11 @@ def answer_for(mode: str, expected: str) -> tuple[str, str | None, str]:
     if mode == "degenerate":
         return "The answer is the answer is the answer. " * 30, None, "length"
     if mode == "digits":
-        return " ".join(str(d) * 3 for d in range(1, 10)) + " " + " ".join(str(d) * 4 for d in range(1, 10)), None, "length"
+        return (
+            " ".join(str(d) * 3 for d in range(1, 10)) + " " + " ".join(str(d) * 4 for d in range(1, 10)),
+            None,
+            "length",
+        )
     if mode == "right-then-digits":
         return f"{expected} 111 222 333", None, "length"
     if mode == "counting":
@@ -38,10 +42,20 @@ def answer_for(mode: str, expected: str) -> tuple[str, str | None, str]:
     if mode == "bang":
         return "!" * 200, None, "length"
     if mode == "leak-tags":
-        return f"Okay, the user asks a question. Let me work it out carefully.\n</think>\n\n{expected}", None, "stop"
+        return (
+            f"Okay, the user asks a question. Let me work it out carefully.\n</think>\n\n{expected}",
+            None,
+            "stop",
+        )
     if mode == "leak-prose":
-        return ("We need to answer user's request. The question is simple; compute it and reply briefly.\n\n"
-                f"Answer: {expected}"), None, "stop"
+        return (
+            (
+                "We need to answer user's request. The question is simple; compute it and reply briefly.\n\n"
+                f"Answer: {expected}"
+            ),
+            None,
+            "stop",
+        )
     if mode == "parsed":
         return expected, "The user wants a short answer. Recall the fact and state it.", "stop"
     if mode == "truncated":
@@ -55,8 +69,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeChatServer:
-    def __init__(self, default: str = "correct", modes: dict[str, str] | None = None, model: str = "fake",
-                 max_model_len: int = 40960) -> None:
+    def __init__(
+        self,
+        default: str = "correct",
+        modes: dict[str, str] | None = None,
+        model: str = "fake",
+        max_model_len: int = 40960,
+    ) -> None:
         self.default = default
         self.max_model_len = max_model_len
         self.modes = dict(modes or {})
@@ -71,8 +90,10 @@ class FakeChatServer:
             def do_GET(self) -> None:
                 if self.path != "/v1/models":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                self._send(200, {"object": "list",
-                                 "data": [{"id": server.model, "max_model_len": server.max_model_len}]})
+                self._send(
+                    200,
+                    {"object": "list", "data": [{"id": server.model, "max_model_len": server.max_model_len}]},
+                )
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -80,19 +101,29 @@ class FakeChatServer:
                 item = BY_PROMPT.get(body["messages"][-1]["content"])
                 mode = server.modes.get(item.id, server.default) if item else "wrong"
                 if self.path != "/v1/chat/completions" or body.get("model") != server.model:
-                    return self._send(404, {"error": {"message": f"no model {body.get('model')!r} at {self.path}"}})
+                    return self._send(
+                        404, {"error": {"message": f"no model {body.get('model')!r} at {self.path}"}}
+                    )
                 if mode == "http-500":
                     return self._send(500, {"error": {"message": "engine dead"}})
                 content, reasoning, finish = answer_for(mode, item.expect[0] if item else "")
                 message: dict[str, Any] = {"role": "assistant", "content": content}
                 if reasoning is not None:
                     message["reasoning_content"] = reasoning
-                self._send(200, {
-                    "id": "chatcmpl-fake", "object": "chat.completion", "model": server.model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 20, "completion_tokens": len(content.split()),
-                              "total_tokens": 20 + len(content.split())},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "model": server.model,
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {
+                            "prompt_tokens": 20,
+                            "completion_tokens": len(content.split()),
+                            "total_tokens": 20 + len(content.split()),
+                        },
+                    },
+                )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

@@ -55,10 +55,10 @@ def install(env_dir: Path, python: str = sys.executable) -> Path:
     with openai, as a real serving environment has it)."""
     (env_dir / "bin").mkdir(parents=True, exist_ok=True)
     script = env_dir / "bin" / "vllm"
-    script.write_text(f"#!/bin/sh\nexec {python} {Path(__file__).resolve()} \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nexec {python} {Path(__file__).resolve()} "$@"\n')
     script.chmod(0o755)
     interpreter = env_dir / "bin" / "python"  # a script, not a symlink: a venv is found from the real path
-    interpreter.write_text(f"#!/bin/sh\nexec {python} \"$@\"\n")
+    interpreter.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
     interpreter.chmod(0o755)
     return env_dir
 
@@ -66,7 +66,9 @@ def install(env_dir: Path, python: str = sys.executable) -> Path:
 def write_model(model_dir: Path, vocab_size: int = 1024) -> Path:
     """A model directory the load generator can read its vocabulary from (the served model's root)."""
     model_dir.mkdir(parents=True, exist_ok=True)
-    (model_dir / "config.json").write_text(json.dumps({"vocab_size": vocab_size, "eos_token_id": 2, "bos_token_id": 1}))
+    (model_dir / "config.json").write_text(
+        json.dumps({"vocab_size": vocab_size, "eos_token_id": 2, "bos_token_id": 1})
+    )
     return model_dir
 
 
@@ -85,13 +87,17 @@ def _refuse(backend: str, accepts: list[str], refusal: str) -> None:
     stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
     prefix = f"(Worker pid={os.getpid()}) ERROR {stamp} [multiproc_executor.py:953] "
     if refusal == "unsupported":
-        raised = ("    raise ValueError(_make_log_unsupported(backend, reason))",
-                  f"ValueError: Unquantized MoE backend {backend} does not support the deployment configuration "
-                  "since kernel does not support current device cpu.")  # fmt: skip
+        raised = (
+            "    raise ValueError(_make_log_unsupported(backend, reason))",
+            f"ValueError: Unquantized MoE backend {backend} does not support the deployment configuration "
+            "since kernel does not support current device cpu.",
+        )
     else:
-        raised = ("    raise ValueError(",
-                  f"ValueError: moe_backend='{backend}' is not supported for unquantized MoE. "
-                  f"Expected one of {accepts!r}.")  # fmt: skip
+        raised = (
+            "    raise ValueError(",
+            f"ValueError: moe_backend='{backend}' is not supported for unquantized MoE. "
+            f"Expected one of {accepts!r}.",
+        )
     for line in (
         "WorkerProc failed to start.",
         "Traceback (most recent call last):",
@@ -101,22 +107,30 @@ def _refuse(backend: str, accepts: list[str], refusal: str) -> None:
         print(prefix + line, flush=True)
     print("Traceback (most recent call last):", flush=True)
     print('  File "/fake/vllm/v1/engine/core_client.py", line 101, in __init__', flush=True)
-    print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
-          "{'EngineCore': 1}", flush=True)  # fmt: skip
+    print(
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+        "{'EngineCore': 1}",
+        flush=True,
+    )
     sys.exit(1)
 
 
 def _chat(body: dict[str, Any], model: str, mode: str) -> dict[str, Any]:
     item = BY_PROMPT.get(body["messages"][-1]["content"])
-    content, reasoning, finish = answer_for("degenerate" if mode == "degenerate" else "correct",
-                                            item.expect[0] if item else "")  # fmt: skip
+    content, reasoning, finish = answer_for(
+        "degenerate" if mode == "degenerate" else "correct", item.expect[0] if item else ""
+    )
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning is not None:
         message["reasoning_content"] = reasoning
     words = len(content.split())
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": words, "total_tokens": 20 + words}}  # fmt: skip
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": words, "total_tokens": 20 + words},
+    }
 
 
 class _Server(ThreadingHTTPServer):
@@ -146,11 +160,21 @@ def serve(argv: list[str]) -> None:
     mode = os.environ.get("FAKE_ENGINE_MODE", "serve")
     accepts = [a for a in os.environ.get("FAKE_ENGINE_MOE_ACCEPTS", "Triton").split(",") if a]
     kv_tokens = int(os.environ.get("FAKE_ENGINE_KV_TOKENS", "4096"))
-    _log("APIServer", "INFO", "api_utils.py:286", f"non-default args: {{'model': {model_path!r}, 'port': {port}}}")
+    _log(
+        "APIServer",
+        "INFO",
+        "api_utils.py:286",
+        f"non-default args: {{'model': {model_path!r}, 'port': {port}}}",
+    )
     caching = "--no-enable-prefix-caching" not in argv
-    _log("EngineCore", "INFO", "core.py:133", "Initializing a V1 LLM engine (v0.32.0) with config: "
-         f"model={model_path!r}, enable_prefix_caching={caching}, "
-         f"kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})")  # fmt: skip
+    _log(
+        "EngineCore",
+        "INFO",
+        "core.py:133",
+        "Initializing a V1 LLM engine (v0.32.0) with config: "
+        f"model={model_path!r}, enable_prefix_caching={caching}, "
+        f"kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})",
+    )
     time.sleep(float(os.environ.get("FAKE_ENGINE_STARTUP_S", "0.5")))
     if mode == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -158,15 +182,29 @@ def serve(argv: list[str]) -> None:
     if moe != "auto" and moe not in names:
         _refuse(moe or "", accepts, os.environ.get("FAKE_ENGINE_MOE_REFUSAL", "expected"))
     chosen = names.get(moe or "", accepts[0])
-    _log("Worker", "INFO", "unquantized.py:364",
-         f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.")  # fmt: skip
+    _log(
+        "Worker",
+        "INFO",
+        "unquantized.py:364",
+        f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.",
+    )
     visible = [int(g) for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     if os.environ.get("FAKE_ENGINE_GPU_MIB") and visible:  # weights and KV cache loaded on its GPUs
         tell(visible, float(os.environ["FAKE_ENGINE_GPU_MIB"]), f"vllm serve {served}")
     if os.environ.get("FAKE_ENGINE_LINEAR_KERNEL"):  # vLLM's format: kernels/linear/__init__.py
-        _log("EngineCore", "INFO", "__init__.py:683", f"Using {os.environ['FAKE_ENGINE_LINEAR_KERNEL']} for NVFP4 GEMM")
-    _log("EngineCore", "INFO", "kv_cache_utils.py:2327", f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "
-         f"concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x")  # fmt: skip
+        _log(
+            "EngineCore",
+            "INFO",
+            "__init__.py:683",
+            f"Using {os.environ['FAKE_ENGINE_LINEAR_KERNEL']} for NVFP4 GEMM",
+        )
+    _log(
+        "EngineCore",
+        "INFO",
+        "kv_cache_utils.py:2327",
+        f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "
+        f"concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x",
+    )
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -178,8 +216,10 @@ def serve(argv: list[str]) -> None:
             if self.path == "/health":
                 self._send(200, b"", "text/plain")
             elif self.path == "/v1/models":
-                models = {"object": "list", "data": [{"id": served, "object": "model", "root": model_path,
-                                                       "max_model_len": max_len}]}  # fmt: skip
+                models = {
+                    "object": "list",
+                    "data": [{"id": served, "object": "model", "root": model_path, "max_model_len": max_len}],
+                }
                 self._send(200, json.dumps(models).encode())
             elif self.path == "/metrics":
                 text = f'vllm:num_requests_running{{model_name="{served}"}} 0.0\n'

@@ -28,10 +28,28 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-HELP_QUERY_GPU = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "nvidia-smi" / "h200" / "smi_help_query_gpu.txt"
-_LOCAL_HELP = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus" / "smi_help_query_gpu.txt"
-APP_FIELDS = {"timestamp", "gpu_name", "gpu_bus_id", "gpu_serial", "gpu_uuid", "pid", "process_name",
-              "used_gpu_memory", "used_memory"}
+HELP_QUERY_GPU = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "fixtures"
+    / "nvidia-smi"
+    / "h200"
+    / "smi_help_query_gpu.txt"
+)
+_LOCAL_HELP = (
+    Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus" / "smi_help_query_gpu.txt"
+)
+APP_FIELDS = {
+    "timestamp",
+    "gpu_name",
+    "gpu_bus_id",
+    "gpu_serial",
+    "gpu_uuid",
+    "pid",
+    "process_name",
+    "used_gpu_memory",
+    "used_memory",
+}
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "gpus"
 
 
@@ -100,8 +118,17 @@ def tell(gpus: list[int], used_mib: float, name: str | None = None) -> Path:
     pid = os.getpid()
     path = folder / f"{pid}.json"
     tmp = folder / f"{pid}.json.tmp"
-    tmp.write_text(json.dumps({"pid": pid, "start_ticks": _start_ticks(pid), "gpus": gpus, "used_mib": used_mib,
-                               "name": name or sys.executable}))  # fmt: skip
+    tmp.write_text(
+        json.dumps(
+            {
+                "pid": pid,
+                "start_ticks": _start_ticks(pid),
+                "gpus": gpus,
+                "used_mib": used_mib,
+                "name": name or sys.executable,
+            }
+        )
+    )
     os.replace(tmp, path)
     return path
 
@@ -175,15 +202,23 @@ class Fake:
                 return f'Field "{f}" is not a valid field to query.\n\n'
         by_index = {int(g["index"]): g for g in self.fx["gpus"]}
         rows = []
-        running = [{"gpu": g, "pid": t["pid"], "name": t["name"], "used_memory": f"{float(t['used_mib']):.0f} MiB"}
-                   for t in told() for g in t["gpus"]]  # fmt: skip
+        running = [
+            {"gpu": g, "pid": t["pid"], "name": t["name"], "used_memory": f"{float(t['used_mib']):.0f} MiB"}
+            for t in told()
+            for g in t["gpus"]
+        ]
         for p in [*self.fx.get("processes", []), *running]:
             g = by_index.get(int(p["gpu"]), {})
             source = {
-                "pid": str(p["pid"]), "process_name": p["name"], "used_memory": p["used_memory"],
-                "used_gpu_memory": p["used_memory"], "gpu_uuid": _pick(g.get("uuid", "[N/A]"), 0),
-                "gpu_bus_id": _pick(g.get("pci.bus_id", "[N/A]"), 0), "gpu_name": _pick(g.get("name", "[N/A]"), 0),
-                "gpu_serial": "[N/A]", "timestamp": datetime.now(UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3],
+                "pid": str(p["pid"]),
+                "process_name": p["name"],
+                "used_memory": p["used_memory"],
+                "used_gpu_memory": p["used_memory"],
+                "gpu_uuid": _pick(g.get("uuid", "[N/A]"), 0),
+                "gpu_bus_id": _pick(g.get("pci.bus_id", "[N/A]"), 0),
+                "gpu_name": _pick(g.get("name", "[N/A]"), 0),
+                "gpu_serial": "[N/A]",
+                "timestamp": datetime.now(UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3],
             }
             rows.append([source[f] for f in fields])
         return self._csv(fields, rows, fmt)
@@ -213,25 +248,42 @@ class Fake:
         for g in fx["gpus"]:
             draw = _strip_unit(_pick(g.get("power.draw", "0 W"), self.tick)).split(".")[0]
             cap = _strip_unit(_pick(g.get("enforced.power.limit", "0 W"), 0)).split(".")[0]
-            lines.append(f"| {g['index']:>3}  {_pick(g.get('name', ''), 0):<36}|   {_pick(g.get('pci.bus_id', ''), 0)} Off |"
-                         "                    0 |")
-            lines.append(f"| N/A   {_pick(g.get('temperature.gpu', '0'), 0)}C    {_pick(g.get('pstate', 'P0'), 0)}"
-                         f"             {draw}W / {cap}W |  {_strip_unit(_pick(g.get('memory.used', '0 MiB'), 0))}MiB / "
-                         f"{_strip_unit(_pick(g.get('memory.total', '0 MiB'), 0))}MiB |      "
-                         f"{_strip_unit(_pick(g.get('utilization.gpu', '0 %'), 0))}%      Default |")
-        lines.append("+-----------------------------------------+------------------------+----------------------+")
+            lines.append(
+                f"| {g['index']:>3}  {_pick(g.get('name', ''), 0):<36}|   {_pick(g.get('pci.bus_id', ''), 0)} Off |"
+                "                    0 |"
+            )
+            lines.append(
+                f"| N/A   {_pick(g.get('temperature.gpu', '0'), 0)}C    {_pick(g.get('pstate', 'P0'), 0)}"
+                f"             {draw}W / {cap}W |  {_strip_unit(_pick(g.get('memory.used', '0 MiB'), 0))}MiB / "
+                f"{_strip_unit(_pick(g.get('memory.total', '0 MiB'), 0))}MiB |      "
+                f"{_strip_unit(_pick(g.get('utilization.gpu', '0 %'), 0))}%      Default |"
+            )
+        lines.append(
+            "+-----------------------------------------+------------------------+----------------------+"
+        )
         return "\n".join(lines) + "\n"
 
     def full_query(self) -> str:
         fx = self.fx
-        out = ["", "==============NVSMI LOG==============", "",
-               f"{'Driver Version':<55}: {fx['driver_version']}", f"{'CUDA Version':<55}: {fx['cuda_version']}", "",
-               f"{'Attached GPUs':<55}: {len(fx['gpus'])}"]
+        out = [
+            "",
+            "==============NVSMI LOG==============",
+            "",
+            f"{'Driver Version':<55}: {fx['driver_version']}",
+            f"{'CUDA Version':<55}: {fx['cuda_version']}",
+            "",
+            f"{'Attached GPUs':<55}: {len(fx['gpus'])}",
+        ]
         for g in fx["gpus"]:
             out.append(f"GPU {_pick(g.get('pci.bus_id', ''), 0)}")
-            for label, key in (("Product Name", "name"), ("GPU UUID", "uuid"),
-                               ("Current Power Limit", "power.limit"), ("Default Power Limit", "power.default_limit"),
-                               ("Min Power Limit", "power.min_limit"), ("Max Power Limit", "power.max_limit")):
+            for label, key in (
+                ("Product Name", "name"),
+                ("GPU UUID", "uuid"),
+                ("Current Power Limit", "power.limit"),
+                ("Default Power Limit", "power.default_limit"),
+                ("Min Power Limit", "power.min_limit"),
+                ("Max Power Limit", "power.max_limit"),
+            ):
                 out.append(f"    {label:<51}: {_pick(g.get(key, 'N/A'), self.tick).strip('[]')}")
         return "\n".join(out) + "\n"
 
@@ -309,8 +361,17 @@ def build_libcuda(fixture: Path | str, out_dir: Path) -> Path:
     lib_dir.mkdir(parents=True, exist_ok=True)
     source = Path(__file__).resolve().parent / "fake_libcuda.c"
     subprocess.run(
-        ["gcc", "-shared", "-fPIC", f"-DFAKE_CUINIT={int(fx.get('cuinit', 0))}",
-         f"-DFAKE_CUDA_VERSION={major * 1000 + minor * 10}", "-o", str(lib_dir / "libcuda.so.1"), str(source)],
-        check=True, capture_output=True,
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            f"-DFAKE_CUINIT={int(fx.get('cuinit', 0))}",
+            f"-DFAKE_CUDA_VERSION={major * 1000 + minor * 10}",
+            "-o",
+            str(lib_dir / "libcuda.so.1"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
     )
     return lib_dir

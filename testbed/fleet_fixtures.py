@@ -48,14 +48,21 @@ def box_started(name: str, gpu_fixture: str | None = "h200") -> SshBox:
     return box
 
 
-def register(store: Store, box: SshBox, *, name: str | None = None, port: int | None = None,
-             pin: bool = True) -> Box:  # fmt: skip
+def register(
+    store: Store, box: SshBox, *, name: str | None = None, port: int | None = None, pin: bool = True
+) -> Box:
     """Add the box to ``store``; ``pin`` stores its host key as operator-trusted (TOFU already confirmed)."""
-    return store.boxes.add(Box(
-        name=name or box.name, ssh_user=box.user, host="127.0.0.1", port=port or box.port,
-        key_path=str(box.client_key), host_key=box.host_key_line if pin else None,
-        host_key_source="tofu" if pin else None,
-    ))  # fmt: skip
+    return store.boxes.add(
+        Box(
+            name=name or box.name,
+            ssh_user=box.user,
+            host="127.0.0.1",
+            port=port or box.port,
+            key_path=str(box.client_key),
+            host_key=box.host_key_line if pin else None,
+            host_key_source="tofu" if pin else None,
+        )
+    )
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,10 @@ def free_ports(n: int) -> int:
     """The first of ``n`` consecutive loopback ports that nothing listens on now."""
     top = _ephemeral_floor() - n
     if top <= LOWEST:
-        raise RuntimeError(f"the ephemeral port range starts at {top + n}: no room below it for test servers; "
-                           f"raise it in {RANGE_FILE}")  # fmt: skip
+        raise RuntimeError(
+            f"the ephemeral port range starts at {top + n}: no room below it for test servers; "
+            f"raise it in {RANGE_FILE}"
+        )
     for base in random.sample(range(LOWEST, top), min(500, top - LOWEST)):
         try:
             with contextlib.ExitStack() as stack:

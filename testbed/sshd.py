@@ -82,7 +82,9 @@ class SshBox:
         self.stop()
         for status in Path("/proc").glob("[0-9]*/status"):
             try:
-                uid = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("Uid:"))
+                uid = next(
+                    line.split()[1] for line in status.read_text().splitlines() if line.startswith("Uid:")
+                )
             except (OSError, StopIteration):
                 continue
             if int(uid) == self.uid:
@@ -112,11 +114,25 @@ class SshdFarm:
         self.tag = secrets.token_hex(2)
         self.client_key = root / "client_ed25519"
         if not self.client_key.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "campaign-tests", "-f", str(self.client_key)])
+            _run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "campaign-tests",
+                    "-f",
+                    str(self.client_key),
+                ]
+            )
         self.boxes: dict[str, SshBox] = {}
 
-    def start(self, name: str, gpu_fixture: str | None = "h200", port: int | None = None,
-              key_type: str = "ed25519") -> SshBox:  # fmt: skip
+    def start(
+        self, name: str, gpu_fixture: str | None = "h200", port: int | None = None, key_type: str = "ed25519"
+    ) -> SshBox:
         """A running box; ``gpu_fixture`` names tests/fixtures/gpus/<name>.json or is an absolute path to a fixture
         (None: no GPU tooling);
         ``key_type`` is its one host key's type (ed25519, ecdsa or rsa), as sshd offers nothing else."""
@@ -137,12 +153,16 @@ class SshdFarm:
         env = [f"PATH={bin_dir}:/usr/local/bin:/usr/bin:/bin"]
         fixture = None
         if gpu_fixture is not None:
-            fixture = Path(gpu_fixture) if Path(gpu_fixture).is_absolute() else GPU_FIXTURES / f"{gpu_fixture}.json"
+            fixture = (
+                Path(gpu_fixture) if Path(gpu_fixture).is_absolute() else GPU_FIXTURES / f"{gpu_fixture}.json"
+            )
             smi = bin_dir / "nvidia-smi"
             # The fixture is named in the wrapper, not in the session's environment: the agent keeps only
             # an allowlist of variables for itself and what it starts (agents/environ.py).
-            smi.write_text(f'#!/bin/sh\nFAKE_NVIDIA_SMI_FIXTURE="${{FAKE_NVIDIA_SMI_FIXTURE:-{fixture}}}" '
-                           f'exec /usr/bin/python3 {FAKE_SMI} "$@"\n')
+            smi.write_text(
+                f'#!/bin/sh\nFAKE_NVIDIA_SMI_FIXTURE="${{FAKE_NVIDIA_SMI_FIXTURE:-{fixture}}}" '
+                f'exec /usr/bin/python3 {FAKE_SMI} "$@"\n'
+            )
             smi.chmod(0o755)
         port = port or free_port()
         config = base / "sshd_config"
@@ -176,10 +196,18 @@ class SshdFarm:
         process = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
         _wait_banner(port, process, base / "sshd.log")
         box = SshBox(
-            name=name, user=user, port=port, root=base, home=home,
+            name=name,
+            user=user,
+            port=port,
+            root=base,
+            home=home,
             host_key_line=" ".join(host_key.with_suffix(".pub").read_text().split()[:2]),
-            client_key=self.client_key, fixture=fixture, uid=entry.pw_uid, gid=entry.pw_gid, process=process,
-        )  # fmt: skip
+            client_key=self.client_key,
+            fixture=fixture,
+            uid=entry.pw_uid,
+            gid=entry.pw_gid,
+            process=process,
+        )
         self.boxes[name] = box
         return box
 
@@ -220,4 +248,6 @@ def _wait_banner(port: int, process: subprocess.Popen[bytes], log: Path, timeout
                     return
         except OSError:
             time.sleep(0.05)
-    raise SshdUnavailable(f"sshd on 127.0.0.1:{port} gave no banner within {timeout:g} s: {log.read_text()[-800:]}")
+    raise SshdUnavailable(
+        f"sshd on 127.0.0.1:{port} gave no banner within {timeout:g} s: {log.read_text()[-800:]}"
+    )

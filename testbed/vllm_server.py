@@ -32,8 +32,13 @@ def tiny_cpu_replica(env: VllmEnv, port: int) -> Replica:
     return resolve(load_catalog(), "tiny-cpu", box, base_port=port).replicas[0]
 
 
-def start(env: VllmEnv, log_path: Path, timeout_s: float = 420, cpus: set[int] | None = None,
-          extra_args: tuple[str, ...] = ()) -> TinyServer:
+def start(
+    env: VllmEnv,
+    log_path: Path,
+    timeout_s: float = 420,
+    cpus: set[int] | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> TinyServer:
     """Serve the tiny model; ``cpus`` pins the server and every process it starts, ``extra_args`` go after
     the arm's own (both for bench/agreement.py)."""
     replica = tiny_cpu_replica(env, free_port())

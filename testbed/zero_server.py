@@ -27,7 +27,9 @@ import sys
 
 MAX_TOKENS = re.compile(rb'"max_tokens"\s*:\s*(\d+)')
 CONTENT_LENGTH = re.compile(rb"(?im)^content-length\s*:\s*(\d+)")
-SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n"
+)
 
 
 def chunk(event: bytes) -> bytes:
@@ -36,7 +38,9 @@ def chunk(event: bytes) -> bytes:
 
 def stream_body(model: str, max_tokens: int, prompt_tokens: int) -> bytes:
     """The full chunked SSE response vLLM would send for a completion of ``max_tokens`` tokens."""
-    return SSE_HEAD + b"".join(chunk(e) for e in stream_events(model, max_tokens, prompt_tokens)) + b"0\r\n\r\n"
+    return (
+        SSE_HEAD + b"".join(chunk(e) for e in stream_events(model, max_tokens, prompt_tokens)) + b"0\r\n\r\n"
+    )
 
 
 def stream_events(model: str, max_tokens: int, prompt_tokens: int) -> list[bytes]:
@@ -45,11 +49,25 @@ def stream_events(model: str, max_tokens: int, prompt_tokens: int) -> list[bytes
 
     def token(finish: str | None) -> bytes:
         choice = {"index": 0, "text": " tok", "logprobs": None, "finish_reason": finish, "stop_reason": None}
-        return ("data: " + head + '"choices":[' + json.dumps(choice, separators=(",", ":")) + '],"usage":null}\n\n').encode()
+        return (
+            "data: "
+            + head
+            + '"choices":['
+            + json.dumps(choice, separators=(",", ":"))
+            + '],"usage":null}\n\n'
+        ).encode()
 
-    usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens, "completion_tokens": max_tokens}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + max_tokens,
+        "completion_tokens": max_tokens,
+    }
     events = [token(None)] * (max_tokens - 1) + [token("length")]
-    events.append(("data: " + head + '"choices":[],"usage":' + json.dumps(usage, separators=(",", ":")) + "}\n\n").encode())
+    events.append(
+        (
+            "data: " + head + '"choices":[],"usage":' + json.dumps(usage, separators=(",", ":")) + "}\n\n"
+        ).encode()
+    )
     events.append(b"data: [DONE]\n\n")
     return events
 
@@ -57,7 +75,10 @@ def stream_events(model: str, max_tokens: int, prompt_tokens: int) -> list[bytes
 def json_response(status: str, body: object) -> bytes:
     data = json.dumps(body).encode()
     return b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
-        status.encode(), len(data), data)
+        status.encode(),
+        len(data),
+        data,
+    )
 
 
 def prompt_tokens(body: bytes) -> int:
@@ -139,8 +160,13 @@ class ZeroProtocol(asyncio.Protocol):
         method, _, rest = request_line.partition(b" ")
         path = rest.split(b" ", 1)[0]
         if method == b"GET" and path == b"/v1/models":
-            return json_response("200 OK", {"object": "list", "data": [
-                {"id": self.model, "object": "model", "root": None, "max_model_len": 1 << 20}]})
+            return json_response(
+                "200 OK",
+                {
+                    "object": "list",
+                    "data": [{"id": self.model, "object": "model", "root": None, "max_model_len": 1 << 20}],
+                },
+            )
         if method == b"GET" and path == b"/health":
             return b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
         if method != b"POST" or path != b"/v1/completions":
@@ -192,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         children.append(pid)
     print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+
     def forward(signum: int, frame: object) -> None:
         for c in children:
             os.kill(c, signal.SIGTERM)

@@ -66,7 +66,11 @@ def pytest_runtest_makereport(
     if needed:
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
-        report.longrepr = f"needs {' and '.join(needed)} but was skipped ({reason}); CI never passes without it"
+        report.longrepr = (
+            f"needs {' and '.join(needed)} but was skipped ({reason}); CI never passes without it"
+        )
+
+
 @pytest.fixture
 def local_db(tmp_path: Path) -> Iterator[Path]:
     """A state.db whose ``local`` box has the fake engine as its serving env and a short agent home."""
@@ -74,8 +78,12 @@ def local_db(tmp_path: Path) -> Iterator[Path]:
     db = tmp_path / "state.db"
     with Store(db) as store:
         store.boxes.ensure_local()
-        store.boxes.update("local", serving_env=str(install(tmp_path / "env")),
-                           model_root=str(tmp_path / "models"), agent_home=str(home / "agent"))  # fmt: skip
+        store.boxes.update(
+            "local",
+            serving_env=str(install(tmp_path / "env")),
+            model_root=str(tmp_path / "models"),
+            agent_home=str(home / "agent"),
+        )
     write_model(tmp_path / "models" / "fake-moe")
     try:
         yield db

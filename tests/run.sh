@@ -24,8 +24,9 @@ fi
 # The sshd test boxes' serving environments: the system Python with openai, as a real box's vLLM env has it.
 python3 testbed/box_python.py
 
-# The static checks: style (and naive datetimes), strict types, and the layers' import contracts.
+# The static checks: style (and naive datetimes), one format, strict types, and the layers' import contracts.
 ruff check .
+ruff format --check .
 python3 -m mypy
 lint-imports
 python3 -m pytest -rs --durations=25 "$@"

@@ -24,7 +24,7 @@ from agents import proc
 from testbed.agent_box import AgentBox, bin_with_fake_smi, write_fixture_variant
 from testbed.ports import free_port
 
-FAKE_SERVER = r'''
+FAKE_SERVER = r"""
 import http.server, os, signal, subprocess, sys, threading, time
 
 args = sys.argv[1:]
@@ -111,7 +111,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
+"""
 
 
 @pytest.fixture
@@ -132,8 +132,14 @@ def box(tmp_path: Path) -> Iterator[AgentBox]:
 
 
 def launch_args(fake_server: Path, launch_id: str, port: int, *flags: str, **extra: Any) -> dict[str, Any]:
-    return {"launch_id": launch_id, "argv": [sys.executable, str(fake_server), "--port", str(port), *flags],
-            "env": {"CUDA_VISIBLE_DEVICES": "0"}, "gpus": [0], "port": port, **extra}
+    return {
+        "launch_id": launch_id,
+        "argv": [sys.executable, str(fake_server), "--port", str(port), *flags],
+        "env": {"CUDA_VISIBLE_DEVICES": "0"},
+        "gpus": [0],
+        "port": port,
+        **extra,
+    }
 
 
 def state_of(launch_id: str, state: str) -> Callable[[dict[str, Any]], bool]:
@@ -169,7 +175,10 @@ def test_events_seq_ack_per_consumer_and_nothing_deleted_before_every_consumer_a
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert all(isinstance(e["t_ms"], int) and e["t_ms"] > 1_700_000_000_000 for e in events)
     mid = seqs[len(seqs) // 2]
-    assert box.ok("ack", {"seq": seqs[-1], "consumer": "campaign-a"}) == {"acked_seq": seqs[-1], "registered": True}
+    assert box.ok("ack", {"seq": seqs[-1], "consumer": "campaign-a"}) == {
+        "acked_seq": seqs[-1],
+        "registered": True,
+    }
     assert box.events()[0]["seq"] == seqs[0]  # campaign-b has acked nothing: all kept
     assert box.ok("ack", {"seq": mid, "consumer": "campaign-b"})["acked_seq"] == mid
     assert box.events()[0]["seq"] == mid + 1  # rows both acked are gone, the rest kept
@@ -188,10 +197,14 @@ def test_events_seq_ack_per_consumer_and_nothing_deleted_before_every_consumer_a
 def test_a_corrupt_journal_row_is_sent_as_malformed_and_the_rows_after_it_still_go(box: AgentBox) -> None:
     box.wait_for(lambda e: e["kind"] == "gpu_sample")
     with sqlite3.connect(box.home / "journal.db", timeout=30) as db:
-        db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'gpu_sample', '{\"gpus\": [{\"gpu\": NaN}]}')")
+        db.execute(
+            "INSERT INTO events (t_ms, kind, body) VALUES (1, 'gpu_sample', '{\"gpus\": [{\"gpu\": NaN}]}')"
+        )
         db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'warning', '[not, json')")
         bad = [r[0] for r in db.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 2")]
-    after = box.wait_for(lambda e: e["kind"] == "gpu_sample" and e["seq"] > max(bad), what="a sample after them")
+    after = box.wait_for(
+        lambda e: e["kind"] == "gpu_sample" and e["seq"] > max(bad), what="a sample after them"
+    )
     events = {e["seq"]: e for e in box.events()}
     assert all("malformed" in events[seq] for seq in bad) and after["seq"] in events
     assert events[min(bad)]["body"] == '{"gpus": [{"gpu": NaN}]}'
@@ -200,7 +213,9 @@ def test_a_corrupt_journal_row_is_sent_as_malformed_and_the_rows_after_it_still_
 def test_malformed_requests_get_clear_errors(box: AgentBox) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(str(box.home / "agent.sock"))
-        s.sendall(b"not json\n" + b'{"v": 9, "id": "x", "op": "hello"}\n' + b'{"v": 1, "id": "y", "op": "fly"}\n')
+        s.sendall(
+            b"not json\n" + b'{"v": 9, "id": "x", "op": "hello"}\n' + b'{"v": 1, "id": "y", "op": "fly"}\n'
+        )
         s.shutdown(socket.SHUT_WR)
         data = b""
         while chunk := s.recv(65536):
@@ -216,8 +231,13 @@ def test_call_proxy_relays_stdio(box: AgentBox) -> None:
     import subprocess
 
     lines = b'{"v":1,"id":"p1","op":"hello","args":{}}\n{"v":1,"id":"p2","op":"launches","args":{}}\n'
-    proc = subprocess.run([sys.executable, "-m", "agents", "call", "--home", str(box.home)], input=lines,
-                          capture_output=True, env=box.env, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agents", "call", "--home", str(box.home)],
+        input=lines,
+        capture_output=True,
+        env=box.env,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     replies = [json.loads(x) for x in proc.stdout.splitlines()]
     assert [r["id"] for r in replies] == ["p1", "p2"] and all(r["ok"] for r in replies)
@@ -245,9 +265,18 @@ def test_gpu_samples_from_one_long_running_nvidia_smi(box: AgentBox) -> None:
     samples = [e for e in box.events() if e["kind"] == "gpu_sample"]
     assert len(samples) >= 2
     gpu = samples[0]["gpus"][0]
-    assert gpu == {"gpu": 0, "power_w": gpu["power_w"], "power_limit_w": 700.0, "enforced_limit_w": 700.0,
-                   "max_limit_w": 700.0, "sm_clock_mhz": 345.0, "util_pct": 0.0, "mem_used_mib": 0.0,
-                   "mem_total_mib": 143771.0, "temp_c": 36.0}
+    assert gpu == {
+        "gpu": 0,
+        "power_w": gpu["power_w"],
+        "power_limit_w": 700.0,
+        "enforced_limit_w": 700.0,
+        "max_limit_w": 700.0,
+        "sm_clock_mhz": 345.0,
+        "util_pct": 0.0,
+        "mem_used_mib": 0.0,
+        "mem_total_mib": 143771.0,
+        "temp_c": 36.0,
+    }
     assert {s["gpus"][0]["power_w"] for s in samples} <= {79.18, 79.22, 79.21, 79.12, 79.11, 79.10}
     fallback = [e for e in box.events() if e["kind"] == "warning" and e["where"] == "nvml"]
     assert len(fallback) == 1 and "NVML unavailable" in fallback[0]["message"]  # NVML missing: said once
@@ -265,7 +294,7 @@ def _children_pids(pid: int) -> list[int]:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
+            if int(stat[stat.rfind(")") + 2 :].split()[1]) == pid:
                 out.append(int(entry))
     return out
 
@@ -319,14 +348,20 @@ def test_disk_floor_stops_samples_but_keeps_lifecycle_events(tmp_path: Path) -> 
     jobs.mkdir(parents=True)
     for name in ("bench-old.jsonl", "bench-old.json", "bench-old.log"):  # a finished run of an earlier agent
         (jobs / name).write_text('{"x": 1}\n' * 100)
-    agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")],
-                     extra_args=["--disk-floor-mb", floor_mb])
+    agent = AgentBox(
+        tmp_path / "home",
+        path_prefix=[bin_with_fake_smi(tmp_path, "h200")],
+        extra_args=["--disk-floor-mb", floor_mb],
+    )
     agent.start()
     try:
         pruned = agent.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "disk")
         assert "deleted the per-request records of 1 finished run(s)" in pruned["message"]
         assert "bench-old.jsonl" in pruned["message"] and "900 bytes" in pruned["message"]
-        assert sorted(p.name for p in jobs.iterdir()) == ["bench-old.json", "bench-old.log"]  # results and logs stay
+        assert sorted(p.name for p in jobs.iterdir()) == [
+            "bench-old.json",
+            "bench-old.log",
+        ]  # results and logs stay
         low = agent.wait_for(lambda e: e["kind"] == "disk_low")
         assert low["threshold_bytes"] == 10**9 * 1024 * 1024 and low["free_bytes"] < low["threshold_bytes"]
         time.sleep(1.5)
@@ -394,8 +429,12 @@ def test_kill_escalates_to_sigkill_after_grace(box: AgentBox, fake_server: Path)
     assert stopped["exit_code"] == -signal.SIGKILL and time.monotonic() - t0 >= 1.0
 
 
-def test_missing_binary_and_port_in_use_are_failed_launches_with_reasons(box: AgentBox, fake_server: Path) -> None:
-    missing = box.ok("launch", {"launch_id": "m1", "argv": ["/opt/nowhere/bin/vllm", "serve"], "port": free_port()})
+def test_missing_binary_and_port_in_use_are_failed_launches_with_reasons(
+    box: AgentBox, fake_server: Path
+) -> None:
+    missing = box.ok(
+        "launch", {"launch_id": "m1", "argv": ["/opt/nowhere/bin/vllm", "serve"], "port": free_port()}
+    )
     assert missing["state"] == "failed" and "'/opt/nowhere/bin/vllm' not found" in missing["reason"]
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -409,7 +448,9 @@ def test_missing_binary_and_port_in_use_are_failed_launches_with_reasons(box: Ag
     assert not bad["ok"] and "args.argv is 'vllm serve x', not a list" in bad["error"]
 
 
-def test_server_dying_at_start_records_root_cause_and_accepted_backends(box: AgentBox, fake_server: Path) -> None:
+def test_server_dying_at_start_records_root_cause_and_accepted_backends(
+    box: AgentBox, fake_server: Path
+) -> None:
     box.ok("launch", launch_args(fake_server, "dies", free_port(), "--die-at-start"))
     failed = box.wait_for(state_of("dies", "failed"))
     assert failed["exit_code"] == 1
@@ -450,8 +491,10 @@ def test_watchdog_deadline_survives_restart_and_stops_arms(box: AgentBox, fake_s
     box.ok("launch", launch_args(fake_server, "timed", free_port()))
     box.wait_for(state_of("timed", "serving"))
     now = int(time.time() * 1000)
-    armed = box.ok("set_deadline", {"timer_id": "t1", "deadline_ms": now + 4000, "action": "stop-arms",
-                                    "console_now_ms": now})
+    armed = box.ok(
+        "set_deadline",
+        {"timer_id": "t1", "deadline_ms": now + 4000, "action": "stop-arms", "console_now_ms": now},
+    )
     assert armed["armed"] is True and 3 < armed["remaining_s"] <= 4
     box.shutdown()  # the agent goes away, its arm and the deadline stay
     box.start()
@@ -478,8 +521,9 @@ def test_a_server_never_ready_is_killed_and_failed_with_the_reason(box: AgentBox
     assert failed["exit_code"] == -signal.SIGTERM
 
 
-def test_a_kill_interrupted_by_an_agent_crash_is_still_carried_out_and_answered(box: AgentBox,
-                                                                                fake_server: Path) -> None:
+def test_a_kill_interrupted_by_an_agent_crash_is_still_carried_out_and_answered(
+    box: AgentBox, fake_server: Path
+) -> None:
     box.ok("launch", launch_args(fake_server, "obstinate", free_port(), "--ignore-term"))
     box.wait_for(state_of("obstinate", "serving"))
     box.ok("kill", {"launch_id": "obstinate", "grace_s": 600}, command_id="kill-7")  # SIGTERM is ignored
@@ -512,7 +556,9 @@ def test_a_server_slow_to_answer_metrics_never_stalls_the_others(box: AgentBox, 
     assert not [e for e in events if e["kind"] == "warning" and e["where"] == "metrics:busy"]
 
 
-def test_a_server_dying_while_no_agent_runs_gets_the_reason_from_its_log(box: AgentBox, fake_server: Path) -> None:
+def test_a_server_dying_while_no_agent_runs_gets_the_reason_from_its_log(
+    box: AgentBox, fake_server: Path
+) -> None:
     box.ok("launch", launch_args(fake_server, "oom", free_port(), "--traceback-on-usr1"))
     box.wait_for(state_of("oom", "serving"))
     server_pid = box.ok("launches")["launches"][0]["pid"]

@@ -82,9 +82,19 @@ def _until(check: Any, timeout: float = 30.0, what: str = "condition") -> None:
 
 
 def bench_args(server: GatedServer, bench_id: str, output_len: int) -> dict[str, Any]:
-    return {"bench_id": bench_id, "launch_id": "L1", "base_url": server.base_url, "model": "gated",
-            "vocab_size": 100, "input_len": 4, "output_len": output_len, "concurrency": 2, "prompts": 2,
-            "warmup": 0, "seed": 5}
+    return {
+        "bench_id": bench_id,
+        "launch_id": "L1",
+        "base_url": server.base_url,
+        "model": "gated",
+        "vocab_size": 100,
+        "input_len": 4,
+        "output_len": output_len,
+        "concurrency": 2,
+        "prompts": 2,
+        "warmup": 0,
+        "seed": 5,
+    }
 
 
 def test_benches_survive_a_sigkilled_agent_and_are_journaled_exactly_once(tmp_path: Path) -> None:
@@ -122,7 +132,9 @@ def test_benches_survive_a_sigkilled_agent_and_are_journaled_exactly_once(tmp_pa
         done = {e["command_id"]: e for e in events if e["kind"] == "command_done"}
         assert results == {"early": 1, "late": 1}
         assert Counter(e["command_id"] for e in events if e["kind"] == "command_done") == {
-            "bench-early": 1, "bench-late": 1}
+            "bench-early": 1,
+            "bench-late": 1,
+        }
         assert done["bench-early"]["ok"] and done["bench-late"]["ok"]
         assert done["bench-late"]["result"] == {"exit_code": None}  # adopted: watched by pid, code unknown
         again = box.request("bench", bench_args(server, "late", 9), command_id="bench-late-2")
@@ -138,8 +150,18 @@ def test_benches_survive_a_sigkilled_agent_and_are_journaled_exactly_once(tmp_pa
 def test_a_crash_between_saving_and_spawning_is_closed_with_a_reason(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "journal.db")
     jobs_dir = tmp_path / "jobs"
-    journal.save_job("tripwire:w1", "tripwire", "w1", "L1", "trip-1", None, None, str(jobs_dir / "w1.json"),
-                     str(jobs_dir / "w1.log"), "starting")
+    journal.save_job(
+        "tripwire:w1",
+        "tripwire",
+        "w1",
+        "L1",
+        "trip-1",
+        None,
+        None,
+        str(jobs_dir / "w1.json"),
+        str(jobs_dir / "w1.log"),
+        "starting",
+    )
     jobs = Jobs(tmp_path, journal)
     assert jobs.adopt() == []  # nothing of it runs
     jobs.tick()
@@ -154,8 +176,18 @@ def test_a_run_that_ended_with_its_result_while_down_is_read_from_its_output(tmp
     out = tmp_path / "jobs" / "tripwire-w2.json"
     out.parent.mkdir()
     out.write_text('{"passed": true, "score": "20/20"}\n')
-    journal.save_job("tripwire:w2", "tripwire", "w2", "L1", "trip-2", 999_999_999, 1, str(out),
-                     str(out.with_suffix(".log")), "running")  # a pid that cannot exist: it has ended
+    journal.save_job(
+        "tripwire:w2",
+        "tripwire",
+        "w2",
+        "L1",
+        "trip-2",
+        999_999_999,
+        1,
+        str(out),
+        str(out.with_suffix(".log")),
+        "running",
+    )  # a pid that cannot exist: it has ended
     jobs = Jobs(tmp_path, journal)
     assert jobs.adopt() == []
     jobs.tick()
@@ -173,16 +205,32 @@ def test_a_benchs_progress_samples_are_journaled_once_across_a_restart(tmp_path:
     out.parent.mkdir()
     samples = out.with_suffix(".samples")
     line = '{{"t_ms": {t}, "requests": {n}, "out_tokens": {o}, "in_tokens": 0, "out_tok_per_s": 100.0, "in_tok_per_s": 0}}\n'
-    samples.write_text(line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200)[:30])  # one half-written
+    samples.write_text(
+        line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200)[:30]
+    )  # one half-written
     me = os.getpid()
-    journal.save_job("bench:b1", "bench", "b1", "L1", "bench-b1", me, proc.start_ticks(me), str(out),
-                     str(out.with_suffix(".log")), "running")  # "running": this test process stands in for it
+    journal.save_job(
+        "bench:b1",
+        "bench",
+        "b1",
+        "L1",
+        "bench-b1",
+        me,
+        proc.start_ticks(me),
+        str(out),
+        str(out.with_suffix(".log")),
+        "running",
+    )  # "running": this test process stands in for it
     jobs = Jobs(tmp_path, journal)
     assert jobs.adopt() == ["bench:b1"]
     jobs.tick()
     progress = [e for e in journal.events_after(0, 100) if e["kind"] == "bench_progress"]
-    assert [(e["t_ms"], e["requests"], e["bench_id"], e["launch_id"]) for e in progress] == [(1000, 1, "b1", "L1")]
-    samples.write_text(line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200))  # the line completed
+    assert [(e["t_ms"], e["requests"], e["bench_id"], e["launch_id"]) for e in progress] == [
+        (1000, 1, "b1", "L1")
+    ]
+    samples.write_text(
+        line.format(t=1000, n=1, o=100) + line.format(t=2000, n=2, o=200)
+    )  # the line completed
     restarted = Jobs(tmp_path, journal)  # a new agent process: it reads on from where the journal says
     restarted.adopt()
     restarted.tick()
@@ -206,8 +254,10 @@ def test_an_old_journal_gains_the_kill_column(tmp_path: Path) -> None:
 
     path = tmp_path / "journal.db"
     with sqlite3.connect(path) as db:  # the launches table as the previous agent version wrote it
-        db.execute("CREATE TABLE launches (launch_id TEXT PRIMARY KEY, pid INTEGER, start_ticks INTEGER, port INTEGER "
-                   "NOT NULL, gpus TEXT NOT NULL, log_path TEXT NOT NULL, state TEXT NOT NULL, t_ms INTEGER NOT NULL)")
+        db.execute(
+            "CREATE TABLE launches (launch_id TEXT PRIMARY KEY, pid INTEGER, start_ticks INTEGER, port INTEGER "
+            "NOT NULL, gpus TEXT NOT NULL, log_path TEXT NOT NULL, state TEXT NOT NULL, t_ms INTEGER NOT NULL)"
+        )
         db.execute("INSERT INTO launches VALUES ('a', 1, 1, 8000, '[0]', 'x.log', 'serving', 0)")
     journal = Journal(path)
     assert journal.live_launches()[0]["kill_command_id"] is None
@@ -223,10 +273,14 @@ def test_an_old_journal_gains_the_samples_offset_column(tmp_path: Path) -> None:
 
     path = tmp_path / "journal.db"
     with sqlite3.connect(path) as db:  # the jobs table as the previous agent version wrote it
-        db.execute("CREATE TABLE jobs (key TEXT PRIMARY KEY, op TEXT NOT NULL, job_id TEXT NOT NULL, launch_id TEXT, "
-                   "command_id TEXT, pid INTEGER, start_ticks INTEGER, out_path TEXT NOT NULL, err_path TEXT NOT NULL, "
-                   "state TEXT NOT NULL, t_ms INTEGER NOT NULL)")
-        db.execute("INSERT INTO jobs VALUES ('bench:x', 'bench', 'x', 'L1', 'c1', 1, 1, 'o.json', 'o.log', 'running', 0)")
+        db.execute(
+            "CREATE TABLE jobs (key TEXT PRIMARY KEY, op TEXT NOT NULL, job_id TEXT NOT NULL, launch_id TEXT, "
+            "command_id TEXT, pid INTEGER, start_ticks INTEGER, out_path TEXT NOT NULL, err_path TEXT NOT NULL, "
+            "state TEXT NOT NULL, t_ms INTEGER NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO jobs VALUES ('bench:x', 'bench', 'x', 'L1', 'c1', 1, 1, 'o.json', 'o.log', 'running', 0)"
+        )
     journal = Journal(path)
     assert journal.running_jobs()[0]["samples_offset"] is None  # read from the start, as a new run is
     journal.set_job_samples_offset("bench:x", 120)
@@ -242,10 +296,23 @@ def test_pruning_spares_the_records_of_a_run_still_going(tmp_path: Path) -> None
         path = jobs.dir / f"{name}.jsonl"
         path.write_bytes(b"r" * 1000)
         os.utime(path, (1_000_000 - age * 1000, 1_000_000 - age * 1000))  # bench-live oldest, bench-c newest
-    journal.save_job("bench:live", "bench", "live", None, None, 1, 1, str(jobs.dir / "bench-live.json"),
-                     str(jobs.dir / "bench-live.log"), "running")
+    journal.save_job(
+        "bench:live",
+        "bench",
+        "live",
+        None,
+        None,
+        1,
+        1,
+        str(jobs.dir / "bench-live.json"),
+        str(jobs.dir / "bench-live.log"),
+        "running",
+    )
     jobs.adopt()
-    assert jobs.prune_records(1500) == [("bench-a.jsonl", 1000), ("bench-b.jsonl", 1000)]  # oldest first, enough
+    assert jobs.prune_records(1500) == [
+        ("bench-a.jsonl", 1000),
+        ("bench-b.jsonl", 1000),
+    ]  # oldest first, enough
     assert sorted(p.name for p in jobs.dir.iterdir()) == ["bench-c.jsonl", "bench-live.jsonl"]
     assert jobs.prune_records(10**9) == [("bench-c.jsonl", 1000)]  # the live run's records are never touched
 
@@ -253,10 +320,22 @@ def test_pruning_spares_the_records_of_a_run_still_going(tmp_path: Path) -> None
 def test_the_consoles_workload_name_reaches_the_load_generator_as_a_label() -> None:
     from agents.jobs import tool_argv
 
-    argv = tool_argv("bench", {"base_url": "http://127.0.0.1:1", "model": "m", "workload": "tiny", "input_len": 64,
-                               "output_len": 16, "prefix_len": 0, "concurrency": 2})
+    argv = tool_argv(
+        "bench",
+        {
+            "base_url": "http://127.0.0.1:1",
+            "model": "m",
+            "workload": "tiny",
+            "input_len": 64,
+            "output_len": 16,
+            "prefix_len": 0,
+            "concurrency": 2,
+        },
+    )
     assert argv[argv.index("--shape") + 1] == "tiny" and argv[argv.index("--input-len") + 1] == "64"
-    own = tool_argv("bench", {"base_url": "u", "model": "m", "shape": "router", "workload": "x", "concurrency": 1})
+    own = tool_argv(
+        "bench", {"base_url": "u", "model": "m", "shape": "router", "workload": "x", "concurrency": 1}
+    )
     assert own[own.index("--shape") + 1] == "router"
 
 
@@ -264,8 +343,16 @@ def test_a_nodes_replicas_reach_the_load_generator_as_repeated_base_urls() -> No
     from agents.jobs import tool_argv
     from agents.loadgen.cli import parser
 
-    argv = tool_argv("bench", {"base_url": ["http://127.0.0.1:8100", "http://127.0.0.1:8101"], "model": "m",
-                               "shape": "router", "concurrency": 8, "launch_ids": ["a", "b"]})  # fmt: skip
+    argv = tool_argv(
+        "bench",
+        {
+            "base_url": ["http://127.0.0.1:8100", "http://127.0.0.1:8101"],
+            "model": "m",
+            "shape": "router",
+            "concurrency": 8,
+            "launch_ids": ["a", "b"],
+        },
+    )
     assert parser().parse_args(argv).base_url == ["http://127.0.0.1:8100", "http://127.0.0.1:8101"]
 
 
@@ -278,7 +365,9 @@ def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tm
     journal = Journal(tmp_path / "journal.db")
     supervisor = Supervisor(tmp_path, journal, None)
     port = free_port()
-    supervisor.launch({"launch_id": "short", "argv": [sys.executable, "-c", "raise SystemExit(3)"], "port": port})
+    supervisor.launch(
+        {"launch_id": "short", "argv": [sys.executable, "-c", "raise SystemExit(3)"], "port": port}
+    )
     supervisor.launches["short"].popen.wait(30)  # type: ignore[union-attr]
     db = journal._db  # a real SQLite "database or disk is full": cap the file at its current size, fill it
     db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
@@ -292,7 +381,9 @@ def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tm
     db.execute("PRAGMA max_page_count = 1000000")
     supervisor.tick()
     supervisor.tick()
-    states = [e for e in journal.events_after(0, 10_000) if e["kind"] == "launch_state" and e["state"] == "failed"]
+    states = [
+        e for e in journal.events_after(0, 10_000) if e["kind"] == "launch_state" and e["state"] == "failed"
+    ]
     assert len(states) == 1 and states[0]["exit_code"] == 3
     assert journal.live_launches() == []
     supervisor.close()
@@ -300,13 +391,27 @@ def test_a_state_change_the_full_disk_refused_is_journaled_once_space_is_back(tm
 
 def test_a_start_resent_after_a_crash_before_the_ledger_is_answered_not_rerun(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "journal.db")
-    journal.save_job("bench:b7", "bench", "b7", "L1", "cmd-b7", 4242, None, str(tmp_path / "jobs" / "bench-b7.json"),
-                     str(tmp_path / "jobs" / "bench-b7.log"), "running")
+    journal.save_job(
+        "bench:b7",
+        "bench",
+        "b7",
+        "L1",
+        "cmd-b7",
+        4242,
+        None,
+        str(tmp_path / "jobs" / "bench-b7.json"),
+        str(tmp_path / "jobs" / "bench-b7.log"),
+        "running",
+    )
     jobs = Jobs(tmp_path, journal)
     jobs.adopt()
     args = {"bench_id": "b7", "base_url": "http://127.0.0.1:9", "model": "m", "concurrency": 1}
     again = jobs.start("bench", args, "cmd-b7")
-    assert again == {"started": True, "pid": 4242, "log_path": str(tmp_path / "jobs" / "bench-b7.log"),
-                     "replayed": True}
+    assert again == {
+        "started": True,
+        "pid": 4242,
+        "log_path": str(tmp_path / "jobs" / "bench-b7.log"),
+        "replayed": True,
+    }
     with pytest.raises(ValueError, match="already running"):
         jobs.start("bench", args, "cmd-other")

@@ -14,9 +14,17 @@ from agents.daemon import _encode
 from agents.journal import EVENTS_MAX_BYTES, MAX_EVENT_BYTES, RAW_HEAD_CHARS, Journal
 
 T0 = 1_788_658_020_000
-GPU = {"power_w": 581.25, "power_limit_w": 600.0, "enforced_limit_w": 600.0, "max_limit_w": 600.0,
-       "sm_clock_mhz": 2842.0, "util_pct": 99.0, "mem_used_mib": 90211.0, "mem_total_mib": 97887.0,
-       "temp_c": 71.0}  # fmt: skip
+GPU = {
+    "power_w": 581.25,
+    "power_limit_w": 600.0,
+    "enforced_limit_w": 600.0,
+    "max_limit_w": 600.0,
+    "sm_clock_mhz": 2842.0,
+    "util_pct": 99.0,
+    "mem_used_mib": 90211.0,
+    "mem_total_mib": 97887.0,
+    "temp_c": 71.0,
+}
 
 
 class Clock:
@@ -96,8 +104,9 @@ def test_batches_are_bounded_in_bytes_but_always_carry_one_event(journal: Journa
     assert [e["seq"] for e in alone] == [big]  # larger than the bound, yet it goes: the link never stalls
 
 
-def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(journal: Journal,
-                                                                             tmp_path: Path) -> None:  # fmt: skip
+def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
+    journal: Journal, tmp_path: Path
+) -> None:
     before = journal.append("warning", where="test", message="before")
     bad = {
         "not json": ("warning", T0, "{oops"),
@@ -113,7 +122,9 @@ def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
             db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
     after = journal.append("warning", where="test", message="after")
     assert before is not None and after is not None
-    reply = protocol.decode(_encode({"id": "e1", "ok": True, "result": {"events": journal.events_after(0, 100)}}))
+    reply = protocol.decode(
+        _encode({"id": "e1", "ok": True, "result": {"events": journal.events_after(0, 100)}})
+    )
     events = reply["result"]["events"]
     assert [e["seq"] for e in events] == list(range(before, after + 1))
     assert events[0]["message"] == "before" and events[-1]["message"] == "after"
@@ -125,7 +136,10 @@ def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
     assert "infinity" in malformed["overflow"]["malformed"]
     assert "stored as blob" in malformed["blob"]["malformed"] and "binary" in malformed["blob"]["body"]
     assert malformed["text t_ms"]["t_ms"] == "yesterday"
-    assert len(malformed["too large"]["body"]) == RAW_HEAD_CHARS and "exceeds" in malformed["too large"]["malformed"]
+    assert (
+        len(malformed["too large"]["body"]) == RAW_HEAD_CHARS
+        and "exceeds" in malformed["too large"]["malformed"]
+    )
 
 
 def test_one_event_is_bounded_so_every_reply_fits_a_protocol_line(journal: Journal) -> None:
@@ -139,7 +153,9 @@ def test_one_event_is_bounded_so_every_reply_fits_a_protocol_line(journal: Journ
     assert f"a bench_result event of {MAX_EVENT_BYTES + 54} bytes exceeds" in event["message"]
 
 
-def test_under_the_disk_floor_a_silent_consumer_is_released_with_a_warning(journal: Journal, clock: Clock) -> None:
+def test_under_the_disk_floor_a_silent_consumer_is_released_with_a_warning(
+    journal: Journal, clock: Clock
+) -> None:
     journal.register("away", "laptop:/away/state.db")
     journal.register("here", "desk:/here/state.db")
     seqs = _warnings(journal, 6)

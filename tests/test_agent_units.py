@@ -25,18 +25,29 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     ("line", "category"),
     [
-        ("INFO 12-02 [cuda.py:507] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].",
-         "attention"),
-        ("INFO [nvfp4.py:241] Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: ['A'].", "moe"),
+        (
+            "INFO 12-02 [cuda.py:507] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].",
+            "attention",
+        ),
+        (
+            "INFO [nvfp4.py:241] Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: ['A'].",
+            "moe",
+        ),
         ("INFO [__init__.py:88] Using FlashInferCutlassNvFp4LinearKernel for NVFP4 GEMM", "linear"),
         ("INFO [__init__.py:90] Selected CutlassFP8ScaledMMLinearKernel for Fp8LinearMethod", "linear"),
-        ("INFO [arg_utils.py:1] kernel_config=KernelConfig(moe_backend='auto', linear_backend='b12x')", "config"),
+        (
+            "INFO [arg_utils.py:1] kernel_config=KernelConfig(moe_backend='auto', linear_backend='b12x')",
+            "config",
+        ),
         ("INFO [cpu.py:175] Using CPU_MLA backend.", "attention"),
         ("INFO [nvfp4.py:448] Using MoEPrepareAndFinalizeNoDPEPModular", "other"),
         ("INFO [api_server.py:1] vLLM API server version 0.32.0", None),
         ("(APIServer pid=9498) INFO 12-02 13:21:37 [model.py:2152] Using max model len 2048", None),
-        ("[W1202 13:21:56.598607377 utils.cpp:68] Warning: NUMA binding: Using MEMBIND policy for memory "
-         "allocation on the NUMA nodes (0).", None),
+        (
+            "[W1202 13:21:56.598607377 utils.cpp:68] Warning: NUMA binding: Using MEMBIND policy for memory "
+            "allocation on the NUMA nodes (0).",
+            None,
+        ),
     ],
 )
 def test_kernel_line_categories(line: str, category: str | None) -> None:
@@ -44,8 +55,10 @@ def test_kernel_line_categories(line: str, category: str | None) -> None:
 
 
 def test_kv_budget_line_of_vllm_032() -> None:
-    line = "(EngineCore pid=9) INFO [kv_cache_utils.py:2328] CPU KV cache size: 43,680 tokens, " \
-           "Maximum concurrency for 2,048 tokens per request: 21.33x"
+    line = (
+        "(EngineCore pid=9) INFO [kv_cache_utils.py:2328] CPU KV cache size: 43,680 tokens, "
+        "Maximum concurrency for 2,048 tokens per request: 21.33x"
+    )
     assert loglines.kv_budget(line) == loglines.KvBudget(43680, 21.33)
     assert loglines.kv_budget("GPU KV cache size: 79,648 tokens") == loglines.KvBudget(79648, None)
     assert loglines.kv_budget("nothing here") is None
@@ -58,17 +71,21 @@ def test_failure_reason_prefers_root_cause_over_wrapper() -> None:
         prefix + "Traceback (most recent call last):",
         prefix + '  File "/v/vllm/engine/core.py", line 10, in run',
         prefix + "    build()",
-        prefix + '  File "/v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py", line 181, in map_nvfp4_backend',
+        prefix
+        + '  File "/v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py", line 181, in map_nvfp4_backend',
         prefix + "    raise ValueError(",
-        prefix + "ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'marlin'].",
+        prefix
+        + "ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'marlin'].",
         "Traceback (most recent call last):",
         '  File "/v/vllm/v1/engine/core_client.py", line 100, in __init__',
         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
     ]
     failure = loglines.failure_reason(lines, 1)
-    assert failure.reason == ("ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of "
-                              "['b12x', 'marlin']. (at /v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:181 "
-                              "in map_nvfp4_backend)")
+    assert failure.reason == (
+        "ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of "
+        "['b12x', 'marlin']. (at /v/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:181 "
+        "in map_nvfp4_backend)"
+    )
     assert failure.backends_accepted == ["b12x", "marlin"]
 
 
@@ -83,24 +100,41 @@ def test_the_real_cpu_refusal_names_no_accepted_set() -> None:
     ("the engine printed none"), never as [] ("it accepts none")."""
     log = Path(__file__).parent / "fixtures" / "vllm_logs" / "cpu-moe-backend-refused.log"
     failure = loglines.failure_reason(log.read_text().splitlines(), 1)
-    assert failure.reason.startswith("ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support the "
-                                     "deployment configuration since kernel does not support current device cpu.")
+    assert failure.reason.startswith(
+        "ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support the "
+        "deployment configuration since kernel does not support current device cpu."
+    )
     assert failure.backends_accepted is None
 
 
 @pytest.mark.parametrize(
     ("line", "accepted"),
     [  # the lines vLLM 0.32 raises (model_executor/layers/fused_moe/oracle/nvfp4.py)
-        ("ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'cutlass', "
-         "'flashinfer_trtllm', 'flashinfer_cutlass', 'marlin'].",
-         ["b12x", "cutlass", "flashinfer_trtllm", "flashinfer_cutlass", "marlin"]),
-        ("ValueError: Model sets swiglu_limit=7.0, but the explicitly requested moe_backend='flashinfer_b12x' does "
-         "not apply the SwiGLU clamp. Use 'flashinfer_trtllm', 'flashinfer_cutlass', 'flashinfer_cutedsl', "
-         "'flashinfer_moe_ep_cutedsl', 'cutlass', 'b12x', 'marlin', or 'humming' instead.",
-         ["flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_moe_ep_cutedsl", "cutlass",
-          "b12x", "marlin", "humming"]),
-        ("ValueError: NvFp4 MoE backend 'FLASHINFER_CUTLASS' does not support the deployment configuration since "
-         "group size 16 is not supported.", None),
+        (
+            "ValueError: moe_backend='triton' is not supported for NvFP4 MoE. Expected one of ['b12x', 'cutlass', "
+            "'flashinfer_trtllm', 'flashinfer_cutlass', 'marlin'].",
+            ["b12x", "cutlass", "flashinfer_trtllm", "flashinfer_cutlass", "marlin"],
+        ),
+        (
+            "ValueError: Model sets swiglu_limit=7.0, but the explicitly requested moe_backend='flashinfer_b12x' does "
+            "not apply the SwiGLU clamp. Use 'flashinfer_trtllm', 'flashinfer_cutlass', 'flashinfer_cutedsl', "
+            "'flashinfer_moe_ep_cutedsl', 'cutlass', 'b12x', 'marlin', or 'humming' instead.",
+            [
+                "flashinfer_trtllm",
+                "flashinfer_cutlass",
+                "flashinfer_cutedsl",
+                "flashinfer_moe_ep_cutedsl",
+                "cutlass",
+                "b12x",
+                "marlin",
+                "humming",
+            ],
+        ),
+        (
+            "ValueError: NvFp4 MoE backend 'FLASHINFER_CUTLASS' does not support the deployment configuration since "
+            "group size 16 is not supported.",
+            None,
+        ),
         ("INFO Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN'].", None),
     ],
 )
@@ -157,15 +191,20 @@ def test_values_from_real_h200_csv() -> None:
     assert gpu.value(cells["memory.total"]) == 143771.0 and gpu.value(cells["temperature.gpu"]) == 36.0
     assert gpu.value("[N/A]") is None and gpu.value("[Not Supported]") is None and gpu.value("N/A") is None
     assert gpu.text_value("[Requested functionality has been deprecated]") is None
-    assert [gpu.value(x) for x in (H200 / "smi_query_nounits.csv").read_text().strip().split(", ")][:3] == \
-        [0.0, 79.19, 700.0]
+    assert [gpu.value(x) for x in (H200 / "smi_query_nounits.csv").read_text().strip().split(", ")][:3] == [
+        0.0,
+        79.19,
+        700.0,
+    ]
 
 
 def test_topology_real_single_gpu_capture_and_an_nvlink_matrix() -> None:
     single = probe.parse_topology((H200 / "smi_topo.txt").read_text())
     assert single["links"] == {} and single["nvlink_all"] is False
-    hgx = "\t\x1b[4mGPU0\tGPU1\tGPU2\tCPU Affinity\x1b[0m\nGPU0\t X \tNV18\tNV18\t0-47\nGPU1\tNV18\t X \tNV18\t0-47\n" \
-          "GPU2\tNV18\tNV18\t X \t0-47\n"
+    hgx = (
+        "\t\x1b[4mGPU0\tGPU1\tGPU2\tCPU Affinity\x1b[0m\nGPU0\t X \tNV18\tNV18\t0-47\nGPU1\tNV18\t X \tNV18\t0-47\n"
+        "GPU2\tNV18\tNV18\t X \t0-47\n"
+    )
     assert probe.parse_topology(hgx)["links"] == {"0-1": "NV18", "0-2": "NV18", "1-2": "NV18"}
     assert probe.parse_topology(hgx)["nvlink_all"] is True
     pcie = hgx.replace("NV18", "SYS", 1)
@@ -184,24 +223,53 @@ def test_cuda_versions() -> None:
 def _probe(tmp_path: Path, fixture: str | Path, lib_dir: Path | None) -> dict[str, Any]:
     from testbed.agent_box import bin_with_fake_smi
 
-    env = {"PATH": f"{bin_with_fake_smi(tmp_path, fixture)}:/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TZ": "Europe/London"}
+    env = {
+        "PATH": f"{bin_with_fake_smi(tmp_path, fixture)}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "TZ": "Europe/London",
+    }
     if lib_dir is not None:
         env["LD_LIBRARY_PATH"] = str(lib_dir)
-    out = subprocess.run([sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", "1788658020000",
-                          "--disk-path", str(tmp_path)], env=env, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agents",
+            "probe",
+            "--json",
+            "--console-t-ms",
+            "1788658020000",
+            "--disk-path",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     probe: dict[str, Any] = json.loads(out.stdout)
     return probe
 
 
 def test_probe_h200_fixture(tmp_path: Path) -> None:
     p = _probe(tmp_path, "h200", build_libcuda("h200", tmp_path / "cuda"))
-    assert p["source"] == "nvidia-smi" and p["driver_version"] == "580.159.04" and p["cuda_driver_version"] == "13.0"
+    assert (
+        p["source"] == "nvidia-smi"
+        and p["driver_version"] == "580.159.04"
+        and p["cuda_driver_version"] == "13.0"
+    )
     assert p["console_t_ms"] == 1788658020000 and abs(p["t_ms"] - p["console_t_ms"]) > 0
     assert p["tz"] == "Europe/London" and p["utc_offset_s"] in (0, 3600)
     g = p["gpus"][0]
     assert (g["name"], g["compute_cap"], g["pci_bus_id"]) == ("NVIDIA H200", "9.0", "00000000:00:06.0")
-    assert (g["power_limit_w"], g["enforced_limit_w"], g["default_limit_w"], g["min_limit_w"], g["max_limit_w"]) == \
-        (700.0, 700.0, 700.0, 200.0, 700.0)
+    assert (
+        g["power_limit_w"],
+        g["enforced_limit_w"],
+        g["default_limit_w"],
+        g["min_limit_w"],
+        g["max_limit_w"],
+    ) == (700.0, 700.0, 700.0, 200.0, 700.0)
     assert g["max_sm_clock_mhz"] == 1980.0
     env = p["serving_env"]
     assert env["cuinit"] == 0 and env["cuinit_name"] is None and env["libcuda_path"].endswith("libcuda.so.1")
@@ -224,8 +292,14 @@ def test_probe_error_804_with_compat_libs_on_the_loader_path(tmp_path: Path) -> 
 
 def test_probe_without_gpu_tooling(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "agents", "probe", "--json"], env=env, capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "agents", "probe", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     p = json.loads(out.stdout)
     assert p["source"] is None and p["gpus"] == [] and p["driver_version"] is None
     assert any("no GPU tooling" in w for w in p["warnings"])
@@ -238,30 +312,46 @@ def test_zipapp_is_deterministic_runs_and_reports_its_version(tmp_path: Path) ->
     first, second = package.build_zipapp(), package.build_zipapp()
     assert first == second and first.startswith(b"#!/usr/bin/env python3\n")
     names = zipfile.ZipFile(BytesIO(first)).namelist()
-    assert "__main__.py" in names and "agents/daemon.py" in names and not [n for n in names if "__pycache__" in n]
+    assert (
+        "__main__.py" in names
+        and "agents/daemon.py" in names
+        and not [n for n in names if "__pycache__" in n]
+    )
     pyz = tmp_path / "agent.pyz"
     pyz.write_bytes(first)
-    out = subprocess.run([sys.executable, str(pyz), "version"], capture_output=True, text=True, timeout=60,
-                         cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, check=True)
+    out = subprocess.run(
+        [sys.executable, str(pyz), "version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     assert out.stdout.strip() == package.agent_version() == package.AGENT_VERSION
 
 
 def test_version_changes_with_any_source_change() -> None:
     sources = package._sources()
-    changed = [(name, data + b"\n# changed\n" if name == "agents/journal.py" else data) for name, data in sources]
+    changed = [
+        (name, data + b"\n# changed\n" if name == "agents/journal.py" else data) for name, data in sources
+    ]
     assert package._hash(sources) != package._hash(changed)
 
 
 def test_config_excerpt_from_vllm_032_engine_config_line() -> None:
     # the shape of vLLM 0.32's "Initializing a V1 LLM engine ... with config:" line: thousands of characters
-    line = ("(EngineCore pid=10505) INFO 12-02 13:32:48 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
-            "config: model='/m', " + "x_option=None, " * 200 + "kernel_config=KernelConfig(ir_op_priority="
-            "IrOpPriorityConfig(rms_norm=['native']), enable_flashinfer_autotune=True, moe_backend='auto', "
-            "linear_backend='b12x'), observability_config=None")
+    line = (
+        "(EngineCore pid=10505) INFO 12-02 13:32:48 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with "
+        "config: model='/m', " + "x_option=None, " * 200 + "kernel_config=KernelConfig(ir_op_priority="
+        "IrOpPriorityConfig(rms_norm=['native']), enable_flashinfer_autotune=True, moe_backend='auto', "
+        "linear_backend='b12x'), observability_config=None"
+    )
     assert len(line) > loglines.MAX_LINE_CHARS and loglines.kernel_category(line) == "config"
     assert loglines.config_excerpt(line) == (
         "kernel_config=KernelConfig(ir_op_priority=IrOpPriorityConfig(rms_norm=['native']), "
-        "enable_flashinfer_autotune=True, moe_backend='auto', linear_backend='b12x')")
+        "enable_flashinfer_autotune=True, moe_backend='auto', linear_backend='b12x')"
+    )
 
 
 def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) -> None:
@@ -269,10 +359,13 @@ def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) ->
     site = tmp_path / "site"
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text("raise SystemExit('the probe must not import torch')\n")
-    (site / "torch" / "version.py").write_text("from typing import Optional\n__version__ = '2.11.0'\n"
-                                               "cuda: Optional[str] = '13.0'\n")
+    (site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.11.0'\ncuda: Optional[str] = '13.0'\n"
+    )
     (site / "torch-2.11.0.dist-info").mkdir()
-    (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    (site / "torch-2.11.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n"
+    )
     env = probe.serving_env(sys.executable, {"PYTHONPATH": str(site), "LD_LIBRARY_PATH": ""})
     assert env["torch_cuda"] == "13.0" and env["error"].startswith("libcuda.so.1 not loadable")
 
@@ -281,11 +374,25 @@ def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) ->
 
 _PY311_MODULES = {"tomllib", "wsgiref.types"}
 _PY311_NAMES = {
-    ("datetime", "UTC"), ("typing", "Self"), ("typing", "LiteralString"), ("typing", "Never"),
-    ("typing", "assert_never"), ("typing", "reveal_type"), ("typing", "Required"), ("typing", "NotRequired"),
-    ("typing", "TypeVarTuple"), ("typing", "Unpack"), ("enum", "StrEnum"), ("enum", "verify"),
-    ("contextlib", "chdir"), ("asyncio", "TaskGroup"), ("asyncio", "timeout"), ("asyncio", "Runner"),
-    ("hashlib", "file_digest"), ("operator", "call"), ("logging", "getLevelNamesMapping"),
+    ("datetime", "UTC"),
+    ("typing", "Self"),
+    ("typing", "LiteralString"),
+    ("typing", "Never"),
+    ("typing", "assert_never"),
+    ("typing", "reveal_type"),
+    ("typing", "Required"),
+    ("typing", "NotRequired"),
+    ("typing", "TypeVarTuple"),
+    ("typing", "Unpack"),
+    ("enum", "StrEnum"),
+    ("enum", "verify"),
+    ("contextlib", "chdir"),
+    ("asyncio", "TaskGroup"),
+    ("asyncio", "timeout"),
+    ("asyncio", "Runner"),
+    ("hashlib", "file_digest"),
+    ("operator", "call"),
+    ("logging", "getLevelNamesMapping"),
 }
 _PY311_BUILTINS = {"ExceptionGroup", "BaseExceptionGroup", "add_note"}
 
@@ -301,12 +408,17 @@ def py311_only(source: str, name: str = "<source>") -> list[str]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [f"{name}:{node.lineno}: import {a.name}" for a in node.names if a.name in _PY311_MODULES]
+            found += [
+                f"{name}:{node.lineno}: import {a.name}" for a in node.names if a.name in _PY311_MODULES
+            ]
         elif isinstance(node, ast.ImportFrom) and node.module:
             if node.module in _PY311_MODULES:
                 found.append(f"{name}:{node.lineno}: from {node.module}")
-            found += [f"{name}:{node.lineno}: {node.module}.{a.name}" for a in node.names
-                      if (node.module, a.name) in _PY311_NAMES]
+            found += [
+                f"{name}:{node.lineno}: {node.module}.{a.name}"
+                for a in node.names
+                if (node.module, a.name) in _PY311_NAMES
+            ]
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if (node.value.id, node.attr) in _PY311_NAMES:
                 found.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
@@ -320,7 +432,10 @@ def py311_only(source: str, name: str = "<source>") -> list[str]:
 def test_the_checker_sees_311_only_code() -> None:
     bad = "import tomllib\nfrom datetime import UTC\nimport asyncio\ntry:\n    pass\nexcept* ValueError:\n    pass\n"
     assert py311_only(bad) and "except" in py311_only(bad)[0].lower()
-    assert len(py311_only("import tomllib\nfrom datetime import UTC\nimport asyncio\nasyncio.TaskGroup()\n")) == 3
+    assert (
+        len(py311_only("import tomllib\nfrom datetime import UTC\nimport asyncio\nasyncio.TaskGroup()\n"))
+        == 3
+    )
     assert py311_only("x: int | None = None\nmatch x:\n    case None:\n        pass\n") == []  # 3.10 is fine
 
 
@@ -358,18 +473,26 @@ def test_a_failing_tick_step_is_journaled_and_the_watchdog_still_ticks(tmp_path:
 # -- NVML faults: "not supported" reads as None in silence; a broken binding is journaled, once per call ----
 
 
-def test_a_broken_nvml_binding_is_journaled_once_naming_the_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_nvml_binding_is_journaled_once_naming_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agents.daemon import Agent
     from tests.support import fake_pynvml
 
-    broken = fake_pynvml.binding(gpus=2, failing={
-        "nvmlDeviceGetPowerUsage": RuntimeError("ctypes.ArgumentError: argument 1: wrong type"),
-        "nvmlDeviceGetTemperature": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"]),
-        "nvmlDeviceGetPowerManagementLimit": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NO_PERMISSION"]),
-        "nvmlDeviceGetClockInfo": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NOT_SUPPORTED"]),
-        "nvmlDeviceGetEnforcedPowerLimit": fake_pynvml.ERROR_CLASSES["NVML_ERROR_FUNCTION_NOT_FOUND"](
-            fake_pynvml.CODES["NVML_ERROR_FUNCTION_NOT_FOUND"]),
-    })
+    broken = fake_pynvml.binding(
+        gpus=2,
+        failing={
+            "nvmlDeviceGetPowerUsage": RuntimeError("ctypes.ArgumentError: argument 1: wrong type"),
+            "nvmlDeviceGetTemperature": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"]),
+            "nvmlDeviceGetPowerManagementLimit": fake_pynvml.NVMLError(
+                fake_pynvml.CODES["NVML_ERROR_NO_PERMISSION"]
+            ),
+            "nvmlDeviceGetClockInfo": fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_NOT_SUPPORTED"]),
+            "nvmlDeviceGetEnforcedPowerLimit": fake_pynvml.ERROR_CLASSES["NVML_ERROR_FUNCTION_NOT_FOUND"](
+                fake_pynvml.CODES["NVML_ERROR_FUNCTION_NOT_FOUND"]
+            ),
+        },
+    )
     monkeypatch.setitem(sys.modules, "pynvml", broken)  # where load_nvml finds the binding: `import pynvml`
     agent = Agent(tmp_path, disk_floor_bytes=0, gpu_source="nvml")
     agent.gpu = gpu.GpuSampler(agent.warn, "nvml")
@@ -382,24 +505,37 @@ def test_a_broken_nvml_binding_is_journaled_once_naming_the_call(tmp_path: Path,
         agent.close()
     assert broken.calls["nvmlDeviceGetPowerUsage"] == 10  # 5 ticks x 2 GPUs: each failed, each was counted
     warnings = {e["where"]: e["message"] for e in events if e["kind"] == "warning"}
-    assert sorted(warnings) == ["nvml:nvmlDeviceGetPowerManagementLimit", "nvml:nvmlDeviceGetPowerUsage",
-                                "nvml:nvmlDeviceGetTemperature"]  # once each, not 10 times; NotSupported: none
+    assert sorted(warnings) == [
+        "nvml:nvmlDeviceGetPowerManagementLimit",
+        "nvml:nvmlDeviceGetPowerUsage",
+        "nvml:nvmlDeviceGetTemperature",
+    ]  # once each, not 10 times; NotSupported: none
     assert len([e for e in events if e["kind"] == "warning"]) == 3
-    assert "nvmlDeviceGetPowerUsage failed: RuntimeError: ctypes.ArgumentError" in warnings["nvml:nvmlDeviceGetPowerUsage"]
+    assert (
+        "nvmlDeviceGetPowerUsage failed: RuntimeError: ctypes.ArgumentError"
+        in warnings["nvml:nvmlDeviceGetPowerUsage"]
+    )
     assert "NVML error 15" in warnings["nvml:nvmlDeviceGetTemperature"]
     assert "NVML error 4" in warnings["nvml:nvmlDeviceGetPowerManagementLimit"]
     samples = [e for e in events if e["kind"] == "gpu_sample"]
     assert len(samples) == 5
     row = samples[-1]["gpus"][1]
-    assert (row["power_w"], row["power_limit_w"], row["temp_c"], row["sm_clock_mhz"], row["enforced_limit_w"]) == \
-        (None, None, None, None, None)  # unknown, never a number that reads as an idle GPU
+    assert (
+        row["power_w"],
+        row["power_limit_w"],
+        row["temp_c"],
+        row["sm_clock_mhz"],
+        row["enforced_limit_w"],
+    ) == (None, None, None, None, None)  # unknown, never a number that reads as an idle GPU
     assert (row["max_limit_w"], row["mem_total_mib"]) == (700.0, 143771.0)  # the calls that work still read
 
 
 def test_an_nvml_fault_is_reported_again_only_after_the_interval() -> None:
     now = [0.0]
     said: list[tuple[str, str]] = []
-    faults = gpu.NvFaults(lambda where, message: said.append((where, message)), every_s=600.0, clock=lambda: now[0])
+    faults = gpu.NvFaults(
+        lambda where, message: said.append((where, message)), every_s=600.0, clock=lambda: now[0]
+    )
     broken = RuntimeError("boom")
 
     def failing() -> int:
@@ -416,7 +552,9 @@ def test_an_nvml_handle_that_cannot_be_had_reads_as_unknown(monkeypatch: pytest.
     from tests.support import fake_pynvml
 
     lost = fake_pynvml.NVMLError(fake_pynvml.CODES["NVML_ERROR_GPU_IS_LOST"])
-    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml.binding(failing={"nvmlDeviceGetHandleByIndex": lost}))
+    monkeypatch.setitem(
+        sys.modules, "pynvml", fake_pynvml.binding(failing={"nvmlDeviceGetHandleByIndex": lost})
+    )
     said: list[str] = []
     sampler = gpu.GpuSampler(lambda where, message: said.append(where), "nvml")
     assert sampler.read() == [{"gpu": 0, **dict.fromkeys(gpu.SAMPLE_FIELDS)}]

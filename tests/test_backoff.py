@@ -61,8 +61,9 @@ def test_a_seed_replays_the_same_delays() -> None:
     assert Backoff(0.5, 30.0, random.Random(7)).delay(3) == Backoff(0.5, 30.0, random.Random(7)).delay(3)
 
 
-@pytest.mark.parametrize(("base", "cap"), [(0.0, 1.0), (-1.0, 1.0), (2.0, 1.0), (float("nan"), 1.0),
-                                           (0.5, float("inf"))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("base", "cap"), [(0.0, 1.0), (-1.0, 1.0), (2.0, 1.0), (float("nan"), 1.0), (0.5, float("inf"))]
+)
 def test_refuses_a_window_that_is_no_window(base: float, cap: float) -> None:
     with pytest.raises(ValueError):
         Backoff(base, cap)

@@ -27,11 +27,23 @@ T0 = 1_796_205_264_000  # 2026-12-02 09:54:24 UTC, the H200 capture's timestamp
 
 def h200_gpu(index: int = 0, **over: Any) -> dict[str, Any]:
     g = {
-        "index": index, "name": "NVIDIA H200", "uuid": "GPU-b03e0a6f-130b-dbb6-c49b-27d23c0aecf3",
-        "pci_bus_id": "00000000:00:06.0", "compute_cap": "9.0",
-        "power_w": 79.18, "power_limit_w": 700.0, "enforced_limit_w": 700.0, "default_limit_w": 700.0,
-        "min_limit_w": 200.0, "max_limit_w": 700.0, "sm_clock_mhz": 345.0, "max_sm_clock_mhz": 1980.0,
-        "temp_c": 36.0, "util_pct": 0.0, "mem_used_mib": 0.0, "mem_total_mib": 143771.0,
+        "index": index,
+        "name": "NVIDIA H200",
+        "uuid": "GPU-b03e0a6f-130b-dbb6-c49b-27d23c0aecf3",
+        "pci_bus_id": "00000000:00:06.0",
+        "compute_cap": "9.0",
+        "power_w": 79.18,
+        "power_limit_w": 700.0,
+        "enforced_limit_w": 700.0,
+        "default_limit_w": 700.0,
+        "min_limit_w": 200.0,
+        "max_limit_w": 700.0,
+        "sm_clock_mhz": 345.0,
+        "max_sm_clock_mhz": 1980.0,
+        "temp_c": 36.0,
+        "util_pct": 0.0,
+        "mem_used_mib": 0.0,
+        "mem_total_mib": 143771.0,
     }
     g.update(over)
     return g
@@ -39,15 +51,31 @@ def h200_gpu(index: int = 0, **over: Any) -> dict[str, Any]:
 
 def h200_probe(**over: Any) -> dict[str, Any]:
     p: dict[str, Any] = {
-        "t_ms": T0, "console_t_ms": T0 - 150, "hostname": "h200-a", "tz": "Etc/UTC", "utc_offset_s": 0,
-        "cpu_count": 16, "disk": {"path": "/root", "free_bytes": 400 * 10**9, "total_bytes": 500 * 10**9},
-        "driver_version": "580.159.04", "cuda_driver_version": "13.0",
-        "gpus": [h200_gpu()], "processes": [],
+        "t_ms": T0,
+        "console_t_ms": T0 - 150,
+        "hostname": "h200-a",
+        "tz": "Etc/UTC",
+        "utc_offset_s": 0,
+        "cpu_count": 16,
+        "disk": {"path": "/root", "free_bytes": 400 * 10**9, "total_bytes": 500 * 10**9},
+        "driver_version": "580.159.04",
+        "cuda_driver_version": "13.0",
+        "gpus": [h200_gpu()],
+        "processes": [],
         "topology": {"raw": "", "links": {}, "nvlink_all": False},
-        "serving_env": {"prefix": "/opt/vllm", "python": "/opt/vllm/bin/python", "torch_cuda": "13.0",
-                        "vllm_version": "0.32.0", "cuinit": 0, "cuinit_name": None,
-                        "libcuda_path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "compat_libs": [], "error": None},
-        "source": "nvml", "warnings": [],
+        "serving_env": {
+            "prefix": "/opt/vllm",
+            "python": "/opt/vllm/bin/python",
+            "torch_cuda": "13.0",
+            "vllm_version": "0.32.0",
+            "cuinit": 0,
+            "cuinit_name": None,
+            "libcuda_path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "compat_libs": [],
+            "error": None,
+        },
+        "source": "nvml",
+        "warnings": [],
     }
     p.update(over)
     return p
@@ -55,8 +83,10 @@ def h200_probe(**over: Any) -> dict[str, Any]:
 
 def multi_gpu_probe(n: int, link: str, **gpu_over: Any) -> dict[str, Any]:
     links = {f"{i}-{j}": link for i in range(n) for j in range(i + 1, n)}
-    return h200_probe(gpus=[h200_gpu(i, **gpu_over) for i in range(n)],
-                      topology={"raw": "", "links": links, "nvlink_all": link.startswith("NV")})
+    return h200_probe(
+        gpus=[h200_gpu(i, **gpu_over) for i in range(n)],
+        topology={"raw": "", "links": links, "nvlink_all": link.startswith("NV")},
+    )
 
 
 def only(verdicts: list[Verdict], check: str) -> list[Verdict]:
@@ -81,7 +111,11 @@ def test_probe_taken_on_a_real_h200_by_the_agent() -> None:
     assert probe["source"] == "nvml" and probe["gpus"][0]["mem_used_mib"] == 615.0625
     verdicts = evaluate(probe)
     assert {v.check: v.verdict for v in verdicts if v.check != "driver"} == {
-        "power": "ok", "topology": "ok", "clock": "ok", "capacity": "ok"}
+        "power": "ok",
+        "topology": "ok",
+        "clock": "ok",
+        "capacity": "ok",
+    }
     driver = [v for v in verdicts if v.check == "driver"]
     assert [v.verdict for v in driver] == ["warn"] and "/opt/torch/.venv" in driver[0].reason
 
@@ -104,10 +138,23 @@ def test_evaluate_refuses_non_dict() -> None:
 
 
 def test_cpu_box_without_gpu_tooling_is_ok() -> None:
-    probe = h200_probe(gpus=[], source=None, driver_version=None, cuda_driver_version=None,
-                       serving_env={"prefix": None, "python": None, "torch_cuda": None, "vllm_version": None,
-                                    "cuinit": None, "cuinit_name": None, "libcuda_path": None,
-                                    "compat_libs": [], "error": "torch not importable"})
+    probe = h200_probe(
+        gpus=[],
+        source=None,
+        driver_version=None,
+        cuda_driver_version=None,
+        serving_env={
+            "prefix": None,
+            "python": None,
+            "torch_cuda": None,
+            "vllm_version": None,
+            "cuinit": None,
+            "cuinit_name": None,
+            "libcuda_path": None,
+            "compat_libs": [],
+            "error": "torch not importable",
+        },
+    )
     verdicts = evaluate(probe)
     assert worst(verdicts) == "ok", verdicts
     assert "no NVIDIA GPU" in only(verdicts, "power")[0].reason
@@ -134,12 +181,16 @@ def test_a_box_that_listed_gpus_and_now_has_no_tooling_fails_instead_of_passing_
     assert "probe 12 (2026-12-02 09:54:24 UTC) listed 4x NVIDIA H200, 700 W" in driver.reason
     assert driver.numbers["missing"] == [f"GPU-{i:08d}" for i in range(4)]
     for check in ("power", "topology"):  # could not look: never "ok"
-        assert [(v.verdict, v.reason.split(":")[0]) for v in only(verdicts, check)] == [("warn", "not checked")]
+        assert [(v.verdict, v.reason.split(":")[0]) for v in only(verdicts, check)] == [
+            ("warn", "not checked")
+        ]
 
 
 def test_a_gpu_that_no_longer_answers_is_named_by_its_uuid_after_the_topology_verdicts() -> None:
     three = four_h200()
-    three["gpus"] = [dict(g, index=i) for i, g in enumerate(g for g in three["gpus"] if g["uuid"] != "GPU-00000002")]
+    three["gpus"] = [
+        dict(g, index=i) for i, g in enumerate(g for g in three["gpus"] if g["uuid"] != "GPU-00000002")
+    ]
     three["topology"]["links"] = {f"{i}-{j}": "NV18" for i in range(3) for j in range(i + 1, 3)}
     verdicts = evaluate(three, seen=SEEN)
     topology = only(verdicts, "topology")
@@ -166,8 +217,15 @@ def test_power_full_limit_ok_quotes_numbers() -> None:
 
 
 def test_power_400_of_600_warns_with_seed_cost() -> None:
-    probe = multi_gpu_probe(4, "NODE", name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-                            power_limit_w=400.0, enforced_limit_w=400.0, default_limit_w=600.0, max_limit_w=600.0)
+    probe = multi_gpu_probe(
+        4,
+        "NODE",
+        name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        power_limit_w=400.0,
+        enforced_limit_w=400.0,
+        default_limit_w=600.0,
+        max_limit_w=600.0,
+    )
     (v,) = check_power(probe)
     assert v.verdict == "warn"
     assert "GPU0-3 capped at 400 W of a 600 W maximum (-33%)" in v.reason
@@ -184,8 +242,9 @@ def test_power_enforced_below_requested_names_the_other_limiter() -> None:
 
 
 def test_power_default_below_max_says_it_can_be_raised() -> None:
-    probe = h200_probe(gpus=[h200_gpu(power_limit_w=450.0, enforced_limit_w=450.0, default_limit_w=450.0,
-                                      max_limit_w=600.0)])
+    probe = h200_probe(
+        gpus=[h200_gpu(power_limit_w=450.0, enforced_limit_w=450.0, default_limit_w=450.0, max_limit_w=600.0)]
+    )
     (v,) = check_power(probe)
     assert v.verdict == "warn" and "default limit" in v.reason and "-pl" in v.reason
 
@@ -256,14 +315,24 @@ def test_driver_ok_with_cuinit_zero() -> None:
 
 
 def rtx5090_probe(**env: Any) -> dict[str, Any]:
-    serving = {"prefix": "/opt/vllm-cu130", "python": "/opt/vllm-cu130/bin/python", "torch_cuda": "13.0",
-               "vllm_version": "0.32.0", "cuinit": 804, "cuinit_name": "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-               "libcuda_path": "/usr/local/cuda-13.0/compat/libcuda.so.1",
-               "compat_libs": ["/usr/local/cuda-13.0/compat/libcuda.so.1"], "error": None}
+    serving = {
+        "prefix": "/opt/vllm-cu130",
+        "python": "/opt/vllm-cu130/bin/python",
+        "torch_cuda": "13.0",
+        "vllm_version": "0.32.0",
+        "cuinit": 804,
+        "cuinit_name": "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+        "libcuda_path": "/usr/local/cuda-13.0/compat/libcuda.so.1",
+        "compat_libs": ["/usr/local/cuda-13.0/compat/libcuda.so.1"],
+        "error": None,
+    }
     serving.update(env)
-    return h200_probe(driver_version="575.57.08", cuda_driver_version="12.9",
-                      gpus=[h200_gpu(i, name="NVIDIA GeForce RTX 5090", mem_total_mib=32607.0) for i in range(8)],
-                      serving_env=serving)
+    return h200_probe(
+        driver_version="575.57.08",
+        cuda_driver_version="12.9",
+        gpus=[h200_gpu(i, name="NVIDIA GeForce RTX 5090", mem_total_mib=32607.0) for i in range(8)],
+        serving_env=serving,
+    )
 
 
 def test_rtx5090_575_driver_cu130_fails_with_804_explained() -> None:
@@ -294,12 +363,15 @@ def test_datacentre_gpu_with_compat_libs_is_not_refused() -> None:
     assert check_driver_cuda(probe)[0].verdict == "ok"
 
 
-@pytest.mark.parametrize(("code", "name", "words"), [
-    (803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "older forward-compatibility libcuda shadows"),
-    (802, "CUDA_ERROR_SYSTEM_NOT_READY", "fabric manager"),
-    (100, "CUDA_ERROR_NO_DEVICE", "no CUDA device"),
-    (42, "CUDA_ERROR_WHATEVER", "see the CUDA driver API"),
-])
+@pytest.mark.parametrize(
+    ("code", "name", "words"),
+    [
+        (803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "older forward-compatibility libcuda shadows"),
+        (802, "CUDA_ERROR_SYSTEM_NOT_READY", "fabric manager"),
+        (100, "CUDA_ERROR_NO_DEVICE", "no CUDA device"),
+        (42, "CUDA_ERROR_WHATEVER", "see the CUDA driver API"),
+    ],
+)
 def test_cuinit_codes_are_explained(code: int, name: str, words: str) -> None:
     probe = h200_probe()
     probe["serving_env"].update(cuinit=code, cuinit_name=name)
@@ -330,9 +402,18 @@ def test_unknown_cuda_major_warns() -> None:
 
 def test_serving_env_unknown_warns_and_says_how_to_fix() -> None:
     probe = h200_probe()
-    probe["serving_env"] = {"prefix": None, "torch_cuda": None, "cuinit": None, "error": "no torch in /usr/bin/python3"}
+    probe["serving_env"] = {
+        "prefix": None,
+        "torch_cuda": None,
+        "cuinit": None,
+        "error": "no torch in /usr/bin/python3",
+    }
     (v,) = check_driver_cuda(probe)
-    assert v.verdict == "warn" and "no torch in /usr/bin/python3" in v.reason and "fix the serving env" in v.reason
+    assert (
+        v.verdict == "warn"
+        and "no torch in /usr/bin/python3" in v.reason
+        and "fix the serving env" in v.reason
+    )
     probe["serving_env"] = {"prefix": None, "torch_cuda": None, "cuinit": None, "error": None}
     (v,) = check_driver_cuda(probe)
     assert "no serving environment is configured" in v.reason and "--serving-env" in v.reason
@@ -403,10 +484,19 @@ def test_missing_topology_warns() -> None:
 
 
 # -- clock -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("skew_ms", "verdict"), [
-    (0, "ok"), (1_999, "ok"), (-1_999, "ok"), (2_001, "warn"), (-30_000, "warn"), (60_000, "warn"),
-    (60_001, "fail"), (-7_200_000, "fail"),
-])
+@pytest.mark.parametrize(
+    ("skew_ms", "verdict"),
+    [
+        (0, "ok"),
+        (1_999, "ok"),
+        (-1_999, "ok"),
+        (2_001, "warn"),
+        (-30_000, "warn"),
+        (60_000, "warn"),
+        (60_001, "fail"),
+        (-7_200_000, "fail"),
+    ],
+)
 def test_clock_thresholds(skew_ms: int, verdict: str) -> None:
     (v,) = check_clock(h200_probe(t_ms=T0 + skew_ms, console_t_ms=T0))
     assert v.verdict == verdict, v.reason
@@ -423,7 +513,9 @@ def test_clock_two_hours_off_fails_and_shows_the_zone() -> None:
 
 
 def test_clock_behind_and_negative_offset() -> None:
-    (v,) = check_clock(h200_probe(t_ms=T0 - 5_000, console_t_ms=T0, tz="America/New_York", utc_offset_s=-18000))
+    (v,) = check_clock(
+        h200_probe(t_ms=T0 - 5_000, console_t_ms=T0, tz="America/New_York", utc_offset_s=-18000)
+    )
     assert v.verdict == "warn" and "5.0 s behind" in v.reason and "UTC-05:00" in v.reason
 
 
@@ -465,7 +557,9 @@ def test_capacity_hidden_memory_use_warns() -> None:
 
 
 def test_capacity_weights_that_do_not_fit_one_card_fail() -> None:
-    probe = h200_probe(gpus=[h200_gpu(i, name="NVIDIA GeForce RTX 5090", mem_total_mib=32607.0) for i in range(8)])
+    probe = h200_probe(
+        gpus=[h200_gpu(i, name="NVIDIA GeForce RTX 5090", mem_total_mib=32607.0) for i in range(8)]
+    )
     verdicts = check_capacity(probe, ArmContext("gpt-oss-120b", tensor_parallel=1, weights_gb=61.0))
     fail = [v for v in verdicts if v.verdict == "fail"]
     assert len(fail) == 1 and "61 GB of weights split over 1 GPU(s) need 58,174 MiB per GPU" in fail[0].reason
@@ -486,11 +580,14 @@ def test_capacity_unreadable_memory_warns() -> None:
     assert check_capacity(probe)[0].verdict == "warn"
 
 
-@pytest.mark.parametrize(("free_gb", "verdict", "words"), [
-    (10, "fail", "take 17.9 GB if they must be downloaded"),
-    (30, "warn", "less than 20 GB to spare"),
-    (300, "ok", "room for arm qwen"),
-])
+@pytest.mark.parametrize(
+    ("free_gb", "verdict", "words"),
+    [
+        (10, "fail", "take 17.9 GB if they must be downloaded"),
+        (30, "warn", "less than 20 GB to spare"),
+        (300, "ok", "room for arm qwen"),
+    ],
+)
 def test_capacity_disk_against_weights(free_gb: int, verdict: str, words: str) -> None:
     probe = h200_probe(disk={"path": "/data", "free_bytes": free_gb * 10**9, "total_bytes": 1000 * 10**9})
     disk = check_capacity(probe, ArmContext("qwen", weights_gb=17.9))[-1]

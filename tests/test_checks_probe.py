@@ -46,16 +46,36 @@ def box_env(tmp: Path, fixture: str, torch_version: str = "2.9.0+cu130") -> tupl
     install(tmp / "bin", path)
     lib_dir = build_libcuda(path, tmp / "cuda")
     prefix = serving_venv(tmp / "serve", torch_version)
-    env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}", "LD_LIBRARY_PATH": str(lib_dir)}
+    env = {
+        **os.environ,
+        "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "LD_LIBRARY_PATH": str(lib_dir),
+    }
     env.pop("FAKE_NVIDIA_SMI_FIXTURE", None)
     return env, prefix
 
 
 def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_t_ms),
-         "--serving-python", str(prefix / "bin" / "python"), "--disk-path", str(disk)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "-m",
+            "agents",
+            "probe",
+            "--json",
+            "--console-t-ms",
+            str(console_t_ms),
+            "--serving-python",
+            str(prefix / "bin" / "python"),
+            "--disk-path",
+            str(disk),
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     probe: dict[str, Any] = json.loads(out.stdout)
     return probe
@@ -78,8 +98,13 @@ def test_real_h200_capture_is_all_ok(tmp_path: Path) -> None:
     probe = agent_probe(env, prefix, tmp_path, system_clock())
     assert probe["source"] == "nvidia-smi" and probe["gpus"][0]["name"] == "NVIDIA H200"
     verdicts = evaluate(probe)
-    assert by_check(verdicts) == {"power": ["ok"], "driver": ["ok"], "topology": ["ok"], "clock": ["ok"],
-                                  "capacity": ["ok", expected_disk(tmp_path)]}, verdicts
+    assert by_check(verdicts) == {
+        "power": ["ok"],
+        "driver": ["ok"],
+        "topology": ["ok"],
+        "clock": ["ok"],
+        "capacity": ["ok", expected_disk(tmp_path)],
+    }, verdicts
 
 
 def test_rtx_pro_6000_capped_at_400_of_600_warns(tmp_path: Path) -> None:
@@ -114,7 +139,11 @@ def test_rtx5090_with_a_cu129_env_and_no_compat_libs_passes_the_driver_check(tmp
     install(tmp_path / "bin", tmp_path / "fixed.json")
     lib_dir = build_libcuda(tmp_path / "fixed.json", tmp_path / "cuda")
     prefix = serving_venv(tmp_path / "serve", "2.9.0+cu129")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "LD_LIBRARY_PATH": str(lib_dir)}
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "LD_LIBRARY_PATH": str(lib_dir),
+    }
     verdicts = evaluate(agent_probe(env, prefix, tmp_path, system_clock()))
     assert by_check(verdicts)["driver"] == ["ok"], [v.reason for v in verdicts if v.check == "driver"]
 
@@ -126,13 +155,17 @@ def test_pcie_4gpu_box_warns_a_tensor_parallel_arm_and_sees_the_foreign_process(
     tp = evaluate(probe, ArmContext("glm-5.3-flash-tp4", tensor_parallel=4))
     topo = next(v for v in tp if v.check == "topology")
     assert topo.verdict == "warn" and "tensor-parallel (4 GPUs)" in topo.reason and "6x PHB" in topo.reason
-    replicas = evaluate(probe, ArmContext("qwen3.8-27b-replicas", tensor_parallel=1, weights_gb=17.9, gpus=(0, 1, 2)))
+    replicas = evaluate(
+        probe, ArmContext("qwen3.8-27b-replicas", tensor_parallel=1, weights_gb=17.9, gpus=(0, 1, 2))
+    )
     assert next(v for v in replicas if v.check == "topology").verdict == "ok"
     gpu3 = [v for v in tp if v.check == "capacity" and "GPU3" in v.reason]
     assert gpu3 and gpu3[0].verdict == "warn" and "pid 48213" in gpu3[0].reason
 
 
-def test_box_clock_two_hours_off_fails_and_shows_its_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_box_clock_two_hours_off_fails_and_shows_its_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Skew injected the way it happens: the console's time sent with the request disagrees with the box."""
     env, prefix = box_env(tmp_path, "rtx-pro-6000-ws-400w")
     for key in ("PATH", "LD_LIBRARY_PATH"):
@@ -152,8 +185,14 @@ def test_box_clock_two_hours_off_fails_and_shows_its_zone(tmp_path: Path, monkey
 
 
 def campaign(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--db", str(db), *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_campaign_check_local_exits_1_on_fail_and_stores_the_run(tmp_path: Path) -> None:
@@ -182,7 +221,9 @@ def test_campaign_check_local_exits_1_on_fail_and_stores_the_run(tmp_path: Path)
 def test_campaign_check_of_the_cpu_box_passes(tmp_path: Path) -> None:
     """No GPU tooling at all (this machine): nothing GPU-related can fail, the clock is checked."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVIDIA_SMI_FIXTURE")}
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()
+    )
     db = tmp_path / "state.db"  # a fresh database: the local box is registered on first use
     done = campaign(db, "check", "local", "--json", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -246,7 +287,9 @@ def test_campaign_check_with_an_arm_from_the_recipes(tmp_path: Path) -> None:
     assert body["arm"]["name"] == "glm-5.3-flash-tp4" and body["arm"]["tensor_parallel"] == 4
     assert body["arm"]["weights_gb"] == 198.0 and body["arm"]["gpus"] == [0, 1, 2, 3]
     topo = [v for v in body["verdicts"] if v["check"] == "topology"]
-    assert topo[0]["verdict"] == "warn" and "glm-5.3-flash-tp4 is tensor-parallel (4 GPUs)" in topo[0]["reason"]
+    assert (
+        topo[0]["verdict"] == "warn" and "glm-5.3-flash-tp4 is tensor-parallel (4 GPUs)" in topo[0]["reason"]
+    )
 
     replicas = campaign(db, "check", "local", "--stored", "--arm", "qwen3.8-27b-nvfp4-b12x", "--json")
     body = json.loads(replicas.stdout)
@@ -273,8 +316,17 @@ def test_campaign_check_arm_errors_are_specific(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     with Store(db) as store:
         store.boxes.ensure_local()
-        store.checks.add_probe("local", {"t_ms": system_clock(), "console_t_ms": system_clock(), "gpus": [],
-                                         "source": None, "tz": "UTC", "utc_offset_s": 0})
+        store.checks.add_probe(
+            "local",
+            {
+                "t_ms": system_clock(),
+                "console_t_ms": system_clock(),
+                "gpus": [],
+                "source": None,
+                "tz": "UTC",
+                "utc_offset_s": 0,
+            },
+        )
     unknown = campaign(db, "check", "local", "--stored", "--arm", "glm-5.3-flash-tp5")
     assert unknown.returncode == 2 and "no arm named 'glm-5.3-flash-tp5'" in unknown.stderr
     assert "did you mean" in unknown.stderr

@@ -30,8 +30,9 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_probe_round_trip_and_box_row_updated(store: Store) -> None:
-    probe = multi_gpu_probe(4, "NODE", name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-                            enforced_limit_w=400.0)
+    probe = multi_gpu_probe(
+        4, "NODE", name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition", enforced_limit_w=400.0
+    )
     probe["tz"] = "Europe/London"
     pid = store.checks.add_probe("pro-a", probe)
     got = store.checks.latest_probe("pro-a")
@@ -77,7 +78,9 @@ def test_last_verdicts_is_the_newest_run_and_last_failed_its_fails(store: Store)
     assert {v.probe_id for v in last} == {good_id}
     assert store.checks.last_failed("pro-a") == []
     # Both runs stay on record.
-    assert store.scalar("SELECT count(*) FROM check_verdicts WHERE probe_id = ?", [bad_id]) == len(evaluate(bad))
+    assert store.scalar("SELECT count(*) FROM check_verdicts WHERE probe_id = ?", [bad_id]) == len(
+        evaluate(bad)
+    )
 
 
 def test_rerun_of_same_probe_at_same_instant_replaces(store: Store) -> None:
@@ -117,7 +120,9 @@ def test_read_only_store_reads_but_refuses_writes(store: Store, tmp_path: Path) 
 def test_a_check_remembers_the_gpus_a_box_listed_until_the_box_is_added_again(store: Store) -> None:
     """The driver gone after an upgrade: every later check fails, not only the first one after it."""
     asked = store.clock()  # the console's clock when it asked: after the box was added
-    cpu_like = h200_probe(gpus=[], source=None, driver_version=None, t_ms=asked + 60_000, console_t_ms=asked + 60_000)
+    cpu_like = h200_probe(
+        gpus=[], source=None, driver_version=None, t_ms=asked + 60_000, console_t_ms=asked + 60_000
+    )
     first = judge(store, "pro-a", multi_gpu_probe(2, "NV18") | {"t_ms": asked, "console_t_ms": asked})
     assert first.verdict == "ok" and store.boxes.get("pro-a").gpu_summary == "2x NVIDIA H200, 700 W"
     for later in (cpu_like, dict(cpu_like, t_ms=T0 - 3_600_000)):  # the box clock jumped back an hour

@@ -58,8 +58,32 @@ from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 COUNTED = ("commands", "launches", "timers", "boxes", "sweeps", "arms")
 """The tables a command that got past its numbers would write first."""
 
-NUMBER_WORDS = ["nan", "NaN", "inf", "-inf", "Infinity", "-0.0", "-0", "0", "1e400", "-1e400", "1e3", "1.5", "-1",
-                "", " ", "0x10", "1_000", "\u0663", "\u00b2", "9" * 30, "1,2", "4h", str(2**63), str(2**63 - 1)]  # fmt: skip
+NUMBER_WORDS = [
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "-0.0",
+    "-0",
+    "0",
+    "1e400",
+    "-1e400",
+    "1e3",
+    "1.5",
+    "-1",
+    "",
+    " ",
+    "0x10",
+    "1_000",
+    "\u0663",
+    "\u00b2",
+    "9" * 30,
+    "1,2",
+    "4h",
+    str(2**63),
+    str(2**63 - 1),
+]
 """The forms ``int()`` and ``float()`` read that a command does not mean, and the edges of the ranges."""
 
 VALUES = st.one_of(
@@ -99,8 +123,11 @@ OPTIONS = [
     Option((*BENCH, "-c", "1", "--seed={v}"), "seed", SEED.parse),
     Option((*BENCH, "-c", "1", "--repeat={v}"), "repeat", REPEAT.parse),
     Option((*BENCH, "-c", "1", "--timeout={v}"), "timeout", WAIT_S.parse),
-    Option(("box", "add", "pro-z", "--ssh", "root@203.0.113.9", "--price-per-hour={v}"), "price_per_hour",
-           PRICE_PER_HOUR.parse),  # fmt: skip
+    Option(
+        ("box", "add", "pro-z", "--ssh", "root@203.0.113.9", "--price-per-hour={v}"),
+        "price_per_hour",
+        PRICE_PER_HOUR.parse,
+    ),
     Option(("box", "set", "local", "--price-per-hour={v}"), "price_per_hour", PRICE_PER_HOUR.parse),
     Option(("compare", "a", "b", "--concurrency={v}"), "concurrency", CONCURRENCY.parse),
     Option(("kill", "L-1", "--box", "local", "--yes", "--grace={v}"), "grace", GRACE_S.parse),
@@ -109,7 +136,9 @@ OPTIONS = [
     Option(("kldiff", "L-1", "L-2", "--seed={v}"), "seed", SEED.parse),
     Option(("kldiff", "L-1", "L-2", "--timeout={v}"), "timeout", WAIT_S.parse),
     Option(("launch", "fake-serve", "--box", "local", "--ready-timeout={v}"), "ready_timeout", WAIT_S.parse),
-    Option(("launch", "fake-serve", "--box", "local", "--gpus={v}"), "gpus", _list(GPU_INDEX, "gpus"), raw=True),
+    Option(
+        ("launch", "fake-serve", "--box", "local", "--gpus={v}"), "gpus", _list(GPU_INDEX, "gpus"), raw=True
+    ),
     Option((*SWEEP, "--ready-timeout={v}"), "ready_timeout", WAIT_S.parse),
     Option((*SWEEP, "--kill-grace={v}"), "kill_grace", GRACE_S.parse),
     Option((*SWEEP, "--base-port={v}"), "base_port", PORT.parse),
@@ -125,7 +154,9 @@ OPTIONS = [
     Option(("export", "economics", "--utilisation={v}"), "utilisation", UTILISATION.parse),
     Option(("report", "--utilisation={v}"), "utilisation", UTILISATION.parse),
     Option(("quality", "run", "L-1", "--tasks", "gsm8k", "--limit={v}"), "limit", LIMIT.parse),
-    Option(("quality", "run", "L-1", "--tasks", "gsm8k", "--concurrency={v}"), "concurrency", CONCURRENCY.parse),
+    Option(
+        ("quality", "run", "L-1", "--tasks", "gsm8k", "--concurrency={v}"), "concurrency", CONCURRENCY.parse
+    ),
     Option(("quality", "compare", "--", "{v}", "1"), "a", ROW_ID.parse),
     Option(("quality", "compare", "--", "1", "{v}"), "b", ROW_ID.parse),
 ]
@@ -173,7 +204,9 @@ def refused(read: Callable[[str], Any], text: str) -> bool:
 @example(value="-0.0")
 @example(value="1e400")
 @example(value="99999999999999999999")
-def test_every_numeric_option_refuses_in_one_line_and_stores_nothing(db: Path, option: Option, value: str) -> None:
+def test_every_numeric_option_refuses_in_one_line_and_stores_nothing(
+    db: Path, option: Option, value: str
+) -> None:
     argv = [a.replace("{v}", value) for a in option.argv]
     if not refused(option.read, value):
         # In range: the command gets the number it spells (parsed only: the command would reach a box).
@@ -191,12 +224,23 @@ def test_every_numeric_option_refuses_in_one_line_and_stores_nothing(db: Path, o
 HUGE = "99999999999999999999"
 
 
-@pytest.mark.parametrize("argv", [
-    ["timer", "show", HUGE], ["timer", "cancel", HUGE, "--yes"], ["sweep", "status", HUGE],
-    ["kill", HUGE, "--box", "local", "--yes"], ["bench", HUGE, "-c", "1", "--shape", "router"], ["tripwire", HUGE],
-    ["kldiff", HUGE, HUGE + "1"], ["compare", HUGE, HUGE], ["launch", HUGE, "--box", "local"],
-    ["quality", "compare", HUGE, "1"], ["quality", "compare", "1", HUGE],
-], ids=" ".join)  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["timer", "show", HUGE],
+        ["timer", "cancel", HUGE, "--yes"],
+        ["sweep", "status", HUGE],
+        ["kill", HUGE, "--box", "local", "--yes"],
+        ["bench", HUGE, "-c", "1", "--shape", "router"],
+        ["tripwire", HUGE],
+        ["kldiff", HUGE, HUGE + "1"],
+        ["compare", HUGE, HUGE],
+        ["launch", HUGE, "--box", "local"],
+        ["quality", "compare", HUGE, "1"],
+        ["quality", "compare", "1", HUGE],
+    ],
+    ids=" ".join,
+)
 def test_an_id_past_sqlites_integers_is_refused_in_one_line(db: Path, argv: list[str]) -> None:
     """Row ids are numbers (refused by their bound); launch and run ids are names (looked up and not found)."""
     before = counts(db)
@@ -231,8 +275,19 @@ def _actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
 
 
 # -- the bounds themselves ------------------------------------------------------------------------------
-INT_BOUNDS = [SEED, ROW_ID, CONCURRENCY, PROMPTS, REPEAT, MAX_TOKENS, POSITIONS, TOP_K, PORT, GPU_INDEX,
-              bounds.LOG_LINES]  # fmt: skip
+INT_BOUNDS = [
+    SEED,
+    ROW_ID,
+    CONCURRENCY,
+    PROMPTS,
+    REPEAT,
+    MAX_TOKENS,
+    POSITIONS,
+    TOP_K,
+    PORT,
+    GPU_INDEX,
+    bounds.LOG_LINES,
+]
 FLOAT_BOUNDS = [WAIT_S, GRACE_S, INTERVAL_S, PRICE_PER_HOUR, UTILISATION]
 
 
@@ -240,7 +295,10 @@ FLOAT_BOUNDS = [WAIT_S, GRACE_S, INTERVAL_S, PRICE_PER_HOUR, UTILISATION]
 @given(value=st.integers())
 def test_a_whole_number_is_taken_exactly_when_in_range(bound: IntBound, value: int) -> None:
     inside = bound.low <= value <= bound.high
-    checks: tuple[Callable[[], int], ...] = (lambda: bound.parse(str(value)), lambda: bound.check(value, "--x"))
+    checks: tuple[Callable[[], int], ...] = (
+        lambda: bound.parse(str(value)),
+        lambda: bound.check(value, "--x"),
+    )
     for check in checks:
         if inside:
             assert check() == value
@@ -255,8 +313,13 @@ def test_a_whole_number_is_taken_exactly_when_in_range(bound: IntBound, value: i
 @example(value=-0.0)
 @example(value=math.nan)
 def test_a_number_is_taken_exactly_when_finite_and_in_range(bound: FloatBound, value: float) -> None:
-    inside = math.isfinite(value) and bound.low <= value <= bound.high and not (bound.above and value == bound.low)
-    checks: tuple[Callable[[], float], ...] = (lambda: bound.parse(repr(value)), lambda: bound.check(value, "--x"))
+    inside = (
+        math.isfinite(value) and bound.low <= value <= bound.high and not (bound.above and value == bound.low)
+    )
+    checks: tuple[Callable[[], float], ...] = (
+        lambda: bound.parse(repr(value)),
+        lambda: bound.check(value, "--x"),
+    )
     for check in checks:
         if inside:
             assert check() == value and math.copysign(1, check()) == 1  # -0.0 reads as 0.0
@@ -317,8 +380,15 @@ def test_the_duration_maximum_is_the_timers_lead_maximum() -> None:
         parse_deadline(at(now + MAX_DURATION_MS + 60_000), None, now_ms=now, box_tz=None)
 
 
-@pytest.mark.parametrize("at", ["9999-12-31T23:59-14:00", "0001-01-01T00:00+01:00", "1969-12-31T23:59Z",
-                                "9999-12-31 23:59 America/Adak"])  # fmt: skip
+@pytest.mark.parametrize(
+    "at",
+    [
+        "9999-12-31T23:59-14:00",
+        "0001-01-01T00:00+01:00",
+        "1969-12-31T23:59Z",
+        "9999-12-31 23:59 America/Adak",
+    ],
+)
 def test_an_instant_no_zone_can_show_is_refused_not_a_traceback(db: Path, at: str) -> None:
     with pytest.raises(InputError, match="outside the years 1970 to 9998"):
         parse_instant_strict(at)
@@ -329,7 +399,9 @@ def test_an_instant_no_zone_can_show_is_refused_not_a_traceback(db: Path, at: st
 
 
 # -- the service refuses the same values (the TUI and scripts call it without the CLI) ----------------
-RECIPES = FAKE_NVFP4_PROFILE + """
+RECIPES = (
+    FAKE_NVFP4_PROFILE
+    + """
 [arms."fake-serve"]
 profile = "fake-nvfp4"
 device = "cpu"
@@ -337,6 +409,7 @@ linear_backend = "b12x"  # what lint asks of an NVFP4 checkpoint: the launch is 
 replicas = 2
 max_model_len = 2048
 """
+)
 
 
 @pytest.fixture
@@ -387,14 +460,21 @@ def test_the_service_refuses_what_the_cli_refuses_before_storing_anything(servic
     asyncio.run(service.close())
 
 
-@pytest.mark.parametrize(("options", "timeout_s", "name"), [
-    (KldiffOptions(positions=0), 900.0, "--positions"), (KldiffOptions(positions=2**70), 900.0, "--positions"),
-    (KldiffOptions(top_k=1001), 900.0, "--top-k"), (KldiffOptions(seed=-1), 900.0, "--seed"),
-    (KldiffOptions(seed=2**64), 900.0, "--seed"), (KldiffOptions(), math.nan, "--timeout"),
-    (KldiffOptions(), 0.0, "--timeout"),
-])  # fmt: skip
-def test_the_kldiff_service_refuses_what_the_cli_refuses(service: Service, options: KldiffOptions, timeout_s: float,
-                                                          name: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "timeout_s", "name"),
+    [
+        (KldiffOptions(positions=0), 900.0, "--positions"),
+        (KldiffOptions(positions=2**70), 900.0, "--positions"),
+        (KldiffOptions(top_k=1001), 900.0, "--top-k"),
+        (KldiffOptions(seed=-1), 900.0, "--seed"),
+        (KldiffOptions(seed=2**64), 900.0, "--seed"),
+        (KldiffOptions(), math.nan, "--timeout"),
+        (KldiffOptions(), 0.0, "--timeout"),
+    ],
+)
+def test_the_kldiff_service_refuses_what_the_cli_refuses(
+    service: Service, options: KldiffOptions, timeout_s: float, name: str
+) -> None:
     """Checked before the launches are even looked up: nothing is stored and nothing reaches a box."""
     before = stored(service.store)
     with pytest.raises(InputError, match=name):
@@ -404,8 +484,9 @@ def test_the_kldiff_service_refuses_what_the_cli_refuses(service: Service, optio
 
 
 # -- the TUI's prompts read numbers with the same parsers ------------------------------------------------
-@pytest.mark.parametrize("typed", ["router 0", "router 99999999999999999999", "router \u00b2", "router 1e3",
-                                   "router nan"])  # fmt: skip
+@pytest.mark.parametrize(
+    "typed", ["router 0", "router 99999999999999999999", "router \u00b2", "router 1e3", "router nan"]
+)
 def test_the_bench_prompt_refuses_what_bench_c_refuses(typed: str) -> None:
     from console.tui.modals import BenchScreen
 

@@ -11,7 +11,19 @@ import pytest
 
 from console.cli import COMMANDS, main
 
-EXPECTED = {"box", "check", "recipe", "launch", "kill", "bench", "tripwire", "timer", "browse", "export", "demo"}
+EXPECTED = {
+    "box",
+    "check",
+    "recipe",
+    "launch",
+    "kill",
+    "bench",
+    "tripwire",
+    "timer",
+    "browse",
+    "export",
+    "demo",
+}
 
 
 def test_help_lists_every_subcommand() -> None:
@@ -24,10 +36,17 @@ def test_help_lists_every_subcommand() -> None:
 
 def test_box_inventory_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "s.db")
-    assert main(["--db", db, "box", "add", "pro-a", "--ssh", "root@203.0.113.7:22022", "--price-per-hour", "2.74"]) == 0
+    assert (
+        main(
+            ["--db", db, "box", "add", "pro-a", "--ssh", "root@203.0.113.7:22022", "--price-per-hour", "2.74"]
+        )
+        == 0
+    )
     assert "added box pro-a" in capsys.readouterr().out
     assert main(["box", "list", "--json", "--db", db]) == 0
-    listed = {b["name"]: b for b in json.loads(capsys.readouterr().out)}  # stdout is the JSON and nothing else
+    listed = {
+        b["name"]: b for b in json.loads(capsys.readouterr().out)
+    }  # stdout is the JSON and nothing else
     assert listed["pro-a"]["port"] == 22022 and listed["pro-a"]["price_per_hour"] == 2.74
     # The first command on a new database set it up as every new one: this machine and the demo campaign.
     assert listed["local"]["kind"] == "local" and any(b["status"] == "imported" for b in listed.values())
@@ -73,7 +92,10 @@ def test_first_start_registers_local_box_and_imports_the_demo_once(tmp_path: Pat
 
 def test_box_set_places_the_local_box_serving_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "s.db")
-    assert main(["--db", db, "box", "set", "local", "--serving-env", "/opt/vllm", "--model-root", "/models"]) == 0
+    assert (
+        main(["--db", db, "box", "set", "local", "--serving-env", "/opt/vllm", "--model-root", "/models"])
+        == 0
+    )
     capsys.readouterr()
     assert main(["--db", db, "box", "list", "--json"]) == 0
     local = {b["name"]: b for b in json.loads(capsys.readouterr().out)}["local"]

@@ -31,7 +31,11 @@ REFUSED, NOT_DRIVABLE, UNREACHABLE = 1, 2, 3
         (NoSuchBox("pro-z"), NOT_DRIVABLE, "no box named 'pro-z'"),
         (BoxNotReachable("seed", "imported figures"), NOT_DRIVABLE, "cannot be reached: imported figures"),
         (HostKeyUnknown("pro-a", "SHA256:abc"), UNREACHABLE, "box pro-a: "),
-        (JournalMismatch("box pro-a: journal ends at seq 3"), UNREACHABLE, "box pro-a: journal ends at seq 3"),
+        (
+            JournalMismatch("box pro-a: journal ends at seq 3"),
+            UNREACHABLE,
+            "box pro-a: journal ends at seq 3",
+        ),
         (ConnectionRefusedError(111, "Connection refused"), UNREACHABLE, "box pro-a: [Errno 111]"),
         (TimeoutError(), UNREACHABLE, "box pro-a: TimeoutError"),
         (asyncssh.PermissionDenied("Permission denied"), UNREACHABLE, "box pro-a: Permission denied"),
@@ -65,24 +69,36 @@ def demo_db(tmp_path: Path) -> tuple[str, str]:
     ("argv", "hint"),
     [
         (["check", "{box}"], "--stored"),
-        (["box", "trust", "{box}", "--yes"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
+        (
+            ["box", "trust", "{box}", "--yes"],
+            "`campaign box add NAME --ssh USER@HOST` adds a box you can reach",
+        ),
         (["box", "connect", "{box}"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
-        (["launch", "tiny-cpu", "--box", "{box}"], "`campaign box add NAME --ssh USER@HOST` adds a box you can reach"),
+        (
+            ["launch", "tiny-cpu", "--box", "{box}"],
+            "`campaign box add NAME --ssh USER@HOST` adds a box you can reach",
+        ),
     ],
 )
-def test_an_imported_box_is_refused_in_one_line(demo_db: tuple[str, str], argv: list[str], hint: str,
-                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_an_imported_box_is_refused_in_one_line(
+    demo_db: tuple[str, str], argv: list[str], hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     db, box = demo_db
     assert main(["--db", db, *[a.format(box=box) for a in argv]]) == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # progress lines may come first
-    assert last.startswith(f"campaign: box {box!r} cannot be reached: it holds imported figures") and hint in last
+    assert (
+        last.startswith(f"campaign: box {box!r} cannot be reached: it holds imported figures")
+        and hint in last
+    )
     assert "Traceback" not in err
     with Store(db) as store:
         assert store.boxes.get(box).status == "imported"  # trying did not relabel it
 
 
-KILL_RECIPES = FAKE_NVFP4_PROFILE + """
+KILL_RECIPES = (
+    FAKE_NVFP4_PROFILE
+    + """
 [arms."fake-one"]
 profile = "fake-nvfp4"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -90,11 +106,13 @@ linear_backend = "b12x"  # what lint asks of an NVFP4 checkpoint (seed rule 1)
 replicas = 1
 max_model_len = 2048
 """
+)
 
 
 @pytest.mark.timeout(120)
 def test_a_launch_killed_twice_then_stopped_by_a_sweep_is_three_kills_not_a_crash(
-        local_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    local_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each kill is its own attempt with its own command id: a second ``campaign kill`` of the same launch, and a
     sweep stopping a launch an operator killed (console/sweep/walk.py), once failed on ``commands.id``."""
     recipes = tmp_path / "kill-recipes"
@@ -117,7 +135,9 @@ def test_a_launch_killed_twice_then_stopped_by_a_sweep_is_three_kills_not_a_cras
 
     launch_id = asyncio.run(with_service("launch"))
     for _ in range(2):
-        assert main(["--db", str(local_db), "kill", launch_id, "--box", "local", "--yes", "--grace", "2"]) == 0
+        assert (
+            main(["--db", str(local_db), "kill", launch_id, "--box", "local", "--yes", "--grace", "2"]) == 0
+        )
         assert "freed" in capsys.readouterr().out
     asyncio.run(with_service("sweep-stop", launch_id))
     with Store(local_db) as store:

@@ -23,14 +23,29 @@ LIST = "import sys; from console.cli import main; sys.exit(main(['recipe', 'list
 
 def _env(home: Path) -> dict[str, str]:
     """The shipped recipes only (no operator's own), and no switch that would force or forbid Rich's styling."""
-    drop = {"CAMPAIGN_RECIPES", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES"}
+    drop = {
+        "CAMPAIGN_RECIPES",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE",
+        "COLUMNS",
+        "LINES",
+    }
     env = {k: v for k, v in os.environ.items() if k not in drop}
     return env | {"HOME": str(home), "TERM": "xterm-256color", "PYTHONPATH": str(ROOT)}
 
 
 def test_a_pipe_gets_plain_aligned_text_without_escape_codes(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", LIST], cwd=ROOT, env=_env(tmp_path), capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", LIST],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     out = done.stdout
     assert "\x1b" not in out and not BOX_DRAWING.search(out)
     lines = out.splitlines()
@@ -47,8 +62,14 @@ def test_a_terminal_gets_a_rich_table(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     os.set_inheritable(follower, True)
     env = _env(tmp_path) | {"COLUMNS": "220", "LINES": "50"}
-    proc = subprocess.Popen([sys.executable, "-c", LIST], cwd=ROOT, env=env, stdin=follower, stdout=follower,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LIST],
+        cwd=ROOT,
+        env=env,
+        stdin=follower,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -69,10 +90,20 @@ def test_a_terminal_gets_a_rich_table(tmp_path: Path) -> None:
 
 
 def test_plain_columns_rjust_min_width_indent_and_no_header(capsys: pytest.CaptureFixture[str]) -> None:
-    rows: list[dict[str, str | None]] = [{"name": "split", "a": "0 to 3", "b": None}, {"name": "mean tokens", "a": "230.5", "b": "12"}]
-    print_table(rows, [Column("name"), Column("a", right=True, min_width=9), Column("b", right=True)],
-                header=False, indent=2)  # fmt: skip
-    assert capsys.readouterr().out.splitlines() == ["  split           0 to 3", "  mean tokens      230.5  12"]
+    rows: list[dict[str, str | None]] = [
+        {"name": "split", "a": "0 to 3", "b": None},
+        {"name": "mean tokens", "a": "230.5", "b": "12"},
+    ]
+    print_table(
+        rows,
+        [Column("name"), Column("a", right=True, min_width=9), Column("b", right=True)],
+        header=False,
+        indent=2,
+    )
+    assert capsys.readouterr().out.splitlines() == [
+        "  split           0 to 3",
+        "  mean tokens      230.5  12",
+    ]
     print_table([{"id": 1}], ["id", Column("note", heading="WHY")])
     assert capsys.readouterr().out.splitlines() == ["ID  WHY", "1"]
 

@@ -29,7 +29,11 @@ def _copy_seed(tmp_path: Path) -> Path:
 
 
 def _row(store: Store, arm: str, box: str, shape: str, concurrency: int) -> ResultRow:
-    rows = [r for r in bench_rows(store) if (r.arm, r.box, r.shape, r.concurrency) == (arm, box, shape, concurrency)]
+    rows = [
+        r
+        for r in bench_rows(store)
+        if (r.arm, r.box, r.shape, r.concurrency) == (arm, box, shape, concurrency)
+    ]
     assert len(rows) == 1, (arm, box, shape, concurrency)
     return rows[0]
 
@@ -68,15 +72,22 @@ def test_figures_match_the_write_up(demo: Path) -> None:
         reasons = {r.arm: r.failure_reason for r in failed_launches(store, None)}
         assert reasons["ling-3.0-flash-tp"] is not None and "101,376" in reasons["ling-3.0-flash-tp"]
         assert "swiglu_limit" in (reasons["glm-5.3-flash-dp4-flashinfer-b12x-moe"] or "")
-        kv = store.scalar("SELECT kv_cache_tokens FROM launches WHERE id = 'import:seed-5090x8-400w:qwen3.8-27b-nvfp4-b12x'")
+        kv = store.scalar(
+            "SELECT kv_cache_tokens FROM launches WHERE id = 'import:seed-5090x8-400w:qwen3.8-27b-nvfp4-b12x'"
+        )
         assert kv == 181000
 
 
 def test_every_row_is_marked_imported_with_provenance(demo: Path) -> None:
     with Store(demo, read_only=True) as store:
         for table in ("bench_runs", "tripwire_runs", "eval_runs"):
-            assert store.scalar(f"SELECT count(*) FROM {table} WHERE source != 'imported' OR provenance IS NULL "
-                                "OR import_id IS NULL") == 0  # fmt: skip
+            assert (
+                store.scalar(
+                    f"SELECT count(*) FROM {table} WHERE source != 'imported' OR provenance IS NULL "
+                    "OR import_id IS NULL"
+                )
+                == 0
+            )
         assert {b.status for b in store.boxes.every()} == {"imported"}
         assert [i.rows for i in imports(store)] == [load_payload().row_count]
 
@@ -89,8 +100,18 @@ def test_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["--db", db, "demo"]) == 0
     assert "already present" in capsys.readouterr().out
     with Store(db) as store:
-        counts = [store.scalar(f"SELECT count(*) FROM {t}") for t in
-                  ("bench_runs", "tripwire_runs", "eval_runs", "launches", "kernel_lines", "arms", "imports")]  # fmt: skip
+        counts = [
+            store.scalar(f"SELECT count(*) FROM {t}")
+            for t in (
+                "bench_runs",
+                "tripwire_runs",
+                "eval_runs",
+                "launches",
+                "kernel_lines",
+                "arms",
+                "imports",
+            )
+        ]
     assert counts[0] == 109 and counts[-1] == 1
 
 
@@ -100,27 +121,52 @@ def test_changed_data_replaces_its_own_rows(tmp_path: Path) -> None:
         build_demo(store, data_dir=data)
         before = store.scalar("SELECT count(*) FROM bench_runs")
         tsv = data / "throughput.tsv"
-        tsv.write_text(tsv.read_text().replace("qwen3.8-27b-nvfp4-b12x\tseed-pro6000-600w\trouter\t1024\t5161",
-                                               "qwen3.8-27b-nvfp4-b12x\tseed-pro6000-600w\trouter\t1024\t5170"))  # fmt: skip
+        tsv.write_text(
+            tsv.read_text().replace(
+                "qwen3.8-27b-nvfp4-b12x\tseed-pro6000-600w\trouter\t1024\t5161",
+                "qwen3.8-27b-nvfp4-b12x\tseed-pro6000-600w\trouter\t1024\t5170",
+            )
+        )
         boxes = data / "boxes.toml"
-        boxes.write_text(boxes.read_text().replace("price_per_hour = 3.082\ntz = \"Europe/London\"",
-                                                   "price_per_hour = 2.5\ntz = \"Europe/London\""))  # fmt: skip
+        boxes.write_text(
+            boxes.read_text().replace(
+                'price_per_hour = 3.082\ntz = "Europe/London"', 'price_per_hour = 2.5\ntz = "Europe/London"'
+            )
+        )
         assert build_demo(store, data_dir=data).state == "replaced"
         assert store.boxes.get("seed-pro6000-600w").price_per_hour == 2.5
         assert store.scalar("SELECT count(*) FROM bench_runs") == before
         assert store.scalar("SELECT count(*) FROM imports") == 1
-        assert store.scalar("SELECT out_tok_per_s FROM bench_runs WHERE arm = 'qwen3.8-27b-nvfp4-b12x' "
-                            "AND box = 'seed-pro6000-600w' AND shape = 'router' AND concurrency = 1024") == 5170  # fmt: skip
-        assert store.scalar("SELECT count(*) FROM bench_runs WHERE tripwire_id IS NOT NULL AND tripwire_id NOT IN "
-                            "(SELECT id FROM tripwire_runs)") == 0  # fmt: skip
+        assert (
+            store.scalar(
+                "SELECT out_tok_per_s FROM bench_runs WHERE arm = 'qwen3.8-27b-nvfp4-b12x' "
+                "AND box = 'seed-pro6000-600w' AND shape = 'router' AND concurrency = 1024"
+            )
+            == 5170
+        )
+        assert (
+            store.scalar(
+                "SELECT count(*) FROM bench_runs WHERE tripwire_id IS NOT NULL AND tripwire_id NOT IN "
+                "(SELECT id FROM tripwire_runs)"
+            )
+            == 0
+        )
 
 
 def test_refuses_to_mix_into_measured_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "s.db"
     with Store(db) as store:
         store.boxes.add(Box(name="pro-a", host="h", ssh_user="root"))
-        store.results.add_bench_run({"box": "pro-a", "arm": "a", "shape": "router", "concurrency": 8,
-                                     "out_tok_per_s": 100.0, "t_ms": 1})  # fmt: skip
+        store.results.add_bench_run(
+            {
+                "box": "pro-a",
+                "arm": "a",
+                "shape": "router",
+                "concurrency": 8,
+                "out_tok_per_s": 100.0,
+                "t_ms": 1,
+            }
+        )
         with pytest.raises(MeasuredDataPresent, match="--force"):
             build_demo(store)
         assert not seed_if_empty(store)
@@ -146,6 +192,8 @@ def test_inconsistent_data_names_file_and_line(tmp_path: Path) -> None:
     lines = (data / "throughput.tsv").read_text().splitlines()
     with pytest.raises(DemoDataError, match=rf"throughput.tsv:{len(lines)}: arm no-such-arm"):
         load_payload(data)
-    (data / "throughput.tsv").write_text("\n".join(lines[:-1] + ["hy3\tseed-pro6000-400w\trouter\t256\tfast\t\t\t0\t0\t"]) + "\n")
+    (data / "throughput.tsv").write_text(
+        "\n".join(lines[:-1] + ["hy3\tseed-pro6000-400w\trouter\t256\tfast\t\t\t0\t0\t"]) + "\n"
+    )
     with pytest.raises(DemoDataError, match="column 'out_tok_s' is 'fast'"):
         load_payload(data)

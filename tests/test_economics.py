@@ -52,9 +52,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 def _throughput(store: Store, arm: str, shape: str, concurrency: int) -> Throughput:
-    r = next(r for r in bench_rows(store) if (r.box, r.arm, r.shape, r.concurrency) == (SEED_BOX, arm, shape, concurrency))
+    r = next(
+        r
+        for r in bench_rows(store)
+        if (r.box, r.arm, r.shape, r.concurrency) == (SEED_BOX, arm, shape, concurrency)
+    )
     assert r.out_tok_per_s is not None and r.input_len is not None and r.output_len is not None
-    return Throughput(shape, concurrency, r.out_tok_per_s, r.in_tok_per_s, r.input_len, r.output_len, r.prefix_len or 0)
+    return Throughput(
+        shape, concurrency, r.out_tok_per_s, r.in_tok_per_s, r.input_len, r.output_len, r.prefix_len or 0
+    )
 
 
 @pytest.mark.parametrize("row", read_tsv(SEED_DIR / "econ_cost_bases.tsv"), ids=lambda c: c.where)
@@ -85,7 +91,9 @@ def test_per_hour_table_rows(store: Store, row) -> None:  # type: ignore[no-unty
 FRONTIER = read_tsv(SEED_DIR / "econ_frontier.tsv")
 
 
-@pytest.mark.parametrize("row", [c for c in FRONTIER if c.need("node_check", int)], ids=lambda c: c.need("arm"))
+@pytest.mark.parametrize(
+    "row", [c for c in FRONTIER if c.need("node_check", int)], ids=lambda c: c.need("arm")
+)
 def test_frontier_table_node_and_api_cost(store: Store, row) -> None:  # type: ignore[no-untyped-def]
     """'Every configuration on one chart': node $/M per request over router + promptopt (router alone for
     gpt-oss-20b), the API at market median and cheapest tier with cached prefixes at cache-read prices."""
@@ -98,17 +106,28 @@ def test_frontier_table_node_and_api_cost(store: Store, row) -> None:  # type: i
     median = mine.get("market-median") or cheapest
     assert cheapest is not None and median is not None
     assert median.api_per_mtok is not None and _as_printed(median.api_per_mtok, row.need("api_median_per_m"))
-    assert cheapest.api_per_mtok is not None and _as_printed(cheapest.api_per_mtok, row.need("api_cheapest_per_m"))
+    assert cheapest.api_per_mtok is not None and _as_printed(
+        cheapest.api_per_mtok, row.need("api_cheapest_per_m")
+    )
     # The write-up divides its own unrounded figures: the ratio agrees as printed or within 1%.
     ratio, printed = median.api_over_node, row.need("median_ratio")
-    assert ratio is not None and (_as_printed(ratio, printed) or ratio == pytest.approx(float(printed), rel=0.01))
+    assert ratio is not None and (
+        _as_printed(ratio, printed) or ratio == pytest.approx(float(printed), rel=0.01)
+    )
 
 
 def test_frontier_of_the_write_ups_own_points() -> None:
     """Its 'on the frontier' column: gpt-oss-120b, Muse, the QAT Qwen and DeepSeek DP4 + EP; the degenerate
     DP2 x TP2 GLM point is excluded even though it would otherwise be cheap."""
-    points = [Point(c.need("arm"), c.need("node_per_m", float), c.need("accuracy", float),
-                    bool(c.need("diagnostic_only", int))) for c in FRONTIER]  # fmt: skip
+    points = [
+        Point(
+            c.need("arm"),
+            c.need("node_per_m", float),
+            c.need("accuracy", float),
+            bool(c.need("diagnostic_only", int)),
+        )
+        for c in FRONTIER
+    ]
     expected = {c.need("arm") for c in FRONTIER if c.need("on_frontier", int)}
     assert frontier(points) == expected
     assert "glm-5.3-flash-dp2tp2-ep-384" not in frontier(
@@ -121,12 +140,23 @@ def test_frontier_from_the_imported_throughput(store: Store) -> None:
     exact arm; accuracy borrowed from another box or by model name, and the capped boxes, never join it."""
     rows, _ = economics_table(economics_inputs(store), utilisation=0.7)
     assert {(r.box, r.arm) for r in rows if r.on_frontier} == {
-        (SEED_BOX, arm) for arm in ("gpt-oss-120b-mxfp8", "muse-glimmer-30b-bf16", "qwen3.8-27b-nvfp4-qat-b12x",
-                                    "deepseek-v4-flash-dp4-ep-512")}  # fmt: skip
+        (SEED_BOX, arm)
+        for arm in (
+            "gpt-oss-120b-mxfp8",
+            "muse-glimmer-30b-bf16",
+            "qwen3.8-27b-nvfp4-qat-b12x",
+            "deepseek-v4-flash-dp4-ep-512",
+        )
+    }
     assert not any(r.on_frontier for r in rows if r.diagnostic_only or r.borrowed or r.capped)
     # The 5090 box ran gpt-oss-20b with the 600 W box's accuracy, capped at 400 of 575 W.
     gpt20 = next(r for r in rows if (r.box, r.arm) == ("seed-5090x8-400w", "gpt-oss-20b-mxfp8"))
-    assert (gpt20.accuracy_basis, gpt20.accuracy_box, gpt20.capped, gpt20.place) == ("borrowed", SEED_BOX, True, "CAPPED")
+    assert (gpt20.accuracy_basis, gpt20.accuracy_box, gpt20.capped, gpt20.place) == (
+        "borrowed",
+        SEED_BOX,
+        True,
+        "CAPPED",
+    )
     assert gpt20.marks == f"CAPPED at 400 of 575 W; accuracy borrowed from gpt-oss-20b-mxfp8 on {SEED_BOX}"
     assert {r.box for r in rows if r.capped} == {"seed-pro6000-400w", "seed-5090x8-400w"}
     exact = next(r for r in rows if (r.box, r.arm) == (SEED_BOX, "deepseek-v4-flash-dp4-ep-512"))
@@ -140,7 +170,11 @@ def test_the_export_says_borrowed_and_capped(store: Store, capsys: pytest.Captur
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     gpt20 = next(r for r in rows if (r["box"], r["arm"]) == ("seed-5090x8-400w", "gpt-oss-20b-mxfp8"))
     assert (gpt20["accuracy_basis"], gpt20["accuracy_box"], gpt20["capped"], gpt20["on_frontier"]) == (
-        "borrowed", SEED_BOX, "yes", "no")
+        "borrowed",
+        SEED_BOX,
+        "yes",
+        "no",
+    )
     assert (gpt20["power_limit_w"], gpt20["max_power_w"]) == ("400", "575")
     assert {r["capped"] for r in rows if r["box"] == SEED_BOX} == {"no"}
 
@@ -160,14 +194,29 @@ def test_blended_by_hand() -> None:
 
 
 def test_operator_price_and_errors(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    assert parse_api_price("GLM-5.3-Flash=0.15/0.50/0.03") == ApiPrice("GLM-5.3-Flash", "operator", 0.15, 0.5, 0.03)
+    assert parse_api_price("GLM-5.3-Flash=0.15/0.50/0.03") == ApiPrice(
+        "GLM-5.3-Flash", "operator", 0.15, 0.5, 0.03
+    )
     for bad in ("GLM", "GLM=0.1", "GLM=a/b", "=1/2", "GLM=-1/2"):
         with pytest.raises(EconomicsError, match="--api-price"):
             parse_api_price(bad)
     with pytest.raises(EconomicsError, match="utilisation"):
         economics_table(economics_inputs(store), utilisation=0)
-    assert main(["--db", str(store.path), "export", "economics", "--format", "csv",
-                 "--api-price", "GLM-5.3-Flash=0.15/0.50/0.03"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "--db",
+                str(store.path),
+                "export",
+                "economics",
+                "--format",
+                "csv",
+                "--api-price",
+                "GLM-5.3-Flash=0.15/0.50/0.03",
+            ]
+        )
+        == 0
+    )
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     glm = [r for r in rows if r["model"] == "GLM-5.3-Flash"]
     assert glm and {r["api_provider"] for r in glm} == {"operator"}  # replaces the stored GLM prices
@@ -188,7 +237,9 @@ def test_cost_model_file_errors(tmp_path: Path) -> None:
         COST.gbp_per_active_hour("spot")
 
 
-def test_chart_and_report_on_the_demo(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_chart_and_report_on_the_demo(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--db", str(store.path), "export", "economics", "--chart"]) == 0
     chart = capsys.readouterr().out
     assert "* $0.033  0.844  deepseek-v4-flash-dp4-ep-512 (seed-pro6000-600w)" in chart
@@ -212,25 +263,40 @@ def test_chart_and_report_on_the_demo(store: Store, tmp_path: Path, capsys: pyte
 
 
 def test_the_seeds_case_a_400_w_row_with_600_w_accuracy_never_joins_the_frontier_unmarked(
-        store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The issue as the seed's data has it: gpt-oss-20b on the 400 W box has throughput there and accuracy only
     from the 600 W box. The CLI's table, chart and report price it, mark it borrowed and capped, and keep it
     off the frontier, which holds only rows measured on their own node at full power."""
     assert main(["--db", str(store.path), "export", "economics", "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     capped = next(r for r in rows if (r["box"], r["arm"]) == ("seed-pro6000-400w", "gpt-oss-20b-4rep"))
-    assert (capped["accuracy_basis"], capped["accuracy_box"], capped["accuracy"]) == ("borrowed", SEED_BOX, "0.712")
+    assert (capped["accuracy_basis"], capped["accuracy_box"], capped["accuracy"]) == (
+        "borrowed",
+        SEED_BOX,
+        "0.712",
+    )
     assert (capped["power_limit_w"], capped["max_power_w"], capped["capped"], capped["on_frontier"]) == (
-        "400", "600", "yes", "no")
+        "400",
+        "600",
+        "yes",
+        "no",
+    )
     for r in rows:  # no row of another power limit or another node shares the frontier
         if r["on_frontier"] == "yes":
-            assert r["capped"] == "no" and r["accuracy_basis"] == "measured" and r["accuracy_box"] == r["box"], r
+            assert (
+                r["capped"] == "no" and r["accuracy_basis"] == "measured" and r["accuracy_box"] == r["box"]
+            ), r
     table, _ = economics_table(economics_inputs(store), utilisation=0.7)
     row = next(r for r in table if (r.box, r.arm) == ("seed-pro6000-400w", "gpt-oss-20b-4rep"))
-    assert row.place == "CAPPED" and "accuracy borrowed from gpt-oss-20b-mxfp8 on seed-pro6000-600w" in row.marks
+    assert (
+        row.place == "CAPPED" and "accuracy borrowed from gpt-oss-20b-mxfp8 on seed-pro6000-600w" in row.marks
+    )
     assert main(["--db", str(store.path), "export", "economics", "--chart"]) == 0
     legend = capsys.readouterr().out.split("x tripwire failed")[1]
-    assert "seed-pro6000-400w" not in legend and "seed-5090x8-400w" not in legend  # drawn as c, never listed on it
+    assert (
+        "seed-pro6000-400w" not in legend and "seed-5090x8-400w" not in legend
+    )  # drawn as c, never listed on it
     report = tmp_path / "RESUME.md"
     assert main(["--db", str(store.path), "report", "-o", str(report)]) == 0
     frontier_table = report.read_text().split("## Quality/cost frontier")[1].split("```")[0]

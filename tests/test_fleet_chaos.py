@@ -84,8 +84,10 @@ def _box_acked(journal: Path) -> int:
 def _follower(db: Path, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "console", "--db", str(db), "box", "connect", "chaos", "--follow"],
-        cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=REPO,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
 
 
 async def test_every_event_exactly_once_in_order_through_cuts_and_a_console_crash(
@@ -103,8 +105,10 @@ async def test_every_event_exactly_once_in_order_through_cuts_and_a_console_cras
     journal = box.agent_home / "journal.db"
     writer = subprocess.Popen(
         ["/usr/bin/python3", "-c", WRITER, str(journal), str(EVENTS)],
-        user=box.uid, group=box.gid, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
-    )  # fmt: skip
+        user=box.uid,
+        group=box.gid,
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+    )
     log = tmp_path / "follower.log"
     follower = _follower(db, log)
     cuts = crashed_at = 0

@@ -58,20 +58,23 @@ async def _probe(service: Service) -> None:
         await service.close()
 
 
-def test_kill_names_launch_and_box_and_needs_a_terminal_or_yes(sshd_farm: SshdFarm, tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_kill_names_launch_and_box_and_needs_a_terminal_or_yes(
+    sshd_farm: SshdFarm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = str(tmp_path / "state.db")
     with Store(db) as store:
         register(store, box_started("alpha"))
-        store.launches.add("tiny-cpu.abcd.r0", "alpha", "tiny-cpu", arm_id=None, replica=0, gpus=[0],
-                               port=8100, forced=False)  # fmt: skip
+        store.launches.add(
+            "tiny-cpu.abcd.r0", "alpha", "tiny-cpu", arm_id=None, replica=0, gpus=[0], port=8100, forced=False
+        )
     assert main(["--db", db, "kill", "tiny-cpu", "--box", "alpha"]) == 2
     err = capsys.readouterr().err
     assert "kill tiny-cpu.abcd.r0 (arm tiny-cpu) on box alpha?" in err and "pass --yes" in err
 
 
-def test_connect_to_a_changed_key_fails_loudly(sshd_farm: SshdFarm, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_connect_to_a_changed_key_fails_loudly(
+    sshd_farm: SshdFarm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = str(tmp_path / "state.db")
     box = box_started("cli-rekeyed", gpu_fixture=None)
     with Store(db) as store:
@@ -83,8 +86,9 @@ def test_connect_to_a_changed_key_fails_loudly(sshd_farm: SshdFarm, tmp_path: Pa
         assert store.boxes.get("cli-rekeyed").status == "host-key-changed"
 
 
-def test_local_box_is_the_embedded_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_local_box_is_the_embedded_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))  # the agent home defaults to ~/.campaign-agent
     db = str(tmp_path / "state.db")
     try:
@@ -93,7 +97,10 @@ def test_local_box_is_the_embedded_default(tmp_path: Path, monkeypatch: pytest.M
         with Store(db) as store:
             box = store.boxes.get("local")
             assert (box.kind, box.status) == ("local", "up")
-            assert store.scalar("SELECT count(*) FROM journal WHERE box = 'local' AND kind = 'agent_started'") == 1
+            assert (
+                store.scalar("SELECT count(*) FROM journal WHERE box = 'local' AND kind = 'agent_started'")
+                == 1
+            )
     finally:
         pidfile = tmp_path / ".campaign-agent" / "agent.pid"
         if pidfile.exists():

@@ -38,10 +38,16 @@ async def _campaign(db: str, recipes: Path, *argv: str, status: int = 0) -> dict
     """Run the real CLI in its own process (it opens its own store and link, as an operator's would, and
     reads ``recipes`` as the operator's own); with ``--json`` its stdout is that JSON and nothing else."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console", "--db", db, *argv,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "console",
+        "--db",
+        db,
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "CAMPAIGN_RECIPES": str(recipes)},
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 600)
     assert proc.returncode == status, err.decode()
     return dict(json.loads(out))
@@ -70,8 +76,15 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
     recipes.mkdir()
     (recipes / "tiny-x2.toml").write_text(TWO_REPLICAS)
     store = Store(tmp_path / "state.db")
-    store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(vllm_env.prefix),
-                        model_root=str(vllm_env.model_root)))  # fmt: skip
+    store.boxes.add(
+        Box(
+            name="local",
+            kind="local",
+            agent_home=str(home),
+            serving_env=str(vllm_env.prefix),
+            model_root=str(vllm_env.model_root),
+        )
+    )
     service = Service(store, catalog=load_catalog([shipped_recipe_dir(), recipes]), settings=FAST)
     try:
         service.fleet.start("local")  # supervised: the journal flows into state.db while we act
@@ -88,44 +101,71 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
         assert [r["category"] for r in categories] == ["config"], categories
 
         # One node run per repeat: both replicas at once, the streams dealt over their ports.
-        bench = await service.bench(launch_id, "local", "tiny", concurrency=4, prompts=16, repeat=2, timeout_s=300)
+        bench = await service.bench(
+            launch_id, "local", "tiny", concurrency=4, prompts=16, repeat=2, timeout_s=300
+        )
         assert bench.group is not None and bench.group.n == 2 and len(bench.rows) == 2
         for row in bench.rows:
-            assert (row.arm, row.shape, row.concurrency, row.replicas, row.failed) == ("tiny-cpu-x2", "tiny", 4, 2, 0)
+            assert (row.arm, row.shape, row.concurrency, row.replicas, row.failed) == (
+                "tiny-cpu-x2",
+                "tiny",
+                4,
+                2,
+                0,
+            )
             assert row.out_tok_per_s and row.out_tok_per_s > 0
             assert row.prefix_caching is True  # the engine's own config line says so; the arm did not ask
             assert row.kernel_line is None and not row.kernel_fallback  # nothing named, nothing fallen back
             assert row.admitted == 2 and not row.queueing  # two streams per replica, --max-num-seqs 2
             detail = replica_results(store, row.id)
             assert [(d.launch_id, d.streams) for d in detail] == [(launch_id, 2), (other_id, 2)]
-            assert all(d.requests and d.out_tok_per_s for d in detail) and sum(d.requests or 0 for d in detail) == 16
+            assert (
+                all(d.requests and d.out_tok_per_s for d in detail)
+                and sum(d.requests or 0 for d in detail) == 16
+            )
         assert bench.rows[0].seed != bench.rows[1].seed  # a new seed for every run
         assert store.scalar("SELECT count(*) FROM bench_runs") == 2  # node rows only: no row per replica
 
         # The tripwire on random weights: degenerate answers, so the arm's throughput is diagnostic only.
         tripwire_id = await service.tripwire(launch_id, max_tokens=48)
-        await _until("the tripwire to finish", lambda: store.commands.get(tripwire_id).state == "failed"
-                     or "exit_code" in (store.commands.get(tripwire_id).result or {}), 300)  # fmt: skip
+        await _until(
+            "the tripwire to finish",
+            lambda: (
+                store.commands.get(tripwire_id).state == "failed"
+                or "exit_code" in (store.commands.get(tripwire_id).result or {})
+            ),
+            300,
+        )
         command = store.commands.get(tripwire_id)
         assert command.state == "acked", f"tripwire failed on the box: {command.error}"
         verdict = store.rows("SELECT * FROM tripwire_runs WHERE launch_id = ?", [launch_id])[0]
         assert verdict["arm"] == "tiny-cpu-x2" and verdict["total"] > 0
-        nodes = store.rows("SELECT tripwire_id, diagnostic_only FROM bench_runs WHERE launch_id = ?", [launch_id])
-        assert all(n["tripwire_id"] == verdict["id"] and n["diagnostic_only"] == int(not verdict["passed"])
-                   for n in nodes)  # fmt: skip
+        nodes = store.rows(
+            "SELECT tripwire_id, diagnostic_only FROM bench_runs WHERE launch_id = ?", [launch_id]
+        )
+        assert all(
+            n["tripwire_id"] == verdict["id"] and n["diagnostic_only"] == int(not verdict["passed"])
+            for n in nodes
+        )
 
         # The same through the operator's commands: each prints the stored row, traced to its command. The
         # arm names the node on the box; 8 x C prompts by default; three streams a replica admitting two queue.
         db = str(tmp_path / "state.db")
-        bench_cli = await _campaign(db, recipes, "bench", "tiny-cpu-x2", "--box", "local", "--shape", "tiny", "-c", "6",
-                                    "--json")  # fmt: skip
+        bench_cli = await _campaign(
+            db, recipes, "bench", "tiny-cpu-x2", "--box", "local", "--shape", "tiny", "-c", "6", "--json"
+        )
         assert bench_cli["run_id"].startswith("bench-") and bench_cli["concurrency"] == 6
         assert (bench_cli["replicas"], bench_cli["prompts"], bench_cli["queueing"]) == (2, 48, True)
         assert [r["streams"] for r in bench_cli["per_replica"]] == [3, 3]
         assert bench_cli["out_tok_per_s"] > 0 and bench_cli["diagnostic_only"] == int(not verdict["passed"])
         failed = 0 if verdict["passed"] else 1  # `campaign tripwire` exits 1 on a failed tripwire, as `check`
-        tripwire_cli = await _campaign(db, recipes, "tripwire", launch_id, "--max-tokens", "32", "--json", status=failed)
-        assert tripwire_cli["run_id"].startswith("tripwire-") and tripwire_cli["verdict"]["total"] == verdict["total"]
+        tripwire_cli = await _campaign(
+            db, recipes, "tripwire", launch_id, "--max-tokens", "32", "--json", status=failed
+        )
+        assert (
+            tripwire_cli["run_id"].startswith("tripwire-")
+            and tripwire_cli["verdict"]["total"] == verdict["total"]
+        )
 
         stopped = await service.kill(service.plan_kill("tiny-cpu-x2", "local"), grace_s=20)
         assert [x.state for x in stopped] == ["stopped", "stopped"] and all(released(x) for x in stopped)

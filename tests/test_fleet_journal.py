@@ -67,8 +67,15 @@ async def test_two_state_dbs_sharing_a_box_each_keep_every_event_of_their_own_co
                 timer_id = f"{me}-{round_}"
                 timers[me].append(timer_id)
                 now = stores[me].clock()
-                await link.command("set_deadline", {"timer_id": timer_id, "deadline_ms": now + 3_600_000,
-                                                    "action": "stop-arms", "console_now_ms": now})  # fmt: skip
+                await link.command(
+                    "set_deadline",
+                    {
+                        "timer_id": timer_id,
+                        "deadline_ms": now + 3_600_000,
+                        "action": "stop-arms",
+                        "console_now_ms": now,
+                    },
+                )
                 # The other campaign connects and ingests (and acks) while this one's commands run.
                 other_link = BoxLink(stores[other], "shared", FAST)
                 await other_link.sync()
@@ -86,13 +93,17 @@ async def test_two_state_dbs_sharing_a_box_each_keep_every_event_of_their_own_co
 
         for me, store in stores.items():
             seqs = _seqs(store, "shared")
-            assert seqs == list(range(seqs[0], last[me] + 1)), f"{me}: events missing between its first and last"
+            assert seqs == list(range(seqs[0], last[me] + 1)), (
+                f"{me}: events missing between its first and last"
+            )
             markers = [p["probe"].get("console_t_ms") for p in _payloads(store, "shared", "probe")]
             for marker in probes[me]:
                 assert markers.count(marker) == 1, f"{me}: its probe {marker} is missing or doubled"
             states = {(d["timer_id"], d["state"]) for d in _payloads(store, "shared", "deadline")}
             for timer_id in timers[me]:
-                assert {(timer_id, "armed"), (timer_id, "cancelled")} <= states, f"{me}: timer {timer_id}'s events"
+                assert {(timer_id, "armed"), (timer_id, "cancelled")} <= states, (
+                    f"{me}: timer {timer_id}'s events"
+                )
         assert _seqs(stores["a"], "shared")[0] == 1  # the first campaign has the box's whole history
 
         # Detaching b: the box stops holding events for it, and its console no longer reconnects by itself.
@@ -111,8 +122,13 @@ async def test_two_state_dbs_sharing_a_box_each_keep_every_event_of_their_own_co
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--db", str(db), *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 BAD_ROWS = [  # (kind, body): what the issue lists
@@ -124,14 +140,17 @@ BAD_ROWS = [  # (kind, body): what the issue lists
 ]
 
 
-async def test_malformed_events_are_quarantined_and_nothing_after_them_is_lost(sshd_farm: SshdFarm,
-                                                                              tmp_path: Path) -> None:  # fmt: skip
+async def test_malformed_events_are_quarantined_and_nothing_after_them_is_lost(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     box = box_started("malformed", gpu_fixture=None)
     db = tmp_path / "state.db"
     with Store(db) as store:
         register(store, box)
     assert _cli(db, "box", "connect", "malformed").returncode == 0  # the agent runs; its journal exists
-    rows: list[tuple[Any, str, str]] = [(backlog.T0 + i, kind, body) for i, (kind, body) in enumerate(BAD_ROWS)]
+    rows: list[tuple[Any, str, str]] = [
+        (backlog.T0 + i, kind, body) for i, (kind, body) in enumerate(BAD_ROWS)
+    ]
     rows.append((backlog.T0 + 9, "warning", json.dumps({"where": "test", "message": "after-the-bad-ones"})))
     backlog.write_raw(box, rows)
 
@@ -141,15 +160,22 @@ async def test_malformed_events_are_quarantined_and_nothing_after_them_is_lost(s
     assert "5 rows quarantined (first: " in _cli(db, "box", "list").stdout
     with Store(db) as store:
         assert "after-the-bad-ones" in [p.get("message") for p in _payloads(store, "malformed", "warning")]
-        raw = [r["raw"] for r in store.rows("SELECT raw FROM quarantine WHERE box = 'malformed' ORDER BY seq")]
+        raw = [
+            r["raw"] for r in store.rows("SELECT raw FROM quarantine WHERE box = 'malformed' ORDER BY seq")
+        ]
         assert raw[:2] == [body for _, body in BAD_ROWS[:2]] and json.loads(raw[3])["gpus"] == "GPU0 581 W"
 
         # The supervised link (`--follow`, the TUI) moves past a bad event too, and nothing after it is lost.
         fleet = FleetManager(store, FAST)
         link = fleet.start("malformed")
         try:
-            backlog.write_raw(box, [(backlog.T0 + 20, "gpu_sample", '{"gpus": [{"gpu": "zero"}]}'),
-                                    (backlog.T0 + 21, "warning", '{"where": "test", "message": "last"}')])
+            backlog.write_raw(
+                box,
+                [
+                    (backlog.T0 + 20, "gpu_sample", '{"gpus": [{"gpu": "zero"}]}'),
+                    (backlog.T0 + 21, "warning", '{"where": "test", "message": "last"}'),
+                ],
+            )
             deadline = time.monotonic() + 30
             while "last" not in [p.get("message") for p in _payloads(store, "malformed", "warning")]:
                 assert time.monotonic() < deadline and link.fatal is None, "the link stopped at a bad event"
@@ -157,8 +183,9 @@ async def test_malformed_events_are_quarantined_and_nothing_after_them_is_lost(s
         finally:
             await fleet.close()
         assert store.ingest.quarantined("malformed") == {"malformed": 6}
-        assert store.scalar("SELECT count(*) FROM journal WHERE box = 'malformed'") + 6 == \
-            store.ingest.cursor("malformed")  # every seq is either a journal row or quarantined
+        assert store.scalar(
+            "SELECT count(*) FROM journal WHERE box = 'malformed'"
+        ) + 6 == store.ingest.cursor("malformed")  # every seq is either a journal row or quarantined
 
 
 async def _ingest_backlog(box: SshBox, tmp_path: Path, events: list[dict[str, Any]]) -> tuple[Store, int]:
@@ -176,13 +203,16 @@ async def _ingest_backlog(box: SshBox, tmp_path: Path, events: list[dict[str, An
     return store, last
 
 
-async def test_a_backlog_of_full_8_gpu_samples_ingests_in_batches_bounded_by_bytes(sshd_farm: SshdFarm,
-                                                                                  tmp_path: Path) -> None:  # fmt: skip
+async def test_a_backlog_of_full_8_gpu_samples_ingests_in_batches_bounded_by_bytes(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     """37 minutes away from an 8-GPU box: 2,226 samples of ~1.5 kB. One batch of them (~3 MiB) was more than
     the SSH channel could take; every retry failed the same way and ingest never moved."""
     box = box_started("eight-gpus", gpu_fixture=None)
     events = list(backlog.samples(2226, gpus=8, servers=0))
-    events.insert(1000, {"kind": "warning", "where": "test", "message": "w" * (3 * 1024 * 1024)})  # one huge event
+    events.insert(
+        1000, {"kind": "warning", "where": "test", "message": "w" * (3 * 1024 * 1024)}
+    )  # one huge event
     store, last = await _ingest_backlog(box, tmp_path, events)
     with store:
         assert store.ingest.cursor(box.name) == last
@@ -191,7 +221,9 @@ async def test_a_backlog_of_full_8_gpu_samples_ingests_in_batches_bounded_by_byt
         assert len(huge["message"]) == 3 * 1024 * 1024
 
 
-async def test_an_hour_away_from_an_8_gpu_box_with_4_servers_ingests(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+async def test_an_hour_away_from_an_8_gpu_box_with_4_servers_ingests(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     box = box_started("hour-away", gpu_fixture=None)
     store, last = await _ingest_backlog(box, tmp_path, list(backlog.samples(3600, gpus=8, servers=4)))
     with store:
@@ -236,8 +268,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _one_line_disk_full(done: subprocess.CompletedProcess[str], where: Path) -> None:
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.splitlines() or [""]
-    assert line.startswith("campaign: state.db disk full: ") and str(where) in line and "free space" in line, \
-        done.stderr
+    assert (
+        line.startswith("campaign: state.db disk full: ") and str(where) in line and "free space" in line
+    ), done.stderr
 
 
 def test_a_full_disk_under_state_db_stops_ingest_clearly_and_it_resumes_with_nothing_lost(
@@ -252,8 +285,12 @@ def test_a_full_disk_under_state_db_stops_ingest_clearly_and_it_resumes_with_not
 
     # --follow: says so once, acks nothing it has not committed (the box keeps it), resumes when space returns.
     log = tmp_path / "follow.log"
-    follower = subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), "box", "connect", "full-disk",
-                                 "--follow"], cwd=REPO, stdout=log.open("ab"), stderr=subprocess.STDOUT)  # fmt: skip
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "console", "--db", str(db), "box", "connect", "full-disk", "--follow"],
+        cwd=REPO,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 90
         while _cursor(db, "full-disk") < backlog.write(box, []) and time.monotonic() < deadline:
@@ -276,7 +313,9 @@ def test_a_full_disk_under_state_db_stops_ingest_clearly_and_it_resumes_with_not
 
     # A one-shot connect fails in one line that says what, where and what to do: when the commit fails ...
     reader = _ro(db)
-    reader.execute("SELECT count(*) FROM journal").fetchone()  # an open connection keeps the -wal and -shm files
+    reader.execute(
+        "SELECT count(*) FROM journal"
+    ).fetchone()  # an open connection keeps the -wal and -shm files
     try:
         _fill(filler)
         more = backlog.write(box, backlog.samples(10, gpus=8, servers=4, t0=backlog.T0 + 3_600_000))

@@ -56,15 +56,17 @@ async def test_lint_error_refuses_and_sends_nothing(sshd_farm: SshdFarm, fleet_s
         await service.close()
 
 
-async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd_farm: SshdFarm,
-                                                                           fleet_store: Store) -> None:  # fmt: skip
+async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     box = box_started("alpha")
     service = await _service(fleet_store, box, serving_env=_serving_env(box))
     try:
         probe = fleet_store.checks.latest_probe("alpha")
         assert probe is not None
-        fleet_store.checks.add_verdicts("alpha", probe.id, [Verdict("power", "fail", "power.limit 400 W of 600 W")],
-                                        probe.t_ms)  # fmt: skip
+        fleet_store.checks.add_verdicts(
+            "alpha", probe.id, [Verdict("power", "fail", "power.limit 400 W of 600 W")], probe.t_ms
+        )
         plan = service.plan_launch("tiny-cpu", "alpha")
         with pytest.raises(ServiceError, match="failed its last check \\(power: power.limit 400 W"):
             await service.launch(plan)
@@ -92,21 +94,28 @@ async def test_failed_check_refuses_unless_forced_and_the_force_is_recorded(sshd
         await service.close()
 
 
-async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(sshd_farm: SshdFarm,
-                                                                         fleet_store: Store) -> None:  # fmt: skip
+async def test_launch_of_a_missing_binary_is_a_failed_row_with_its_reason(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     service = await _service(fleet_store, box_started("alpha"), serving_env="/nonexistent-env")
     try:
         outcome = await service.launch(service.plan_launch("tiny-cpu", "alpha"))
         assert not outcome.serving  # a launch whose server never started is never reported as served
         [launch] = outcome.failed
         assert launch.state == "failed" and launch == fleet_store.launches.get(launch.id)
-        assert launch.failure_reason is not None and "not found" in launch.failure_reason and "/nonexistent-env/bin/vllm" in launch.failure_reason
+        assert (
+            launch.failure_reason is not None
+            and "not found" in launch.failure_reason
+            and "/nonexistent-env/bin/vllm" in launch.failure_reason
+        )
         assert launch.gpus == (0,)  # the H200 fixture box has one GPU
     finally:
         await service.close()
 
 
-async def test_a_timer_is_armed_and_cancelled_on_the_box_watchdog(sshd_farm: SshdFarm, fleet_store: Store) -> None:
+async def test_a_timer_is_armed_and_cancelled_on_the_box_watchdog(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     register(fleet_store, box_started("alpha"))
     service = Service(fleet_store, settings=FAST)
     try:

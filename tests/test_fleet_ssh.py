@@ -31,15 +31,20 @@ pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
 __all__ = ["fleet_store", "sshd_farm"]
 
 
-async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(sshd_farm: SshdFarm,
-                                                                            fleet_store: Store) -> None:  # fmt: skip
+async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     box = box_started("alpha")
     register(fleet_store, box, pin=False)
     link = BoxLink(fleet_store, "alpha", FAST)
     with pytest.raises(HostKeyUnknown, match="campaign box trust alpha"):
         await link.connect()
     row = fleet_store.boxes.get("alpha")
-    assert (row.status, row.host_key_source, row.host_key) == ("host-key-unknown", "pending", box.host_key_line)
+    assert (row.status, row.host_key_source, row.host_key) == (
+        "host-key-unknown",
+        "pending",
+        box.host_key_line,
+    )
     service = Service(fleet_store, settings=FAST)
     key = await service.presented_key("alpha")
     assert key.line == box.host_key_line and key.fingerprint.startswith("SHA256:")
@@ -52,7 +57,9 @@ async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(sshd
     await service.close()
 
 
-async def test_known_hosts_file_is_used_then_remembered(sshd_farm: SshdFarm, fleet_store: Store, tmp_path: Path) -> None:
+async def test_known_hosts_file_is_used_then_remembered(
+    sshd_farm: SshdFarm, fleet_store: Store, tmp_path: Path
+) -> None:
     box = box_started("alpha")
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{box.port} {box.host_key_line}\n")
@@ -65,8 +72,9 @@ async def test_known_hosts_file_is_used_then_remembered(sshd_farm: SshdFarm, fle
 
 
 @pytest.mark.parametrize("new_type", ["ed25519", "ecdsa", "rsa"])
-async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFarm, fleet_store: Store,
-                                                              new_type: str) -> None:  # fmt: skip
+async def test_changed_host_key_is_refused_and_the_box_marked(
+    sshd_farm: SshdFarm, fleet_store: Store, new_type: str
+) -> None:
     """A new key of the same type, or of another (which sshd alone offers, so the handshake fails before any
     key is compared): either way a key the operator never trusted is a changed host key, not a dead link."""
     box = box_started(f"rekeyed-{new_type}", gpu_fixture=None)
@@ -94,16 +102,25 @@ async def test_changed_host_key_is_refused_and_the_box_marked(sshd_farm: SshdFar
     box.kill_agent()
 
 
-async def test_silent_box_times_out_clearly_and_does_not_block_the_others(sshd_farm: SshdFarm,
-                                                                         fleet_store: Store) -> None:  # fmt: skip
+async def test_silent_box_times_out_clearly_and_does_not_block_the_others(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     box = box_started("alpha")
     register(fleet_store, box)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)  # accepts TCP (kernel backlog) and never says a word
         port = silent.getsockname()[1]
-        fleet_store.boxes.add(Box(name="mute", ssh_user="root", host="127.0.0.1", port=port,
-                                  host_key=box.host_key_line, host_key_source="tofu"))  # fmt: skip
+        fleet_store.boxes.add(
+            Box(
+                name="mute",
+                ssh_user="root",
+                host="127.0.0.1",
+                port=port,
+                host_key=box.host_key_line,
+                host_key_source="tofu",
+            )
+        )
         settings = replace(FAST, ssh=SshSettings(connect_timeout=2.0))
         fleet = FleetManager(fleet_store, settings)
         started = time.monotonic()
@@ -133,7 +150,9 @@ def _retagged(build: AgentBuild, version: str) -> AgentBuild:
     return AgentBuild(version, out.getvalue())
 
 
-async def test_stale_agent_is_replaced_and_its_arm_keeps_running(sshd_farm: SshdFarm, fleet_store: Store) -> None:
+async def test_stale_agent_is_replaced_and_its_arm_keeps_running(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     box = box_started("bravo")
     register(fleet_store, box)
     link = BoxLink(fleet_store, "bravo", FAST)
@@ -143,8 +162,17 @@ async def test_stale_agent_is_replaced_and_its_arm_keeps_running(sshd_farm: Sshd
     free = port.getsockname()[1]
     port.close()
     launch_id = f"sleeper-{int(time.time() * 1000)}"
-    started = await link.command("launch", {"launch_id": launch_id, "argv": ["sleep", "300"], "env": {},
-                                            "gpus": [], "port": free, "ready_timeout_s": 600})  # fmt: skip
+    started = await link.command(
+        "launch",
+        {
+            "launch_id": launch_id,
+            "argv": ["sleep", "300"],
+            "env": {},
+            "gpus": [],
+            "port": free,
+            "ready_timeout_s": 600,
+        },
+    )
     pid = started["pid"]
     old_pid = link.last_hello["pid"]
     await link.close()
@@ -175,7 +203,9 @@ async def test_command_re_sent_with_its_id_runs_once(sshd_farm: SshdFarm, fleet_
     args = {"launch_id": launch_id, "argv": ["sleep", "300"], "env": {}, "gpus": [], "port": free}
     first = await link.command("launch", args, command_id=f"launch-{launch_id}")
     # A console that crashed after sending but before storing the answer re-sends the same id.
-    fleet_store.db.execute("UPDATE commands SET state = 'sent', result = NULL WHERE id = ?", [f"launch-{launch_id}"])
+    fleet_store.db.execute(
+        "UPDATE commands SET state = 'sent', result = NULL WHERE id = ?", [f"launch-{launch_id}"]
+    )
     fleet_store.db.conn.commit()
     assert [c.id for c in fleet_store.commands.unfinished("alpha")] == [f"launch-{launch_id}"]
     again = await link._deliver(f"launch-{launch_id}", "launch", args, 30)
@@ -210,8 +240,9 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.close()
 
 
-async def test_local_box_uses_the_same_protocol_without_ssh_and_closes_every_socket(fleet_store: Store,
-                                                                                     tmp_path: Path) -> None:  # fmt: skip
+async def test_local_box_uses_the_same_protocol_without_ssh_and_closes_every_socket(
+    fleet_store: Store, tmp_path: Path
+) -> None:
     home = tmp_path / "agent-home"
     fleet_store.boxes.add(Box(name="local", kind="local", agent_home=str(home)))
     gc.collect()  # what earlier tests left to the collector is theirs: only this service's leftovers count
@@ -234,8 +265,9 @@ async def test_local_box_uses_the_same_protocol_without_ssh_and_closes_every_soc
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
-async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(sshd_farm: SshdFarm,
-                                                                             fleet_store: Store) -> None:  # fmt: skip
+async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
     box = box_started("alpha")
     proxy = TcpProxy(box.port)
     register(fleet_store, box, port=proxy.port)
@@ -243,7 +275,9 @@ async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(ss
     link = fleet.start("alpha")
     marker = int(time.time() * 1000)
     try:
-        command = asyncio.create_task(link.command("probe", {"console_t_ms": marker}, command_id=f"probe-{marker}"))
+        command = asyncio.create_task(
+            link.command("probe", {"console_t_ms": marker}, command_id=f"probe-{marker}")
+        )
         while fleet_store.scalar("SELECT state FROM commands WHERE id = ?", [f"probe-{marker}"]) != "sent":
             await asyncio.sleep(0.01)
         assert proxy.drop() >= 1  # a probe takes a while on the box: its answer is lost with the link
@@ -252,8 +286,12 @@ async def test_command_in_flight_when_the_link_drops_is_re_sent_and_runs_once(ss
         assert fleet_store.commands.get(f"probe-{marker}").state == "acked"
 
         def journaled() -> int:
-            return sum(json.loads(r["payload"])["probe"].get("console_t_ms") == marker
-                       for r in fleet_store.rows("SELECT payload FROM journal WHERE box = 'alpha' AND kind = 'probe'"))
+            return sum(
+                json.loads(r["payload"])["probe"].get("console_t_ms") == marker
+                for r in fleet_store.rows(
+                    "SELECT payload FROM journal WHERE box = 'alpha' AND kind = 'probe'"
+                )
+            )
 
         deadline = time.monotonic() + 10
         while journaled() == 0 and time.monotonic() < deadline:
@@ -281,12 +319,16 @@ async def test_a_slow_command_never_stalls_ingest(sshd_farm: SshdFarm, fleet_sto
         await asyncio.sleep(0.3)
         marker = f"during-probe-{time.time_ns()}"
         writer = await asyncio.create_subprocess_exec(
-            "/usr/bin/python3", "-c",
+            "/usr/bin/python3",
+            "-c",
             "import sys; from pathlib import Path; from agents.journal import Journal; "
             "Journal(Path(sys.argv[1])).append('warning', where='test', message=sys.argv[2])",
-            str(box.agent_home / "journal.db"), marker,
-            user=box.uid, group=box.gid, env={"PYTHONPATH": str(Path(__file__).parent.parent)},
-        )  # fmt: skip
+            str(box.agent_home / "journal.db"),
+            marker,
+            user=box.uid,
+            group=box.gid,
+            env={"PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
         assert await writer.wait() == 0
         deadline = time.monotonic() + 2.5
         while not fleet_store.scalar("SELECT count(*) FROM journal WHERE payload LIKE ?", [f"%{marker}%"]):

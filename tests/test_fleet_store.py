@@ -92,11 +92,17 @@ def test_a_value_sqlite_refuses_is_quarantined_alone_and_its_neighbours_commit(s
     the store may add) fails the batch's executemany: the batch is written again event by event, and the one
     event refused is quarantined with SQLite's reason while its neighbours commit."""
     with store.atomic() as db:
-        db.execute("CREATE TRIGGER refuse_hot BEFORE INSERT ON gpu_samples WHEN NEW.power_w > 5000 "
-                   "BEGIN SELECT RAISE(ABORT, 'power beyond any GPU'); END")  # fmt: skip
+        db.execute(
+            "CREATE TRIGGER refuse_hot BEFORE INSERT ON gpu_samples WHEN NEW.power_w > 5000 "
+            "BEGIN SELECT RAISE(ABORT, 'power beyond any GPU'); END"
+        )
     gpu = {"gpu": 0, "power_w": 581.0}
-    events = [ev(1, "gpu_sample", gpus=[gpu]), ev(2), ev(3, "gpu_sample", gpus=[{**gpu, "power_w": 9e9}]),
-              ev(4, "gpu_sample", gpus=[gpu])]  # fmt: skip
+    events = [
+        ev(1, "gpu_sample", gpus=[gpu]),
+        ev(2),
+        ev(3, "gpu_sample", gpus=[{**gpu, "power_w": 9e9}]),
+        ev(4, "gpu_sample", gpus=[gpu]),
+    ]
     report = store.ingest.batch("pro-a", events)
     assert report.cursor == 4 and list(report.quarantined) == [3] and report.inserted == 3
     assert "state.db refused it: IntegrityError: power beyond any GPU" in report.quarantined[3]
@@ -114,7 +120,13 @@ def test_malformed_events_are_quarantined_and_the_rest_of_the_batch_commits(stor
     gpu = {"gpu": 0, "power_w": 581.0, "mem_used_mib": 90000}
     events = [
         ev(1),
-        {"seq": 2, "t_ms": T0, "kind": "gpu_sample", "malformed": "body is not JSON: Expecting value", "body": "{oops"},
+        {
+            "seq": 2,
+            "t_ms": T0,
+            "kind": "gpu_sample",
+            "malformed": "body is not JSON: Expecting value",
+            "body": "{oops",
+        },
         ev(3, "gpu_sample", gpus="GPU0 581 W"),
         ev(4, "gpu_sample", gpus=[gpu, {**gpu, "gpu": 1, "power_w": "581 W"}]),
         ev(5, "server_sample", launch_id="L1", gen_tok_per_s="fast"),
@@ -131,11 +143,17 @@ def test_malformed_events_are_quarantined_and_the_rest_of_the_batch_commits(stor
     assert sorted(report.quarantined) == [2, 3, 4, 5, 6, 7, 8, 9]
     assert [r["seq"] for r in store.rows("SELECT seq FROM journal ORDER BY seq")] == [1, 10, 11, 12]
     assert store.scalar("SELECT count(*) FROM gpu_samples") == 1  # only seq 11's: nothing half-written
-    rows = {r["seq"]: r for r in store.rows("SELECT seq, t_ms, kind, raw, reason FROM quarantine WHERE box = 'pro-a'")}
+    rows = {
+        r["seq"]: r
+        for r in store.rows("SELECT seq, t_ms, kind, raw, reason FROM quarantine WHERE box = 'pro-a'")
+    }
     assert rows[2]["raw"] == "{oops" and "body is not JSON" in rows[2]["reason"]
     assert "gpus is 'GPU0 581 W', not a list" in rows[3]["reason"]
     assert "gpus[1].power_w is '581 W', not a finite number" in rows[4]["reason"]
-    assert "gen_tok_per_s is 'fast'" in rows[5]["reason"] and json.loads(rows[5]["raw"])["gen_tok_per_s"] == "fast"
+    assert (
+        "gen_tok_per_s is 'fast'" in rows[5]["reason"]
+        and json.loads(rows[5]["raw"])["gen_tok_per_s"] == "fast"
+    )
     assert "JSON cannot carry" in rows[6]["reason"] and "NaN" in rows[6]["raw"]
     assert rows[7]["t_ms"] is None and "t_ms is 'yesterday', not an integer" in rows[7]["reason"]
     assert "pid is '42'" in rows[8]["reason"] and store.launches.get("L1") is None
@@ -165,15 +183,32 @@ def test_each_state_db_has_one_campaign_id_made_once(tmp_path: Path) -> None:
 
 def test_derived_rows_land_with_their_events(store: Store) -> None:
     store.launches.add("L1", "pro-a", "qwen-b12x", arm_id=None, replica=0, gpus=[0], port=8100, forced=False)
-    gpu = {"gpu": 0, "power_w": 581.0, "power_limit_w": 600.0, "enforced_limit_w": 600.0, "max_limit_w": 600.0,
-           "sm_clock_mhz": 2900.0, "util_pct": 99.0, "mem_used_mib": 90000.0, "mem_total_mib": 97887.0,
-           "temp_c": 70.0}  # fmt: skip
+    gpu = {
+        "gpu": 0,
+        "power_w": 581.0,
+        "power_limit_w": 600.0,
+        "enforced_limit_w": 600.0,
+        "max_limit_w": 600.0,
+        "sm_clock_mhz": 2900.0,
+        "util_pct": 99.0,
+        "mem_used_mib": 90000.0,
+        "mem_total_mib": 97887.0,
+        "temp_c": 70.0,
+    }
     events = [
         ev(1, "launch_state", launch_id="L1", state="starting", pid=42, port=8100, gpus=[0]),
         ev(2, "kernel_line", launch_id="L1", category="linear", line="Using B12xNvFp4LinearKernel"),
         ev(3, "launch_budget", launch_id="L1", kv_cache_tokens=123456, max_concurrency=30.1),
-        ev(4, "launch_state", launch_id="L1", state="serving", pid=42, port=8100, gpus=[0],
-           backends_accepted=["b12x"]),  # fmt: skip
+        ev(
+            4,
+            "launch_state",
+            launch_id="L1",
+            state="serving",
+            pid=42,
+            port=8100,
+            gpus=[0],
+            backends_accepted=["b12x"],
+        ),
         ev(5, "gpu_sample", gpus=[gpu, {**gpu, "gpu": 1, "power_w": None}]),
         ev(6, "server_sample", launch_id="L1", gen_tok_per_s=5161.0, running=812, waiting=212, kv_usage=0.71),
         ev(7, "launch_state", launch_id="L1", state="stopped", exit_code=0),
@@ -184,13 +219,22 @@ def test_derived_rows_land_with_their_events(store: Store) -> None:
     launch = store.launches.get("L1")
     assert launch is not None
     assert (launch.state, launch.pid, launch.start_ms, launch.ready_ms, launch.stop_ms) == (
-        "stopped", 42, T0 + 1, T0 + 4, T0 + 7)  # fmt: skip
+        "stopped",
+        42,
+        T0 + 1,
+        T0 + 4,
+        T0 + 7,
+    )
     assert (launch.kv_cache_tokens, launch.max_concurrency, launch.gpu_mem_released) == (123456, 30.1, True)
     assert launch.backends_accepted == ("b12x",)
-    assert store.scalar("SELECT line FROM kernel_lines WHERE launch_id = 'L1'") == "Using B12xNvFp4LinearKernel"
+    assert (
+        store.scalar("SELECT line FROM kernel_lines WHERE launch_id = 'L1'") == "Using B12xNvFp4LinearKernel"
+    )
     rows = store.rows("SELECT gpu, power_w, enforced_limit_w FROM gpu_samples ORDER BY gpu")
-    assert rows == [{"gpu": 0, "power_w": 581.0, "enforced_limit_w": 600.0}, {"gpu": 1, "power_w": None,
-                                                                             "enforced_limit_w": 600.0}]  # fmt: skip
+    assert rows == [
+        {"gpu": 0, "power_w": 581.0, "enforced_limit_w": 600.0},
+        {"gpu": 1, "power_w": None, "enforced_limit_w": 600.0},
+    ]
     assert store.scalar("SELECT gen_tok_per_s FROM server_samples WHERE launch_id = 'L1'") == 5161.0
     assert store.boxes.get("pro-a").agent_version == "abc123"
 
@@ -213,8 +257,9 @@ def test_command_lifecycle_and_long_op_result_from_journal(store: Store) -> None
     store.commands.mark_sent("bench-1")
     assert store.commands.get("bench-1").state == "sent"
     # The final result is journaled before the immediate answer is processed: the final result wins.
-    store.ingest.batch("pro-a", [ev(1, "command_done", command_id="bench-1", op="bench", ok=True,
-                                    result={"requests": 10})])  # fmt: skip
+    store.ingest.batch(
+        "pro-a", [ev(1, "command_done", command_id="bench-1", op="bench", ok=True, result={"requests": 10})]
+    )
     store.commands.finish("bench-1", True, {"started": True})
     command = store.commands.get("bench-1")
     assert (command.state, command.result) == ("acked", {"requests": 10})
@@ -234,19 +279,36 @@ def test_probe_bench_and_tripwire_events_become_their_rows(store: Store) -> None
     probe = {"t_ms": T0, "console_t_ms": T0 - 5, "hostname": "pro-a", "tz": "Europe/London", "gpus": []}
     events = [
         ev(1, "probe", probe=probe),
-        ev(2, "tripwire_result", tripwire_id="tw-1", launch_id="L1",
-           result={"ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": False}),
-        ev(3, "bench_result", bench_id="bench-1", launch_id="L1",
-           result={"requests": 64, "failed": 0, "out_tok_per_s": 5161.0, "in_tok_per_s": 100.0, "shape": "custom",
-                   "concurrency": 8}),
-    ]  # fmt: skip
+        ev(
+            2,
+            "tripwire_result",
+            tripwire_id="tw-1",
+            launch_id="L1",
+            result={"ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": False},
+        ),
+        ev(
+            3,
+            "bench_result",
+            bench_id="bench-1",
+            launch_id="L1",
+            result={
+                "requests": 64,
+                "failed": 0,
+                "out_tok_per_s": 5161.0,
+                "in_tok_per_s": 100.0,
+                "shape": "custom",
+                "concurrency": 8,
+            },
+        ),
+    ]
     report = store.ingest.batch("pro-a", events)
     assert report.journal_only == {}
     assert store.scalar("SELECT console_t_ms FROM probes WHERE box = 'pro-a'") == T0 - 5
     assert store.boxes.get("pro-a").tz == "Europe/London"
     bench = store.rows("SELECT arm, shape, concurrency, out_tok_per_s, diagnostic_only FROM bench_runs")
-    assert bench == [{"arm": "qwen-b12x", "shape": "chat", "concurrency": 8, "out_tok_per_s": 5161.0,
-                      "diagnostic_only": 1}]  # fmt: skip
+    assert bench == [
+        {"arm": "qwen-b12x", "shape": "chat", "concurrency": 8, "out_tok_per_s": 5161.0, "diagnostic_only": 1}
+    ]
 
 
 def test_bench_result_without_its_command_is_kept_and_reported(store: Store) -> None:
@@ -259,10 +321,13 @@ def test_bench_that_reported_an_error_is_a_failed_command_not_an_empty_row(store
     store.launches.add("L1", "pro-a", "tiny-cpu", arm_id=None, replica=0, gpus=[], port=8100, forced=False)
     store.commands.add("bench-2", "pro-a", "bench", {"launch_id": "L1", "shape": "tiny", "concurrency": 4})
     store.commands.finish("bench-2", True, {"started": True})
-    store.ingest.batch("pro-a", [
-        ev(1, "bench_result", bench_id="bench-2", launch_id="L1", result={"error": "prompt too long"}),
-        ev(2, "command_done", command_id="bench-2", op="bench", ok=True, result={"exit_code": 1}),
-    ])  # fmt: skip
+    store.ingest.batch(
+        "pro-a",
+        [
+            ev(1, "bench_result", bench_id="bench-2", launch_id="L1", result={"error": "prompt too long"}),
+            ev(2, "command_done", command_id="bench-2", op="bench", ok=True, result={"exit_code": 1}),
+        ],
+    )
     assert store.scalar("SELECT count(*) FROM bench_runs") == 0
     command = store.commands.get("bench-2")
     assert (command.state, command.error) == ("failed", "prompt too long")
@@ -270,19 +335,43 @@ def test_bench_that_reported_an_error_is_a_failed_command_not_an_empty_row(store
 
 def test_box_watchdog_deadline_events_reach_the_timer(store: Store) -> None:
     timer = store.timers.add("pro-a", T0 + 60_000, "stop-arms", "in 1m", now_ms=T0)
-    store.ingest.batch("pro-a", [
-        ev(1, "deadline", timer_id=str(timer.id), state="firing", deadline_ms=T0 + 60_000, remaining_s=0.0,
-           action="stop-arms", detail={"tz": "UTC"}),
-        ev(2, "deadline", timer_id=str(timer.id), state="fired", deadline_ms=T0 + 60_000, remaining_s=0.0,
-           action="stop-arms", detail={}),
-    ])  # fmt: skip
+    store.ingest.batch(
+        "pro-a",
+        [
+            ev(
+                1,
+                "deadline",
+                timer_id=str(timer.id),
+                state="firing",
+                deadline_ms=T0 + 60_000,
+                remaining_s=0.0,
+                action="stop-arms",
+                detail={"tz": "UTC"},
+            ),
+            ev(
+                2,
+                "deadline",
+                timer_id=str(timer.id),
+                state="fired",
+                deadline_ms=T0 + 60_000,
+                remaining_s=0.0,
+                action="stop-arms",
+                detail={},
+            ),
+        ],
+    )
     assert store.timers.get(timer.id).state == "fired"
     assert {"agent-firing", "agent-fired"} <= {row["event"] for row in store.timers.log_for(timer.id)}
 
 
 def test_a_box_gives_its_ssh_address_or_says_why_there_is_none() -> None:
-    assert Box(name="a", kind="ssh", ssh_user="u", host="10.0.0.5", port=2222).ssh_address() == ("10.0.0.5", 2222)
-    with pytest.raises(BoxNotReachable, match=r"box 'b' cannot be reached: it has no SSH host and port recorded"):
+    assert Box(name="a", kind="ssh", ssh_user="u", host="10.0.0.5", port=2222).ssh_address() == (
+        "10.0.0.5",
+        2222,
+    )
+    with pytest.raises(
+        BoxNotReachable, match=r"box 'b' cannot be reached: it has no SSH host and port recorded"
+    ):
         Box(name="b", kind="ssh", ssh_user="u", host="10.0.0.5").ssh_address()
     with pytest.raises(BoxNotReachable, match=r"box 'c' cannot be reached: it was destroyed") as destroyed:
         Box(name="c", kind="ssh", ssh_user="u", host="10.0.0.5", port=22, destroyed_ms=1).ssh_address()

@@ -87,7 +87,9 @@ async def test_channel_matches_ids_and_reports_refusals_and_closed_streams() -> 
         writer.write(b'{"v":1,"id":"stale","ok":true,"result":{}}\n')  # an answer to someone else: skipped
         writer.write(json.dumps({"v": 1, "id": line["id"], "ok": True, "result": {"n": 1}}).encode() + b"\n")
         line = json.loads(await reader.readline())
-        writer.write(json.dumps({"v": 1, "id": line["id"], "ok": False, "error": "no launch x"}).encode() + b"\n")
+        writer.write(
+            json.dumps({"v": 1, "id": line["id"], "ok": False, "error": "no launch x"}).encode() + b"\n"
+        )
         await reader.readline()
         writer.close()
 

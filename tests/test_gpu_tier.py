@@ -95,17 +95,21 @@ def test_nvml_sampler_reads_every_gpu_and_what_a_sample_costs(sampler: tuple[Gpu
     s, said = sampler
     rows = s.read()
     for r in rows:
-        print(f"\n[sampler] GPU {r['gpu']}: power {r['power_w']} W, limit {r['power_limit_w']} W "
-              f"(enforced {r['enforced_limit_w']}, max {r['max_limit_w']}), memory {r['mem_used_mib']:.0f} of "
-              f"{r['mem_total_mib']:.0f} MiB, SM {r['sm_clock_mhz']} MHz, util {r['util_pct']} %, {r['temp_c']} C")
+        print(
+            f"\n[sampler] GPU {r['gpu']}: power {r['power_w']} W, limit {r['power_limit_w']} W "
+            f"(enforced {r['enforced_limit_w']}, max {r['max_limit_w']}), memory {r['mem_used_mib']:.0f} of "
+            f"{r['mem_total_mib']:.0f} MiB, SM {r['sm_clock_mhz']} MHz, util {r['util_pct']} %, {r['temp_c']} C"
+        )
     costs = []
     for _ in range(50):
         t0 = time.perf_counter()
         s.read()
         costs.append(time.perf_counter() - t0)
     median_us = statistics.median(costs) * 1e6
-    print(f"[sampler] one read of all {s.count} GPU(s): median {median_us:.0f} us over 50 "
-          f"(min {min(costs) * 1e6:.0f}, max {max(costs) * 1e6:.0f} us); {median_us / s.count:.0f} us per GPU")
+    print(
+        f"[sampler] one read of all {s.count} GPU(s): median {median_us:.0f} us over 50 "
+        f"(min {min(costs) * 1e6:.0f}, max {max(costs) * 1e6:.0f} us); {median_us / s.count:.0f} us per GPU"
+    )
     print(f"[sampler] warnings: {said or 'none'}")
     assert len(rows) == s.count >= 1
     for r in rows:
@@ -126,14 +130,20 @@ def test_probe_reads_the_power_limits_and_cuinit_through_the_real_libcuda(tmp_pa
     p = probe(serving_python=sys.executable, disk_path=str(tmp_path))
     took = time.monotonic() - t0
     env = p["serving_env"]
-    print(f"\n[probe] source {p['source']}, driver {p['driver_version']}, CUDA {p['cuda_driver_version']}, "
-          f"{len(p['gpus'])} GPU(s), took {took:.1f} s")
+    print(
+        f"\n[probe] source {p['source']}, driver {p['driver_version']}, CUDA {p['cuda_driver_version']}, "
+        f"{len(p['gpus'])} GPU(s), took {took:.1f} s"
+    )
     for g in p["gpus"]:
-        print(f"[probe] GPU {g['index']} {g['name']} (cc {g['compute_cap']}, {g['pci_bus_id']}): power.limit "
-              f"{g['power_limit_w']} W vs power.max_limit {g['max_limit_w']} W (default {g['default_limit_w']}, "
-              f"min {g['min_limit_w']}, enforced {g['enforced_limit_w']}); max SM clock {g['max_sm_clock_mhz']} MHz")
-    print(f"[probe] serving python {env['python']}: cuInit(0) = {env['cuinit']} ({env['cuinit_name'] or 'CUDA_SUCCESS'}), "
-          f"libcuda {env['libcuda_path']}, driver CUDA {env['cuda_driver_version']}, torch CUDA {env['torch_cuda']}")
+        print(
+            f"[probe] GPU {g['index']} {g['name']} (cc {g['compute_cap']}, {g['pci_bus_id']}): power.limit "
+            f"{g['power_limit_w']} W vs power.max_limit {g['max_limit_w']} W (default {g['default_limit_w']}, "
+            f"min {g['min_limit_w']}, enforced {g['enforced_limit_w']}); max SM clock {g['max_sm_clock_mhz']} MHz"
+        )
+    print(
+        f"[probe] serving python {env['python']}: cuInit(0) = {env['cuinit']} ({env['cuinit_name'] or 'CUDA_SUCCESS'}), "
+        f"libcuda {env['libcuda_path']}, driver CUDA {env['cuda_driver_version']}, torch CUDA {env['torch_cuda']}"
+    )
     print(f"[probe] warnings: {p['warnings'] or 'none'}")
     assert p["source"] == "nvml" and p["driver_version"] and p["cuda_driver_version"]
     for g in p["gpus"]:
@@ -173,26 +183,52 @@ def test_kill_through_the_agent_frees_the_gpu_memory() -> None:
         port = free_ports(1)
         argv = [sys.executable, str(HOLDER), "--port", str(port), "--gib", str(HOLD_GIB)]
         t0 = time.monotonic()
-        launched = box.ok("launch", {"launch_id": "gpu-holder", "argv": argv, "env": _cuda_env(), "port": port,
-                                     "gpus": [0], "ready_timeout_s": 180})
+        launched = box.ok(
+            "launch",
+            {
+                "launch_id": "gpu-holder",
+                "argv": argv,
+                "env": _cuda_env(),
+                "port": port,
+                "gpus": [0],
+                "ready_timeout_s": 180,
+            },
+        )
         assert launched["state"] == "starting", launched
-        serving = box.wait_for(lambda e: e["kind"] == "launch_state" and e["launch_id"] == "gpu-holder"
-                               and e["state"] in ("serving", "failed"), timeout=180, what="the holder serving")
-        assert serving["state"] == "serving", (serving, box.ok("log_tail", {"launch_id": "gpu-holder", "lines": 40}))
+        serving = box.wait_for(
+            lambda e: (
+                e["kind"] == "launch_state"
+                and e["launch_id"] == "gpu-holder"
+                and e["state"] in ("serving", "failed")
+            ),
+            timeout=180,
+            what="the holder serving",
+        )
+        assert serving["state"] == "serving", (
+            serving,
+            box.ok("log_tail", {"launch_id": "gpu-holder", "lines": 40}),
+        )
         ready_s = time.monotonic() - t0
         seq, held = _last_gpu0(box, serving["seq"])
         t1 = time.monotonic()
         box.ok("kill", {"launch_id": "gpu-holder", "grace_s": 10.0}, command_id="kill-gpu-holder")
-        released = box.wait_for(lambda e: e["kind"] == "gpu_released" and e["launch_id"] == "gpu-holder",
-                                timeout=60, what="gpu_released")
+        released = box.wait_for(
+            lambda e: e["kind"] == "gpu_released" and e["launch_id"] == "gpu-holder",
+            timeout=60,
+            what="gpu_released",
+        )
         release_s = time.monotonic() - t1
         after = next(g for g in released["gpus"] if g["gpu"] == 0)["mem_used_mib"]
         stopped = [e for e in box.events() if e["kind"] == "launch_state" and e["launch_id"] == "gpu-holder"]
-        print(f"\n[kill] GPU 0 memory: idle {idle:.0f} MiB, held {held:.0f} MiB (+{held - idle:.0f} MiB for "
-              f"{HOLD_GIB:.0f} GiB asked), after kill {after:.0f} MiB ({after - idle:+.0f} MiB vs idle)")
-        print(f"[kill] launch to serving {ready_s:.1f} s; kill to gpu_released {release_s:.1f} s; states "
-              f"{[e['state'] for e in stopped]}; gpu_released: released={released['released']}, "
-              f"holding={released['holding']}, leftover_pids={released['leftover_pids']}")
+        print(
+            f"\n[kill] GPU 0 memory: idle {idle:.0f} MiB, held {held:.0f} MiB (+{held - idle:.0f} MiB for "
+            f"{HOLD_GIB:.0f} GiB asked), after kill {after:.0f} MiB ({after - idle:+.0f} MiB vs idle)"
+        )
+        print(
+            f"[kill] launch to serving {ready_s:.1f} s; kill to gpu_released {release_s:.1f} s; states "
+            f"{[e['state'] for e in stopped]}; gpu_released: released={released['released']}, "
+            f"holding={released['holding']}, leftover_pids={released['leftover_pids']}"
+        )
         assert held - idle >= HOLD_GIB * 1024 - 256, "the holder's memory never showed in NVML's reading"
         assert released["released"] is True and released["holding"] == [] and released["leftover_pids"] == []
         assert abs(after - idle) <= NEAR_IDLE_MIB, f"memory after the kill {after} MiB, idle {idle} MiB"
@@ -235,8 +271,13 @@ def test_power_idle_vs_a_matmul_loop(sampler: tuple[GpuSampler, list[str]]) -> N
     s, said = sampler
     idle = _power_series(s, 3.0)
     load_s = 10.0
-    proc = subprocess.Popen([sys.executable, "-c", _LOAD, str(load_s)], env={**os.environ, **_cuda_env()},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOAD, str(load_s)],
+        env={**os.environ, **_cuda_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
@@ -250,12 +291,14 @@ def test_power_idle_vs_a_matmul_loop(sampler: tuple[GpuSampler, list[str]]) -> N
             proc.wait()
     limit = s.read()[0]["power_limit_w"]
     idle_w = statistics.median(p for p, _ in idle)
-    steady = [p for p, _ in loaded[len(loaded) // 4:]]  # past the ramp
+    steady = [p for p, _ in loaded[len(loaded) // 4 :]]  # past the ramp
     loaded_w = statistics.median(steady)
-    print(f"\n[power] GPU 0 idle {idle_w:.0f} W (SM {statistics.median(c for _, c in idle):.0f} MHz); "
-          f"matmul loop {loaded_w:.0f} W median, {max(steady):.0f} W max (SM "
-          f"{statistics.median(c for _, c in loaded[len(loaded) // 4:]):.0f} MHz); limit {limit:.0f} W; "
-          f"{rest.strip()} bf16 8192^3 in {load_s:.0f} s; {len(idle)}+{len(loaded)} samples")
+    print(
+        f"\n[power] GPU 0 idle {idle_w:.0f} W (SM {statistics.median(c for _, c in idle):.0f} MHz); "
+        f"matmul loop {loaded_w:.0f} W median, {max(steady):.0f} W max (SM "
+        f"{statistics.median(c for _, c in loaded[len(loaded) // 4 :]):.0f} MHz); limit {limit:.0f} W; "
+        f"{rest.strip()} bf16 8192^3 in {load_s:.0f} s; {len(idle)}+{len(loaded)} samples"
+    )
     assert said == []
     assert loaded_w > idle_w + 50.0, "a matmul loop should draw well above idle"
     assert max(steady) <= limit * 1.05, "power above the limit NVML reports"

@@ -82,8 +82,10 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Edg
                 else:
                     source = node.module or ""
                 # ``from a import b`` imports the module a.b where there is one, else a name of a
-                targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
-                           for alias in node.names]  # fmt: skip
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                    for alias in node.names
+                ]
             else:
                 continue
             for target in targets:
@@ -152,7 +154,10 @@ def _shortest_circle(graph: Edges, group: set[str]) -> list[str]:
 
 
 def _say(graph: Edges, circle: list[str], group: list[str]) -> str:
-    said = " -> ".join(f"{a} (l.{graph[a][b]})" for a, b in zip(circle, circle[1:], strict=False)) + f" -> {circle[-1]}"
+    said = (
+        " -> ".join(f"{a} (l.{graph[a][b]})" for a, b in zip(circle, circle[1:], strict=False))
+        + f" -> {circle[-1]}"
+    )
     others = [m for m in group if m not in circle]
     return said + (f"\n    and tied into it as well: {', '.join(others)}" if others else "")
 
@@ -169,7 +174,9 @@ def test_the_walk_sees_type_only_relative_and_late_imports(tmp_path: Path) -> No
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("from pkg.low import Low\n")
-    (pkg / "low.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import High\n")
+    (pkg / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import High\n"
+    )
     (pkg / "high.py").write_text("from . import low\n")
     (pkg / "sub" / "__init__.py").write_text("")
     (pkg / "sub" / "a.py").write_text("def f():\n    from ..sub import b\n")

@@ -71,7 +71,8 @@ gpu_memory_utilization = 0.15
 
 
 RECIPES = _arm("tiny-trained", TRAINED_NAME, "the tiny Llama trained on the tripwire's questions") + _arm(
-    "tiny-degraded", DEGRADED_NAME, "the trained tiny Llama with noisy weights: a broken build")
+    "tiny-degraded", DEGRADED_NAME, "the trained tiny Llama with noisy weights: a broken build"
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,14 @@ class Servers:
 
 def _campaign(servers: Servers, *argv: str, status: int = 0) -> Any:
     """The operator's command in its own process; with ``--json`` its stdout is the JSON and nothing else."""
-    proc = subprocess.run([sys.executable, "-m", "console", "--db", str(servers.db), *argv], env=servers.env,
-                          capture_output=True, text=True, timeout=900, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(servers.db), *argv],
+        env=servers.env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == status, proc.stderr
     return json.loads(proc.stdout) if "--json" in argv else proc
 
@@ -102,8 +109,15 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
     catalog = load_catalog([shipped_recipe_dir(), tmp / "recipes"])
     db, home = tmp / "state.db", tmp / "agent-home"
     with Store(db) as store:
-        store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(vllm_env.prefix),
-                            model_root=str(vllm_env.model_root)))  # fmt: skip
+        store.boxes.add(
+            Box(
+                name="local",
+                kind="local",
+                agent_home=str(home),
+                serving_env=str(vllm_env.prefix),
+                model_root=str(vllm_env.model_root),
+            )
+        )
 
     async def launch() -> list[str]:
         with Store(db) as store:
@@ -111,7 +125,9 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
             try:
                 ids: list[str] = []
                 for arm in ("tiny-trained", "tiny-trained", "tiny-degraded"):  # all start at once: one wait
-                    outcome = await service.launch(service.plan_launch(arm, "local", base_port=free_port()), wait=False)
+                    outcome = await service.launch(
+                        service.plan_launch(arm, "local", base_port=free_port()), wait=False
+                    )
                     ids += outcome.launch_ids
                 settled = await service.until_settled("local", ids, 900)
                 assert all(launch.state == "serving" for launch in settled), settled
@@ -147,9 +163,14 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 def _tool(servers: Servers, a: str, b: str, *extra: str, status: int = 0) -> dict[str, Any]:
     """The box-side tool as the agent runs it: under the serving environment's Python."""
-    proc = subprocess.run([str(servers.python), "-m", "agents", "kldiff", "--a", a, "--b", b, *extra, "--json",
-                           "--quiet"], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.run(
+        [str(servers.python), "-m", "agents", "kldiff", "--a", a, "--b", b, *extra, "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == status, proc.stderr
     return dict(json.loads(proc.stdout))
 
@@ -194,30 +215,82 @@ def test_the_box_side_tool_against_real_servers(servers: Servers) -> None:
     assert control["b"] == twin and control["positions"] == control["positions_available"] > 500
     # One configuration served twice on CPU reproduces bit for bit: every position identical.
     assert (control["mean_kl"], control["top1_agreement"], control["top5_overlap"]) == (0.0, 1.0, 1.0)
-    assert control["top_k"] == 20 and control["contexts"] == 20 and "residual" in control["missing_token_method"]
+    assert (
+        control["top_k"] == 20 and control["contexts"] == 20 and "residual" in control["missing_token_method"]
+    )
     broken = _tool(servers, trained, degraded, "--model", TRAINED_NAME, "--model-b", DEGRADED_NAME)
-    assert broken["mean_kl"] > 0.01 and broken["top1_agreement"] < 0.99 and broken["p99_kl"] >= broken["p50_kl"]
+    assert (
+        broken["mean_kl"] > 0.01 and broken["top1_agreement"] < 0.99 and broken["p99_kl"] >= broken["p50_kl"]
+    )
     assert broken["missing_per_position"] > 0  # the two top-20 lists differ: the rule filled tokens in
-    sample = _tool(servers, trained, degraded, "--model", TRAINED_NAME, "--model-b", DEGRADED_NAME,
-                   "--positions", "50", "--seed", "3", "--top-k", "5")  # fmt: skip
+    sample = _tool(
+        servers,
+        trained,
+        degraded,
+        "--model",
+        TRAINED_NAME,
+        "--model-b",
+        DEGRADED_NAME,
+        "--positions",
+        "50",
+        "--seed",
+        "3",
+        "--top-k",
+        "5",
+    )
     assert sample["positions"] == 50 and sample["positions_available"] == broken["positions"]
-    again = _tool(servers, trained, degraded, "--model", TRAINED_NAME, "--model-b", DEGRADED_NAME,
-                  "--positions", "50", "--seed", "3", "--top-k", "5")  # fmt: skip
+    again = _tool(
+        servers,
+        trained,
+        degraded,
+        "--model",
+        TRAINED_NAME,
+        "--model-b",
+        DEGRADED_NAME,
+        "--positions",
+        "50",
+        "--seed",
+        "3",
+        "--top-k",
+        "5",
+    )
     assert again["mean_kl"] == sample["mean_kl"]  # the same seed keeps the same positions
     contexts = Path(servers.db).with_name("contexts.json")
-    contexts.write_text(json.dumps([{"messages": [{"role": "user", "content": "What is the capital of France? "
-                                                   "Answer with one word."}], "continuation": "paris"}]))  # fmt: skip
-    answer = _tool(servers, trained, degraded, "--model", TRAINED_NAME, "--model-b", DEGRADED_NAME,
-                   "--contexts", str(contexts))  # fmt: skip
+    contexts.write_text(
+        json.dumps(
+            [
+                {
+                    "messages": [
+                        {"role": "user", "content": "What is the capital of France? Answer with one word."}
+                    ],
+                    "continuation": "paris",
+                }
+            ]
+        )
+    )
+    answer = _tool(
+        servers,
+        trained,
+        degraded,
+        "--model",
+        TRAINED_NAME,
+        "--model-b",
+        DEGRADED_NAME,
+        "--contexts",
+        str(contexts),
+    )
     assert answer["contexts"] == 1 and 1 <= answer["positions"] <= 3  # only the continuation's tokens
 
-    refused = _tool(servers, trained, degraded, "--model", TRAINED_NAME, status=2)  # b does not serve that name
+    refused = _tool(
+        servers, trained, degraded, "--model", TRAINED_NAME, status=2
+    )  # b does not serve that name
     assert TRAINED_NAME in refused["error"] and DEGRADED_NAME in refused["error"]
     other = OtherTokenizer(TRAINED_NAME)
     threading.Thread(target=other.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        mismatch = _tool(servers, trained, f"http://127.0.0.1:{other.server_address[1]}", "--model", TRAINED_NAME,
-                         status=2)  # fmt: skip
+        mismatch = _tool(
+            servers, trained, f"http://127.0.0.1:{other.server_address[1]}", "--model", TRAINED_NAME, status=2
+        )
     finally:
         other.shutdown()
         other.server_close()
@@ -228,15 +301,29 @@ def test_campaign_kldiff_reads_each_pair_against_its_control(servers: Servers) -
     control = ["--control", servers.trained, servers.twin]
     broken = _campaign(servers, "kldiff", servers.trained, servers.degraded, *control, "--json")
     pair, floor = broken["pair"], broken["control"]
-    assert floor["role"] == "control" and floor["mean_kl"] == 0.0 and floor["recorded_verdict"] == "the noise floor"
+    assert (
+        floor["role"] == "control"
+        and floor["mean_kl"] == 0.0
+        and floor["recorded_verdict"] == "the noise floor"
+    )
     assert (pair["arm_a"], pair["arm_b"], pair["launch_a"], pair["launch_b"]) == (
-        "tiny-trained", "tiny-degraded", servers.trained, servers.degraded)  # fmt: skip
+        "tiny-trained",
+        "tiny-degraded",
+        servers.trained,
+        servers.degraded,
+    )
     assert pair["control_id"] == floor["id"] and pair["control_mean_kl"] == 0.0
     assert pair["excess_kl"] == pytest.approx(pair["mean_kl"]) and pair["excess_kl"] > 0.01
-    with Store(servers.db, read_only=True) as store:  # each side beside the kernel lines its own engine printed
-        kernels = [join_kernel_lines(selected_kernel_lines(store, x)) for x in (servers.trained, servers.degraded)]
+    with Store(
+        servers.db, read_only=True
+    ) as store:  # each side beside the kernel lines its own engine printed
+        kernels = [
+            join_kernel_lines(selected_kernel_lines(store, x)) for x in (servers.trained, servers.degraded)
+        ]
     assert [pair["kernel_a"], pair["kernel_b"]] == kernels
-    assert broken["verdict"]["kind"] == "exact-floor" and pair["recorded_verdict"] == broken["verdict"]["text"]
+    assert (
+        broken["verdict"]["kind"] == "exact-floor" and pair["recorded_verdict"] == broken["verdict"]["text"]
+    )
 
     same = _campaign(servers, "kldiff", servers.twin, servers.trained, *control, "--json")
     assert same["verdict"]["text"] == "below the floor" and same["pair"]["mean_kl"] == 0.0
@@ -255,6 +342,9 @@ def test_campaign_kldiff_reads_each_pair_against_its_control(servers: Servers) -
 
 def test_the_tripwire_passes_the_trained_model_and_fails_the_broken_build(servers: Servers) -> None:
     passed = _campaign(servers, "tripwire", servers.trained, "--max-tokens", "32", "--json")
-    assert passed["verdict"]["passed"] is True and (passed["verdict"]["ok"], passed["verdict"]["total"]) == (20, 20)
+    assert passed["verdict"]["passed"] is True and (passed["verdict"]["ok"], passed["verdict"]["total"]) == (
+        20,
+        20,
+    )
     failed = _campaign(servers, "tripwire", servers.degraded, "--max-tokens", "32", "--json", status=1)
     assert failed["verdict"]["passed"] is False and failed["verdict"]["ok"] < 18

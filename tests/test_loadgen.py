@@ -31,9 +31,24 @@ from tests.support.listening import start_listening, stop
 ROOT = Path(__file__).resolve().parents[1]
 ZERO_SERVER = [sys.executable, str(ROOT / "testbed" / "zero_server.py"), "--port", "0"]
 ISSUE_KEYS = [
-    "requests", "failed", "duration_s", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
-    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
-    "e2e_ms_p99", "client_cpu", "client_bound", "steady",
+    "requests",
+    "failed",
+    "duration_s",
+    "req_per_s",
+    "in_tok_per_s",
+    "out_tok_per_s",
+    "total_tok_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+    "client_cpu",
+    "client_bound",
+    "steady",
 ]
 
 
@@ -62,11 +77,26 @@ def test_percentiles_match_linear_interpolation_and_pooled_zeros_equal_expanded(
     assert metrics.pooled_percentile(0, [], 50) is None
 
 
-def rec(start: float, times: list[float], counts: list[int], tokens: int | None = None, error: str | None = None,
-        end: float | None = None) -> Record:
-    return Record(0, 0, start, end if end is not None else (times[-1] if times else start), times, counts,
-                  prompt_tokens=10, completion_tokens=tokens if tokens is not None else sum(counts),
-                  finish_reason="length", error=error)
+def rec(
+    start: float,
+    times: list[float],
+    counts: list[int],
+    tokens: int | None = None,
+    error: str | None = None,
+    end: float | None = None,
+) -> Record:
+    return Record(
+        0,
+        0,
+        start,
+        end if end is not None else (times[-1] if times else start),
+        times,
+        counts,
+        prompt_tokens=10,
+        completion_tokens=tokens if tokens is not None else sum(counts),
+        finish_reason="length",
+        error=error,
+    )
 
 
 def test_vllm_definitions_of_ttft_tpot_itl_e2e() -> None:
@@ -115,10 +145,18 @@ def test_client_bound_when_a_worker_saturates_its_core_or_workers_share_too_few_
 
 
 def test_vocab_from_a_model_directory_excludes_special_ids(tmp_path: Path) -> None:
-    (tmp_path / "tokenizer.json").write_text(json.dumps({
-        "model": {"vocab": {f"t{i}": i for i in range(3, 40)}},
-        "added_tokens": [{"id": 0, "special": True}, {"id": 1, "special": True}, {"id": 2, "special": True}],
-    }))
+    (tmp_path / "tokenizer.json").write_text(
+        json.dumps(
+            {
+                "model": {"vocab": {f"t{i}": i for i in range(3, 40)}},
+                "added_tokens": [
+                    {"id": 0, "special": True},
+                    {"id": 1, "special": True},
+                    {"id": 2, "special": True},
+                ],
+            }
+        )
+    )
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 48, "eos_token_id": [2, 39]}))
     vocab = vocab_from_dir(tmp_path)
     assert vocab.size == 40 and vocab.special_ids == {0, 1, 2, 39}
@@ -141,9 +179,11 @@ def test_prompts_have_exact_length_shared_prefix_unique_suffix_and_follow_the_se
 
 
 def test_parse_tail_finds_usage_finish_reason_and_stream_errors() -> None:
-    tail = (b'xx"}]}\n\n\r\n10\r\ndata: {"choices":[{"text":"a","finish_reason":"length"}],"usage":null}\n\n\r\n'
-            b'20\r\ndata: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}\n\n\r\n'
-            b'e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n')
+    tail = (
+        b'xx"}]}\n\n\r\n10\r\ndata: {"choices":[{"text":"a","finish_reason":"length"}],"usage":null}\n\n\r\n'
+        b'20\r\ndata: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}\n\n\r\n'
+        b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+    )
     usage, finish, error, trailing = parse_tail(tail)
     assert usage == {"prompt_tokens": 5, "completion_tokens": 9} and finish == "length"
     assert error is None and trailing == 2
@@ -171,18 +211,45 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], processes: int
 ) -> None:
     records = tmp_path / "records.jsonl"
-    rc, out = run_json(capsys, [
-        "--base-url", zero_server, "--model", "zero", "--vocab-size", "1000", "--input-len", "16",
-        "--output-len", "32", "--concurrency", "8", "--prompts", "200", "--processes", str(processes),
-        "--seed", "11", "--records", str(records), "--json", "--quiet",
-    ])
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--vocab-size",
+            "1000",
+            "--input-len",
+            "16",
+            "--output-len",
+            "32",
+            "--concurrency",
+            "8",
+            "--prompts",
+            "200",
+            "--processes",
+            str(processes),
+            "--seed",
+            "11",
+            "--records",
+            str(records),
+            "--json",
+            "--quiet",
+        ],
+    )
     assert rc == 0
     for key in ISSUE_KEYS:
         assert key in out, key
     for key in metrics.RATE_KEYS + metrics.LATENCY_KEYS:
         assert key in out["steady"], key
     assert out["requests"] == 200 and out["failed"] == 0 and out["completed"] == 200
-    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    assert out["mismatches"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "finish_reason": {},
+        "no_usage": 0,
+    }
     assert out["out_tok_per_s"] == pytest.approx(32 * out["req_per_s"])
     assert out["seed"] == 11 and out["client"]["processes"] == processes
     # Sized and run under its memory cap (agents/loadgen/memory.py), workers included: a normal run fits.
@@ -190,8 +257,14 @@ def test_run_against_the_zero_server_reports_every_issue_key(
     assert 0 < memory["estimate_bytes"] <= memory["budget_bytes"] < memory["cap_bytes"]
     # What every request carried besides model and prompt: lengths and framing, no sampling field.
     assert out["endpoint"] == "/v1/completions" and set(out["request"]) == {
-        "max_tokens", "stream", "stream_options", "ignore_eos"}
-    assert {"full_run", "steady", "ttft", "tpot", "itl", "e2e"} <= set(out["definitions"])  # which figure is which
+        "max_tokens",
+        "stream",
+        "stream_options",
+        "ignore_eos",
+    }
+    assert {"full_run", "steady", "ttft", "tpot", "itl", "e2e"} <= set(
+        out["definitions"]
+    )  # which figure is which
     assert out["records_path"] == str(records)
     lines = records.read_text().splitlines()
     assert len(lines) == 201 and json.loads(lines[0])["run"]["seed"] == 11
@@ -206,11 +279,31 @@ def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
     second, other = start_listening(ZERO_SERVER)
     try:
         records = tmp_path / "records.jsonl"
-        rc, out = run_json(capsys, [
-            "--base-url", zero_server, "--base-url", other, "--model", "zero", "--vocab-size", "1000",
-            "--input-len", "16", "--output-len", "8", "--concurrency", "5", "--processes", "2",
-            "--records", str(records), "--json", "--quiet",
-        ])  # fmt: skip
+        rc, out = run_json(
+            capsys,
+            [
+                "--base-url",
+                zero_server,
+                "--base-url",
+                other,
+                "--model",
+                "zero",
+                "--vocab-size",
+                "1000",
+                "--input-len",
+                "16",
+                "--output-len",
+                "8",
+                "--concurrency",
+                "5",
+                "--processes",
+                "2",
+                "--records",
+                str(records),
+                "--json",
+                "--quiet",
+            ],
+        )
     finally:
         stop(second)
     assert rc == 0 and out["base_urls"] == [zero_server, other]
@@ -226,7 +319,9 @@ def test_a_node_run_deals_its_streams_round_robin_over_every_base_url(
     assert sorted(set(targets)) == [0, 1] and targets.count(0) == first["requests"]
 
 
-def test_samples_file_gets_the_runs_progress_once_a_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_samples_file_gets_the_runs_progress_once_a_second(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.test_agent_jobs import GatedServer
 
     server = GatedServer()  # holds every answer until its gate opens
@@ -239,17 +334,42 @@ def test_samples_file_gets_the_runs_progress_once_a_second(tmp_path: Path, capsy
 
     threading.Thread(target=open_after_the_first_sample, daemon=True).start()
     try:
-        rc, out = run_json(capsys, [
-            "--base-url", server.base_url, "--model", "gated", "--vocab-size", "100",
-            "--input-len", "8", "--output-len", "16", "--concurrency", "2", "--prompts", "12", "--warmup", "0",
-            "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"), "--samples", str(samples),
-        ])
+        rc, out = run_json(
+            capsys,
+            [
+                "--base-url",
+                server.base_url,
+                "--model",
+                "gated",
+                "--vocab-size",
+                "100",
+                "--input-len",
+                "8",
+                "--output-len",
+                "16",
+                "--concurrency",
+                "2",
+                "--prompts",
+                "12",
+                "--warmup",
+                "0",
+                "--json",
+                "--quiet",
+                "--records",
+                str(tmp_path / "r.jsonl"),
+                "--samples",
+                str(samples),
+            ],
+        )
     finally:
         server.close()
     assert rc == 0 and out["completed"] == 12
     lines = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(lines) >= 2  # one a second, and the last one at the end
-    assert all(set(s) == {"t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s"} for s in lines)
+    assert all(
+        set(s) == {"t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s"}
+        for s in lines
+    )
     assert [s["requests"] for s in lines] == sorted(s["requests"] for s in lines)
     assert (lines[-1]["requests"], lines[-1]["out_tokens"], lines[-1]["in_tokens"]) == (12, 12 * 16, 12 * 8)
     assert lines[0]["out_tok_per_s"] == lines[0]["out_tokens"] == 0  # nothing had ended by the first sample
@@ -258,39 +378,138 @@ def test_samples_file_gets_the_runs_progress_once_a_second(tmp_path: Path, capsy
 
 def test_loadgen_module_entry_point_runs_a_builtin_shape(zero_server: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agents.loadgen", "--base-url", zero_server, "--model", "zero", "--vocab-size", "500",
-         "--shape", "promptopt", "--concurrency", "4", "--prompts", "12", "--warmup", "0", "--json",
-         "--records", str(tmp_path / "r.jsonl")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "agents.loadgen",
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--vocab-size",
+            "500",
+            "--shape",
+            "promptopt",
+            "--concurrency",
+            "4",
+            "--prompts",
+            "12",
+            "--warmup",
+            "0",
+            "--json",
+            "--records",
+            str(tmp_path / "r.jsonl"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert (out["shape"], out["prefix_len"], out["input_len"], out["output_len"]) == ("promptopt", 3072, 512, 256)
+    assert (out["shape"], out["prefix_len"], out["input_len"], out["output_len"]) == (
+        "promptopt",
+        3072,
+        512,
+        256,
+    )
     assert out["mismatches"]["prompt_tokens"] == 0  # the zero server counts the ids it was sent
     assert "loadgen [" in done.stderr  # progress on stderr
 
 
-def test_preflight_errors_say_what_and_how_to_fix(zero_server: str, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "nope", "--vocab-size", "9",
-                                "--input-len", "4", "--output-len", "4", "--concurrency", "1", "--json"])
+def test_preflight_errors_say_what_and_how_to_fix(
+    zero_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            zero_server,
+            "--model",
+            "nope",
+            "--vocab-size",
+            "9",
+            "--input-len",
+            "4",
+            "--output-len",
+            "4",
+            "--concurrency",
+            "1",
+            "--json",
+        ],
+    )
     assert rc == 2 and "does not serve model 'nope'" in out["error"] and "['zero']" in out["error"]
-    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--input-len", "4",
-                                "--output-len", "4", "--concurrency", "1", "--json"])
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--input-len",
+            "4",
+            "--output-len",
+            "4",
+            "--concurrency",
+            "1",
+            "--json",
+        ],
+    )
     assert rc == 2 and "pass --tokenizer DIR" in out["error"]
-    rc, out = run_json(capsys, ["--base-url", "http://127.0.0.1:9", "--model", "zero", "--vocab-size", "9",
-                                "--input-len", "4", "--output-len", "4", "--concurrency", "1", "--json"])
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "zero",
+            "--vocab-size",
+            "9",
+            "--input-len",
+            "4",
+            "--output-len",
+            "4",
+            "--concurrency",
+            "1",
+            "--json",
+        ],
+    )
     assert rc == 2 and "is the server up" in out["error"]
-    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--shape", "huge",
-                                "--concurrency", "1", "--json"])
+    rc, out = run_json(
+        capsys,
+        ["--base-url", zero_server, "--model", "zero", "--shape", "huge", "--concurrency", "1", "--json"],
+    )
     assert rc == 2 and "not built in" in out["error"]
 
 
 def test_a_recipe_shape_unknown_here_is_a_label_for_explicit_lengths(
     zero_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, out = run_json(capsys, ["--base-url", zero_server, "--model", "zero", "--vocab-size", "50", "--shape", "tiny",
-                                "--input-len", "64", "--output-len", "16", "--concurrency", "2", "--prompts", "4",
-                                "--json", "--quiet", "--records", str(tmp_path / "r.jsonl")])
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--vocab-size",
+            "50",
+            "--shape",
+            "tiny",
+            "--input-len",
+            "64",
+            "--output-len",
+            "16",
+            "--concurrency",
+            "2",
+            "--prompts",
+            "4",
+            "--json",
+            "--quiet",
+            "--records",
+            str(tmp_path / "r.jsonl"),
+        ],
+    )
     assert rc == 0 and (out["shape"], out["input_len"], out["output_len"]) == ("tiny", 64, 16)
 
 
@@ -306,8 +525,17 @@ class ScriptedServer:
         fd, name = tempfile.mkstemp(prefix="scripted-bodies-", suffix=".jsonl")
         os.close(fd)
         self._bodies = Path(name)
-        self._proc, port = start_listening([sys.executable, "-m", "tests.support.scripted_server", "--script",
-                                            ",".join(self.script), "--bodies", name])  # fmt: skip
+        self._proc, port = start_listening(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.scripted_server",
+                "--script",
+                ",".join(self.script),
+                "--bodies",
+                name,
+            ]
+        )
         self.port = int(port)
         return self
 
@@ -317,33 +545,89 @@ class ScriptedServer:
         self._bodies.unlink()
 
 
-def test_events_are_counted_exactly_when_reads_split_anywhere(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_events_are_counted_exactly_when_reads_split_anywhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     with ScriptedServer(["split"]) as server:
-        rc, out = run_json(capsys, [
-            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
-            "--input-len", "6", "--output-len", "24", "--concurrency", "3", "--prompts", "30", "--warmup", "0",
-            "--processes", "1", "--timeout", "60", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
-        ])
+        rc, out = run_json(
+            capsys,
+            [
+                "--base-url",
+                f"http://127.0.0.1:{server.port}",
+                "--model",
+                "scripted",
+                "--vocab-size",
+                "100",
+                "--input-len",
+                "6",
+                "--output-len",
+                "24",
+                "--concurrency",
+                "3",
+                "--prompts",
+                "30",
+                "--warmup",
+                "0",
+                "--processes",
+                "1",
+                "--timeout",
+                "60",
+                "--json",
+                "--quiet",
+                "--records",
+                str(tmp_path / "r.jsonl"),
+            ],
+        )
     # A response the client never sees end fails at 60 s saying how far it got, instead of hanging the run.
     assert rc == 0 and out["failed"] == 0, out["failures"]
-    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    assert out["mismatches"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "finish_reason": {},
+        "no_usage": 0,
+    }
     for line in (tmp_path / "r.jsonl").read_text().splitlines()[1:]:
         assert sum(n for _, n in json.loads(line)["events"]) == 24  # usage event and [DONE] not counted
     # The sampling asked for is `vllm bench serve --ignore-eos`'s: ignore_eos alone, no min_tokens.
     for body in server.bodies:
         assert {k: v for k, v in body.items() if k != "prompt"} == {
-            "model": "scripted", "max_tokens": 24, "stream": True, "stream_options": {"include_usage": True},
+            "model": "scripted",
+            "max_tokens": 24,
+            "stream": True,
+            "stream_options": {"include_usage": True},
             "ignore_eos": True,
         }
 
 
-def test_failures_and_length_mismatches_are_reported_with_reasons(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_failures_and_length_mismatches_are_reported_with_reasons(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     with ScriptedServer(["split", "short", "http400", "error-event"]) as server:
-        rc, out = run_json(capsys, [
-            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
-            "--input-len", "6", "--output-len", "8", "--concurrency", "1", "--prompts", "8", "--warmup", "0",
-            "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
-        ])
+        rc, out = run_json(
+            capsys,
+            [
+                "--base-url",
+                f"http://127.0.0.1:{server.port}",
+                "--model",
+                "scripted",
+                "--vocab-size",
+                "100",
+                "--input-len",
+                "6",
+                "--output-len",
+                "8",
+                "--concurrency",
+                "1",
+                "--prompts",
+                "8",
+                "--warmup",
+                "0",
+                "--json",
+                "--quiet",
+                "--records",
+                str(tmp_path / "r.jsonl"),
+            ],
+        )
     assert rc == 0
     assert (out["requests"], out["completed"], out["failed"]) == (8, 4, 4)
     assert out["failures"] == {
@@ -353,31 +637,85 @@ def test_failures_and_length_mismatches_are_reported_with_reasons(capsys: pytest
     assert out["mismatches"]["completion_tokens"] == 2 and out["mismatches"]["finish_reason"] == {"stop": 2}
 
 
-def test_a_stream_that_stops_fails_at_the_timeout_saying_how_far_it_got(capsys: pytest.CaptureFixture[str],
-                                                                         tmp_path: Path) -> None:  # fmt: skip
+def test_a_stream_that_stops_fails_at_the_timeout_saying_how_far_it_got(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     with ScriptedServer(["stall", "split"]) as server:
-        rc, out = run_json(capsys, [
-            "--base-url", f"http://127.0.0.1:{server.port}", "--model", "scripted", "--vocab-size", "100",
-            "--input-len", "6", "--output-len", "8", "--concurrency", "1", "--prompts", "2", "--warmup", "0",
-            "--timeout", "2", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
-        ])
+        rc, out = run_json(
+            capsys,
+            [
+                "--base-url",
+                f"http://127.0.0.1:{server.port}",
+                "--model",
+                "scripted",
+                "--vocab-size",
+                "100",
+                "--input-len",
+                "6",
+                "--output-len",
+                "8",
+                "--concurrency",
+                "1",
+                "--prompts",
+                "2",
+                "--warmup",
+                "0",
+                "--timeout",
+                "2",
+                "--json",
+                "--quiet",
+                "--records",
+                str(tmp_path / "r.jsonl"),
+            ],
+        )
     assert rc == 0 and (out["completed"], out["failed"]) == (1, 1)  # the next request got a new connection
     [(reason, count)] = out["failures"].items()
-    assert count == 1 and reason.startswith("no complete response within 2 s: HTTP 200 stream stopped after 3 events, last bytes")
+    assert count == 1 and reason.startswith(
+        "no complete response within 2 s: HTTP 200 stream stopped after 3 events, last bytes"
+    )
 
 
 # ---------------------------------------------------------------- end to end: the real tiny vLLM on CPU
 
 
 @pytest.mark.vllm
-def test_exact_lengths_against_real_vllm(tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = run_json(capsys, [
-        "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--tokenizer", str(tiny_server.model_dir),
-        "--prefix-len", "32", "--input-len", "32", "--output-len", "16", "--concurrency", "4", "--prompts", "16",
-        "--warmup", "2", "--json", "--quiet", "--records", str(tmp_path / "r.jsonl"),
-    ])
+def test_exact_lengths_against_real_vllm(
+    tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            tiny_server.base_url,
+            "--model",
+            tiny_server.model,
+            "--tokenizer",
+            str(tiny_server.model_dir),
+            "--prefix-len",
+            "32",
+            "--input-len",
+            "32",
+            "--output-len",
+            "16",
+            "--concurrency",
+            "4",
+            "--prompts",
+            "16",
+            "--warmup",
+            "2",
+            "--json",
+            "--quiet",
+            "--records",
+            str(tmp_path / "r.jsonl"),
+        ],
+    )
     assert rc == 0 and out["failed"] == 0, out["failures"]
-    assert out["mismatches"] == {"prompt_tokens": 0, "completion_tokens": 0, "finish_reason": {}, "no_usage": 0}
+    assert out["mismatches"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "finish_reason": {},
+        "no_usage": 0,
+    }
     assert out["out_tok_per_s"] > 0 and out["ttft_ms_p50"] > 0 and out["e2e_ms_p50"] >= out["ttft_ms_p50"]
     # TPOT is (E2E - TTFT) / (tokens - 1): zero when a busy server delivers the tokens in one chunk, never less.
     assert out["tpot_ms_p50"] is not None and out["tpot_ms_p50"] >= 0
@@ -385,18 +723,40 @@ def test_exact_lengths_against_real_vllm(tiny_server: TinyServer, tmp_path: Path
 
 
 @pytest.mark.vllm
-def test_vocab_found_through_the_served_model_root(tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = run_json(capsys, [
-        "--base-url", tiny_server.base_url, "--model", tiny_server.model, "--input-len", "20", "--output-len", "4",
-        "--concurrency", "2", "--prompts", "4", "--warmup", "0", "--json", "--quiet",
-        "--records", str(tmp_path / "r.jsonl"),
-    ])
+def test_vocab_found_through_the_served_model_root(
+    tiny_server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out = run_json(
+        capsys,
+        [
+            "--base-url",
+            tiny_server.base_url,
+            "--model",
+            tiny_server.model,
+            "--input-len",
+            "20",
+            "--output-len",
+            "4",
+            "--concurrency",
+            "2",
+            "--prompts",
+            "4",
+            "--warmup",
+            "0",
+            "--json",
+            "--quiet",
+            "--records",
+            str(tmp_path / "r.jsonl"),
+        ],
+    )
     assert rc == 0 and out["failed"] == 0 and out["mismatches"]["prompt_tokens"] == 0
     assert Path(out["vocab_source"]).resolve() == Path(tiny_server.model_dir).resolve()
 
 
 @pytest.mark.vllm
-def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server: TinyServer, vllm_env: VllmEnv, tmp_path: Path) -> None:
+def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(
+    tiny_server: TinyServer, vllm_env: VllmEnv, tmp_path: Path
+) -> None:
     """Both clients run once against the shared server, read from the server's own /metrics as well.
     Exact where the work is defined (requests, generation and max tokens, our prompt length, no prompt
     answered from the prefix cache), within noise where each client's timing is set beside the server's
@@ -428,7 +788,9 @@ def test_agrees_with_vllm_bench_serve_on_what_the_server_counted(tiny_server: Ti
         assert server["cpu_ms_per_token"] > 0 and server["in_flight"] > 0, name
     # Ours sends distinct token ids: exactly the asked length, and (with two 128-token blocks a prompt) no
     # block the server could take from its prefix cache; vLLM's re-encoded text lands within a few tokens.
-    assert ours["server"]["prompt_tokens_per_request"] == 256 and ours["server"]["prefix_cache_hit_share"] == 0
+    assert (
+        ours["server"]["prompt_tokens_per_request"] == 256 and ours["server"]["prefix_cache_hit_share"] == 0
+    )
     assert theirs["server"]["prompt_tokens_per_request"] == pytest.approx(256, abs=3)
     ratio = ours["client"]["out_tok_per_s"] / theirs["client"]["out_tok_per_s"]
     assert 0.25 < ratio < 4, f"ours/vllm output tok/s {ratio:.2f}: the two clients tell different stories"

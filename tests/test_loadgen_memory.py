@@ -83,8 +83,14 @@ def run_guarded(argv: list[str]) -> tuple[int, str, str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         out_path, err_path, peak_path = Path(tmp) / "out", Path(tmp) / "err", Path(tmp) / "peak"
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-c", GUARD, str(peak_path), *argv], cwd=ROOT, stdout=out,
-                                    stderr=err, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, "-c", GUARD, str(peak_path), *argv],
+                cwd=ROOT,
+                stdout=out,
+                stderr=err,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                start_new_session=True,
+            )
         timer = threading.Timer(GUARD_S, os.killpg, (proc.pid, signal.SIGKILL))
         timer.start()
         try:
@@ -102,13 +108,27 @@ def loadgen(*args: str) -> list[str]:
 
 
 def test_a_huge_concurrency_is_refused_in_one_line_before_anything_is_allocated_or_sent(
-        silent_port: socket.socket) -> None:  # fmt: skip
+    silent_port: socket.socket,
+) -> None:
     budget = 256 << 20
     port = silent_port.getsockname()[1]
-    code, out, err, peak = run_guarded(loadgen(
-        "--base-url", f"http://127.0.0.1:{port}", "--model", "zero", "--vocab-size", "1000", "--shape", "router",
-        "--concurrency", str(10**9), "--mem-budget-bytes", str(budget), "--json",
-    ))  # fmt: skip
+    code, out, err, peak = run_guarded(
+        loadgen(
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "zero",
+            "--vocab-size",
+            "1000",
+            "--shape",
+            "router",
+            "--concurrency",
+            str(10**9),
+            "--mem-budget-bytes",
+            str(budget),
+            "--json",
+        )
+    )
     assert code == 2, err
     [line] = err.splitlines()  # one line, no traceback
     assert json.loads(out) == {"error": line.removeprefix("loadgen: ")}
@@ -126,10 +146,20 @@ def test_a_huge_concurrency_is_refused_in_one_line_before_anything_is_allocated_
 
 def test_without_a_budget_flag_the_budget_is_a_quarter_of_memavailable(silent_port: socket.socket) -> None:
     port = silent_port.getsockname()[1]
-    code, _, err, _ = run_guarded(loadgen(
-        "--base-url", f"http://127.0.0.1:{port}", "--model", "zero", "--vocab-size", "1000", "--shape", "rollout",
-        "--concurrency", str(10**12),
-    ))  # fmt: skip
+    code, _, err, _ = run_guarded(
+        loadgen(
+            "--base-url",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "zero",
+            "--vocab-size",
+            "1000",
+            "--shape",
+            "rollout",
+            "--concurrency",
+            str(10**12),
+        )
+    )
     assert code == 2 and len(err.splitlines()) == 1
     assert "25% of this box's MemAvailable of" in err and "--mem-budget-bytes N overrides" in err
     found = re.search(r"memory budget of [\d.]+ \w+ \((\d+) bytes", err)
@@ -146,18 +176,41 @@ def test_without_a_budget_flag_the_budget_is_a_quarter_of_memavailable(silent_po
 
 def test_the_estimate_bounds_what_a_real_run_holds(zero_server: str, tmp_path: Path) -> None:
     budget = 1 << 30
-    code, out, err, peak = run_guarded(loadgen(
-        "--base-url", zero_server, "--model", "zero", "--vocab-size", "150000", "--input-len", "512",
-        "--output-len", "64", "--concurrency", "256", "--processes", "1", "--warmup", "0",
-        "--mem-budget-bytes", str(budget), "--records", str(tmp_path / "r.jsonl"), "--json", "--quiet",
-    ))  # fmt: skip
+    code, out, err, peak = run_guarded(
+        loadgen(
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--vocab-size",
+            "150000",
+            "--input-len",
+            "512",
+            "--output-len",
+            "64",
+            "--concurrency",
+            "256",
+            "--processes",
+            "1",
+            "--warmup",
+            "0",
+            "--mem-budget-bytes",
+            str(budget),
+            "--records",
+            str(tmp_path / "r.jsonl"),
+            "--json",
+            "--quiet",
+        )
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["completed"] == 256 * memory.PROMPTS_PER_STREAM and result["failed"] == 0
     mem = result["memory"]
     assert mem["budget_bytes"] == budget and mem["cap_bytes"] is not None and mem["cap_bytes"] > budget
     assert mem["estimate_bytes"] == memory.estimate_bytes(memory.Load(256, 2048, 512, 64, 1))
-    assert peak <= mem["estimate_bytes"], f"the run held {peak} bytes, the estimate said {mem['estimate_bytes']}"
+    assert peak <= mem["estimate_bytes"], (
+        f"the run held {peak} bytes, the estimate said {mem['estimate_bytes']}"
+    )
 
 
 # ---------------------------------------------------------------- the hard cap
@@ -179,8 +232,9 @@ def test_the_cap_turns_an_allocation_past_the_budget_into_memory_error_and_is_pu
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_a_run_the_estimate_misjudged_ends_at_its_cap_with_one_line(zero_server: str, tmp_path: Path,
-                                                                    processes: int) -> None:  # fmt: skip
+def test_a_run_the_estimate_misjudged_ends_at_its_cap_with_one_line(
+    zero_server: str, tmp_path: Path, processes: int
+) -> None:
     """The figures are zeroed so a run far over its 32 MiB budget passes the check: the only way to stand
     for an estimate that is wrong. The cap must end it, in the parent or in a worker, with one line."""
     script = (
@@ -189,12 +243,36 @@ def test_a_run_the_estimate_misjudged_ends_at_its_cap_with_one_line(zero_server:
         "m.BASE_BYTES = m.WORKER_BYTES = m.STREAM_BYTES = m.PROMPT_TOKEN_BYTES = m.RECORD_BYTES = m.EVENT_BYTES = 0\n"
         "raise SystemExit(main(sys.argv[1:]))\n"
     )
-    code, out, err, _ = run_guarded([
-        "-c", script, "--base-url", zero_server, "--model", "zero", "--vocab-size", "1000",
-        "--input-len", "16", "--output-len", "512", "--concurrency", "64", "--prompts", "400000", "--warmup", "0",
-        "--processes", str(processes), "--mem-budget-bytes", str(32 << 20), "--records", str(tmp_path / "r.jsonl"),
-        "--json", "--quiet",
-    ])  # fmt: skip
+    code, out, err, _ = run_guarded(
+        [
+            "-c",
+            script,
+            "--base-url",
+            zero_server,
+            "--model",
+            "zero",
+            "--vocab-size",
+            "1000",
+            "--input-len",
+            "16",
+            "--output-len",
+            "512",
+            "--concurrency",
+            "64",
+            "--prompts",
+            "400000",
+            "--warmup",
+            "0",
+            "--processes",
+            str(processes),
+            "--mem-budget-bytes",
+            str(32 << 20),
+            "--records",
+            str(tmp_path / "r.jsonl"),
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 1
     [line] = err.splitlines()
     assert json.loads(out) == {"error": line.removeprefix("loadgen: ")}
@@ -208,15 +286,34 @@ def test_a_run_the_estimate_misjudged_ends_at_its_cap_with_one_line(zero_server:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(concurrency=st.integers(min_value=-(10**6), max_value=10**15) | st.integers())
 def test_the_load_generator_accepts_within_the_bound_or_refuses_in_one_line(
-        concurrency: int, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    concurrency: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     budget = 512 << 20
-    code = main(["--base-url", "http://127.0.0.1:9", "--model", "zero", "--vocab-size", "1000", "--shape", "short",
-                 "--concurrency", str(concurrency), "--mem-budget-bytes", str(budget), "--processes", "1", "--json"])
+    code = main(
+        [
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "zero",
+            "--vocab-size",
+            "1000",
+            "--shape",
+            "short",
+            "--concurrency",
+            str(concurrency),
+            "--mem-budget-bytes",
+            str(budget),
+            "--processes",
+            "1",
+            "--json",
+        ]
+    )
     error = json.loads(capsys.readouterr().out)["error"]
     assert code == 2
     short = SHAPES["short"]
-    bound = memory.largest_fitting(budget, memory.Load(1, 8, short.input_len, short.output_len, 1),
-                                   memory.PROMPTS_PER_STREAM, None)  # fmt: skip
+    bound = memory.largest_fitting(
+        budget, memory.Load(1, 8, short.input_len, short.output_len, 1), memory.PROMPTS_PER_STREAM, None
+    )
     if concurrency < 1:
         assert error == f"--concurrency {concurrency}: must be at least 1"
     elif concurrency <= bound:
@@ -243,10 +340,13 @@ def test_the_probe_reports_the_boxs_memory(sized_service: tuple[Service, dict[st
 
 
 @settings(max_examples=200, deadline=None)
-@given(concurrency=st.integers(min_value=-(10**6), max_value=10**12) | st.integers(),
-       prompts=st.none() | st.integers(min_value=-5, max_value=10**9))
+@given(
+    concurrency=st.integers(min_value=-(10**6), max_value=10**12) | st.integers(),
+    prompts=st.none() | st.integers(min_value=-5, max_value=10**9),
+)
 def test_the_console_accepts_within_the_bound_or_refuses_with_input_error(
-        sized_service: tuple[Service, dict[str, Any]], concurrency: int, prompts: int | None) -> None:  # fmt: skip
+    sized_service: tuple[Service, dict[str, Any]], concurrency: int, prompts: int | None
+) -> None:
     service, figures = sized_service
     shape = service.catalog.shapes["router"]
     budget = memory.budget_of(figures["memory"]["available_bytes"])
@@ -260,13 +360,26 @@ def test_the_console_accepts_within_the_bound_or_refuses_with_input_error(
         elif prompts is not None and prompts < 1:
             assert text == f"--prompts {prompts}: must be 1 or more"
         else:
-            assert f"memory budget of {memory.size(budget)} ({budget} bytes: 25% of box local's MemAvailable" in text
+            assert (
+                f"memory budget of {memory.size(budget)} ({budget} bytes: 25% of box local's MemAvailable"
+                in text
+            )
             assert re.search(r"at ~[\d.]+ \w+ \(\d+ bytes\) per in-flight request", text), text
-            load = memory.Load(concurrency, prompts or 8 * concurrency, shape.prefix_len + shape.input_len,
-                               shape.output_len, memory.processes_for(concurrency, figures["cpu_count"]))  # fmt: skip
+            load = memory.Load(
+                concurrency,
+                prompts or 8 * concurrency,
+                shape.prefix_len + shape.input_len,
+                shape.output_len,
+                memory.processes_for(concurrency, figures["cpu_count"]),
+            )
             assert memory.estimate_bytes(load) > budget
         return
     assert concurrency >= 1 and (prompts is None or prompts >= 1)
-    load = memory.Load(concurrency, prompts or 8 * concurrency, shape.prefix_len + shape.input_len,
-                       shape.output_len, memory.processes_for(concurrency, figures["cpu_count"]))  # fmt: skip
+    load = memory.Load(
+        concurrency,
+        prompts or 8 * concurrency,
+        shape.prefix_len + shape.input_len,
+        shape.output_len,
+        memory.processes_for(concurrency, figures["cpu_count"]),
+    )
     assert memory.estimate_bytes(load) <= budget

@@ -27,7 +27,9 @@ from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(300)
 
-RECIPES = FAKE_NVFP4_PROFILE + """
+RECIPES = (
+    FAKE_NVFP4_PROFILE
+    + """
 [arms."fake-b12x"]  # asks b12x; the engine says it used Marlin (FAKE_ENGINE_LINEAR_KERNEL)
 profile = "fake-nvfp4"
 device = "cpu"  # the fake engine on the local box, which has no GPU
@@ -44,6 +46,7 @@ env = { FAKE_ENGINE_LINEAR_KERNEL = "MarlinNvFp4LinearKernel" }
 input_len = 16
 output_len = 4
 """
+)
 
 
 @pytest.fixture
@@ -57,8 +60,13 @@ def box(local_db: Path, tmp_path: Path) -> tuple[Path, Path]:
 
 def _campaign(db: Path, recipes: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "console", "--db", str(db), *argv], env=env, text=True,
-                          capture_output=True, timeout=200)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *argv],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=200,
+    )
 
 
 async def refuses_oversize_concurrency(service: Service, store: Store) -> None:
@@ -73,8 +81,10 @@ async def refuses_oversize_concurrency(service: Service, store: Store) -> None:
     with pytest.raises(InputError) as refused:
         await service.bench("fake-b12x", "local", "short", 10**9)
     text = str(refused.value)
-    assert f"memory budget of 4 GiB ({4 << 30} bytes: no probe of box local with memory figures, so the " \
-           "fallback ceiling; `campaign check local` sizes it by the box's memory)" in text  # fmt: skip
+    assert (
+        f"memory budget of 4 GiB ({4 << 30} bytes: no probe of box local with memory figures, so the "
+        "fallback ceiling; `campaign check local` sizes it by the box's memory)" in text
+    )
     assert re.search(r"at ~[\d.]+ \w+ \(\d+ bytes\) per in-flight request", text), text
     await service.check("local")
     with pytest.raises(InputError) as refused:
@@ -88,8 +98,10 @@ async def refuses_oversize_concurrency(service: Service, store: Store) -> None:
     service.check_bench_size("local", "short", most)  # the largest that fits passes the same check
     with pytest.raises(InputError, match="per in-flight request"):
         service.check_bench_size("local", "short", most + 1)
-    for c, prompts, why in ((0, None, "-c 0: a bench needs at least 1 stream"),
-                            (8, 0, "--prompts 0: must be 1 or more")):  # fmt: skip
+    for c, prompts, why in (
+        (0, None, "-c 0: a bench needs at least 1 stream"),
+        (8, 0, "--prompts 0: must be 1 or more"),
+    ):
         with pytest.raises(InputError, match=why):
             await service.bench("fake-b12x", "local", "short", c, prompts)
     assert store.scalar("SELECT COUNT(*) FROM commands") == commands  # nothing stored, nothing sent
@@ -105,7 +117,8 @@ class Measured:
 
 
 def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_marked(
-        box: tuple[Path, Path]) -> None:  # fmt: skip
+    box: tuple[Path, Path],
+) -> None:
     db, recipes = box
 
     async def go() -> Measured:
@@ -122,17 +135,32 @@ def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_m
                 for bad, why in (
                     (service.bench("fake-b12x", "local", "short", 2), "below the 4 replicas"),
                     (service.bench("fake-b12x", None, "short", 8), "name its box: --box NAME"),
-                    (service.bench("fake-b12x", "local", "short", 8, repeat=2, wait=False), "--no-wait starts one run"),
+                    (
+                        service.bench("fake-b12x", "local", "short", 8, repeat=2, wait=False),
+                        "--no-wait starts one run",
+                    ),
                 ):
                     with pytest.raises(InputError, match=why):
                         await bad
                 await refuses_oversize_concurrency(service, store)
-                cli = _campaign(db, recipes, "bench", "fake-b12x", "--box", "local", "--shape", "short", "-c", "8",
-                                "--json")  # fmt: skip
+                cli = _campaign(
+                    db,
+                    recipes,
+                    "bench",
+                    "fake-b12x",
+                    "--box",
+                    "local",
+                    "--shape",
+                    "short",
+                    "-c",
+                    "8",
+                    "--json",
+                )
                 # The control pair: the same arm launched again, benched alike (twice).
                 await service.kill(service.plan_kill("fake-b12x", "local"), grace_s=2)
-                second = await service.launch(service.plan_launch("fake-b12x", "local", base_port=free_ports(4)),
-                                              ready_timeout_s=60)  # fmt: skip
+                second = await service.launch(
+                    service.plan_launch("fake-b12x", "local", base_port=free_ports(4)), ready_timeout_s=60
+                )
                 assert second.serving
                 again = [await service.bench("fake-b12x", "local", "short", 8, repeat=2) for _ in range(2)]
                 await service.kill(service.plan_kill("fake-b12x", "local"), grace_s=2)
@@ -150,7 +178,9 @@ def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_m
         assert row.prefix_caching is False and not row.queueing and row.admitted == 2  # 2 streams per replica
     assert rows[0].seed != rows[1].seed  # every run its own seed unless asked
     assert [r.seed for r in m.seeded.rows] == [5, 5]
-    assert all(r.queueing and "QUEUEING" in r.marks for r in m.seeded.rows)  # 3 streams per replica, 2 admitted
+    assert all(
+        r.queueing and "QUEUEING" in r.marks for r in m.seeded.rows
+    )  # 3 streams per replica, 2 admitted
     assert m.cli.returncode == 0, m.cli.stderr
     out = json.loads(m.cli.stdout)
     assert out["replicas"] == 4 and len(out["per_replica"]) == 4 and out["kernel_fallback"] is True
@@ -166,5 +196,7 @@ def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_m
         assert g2 is not None and g3 is not None
         pairs = control_pairs(repeat_groups(bench_rows(store)))
         assert {(p.a.id, p.b.id) for p in pairs} == {(group.id, g2.id), (group.id, g3.id)}
-        result = compare(store, g2.id or "", g3.id or "")  # one launch, no pair: the first launch's pairs give it
+        result = compare(
+            store, g2.id or "", g3.id or ""
+        )  # one launch, no pair: the first launch's pairs give it
         assert result.verdict in ("faster", "tie") and result.floor is not None

@@ -40,7 +40,11 @@ from tests.test_agent_daemon import FAKE_SERVER, launch_args
 
 pytestmark = pytest.mark.timeout(180)
 
-SECRETS = {"VAST_API_KEY": "vast-canary-7f3a", "CAMPAIGN_DB_PASSWORD": "pw-canary-19c2", "HF_TOKEN": "hf-canary-55e1"}
+SECRETS = {
+    "VAST_API_KEY": "vast-canary-7f3a",
+    "CAMPAIGN_DB_PASSWORD": "pw-canary-19c2",
+    "HF_TOKEN": "hf-canary-55e1",
+}
 RECIPE = """
 [profiles."fake"]
 checkpoint = "fake"
@@ -107,8 +111,14 @@ def assert_private(home: Path) -> None:
 
 
 def test_the_environment_children_get_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in {**SECRETS, "PATH": "/x/bin:/usr/bin", "LC_ALL": "C.UTF-8", "TZ": "Europe/London",
-                 "PYTHONPATH": "/elsewhere", "LD_PRELOAD": "/evil.so"}.items():  # fmt: skip
+    for k, v in {
+        **SECRETS,
+        "PATH": "/x/bin:/usr/bin",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "Europe/London",
+        "PYTHONPATH": "/elsewhere",
+        "LD_PRELOAD": "/evil.so",
+    }.items():
         monkeypatch.setenv(k, v)
     env = allowed_env()
     assert env["PATH"] == "/x/bin:/usr/bin" and env["LC_ALL"] == "C.UTF-8" and env["TZ"] == "Europe/London"
@@ -127,8 +137,15 @@ def local_box(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     (recipes / "fake.toml").write_text(recipe(tmp_path / "server-env.json"))
     write_model(tmp_path / "models" / "fake")
     with Store(tmp_path / "state.db") as store:
-        store.boxes.add(Box(name="local", kind="local", agent_home=str(home), serving_env=str(install(tmp_path / "env")),
-                            model_root=str(tmp_path / "models")))  # fmt: skip
+        store.boxes.add(
+            Box(
+                name="local",
+                kind="local",
+                agent_home=str(home),
+                serving_env=str(install(tmp_path / "env")),
+                model_root=str(tmp_path / "models"),
+            )
+        )
     try:
         yield tmp_path, home
     finally:
@@ -177,8 +194,16 @@ def test_a_box_shell_full_of_secrets_still_gives_servers_only_the_allowlist(tmp_
     box.start()
     try:
         port = free_port()
-        box.ok("launch", {"launch_id": "envcheck", "argv": [str(vllm), "serve", "m", "--port", str(port)], "port": port,
-                          "env": {"CUDA_VISIBLE_DEVICES": "0", "FAKE_ENGINE_ENV_DUMP": str(dump)}, "gpus": [0]})  # fmt: skip
+        box.ok(
+            "launch",
+            {
+                "launch_id": "envcheck",
+                "argv": [str(vllm), "serve", "m", "--port", str(port)],
+                "port": port,
+                "env": {"CUDA_VISIBLE_DEVICES": "0", "FAKE_ENGINE_ENV_DUMP": str(dump)},
+                "gpus": [0],
+            },
+        )
         served = dumped_env(dump)
         assert_no_secret(served, "a server")
         assert served["CUDA_VISIBLE_DEVICES"] == "0" and "PYTHONPATH" not in served
@@ -209,10 +234,24 @@ def test_agent_files_are_private_even_in_a_home_left_open(tmp_path: Path) -> Non
     try:
         port = free_port()
         box.ok("launch", launch_args(server_py, "priv", port))
-        box.ok("bench", {"bench_id": "b1", "launch_id": "priv", "base_url": "http://127.0.0.1:9", "model": "m",
-                         "vocab_size": 100, "input_len": 4, "output_len": 4, "concurrency": 1, "prompts": 1},
-               command_id="bench-b1")  # fmt: skip
-        box.wait_for(lambda e: e["kind"] == "command_done" and e.get("command_id") == "bench-b1", what="the run")
+        box.ok(
+            "bench",
+            {
+                "bench_id": "b1",
+                "launch_id": "priv",
+                "base_url": "http://127.0.0.1:9",
+                "model": "m",
+                "vocab_size": 100,
+                "input_len": 4,
+                "output_len": 4,
+                "concurrency": 1,
+                "prompts": 1,
+            },
+            command_id="bench-b1",
+        )
+        box.wait_for(
+            lambda e: e["kind"] == "command_done" and e.get("command_id") == "bench-b1", what="the run"
+        )
         assert_private(home)
         assert mode(home / "notes.txt") == 0o644  # not the agent's: left as the user made it
         if os.geteuid() == 0:  # another unix user of the box cannot read the journal
@@ -271,8 +310,9 @@ def test_nothing_of_the_console_crosses_ssh_and_the_box_files_are_private(
         box.kill_agent()
 
 
-def test_the_local_check_probe_runs_without_the_console_secrets(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_local_check_probe_runs_without_the_console_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`campaign check local` runs the agent's probe here, and the probe runs the serving Python: neither
     gets the console's secrets (the serving Python below writes down what it was given)."""
     from console.checks.run import local_probe
@@ -334,9 +374,17 @@ def start_as_box_user(homes_box: tuple[SshBox, Path], home: Path) -> subprocess.
     """``python3 agent.pyz daemon --home HOME`` as the box's unix user, with the box's PATH and HOME."""
     box, pyz = homes_box
     env = {"PATH": f"{box.root / 'bin'}:/usr/bin:/bin", "HOME": str(box.home), "LANG": "C.UTF-8"}
-    return subprocess.run(["/usr/bin/python3", str(pyz), "daemon", "--home", str(home), "--interval", "0.25"],
-                          user=box.uid, group=box.gid, extra_groups=[], cwd=box.home, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        ["/usr/bin/python3", str(pyz), "daemon", "--home", str(home), "--interval", "0.25"],
+        user=box.uid,
+        group=box.gid,
+        extra_groups=[],
+        cwd=box.home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def refusal(proc: subprocess.CompletedProcess[str], *parts: str) -> str:
@@ -348,7 +396,9 @@ def refusal(proc: subprocess.CompletedProcess[str], *parts: str) -> str:
     for part in parts:
         assert part in line, f"{part!r} not in {line!r}"
     assert line.endswith("or give the agent another home") or "more agent files there are refused too" in line
-    assert len(line) <= 400, line  # the console reads the last 400 characters of a failed start (transport.py)
+    assert len(line) <= 400, (
+        line
+    )  # the console reads the last 400 characters of a failed start (transport.py)
     return line
 
 
@@ -378,8 +428,11 @@ def test_a_home_root_owns_and_leaves_open_is_refused_before_anything_is_opened(
     home = place / "agent"
     home.mkdir()
     home.chmod(0o777)
-    line = refusal(start_as_box_user(homes_box, home), f"{home} is owned by root, mode 0777, not by {box.user}",
-                   f"`chown {box.user} {home} && chmod 700 {home}`")  # fmt: skip
+    line = refusal(
+        start_as_box_user(homes_box, home),
+        f"{home} is owned by root, mode 0777, not by {box.user}",
+        f"`chown {box.user} {home} && chmod 700 {home}`",
+    )
     assert list(home.iterdir()) == [] and mode(home) == 0o777 and home.stat().st_uid == 0
     subprocess.run(["sh", "-c", fix_in(line)], check=True)
     started(start_as_box_user(homes_box, home))
@@ -400,9 +453,13 @@ def test_a_journal_nobody_planted_with_its_wal_and_shm_is_refused_and_left_as_it
         (home / name).write_bytes(b"planted")
         os.chown(home / name, NOBODY, NOBODY)
         (home / name).chmod(0o666)
-    line = refusal(start_as_box_user(homes_box, home), f"journal.db in {home} is owned by nobody, mode 0666",
-                   f"not by {box.user} who runs the agent", "remove it or `cd ",
-                   "; 2 more agent files there")  # fmt: skip
+    line = refusal(
+        start_as_box_user(homes_box, home),
+        f"journal.db in {home} is owned by nobody, mode 0666",
+        f"not by {box.user} who runs the agent",
+        "remove it or `cd ",
+        "; 2 more agent files there",
+    )
     assert fix_in(line) == f"cd {home} && chown {box.user} journal.db && chmod 600 journal.db"
     assert sorted(p.name for p in home.iterdir()) == list(planted)  # no pidfile, socket, log: nothing opened
     for name in planted:
@@ -415,7 +472,9 @@ def test_a_journal_nobody_planted_with_its_wal_and_shm_is_refused_and_left_as_it
 
 
 @pytest.mark.sshd
-def test_a_group_writable_journal_of_another_user_is_refused(homes_box: tuple[SshBox, Path], place: Path) -> None:
+def test_a_group_writable_journal_of_another_user_is_refused(
+    homes_box: tuple[SshBox, Path], place: Path
+) -> None:
     """The box user may write this journal through its group, but nobody owns it (and may read it, or chmod
     it open again): not the user's, so refused, though the agent could have used it."""
     box, _ = homes_box
@@ -439,8 +498,11 @@ def test_a_symlink_in_place_of_an_agent_file_is_refused_and_not_followed(
     os.chown(target, NOBODY, NOBODY)
     target.chmod(0o666)
     (place / name).symlink_to(target)
-    refusal(start_as_box_user(homes_box, place), f"{name} in {place} is a symlink to {target}",
-            "the agent follows no link among its files: remove it")  # fmt: skip
+    refusal(
+        start_as_box_user(homes_box, place),
+        f"{name} in {place} is a symlink to {target}",
+        "the agent follows no link among its files: remove it",
+    )
     assert target.stat().st_size == 0 and (place / name).is_symlink() and not (place / "agent.pid").exists()
 
 
@@ -466,8 +528,14 @@ def test_a_looser_home_of_the_users_own_is_tightened_and_its_other_files_left(
     (home / "launches" / "old.log").write_bytes(b"")
     for path in (home / "journal.db", home / "journal.db-wal", home / "journal.db-shm"):
         path.write_bytes(b"")
-    for path in (home, home / "launches", home / "launches" / "old.log", home / "journal.db",
-                 home / "journal.db-wal", home / "journal.db-shm"):  # fmt: skip
+    for path in (
+        home,
+        home / "launches",
+        home / "launches" / "old.log",
+        home / "journal.db",
+        home / "journal.db-wal",
+        home / "journal.db-shm",
+    ):
         os.chown(path, box.uid, box.gid)
         path.chmod(0o777 if path.is_dir() else 0o666)
     home.chmod(0o755)
@@ -490,8 +558,10 @@ def test_a_home_in_a_directory_every_user_may_write_is_refused_unless_it_is_stic
     parent = place / "open"
     parent.mkdir()
     parent.chmod(0o777)
-    line = refusal(start_as_box_user(homes_box, parent / "agent"), f"{parent}, the parent of the agent home, "
-                   "is writable by every user (mode 0777, no sticky bit)")  # fmt: skip
+    line = refusal(
+        start_as_box_user(homes_box, parent / "agent"),
+        f"{parent}, the parent of the agent home, is writable by every user (mode 0777, no sticky bit)",
+    )
     assert fix_in(line) == f"chmod o-w {parent}" and not (parent / "agent").exists()
     parent.chmod(0o1777)
     started(start_as_box_user(homes_box, parent / "agent"))
@@ -521,8 +591,10 @@ async def test_the_console_says_in_one_line_why_the_box_refused_its_agent_home(
             with pytest.raises(AgentStartError) as refused:
                 await link.connect()
             line = str(refused.value)
-            assert line.startswith(f"{REFUSED} on {socket.gethostname()}: {home} is owned by root, mode 0777, "
-                                   f"not by {box.user} who runs the agent: ")  # fmt: skip
+            assert line.startswith(
+                f"{REFUSED} on {socket.gethostname()}: {home} is owned by root, mode 0777, "
+                f"not by {box.user} who runs the agent: "
+            )
             assert fix_in(line) == f"chown {box.user} {home} && chmod 700 {home}"
             assert line.endswith("or give the agent another home") and "\n" not in line
             row = store.boxes.get(box.name)

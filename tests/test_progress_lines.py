@@ -62,7 +62,9 @@ def _feed(tmp_path: Path, steps: int, pause: float, every: float, *, terminal: b
         return done.stderr
     leader, follower = pty.openpty()
     try:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower)
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower
+        )
         os.close(follower)
         out = b""
         while chunk := _read(leader):
@@ -92,7 +94,8 @@ def test_to_a_pipe_each_step_is_its_own_line(tmp_path: Path) -> None:
     steps = [line for line in lines if line != NOTICE]
     assert lines.count(NOTICE) == 1 and lines.index(NOTICE) == 2  # right after the step that carried it
     assert [m.groups() if (m := STEP.match(line)) else line for line in steps] == [
-        (str(100 * n), "500") for n in range(1, 6)]
+        (str(100 * n), "500") for n in range(1, 6)
+    ]
 
 
 def test_to_a_pipe_steps_closer_than_the_interval_give_the_first_and_the_last(tmp_path: Path) -> None:
@@ -107,7 +110,9 @@ def test_to_a_pipe_steps_closer_than_the_interval_give_the_first_and_the_last(tm
 
 def test_on_a_terminal_the_line_is_redrawn_in_place_and_ended(tmp_path: Path) -> None:
     out = _feed(tmp_path, steps=5, pause=0.0, every=EVERY_S, terminal=True)
-    assert out.count("\r\x1b[2K") >= 2 and out.endswith("\n")  # redrawn, and ended so what follows starts afresh
+    assert out.count("\r\x1b[2K") >= 2 and out.endswith(
+        "\n"
+    )  # redrawn, and ended so what follows starts afresh
     last = out.rsplit("\r\x1b[2K", 1)[-1]
     assert STEP.match(last.rstrip("\n")) and "seq 500/500" in last
     assert f"\n{NOTICE}\n" in out  # the notice on a line of its own
@@ -179,16 +184,26 @@ stepped three times at once: off a terminal, each is its first step and its last
 def test_the_clis_progress_writers_write_plain_lines_to_a_pipe(tmp_path: Path) -> None:
     """`campaign demo --force` with stderr on a pipe: its import steps are lines of their own, the last one the
     whole bar; and so for every other writer the CLI has."""
-    demo = subprocess.run([sys.executable, "-m", "console", "demo", "--force", "--db", str(tmp_path / "state.db")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    demo = subprocess.run(
+        [sys.executable, "-m", "console", "demo", "--force", "--db", str(tmp_path / "state.db")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert demo.returncode == 0, demo.stderr
     steps = [line for line in _lines(demo.stderr) if re.match(r"^\[[# ]{30}\] \d+/\d+ ", line)]
     assert len(steps) >= 2 and steps[-1].startswith(f"[{'#' * 30}] 3/3 "), demo.stderr
     assert "demo campaign imported" in demo.stdout
-    others = subprocess.run([sys.executable, "-c", WRITERS], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    others = subprocess.run(
+        [sys.executable, "-c", WRITERS], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert others.returncode == 0, others.stderr
     lines = _lines(others.stderr)
-    assert [line for line in lines if line.startswith("bench: ")] == ["bench: running     0 s", "bench: running     2 s"]
+    assert [line for line in lines if line.startswith("bench: ")] == [
+        "bench: running     0 s",
+        "bench: running     2 s",
+    ]
     sweep = [line for line in lines if line.startswith("sweep #7 ")]
     assert len(sweep) == 2 and sweep[-1].startswith("sweep #7 [") and "2/2 arms (2 served)" in sweep[-1]
     assert sweep[-1].endswith("| arm 2")

@@ -74,8 +74,14 @@ def test_counts_and_items_agree_and_partial_credit_is_not_right() -> None:
 
 def test_the_seed_floor_and_its_verdicts() -> None:
     """The write-up's four repeats give the 0.022 floor; its readings follow from it."""
-    floor = noise_floor([Paired.of_counts(403, 11, 20), Paired.of_counts(380, 6, 9), Paired.of_counts(373, 13, 9),
-                         Paired.of_counts(396, 28, 21)])  # fmt: skip
+    floor = noise_floor(
+        [
+            Paired.of_counts(403, 11, 20),
+            Paired.of_counts(380, 6, 9),
+            Paired.of_counts(373, 13, 9),
+            Paired.of_counts(396, 28, 21),
+        ]
+    )
     assert floor == pytest.approx(9 / 403) and f"{floor:.3f}" == "0.022"
     assert decide(Paired.of_counts(403, 16, 15), floor) == TIE  # GLM DP4 + EP against TP4: identical
     assert decide(Paired.of_counts(403, 17, 11), floor) == TIE  # native FP8 against NVFP4: inside the floor
@@ -88,15 +94,28 @@ def test_the_seed_floor_and_its_verdicts() -> None:
 
 
 def test_lm_eval_output_is_read_per_item(tmp_path: Path) -> None:
-    results = write_lm_eval(tmp_path / "out", gsm8k=[1, 0, 1, 1], arc_easy=[1, 0], gen_kwargs="temperature=0,enable_thinking=False")
+    results = write_lm_eval(
+        tmp_path / "out",
+        gsm8k=[1, 0, 1, 1],
+        arc_easy=[1, 0],
+        gen_kwargs="temperature=0,enable_thinking=False",
+    )
     for given in (tmp_path / "out", results, next(results.parent.glob("samples_gsm8k_*.jsonl"))):
         run = read_harness_file(given)
         assert (run.harness, run.harness_version, run.model) == ("lm-eval", "0.4.12", "tiny")
         assert run.tasks == ("arc_easy", "gsm8k") and run.t_ms == 1788658020500
-        assert run.metric == "arc_easy: acc,none; gsm8k: exact_match,strict-match"  # the first metric in results
+        assert (
+            run.metric == "arc_easy: acc,none; gsm8k: exact_match,strict-match"
+        )  # the first metric in results
         scores = {(i.task, i.item_id): i.score for i in run.items}
-        assert scores == {("arc_easy", "0"): 1, ("arc_easy", "1"): 0, ("gsm8k", "0"): 1, ("gsm8k", "1"): 0,
-                          ("gsm8k", "2"): 1, ("gsm8k", "3"): 1}  # fmt: skip
+        assert scores == {
+            ("arc_easy", "0"): 1,
+            ("arc_easy", "1"): 0,
+            ("gsm8k", "0"): 1,
+            ("gsm8k", "1"): 0,
+            ("gsm8k", "2"): 1,
+            ("gsm8k", "3"): 1,
+        }
         assert {(i.truncated, i.output_tokens) for i in run.items} == {(None, None)}  # lm-eval logs neither
         assert run.thinking == "enable_thinking=False"
         assert run.sampling["generation_kwargs"]["gsm8k"]["max_gen_toks"] == 256
@@ -141,15 +160,34 @@ def _inspect_samples() -> list[dict[str, object]]:
 
 
 def test_inspect_logs_json_and_eval(tmp_path: Path) -> None:
-    log = inspect_log(_inspect_samples(), generate={"max_tokens": 512, "temperature": 0.6, "reasoning_effort": "high",
-                                                    "extra_headers": {"Authorization": "Bearer sk-secret"}})  # fmt: skip
-    for path in (write_inspect_json(tmp_path / "gsm8k.json", log), write_inspect_eval(tmp_path / "gsm8k.eval", log)):
+    log = inspect_log(
+        _inspect_samples(),
+        generate={
+            "max_tokens": 512,
+            "temperature": 0.6,
+            "reasoning_effort": "high",
+            "extra_headers": {"Authorization": "Bearer sk-secret"},
+        },
+    )
+    for path in (
+        write_inspect_json(tmp_path / "gsm8k.json", log),
+        write_inspect_eval(tmp_path / "gsm8k.eval", log),
+    ):
         run = read_harness_file(path)
         assert (run.harness, run.harness_version, run.model, run.tasks, run.metric) == (
-            "inspect", "0.3.260", "vllm/tiny", ("gsm8k",), "match")
+            "inspect",
+            "0.3.260",
+            "vllm/tiny",
+            ("gsm8k",),
+            "match",
+        )
         assert run.t_ms == 1788571620000 and run.unscored == 1  # 2026-09-05T01:27:00Z
         assert [(i.item_id, i.score, i.truncated, i.output_tokens) for i in run.items] == [
-            ("1", 1.0, False, 120), ("2", 0.0, True, 512), ("3", 0.5, False, 200), ("4", 1.0, True, 90)]
+            ("1", 1.0, False, 120),
+            ("2", 0.0, True, 512),
+            ("3", 0.5, False, 200),
+            ("4", 1.0, True, 90),
+        ]
         assert run.thinking == "reasoning_effort=high" and "extra_headers" not in run.sampling
         assert "sk-secret" not in json.dumps(run.sampling)
     with pytest.raises(HarnessFileError, match="no scorer 'f1'; it has match"):
@@ -196,41 +234,89 @@ def campaign(tmp_path: Path) -> Path:
     with Store(db, clock=lambda: T0) as store:
         store.boxes.add(Box(name="pro-a", ssh_user="root", host="127.0.0.1", port=22))
         serve = ["vllm", "serve", "/models/tiny", "--served-model-name", "tiny"]
-        dp = store.launches.add_arm("tiny-dp2-ep", "tiny", "pro-a", "hash-dp2", [*serve, "--data-parallel-size", "2",
-                                    "--enable-expert-parallel", "--reasoning-parser", "qwen3"], {}, [[0, 1]], 1, [])  # fmt: skip
-        tp = store.launches.add_arm("tiny-tp2", "tiny", "pro-a", "hash-tp2", [*serve, "--tensor-parallel-size", "2"],
-                                    {}, [[0, 1]], 2, [])  # fmt: skip
-        for launch_id, arm, arm_id in (("L1", "tiny-dp2-ep", dp), ("L2", "tiny-dp2-ep", dp), ("L3", "tiny-tp2", tp)):
-            store.launches.add(launch_id, "pro-a", arm, arm_id=arm_id, replica=0, gpus=[0, 1], port=8100, forced=False)
-        store.ingest.batch("pro-a", [
-            _ev(1, "kernel_line", launch_id="L1", category="moe", line="Using MarlinMoE"),
-            _ev(2, "kernel_line", launch_id="L1", category="config", line="max_num_seqs=256"),
-            _ev(3, "kernel_line", launch_id="L1", category="linear", line="Using CutlassFP8ScaledMMLinearKernel"),
-        ])  # fmt: skip
+        dp = store.launches.add_arm(
+            "tiny-dp2-ep",
+            "tiny",
+            "pro-a",
+            "hash-dp2",
+            [*serve, "--data-parallel-size", "2", "--enable-expert-parallel", "--reasoning-parser", "qwen3"],
+            {},
+            [[0, 1]],
+            1,
+            [],
+        )
+        tp = store.launches.add_arm(
+            "tiny-tp2",
+            "tiny",
+            "pro-a",
+            "hash-tp2",
+            [*serve, "--tensor-parallel-size", "2"],
+            {},
+            [[0, 1]],
+            2,
+            [],
+        )
+        for launch_id, arm, arm_id in (
+            ("L1", "tiny-dp2-ep", dp),
+            ("L2", "tiny-dp2-ep", dp),
+            ("L3", "tiny-tp2", tp),
+        ):
+            store.launches.add(
+                launch_id, "pro-a", arm, arm_id=arm_id, replica=0, gpus=[0, 1], port=8100, forced=False
+            )
+        store.ingest.batch(
+            "pro-a",
+            [
+                _ev(1, "kernel_line", launch_id="L1", category="moe", line="Using MarlinMoE"),
+                _ev(2, "kernel_line", launch_id="L1", category="config", line="max_num_seqs=256"),
+                _ev(
+                    3,
+                    "kernel_line",
+                    launch_id="L1",
+                    category="linear",
+                    line="Using CutlassFP8ScaledMMLinearKernel",
+                ),
+            ],
+        )
     return db
 
 
-def _import(db: Path, path: Path, launch: str, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+def _import(
+    db: Path, path: Path, launch: str, capsys: pytest.CaptureFixture[str], *extra: str
+) -> dict[str, Any]:
     assert main(["--db", str(db), "quality", "import", str(path), "--launch", launch, "--json", *extra]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
 
 
-def test_import_binds_the_run_to_the_exact_launch(campaign: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_import_binds_the_run_to_the_exact_launch(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = write_lm_eval(tmp_path / "r1", gsm8k=BASE)
     done = _import(campaign, results, "L1", capsys)
     assert done["state"] == "imported" and isinstance(done["run_id"], int)
     with Store(campaign, read_only=True) as store:
         run = quality_run(store, done["run_id"])
         assert (run.launch_id, run.arm, run.box, run.layout, run.reasoning_parser) == (
-            "L1", "tiny-dp2-ep", "pro-a", "TP1 x DP2 + EP", "qwen3")
-        assert run.kernel_line == "Using MarlinMoE | Using CutlassFP8ScaledMMLinearKernel"  # config lines left out
+            "L1",
+            "tiny-dp2-ep",
+            "pro-a",
+            "TP1 x DP2 + EP",
+            "qwen3",
+        )
+        assert (
+            run.kernel_line == "Using MarlinMoE | Using CutlassFP8ScaledMMLinearKernel"
+        )  # config lines left out
         assert (run.items, run.accuracy, run.truncation_rate, run.suite) == (40, 0.5, None, "lm-eval: gsm8k")
         assert run.t_ms == 1788658020500 and run.source == "measured"
         aggregate = next(e for e in eval_runs(store) if e.id == run.eval_run_id)
         assert (aggregate.box, aggregate.arm, aggregate.model, aggregate.items, aggregate.overall) == (
-            "pro-a", "tiny-dp2-ep", "tiny", 40, 0.5)
+            "pro-a",
+            "tiny-dp2-ep",
+            "tiny",
+            40,
+            0.5,
+        )
         assert dict(aggregate.families) == {"gsm8k": 0.5}
         assert any((e.box, e.arm) == ("pro-a", "tiny-dp2-ep") for e in economics_inputs(store).evals)
         assert store.results.has_measured_data()
@@ -240,18 +326,27 @@ def test_import_binds_the_run_to_the_exact_launch(campaign: Path, tmp_path: Path
     assert f"quality run {done['run_id']}" in printed.out and "already imported" in printed.err
     assert _import(campaign, results, "L2", capsys)["state"] == "imported"  # another launch: another run
     flexible = _import(campaign, results, "L1", capsys, "--metric", "exact_match,flexible-extract")
-    assert flexible["state"] == "imported" and flexible["run"]["accuracy"] == 1.0  # another score: another run
+    assert (
+        flexible["state"] == "imported" and flexible["run"]["accuracy"] == 1.0
+    )  # another score: another run
 
 
-def test_import_refusals_are_one_line(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_refusals_are_one_line(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     other_model = write_lm_eval(tmp_path / "other", model="Qwen/Qwen3-8B", gsm8k=[1, 0])
     assert main(["--db", str(campaign), "quality", "import", str(other_model), "--launch", "L1"]) == 2
     err = capsys.readouterr().err
-    assert "produced against model 'Qwen/Qwen3-8B', but launch L1 serves 'tiny'" in err and err.count("\n") == 1
+    assert (
+        "produced against model 'Qwen/Qwen3-8B', but launch L1 serves 'tiny'" in err and err.count("\n") == 1
+    )
     assert _import(campaign, other_model, "L1", capsys, "--force")["state"] == "imported"
     assert main(["--db", str(campaign), "quality", "import", str(other_model), "--launch", "nope"]) == 2
     assert "no launch 'nope'" in capsys.readouterr().err
-    assert main(["--db", str(campaign), "quality", "import", str(tmp_path / "missing.json"), "--launch", "L1"]) == 2
+    assert (
+        main(["--db", str(campaign), "quality", "import", str(tmp_path / "missing.json"), "--launch", "L1"])
+        == 2
+    )
     assert "no such file" in capsys.readouterr().err
     with Store(campaign, read_only=True) as store, pytest.raises(InputError, match="no quality run 99"):
         quality_run(store, 99)
@@ -267,9 +362,12 @@ def _refused_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) ->
     return err
 
 
-@pytest.mark.timeout(60)  # a FIFO opened for reading waits for a writer, /dev/zero never ends: a hang fails here
-def test_import_reads_only_regular_files_within_the_bound(campaign: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+@pytest.mark.timeout(
+    60
+)  # a FIFO opened for reading waits for a writer, /dev/zero never ends: a hang fails here
+def test_import_reads_only_regular_files_within_the_bound(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Whatever names it (the argument, or a folder holding it), a harness file is a regular file of at most
     MAX_FILE_BYTES, or it is refused in one line before a byte is read (console/files.py)."""
     pipes = tmp_path / "pipes"
@@ -283,11 +381,15 @@ def test_import_reads_only_regular_files_within_the_bound(campaign: Path, tmp_pa
     swapped = next(results.parent.glob("samples_gsm8k_*.jsonl"))
     swapped.unlink()
     os.mkfifo(swapped)  # a folder import finds a FIFO among the samples files
-    for path, says in (*((p, "is a FIFO (named pipe), not a regular file") for p in sorted(pipes.iterdir())),
-                       (Path("/dev/zero"), "is a character device, not a regular file"),
-                       (huge, f"is {MAX_FILE_BYTES + 1:,} bytes, over the 1,024 MiB this reads"),
-                       (results.parent, "is a FIFO (named pipe), not a regular file")):  # fmt: skip
-        err = _refused_in_one_line(["--db", str(campaign), "quality", "import", str(path), "--launch", "L1"], capsys)
+    for path, says in (
+        *((p, "is a FIFO (named pipe), not a regular file") for p in sorted(pipes.iterdir())),
+        (Path("/dev/zero"), "is a character device, not a regular file"),
+        (huge, f"is {MAX_FILE_BYTES + 1:,} bytes, over the 1,024 MiB this reads"),
+        (results.parent, "is a FIFO (named pipe), not a regular file"),
+    ):
+        err = _refused_in_one_line(
+            ["--db", str(campaign), "quality", "import", str(path), "--launch", "L1"], capsys
+        )
         named = swapped if path == results.parent else path
         assert f"harness file {named} {says}" in err, err
     with Store(campaign, read_only=True) as store:
@@ -295,38 +397,54 @@ def test_import_reads_only_regular_files_within_the_bound(campaign: Path, tmp_pa
 
 
 @pytest.mark.timeout(60)
-def test_a_kldiff_contexts_file_is_read_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_kldiff_contexts_file_is_read_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """kldiff --contexts is the other file the operator names: the same reader, the same one-line refusals."""
     fifo = tmp_path / "contexts.json"
     os.mkfifo(fifo)
     db = str(tmp_path / "s.db")
-    for path, says in ((fifo, "is a FIFO (named pipe)"), (Path("/dev/zero"), "is a character device"),
-                       (tmp_path, "is a directory")):  # fmt: skip
+    for path, says in (
+        (fifo, "is a FIFO (named pipe)"),
+        (Path("/dev/zero"), "is a character device"),
+        (tmp_path, "is a directory"),
+    ):
         err = _refused_in_one_line(["--db", db, "kldiff", "L1", "L2", "--contexts", str(path)], capsys)
         assert f"--contexts {path} {says}, not a regular file" in err, err
 
 
-def test_inspect_log_import_keeps_truncation_and_tokens(campaign: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_inspect_log_import_keeps_truncation_and_tokens(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write_inspect_eval(tmp_path / "gsm8k.eval", inspect_log(_inspect_samples()))
     done = _import(campaign, path, "L3", capsys)
     run = done["run"]
     assert isinstance(run, dict)
-    assert (run["items"], run["unscored"], run["accuracy"], run["truncation_rate"], run["mean_output_tokens"]) == (
-        4, 1, 0.625, 0.5, 230.5)
+    assert (
+        run["items"],
+        run["unscored"],
+        run["accuracy"],
+        run["truncation_rate"],
+        run["mean_output_tokens"],
+    ) == (4, 1, 0.625, 0.5, 230.5)
     assert (run["layout"], run["harness"], run["suite"]) == ("TP2", "inspect", "inspect: gsm8k")
 
 
-def test_compare_pairs_items_against_the_measured_floor(campaign: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_compare_pairs_items_against_the_measured_floor(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two launches of one arm are repeats: their gap is the floor the third arm is read against."""
     r1 = _import(campaign, write_lm_eval(tmp_path / "r1", gsm8k=BASE), "L1", capsys)["run_id"]
     r2 = _import(campaign, write_lm_eval(tmp_path / "r2", gsm8k=_flip(BASE, 0, 1, 2)), "L2", capsys)["run_id"]
-    r3 = _import(campaign, write_lm_eval(tmp_path / "r3", gsm8k=_flip(BASE, 0, 1, 2, 4, 6, 8)), "L3", capsys)["run_id"]
+    r3 = _import(campaign, write_lm_eval(tmp_path / "r3", gsm8k=_flip(BASE, 0, 1, 2, 4, 6, 8)), "L3", capsys)[
+        "run_id"
+    ]
     assert main(["--db", str(campaign), "quality", "compare", str(r1), str(r3), "--json"]) == 0
     c = json.loads(capsys.readouterr().out)
     assert (c["items"], c["split"], c["a_only"], c["b_only"], c["basis"]) == (40, "5 to 1", 5, 1, "items")
-    assert c["difference"] == pytest.approx(0.1) and c["floor"] == pytest.approx(0.025)  # r1 against r2: 2 to 1
+    assert c["difference"] == pytest.approx(0.1) and c["floor"] == pytest.approx(
+        0.025
+    )  # r1 against r2: 2 to 1
     assert c["p_value"] == pytest.approx(mcnemar_exact(5, 1))
     assert c["verdict"] == "A ahead by 0.100, outside the 0.025 floor, but its 95% interval includes 0"
     assert c["a"]["layout"] == "TP1 x DP2 + EP" and c["b"]["layout"] == "TP2"
@@ -351,8 +469,9 @@ def test_compare_pairs_items_against_the_measured_floor(campaign: Path, tmp_path
     assert listed["floors"] == {"lm-eval: arc_easy": None, "lm-eval: gsm8k": pytest.approx(0.025)}
 
 
-def test_run_refuses_without_the_harness(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_run_refuses_without_the_harness(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing named lm_eval here
     assert main(["--db", str(campaign), "quality", "run", "L1", "--tasks", "gsm8k"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -360,15 +479,23 @@ def test_run_refuses_without_the_harness(campaign: Path, tmp_path: Path, capsys:
     argv = lm_eval_argv("/usr/bin/lm_eval", "tiny", 41234, ["gsm8k", "ifeval"], tmp_path, 50, 8)
     assert argv[:3] == ["/usr/bin/lm_eval", "--model", "local-chat-completions"]
     assert "model=tiny,base_url=http://127.0.0.1:41234/v1/chat/completions,num_concurrent=8" in argv[4]
-    assert argv[argv.index("--tasks") + 1] == "gsm8k,ifeval" and "--log_samples" in argv and argv[-2:] == ["--limit", "50"]
+    assert (
+        argv[argv.index("--tasks") + 1] == "gsm8k,ifeval"
+        and "--log_samples" in argv
+        and argv[-2:] == ["--limit", "50"]
+    )
 
 
 def test_service_import_without_the_cli(campaign: Path, tmp_path: Path) -> None:
     with Store(campaign) as store:
         service = Service(store)
-        done = service.import_quality(write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples())), "L1")
+        done = service.import_quality(
+            write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples())), "L1"
+        )
         assert done.state == "imported" and done.run.model == "vllm/tiny"
-        assert done.run.thinking == "model default: not stated"  # the log sent no switch; no profile states it
+        assert (
+            done.run.thinking == "model default: not stated"
+        )  # the log sent no switch; no profile states it
 
 
 def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Path) -> None:
@@ -377,11 +504,31 @@ def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Pa
     log = write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples()))
     serve = ["vllm", "serve", "/models/tiny", "--served-model-name", "tiny", "--reasoning-parser", "qwen3"]
     with Store(campaign) as store:
-        for launch_id, extra in (("Q1", []), ("Q2", ["--default-chat-template-kwargs", '{"enable_thinking":false}'])):
-            arm_id = store.launches.add_arm("qwen3.8-27b-nvfp4-b12x", "tiny", "pro-a", f"h-{launch_id}",
-                                            [*serve, *extra], {}, [[0]], 1, [])  # fmt: skip
-            store.launches.add(launch_id, "pro-a", "qwen3.8-27b-nvfp4-b12x", arm_id=arm_id, replica=0, gpus=[0],
-                               port=8100, forced=False)  # fmt: skip
+        for launch_id, extra in (
+            ("Q1", []),
+            ("Q2", ["--default-chat-template-kwargs", '{"enable_thinking":false}']),
+        ):
+            arm_id = store.launches.add_arm(
+                "qwen3.8-27b-nvfp4-b12x",
+                "tiny",
+                "pro-a",
+                f"h-{launch_id}",
+                [*serve, *extra],
+                {},
+                [[0]],
+                1,
+                [],
+            )
+            store.launches.add(
+                launch_id,
+                "pro-a",
+                "qwen3.8-27b-nvfp4-b12x",
+                arm_id=arm_id,
+                replica=0,
+                gpus=[0],
+                port=8100,
+                forced=False,
+            )
         service = Service(store)
         on = service.import_quality(log, "Q1").run
         off = service.import_quality(log, "Q2").run
@@ -404,17 +551,27 @@ def test_the_demo_browses_the_seed_floor_and_pairs(demo: Path, capsys: pytest.Ca
     with Store(demo, read_only=True) as store:
         pairs = published_comparisons(store)
         assert sum(c.kind == "repeat" for c in pairs) == 4 and len(pairs) == 26
-        assert {c.floor.text for c in pairs if c.floor} == {"0.022 from 4 repeat pairs (widest 11 to 20 on 403 items)"}
+        assert {c.floor.text for c in pairs if c.floor} == {
+            "0.022 from 4 repeat pairs (widest 11 to 20 on 403 items)"
+        }
         by_split = {(c.a.label, c.b.label): c for c in pairs}
         dp4 = by_split[("GLM-5.3-Flash NVFP4 TP4", "GLM-5.3-Flash NVFP4 TP1 x DP4 + EP")]
         assert (dp4.paired.split, dp4.verdict) == ("16 to 15", "tie: inside the 0.022 floor")
-        ptq = by_split[("Qwen3.8-27B FP8 official, 600 W box, paired set",
-                        "Qwen3.8-27B NVFP4 community PTQ, 600 W box, paired set")]  # fmt: skip
+        ptq = by_split[
+            (
+                "Qwen3.8-27B FP8 official, 600 W box, paired set",
+                "Qwen3.8-27B NVFP4 community PTQ, 600 W box, paired set",
+            )
+        ]
         assert ptq.verdict == "A ahead by 0.039, outside the 0.022 floor" and ptq.a_truncation == 0.059
         a, b = dp4.a.id, dp4.b.id
     assert main(["--db", str(demo), "quality", "compare", str(b), str(a), "--json"]) == 0
     flipped = json.loads(capsys.readouterr().out)
-    assert (flipped["split"], flipped["basis"], flipped["verdict"]) == ("15 to 16", "published", "tie: inside the 0.022 floor")
+    assert (flipped["split"], flipped["basis"], flipped["verdict"]) == (
+        "15 to 16",
+        "published",
+        "tie: inside the 0.022 floor",
+    )
     assert flipped["a_truncation"] is None and flipped["b_truncation"] == 0.079
     assert main(["--db", str(demo), "quality", "pairs"]) == 0
     table = capsys.readouterr().out

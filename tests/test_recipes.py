@@ -77,32 +77,73 @@ def rules(findings: Iterable[Finding]) -> list[str]:
 # Every model the seed served or put on its roster, and its reasoning parser as the seed's per-family list
 # names it (None: the list names none for it).
 ROSTER = {
-    "Qwen3.8-27B": "qwen3", "Qwen3.8-Flash-Next": "qwen3", "Qwen3.6-35B-A3B": "qwen3",
-    "gpt-oss-20b": "openai_gptoss", "gpt-oss-120b": "openai_gptoss", "gemma-4-26B-A4B": "gemma4",
-    "Muse-Glimmer-30B": "muse_glimmer", "DeepSeek-V4-Flash": "deepseek_v4", "GLM-5.3-Flash": "glm45",
-    "Nemotron-3.5-Lightning-30B": "nemotron_v3", "Nemotron-3-Super-120B": "nemotron_v3",
-    "Laguna-S-2.1": "poolside_v1", "Hy3": "hy_v3", "Ling-3.0-flash": "ling3", "Step-3.7-Flash": "step3p5",
-    "Inkling": "inkling", "MiMo-V2.5": "mimo", "MiniMax-M3": "minimax_m3", "Ornith-1.5-397B": None,
+    "Qwen3.8-27B": "qwen3",
+    "Qwen3.8-Flash-Next": "qwen3",
+    "Qwen3.6-35B-A3B": "qwen3",
+    "gpt-oss-20b": "openai_gptoss",
+    "gpt-oss-120b": "openai_gptoss",
+    "gemma-4-26B-A4B": "gemma4",
+    "Muse-Glimmer-30B": "muse_glimmer",
+    "DeepSeek-V4-Flash": "deepseek_v4",
+    "GLM-5.3-Flash": "glm45",
+    "Nemotron-3.5-Lightning-30B": "nemotron_v3",
+    "Nemotron-3-Super-120B": "nemotron_v3",
+    "Laguna-S-2.1": "poolside_v1",
+    "Hy3": "hy_v3",
+    "Ling-3.0-flash": "ling3",
+    "Step-3.7-Flash": "step3p5",
+    "Inkling": "inkling",
+    "MiMo-V2.5": "mimo",
+    "MiniMax-M3": "minimax_m3",
+    "Ornith-1.5-397B": None,
     "K2-Horizon-375B-A23B": None,
 }
 # What the seed states, by model: thinking defaults ('How to serve a model'), sampling, weight sizes.
-SEED_THINKING = {"Hy3": False, "gemma-4-26B-A4B": False, "Qwen3.8-27B": True, "Qwen3.6-35B-A3B": True,
-                 "Inkling": True, "MiniMax-M3": True, "Nemotron-3.5-Lightning-30B": True,
-                 "Nemotron-3-Super-120B": True, "Ling-3.0-flash": True, "Ornith-1.5-397B": True}  # fmt: skip
-SEED_SAMPLING = {"Qwen3.8-27B": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
-                 "gemma-4-26B-A4B": {"temperature": 0.0, "top_k": 64}, "Ling-3.0-flash": {"temperature": 0.85},
-                 "Hy3": {"temperature": 0.9, "top_p": 1.0}}  # fmt: skip
-SEED_WEIGHTS = {"qwen3.8-27b-nvfp4-gittensor": 17.9, "qwen3.8-27b-fp8": 29.0, "gpt-oss-120b": 61.0,
-                "glm-5.3-flash-nvfp4": 198.0, "glm-5.3-flash-fp8": 330.0, "deepseek-v4-flash": 167.0,
-                "k2-horizon-375b-a23b-fp8": 375.0}  # fmt: skip
+SEED_THINKING = {
+    "Hy3": False,
+    "gemma-4-26B-A4B": False,
+    "Qwen3.8-27B": True,
+    "Qwen3.6-35B-A3B": True,
+    "Inkling": True,
+    "MiniMax-M3": True,
+    "Nemotron-3.5-Lightning-30B": True,
+    "Nemotron-3-Super-120B": True,
+    "Ling-3.0-flash": True,
+    "Ornith-1.5-397B": True,
+}
+SEED_SAMPLING = {
+    "Qwen3.8-27B": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
+    "gemma-4-26B-A4B": {"temperature": 0.0, "top_k": 64},
+    "Ling-3.0-flash": {"temperature": 0.85},
+    "Hy3": {"temperature": 0.9, "top_p": 1.0},
+}
+SEED_WEIGHTS = {
+    "qwen3.8-27b-nvfp4-gittensor": 17.9,
+    "qwen3.8-27b-fp8": 29.0,
+    "gpt-oss-120b": 61.0,
+    "glm-5.3-flash-nvfp4": 198.0,
+    "glm-5.3-flash-fp8": 330.0,
+    "deepseek-v4-flash": 167.0,
+    "k2-horizon-375b-a23b-fp8": 375.0,
+}
 
 
 def test_every_model_of_the_seed_roster_has_a_profile_served_the_vendors_way() -> None:
     c = load_catalog()
     for model, parser in ROSTER.items():
-        profiles = [p for p in c.profiles.values() if p.checkpoint.lower().endswith(
-            (model.lower(), model.lower() + "-nvfp4", model.lower() + "-fp8", model.lower() + "-mxfp4",
-             model.lower() + "-it"))]  # fmt: skip
+        profiles = [
+            p
+            for p in c.profiles.values()
+            if p.checkpoint.lower().endswith(
+                (
+                    model.lower(),
+                    model.lower() + "-nvfp4",
+                    model.lower() + "-fp8",
+                    model.lower() + "-mxfp4",
+                    model.lower() + "-it",
+                )
+            )
+        ]
         assert profiles, model
         for p in profiles:
             assert p.serving.reasoning_parser == parser, p.name
@@ -116,8 +157,13 @@ def test_every_model_of_the_seed_roster_has_a_profile_served_the_vendors_way() -
     for name, gb in SEED_WEIGHTS.items():
         assert c.profiles[name].weights_gb == gb
     quants = {(p.quantization, p.quantizer) for p in c.profiles.values() if "Qwen3.8-27B" in p.checkpoint}
-    assert {("bf16", "vendor"), ("fp8", "vendor"), ("nvfp4", "modelopt"), ("nvfp4", "compressed-tensors"),
-            ("nvfp4", "qat")} <= quants
+    assert {
+        ("bf16", "vendor"),
+        ("fp8", "vendor"),
+        ("nvfp4", "modelopt"),
+        ("nvfp4", "compressed-tensors"),
+        ("nvfp4", "qat"),
+    } <= quants
 
 
 def test_shipped_shapes_and_sweeps() -> None:
@@ -135,9 +181,12 @@ def test_what_the_seed_does_not_state_is_said_not_invented() -> None:
         if p.local:
             continue  # the test model
         source = p.serving.source or ""
-        missing = {"sampling": not p.serving.sampling, "thinking default": p.reasoning and
-                   p.serving.thinking_default is None, "weight size": p.weights_gb is None,
-                   "tool parser": p.serving.tool_call_parser is None}  # fmt: skip
+        missing = {
+            "sampling": not p.serving.sampling,
+            "thinking default": p.reasoning and p.serving.thinking_default is None,
+            "weight size": p.weights_gb is None,
+            "tool parser": p.serving.tool_call_parser is None,
+        }
         for what, absent in missing.items():
             if absent:
                 assert what in source and "not in the seed" in source, (p.name, what)
@@ -163,13 +212,17 @@ def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
 
 def test_unknown_key_names_file_line_and_key(tmp_path: Path) -> None:
     write(tmp_path, "p.toml", PROFILE)
-    write(tmp_path, "glm.toml", """
+    write(
+        tmp_path,
+        "glm.toml",
+        """
         # comment
 
         [arms."x"]
         profile = "p"
         moe_backnd = "marlin"
-        """)
+        """,
+    )
     with pytest.raises(RecipeError) as err:
         load_catalog([tmp_path])
     e = err.value
@@ -188,14 +241,16 @@ def test_unknown_key_names_file_line_and_key(tmp_path: Path) -> None:
         ("replicas = true", 3, "'replicas' must be an integer >= 1"),
         ('expected_findings = ["R1"]', 3, "unknown rule id 'R1' (rules: R1-nvfp4-linear-backend, "),
         ('[arms.a.env]\nCUDA_VISIBLE_DEVICES = "0"', 4, "may not be set in a recipe"),
-        ("[arms.a.env]\nVLLM_X = 1", 4, "must be a string (quote it: VLLM_X = \"1\")"),
+        ("[arms.a.env]\nVLLM_X = 1", 4, 'must be a string (quote it: VLLM_X = "1")'),
         ('[arms.a.flags]\n"--host" = "0.0.0.0"', 4, "'--host' may not be set as a free flag: resolve binds"),
         ('[arms.a.flags]\n"--block-size" = 16', 4, "use block_size"),
         ('[arms.a.flags]\n"--x y" = 1', 4, "is not a long flag"),
         ('[arms.a.flags]\n"--x" = {a = 1}', 4, "a flag value must be a string, number, boolean or list"),
     ],
 )
-def test_wrong_types_and_values_are_errors_at_their_line(tmp_path: Path, body: str, line: int, needle: str) -> None:
+def test_wrong_types_and_values_are_errors_at_their_line(
+    tmp_path: Path, body: str, line: int, needle: str
+) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "a.toml", f'[arms.a]\nprofile = "p"\n{body}\n')
     with pytest.raises(RecipeError) as err:
@@ -210,14 +265,18 @@ def test_malformed_toml_reports_its_line(tmp_path: Path) -> None:
         load_catalog([tmp_path / "bad.toml"])
     assert err.value.line == 3
     write(tmp_path, "bad.toml", '[arms.a]\nprofile = "p" "q"\n')
-    with pytest.raises(RecipeError, match=r"bad\.toml:2: malformed TOML: Expected newline or end of document"):
+    with pytest.raises(
+        RecipeError, match=r"bad\.toml:2: malformed TOML: Expected newline or end of document"
+    ):
         load_catalog([tmp_path / "bad.toml"])
 
 
 def test_missing_profile_and_sweep_references(tmp_path: Path) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "a.toml", '[arms.a]\nprofile = "pp"\n')
-    with pytest.raises(RecipeError, match=r"a\.toml:2: arm 'a': no profile named 'pp' \(did you mean 'p'\?\)"):
+    with pytest.raises(
+        RecipeError, match=r"a\.toml:2: arm 'a': no profile named 'pp' \(did you mean 'p'\?\)"
+    ):
         load_catalog([tmp_path])
     write(tmp_path, "a.toml", '[arms.a]\nprofile = "p"\n')
     write(tmp_path, "s.toml", '[sweeps.s]\narms = ["a", "b"]\n')
@@ -232,7 +291,9 @@ def test_duplicates_across_files_and_unknown_sections(tmp_path: Path) -> None:
         load_catalog([tmp_path])
     (tmp_path / "q.toml").unlink()
     write(tmp_path, "r.toml", '[arm.a]\nprofile = "p"\n')
-    with pytest.raises(RecipeError, match=r"r\.toml:1: recipe file: unknown key 'arm' \(did you mean 'arms'\?\)"):
+    with pytest.raises(
+        RecipeError, match=r"r\.toml:1: recipe file: unknown key 'arm' \(did you mean 'arms'\?\)"
+    ):
         load_catalog([tmp_path])
 
 
@@ -240,14 +301,20 @@ def test_profile_requirements(tmp_path: Path) -> None:
     write(tmp_path, "p.toml", PROFILE.replace('quantizer = "modelopt"\n', ""))
     with pytest.raises(RecipeError, match=r"p\.toml:2: profile 'p': missing required key 'quantizer'"):
         load_catalog([tmp_path])
-    write(tmp_path, "p.toml", PROFILE.replace("top_k = 20", "top_k = \"20\""))
+    write(tmp_path, "p.toml", PROFILE.replace("top_k = 20", 'top_k = "20"'))
     with pytest.raises(RecipeError, match="'top_k' must be a number"):
         load_catalog([tmp_path])
     write(tmp_path, "p.toml", PROFILE.replace("min_p = 0.0", "min_q = 0.0"))
     with pytest.raises(RecipeError, match="unknown key 'min_q' .did you mean 'min_p'"):
         load_catalog([tmp_path])
-    write(tmp_path, "p.toml", PROFILE.replace('checkpoint = "org/Model-NVFP4"', 'checkpoint = "../x"\nlocal = true'))
-    with pytest.raises(RecipeError, match="a local checkpoint is a directory name under the box's model_root"):
+    write(
+        tmp_path,
+        "p.toml",
+        PROFILE.replace('checkpoint = "org/Model-NVFP4"', 'checkpoint = "../x"\nlocal = true'),
+    )
+    with pytest.raises(
+        RecipeError, match="a local checkpoint is a directory name under the box's model_root"
+    ):
         load_catalog([tmp_path])
 
 
@@ -287,7 +354,9 @@ def test_replicas_one_per_card_with_distinct_ports(tmp_path: Path) -> None:
 
 
 def test_layouts_that_do_not_fit_are_refused(tmp_path: Path) -> None:
-    c = catalog_of(tmp_path, """
+    c = catalog_of(
+        tmp_path,
+        """
         [arms.tp8]
         profile = "p"
         linear_backend = "b12x"
@@ -297,21 +366,27 @@ def test_layouts_that_do_not_fit_are_refused(tmp_path: Path) -> None:
         linear_backend = "b12x"
         replicas = 2
         tensor_parallel = 2
-        """)
+        """,
+    )
     with pytest.raises(ResolveError, match="needs 8 GPUs .* box pro-a offers 4"):
         resolve(c, "tp8", PRO)
     with pytest.raises(ResolveError, match="box local has none"):
         resolve(c, "two", CPU)
-    single = catalog_of(tmp_path, """
+    single = catalog_of(
+        tmp_path,
+        """
         [arms.cpu2]
         profile = "p"
         device = "cpu"
         replicas = 2
         [arms.gpu1]
         profile = "p"
-        """)
+        """,
+    )
     assert [(rep.gpus, rep.port) for rep in resolve(single, "cpu2", CPU, base_port=9000).replicas] == [
-        ([], 9000), ([], 9001)]  # a box without GPUs runs a CPU arm's replicas on its CPUs, each on its own port
+        ([], 9000),
+        ([], 9001),
+    ]  # a box without GPUs runs a CPU arm's replicas on its CPUs, each on its own port
     with pytest.raises(ResolveError, match="runs on GPUs and box local has none measured"):
         resolve(single, "gpu1", CPU)  # a GPU arm is refused there before anything starts
     assert [rep.gpus for rep in resolve(c, "two", RTX5090).replicas] == [[0, 1], [2, 3]]
@@ -333,7 +408,9 @@ def test_cpu_box_gets_one_replica_and_no_cuda_devices() -> None:
 
 def test_free_flags_merge_override_and_lists(tmp_path: Path) -> None:
     profile = PROFILE + '\n[profiles.p.flags]\n"--enable-prefix-caching" = true\n"--seed" = 1\n'
-    c = catalog_of(tmp_path, """
+    c = catalog_of(
+        tmp_path,
+        """
         [arms.a]
         profile = "p"
         linear_backend = "b12x"
@@ -341,7 +418,9 @@ def test_free_flags_merge_override_and_lists(tmp_path: Path) -> None:
         "--enable-prefix-caching" = false
         "--seed" = 7
         "--allowed-origins" = ["a", "b"]
-        """, profile=profile)
+        """,
+        profile=profile,
+    )
     argv = resolve(c, "a", PRO).replicas[0].argv
     assert "--enable-prefix-caching" not in argv
     assert argv[argv.index("--seed") + 1] == "7"
@@ -354,18 +433,23 @@ def test_shell_metacharacters_stay_one_element_and_never_reach_a_shell(tmp_path:
     hostile = f"$(touch {canary}); touch {canary} | cat `touch {canary}` && echo '\"' > {canary}"
     recipes = tmp_path / "recipes"
     recipes.mkdir()
-    c = catalog_of(recipes, f"""
+    c = catalog_of(
+        recipes,
+        f"""
         [arms.a]
         profile = "p"
         linear_backend = "b12x"
         [arms.a.flags]
         "--chat-template" = {json.dumps(hostile)}
-        """)
+        """,
+    )
     env_dir = tmp_path / "venv"
     (env_dir / "bin").mkdir(parents=True)
     fake = env_dir / "bin" / "vllm"
     dump = tmp_path / "argv.json"
-    fake.write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(dump)!r}, 'w'))\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(dump)!r}, 'w'))\n"
+    )
     fake.chmod(0o755)
     box = BoxSpec("b", 1, serving_env=str(env_dir))
     rep = resolve(c, "a", box).replicas[0]
@@ -410,7 +494,12 @@ def test_box_spec_from_store_row_and_probe() -> None:
     gpu = {"index": 0, "name": "NVIDIA H200", "mem_total_mib": 143771.0}
     probe = {"gpus": [gpu, {**gpu, "index": 1}], "topology": {"nvlink_all": True}}
     spec = box_spec(box, probe)
-    assert (spec.gpu_count, spec.gpu_name, spec.gpu_mem_mib, spec.nvlink) == (2, "NVIDIA H200", 143771.0, True)
+    assert (spec.gpu_count, spec.gpu_name, spec.gpu_mem_mib, spec.nvlink) == (
+        2,
+        "NVIDIA H200",
+        143771.0,
+        True,
+    )
     assert (spec.serving_env, spec.model_root) == ("/opt/vllm", "/models")
     assert box_spec(box, None).gpu_count == 0 and box_spec(box, None).gpus_from is None
     assert box_spec(box, {"gpus": [gpu], "topology": {"nvlink_all": True}}).nvlink is False
@@ -421,7 +510,12 @@ def test_box_spec_from_the_inventory_of_a_box_never_probed() -> None:
     """The seed's boxes: the inventory's count and card size stand in for a probe, and say so."""
     seed = Box(name="seed-5090", gpu_summary="8x RTX 5090 32GB, 400 W")
     spec = box_spec(seed, None)
-    assert (spec.gpu_count, spec.gpu_name, spec.gpus_from, spec.nvlink) == (8, "RTX 5090 32GB", "inventory", False)
+    assert (spec.gpu_count, spec.gpu_name, spec.gpus_from, spec.nvlink) == (
+        8,
+        "RTX 5090 32GB",
+        "inventory",
+        False,
+    )
     assert spec.gpu_mem_mib is not None and spec.gpu_mem_mib < 32607  # under what the card reports: errs safe
     assert spec.gpus_basis == "seed-5090's inventory ('8x RTX 5090 32GB, 400 W'; never probed)"
     gpu = {"index": 0, "name": "NVIDIA GeForce RTX 5090", "mem_total_mib": 32607.0}
@@ -441,7 +535,9 @@ def test_every_rule_has_a_test_below() -> None:
 
 
 def test_r1_nvfp4_linear_backend(tmp_path: Path) -> None:
-    c = catalog_of(tmp_path, """
+    c = catalog_of(
+        tmp_path,
+        """
         [arms.auto]
         profile = "p"
         [arms.cutlass]
@@ -453,10 +549,17 @@ def test_r1_nvfp4_linear_backend(tmp_path: Path) -> None:
         [arms.fib12x]
         profile = "p"
         linear_backend = "flashinfer_b12x"
-        """)
+        """,
+    )
     for arm in ("auto", "cutlass"):
         (f,) = [f for f in lint(c, arm) if f.rule_id == "R1-nvfp4-linear-backend"]
-        assert f.severity == "error" and f.blocking and "seed rule 1" in f.reason and f.file is not None and f.file.endswith("arms.toml")
+        assert (
+            f.severity == "error"
+            and f.blocking
+            and "seed rule 1" in f.reason
+            and f.file is not None
+            and f.file.endswith("arms.toml")
+        )
     for arm in ("b12x", "fib12x"):
         assert "R1-nvfp4-linear-backend" not in rules(lint(c, arm))
     bf16 = PROFILE.replace('quantization = "nvfp4"', 'quantization = "bf16"')
@@ -469,7 +572,11 @@ def test_r2_compressed_tensors_nvfp4(tmp_path: Path) -> None:
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\n', profile=ct)
     found = lint(c, "a")
     assert rules(found) == ["R2-compressed-tensors-nvfp4"]
-    assert found[0].severity == "warn" and "RedHatAI" in found[0].reason and found[0].key == "profiles.p.quantizer"
+    assert (
+        found[0].severity == "warn"
+        and "RedHatAI" in found[0].reason
+        and found[0].key == "profiles.p.quantizer"
+    )
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n')
     assert "R2-compressed-tensors-nvfp4" not in rules(lint(c, "a"))
 
@@ -492,21 +599,31 @@ def test_r3_moe_backend_unswept(tmp_path: Path) -> None:
     assert "R3-moe-backend-unswept" in rules(lint(c, "a", sweep="other"))
     measured = MoeEvidence(served={"p": frozenset({"flashinfer_cutlass"})})
     assert "R3-moe-backend-unswept" not in rules(lint(c, "a", evidence=measured))
-    assert "R3-moe-backend-unswept" in rules(lint(c, "a", evidence=MoeEvidence(served={"q": measured.served["p"]})))
+    assert "R3-moe-backend-unswept" in rules(
+        lint(c, "a", evidence=MoeEvidence(served={"q": measured.served["p"]}))
+    )
 
 
 def test_r3_nvfp4_experts_pinned_without_a_measurement_is_an_error(tmp_path: Path) -> None:
     """The seed: flashinfer_cutlass, right for gpt-oss, is refused outright by four-bit experts with group-16
     scales; eleven arms died on it in one night. A listing sweep does not excuse it, a measurement does."""
     nvfp4 = MOE.replace('quantization = "mxfp4"', 'quantization = "nvfp4"')
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n', profile=nvfp4,
-                   sweeps='[sweeps.s]\narms = ["a"]\n')  # fmt: skip
+    c = catalog_of(
+        tmp_path,
+        '[arms.a]\nprofile = "p"\nmoe_backend = "flashinfer_cutlass"\n',
+        profile=nvfp4,
+        sweeps='[sweeps.s]\narms = ["a"]\n',
+    )
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R3-moe-backend-unswept"]
     assert f.severity == "error" and f.blocking and "NVFP4 experts" in f.reason
-    refused = MoeEvidence(refused={"p": frozenset({"flashinfer_cutlass"})}, accepted={"p": frozenset({"marlin"})})
+    refused = MoeEvidence(
+        refused={"p": frozenset({"flashinfer_cutlass"})}, accepted={"p": frozenset({"marlin"})}
+    )
     (f,) = [f for f in lint(c, "a", evidence=refused) if f.rule_id == "R3-moe-backend-unswept"]
     assert "saw the engine refuse it" in f.reason
-    assert rules(lint(c, replace(c.arms["a"], moe_backend="marlin"), evidence=refused)) == []  # named as accepted
+    assert (
+        rules(lint(c, replace(c.arms["a"], moe_backend="marlin"), evidence=refused)) == []
+    )  # named as accepted
 
 
 def test_r4_tp_without_nvlink(tmp_path: Path) -> None:
@@ -516,7 +633,9 @@ def test_r4_tp_without_nvlink(tmp_path: Path) -> None:
     assert "R4-tp-without-nvlink" not in rules(lint(c, "tp4", NVL))
     assert "R4-tp-without-nvlink" not in rules(lint(c, "tp4"))
     big = PROFILE.replace("weights_gb = 17.9", "weights_gb = 198.0")
-    c = catalog_of(tmp_path, '[arms.tp4]\nprofile = "p"\nlinear_backend = "b12x"\ntensor_parallel = 4\n', profile=big)
+    c = catalog_of(
+        tmp_path, '[arms.tp4]\nprofile = "p"\nlinear_backend = "b12x"\ntensor_parallel = 4\n', profile=big
+    )
     assert "R4-tp-without-nvlink" not in rules(lint(c, "tp4", PRO))
     c = load_catalog()
     assert "R4-tp-without-nvlink" in rules(lint(c, "gpt-oss-120b-tp4", PRO))
@@ -524,7 +643,9 @@ def test_r4_tp_without_nvlink(tmp_path: Path) -> None:
 
 
 def test_r5_tp_flashinfer_autotune(tmp_path: Path) -> None:
-    c = catalog_of(tmp_path, """
+    c = catalog_of(
+        tmp_path,
+        """
         [arms.tp2]
         profile = "p"
         linear_backend = "b12x"
@@ -540,7 +661,8 @@ def test_r5_tp_flashinfer_autotune(tmp_path: Path) -> None:
         linear_backend = "b12x"
         [arms.tp1.flags]
         "--enable-flashinfer-autotune" = true
-        """)
+        """,
+    )
     assert "--no-enable-flashinfer-autotune" in resolve(c, "tp2", PRO).replicas[0].argv
     assert "R5-tp-flashinfer-autotune" not in rules(lint(c, "tp2"))
     (f,) = [f for f in lint(c, "forced") if f.rule_id == "R5-tp-flashinfer-autotune"]
@@ -557,15 +679,25 @@ def test_r5_tp_flashinfer_autotune(tmp_path: Path) -> None:
         ("minimax_m3", {"enforce_eager": True}, "block_size = 16", "block_size = 128", "block_size 128"),
         ("inkling", {}, "block_size = 16", "enforce_eager = true", "Inkling needs enforce_eager"),
         ("glm5_next", {}, "block_size = 16", "block_size = 1024", "block_size 1024"),
-        ("deepseek_v4", {}, 'max_num_seqs = 8', '[arms.a.env]\nVLLM_DSV4_OPROJ_SM120_FALLBACK = "1"', "VLLM_DSV4"),
+        (
+            "deepseek_v4",
+            {},
+            "max_num_seqs = 8",
+            '[arms.a.env]\nVLLM_DSV4_OPROJ_SM120_FALLBACK = "1"',
+            "VLLM_DSV4",
+        ),
     ],
 )
-def test_r6_arch_flags(tmp_path: Path, architecture: str, defaults: dict[str, Any], bad: str, good: str, needle: str) -> None:
+def test_r6_arch_flags(
+    tmp_path: Path, architecture: str, defaults: dict[str, Any], bad: str, good: str, needle: str
+) -> None:
     profile = PROFILE.replace('architecture = "qwen3"', f'architecture = "{architecture}"').replace(
         'quantization = "nvfp4"', 'quantization = "bf16"'
     )
     if defaults:
-        profile += "\n[profiles.p.defaults]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in defaults.items())
+        profile += "\n[profiles.p.defaults]\n" + "\n".join(
+            f"{k} = {json.dumps(v)}" for k, v in defaults.items()
+        )
     c = catalog_of(tmp_path, f'[arms.a]\nprofile = "p"\n{bad}\n', profile=profile)
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R6-arch-flags"]
     assert f.severity == "error" and needle in f.reason and "seed rule 6" in f.reason
@@ -586,8 +718,11 @@ def test_r7_reasoning_parser(tmp_path: Path) -> None:
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=no_parser)
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R7-reasoning-parser"]
     assert f.severity == "error" and "chain-of-thought" in f.reason
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n',
-                   profile=no_parser.replace("reasoning = true", "reasoning = false"))
+    c = catalog_of(
+        tmp_path,
+        '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n',
+        profile=no_parser.replace("reasoning = true", "reasoning = false"),
+    )
     assert "R7-reasoning-parser" not in rules(lint(c, "a"))
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n')
     assert "R7-reasoning-parser" not in rules(lint(c, "a"))
@@ -597,9 +732,17 @@ def test_r7_reasoning_parser(tmp_path: Path) -> None:
     ("flags", "needle", "key"),
     [
         ('"--moe-backnd" = "marlin"', "unknown vLLM 0.32.0 flag '--moe-backnd'", "arms.a.flags.--moe-backnd"),
-        ('"--enforce-eagre" = true', "unknown vLLM 0.32.0 flag '--enforce-eagre'", "arms.a.flags.--enforce-eagre"),
+        (
+            '"--enforce-eagre" = true',
+            "unknown vLLM 0.32.0 flag '--enforce-eagre'",
+            "arms.a.flags.--enforce-eagre",
+        ),
         ('"--seed" = true', "'--seed' needs a value", "arms.a.flags.--seed"),
-        ('"--enable-prefix-caching" = "yes"', "is a switch and takes no value", "arms.a.flags.--enable-prefix-caching"),
+        (
+            '"--enable-prefix-caching" = "yes"',
+            "is a switch and takes no value",
+            "arms.a.flags.--enable-prefix-caching",
+        ),
         ('"--all2all-backend" = "NOPE"', "does not accept 'NOPE'", "arms.a.flags.--all2all-backend"),
         ('"--kernel-config.moe_backend2" = "x"', None, None),
     ],
@@ -616,13 +759,19 @@ def test_r8_vllm_flag(tmp_path: Path, flags: str, needle: str | None, key: str |
 
 def test_a_parser_vllm_does_not_register_is_refused_at_load(tmp_path: Path) -> None:
     for key, bad in (("reasoning_parser", "qwen4"), ("tool_call_parser", "qwen3_xm")):
-        profile = PROFILE.replace('reasoning_parser = "qwen3"', f'{key} = "{bad}"' + (
-            '\nreasoning_parser = "qwen3"' if key != "reasoning_parser" else ""))
+        profile = PROFILE.replace(
+            'reasoning_parser = "qwen3"',
+            f'{key} = "{bad}"' + ('\nreasoning_parser = "qwen3"' if key != "reasoning_parser" else ""),
+        )
         with pytest.raises(RecipeError) as err:
             catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile)
-        assert f"profiles.toml:12: profile 'p' serving: '{key}' = '{bad}' is not one of the parsers vLLM 0.32.0 " \
-               "registers: " in str(err.value)
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n[arms.a.flags]\n"--seed" = 3\n')
+        assert (
+            f"profiles.toml:12: profile 'p' serving: '{key}' = '{bad}' is not one of the parsers vLLM 0.32.0 "
+            "registers: " in str(err.value)
+        )
+    c = catalog_of(
+        tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n[arms.a.flags]\n"--seed" = 3\n'
+    )
     assert "R8-vllm-flag" not in rules(lint(c, "a"))
 
 

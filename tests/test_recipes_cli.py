@@ -21,12 +21,17 @@ def out_json(capsys: pytest.CaptureFixture[str]) -> Any:
 def test_lint_shipped_recipes_passes_with_documented_findings(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["recipe", "lint"]) == 0
     out = capsys.readouterr().out
-    assert "R1-nvfp4-linear-backend error qwen3.8-27b-nvfp4-auto:" in out and "(expected: shipped on purpose)" in out
+    assert (
+        "R1-nvfp4-linear-backend error qwen3.8-27b-nvfp4-auto:" in out
+        and "(expected: shipped on purpose)" in out
+    )
     assert "R2-compressed-tensors-nvfp4 warn qwen3.8-27b-nvfp4-redhat-auto:" in out
     assert "6 errors (6 expected)" in out
 
 
-def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "a.toml", '[arms.a]\nprofile = "p"\n\n[arms.a.flags]\n"--moe-backnd" = "marlin"\n')
     assert main(["recipe", "lint", str(tmp_path)]) == 1
@@ -37,7 +42,9 @@ def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(tmp_path: Path, caps
     assert {f["rule_id"] for f in out_json(capsys)} == {"R1-nvfp4-linear-backend", "R8-vllm-flag"}
 
 
-def test_lint_refuses_bad_recipe_files_with_file_line_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lint_refuses_bad_recipe_files_with_file_line_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write(tmp_path, "p.toml", PROFILE)
     write(tmp_path, "glm.toml", '# x\n[arms.x]\nprofile = "p"\nmoe_backnd = "marlin"\n')
     assert main(["recipe", "lint", str(tmp_path)]) == 1
@@ -66,13 +73,25 @@ def test_list_json_has_every_arm_with_argv(capsys: pytest.CaptureFixture[str]) -
 def db(tmp_path: Path) -> str:
     path = tmp_path / "state.db"
     with Store(path) as store:
-        store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root", serving_env="/opt/vllm",
-                            model_root="/models"))
+        store.boxes.add(
+            Box(
+                name="pro-a",
+                host="203.0.113.7",
+                ssh_user="root",
+                serving_env="/opt/vllm",
+                model_root="/models",
+            )
+        )
         store.boxes.add(Box(name="fresh", host="203.0.113.8", ssh_user="root"))
         gpu = {"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "mem_total_mib": 97887.0}
-        probe = {"gpus": [{**gpu, "index": i} for i in range(4)], "topology": {"nvlink_all": False, "links": {}}}
+        probe = {
+            "gpus": [{**gpu, "index": i} for i in range(4)],
+            "topology": {"nvlink_all": False, "links": {}},
+        }
         with store.atomic() as d:
-            d.table("probes").insert({"box": "pro-a", "t_ms": 1, "console_t_ms": 1, "data": json.dumps(probe)})
+            d.table("probes").insert(
+                {"box": "pro-a", "t_ms": 1, "console_t_ms": 1, "data": json.dumps(probe)}
+            )
     return str(path)
 
 
@@ -108,21 +127,27 @@ def test_lint_on_a_box_adds_layout_rules(db: str, capsys: pytest.CaptureFixture[
     assert main(["--db", db, "recipe", "lint", "--box", "fresh"]) == 0
     out = capsys.readouterr().out
     assert "R4-" not in out and "R10-" not in out and "on box fresh" not in out  # it ran no box rule
-    assert out.rstrip().endswith("; box rules R4 and R10 not run: no GPUs known for box fresh (no probe, and none "
-                                 "in its inventory; `campaign check fresh` probes it)")
+    assert out.rstrip().endswith(
+        "; box rules R4 and R10 not run: no GPUs known for box fresh (no probe, and none "
+        "in its inventory; `campaign check fresh` probes it)"
+    )
     assert main(["--db", db, "recipe", "lint", "--box", "fresh", "--json"]) == 0
     assert "box rules R4 and R10 not run" in capsys.readouterr().err  # stdout stays JSON
 
 
-def test_lint_on_an_imported_seed_box_uses_its_inventory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_lint_on_an_imported_seed_box_uses_its_inventory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The seed's boxes were never probed here, but the inventory knows their cards: 96 GB and 32 GB."""
     db = tmp_path / "state.db"
     with Store(db) as store:
         build_demo(store)
     assert main(["--db", str(db), "recipe", "lint", "--box", "seed-pro6000-600w"]) == 0
     out = capsys.readouterr().out
-    inventory = "GPUs from seed-pro6000-600w's inventory ('4x RTX PRO 6000 Blackwell Server Edition 96GB, 600 W'; " \
-                "never probed)"
+    inventory = (
+        "GPUs from seed-pro6000-600w's inventory ('4x RTX PRO 6000 Blackwell Server Edition 96GB, 600 W'; "
+        "never probed)"
+    )
     assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4: TP4 on seed-pro6000-600w (NVLink not probed)" in out
     assert out.rstrip().endswith(f"; box rules R4 and R10 on box seed-pro6000-600w, {inventory}")
     assert main(["--db", str(db), "recipe", "lint", "--box", "seed-5090x8-400w"]) == 1

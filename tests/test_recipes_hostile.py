@@ -32,7 +32,10 @@ def _refused(tmp_path: Path, arm_body: str, profile: str = PROFILE) -> RecipeErr
     ("flags", "needle"),
     [
         # The issue's case: a list value carries --host and --port past the check on flag names.
-        (f'"--allowed-media-domains" = {json.dumps(SMUGGLED)}', "value '--host' starts with '-': vLLM would read it as a flag"),
+        (
+            f'"--allowed-media-domains" = {json.dumps(SMUGGLED)}',
+            "value '--host' starts with '-': vLLM would read it as a flag",
+        ),
         ('"--api-key" = "--host=0.0.0.0"', "value '--host=0.0.0.0' starts with '-'"),
         ('"--chat-template" = "-dpa"', "value '-dpa' starts with '-'"),
         ('"--allowed-origins" = ["a", "--"]', "value '--' starts with '-'"),
@@ -56,8 +59,9 @@ def _refused(tmp_path: Path, arm_body: str, profile: str = PROFILE) -> RecipeErr
         ('"--chat-template" = "a\\u0000b"', "holds a NUL character"),
     ],
 )
-def test_flags_that_would_rebind_or_smuggle_are_refused_at_their_line(tmp_path: Path, flags: str,
-                                                                       needle: str) -> None:  # fmt: skip
+def test_flags_that_would_rebind_or_smuggle_are_refused_at_their_line(
+    tmp_path: Path, flags: str, needle: str
+) -> None:
     e = _refused(tmp_path, f"[arms.a.flags]\n{flags}")
     assert needle in e.message and e.line == 5, str(e)
 
@@ -88,7 +92,9 @@ def test_names_with_escapes_are_refused(tmp_path: Path) -> None:
 
 
 def test_ordinary_values_that_look_odd_still_load(tmp_path: Path) -> None:
-    c = catalog_of(tmp_path, """
+    c = catalog_of(
+        tmp_path,
+        """
         [arms.a]
         profile = "p"
         linear_backend = "b12x"
@@ -100,7 +106,8 @@ def test_ordinary_values_that_look_odd_still_load(tmp_path: Path) -> None:
         "--grpc" = true
         [arms.a.env]
         VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD = "256"
-        """)
+        """,
+    )
     argv = resolve(c, "a", PRO).replicas[0].argv
     assert argv[argv.index("--seed") + 1] == "-1" and "a --host 0.0.0.0 b" in argv
     assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == "127.0.0.1"
@@ -114,8 +121,9 @@ def test_ordinary_values_that_look_odd_still_load(tmp_path: Path) -> None:
         (('reasoning_parser = "qwen3"', 'reasoning_parser = "--host=0.0.0.0"'), "'reasoning_parser': value"),
     ],
 )
-def test_profile_values_that_become_argv_elements_are_checked(tmp_path: Path, profile_change: tuple[str, str],
-                                                              needle: str) -> None:  # fmt: skip
+def test_profile_values_that_become_argv_elements_are_checked(
+    tmp_path: Path, profile_change: tuple[str, str], needle: str
+) -> None:
     e = _refused(tmp_path, "", profile=PROFILE.replace(*profile_change))
     assert needle in e.message and "would read it as a flag" in e.message
 
@@ -124,11 +132,16 @@ def test_resolve_checks_every_element_whatever_built_the_arm(tmp_path: Path) -> 
     """An arm changed after loading, or a box's model_root, cannot get past resolve either."""
     c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n')
     c.arms["a"] = replace(c.arms["a"], flags={"--allowed-media-domains": SMUGGLED})
-    with pytest.raises(ResolveError, match=r"arm 'a' on pro-a: the server would listen where the console did not "
-                                           r"put it \(--host 0\.0\.0\.0; --port 18999\)"):
+    with pytest.raises(
+        ResolveError,
+        match=r"arm 'a' on pro-a: the server would listen where the console did not "
+        r"put it \(--host 0\.0\.0\.0; --port 18999\)",
+    ):
         resolve(c, "a", PRO)
     cases: list[dict[str, FlagValue]] = [
-        {"--ho": "0.0.0.0"}, {"--kv-events-config.endpoint": "tcp://*:1"}, {"--x": ["-dpa", "0.0.0.0"]}
+        {"--ho": "0.0.0.0"},
+        {"--kv-events-config.endpoint": "tcp://*:1"},
+        {"--x": ["-dpa", "0.0.0.0"]},
     ]
     for flags in cases:
         c.arms["a"] = replace(c.arms["a"], flags=flags)
@@ -158,8 +171,9 @@ def test_no_legitimate_vllm_flag_is_mistaken_for_a_binding_one() -> None:
     assert "--grpc" in flags and "--grpc-port".startswith("--grpc")
     for flag in flags:
         args = [flag] if not flags[flag]["takes_value"] else [flag, "1"]
-        problem = listen_problem(["m", "--host", "127.0.0.1", "--port", "1", *args], {"--host": "127.0.0.1",
-                                                                                      "--port": "1"})
+        problem = listen_problem(
+            ["m", "--host", "127.0.0.1", "--port", "1", *args], {"--host": "127.0.0.1", "--port": "1"}
+        )
         assert (problem is None) == (flag not in BINDING_FLAGS), flag
 
 
@@ -171,7 +185,9 @@ def test_no_legitimate_vllm_flag_is_mistaken_for_a_binding_one() -> None:
     [
         "x = " + "[" * 5000 + "]" * 5000,  # tomllib recurses per level: RecursionError before
         "x = " + "{a = " * 5000 + "1" + "}" * 5000,
-        "[profiles.p.serving.chat_template_kwargs]\n" + ".".join(["a"] * 3000) + " = 1",  # json.dumps recursed
+        "[profiles.p.serving.chat_template_kwargs]\n"
+        + ".".join(["a"] * 3000)
+        + " = 1",  # json.dumps recursed
         "x = " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
     ],
 )
@@ -179,17 +195,25 @@ def test_deeply_nested_toml_is_refused_with_one_line(tmp_path: Path, body: str) 
     write(tmp_path, "deep.toml", body + "\n")
     with pytest.raises(RecipeError) as err:
         load_catalog([tmp_path / "deep.toml"])
-    assert str(err.value) == (f"{err.value.file}: tables or arrays nested more than {MAX_DEPTH} deep, the limit "
-                              "for a recipe (the shipped ones need four; see recipes/README.md)")
+    assert str(err.value) == (
+        f"{err.value.file}: tables or arrays nested more than {MAX_DEPTH} deep, the limit "
+        "for a recipe (the shipped ones need four; see recipes/README.md)"
+    )
     assert err.value.file.endswith("deep.toml")
 
 
 def test_nesting_at_the_limit_loads_and_one_deeper_does_not(tmp_path: Path) -> None:
-    def profile(levels: int) -> str:  # profiles.p.serving, then `levels` tables: the deepest is 3 + levels down
+    def profile(
+        levels: int,
+    ) -> str:  # profiles.p.serving, then `levels` tables: the deepest is 3 + levels down
         kwargs = "{a = " * levels + "1" + "}" * levels
-        return PROFILE.replace("thinking_default = true", f"thinking_default = true\nchat_template_kwargs = {kwargs}")
+        return PROFILE.replace(
+            "thinking_default = true", f"thinking_default = true\nchat_template_kwargs = {kwargs}"
+        )
 
-    c = catalog_of(tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile(MAX_DEPTH - 3))
+    c = catalog_of(
+        tmp_path, '[arms.a]\nprofile = "p"\nlinear_backend = "b12x"\n', profile=profile(MAX_DEPTH - 3)
+    )
     assert "--default-chat-template-kwargs" in resolve(c, "a", PRO).replicas[0].argv
     with pytest.raises(RecipeError, match=f"nested more than {MAX_DEPTH} deep"):
         catalog_of(tmp_path, '[arms.a]\nprofile = "p"\n', profile=profile(MAX_DEPTH - 2))
@@ -199,5 +223,7 @@ def test_an_oversized_file_is_refused_unread(tmp_path: Path) -> None:
     big = tmp_path / "big.toml"
     with big.open("w") as f:
         f.write("# padding\n" * (MAX_FILE_BYTES // 10 + 1))
-    with pytest.raises(RecipeError, match=r"big\.toml: larger than 16 MiB, the limit for one recipe file; split it"):
+    with pytest.raises(
+        RecipeError, match=r"big\.toml: larger than 16 MiB, the limit for one recipe file; split it"
+    ):
         load_catalog([big])

@@ -104,8 +104,14 @@ def test_the_config_folder_is_the_default_user_layer(tmp_path: Path, monkeypatch
 def test_a_missing_campaign_recipes_folder_is_one_clear_line(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     env = {"CAMPAIGN_RECIPES": str(missing), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "console", "recipe", "list"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "console", "recipe", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"campaign: {missing}: no such folder, named by $CAMPAIGN_RECIPES; create it with your own recipes "

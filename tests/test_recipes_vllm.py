@@ -44,18 +44,26 @@ def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env: VllmE
     cpu = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
     argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else PRO).replicas[0].argv for n in catalog.arms}
     out = subprocess.run(
-        [str(vllm_env.python), "-c", PARSE], input=json.dumps(argvs), capture_output=True, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300,
+        [str(vllm_env.python), "-c", PARSE],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout)
-    assert result["flags"] == json.loads(DATA.read_text()), "regenerate vllm_flags.json (extract_vllm_flags.py)"
+    assert result["flags"] == json.loads(DATA.read_text()), (
+        "regenerate vllm_flags.json (extract_vllm_flags.py)"
+    )
     for name, got in result["parsed"].items():
         arm, profile = catalog.arms[name], catalog.profiles[catalog.arms[name].profile]
         assert got["host"] == "127.0.0.1" and got["port"] == 8100, name
         assert got["tp"] == arm.tensor_parallel and got["dp"] == arm.data_parallel, name
         assert got["ep"] == arm.expert_parallel, name
-        assert got["linear"] == (arm.linear_backend or "auto") and got["moe"] == (arm.moe_backend or "auto"), name
+        assert got["linear"] == (arm.linear_backend or "auto") and got["moe"] == (
+            arm.moe_backend or "auto"
+        ), name
         assert got["served"] == [profile.served_name], name
         assert got["parser"] == (profile.serving.reasoning_parser or ""), name
         if arm.tensor_parallel > 1:
@@ -70,8 +78,12 @@ def test_tiny_cpu_arm_serves_the_tiny_model(vllm_env: VllmEnv, tiny_server: Tiny
     assert rep.argv[0] == str(vllm_env.vllm) and rep.argv[2] == str(vllm_env.model_dir)
     with urllib.request.urlopen(tiny_server.base_url + "/v1/models", timeout=10) as r:
         assert [m["id"] for m in json.load(r)["data"]] == ["tiny-llama"]
-    body = json.dumps({"model": "tiny-llama", "prompt": "hello", "max_tokens": 4, "ignore_eos": True}).encode()
-    req = urllib.request.Request(tiny_server.base_url + "/v1/completions", body, {"Content-Type": "application/json"})
+    body = json.dumps(
+        {"model": "tiny-llama", "prompt": "hello", "max_tokens": 4, "ignore_eos": True}
+    ).encode()
+    req = urllib.request.Request(
+        tiny_server.base_url + "/v1/completions", body, {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=60) as r:
         assert json.load(r)["usage"]["completion_tokens"] == 4
 
@@ -100,11 +112,27 @@ def test_what_the_guard_refuses_really_rebinds_vllm_and_what_it_allows_does_not(
     from console.recipes.guard import listen_problem
 
     head = ["m", "--host", "127.0.0.1", "--port", "8100"]  # what follows `vllm serve`
-    allowed = {"odd values": ["--seed", "-1", "--chat-template", "a --host 0.0.0.0 b", "--grpc",
-                              "--allowed-media-domains", "\u2013\u2013host", "0.0.0.0"]}  # fmt: skip
+    allowed = {
+        "odd values": [
+            "--seed",
+            "-1",
+            "--chat-template",
+            "a --host 0.0.0.0 b",
+            "--grpc",
+            "--allowed-media-domains",
+            "\u2013\u2013host",
+            "0.0.0.0",
+        ]
+    }
     argvs = {name: head + tail for name, tail in {**HOSTILE, **allowed}.items()}
-    out = subprocess.run([str(vllm_env.python), "-c", LISTEN], input=json.dumps(argvs), capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [str(vllm_env.python), "-c", LISTEN],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     parsed = json.loads(out.stdout)
     owned = {"--host": "127.0.0.1", "--port": "8100"}

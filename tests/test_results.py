@@ -21,19 +21,41 @@ from ops.export import KERNEL_COLUMNS, SUMMARY_COLUMNS
 T0 = 1_788_658_020_000  # 2026-09-06 01:27:00 UTC
 
 LOADGEN = {  # the load generator's JSON for one run, as the agent journals it
-    "shape": "router", "concurrency": 256, "input_len": 1024, "output_len": 128, "prefix_len": 0,
-    "prompts": 1536, "seed": 7, "requests": 1536, "failed": 0, "duration_s": 45.8,
-    "req_per_s": 33.5, "in_tok_per_s": 34304.0, "out_tok_per_s": 4288.0, "total_tok_per_s": 38592.0,
-    "ttft_ms_p50": 410.0, "ttft_ms_p99": 1900.0, "tpot_ms_p50": 52.0, "tpot_ms_p99": 61.5,
-    "itl_ms_p50": 50.1, "itl_ms_p99": 88.0, "e2e_ms_p50": 7100.0, "e2e_ms_p99": 9800.0,
-    "client_cpu": 0.97, "client_bound": True,
-}  # fmt: skip
+    "shape": "router",
+    "concurrency": 256,
+    "input_len": 1024,
+    "output_len": 128,
+    "prefix_len": 0,
+    "prompts": 1536,
+    "seed": 7,
+    "requests": 1536,
+    "failed": 0,
+    "duration_s": 45.8,
+    "req_per_s": 33.5,
+    "in_tok_per_s": 34304.0,
+    "out_tok_per_s": 4288.0,
+    "total_tok_per_s": 38592.0,
+    "ttft_ms_p50": 410.0,
+    "ttft_ms_p99": 1900.0,
+    "tpot_ms_p50": 52.0,
+    "tpot_ms_p99": 61.5,
+    "itl_ms_p50": 50.1,
+    "itl_ms_p99": 88.0,
+    "e2e_ms_p50": 7100.0,
+    "e2e_ms_p99": 9800.0,
+    "client_cpu": 0.97,
+    "client_bound": True,
+}
 
 
 # Real selection lines (tests/fixtures/vllm_logs/kernel-lines.tsv): the kernel line stores them as printed.
-LINEAR = "(EngineCore pid=311) INFO 09-06 01:27:12 [__init__.py:1240] Using B12xNvFp4LinearKernel for NVFP4 GEMM"
-ATTENTION = ("(EngineCore pid=207) INFO 04-19 10:02:39 [cuda.py:368] Using FLASHINFER attention backend out of "
-             "potential backends: ['FLASHINFER', 'TRITON_ATTN'].")
+LINEAR = (
+    "(EngineCore pid=311) INFO 09-06 01:27:12 [__init__.py:1240] Using B12xNvFp4LinearKernel for NVFP4 GEMM"
+)
+ATTENTION = (
+    "(EngineCore pid=207) INFO 04-19 10:02:39 [cuda.py:368] Using FLASHINFER attention backend out of "
+    "potential backends: ['FLASHINFER', 'TRITON_ATTN']."
+)
 
 
 def _events(first_seq: int, *events: dict[str, Any]) -> list[dict[str, Any]]:
@@ -46,25 +68,62 @@ def measured(tmp_path: Path) -> Path:
     path = tmp_path / "state.db"
     with Store(path, clock=lambda: T0) as store:
         store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root", price_per_hour=3.08))
-        store.ingest.batch("pro-a", _events(
-            1,
-            {"kind": "launch_state", "launch_id": "L1", "arm": "qwen-b12x", "state": "serving", "gpus": [0, 1]},
-            {"kind": "kernel_line", "launch_id": "L1", "category": "linear", "line": LINEAR},
-            {"kind": "kernel_line", "launch_id": "L1", "category": "attention", "line": ATTENTION},
-            {"kind": "gpu_sample", "gpus": [{"gpu": 0, "enforced_limit_w": 600.0, "power_limit_w": 600.0},
-                                            {"gpu": 1, "enforced_limit_w": 400.0, "power_limit_w": 400.0},
-                                            {"gpu": 2, "enforced_limit_w": 300.0, "power_limit_w": 300.0}]},
-            {"kind": "bench_result", "bench_id": "B1", "launch_id": "L1", "result": LOADGEN},
-            {"kind": "tripwire_result", "tripwire_id": "T1", "launch_id": "L1",
-             "result": {"ok": 20, "degenerate": 0, "wrong": 0, "total": 20, "passed": True}},
-            {"kind": "launch_state", "launch_id": "L2", "arm": "glm-dp2tp2", "state": "serving", "gpus": [2]},
-            {"kind": "bench_result", "bench_id": "B2", "launch_id": "L2",
-             "result": {**LOADGEN, "out_tok_per_s": 1300.0, "client_bound": False}},
-            {"kind": "tripwire_result", "tripwire_id": "T2", "launch_id": "L2",
-             "result": {"ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": False}},
-            {"kind": "launch_state", "launch_id": "L3", "arm": "ds-b12x-moe", "state": "failed",
-             "reason": "b12x MXFP4 MoE backend refuses dp_size=4"},
-        ))  # fmt: skip
+        store.ingest.batch(
+            "pro-a",
+            _events(
+                1,
+                {
+                    "kind": "launch_state",
+                    "launch_id": "L1",
+                    "arm": "qwen-b12x",
+                    "state": "serving",
+                    "gpus": [0, 1],
+                },
+                {"kind": "kernel_line", "launch_id": "L1", "category": "linear", "line": LINEAR},
+                {"kind": "kernel_line", "launch_id": "L1", "category": "attention", "line": ATTENTION},
+                {
+                    "kind": "gpu_sample",
+                    "gpus": [
+                        {"gpu": 0, "enforced_limit_w": 600.0, "power_limit_w": 600.0},
+                        {"gpu": 1, "enforced_limit_w": 400.0, "power_limit_w": 400.0},
+                        {"gpu": 2, "enforced_limit_w": 300.0, "power_limit_w": 300.0},
+                    ],
+                },
+                {"kind": "bench_result", "bench_id": "B1", "launch_id": "L1", "result": LOADGEN},
+                {
+                    "kind": "tripwire_result",
+                    "tripwire_id": "T1",
+                    "launch_id": "L1",
+                    "result": {"ok": 20, "degenerate": 0, "wrong": 0, "total": 20, "passed": True},
+                },
+                {
+                    "kind": "launch_state",
+                    "launch_id": "L2",
+                    "arm": "glm-dp2tp2",
+                    "state": "serving",
+                    "gpus": [2],
+                },
+                {
+                    "kind": "bench_result",
+                    "bench_id": "B2",
+                    "launch_id": "L2",
+                    "result": {**LOADGEN, "out_tok_per_s": 1300.0, "client_bound": False},
+                },
+                {
+                    "kind": "tripwire_result",
+                    "tripwire_id": "T2",
+                    "launch_id": "L2",
+                    "result": {"ok": 11, "degenerate": 8, "wrong": 1, "total": 20, "passed": False},
+                },
+                {
+                    "kind": "launch_state",
+                    "launch_id": "L3",
+                    "arm": "ds-b12x-moe",
+                    "state": "failed",
+                    "reason": "b12x MXFP4 MoE backend refuses dp_size=4",
+                },
+            ),
+        )
     return path
 
 
@@ -74,7 +133,9 @@ def test_bench_rows_carry_kernel_power_and_tripwire(measured: Path) -> None:
     clean, bad = rows["qwen-b12x"], rows["glm-dp2tp2"]
     assert clean.kernel_line == f"{LINEAR} | {ATTENTION}"
     assert clean.power_limit_w == 400.0  # the lowest enforced limit among the launch's GPUs 0 and 1
-    assert clean.tripwire.text == "20/20 ok" and clean.tripwire.word == "ok" and clean.diagnostic_only is False
+    assert (
+        clean.tripwire.text == "20/20 ok" and clean.tripwire.word == "ok" and clean.diagnostic_only is False
+    )
     assert clean.client_bound is True and clean.started_ms == T0 + 4000 and clean.marks == "CLIENT-BOUND"
     # The tripwire arrived after the bench: it still reaches the row and marks it diagnostic-only.
     assert bad.tripwire.text == "FAILED 11/20 ok, 8 degenerate, 1 wrong" and bad.diagnostic_only is True
@@ -87,19 +148,43 @@ def test_bench_and_tripwire_runs_by_the_command_that_asked(measured: Path) -> No
         bench = bench_run(store, "B1")
         run = tripwire_run(store, "T2")
         assert bench_run(store, "nope") is None and tripwire_run(store, "nope") is None
-    assert bench is not None and (bench.arm, bench.launch_id, bench.requests, bench.failed) == ("qwen-b12x", "L1", 1536, 0)
+    assert bench is not None and (bench.arm, bench.launch_id, bench.requests, bench.failed) == (
+        "qwen-b12x",
+        "L1",
+        1536,
+        0,
+    )
     assert bench.ttft_ms_p99 == 1900.0 and bench.tripwire.text == "20/20 ok"
     assert run is not None and (run.arm, run.box, run.launch_id) == ("glm-dp2tp2", "pro-a", "L2")
-    assert run.verdict == TripwireVerdict(11, 8, 1, 20, passed=False) and run.verdict.failed and run.items == ()
+    assert (
+        run.verdict == TripwireVerdict(11, 8, 1, 20, passed=False) and run.verdict.failed and run.items == ()
+    )
 
 
 def test_tripwire_items_are_parsed(tmp_path: Path) -> None:
-    items = [{"id": "math-1", "verdict": "ok", "reasons": [], "reasoning_leak": None},
-             {"id": "code-2", "verdict": "degenerate", "reasons": ["repeats a 12-token span 9 times"],
-              "reasoning_leak": "<think> in the answer"}]  # fmt: skip
+    items = [
+        {"id": "math-1", "verdict": "ok", "reasons": [], "reasoning_leak": None},
+        {
+            "id": "code-2",
+            "verdict": "degenerate",
+            "reasons": ["repeats a 12-token span 9 times"],
+            "reasoning_leak": "<think> in the answer",
+        },
+    ]
     with Store(tmp_path / "s.db", clock=lambda: T0) as store:
-        store.results.add_tripwire_run({"arm": "a", "ok": 1, "degenerate": 1, "wrong": 0, "total": 2, "passed": False,
-                                        "reasoning_leak": 1, "items": items, "run_id": "tw-1"})  # fmt: skip
+        store.results.add_tripwire_run(
+            {
+                "arm": "a",
+                "ok": 1,
+                "degenerate": 1,
+                "wrong": 0,
+                "total": 2,
+                "passed": False,
+                "reasoning_leak": 1,
+                "items": items,
+                "run_id": "tw-1",
+            }
+        )
         run = tripwire_run(store, "tw-1")
     assert run is not None and run.verdict.word == "LEAK"
     assert [(i.id, i.verdict, i.reasons, i.reasoning_leak) for i in run.items] == [
@@ -121,11 +206,15 @@ def test_bad_rows_are_refused_with_the_field(tmp_path: Path) -> None:
 def test_tripwire_words() -> None:
     assert TripwireVerdict.of(None, None, None, None, None).text == "not recorded"
     assert TripwireVerdict.of(None, None, None, None, None).word == "none"
-    assert TripwireVerdict.of(19, 0, 0, 20, 1).text == "19/20 ok"  # split not published: only ok/total claimed
+    assert (
+        TripwireVerdict.of(19, 0, 0, 20, 1).text == "19/20 ok"
+    )  # split not published: only ok/total claimed
     assert TripwireVerdict.of(18, 1, 1, 20, 1).text == "18/20 ok, 1 degenerate, 1 wrong"
     assert TripwireVerdict.of(20, 0, 0, 20, 0, 1).text == "FAILED 20/20 ok, reasoning leaked"
-    assert [TripwireVerdict.of(*c).word for c in ((20, 0, 0, 20, 1), (20, 0, 0, 20, 0, 1), (11, 8, 1, 20, 0),
-                                                  (15, 1, 4, 20, 0))] == ["ok", "LEAK", "DEGEN", "WRONG"]  # fmt: skip
+    assert [
+        TripwireVerdict.of(*c).word
+        for c in ((20, 0, 0, 20, 1), (20, 0, 0, 20, 0, 1), (11, 8, 1, 20, 0), (15, 1, 4, 20, 0))
+    ] == ["ok", "LEAK", "DEGEN", "WRONG"]
 
 
 def test_summary_tsv_round_trip(measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,7 +239,9 @@ def test_summary_tsv_round_trip(measured: Path, tmp_path: Path, capsys: pytest.C
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
-def test_other_formats_mark_diagnostic_rows(measured: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_other_formats_mark_diagnostic_rows(
+    measured: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--db", str(measured), "export", "summary", "--format", fmt]) == 0
     text = capsys.readouterr().out
     if fmt == "json":
@@ -175,7 +266,9 @@ def test_kernels_by_server(measured: Path, capsys: pytest.CaptureFixture[str]) -
     assert failed["state"] == "failed" and "dp_size=4" in failed["failure_reason"]
 
 
-def test_export_errors_are_specific(measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_errors_are_specific(
+    measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--db", str(measured), "export", "summary", "-o", str(tmp_path / "no" / "x.tsv")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["--db", str(measured), "export", "summary", "-o", str(tmp_path)]) == 2
@@ -208,8 +301,9 @@ def test_report_timers_in_utc_and_local(measured: Path) -> None:
     assert "3h00m" in timers and "box zone unknown" in timers  # never guessed from the console's zone
 
 
-def test_report_refuses_an_unknown_zone_even_with_no_timer(measured: Path, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_report_refuses_an_unknown_zone_even_with_no_timer(
+    measured: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A typo in --tz is caught the first time, not on the day a timer makes the zone matter."""
     out = tmp_path / "RESUME.md"
     assert main(["--db", str(measured), "report", "--tz", "Europe/Londn", "-o", str(out)]) == 2

@@ -14,9 +14,13 @@ from console.recipes import load_catalog
 
 def test_every_built_in_shape_matches_the_recipes() -> None:
     recipes = load_catalog().shapes
-    assert set(SHAPES) <= set(recipes), f"built into the agent but not in recipes/: {set(SHAPES) - set(recipes)}"
+    assert set(SHAPES) <= set(recipes), (
+        f"built into the agent but not in recipes/: {set(SHAPES) - set(recipes)}"
+    )
     for name, built_in in SHAPES.items():
         r = recipes[name]
         assert (built_in.input_len, built_in.output_len, built_in.prefix_len) == (
-            r.input_len, r.output_len, r.prefix_len
+            r.input_len,
+            r.output_len,
+            r.prefix_len,
         ), f"shape {name}: agents/loadgen/shapes.py and recipes/shapes.toml disagree"

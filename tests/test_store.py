@@ -42,7 +42,9 @@ def test_v1_file_is_upgraded_with_its_rows_and_a_backup(tmp_path: Path) -> None:
     _load_v1(path)
     with Store(path) as store:
         assert store.schema_version == LATEST
-        versions = [r["version"] for r in store.rows("SELECT version FROM schema_migrations ORDER BY version")]
+        versions = [
+            r["version"] for r in store.rows("SELECT version FROM schema_migrations ORDER BY version")
+        ]
         assert versions == [m.version for m in MIGRATIONS]
         assert store.boxes.get("pro-a").port == 22022
         assert store.scalar("SELECT out_tok_per_s FROM bench_runs") == 5161
@@ -136,7 +138,9 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_as_it_was(tmp_path: Path)
     path.write_text("not a database\n" * 100)
     path.chmod(0o644)
     for read_only in (False, True):
-        with pytest.raises(StoreError, match="is not a SQLite database, so not a state.db.*--db or CAMPAIGN_DB"):
+        with pytest.raises(
+            StoreError, match="is not a SQLite database, so not a state.db.*--db or CAMPAIGN_DB"
+        ):
             Store(path, read_only=read_only)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert path.read_text() == "not a database\n" * 100

@@ -24,8 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def campaign(db: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console", "--db", str(db), *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str], status: int) -> str:
@@ -80,7 +85,9 @@ def test_a_newer_state_db_is_refused_and_left_exactly_as_it_was(tmp_path: Path) 
     os.chmod(db, 0o644)
     before = (db.read_bytes(), stat.S_IMODE(db.stat().st_mode), sorted(p.name for p in tmp_path.iterdir()))
     line = one_line(campaign(db, "box", "list"), 2)
-    assert f"schema version {LATEST + 1}, newer than the {LATEST}" in line and "upgrade campaign-console" in line
+    assert (
+        f"schema version {LATEST + 1}, newer than the {LATEST}" in line and "upgrade campaign-console" in line
+    )
     after = (db.read_bytes(), stat.S_IMODE(db.stat().st_mode), sorted(p.name for p in tmp_path.iterdir()))
     assert after == before, after[1:]
 
@@ -99,7 +106,11 @@ def test_a_read_only_state_db_opens_read_only_with_a_notice(read_only_dir: tuple
     assert campaign(src / "state.db", "box", "list").returncode == 0  # a real campaign, made writable
     listed = campaign(ro / "state.db", "box", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert "opened read-only" in listed.stderr and "read-only" in listed.stderr and "Traceback" not in listed.stderr
+    assert (
+        "opened read-only" in listed.stderr
+        and "read-only" in listed.stderr
+        and "Traceback" not in listed.stderr
+    )
     assert '"local"' in listed.stdout  # read, as asked
     line = one_line(campaign(ro / "state.db", "box", "add", "pro-a", "--ssh", "root@203.0.113.7"), 2)
     assert "opened read-only" in line and "copy the file somewhere writable" in line
@@ -158,8 +169,16 @@ def test_a_second_store_in_one_process_keeps_the_first_ones_writes_reaching_the_
     writer = Store(db)
     reader = Store(db, read_only=True)
     try:
-        subprocess.run([sys.executable, "-c", "import sys; from console.store import Store; Store(sys.argv[1]).close()",
-                        str(db)], check=True, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from console.store import Store; Store(sys.argv[1]).close()",
+                str(db),
+            ],
+            check=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         writer.boxes.add(Box(name="after", host="203.0.113.9", ssh_user="root"))
         with Store(db, read_only=True) as fresh:  # what any other reader of the file sees
             assert fresh.boxes.get("after") is not None

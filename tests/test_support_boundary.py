@@ -41,9 +41,13 @@ def test_tests_and_benchmarks_meet_only_in_testbed() -> None:
 def test_the_walk_sees_every_kind_of_import(tmp_path: Path) -> None:
     for tree in FORBIDDEN:
         (tmp_path / tree).mkdir()
-    (tmp_path / "tests" / "test_x.py").write_text("def f() -> None:\n    from bench.zero_server import main\n")
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def f() -> None:\n    from bench.zero_server import main\n"
+    )
     (tmp_path / "bench" / "x.py").write_text("import tests.support.listening\nfrom tests import support\n")
-    (tmp_path / "testbed" / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bench\n")
+    (tmp_path / "testbed" / "y.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import bench\n"
+    )
     (tmp_path / "testbed" / "ok.py").write_text("from . import y\nimport testbed.y\nimport console\n")
     assert crossings(tmp_path) == [
         "tests/test_x.py:2 imports bench.zero_server",

@@ -52,10 +52,21 @@ def recipes(tmp_path: Path) -> Path:
 def test_plan_walks_the_list_then_the_kernel_pairs_on_the_base(recipes: Path) -> None:
     catalog = load_catalog([recipes])
     planned = candidates(catalog, "fake-test")
-    assert [c["arm"] for c in planned] == ["fake-serve", "fake-refused", "fake-refused-quietly", "fake-crash",
-                                           "fake-degenerate", "fake-serve@auto+marlin"]  # fmt: skip
-    assert planned[-1] == {"arm": "fake-serve@auto+marlin", "origin": "pair", "base": "fake-serve",
-                           "linear_backend": None, "moe_backend": "marlin"}  # fmt: skip
+    assert [c["arm"] for c in planned] == [
+        "fake-serve",
+        "fake-refused",
+        "fake-refused-quietly",
+        "fake-crash",
+        "fake-degenerate",
+        "fake-serve@auto+marlin",
+    ]
+    assert planned[-1] == {
+        "arm": "fake-serve@auto+marlin",
+        "origin": "pair",
+        "base": "fake-serve",
+        "linear_backend": None,
+        "moe_backend": "marlin",
+    }
     with pytest.raises(ValueError, match="no sweep list named 'nope'.*known: fake-test"):
         candidates(catalog, "nope")
 
@@ -64,14 +75,33 @@ def test_engine_backend_names_become_flag_values_or_are_kept_unqueued(recipes: P
     catalog = load_catalog([recipes])
     assert flag_value("FlashInfer CUTLASS", "moe_backend") == "flashinfer_cutlass"
     assert flag_value("CPU", "moe_backend") is None  # vLLM names it, but no --kernel-config value selects it
-    row = SweepArm(id=1, sweep_id=1, position=1, arm="fake-refused", base=None, linear_backend=None,
-                   moe_backend=None, origin="list", queued_by=None, state="running", attempts=1, reason=None,
-                   backends_accepted=[], backends_potential=[], launch_ids=[], gpu_mem_mib=None,
-                   kv_cache_tokens=None, max_concurrency=None, tripwire_run_id=None, started_ms=None,
-                   ended_ms=None)  # fmt: skip
+    row = SweepArm(
+        id=1,
+        sweep_id=1,
+        position=1,
+        arm="fake-refused",
+        base=None,
+        linear_backend=None,
+        moe_backend=None,
+        origin="list",
+        queued_by=None,
+        state="running",
+        attempts=1,
+        reason=None,
+        backends_accepted=[],
+        backends_potential=[],
+        launch_ids=[],
+        gpu_mem_mib=None,
+        kv_cache_tokens=None,
+        max_concurrency=None,
+        tripwire_run_id=None,
+        started_ms=None,
+        ended_ms=None,
+    )
     reason = "ValueError: Unquantized MoE backend FlashInfer CUTLASS does not support ..."
-    queued, unmapped = accepted_candidates(catalog, row, catalog.arms["fake-refused"], reason,
-                                           ["Triton", "CPU", "FlashInfer CUTLASS"])  # fmt: skip
+    queued, unmapped = accepted_candidates(
+        catalog, row, catalog.arms["fake-refused"], reason, ["Triton", "CPU", "FlashInfer CUTLASS"]
+    )
     assert [q["arm"] for q in queued] == ["fake-refused@auto+triton"]  # the refused one is not re-queued
     assert queued[0]["queued_by"] == "fake-refused" and queued[0]["origin"] == "accepted"
     assert unmapped == ["CPU"]
@@ -80,10 +110,18 @@ def test_engine_backend_names_become_flag_values_or_are_kept_unqueued(recipes: P
 R3 = "R3-moe-backend-unswept"
 
 
-def _swept(store: Store, arm: str, state: str, pinned: str, reason: str | None = None,
-           accepted: list[str] | None = None) -> None:  # fmt: skip
+def _swept(
+    store: Store,
+    arm: str,
+    state: str,
+    pinned: str,
+    reason: str | None = None,
+    accepted: list[str] | None = None,
+) -> None:
     """One arm a sweep launched with ``pinned`` as its MoE backend, ended as ``state``."""
-    sweep = store.sweeps.create("fake-test", ["local"], ["short"], [1], False, [{"arm": arm, "origin": "list"}], (1, "h"))
+    sweep = store.sweeps.create(
+        "fake-test", ["local"], ["short"], [1], False, [{"arm": arm, "origin": "list"}], (1, "h")
+    )
     [row] = store.sweeps.arms(sweep.id)
     argv = ["vllm", "serve", "fake-moe", "--kernel-config.moe_backend", pinned]
     arm_id = store.launches.add_arm(arm, "fake-moe", "local", f"h-{sweep.id}", argv, {}, [[]], 1, [])
@@ -96,17 +134,23 @@ def test_a_pinned_moe_backend_needs_a_sweep_that_measured_it(recipes: Path, tmp_
     """Seed rule 3: on NVFP4 experts a pin nobody measured is an error, whatever sweep lists the arm; what a
     sweep in this state.db served, or heard the engine accept, may be pinned by hand."""
     bf16 = PROFILE.replace('"fake-moe"]', '"fake-bf16-moe"]').replace('"fake-moe".', '"fake-bf16-moe".')
-    bf16 = bf16.replace('quantization = "nvfp4"', 'quantization = "bf16"')  # MXFP4, BF16... experts: a warning
-    (recipes / "bf16.toml").write_text(bf16 + '[arms."fake-bf16-pin"]\nprofile = "fake-bf16-moe"\ndevice = "cpu"\n'
-                                       'moe_backend = "triton"\n')  # fmt: skip
+    bf16 = bf16.replace(
+        'quantization = "nvfp4"', 'quantization = "bf16"'
+    )  # MXFP4, BF16... experts: a warning
+    (recipes / "bf16.toml").write_text(
+        bf16 + '[arms."fake-bf16-pin"]\nprofile = "fake-bf16-moe"\ndevice = "cpu"\nmoe_backend = "triton"\n'
+    )
     with Store(tmp_path / "state.db") as store:
         store.boxes.ensure_local()
         store.boxes.update("local", serving_env="/opt/fake", model_root=str(tmp_path / "models"))
         service = Service(store, catalog=load_catalog([recipes]))
 
         def r3(arm: str, sweep: str | None = None) -> list[str]:
-            return [f"{f.severity}: {f.reason}" for f in service.plan_launch(arm, "local", sweep=sweep).findings
-                    if f.rule_id == R3]  # fmt: skip
+            return [
+                f"{f.severity}: {f.reason}"
+                for f in service.plan_launch(arm, "local", sweep=sweep).findings
+                if f.rule_id == R3
+            ]
 
         [finding] = r3("fake-pin-triton")
         assert finding.startswith("error: MoE backend 'triton' pinned on fake-moe (NVFP4 experts")
@@ -118,9 +162,15 @@ def test_a_pinned_moe_backend_needs_a_sweep_that_measured_it(recipes: Path, tmp_
         assert finding.startswith("warn: MoE backend 'triton' pinned on fake-bf16-moe (a MoE model)")
 
         _swept(store, "fake-serve@auto+triton", "served", "triton")
-        _swept(store, "fake-refused", "refused", "flashinfer_cutlass",
-               "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of "
-               "['Triton', 'Marlin'].", ["Triton", "Marlin"])  # fmt: skip
+        _swept(
+            store,
+            "fake-refused",
+            "refused",
+            "flashinfer_cutlass",
+            "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of "
+            "['Triton', 'Marlin'].",
+            ["Triton", "Marlin"],
+        )
         assert r3("fake-pin-triton") == []  # served in a sweep
         assert r3("fake-refused-quietly") == []  # marlin: the refusal named it as accepted
         [finding] = r3("fake-refused")
@@ -152,24 +202,39 @@ def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, 
         return sweep_id, {a.arm: a for a in store.sweeps.arms(sweep_id)}
 
 
-def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accepts(local_db: Path,
-                                                                                   recipes: Path) -> None:  # fmt: skip
+def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accepts(
+    local_db: Path, recipes: Path
+) -> None:
     sweep_id, arms = _walk(local_db, recipes, shapes=["short"], concurrency=[1, 4])
     assert {name: a.state for name, a in arms.items()} == {
-        "fake-serve": "served", "fake-refused": "refused", "fake-refused-quietly": "refused", "fake-crash": "crashed",
-        "fake-degenerate": "degenerate", "fake-serve@auto+marlin": "served", "fake-refused@auto+triton": "served",
-    }  # fmt: skip
+        "fake-serve": "served",
+        "fake-refused": "refused",
+        "fake-refused-quietly": "refused",
+        "fake-crash": "crashed",
+        "fake-degenerate": "degenerate",
+        "fake-serve@auto+marlin": "served",
+        "fake-refused@auto+triton": "served",
+    }
     served, refused, quiet = arms["fake-serve"], arms["fake-refused"], arms["fake-refused-quietly"]
     assert served.kv_cache_tokens == 4096 and served.max_concurrency == 2.0  # the engine's start-up budget
     assert served.backends_potential == ["Triton", "Marlin"]
     assert refused.reason is not None and refused.reason.startswith(
-        "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of")
-    assert refused.backends_accepted == ["Triton", "CPU"] and "no --kernel-config value selects: CPU" in refused.reason
+        "ValueError: moe_backend='flashinfer_cutlass' is not supported for unquantized MoE. Expected one of"
+    )
+    assert (
+        refused.backends_accepted == ["Triton", "CPU"]
+        and "no --kernel-config value selects: CPU" in refused.reason
+    )
     # vLLM's "does not support the deployment configuration" names no set: recorded as none printed, not as [].
     assert quiet.backends_accepted is None and quiet.reason is not None
-    assert quiet.reason.endswith("(the engine printed no accepted set)") and "does not support the deployment" in quiet.reason
+    assert (
+        quiet.reason.endswith("(the engine printed no accepted set)")
+        and "does not support the deployment" in quiet.reason
+    )
     queued = arms["fake-refused@auto+triton"]
-    assert queued.origin == "accepted" and queued.queued_by == "fake-refused" and queued.moe_backend == "triton"
+    assert (
+        queued.origin == "accepted" and queued.queued_by == "fake-refused" and queued.moe_backend == "triton"
+    )
     assert "exited with code -9" in (arms["fake-crash"].reason or "")
     assert "tripwire FAILED 0/20 ok, 20 degenerate" in (arms["fake-degenerate"].reason or "")
     with Store(local_db) as store:
@@ -178,19 +243,31 @@ def test_every_arm_tried_ends_as_a_row_and_refusals_queue_what_the_engine_accept
         assert {(b["concurrency"], b["admitted"], b["queueing"]) for b in benches} == {(1, 2, 0), (4, 2, 1)}
         assert all(b["out_tok_per_s"] and b["error"] is None for b in benches)
         assert store.sweeps.benches(arms["fake-degenerate"].id) == []  # no benches after a failed tripwire
-        tw = store.rows("SELECT passed FROM tripwire_runs WHERE id = ?", [arms["fake-degenerate"].tripwire_run_id])
+        tw = store.rows(
+            "SELECT passed FROM tripwire_runs WHERE id = ?", [arms["fake-degenerate"].tripwire_run_id]
+        )
         assert tw == [{"passed": 0}]
         # Each row keeps what it was served with: the tripwire sent the profile's sampling, the bench none.
-        served_with = store.rows("SELECT reasoning_parser, thinking, sampling FROM tripwire_runs WHERE id = ?",
-                                 [served.tripwire_run_id])  # fmt: skip
-        assert served_with == [{"reasoning_parser": None, "thinking": "model default: not stated",
-                                "sampling": '{"temperature":0.0}'}]  # fmt: skip
-        assert {(r["thinking"], r["sampling"]) for r in store.rows("SELECT thinking, sampling FROM bench_runs")} == {
-            (NOT_APPLICABLE, "{}")}
+        served_with = store.rows(
+            "SELECT reasoning_parser, thinking, sampling FROM tripwire_runs WHERE id = ?",
+            [served.tripwire_run_id],
+        )
+        assert served_with == [
+            {
+                "reasoning_parser": None,
+                "thinking": "model default: not stated",
+                "sampling": '{"temperature":0.0}',
+            }
+        ]
+        assert {
+            (r["thinking"], r["sampling"]) for r in store.rows("SELECT thinking, sampling FROM bench_runs")
+        } == {(NOT_APPLICABLE, "{}")}
         assert store.sweeps.get(sweep_id).state == "done"
         live = store.rows("SELECT id, state FROM launches WHERE state NOT IN ('failed', 'stopped')")
         assert live == []  # every server was killed
-        released = store.rows("SELECT count(*) AS n FROM launches WHERE pid IS NOT NULL AND gpu_mem_released IS NULL")
+        released = store.rows(
+            "SELECT count(*) AS n FROM launches WHERE pid IS NOT NULL AND gpu_mem_released IS NULL"
+        )
         assert released == [{"n": 0}]  # and its release confirmed before the next arm
 
 
@@ -198,8 +275,13 @@ def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
     if args[:2] == ("sweep", "run"):
         args = (*args, "--base-port", str(free_ports(1)))
-    return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _arm_states(db: Path) -> dict[str, str]:
@@ -207,13 +289,29 @@ def _arm_states(db: Path) -> dict[str, str]:
         return {r["arm"]: r["state"] for r in store.rows("SELECT arm, state FROM sweep_arms")}
 
 
-def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms(local_db: Path,
-                                                                                 recipes: Path) -> None:  # fmt: skip
-    args = ("sweep", "run", "fake-test", "--box", "local", "--shapes", "short", "--concurrency", "1",
-            "--prompts", "4", "--kill-grace", "2")  # fmt: skip
+def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms(
+    local_db: Path, recipes: Path
+) -> None:
+    args = (
+        "sweep",
+        "run",
+        "fake-test",
+        "--box",
+        "local",
+        "--shapes",
+        "short",
+        "--concurrency",
+        "1",
+        "--prompts",
+        "4",
+        "--kill-grace",
+        "2",
+    )
     first = _campaign(local_db, recipes, *args)
     deadline = time.monotonic() + 120
-    while _arm_states(local_db).get("fake-crash") != "running":  # killed mid-walk: three arms done, one running
+    while (
+        _arm_states(local_db).get("fake-crash") != "running"
+    ):  # killed mid-walk: three arms done, one running
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
         time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
@@ -228,8 +326,19 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
     [sweep] = json.loads(out)
     assert sweep["state"] == "running" and not sweep["runner_alive"]  # killed: nobody recorded the end
 
-    again = _campaign(local_db, recipes, "sweep", "run", "fake-test", "--box", "local", "--prompts", "4",
-                      "--kill-grace", "2")  # no --shapes: a resumed sweep keeps its own
+    again = _campaign(
+        local_db,
+        recipes,
+        "sweep",
+        "run",
+        "fake-test",
+        "--box",
+        "local",
+        "--prompts",
+        "4",
+        "--kill-grace",
+        "2",
+    )  # no --shapes: a resumed sweep keeps its own
     out, err = again.communicate(timeout=200)
     assert again.returncode == 0, err
     assert "resuming sweep #1" in err and "sweep #1 [" in err  # the progress bar on stderr
@@ -243,13 +352,27 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
     assert "fake-refused@auto+triton" in out and "served" in out
 
 
-def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its_server(local_db: Path,
-                                                                                       recipes: Path) -> None:  # fmt: skip
+def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its_server(
+    local_db: Path, recipes: Path
+) -> None:
     slow = recipes / "slow.toml"
-    slow.write_text('[arms."fake-slow"]\nprofile = "fake-moe"\ndevice = "cpu"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
-                    '[sweeps."slow-test"]\narms = ["fake-slow"]\n')  # fmt: skip
-    run = _campaign(local_db, recipes, "sweep", "run", "slow-test", "--box", "local", "--shapes", "short",
-                    "--kill-grace", "2")  # fmt: skip
+    slow.write_text(
+        '[arms."fake-slow"]\nprofile = "fake-moe"\ndevice = "cpu"\nenv = { FAKE_ENGINE_STARTUP_S = "60" }\n'
+        '[sweeps."slow-test"]\narms = ["fake-slow"]\n'
+    )
+    run = _campaign(
+        local_db,
+        recipes,
+        "sweep",
+        "run",
+        "slow-test",
+        "--box",
+        "local",
+        "--shapes",
+        "short",
+        "--kill-grace",
+        "2",
+    )
     deadline = time.monotonic() + 60
     while True:
         with Store(local_db) as store:
@@ -269,7 +392,9 @@ def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its
 
 
 @pytest.mark.sshd
-def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes: Path, tmp_path: Path) -> None:
+def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(
+    recipes: Path, tmp_path: Path
+) -> None:
     """Over a real sshd box whose fake nvidia-smi shows four cards: four servers, each benched."""
     from testbed.fleet_fixtures import FAST, box_started, farm, register
     from testbed.sshd import SshdUnavailable
@@ -281,8 +406,10 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
     box = box_started("sweep4", "pcie-4gpu")
     env_dir = install(box.root / "fake-env", str(box_python.ensure()))  # run by the box's own unix user
     write_model(box.root / "models" / "fake-moe")
-    (recipes / "one.toml").write_text('[arms."fake-card"]\nprofile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
-                                      '[sweeps."one"]\narms = ["fake-card"]\n')  # a GPU arm: one replica per card
+    (recipes / "one.toml").write_text(
+        '[arms."fake-card"]\nprofile = "fake-moe"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
+        '[sweeps."one"]\narms = ["fake-card"]\n'
+    )  # a GPU arm: one replica per card
     base = free_ports(4)
 
     async def go() -> int:
@@ -314,19 +441,28 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(recipes
         # One node run per shape and concurrency: every replica at once, each one's share as detail; a
         # concurrency below the replica count would leave replicas idle, so it is an error, not a row.
         idle, bench = store.sweeps.benches(arm.id)
-        assert idle["concurrency"] == 2 and idle["bench_run_id"] is None and "below the 4 replicas" in idle["error"]
+        assert (
+            idle["concurrency"] == 2
+            and idle["bench_run_id"] is None
+            and "below the 4 replicas" in idle["error"]
+        )
         assert bench["launch_id"] == arm.launch_ids[0] and bench["out_tok_per_s"] and bench["queueing"] == 0
-        [node] = store.rows("SELECT replicas, concurrency FROM bench_runs WHERE id = ?", [bench["bench_run_id"]])
+        [node] = store.rows(
+            "SELECT replicas, concurrency FROM bench_runs WHERE id = ?", [bench["bench_run_id"]]
+        )
         assert node == {"replicas": 4, "concurrency": 6}
-        detail = store.rows("SELECT launch_id, streams FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica",
-                            [bench["bench_run_id"]])  # fmt: skip
+        detail = store.rows(
+            "SELECT launch_id, streams FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica",
+            [bench["bench_run_id"]],
+        )
         assert [d["launch_id"] for d in detail] == arm.launch_ids  # in port order, as the streams were dealt
         assert [d["streams"] for d in detail] == [2, 2, 1, 1]  # C6 round-robin over four replicas
         assert arm.gpu_mem_mib is not None and arm.gpu_mem_mib > 0  # the card's memory, from the probe
 
 
 def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_its_shapes(
-        recipes: Path, tmp_path: Path) -> None:  # fmt: skip
+    recipes: Path, tmp_path: Path
+) -> None:
     other = subprocess.Popen(["sleep", "60"])  # stands for another console process walking the sweep
     try:
         with Store(tmp_path / "state.db") as store:
@@ -347,7 +483,9 @@ def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_i
             assert not resumed and fresh.id != sweep.id and store.sweeps.get(sweep.id).state == "abandoned"
             with pytest.raises(SweepError, match="unknown shape"):
                 service.open_sweep("fake-test", "local", ["nope"], new=True)
-            with pytest.raises(SweepError, match="unknown shape.*router"):  # the default, not in these recipes
+            with pytest.raises(
+                SweepError, match="unknown shape.*router"
+            ):  # the default, not in these recipes
                 service.open_sweep("fake-test", "local", new=True)
             assert store.sweeps.get(fresh.id).state == "running"  # a refused --new abandons nothing
     finally:
@@ -356,8 +494,9 @@ def test_a_sweep_walked_by_a_live_process_is_not_taken_over_and_a_resume_keeps_i
             other.wait()
 
 
-def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_every_arm(local_db: Path,
-                                                                                      recipes: Path) -> None:  # fmt: skip
+def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_every_arm(
+    local_db: Path, recipes: Path
+) -> None:
     (recipes / "one.toml").write_text('[sweeps."one"]\narms = ["fake-serve", "fake-degenerate"]\n')
     port = free_ports(1)
     blocker = socket.socket()
@@ -380,5 +519,7 @@ def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_ever
         blocker.close()
     with Store(local_db) as store:
         assert store.sweeps.get(1).state == "interrupted"
-        assert [(a.arm, a.state) for a in store.sweeps.arms(1)] == [("fake-serve", "interrupted"),
-                                                                    ("fake-degenerate", "pending")]  # fmt: skip
+        assert [(a.arm, a.state) for a in store.sweeps.arms(1)] == [
+            ("fake-serve", "interrupted"),
+            ("fake-degenerate", "pending"),
+        ]

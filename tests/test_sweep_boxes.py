@@ -52,8 +52,16 @@ def one_gpu_arms(names: list[str], startup_s: float = 0.5) -> str:
 def _queue(tmp_path: Path, recipes: Path, arms: list[str]) -> tuple[SweepQueue, Store]:
     store = Store(tmp_path / "state.db")
     service = Service(store, catalog=load_catalog([recipes]))
-    sweep = store.sweeps.create("q", ["a", "b"], ["short"], [2], False, [{"arm": a, "origin": "list"} for a in arms],
-                                (os.getpid(), "here"), "packed")  # fmt: skip
+    sweep = store.sweeps.create(
+        "q",
+        ["a", "b"],
+        ["short"],
+        [2],
+        False,
+        [{"arm": a, "origin": "list"} for a in arms],
+        (os.getpid(), "here"),
+        "packed",
+    )
     return SweepQueue(service, sweep.id), store
 
 
@@ -71,9 +79,12 @@ def _taker(queue: SweepQueue, store: Store) -> Any:
 
 def test_slots_take_arms_in_walk_order_on_their_own_free_gpus(tmp_path: Path, recipes: Path) -> None:
     (recipes / "q.toml").write_text(
-        one_gpu_arms(["one-a", "one-b"]) + f'[arms."pair"]\n{ONE_GPU}replicas = 2\n' + one_gpu_arms(["one-c"])
-        + '[arms."cpu"]\nprofile = "fake-moe"\ndevice = "cpu"\n' + f'[arms."octet"]\n{ONE_GPU}replicas = 8\n'
-    )  # fmt: skip
+        one_gpu_arms(["one-a", "one-b"])
+        + f'[arms."pair"]\n{ONE_GPU}replicas = 2\n'
+        + one_gpu_arms(["one-c"])
+        + '[arms."cpu"]\nprofile = "fake-moe"\ndevice = "cpu"\n'
+        + f'[arms."octet"]\n{ONE_GPU}replicas = 8\n'
+    )
     queue, store = _queue(tmp_path, recipes, ["one-a", "one-b", "pair", "one-c", "cpu", "octet"])
     with store:
         a, b = BoxSlots("a", [0, 1, 2, 3], free={0, 1, 2, 3}), BoxSlots("b", [0, 1], free={0, 1})
@@ -84,14 +95,24 @@ def test_slots_take_arms_in_walk_order_on_their_own_free_gpus(tmp_path: Path, re
         assert take(b, 1) == ("one-b", [1], None)
         assert take(a, 0) == ("pair", [0, 1], None)  # two GPUs: the slot's and the lowest other free one
         assert take(a, 3) == ("one-c", [3], None)
-        assert take(b, 0) == ("cpu", None, 'a CPU arm (device = "cpu") needs a box without GPUs; every box of '
-                                           "the sweep has GPUs (a 4, b 2)")  # fmt: skip
-        assert take(b, 0) == ("octet", None, "does not fit any box of the sweep: it needs 8 GPUs, the boxes have "
-                                             "a 4, b 2")  # fmt: skip
+        assert take(b, 0) == (
+            "cpu",
+            None,
+            'a CPU arm (device = "cpu") needs a box without GPUs; every box of the sweep has GPUs (a 4, b 2)',
+        )
+        assert take(b, 0) == (
+            "octet",
+            None,
+            "does not fit any box of the sweep: it needs 8 GPUs, the boxes have a 4, b 2",
+        )
 
 
-def test_a_box_drains_for_a_big_arm_while_another_box_takes_the_smaller_ones(tmp_path: Path, recipes: Path) -> None:
-    (recipes / "q.toml").write_text(f'[arms."pair"]\n{ONE_GPU}replicas = 2\n' + one_gpu_arms(["one-a", "one-b"]))
+def test_a_box_drains_for_a_big_arm_while_another_box_takes_the_smaller_ones(
+    tmp_path: Path, recipes: Path
+) -> None:
+    (recipes / "q.toml").write_text(
+        f'[arms."pair"]\n{ONE_GPU}replicas = 2\n' + one_gpu_arms(["one-a", "one-b"])
+    )
     queue, store = _queue(tmp_path, recipes, ["pair", "one-a", "one-b"])
     with store:
         a = BoxSlots("a", [0, 1, 2, 3], free={2})  # 0, 1 and 3 busy
@@ -118,17 +139,23 @@ def test_fits_nowhere_waits_for_boxes_whose_size_is_unknown() -> None:
 def test_a_v9_sweep_gets_its_box_and_its_last_attempt(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-                 "applied_ms INTEGER NOT NULL)")  # fmt: skip
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_ms INTEGER NOT NULL)"
+    )
     for m in MIGRATIONS[:9]:
         for statement in m.statements:
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", [m.version, m.name])
-    conn.execute("INSERT INTO sweeps(id, list, box, shapes, concurrency, state, created_ms, updated_ms) "
-                 "VALUES (1, 'l', 'pro-a', '[]', '[]', 'interrupted', 10, 20)")  # fmt: skip
-    conn.execute("INSERT INTO sweep_arms(sweep_id, position, arm, origin, state, attempts, reason, launch_ids, "
-                 "started_ms, ended_ms) VALUES (1, 0, 'x', 'list', 'crashed', 2, 'exited with code 1', '[\"x.r0\"]', "
-                 "11, 12), (1, 1, 'y', 'list', 'pending', 0, NULL, NULL, NULL, NULL)")  # fmt: skip
+    conn.execute(
+        "INSERT INTO sweeps(id, list, box, shapes, concurrency, state, created_ms, updated_ms) "
+        "VALUES (1, 'l', 'pro-a', '[]', '[]', 'interrupted', 10, 20)"
+    )
+    conn.execute(
+        "INSERT INTO sweep_arms(sweep_id, position, arm, origin, state, attempts, reason, launch_ids, "
+        "started_ms, ended_ms) VALUES (1, 0, 'x', 'list', 'crashed', 2, 'exited with code 1', '[\"x.r0\"]', "
+        "11, 12), (1, 1, 'y', 'list', 'pending', 0, NULL, NULL, NULL, NULL)"
+    )
     conn.commit()
     conn.close()
     with Store(path) as store:
@@ -137,27 +164,40 @@ def test_a_v9_sweep_gets_its_box_and_its_last_attempt(tmp_path: Path) -> None:
         x, y = store.sweeps.arms(1)
         assert (x.box, x.gpus, y.box) == ("pro-a", None, None)
         [attempt] = store.sweeps.attempts_of(x.id)
-        assert (attempt.attempt, attempt.box, attempt.outcome, attempt.launch_ids) == (2, "pro-a", "crashed", ["x.r0"])
+        assert (attempt.attempt, attempt.box, attempt.outcome, attempt.launch_ids) == (
+            2,
+            "pro-a",
+            "crashed",
+            ["x.r0"],
+        )
         assert store.sweeps.attempts_of(y.id) == []
 
 
-def test_a_sweep_over_boxes_resumes_on_any_of_them_and_keeps_its_layout(tmp_path: Path, recipes: Path) -> None:
+def test_a_sweep_over_boxes_resumes_on_any_of_them_and_keeps_its_layout(
+    tmp_path: Path, recipes: Path
+) -> None:
     with Store(tmp_path / "state.db") as store:
         for name in ("a", "b", "c"):
             store.boxes.add(Box(name=name, ssh_user="u", host="127.0.0.1", port=22))
         service = Service(store, catalog=load_catalog([recipes]))
         one, _ = service.open_sweep("fake-test", "a", ["short"])
         store.sweeps.stop(one.id, "interrupted", "test")
-        with pytest.raises(SweepError, match=f"sweep #{one.id} of fake-test walks each arm on every card of box a; "
-                                             "resume it with --box a alone"):  # fmt: skip
+        with pytest.raises(
+            SweepError,
+            match=f"sweep #{one.id} of fake-test walks each arm on every card of box a; "
+            "resume it with --box a alone",
+        ):
             service.open_sweep("fake-test", ["a", "b"])
         queued, resumed = service.open_sweep("fake-test", ["b", "c"], ["short"])
         assert not resumed and queued.layout == "packed" and queued.box == "b"
         store.sweeps.stop(queued.id, "interrupted", "test")
         again, resumed = service.open_sweep("fake-test", ["c", "a"])  # c is one of its boxes: the same queue
         assert resumed and again.id == queued.id
-        assert [(b.box, b.state) for b in store.sweeps.boxes(queued.id)] == [("c", "walking"), ("a", "walking"),
-                                                                             ("b", "left")]  # fmt: skip
+        assert [(b.box, b.state) for b in store.sweeps.boxes(queued.id)] == [
+            ("c", "walking"),
+            ("a", "walking"),
+            ("b", "left"),
+        ]
         assert [s.id for s in store.sweeps.every("a")] == [one.id, queued.id]
 
 
@@ -167,9 +207,16 @@ def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt
         for name, cards in (("a", 4), ("b", 2)):
             store.boxes.add(Box(name=name, ssh_user="u", host="127.0.0.1", port=22))
             store.checks.add_probe(name, {"t_ms": 500, "gpus": [{"index": i} for i in range(cards)]})
-        sweep = store.sweeps.create("q", ["a", "b"], ["short"], [1], False,
-                                    [{"arm": x, "origin": "list"} for x in ("x", "y", "z", "w")],
-                                    (os.getpid(), "here"), "packed")  # fmt: skip
+        sweep = store.sweeps.create(
+            "q",
+            ["a", "b"],
+            ["short"],
+            [1],
+            False,
+            [{"arm": x, "origin": "list"} for x in ("x", "y", "z", "w")],
+            (os.getpid(), "here"),
+            "packed",
+        )
         x, y, _, _ = store.sweeps.arms(sweep.id)
         now[0] = 2_000
         store.sweeps.start_arm(x.id, "a", [0], None)
@@ -178,7 +225,9 @@ def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt
         now[0] = 3_000
         store.sweeps.box_out(sweep.id, "b", "box b: Connect call failed")
         store.sweeps.finish_arm(y.id, "interrupted", "box b: Connect call failed; given back to the queue")
-        store.sweeps.exclude_gpu(sweep.id, "a", 3, "GPU 3 of box a held 18437 MiB before an arm of this sweep was put on it")
+        store.sweeps.exclude_gpu(
+            sweep.id, "a", 3, "GPU 3 of box a held 18437 MiB before an arm of this sweep was put on it"
+        )
         now[0] = 4_000
         store.sweeps.start_arm(y.id, "a", [1, 2], None)
 
@@ -186,22 +235,34 @@ def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt
         assert progress_line(entry, 5_000).startswith("#1 q on a, b: running, 0/4 finished")
         lines = queue_lines(entry, 5_000)
         assert lines[0].startswith("  a: GPU0 x ") and " | GPU1 y " in lines[0] and " | GPU2 y " in lines[0]
-        assert lines[0].endswith("| GPU3 not used (GPU 3 of box a held 18437 MiB before an arm of this sweep was put "
-                                 "on it)")  # fmt: skip
+        assert lines[0].endswith(
+            "| GPU3 not used (GPU 3 of box a held 18437 MiB before an arm of this sweep was put on it)"
+        )
         assert lines[1:] == ["  b: OUT (box b: Connect call failed)", "  queue: 2 waiting (z, w)"]
         detail = arm_detail(entry, entry.arms[1])
         assert "on a GPUs 1,2" in detail
-        assert "attempt 1 on b GPU 1: interrupted (box b: Connect call failed; given back to the queue)" in detail
+        assert (
+            "attempt 1 on b GPU 1: interrupted (box b: Connect call failed; given back to the queue)"
+            in detail
+        )
         assert "attempt 2 on a GPUs 1,2: running" in detail
-        assert any(line.startswith("attempt 1 on a GPU 0: running; GPU memory before GPU0 0")
-                   for line in arm_detail(entry, entry.arms[0]))  # fmt: skip
+        assert any(
+            line.startswith("attempt 1 on a GPU 0: running; GPU memory before GPU0 0")
+            for line in arm_detail(entry, entry.arms[0])
+        )
 
         [earlier] = sweeps(store, 2_500)  # the replay cursor: before box b went out
         lines = queue_lines(earlier, 2_500)
-        assert lines[0].startswith("  a: GPU0 x ") and lines[0].endswith(" | GPU1 idle | GPU2 idle | GPU3 idle")
+        assert lines[0].startswith("  a: GPU0 x ") and lines[0].endswith(
+            " | GPU1 idle | GPU2 idle | GPU3 idle"
+        )
         assert lines[1].startswith("  b: GPU0 idle | GPU1 y ")
         assert [(a.place, a.state, a.attempts) for a in earlier.arms] == [
-            ("a GPU 0", "running", 1), ("b GPU 1", "running", 1), ("-", "pending", 0), ("-", "pending", 0)]
+            ("a GPU 0", "running", 1),
+            ("b GPU 1", "running", 1),
+            ("-", "pending", 0),
+            ("-", "pending", 0),
+        ]
 
 
 # -- real boxes ------------------------------------------------------------------------------------
@@ -230,8 +291,10 @@ def _register(store: Store, boxes: list[Any]) -> None:
 
 
 def _launches(store: Store) -> list[dict[str, Any]]:
-    return [{**x, "gpus": json.loads(x["gpus"])} for x in
-            store.rows("SELECT id, box, arm, gpus, start_ms, ready_ms, stop_ms, state FROM launches")]  # fmt: skip
+    return [
+        {**x, "gpus": json.loads(x["gpus"])}
+        for x in store.rows("SELECT id, box, arm, gpus, start_ms, ready_ms, stop_ms, state FROM launches")
+    ]
 
 
 def _never_two_on_one_gpu(launches: list[dict[str, Any]]) -> None:
@@ -257,7 +320,7 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
         + '[arms."cpu"]\nprofile = "fake-moe"\ndevice = "cpu"\n'
         + f'[arms."quad"]\n{ONE_GPU}replicas = 4\n'  # four cards, but GPU 3 of each box is held by another process
         + '[sweeps."q"]\narms = ["g1", "g2", "g3", "g4", "g5", "nomem", "pair", "cpu", "quad"]\n'
-    )  # fmt: skip
+    )
 
     async def go() -> None:
         from testbed.fleet_fixtures import FAST
@@ -268,9 +331,12 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
             try:
                 sweep, _ = service.open_sweep("q", ["qa", "qb"], ["short"], [2])
                 assert sweep.layout == "packed"
-                with pytest.raises(SweepError, match=r"1 arm\(s\) not run \(quad\): no box of the sweep can take"):
-                    await service.run_sweep(sweep.id, SweepOptions(kill_grace_s=2, prompts=4,
-                                                                   base_port=free_ports(8)))  # fmt: skip
+                with pytest.raises(
+                    SweepError, match=r"1 arm\(s\) not run \(quad\): no box of the sweep can take"
+                ):
+                    await service.run_sweep(
+                        sweep.id, SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(8))
+                    )
             finally:
                 await service.close()
 
@@ -282,11 +348,16 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
     with Store(tmp_path / "state.db") as store:
         arms = {a.arm: a for a in store.sweeps.arms(1)}
         assert {n: a.state for n, a in arms.items()} == {
-            **{f"g{i}": "served" for i in range(1, 6)}, "nomem": "crashed", "pair": "served", "cpu": "refused",
+            **{f"g{i}": "served" for i in range(1, 6)},
+            "nomem": "crashed",
+            "pair": "served",
+            "cpu": "refused",
             "quad": "pending",
-        }  # fmt: skip
+        }
         assert "needs a box without GPUs" in (arms["cpu"].reason or "")
-        assert "shows no memory of it (0 MiB used before the launch, 0 MiB once it served)" in (arms["nomem"].reason or "")
+        assert "shows no memory of it (0 MiB used before the launch, 0 MiB once it served)" in (
+            arms["nomem"].reason or ""
+        )
         # GPU 3 of each box holds another process's 18437 MiB: the first arm put there was taken back.
         for b in store.sweeps.boxes(1):
             assert b.state == "walking" and list(b.excluded) == [3] and "18437 MiB" in b.excluded[3]
@@ -301,12 +372,21 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
             assert attempt.mem_before == {g: 0.0 for g in attempt.gpus or []}
             assert attempt.mem_after == {g: 20000.0 for g in attempt.gpus or []}
         pair = [x for x in launches if x["arm"] == "pair"]
-        assert len(pair) == 2 and len({x["box"] for x in pair}) == 1 and sorted(x["gpus"][0] for x in pair) == \
-            sorted(arms["pair"].gpus or [])  # fmt: skip
+        assert (
+            len(pair) == 2
+            and len({x["box"] for x in pair}) == 1
+            and sorted(x["gpus"][0] for x in pair) == sorted(arms["pair"].gpus or [])
+        )
         # Side by side: on some box, two arms served at the same time.
         served = [x for x in launches if x["ready_ms"]]
-        assert any(x["box"] == y["box"] and x["arm"] != y["arm"] and x["ready_ms"] < y["stop_ms"] and
-                   y["ready_ms"] < x["stop_ms"] for x in served for y in served)  # fmt: skip
+        assert any(
+            x["box"] == y["box"]
+            and x["arm"] != y["arm"]
+            and x["ready_ms"] < y["stop_ms"]
+            and y["ready_ms"] < x["stop_ms"]
+            for x in served
+            for y in served
+        )
         assert {x["box"] for x in served} == {"qa", "qb"}
         assert all(x["stop_ms"] for x in launches)  # every server was stopped
         sweep = store.sweeps.get(1)
@@ -315,8 +395,13 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
 
 def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _until(what: str, check: Any, process: subprocess.Popen[str], timeout: float = 180) -> Any:
@@ -329,16 +414,36 @@ def _until(what: str, check: Any, process: subprocess.Popen[str], timeout: float
 
 
 @pytest.mark.sshd
-def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twice(recipes: Path,
-                                                                                   tmp_path: Path) -> None:  # fmt: skip
+def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twice(
+    recipes: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "state.db"
     qc, qd = _boxes("qc", "qd")
     names = [f"g{i}" for i in range(1, 9)]
-    (recipes / "q.toml").write_text(one_gpu_arms(names, startup_s=3) + f'[sweeps."q"]\narms = {json.dumps(names)}\n')
+    (recipes / "q.toml").write_text(
+        one_gpu_arms(names, startup_s=3) + f'[sweeps."q"]\narms = {json.dumps(names)}\n'
+    )
     with Store(db) as store:
         _register(store, [qc, qd])
-    args = ("sweep", "run", "q", "--box", "qc", "--box", "qd", "--shapes", "short", "--concurrency", "1",
-            "--prompts", "4", "--kill-grace", "2", "--base-port", str(free_ports(8)))  # fmt: skip
+    args = (
+        "sweep",
+        "run",
+        "q",
+        "--box",
+        "qc",
+        "--box",
+        "qd",
+        "--shapes",
+        "short",
+        "--concurrency",
+        "1",
+        "--prompts",
+        "4",
+        "--kill-grace",
+        "2",
+        "--base-port",
+        str(free_ports(8)),
+    )
 
     def rows(sql: str) -> list[dict[str, Any]]:
         with Store(db) as store:
@@ -347,16 +452,29 @@ def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twi
     first = _campaign(db, recipes, *args)
     try:
         # Box qd dies while it serves an arm; qc takes what qd was running.
-        _until("an arm serving on qd", lambda: rows("SELECT id FROM launches WHERE box = 'qd' AND state = 'serving'"),
-               first)  # fmt: skip
+        _until(
+            "an arm serving on qd",
+            lambda: rows("SELECT id FROM launches WHERE box = 'qd' AND state = 'serving'"),
+            first,
+        )
         qd.power_off()
-        given_back = _until("an arm given back by qd", lambda: rows(
-            "SELECT a.arm, t.reason FROM sweep_attempts t JOIN sweep_arms a ON a.id = t.sweep_arm_id "
-            "WHERE t.box = 'qd' AND t.outcome = 'interrupted'"), first)  # fmt: skip
+        given_back = _until(
+            "an arm given back by qd",
+            lambda: rows(
+                "SELECT a.arm, t.reason FROM sweep_attempts t JOIN sweep_arms a ON a.id = t.sweep_arm_id "
+                "WHERE t.box = 'qd' AND t.outcome = 'interrupted'"
+            ),
+            first,
+        )
         # Then the console dies while qc runs arms, after some finished.
-        _until("arms running on qc after two finished", lambda: len(rows(
-            "SELECT id FROM sweep_arms WHERE state = 'served'")) >= 2 and rows(
-            "SELECT id FROM sweep_arms WHERE state = 'running' AND box = 'qc'"), first)  # fmt: skip
+        _until(
+            "arms running on qc after two finished",
+            lambda: (
+                len(rows("SELECT id FROM sweep_arms WHERE state = 'served'")) >= 2
+                and rows("SELECT id FROM sweep_arms WHERE state = 'running' AND box = 'qc'")
+            ),
+            first,
+        )
         first.send_signal(signal.SIGKILL)
         first.wait()
     finally:
@@ -365,7 +483,9 @@ def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twi
             first.wait()
     before = {r["arm"]: r for r in rows("SELECT arm, state, attempts FROM sweep_arms")}
     left_running = {a for a, r in before.items() if r["state"] == "running"}
-    assert left_running and all(r["state"] in ("served", "running", "pending", "interrupted") for r in before.values())
+    assert left_running and all(
+        r["state"] in ("served", "running", "pending", "interrupted") for r in before.values()
+    )
 
     again = _campaign(db, recipes, *args[:-1], str(free_ports(8)))
     try:
@@ -384,7 +504,8 @@ def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twi
                 assert arm.attempts == 1, name  # finished before the restart: never run again
             if name in left_running:  # stopped by the resumed sweep before its second attempt started
                 assert history[-2].outcome == "interrupted" and "stopped while this arm was running" in (
-                    history[-2].reason or "")
+                    history[-2].reason or ""
+                )
         for row in given_back:
             assert "box qd" in row["reason"] and "given back to the queue" in row["reason"]
         [qd_row] = [b for b in store.sweeps.boxes(1) if b.box == "qd"]

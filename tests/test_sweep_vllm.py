@@ -28,8 +28,24 @@ from testbed.vllm_env import VllmEnv
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1200)]
-SWEEP = ("sweep", "run", "tiny-cpu-test", "--box", "local", "--shapes", "short", "--concurrency", "1",
-         "--prompts", "4", "--bench-degenerate", "--kill-grace", "10", "--ready-timeout", "600")  # fmt: skip
+SWEEP = (
+    "sweep",
+    "run",
+    "tiny-cpu-test",
+    "--box",
+    "local",
+    "--shapes",
+    "short",
+    "--concurrency",
+    "1",
+    "--prompts",
+    "4",
+    "--bench-degenerate",
+    "--kill-grace",
+    "10",
+    "--ready-timeout",
+    "600",
+)
 
 
 @pytest.fixture
@@ -41,8 +57,12 @@ def setup(vllm_env: VllmEnv, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     db = tmp_path / "state.db"
     with Store(db) as store:
         store.boxes.ensure_local()
-        store.boxes.update("local", serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root),
-                           agent_home=str(home / "agent"))  # fmt: skip
+        store.boxes.update(
+            "local",
+            serving_env=str(vllm_env.prefix),
+            model_root=str(vllm_env.model_root),
+            agent_home=str(home / "agent"),
+        )
     try:
         yield db, recipes
     finally:
@@ -54,8 +74,13 @@ def _campaign(db: Path, recipes: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
     if args[:2] == ("sweep", "run"):
         args = (*args, "--base-port", str(free_ports(8)))  # never 8100..: other test runs may hold it
-    return subprocess.Popen([sys.executable, "-m", "console", "--db", str(db), *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _states(db: Path) -> dict[str, str]:
@@ -81,7 +106,9 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
         "since kernel does not support current device cpu."
     ), refused.reason
     # That refusal names no accepted set: recorded as none printed, never as "accepts nothing".
-    assert refused.backends_accepted is None and refused.reason.endswith("(the engine printed no accepted set)")
+    assert refused.backends_accepted is None and refused.reason.endswith(
+        "(the engine printed no accepted set)"
+    )
 
     again = _campaign(db, recipes, *SWEEP)
     out, err = again.communicate(timeout=900)
@@ -110,21 +137,43 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
 
 
 @pytest.mark.sshd
-def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(setup: tuple[Path, Path]) -> None:
+def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(
+    setup: tuple[Path, Path],
+) -> None:
     """The CPU vLLM serves tiny-cpu on the local box (no GPUs: CPU arms only) while the fake engine's one-GPU
     arms run side by side on an sshd box's cards: one queue, two boxes, both at work at the same time."""
     from testbed.sweep_recipes import RECIPES
     from tests.test_sweep_boxes import _boxes, _launches, _register, one_gpu_arms
 
     db, recipes = setup
-    (recipes / "fake.toml").write_text(RECIPES + one_gpu_arms(["g1", "g2"])
-                                       + '[sweeps."mixed"]\narms = ["tiny-cpu", "g1", "g2"]\n')  # fmt: skip
+    (recipes / "fake.toml").write_text(
+        RECIPES + one_gpu_arms(["g1", "g2"]) + '[sweeps."mixed"]\narms = ["tiny-cpu", "g1", "g2"]\n'
+    )
     [qv] = _boxes("qv")
     with Store(db) as store:
         _register(store, [qv])
-    run = _campaign(db, recipes, "sweep", "run", "mixed", "--box", "local", "--box", "qv", "--shapes", "short",
-                    "--concurrency", "1", "--prompts", "4", "--bench-degenerate", "--kill-grace", "10",
-                    "--ready-timeout", "600")  # fmt: skip
+    run = _campaign(
+        db,
+        recipes,
+        "sweep",
+        "run",
+        "mixed",
+        "--box",
+        "local",
+        "--box",
+        "qv",
+        "--shapes",
+        "short",
+        "--concurrency",
+        "1",
+        "--prompts",
+        "4",
+        "--bench-degenerate",
+        "--kill-grace",
+        "10",
+        "--ready-timeout",
+        "600",
+    )
     try:
         _, err = run.communicate(timeout=900)
     finally:
@@ -144,5 +193,7 @@ def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(s
         [vllm] = [x for x in launches if x["box"] == "local"]
         fakes = [x for x in launches if x["box"] == "qv"]
         # At once: each fake server was up while the CPU vLLM was (which takes far longer to start).
-        assert all(x["start_ms"] < vllm["stop_ms"] and vllm["start_ms"] < x["stop_ms"] for x in fakes), launches
+        assert all(x["start_ms"] < vllm["stop_ms"] and vllm["start_ms"] < x["stop_ms"] for x in fakes), (
+            launches
+        )
         assert store.sweeps.get(1).state == "done"

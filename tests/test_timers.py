@@ -93,7 +93,10 @@ def test_the_seeds_cutoff_typed_without_a_zone_is_refused_with_both_readings(typ
     assert "names no time zone" in text
     assert "read as UTC: 2026-09-06 01:27:00 UTC" in text
     # The box's zone reading is the seed's misreading, shown an hour early, before anything is armed.
-    assert "read in the box's zone (Europe/London): 2026-09-06 00:27:00 UTC = 2026-09-06 01:27:00 BST (+01:00)" in text
+    assert (
+        "read in the box's zone (Europe/London): 2026-09-06 00:27:00 UTC = 2026-09-06 01:27:00 BST (+01:00)"
+        in text
+    )
     assert "--at 2026-09-06T01:27Z" in text and "--at '2026-09-06 01:27 Europe/London'" in text
 
 
@@ -108,8 +111,15 @@ def test_box_zone_unknown_is_said_never_guessed(store: Store) -> None:
 
 
 @pytest.mark.parametrize(
-    "typed", ["2026-09-06T01:27Z", "2026-09-06T02:27+01:00", "2026-09-06 02:27 Europe/London",
-              "2026-09-06 01:27 UTC", "2026-09-05T18:27-07:00", "2026-09-06 06:57 Asia/Kolkata"],
+    "typed",
+    [
+        "2026-09-06T01:27Z",
+        "2026-09-06T02:27+01:00",
+        "2026-09-06 02:27 Europe/London",
+        "2026-09-06 01:27 UTC",
+        "2026-09-05T18:27-07:00",
+        "2026-09-06 06:57 Asia/Kolkata",
+    ],
 )
 def test_the_cutoff_with_its_zone_is_0127_utc_never_0027(typed: str) -> None:
     deadline = parse_deadline(typed, None, now_ms=NOW_MS, box_tz="Europe/London")
@@ -123,8 +133,12 @@ def test_durations_and_the_confirmation_readings() -> None:
     assert shown["box"] == "2026-09-06 02:27:00 BST (+01:00) [Europe/London]"
     assert shown["remaining"] == "3h12m"
     assert shown["console"] == fmt_local(CUTOFF_MS)
-    offsets = {"Europe/London": "(+01:00)", "America/Los_Angeles": "(-07:00)", "Asia/Kolkata": "(+05:30)",
-               "UTC": "(+00:00)"}
+    offsets = {
+        "Europe/London": "(+01:00)",
+        "America/Los_Angeles": "(-07:00)",
+        "Asia/Kolkata": "(+05:30)",
+        "UTC": "(+00:00)",
+    }
     assert shown["console"].endswith(offsets[os.environ["TZ"]])
 
 
@@ -156,19 +170,24 @@ def test_bad_deadlines_are_refused_with_the_reason(at: str | None, within: str |
     ],
 )
 def test_durations_across_a_dst_change(now: str, within: str, expected: str) -> None:
-    assert parse_deadline(None, within, now_ms=parse_instant(now), box_tz="Europe/London") == parse_instant(expected)
+    assert parse_deadline(None, within, now_ms=parse_instant(now), box_tz="Europe/London") == parse_instant(
+        expected
+    )
 
 
 def test_zone_names_across_a_dst_change() -> None:
     now = parse_instant("2026-10-24T23:00Z")
     # 02:30 London on 25 Oct is after the change: GMT, so 02:30 UTC; 03:00 Los Angeles on 1 Nov is PST.
     assert parse_deadline("2026-10-25 02:30 Europe/London", None, now_ms=now, box_tz=None) == parse_instant(
-        "2026-10-25T02:30Z")
+        "2026-10-25T02:30Z"
+    )
     assert dict(readings(parse_instant("2026-10-25T02:30Z"), now, "Europe/London"))["box"].startswith(
-        "2026-10-25 02:30:00 GMT (+00:00)")
+        "2026-10-25 02:30:00 GMT (+00:00)"
+    )
     later = parse_instant("2026-10-31T12:00Z")
-    assert parse_deadline("2026-11-01 03:00 America/Los_Angeles", None, now_ms=later, box_tz=None) == parse_instant(
-        "2026-11-01T11:00Z")
+    assert parse_deadline(
+        "2026-11-01 03:00 America/Los_Angeles", None, now_ms=later, box_tz=None
+    ) == parse_instant("2026-11-01T11:00Z")
 
 
 # -- the early-fire guard ------------------------------------------------------------------------
@@ -212,14 +231,23 @@ class LocalBox:
 
     def __init__(self, home: Path, clock: FakeClock):
         self.clock = clock
-        self.arms = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+        self.arms = [
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)
+        ]
         self.unacked: list[dict[str, Any]] = [{"seq": i, "kind": "bench_result"} for i in range(1, 4)]
         self.ingested: list[dict[str, Any]] = []
         self.journal: list[dict[str, Any]] = []
         self.calls: list[tuple[str, int]] = []
         self.pull_error: str | None = None
-        self.watchdog = Watchdog(home, self.journal.append, self._kill_arms, lambda: {"powered_off": True},
-                                 now_ms=clock, monotonic=clock.mono, boot_id=lambda: "boot-1")
+        self.watchdog = Watchdog(
+            home,
+            self.journal.append,
+            self._kill_arms,
+            lambda: {"powered_off": True},
+            now_ms=clock,
+            monotonic=clock.mono,
+            boot_id=lambda: "boot-1",
+        )
 
     def _kill_arms(self) -> dict[str, Any]:
         for p in self.arms:
@@ -228,8 +256,9 @@ class LocalBox:
                 p.wait(10)
         return {"stopped": [p.pid for p in self.arms]}
 
-    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
-                           console_now_ms: int) -> dict[str, Any]:
+    async def arm_watchdog(
+        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+    ) -> dict[str, Any]:
         self.calls.append(("arm_watchdog", self.clock()))
         return self.watchdog.arm(timer_id, deadline_ms, action, console_now_ms)
 
@@ -288,9 +317,13 @@ def events(store: Store, timer_id: int) -> list[tuple[str, int]]:
 async def test_the_seeds_night_stops_at_0127_utc_with_results_pulled_first(
     store: Store, clock: FakeClock, local_box: LocalBox
 ) -> None:
-    timer = store.timers.add("pro-a", parse_deadline("2026-09-06T02:27+01:00", None, now_ms=clock(),
-                                                     box_tz="Europe/London"),
-                             "stop-arms", "2026-09-06T02:27+01:00", now_ms=clock())
+    timer = store.timers.add(
+        "pro-a",
+        parse_deadline("2026-09-06T02:27+01:00", None, now_ms=clock(), box_tz="Europe/London"),
+        "stop-arms",
+        "2026-09-06T02:27+01:00",
+        now_ms=clock(),
+    )
     notes: list[str] = []
     enforcer = Enforcer(store, local_box, clock=clock, notify=lambda t, m: notes.append(m))
     await run_until(enforcer, clock, SEED_MISREAD_MS + 5 * MIN)
@@ -308,7 +341,9 @@ async def test_the_seeds_night_stops_at_0127_utc_with_results_pulled_first(
     assert at["firing"] == at["pulled"] == at["fired"] == CUTOFF_MS  # the firing instant, under every TZ
     assert names.index("pulled") < names.index("fired")
     assert store.timers.get(timer.id).state == "fired"
-    assert local_box.alive() == 0 and local_box.ingested == [{"seq": i, "kind": "bench_result"} for i in (1, 2, 3)]
+    assert local_box.alive() == 0 and local_box.ingested == [
+        {"seq": i, "kind": "bench_result"} for i in (1, 2, 3)
+    ]
     fired = store.timers.log_for(timer.id)[-1]["detail"]
     assert fired["done"]["stopped"] == [p.pid for p in local_box.arms]
     assert fired["pulled"] == {"events": 0, "logs": ["launch-1.log"]}  # the T-10 pull already had them
@@ -331,7 +366,9 @@ async def test_the_box_watchdog_alone_stops_the_arms_when_the_console_is_gone(
     assert clock.now_ms == CUTOFF_MS and local_box.alive() == 0
 
 
-async def test_two_enforcers_on_one_store_fire_once(store: Store, clock: FakeClock, local_box: LocalBox) -> None:
+async def test_two_enforcers_on_one_store_fire_once(
+    store: Store, clock: FakeClock, local_box: LocalBox
+) -> None:
     timer = store.timers.add("pro-a", CUTOFF_MS, "shutdown", "x", now_ms=clock())
     clock.now_ms = CUTOFF_MS
     a, b = Enforcer(store, local_box, clock=clock), Enforcer(store, local_box, clock=clock, name="tui")
@@ -360,8 +397,16 @@ def vast_box(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Fa
     key = "vk-" + "9" * 40
     fake = FakeVast(api_key=key)
     fake.add("24871932")
-    store.boxes.add(Box(name="vast-1", ssh_user="root", host="198.51.100.4", port=41022, provider="vast",
-                        instance_id="24871932"))
+    store.boxes.add(
+        Box(
+            name="vast-1",
+            ssh_user="root",
+            host="198.51.100.4",
+            port=41022,
+            provider="vast",
+            instance_id="24871932",
+        )
+    )
     with FakeVastServer(fake) as url:
         monkeypatch.setenv("VAST_API_KEY", key)
         monkeypatch.setenv("VAST_URL", url)
@@ -450,7 +495,9 @@ def test_providers_by_box() -> None:
         for_box("runpod")
 
 
-async def test_a_stop_across_the_end_of_bst_fires_at_its_utc_instant(store: Store, local_box: LocalBox) -> None:
+async def test_a_stop_across_the_end_of_bst_fires_at_its_utc_instant(
+    store: Store, local_box: LocalBox
+) -> None:
     clock = local_box.clock
     clock.now_ms = parse_instant("2026-10-24T23:30Z")  # 00:30 BST; clocks go back at 01:00 UTC
     deadline = parse_deadline("2026-10-25 02:30 Europe/London", None, now_ms=clock(), box_tz="Europe/London")
@@ -462,8 +509,9 @@ async def test_a_stop_across_the_end_of_bst_fires_at_its_utc_instant(store: Stor
     assert [c for c, t in local_box.calls if t < deadline - 31 * MIN] == ["arm_watchdog"]
 
 
-def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(store: Store, clock: FakeClock,
-                                                                 local_box: LocalBox) -> None:
+def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(
+    store: Store, clock: FakeClock, local_box: LocalBox
+) -> None:
     stop = store.timers.add("pro-a", CUTOFF_MS, "stop-arms", "x", now_ms=clock())
     destroy = store.timers.add("pro-a", CUTOFF_MS, "destroy", "x", now_ms=clock())
     for timer in (stop, destroy):
@@ -489,4 +537,6 @@ async def test_shutdown_of_a_provider_box_is_a_confirmed_stop_at_the_provider(
     done = store.timers.log_for(timer.id)[-1]["detail"]["done"]
     assert done["confirmed"] is True and done["state"] == "stopped" and fake.count("PUT") == 1
     assert fake.instances["24871932"]["actual_status"] == "stopped"
-    assert store.boxes.get("vast-1").status != "destroyed" and "shutdown" not in [c for c, _ in local_box.calls]
+    assert store.boxes.get("vast-1").status != "destroyed" and "shutdown" not in [
+        c for c, _ in local_box.calls
+    ]

@@ -41,10 +41,18 @@ class AgentActions:
         self.calls.append(op)
         return await asyncio.to_thread(self.agent.ok, op, args)
 
-    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
-                           console_now_ms: int) -> dict[str, Any]:
-        return await self._ok("set_deadline", {"timer_id": timer_id, "deadline_ms": deadline_ms,
-                                               "action": action, "console_now_ms": console_now_ms})
+    async def arm_watchdog(
+        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+    ) -> dict[str, Any]:
+        return await self._ok(
+            "set_deadline",
+            {
+                "timer_id": timer_id,
+                "deadline_ms": deadline_ms,
+                "action": action,
+                "console_now_ms": console_now_ms,
+            },
+        )
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
         return await self._ok("cancel_deadline", {"timer_id": timer_id})
@@ -69,8 +77,12 @@ class AgentActions:
 @contextmanager
 def agent_with_an_arm(tmp_path: Path, tz: str, *extra_args: str) -> Iterator[AgentBox]:
     """A real agent daemon running in ``tz``, serving one arm (``arm-1``)."""
-    box = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")], env={"TZ": tz},
-                   extra_args=list(extra_args))
+    box = AgentBox(
+        tmp_path / "home",
+        path_prefix=[bin_with_fake_smi(tmp_path, "h200")],
+        env={"TZ": tz},
+        extra_args=list(extra_args),
+    )
     box.start()
     server = tmp_path / "fake_server.py"
     server.write_text(FAKE_SERVER)
@@ -118,7 +130,9 @@ async def test_the_console_arms_the_box_then_goes_away_and_the_arm_stops_on_time
 
 
 @pytest.mark.parametrize("agent", ["Europe/London", "Asia/Kolkata"], indirect=True)  # all TZs: test_timers.py
-async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(agent: AgentBox, store: Store) -> None:
+async def test_with_the_console_alive_it_pulls_the_journal_then_stops_the_arm(
+    agent: AgentBox, store: Store
+) -> None:
     now = time.time_ns() // 1_000_000
     deadline = now + 2000
     timer = store.timers.add("pro-a", deadline, "stop-arms", "in 2s", now_ms=now)
@@ -146,8 +160,10 @@ def test_after_a_faked_reboot_with_the_box_clock_two_hours_ahead_the_arm_stops_a
     with agent_with_an_arm(tmp_path, tz, "--boot-id-file", str(boot_id)) as agent:
         sent = console_now()
         deadline = sent + 6000
-        agent.ok("set_deadline", {"timer_id": 1, "deadline_ms": deadline, "action": "stop-arms",
-                                  "console_now_ms": sent})
+        agent.ok(
+            "set_deadline",
+            {"timer_id": 1, "deadline_ms": deadline, "action": "stop-arms", "console_now_ms": sent},
+        )
         agent.kill_hard()
         boot_id.write_text("boot-2\n")  # the box comes back from a reboot
         time.sleep(0.5)
@@ -158,8 +174,12 @@ def test_after_a_faked_reboot_with_the_box_clock_two_hours_ahead_the_arm_stops_a
         assert clocks["box_clock_ms"] - clocks["trusted_ms"] > 2 * HOUR_MS  # the box clock says "long passed"
         probed_at = console_now()
         agent.ok("probe", {"console_t_ms": probed_at})  # a console check re-confirms UTC
-        reconfirmed = agent.wait_for(lambda e: e["kind"] == "deadline" and e["detail"].get("reconfirmed") is True)
-        assert reconfirmed["detail"]["trusted_before_ms"] < probed_at  # the carried count was behind, not ahead
+        reconfirmed = agent.wait_for(
+            lambda e: e["kind"] == "deadline" and e["detail"].get("reconfirmed") is True
+        )
+        assert (
+            reconfirmed["detail"]["trusted_before_ms"] < probed_at
+        )  # the carried count was behind, not ahead
         event = fired(agent)
         fired_at = event["t_ms"] - 2 * HOUR_MS  # on the console's clock
         assert deadline <= fired_at <= max(deadline, probed_at) + 2500, fired_at - deadline
@@ -215,8 +235,11 @@ async def test_service_box_actions_arm_pull_and_stop_a_real_local_box(
         await enforcer.arm_box(timer2)
         cancel(store, timer2.id, now_ms=time.time_ns() // 1_000_000)
         await enforcer.tick()
-        assert [t["timer_id"] for t in (await link.command("hello", {}))["timers"]
-                if t["timer_id"] == store.timers.box_id(timer2.id)] == []
+        assert [
+            t["timer_id"]
+            for t in (await link.command("hello", {}))["timers"]
+            if t["timer_id"] == store.timers.box_id(timer2.id)
+        ] == []
         assert store.timers.has_event(timer2.id, "cancelled-on-box")
     finally:
         await fleet.close()

@@ -25,8 +25,9 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         store.boxes.add(Box(name="pro-a", ssh_user="root", host="203.0.113.7", port=22022))
         add_probe(store, "pro-a", "Europe/London")
         store.boxes.add(Box(name="bare", ssh_user="root", host="203.0.113.8"))
-        store.boxes.add(Box(name="vast-1", ssh_user="root", host="198.51.100.4", provider="vast",
-                            instance_id="24871932"))
+        store.boxes.add(
+            Box(name="vast-1", ssh_user="root", host="198.51.100.4", provider="vast", instance_id="24871932")
+        )
 
     def at_seed_time(args: argparse.Namespace, *, read_only: bool = False) -> Store:
         return Store(resolve_db_path(args.db), read_only=read_only, clock=lambda: NOW_MS)
@@ -45,7 +46,9 @@ def timers(db: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("typed", ["01:27", "2026-09-06 01:27"])
-def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_set_refuses_the_seeds_cutoff_without_a_zone(
+    db: str, typed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes", "--no-arm"]) == 2
     err = capsys.readouterr().err
     assert "names no time zone" in err
@@ -54,8 +57,13 @@ def test_set_refuses_the_seeds_cutoff_without_a_zone(db: str, typed: str, capsys
     assert timers(db) == []
 
 
-def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes", "--no-arm"]) == 0
+def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["--db", db, "timer", "set", "pro-a", "--at", "2026-09-06T02:27+01:00", "--yes", "--no-arm"])
+        == 0
+    )
     out = capsys.readouterr().err  # the readings are what the operator confirms: prose, on stderr
     assert "UTC        2026-09-06 01:27:00 UTC" in out
     assert "box        2026-09-06 02:27:00 BST (+01:00) [Europe/London]" in out
@@ -67,13 +75,22 @@ def test_set_echoes_every_reading_and_stores_an_integer_utc_deadline(db: str, ca
     assert main(["--db", db, "timer", "list", "--json"]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert {k: listed[k] for k in ("box", "deadline_ms", "deadline_utc", "action", "state")} == {
-        "box": "pro-a", "deadline_ms": CUTOFF_MS, "deadline_utc": "2026-09-06 01:27:00 UTC",
-        "action": "stop-arms", "state": "armed"}
+        "box": "pro-a",
+        "deadline_ms": CUTOFF_MS,
+        "deadline_utc": "2026-09-06 01:27:00 UTC",
+        "action": "stop-arms",
+        "state": "armed",
+    }
     assert listed["deadline_box"] == "2026-09-06 02:27:00 BST (+01:00)" and listed["remaining_s"] == 11520.0
 
 
 def test_set_with_a_duration_and_a_box_never_probed(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes", "--no-arm"]) == 0
+    assert (
+        main(
+            ["--db", db, "timer", "set", "bare", "--in", "3h12m", "--action", "shutdown", "--yes", "--no-arm"]
+        )
+        == 0
+    )
     assert "box        box zone unknown" in capsys.readouterr().err
     assert timers(db)[0]["deadline_ms"] == CUTOFF_MS
     assert main(["--db", db, "timer", "list"]) == 0
@@ -85,15 +102,25 @@ def test_without_a_terminal_nothing_is_armed_unless_yes(db: str, capsys: pytest.
     assert "pass --yes" in capsys.readouterr().err and timers(db) == []
 
 
-def test_destroy_needs_a_destroyable_box_and_a_key(db: str, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "timer", "set", "pro-a", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 2
+def test_destroy_needs_a_destroyable_box_and_a_key(
+    db: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["--db", db, "timer", "set", "pro-a", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"])
+        == 2
+    )
     assert "cannot be destroyed by the console; use --action shutdown" in capsys.readouterr().err
-    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 2
+    assert (
+        main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"])
+        == 2
+    )
     assert "no Vast API key" in capsys.readouterr().err
     key = "vk-" + "5" * 40
     monkeypatch.setenv("VAST_API_KEY", key)
-    assert main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"]) == 0
+    assert (
+        main(["--db", db, "timer", "set", "vast-1", "--in", "1h", "--action", "destroy", "--yes", "--no-arm"])
+        == 0
+    )
     assert timers(db)[0]["action"] == "destroy"
     assert key.encode() not in Path(db).read_bytes()
 
@@ -128,7 +155,10 @@ def test_an_imported_box_has_nothing_to_stop(db: str, capsys: pytest.CaptureFixt
     with Store(db) as store:
         store.boxes.add(Box(name="seed-a", status="imported", status_detail="imported figures"))
     assert main(["--db", db, "timer", "set", "seed-a", "--in", "1h", "--yes", "--no-arm"]) == 2
-    assert "box seed-a cannot be reached (it holds imported figures (someone else's measurements), not a machine to connect to); nothing to stop" in capsys.readouterr().err
+    assert (
+        "box seed-a cannot be reached (it holds imported figures (someone else's measurements), not a machine to connect to); nothing to stop"
+        in capsys.readouterr().err
+    )
     assert timers(db) == []
 
 
@@ -140,8 +170,9 @@ def local_home(tmp_path: Path) -> Iterator[Path]:
     stop_agent(home)
 
 
-def test_set_arms_and_cancel_disarms_the_real_box_watchdog(db: str, local_home: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_set_arms_and_cancel_disarms_the_real_box_watchdog(
+    db: str, local_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with Store(db) as store:
         store.boxes.add(Box(name="local", kind="local", agent_home=str(local_home)))
     assert main(["--db", db, "timer", "set", "local", "--at", "2026-09-06T01:27Z", "--yes"]) == 0
@@ -164,8 +195,9 @@ def test_set_says_loudly_when_the_box_cannot_be_reached(db: str, capsys: pytest.
     assert timers(db)[0]["state"] == "armed"  # the console side still holds it
 
 
-def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_enforces_until_the_timers_have_fired(
+    tmp_path: Path, local_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = str(tmp_path / "live.db")
     monkeypatch.setattr(cli_common, "open_store", lambda args: Store(resolve_db_path(args.db)))
     with Store(db) as store:
@@ -183,8 +215,12 @@ def test_watch_enforces_until_the_timers_have_fired(tmp_path: Path, local_home: 
     assert log["fired"]["t_ms"] >= now + 2000
 
 
-@pytest.mark.parametrize("typed", ["01:27Z", "01:27 UTC", "02:27+01:00", "02:27 Europe/London", "21:27 America/New_York"])
-def test_a_zoned_time_of_day_means_its_next_occurrence(db: str, typed: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "typed", ["01:27Z", "01:27 UTC", "02:27+01:00", "02:27 Europe/London", "21:27 America/New_York"]
+)
+def test_a_zoned_time_of_day_means_its_next_occurrence(
+    db: str, typed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """At 22:15 UTC on the 5th, '01:27Z' is the seed's cut-off the next night, whatever zone reads it."""
     assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes", "--no-arm"]) == 0
     err = capsys.readouterr().err

@@ -65,7 +65,9 @@ def test_backoff_grows_without_retry_after(fake: tuple[FakeVast, str]) -> None:
 def test_gives_up_after_its_tries_with_a_clear_error(fake: tuple[FakeVast, str]) -> None:
     f, url = fake
     f.fail("DELETE", [503] * 10)
-    with pytest.raises(ProviderError, match=r"gave up after 3 tries \(HTTP 503 scripted 503\).*still be billing"):
+    with pytest.raises(
+        ProviderError, match=r"gave up after 3 tries \(HTTP 503 scripted 503\).*still be billing"
+    ):
         client(url, tries=3).destroy(IID)
     assert IID in f.instances
 
@@ -86,7 +88,9 @@ def test_not_confirmed_when_the_instance_stays(fake: tuple[FakeVast, str]) -> No
     f, url = fake
     f.settle_polls = 10_000
     ticks = iter(range(1000))
-    p = VastProvider(KEY, url, sleep=lambda s: None, poll_s=1, confirm_timeout_s=5, monotonic=lambda: next(ticks))
+    p = VastProvider(
+        KEY, url, sleep=lambda s: None, poll_s=1, confirm_timeout_s=5, monotonic=lambda: next(ticks)
+    )
     result = p.destroy(IID)
     assert not result.confirmed and result.state == "running" and "not confirmed" in result.detail
 
@@ -99,7 +103,9 @@ def test_stop_is_confirmed_when_vast_reports_stopped(fake: tuple[FakeVast, str])
     assert f.instances[IID]["actual_status"] == "stopped"
 
 
-def test_a_refused_key_is_not_retried_and_not_shown(fake: tuple[FakeVast, str], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_refused_key_is_not_retried_and_not_shown(
+    fake: tuple[FakeVast, str], caplog: pytest.LogCaptureFixture
+) -> None:
     f, url = fake
     caplog.set_level(logging.DEBUG)
     wrong = "vk-wrong-" + "1" * 30
@@ -135,7 +141,9 @@ def test_api_key_lookup_order(tmp_path: Path) -> None:
     xdg.parent.mkdir(parents=True)
     xdg.write_text("xdg-key")
     assert load_api_key({"XDG_CONFIG_HOME": str(tmp_path / "xdg")}, home) == "xdg-key"
-    assert load_api_key({"VAST_API_KEY": "env-key", "XDG_CONFIG_HOME": str(tmp_path / "xdg")}, home) == "env-key"
+    assert (
+        load_api_key({"VAST_API_KEY": "env-key", "XDG_CONFIG_HOME": str(tmp_path / "xdg")}, home) == "env-key"
+    )
     with pytest.raises(ProviderError, match=r"set VAST_API_KEY or write the key to one of .*vast_api_key"):
         load_api_key({}, tmp_path / "empty")
 
@@ -153,6 +161,8 @@ def test_the_key_never_travels_in_clear_text(url: str) -> None:
     assert KEY not in str(err.value)
 
 
-@pytest.mark.parametrize("url", ["https://console.vast.ai/", "http://127.0.0.1:9", "http://[::1]:9", "http://localhost:9"])
+@pytest.mark.parametrize(
+    "url", ["https://console.vast.ai/", "http://127.0.0.1:9", "http://[::1]:9", "http://localhost:9"]
+)
 def test_https_or_this_machine_is_accepted(url: str) -> None:
     assert VastProvider(KEY, url).base_url == url.rstrip("/")

@@ -34,9 +34,7 @@ def test_to_ms_is_exact_and_round_trips() -> None:
     assert to_ms(datetime(2026, 9, 6, 2, 27, tzinfo=timezone(timedelta(hours=1)))) == CUTOFF_MS
 
 
-@pytest.mark.parametrize(
-    "tz", ["UTC", "Europe/London", "America/Los_Angeles", "Asia/Kolkata"]
-)
+@pytest.mark.parametrize("tz", ["UTC", "Europe/London", "America/Los_Angeles", "Asia/Kolkata"])
 def test_parse_instant_does_not_depend_on_tz(tz: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", tz)
     time.tzset()

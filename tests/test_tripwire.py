@@ -47,12 +47,15 @@ def test_items_are_twenty_with_distinct_ids() -> None:
     assert len(ITEMS) == 20 and len({i.id for i in ITEMS}) == 20
 
 
-@pytest.mark.parametrize("text", [
-    PROSE,
-    "| model | tok/s |\n|---------------|---------------|\n| a | 1,000,000 |\n\n==========\n" + PROSE,
-    "17 x 23 = 391. Check: 391 / 23 = 17. So the answer is 391.",
-    "Paris",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        PROSE,
+        "| model | tok/s |\n|---------------|---------------|\n| a | 1,000,000 |\n\n==========\n" + PROSE,
+        "17 x 23 = 391. Check: 391 / 23 = 17. So the answer is 391.",
+        "Paris",
+    ],
+)
 def test_normal_text_is_not_degenerate(text: str) -> None:
     assert repetition(text) == []
 
@@ -60,44 +63,60 @@ def test_normal_text_is_not_degenerate(text: str) -> None:
 COUNT_TO_42 = " ".join(str(n) for n in range(1, 43))
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
-    ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
-    ("111 222 333 444", "structured repeat"),  # the seed's GLM output, which passed its first tripwire
-    ("111 222 333", "structured repeat"),
-    ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
-    ("Paris. 111, 222, 333.", "structured repeat"),
-    ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
-    ("aaa bbb ccc ddd", "structured repeat"),
-    (COUNT_TO_42, "counting"),  # the seed's counting loop: every token distinct, no 6-gram repeats
-    ("32 " + COUNT_TO_42, "counting"),
-    ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "counting"),
-    ("10 - 20 - 30 - 40 - 50 - 60 - 70 - 80", "counting"),
-    ("The next number is 32, 64, 128, 256, 512, 1024, 2048, 4096", "counting"),
-    ("0 0 0 0 0 0 0 0 0", "counting"),
-    ("Paris Paris Paris Paris", "token loop"),
-    ("Jupiter. Jupiter. Jupiter. Jupiter.", "token loop"),
-    ("The answer is 391. The answer is 391. The answer is 391.", "token loop"),
-    (PROSE + " " + "Let me check the arithmetic once more before I answer the question. " * 3 + PROSE, "token loop"),
-    ("1a 2b 3c 4d 5e 6f", "shape loop"),
-    ("v1 v2 v3 v4 v5 v6 v7", "shape loop"),
-    ("x1: y, x2: y, x3: y, x4: y, x5: y, x6: y, x7: y", "shape loop"),
-    ("Answer!!!!!!!!!!!!!!!!!!!!!", "character loop"),
-    ("abcabcabcabcabcabcabcabcabcabcabc", "character loop"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
+        ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
+        ("111 222 333 444", "structured repeat"),  # the seed's GLM output, which passed its first tripwire
+        ("111 222 333", "structured repeat"),
+        ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
+        ("Paris. 111, 222, 333.", "structured repeat"),
+        ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
+        ("aaa bbb ccc ddd", "structured repeat"),
+        (COUNT_TO_42, "counting"),  # the seed's counting loop: every token distinct, no 6-gram repeats
+        ("32 " + COUNT_TO_42, "counting"),
+        ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "counting"),
+        ("10 - 20 - 30 - 40 - 50 - 60 - 70 - 80", "counting"),
+        ("The next number is 32, 64, 128, 256, 512, 1024, 2048, 4096", "counting"),
+        ("0 0 0 0 0 0 0 0 0", "counting"),
+        ("Paris Paris Paris Paris", "token loop"),
+        ("Jupiter. Jupiter. Jupiter. Jupiter.", "token loop"),
+        ("The answer is 391. The answer is 391. The answer is 391.", "token loop"),
+        (
+            PROSE + " " + "Let me check the arithmetic once more before I answer the question. " * 3 + PROSE,
+            "token loop",
+        ),
+        ("1a 2b 3c 4d 5e 6f", "shape loop"),
+        ("v1 v2 v3 v4 v5 v6 v7", "shape loop"),
+        ("x1: y, x2: y, x3: y, x4: y, x5: y, x6: y, x7: y", "shape loop"),
+        ("Answer!!!!!!!!!!!!!!!!!!!!!", "character loop"),
+        ("abcabcabcabcabcabcabcabcabcabcabc", "character loop"),
+    ],
+)
 def test_degenerate_output_is_caught_by_the_right_detector(text: str, why: str) -> None:
     assert any(reason.startswith(why) for reason in repetition(text)), repetition(text)
 
 
-@pytest.mark.parametrize("text", [
-    "ha ha ha, very funny",  # three copies of a short unit is speech
-    "No, no, no: the capital of France is Paris.",
-    "a-n-a-n-a-b", "b, a, n, a, n, a reversed is a, n, a, n, a, b", "b(1), a(2), n(3), a(4), n(5), a(6)",
-    "2, 4, 8, 16, 32", "1, 2, 3, 4, 5, 6, 7",  # below a count's length
-    "The population is 1 000 000 000.", "1,000,000", "000 000 000",
-    "1 + 2 + 3 = 6", "60 + 60 + 60 = 180", "1a 2b 3c 4d 5e",
-    "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ha ha ha, very funny",  # three copies of a short unit is speech
+        "No, no, no: the capital of France is Paris.",
+        "a-n-a-n-a-b",
+        "b, a, n, a, n, a reversed is a, n, a, n, a, b",
+        "b(1), a(2), n(3), a(4), n(5), a(6)",
+        "2, 4, 8, 16, 32",
+        "1, 2, 3, 4, 5, 6, 7",  # below a count's length
+        "The population is 1 000 000 000.",
+        "1,000,000",
+        "000 000 000",
+        "1 + 2 + 3 = 6",
+        "60 + 60 + 60 = 180",
+        "1a 2b 3c 4d 5e",
+        "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |",
+    ],
+)
 def test_structure_that_is_not_a_loop_is_not_degenerate(text: str) -> None:
     assert repetition(text) == []
 
@@ -106,8 +125,14 @@ def test_structure_that_is_not_a_loop_is_not_degenerate(text: str) -> None:
 # working in reasoning_content for the "parsed" case): none may read as degenerate.
 WORKED = {
     "capital-france": ("Paris", "The user asks for the capital of France. That is Paris. One word."),
-    "multiply": ("17 × 23 = 17 × 20 + 17 × 3 = 340 + 51 = 391", "17 * 23: 17 * 20 = 340, 17 * 3 = 51, 340 + 51 = 391."),
-    "largest-planet": ("Jupiter", "Planets by size: Jupiter, Saturn, Uranus, Neptune, Earth, Venus, Mars, Mercury."),
+    "multiply": (
+        "17 × 23 = 17 × 20 + 17 × 3 = 340 + 51 = 391",
+        "17 * 23: 17 * 20 = 340, 17 * 3 = 51, 340 + 51 = 391.",
+    ),
+    "largest-planet": (
+        "Jupiter",
+        "Planets by size: Jupiter, Saturn, Uranus, Neptune, Earth, Venus, Mars, Mercury.",
+    ),
     "gold-symbol": ("Au", "Gold is aurum in Latin, so its symbol is Au."),
     "minutes": ("3 hours × 60 minutes = **180** minutes", "1 hour = 60 minutes; 60 + 60 + 60 = 180."),
     "ww2-end": ("1945", "The war in Europe ended in May 1945 and in the Pacific in September 1945."),
@@ -115,10 +140,15 @@ WORKED = {
     "reverse": ("ananab", "banana is b-a-n-a-n-a; letter by letter reversed: a-n-a-n-a-b, so ananab."),
     "author": ("William Shakespeare", "Romeo and Juliet was written by William Shakespeare around 1595."),
     "boiling": ("100 °C", "At 1 atm, water boils at 100 degrees Celsius (212 °F)."),
-    "photosynthesis": ("Carbon dioxide (CO₂)", "Plants take in CO2 and release O2; the gas taken in is carbon dioxide."),
+    "photosynthesis": (
+        "Carbon dioxide (CO₂)",
+        "Plants take in CO2 and release O2; the gas taken in is carbon dioxide.",
+    ),
     "train": ("60 km/h × 2.5 h = 150 km", "Distance = speed × time = 60 × 2.5 = 150 kilometres."),
-    "sequence": ("Each number doubles: 2, 4, 8, 16, 32. The next number is 32.",
-                 "2 × 2 = 4, 4 × 2 = 8, 8 × 2 = 16, so 16 × 2 = 32."),
+    "sequence": (
+        "Each number doubles: 2, 4, 8, 16, 32. The next number is 32.",
+        "2 × 2 = 4, 4 × 2 = 8, 8 × 2 = 16, so 16 × 2 = 32.",
+    ),
     "french": ("chat", "Cat in French is le chat (a female cat is la chatte)."),
     "ocean": ("The Pacific Ocean", "Oceans by area: Pacific, Atlantic, Indian, Southern, Arctic. Pacific."),
     "alphabetical": ("apple (apple, mango, orange, pear)", "a < m < o < p, so apple comes first."),
@@ -133,9 +163,16 @@ WORKED = {
 def test_every_items_right_answer_is_clean(item: Item) -> None:
     answer, working = WORKED[item.id]
     expected = item.expect[0] if not item.case else item.expect[0]
-    for content, reasoning in [(expected, None), (f"The answer is {expected}.", None), (answer, None),
-                               (answer, working), (f"{working}\n</think>\n\n{answer}", "x")]:
-        graded = grade_item(item, ChatResult(content=content, reasoning_content=reasoning, finish_reason="stop"))
+    for content, reasoning in [
+        (expected, None),
+        (f"The answer is {expected}.", None),
+        (answer, None),
+        (answer, working),
+        (f"{working}\n</think>\n\n{answer}", "x"),
+    ]:
+        graded = grade_item(
+            item, ChatResult(content=content, reasoning_content=reasoning, finish_reason="stop")
+        )
         assert (graded["verdict"], graded["reasons"]) == ("ok", []), (content, reasoning)
 
 
@@ -145,9 +182,12 @@ def test_a_right_answer_followed_by_structure_is_degenerate(item: Item) -> None:
     for tail in ("111 222 333", COUNT_TO_42, f"{answer} {answer} {answer} {answer}"):
         graded = grade_item(item, ChatResult(content=f"{answer} {tail}", finish_reason="length"))
         assert graded["verdict"] == "degenerate", (tail, graded)
-    in_reasoning = grade_item(item, ChatResult(content=answer, reasoning_content="1 2 3 4 5 6 7 8 9 10 11",
-                                               finish_reason="stop"))
-    assert in_reasoning["verdict"] == "degenerate" and in_reasoning["reasons"][0].startswith("in reasoning: counting")
+    in_reasoning = grade_item(
+        item, ChatResult(content=answer, reasoning_content="1 2 3 4 5 6 7 8 9 10 11", finish_reason="stop")
+    )
+    assert in_reasoning["verdict"] == "degenerate" and in_reasoning["reasons"][0].startswith(
+        "in reasoning: counting"
+    )
 
 
 def test_the_answer_is_graded_not_the_chain_of_thought() -> None:
@@ -175,25 +215,33 @@ def test_matching_is_word_bounded_and_honours_case() -> None:
 # ---------------------------------------------------------------- whole runs against a local chat server
 
 
-@pytest.mark.parametrize(("mode", "verdict", "counts", "leaks"), [
-    ("correct", "clean", (20, 0, 0), 0),
-    ("parsed", "clean", (20, 0, 0), 0),
-    ("wrong", "wrong", (0, 0, 20), 0),
-    ("degenerate", "degenerate", (0, 20, 0), 0),
-    ("digits", "degenerate", (0, 20, 0), 0),
-    ("right-then-digits", "degenerate", (0, 20, 0), 0),
-    ("counting", "degenerate", (0, 20, 0), 0),
-    ("bang", "degenerate", (0, 20, 0), 0),
-    ("leak-tags", "reasoning-leak", (20, 0, 0), 20),
-    ("leak-prose", "reasoning-leak", (20, 0, 0), 20),
-    ("truncated", "reasoning-leak", (0, 0, 20), 20),
-])
-def test_verdicts_against_a_local_server(capsys: pytest.CaptureFixture[str], mode: str, verdict: str,
-                                         counts: tuple[int, int, int], leaks: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "verdict", "counts", "leaks"),
+    [
+        ("correct", "clean", (20, 0, 0), 0),
+        ("parsed", "clean", (20, 0, 0), 0),
+        ("wrong", "wrong", (0, 0, 20), 0),
+        ("degenerate", "degenerate", (0, 20, 0), 0),
+        ("digits", "degenerate", (0, 20, 0), 0),
+        ("right-then-digits", "degenerate", (0, 20, 0), 0),
+        ("counting", "degenerate", (0, 20, 0), 0),
+        ("bang", "degenerate", (0, 20, 0), 0),
+        ("leak-tags", "reasoning-leak", (20, 0, 0), 20),
+        ("leak-prose", "reasoning-leak", (20, 0, 0), 20),
+        ("truncated", "reasoning-leak", (0, 0, 20), 20),
+    ],
+)
+def test_verdicts_against_a_local_server(
+    capsys: pytest.CaptureFixture[str], mode: str, verdict: str, counts: tuple[int, int, int], leaks: int
+) -> None:
     with FakeChatServer(mode) as server:
         rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
     assert rc == 0
-    assert (out["verdict"], (out["ok"], out["degenerate"], out["wrong"]), out["reasoning_leak"]) == (verdict, counts, leaks)
+    assert (out["verdict"], (out["ok"], out["degenerate"], out["wrong"]), out["reasoning_leak"]) == (
+        verdict,
+        counts,
+        leaks,
+    )
     assert out["total"] == 20 and out["passed"] is (verdict == "clean")
     assert out["score"] == f"{counts[0]}/20" and len(out["items"]) == 20
 
@@ -218,18 +266,42 @@ def test_failed_requests_count_as_wrong_with_the_reason(capsys: pytest.CaptureFi
 
 
 def test_vendor_sampling_goes_through_extra_body(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    profile = {"reasoning_parser": "qwen3", "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
-               "chat_template_kwargs": {"enable_thinking": False}}
+    profile = {
+        "reasoning_parser": "qwen3",
+        "sampling": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0},
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(profile))
     with FakeChatServer("correct") as server:
-        _, out = run(capsys, ["--base-url", server.base_url, "--model", "fake", "--profile", "qwen-test",
-                              "--profile-json", f"@{path}", "--max-tokens", "512"])
+        _, out = run(
+            capsys,
+            [
+                "--base-url",
+                server.base_url,
+                "--model",
+                "fake",
+                "--profile",
+                "qwen-test",
+                "--profile-json",
+                f"@{path}",
+                "--max-tokens",
+                "512",
+            ],
+        )
         sent = server.requests[0]
     assert out["request"] == {"temperature": 0.6, "top_p": 0.95}
-    assert out["extra_body"] == {"top_k": 20, "min_p": 0.0, "chat_template_kwargs": {"enable_thinking": False}}
+    assert out["extra_body"] == {
+        "top_k": 20,
+        "min_p": 0.0,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     assert (out["profile"], out["reasoning_parser"]) == ("qwen-test", "qwen3")
-    assert sent["top_k"] == 20 and sent["min_p"] == 0.0 and sent["chat_template_kwargs"] == {"enable_thinking": False}
+    assert (
+        sent["top_k"] == 20
+        and sent["min_p"] == 0.0
+        and sent["chat_template_kwargs"] == {"enable_thinking": False}
+    )
     assert sent["temperature"] == 0.6 and sent["max_tokens"] == 512
 
 
@@ -256,8 +328,13 @@ def test_the_profile_the_console_resolves_is_what_the_box_applies() -> None:
 
 def test_module_entry_point(tmp_path: Path) -> None:
     with FakeChatServer("correct") as server:
-        done = subprocess.run([sys.executable, "-m", "agents.tripwire", "--base-url", server.base_url,
-                               "--model", "fake"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "agents.tripwire", "--base-url", server.base_url, "--model", "fake"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("clean: 20 ok, 0 degenerate, 0 wrong of 20")
     assert "tripwire 20/20" in done.stderr
@@ -279,8 +356,22 @@ def python_without_openai(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_without_openai_the_tripwire_names_its_python_and_the_fix(python_without_openai: Path) -> None:
     with FakeChatServer("correct") as server:
-        done = subprocess.run([python_without_openai, "-m", "agents.tripwire", "--base-url", server.base_url,
-                               "--model", "fake", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                python_without_openai,
+                "-m",
+                "agents.tripwire",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "fake",
+                "--json",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert server.requests == []  # refused before a single request
     assert done.returncode == 2
     error = json.loads(done.stdout)["error"]
@@ -302,7 +393,9 @@ def _run_job(tmp_path: Path, args: dict[str, Any]) -> list[dict[str, Any]]:
     return journal.events_after(0, 100)
 
 
-def test_the_tripwire_job_runs_under_the_python_its_command_names(tmp_path: Path, python_without_openai: Path) -> None:
+def test_the_tripwire_job_runs_under_the_python_its_command_names(
+    tmp_path: Path, python_without_openai: Path
+) -> None:
     with FakeChatServer("correct") as server:
         args = {"base_url": server.base_url, "model": "fake"}
         [result, done] = _run_job(tmp_path / "own", args)  # no python named: the agent's own interpreter
@@ -327,8 +420,21 @@ def test_the_serving_environments_python_runs_the_tripwire(vllm_env: VllmEnv, tm
 
 @pytest.mark.vllm
 def test_random_weights_do_not_pass(tiny_server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out = run(capsys, ["--base-url", tiny_server.base_url, "--model", tiny_server.model,
-                           "--max-tokens", "64", "--concurrency", "4", "--timeout", "300"])
+    rc, out = run(
+        capsys,
+        [
+            "--base-url",
+            tiny_server.base_url,
+            "--model",
+            tiny_server.model,
+            "--max-tokens",
+            "64",
+            "--concurrency",
+            "4",
+            "--timeout",
+            "300",
+        ],
+    )
     assert rc == 0
     assert out["passed"] is False and out["ok"] < 18
     assert all(item["finish_reason"] is not None for item in out["items"])

@@ -139,13 +139,24 @@ async def test_results_show_repeat_groups_with_their_spread_and_ties(fixture_db:
     from console.store import Store
 
     with Store(fixture_db.path) as store:
-        for arm, group, outs in (("fast-arm", "group-f", [3000.0, 3050.0, 3100.0]),
-                                 ("close-arm", "group-c", [2950.0, 3040.0, 3010.0]),
-                                 ("slow-arm", "group-s", [2000.0, 2010.0, 2020.0])):  # fmt: skip
+        for arm, group, outs in (
+            ("fast-arm", "group-f", [3000.0, 3050.0, 3100.0]),
+            ("close-arm", "group-c", [2950.0, 3040.0, 3010.0]),
+            ("slow-arm", "group-s", [2000.0, 2010.0, 2020.0]),
+        ):
             for i, out in enumerate(outs):
-                store.results.add_bench_run({"arm": arm, "box": "pro-a", "shape": "chat-1k", "concurrency": 64,
-                                             "out_tok_per_s": out, "repeat_group": group,
-                                             "started_ms": F.START + i * 60_000, "ended_ms": F.START + i * 60_000 + 30_000})  # fmt: skip
+                store.results.add_bench_run(
+                    {
+                        "arm": arm,
+                        "box": "pro-a",
+                        "shape": "chat-1k",
+                        "concurrency": 64,
+                        "out_tok_per_s": out,
+                        "repeat_group": group,
+                        "started_ms": F.START + i * 60_000,
+                        "ended_ms": F.START + i * 60_000 + 30_000,
+                    }
+                )
     app = make_app(fixture_db)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)

@@ -44,7 +44,9 @@ pytestmark = [
     pytest.mark.vllm,
     pytest.mark.sshd,
     pytest.mark.timeout(1200),
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (tests/run.sh installs it)"),
+    pytest.mark.skipif(
+        shutil.which("tmux") is None, reason="tmux is not installed (tests/run.sh installs it)"
+    ),
 ]
 
 
@@ -53,8 +55,12 @@ class Terminal:
 
     def __init__(self, name: str, command: list[str], env: dict[str, str], size: tuple[int, int]):
         self.name = name
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]),
-                        *command], check=True, env=env, cwd=ROOT)  # fmt: skip
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), *command],
+            check=True,
+            env=env,
+            cwd=ROOT,
+        )
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=10).stdout
@@ -75,7 +81,9 @@ class Terminal:
             if (test in screen) if isinstance(test, str) else test(screen):  # type: ignore[operator]
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: never on screen after {timeout:.0f} s; the screen was:\n{screen}")
+                raise AssertionError(
+                    f"{what}: never on screen after {timeout:.0f} s; the screen was:\n{screen}"
+                )
             time.sleep(0.5)
 
     def alive(self) -> bool:
@@ -103,8 +111,13 @@ def traversable(path: Path) -> Iterator[None]:
 
 
 def campaign(db: Path, *args: str, timeout: float = 900) -> str:
-    out = subprocess.run([sys.executable, "-m", "console", "--db", str(db), *args], capture_output=True,
-                         text=True, timeout=timeout, cwd=ROOT)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, f"campaign {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}"
     return out.stdout
 
@@ -154,14 +167,16 @@ async def kill_leftovers(db: Path) -> None:
                 await service.close()
 
 
-def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_env: VllmEnv,
-                                                     tmp_path: Path) -> None:  # fmt: skip
+def test_console_in_tmux_launch_watch_bench_and_kill(
+    sshd_farm: SshdFarm, vllm_env: VllmEnv, tmp_path: Path
+) -> None:
     box = box_with_model(vllm_env)
     db = tmp_path / "state.db"
     with Store(db) as store:
         register(store, box)
-        store.boxes.update(BOX, serving_env=str(vllm_env.prefix), model_root=str(box.home / "models"),
-                           price_per_hour=0.5)  # fmt: skip
+        store.boxes.update(
+            BOX, serving_env=str(vllm_env.prefix), model_root=str(box.home / "models"), price_per_hour=0.5
+        )
         # The console supervises the local box too: keep its agent in this test's folder, not ~/.campaign-agent.
         store.boxes.ensure_local()
         store.boxes.update("local", agent_home=str(tmp_path / "local-agent"))
@@ -174,30 +189,57 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
             launched = json.loads(shown)  # with --json, stdout is the JSON and nothing else
             [launch_id] = launched["launch_ids"]
             assert launched["serving"], launched  # launch waits until the server serves
-            term = Terminal(f"campaign-e2e-{uuid.uuid4().hex[:8]}",
-                            [sys.executable, "-m", "console", "--db", str(db)], env, (120, 36))  # fmt: skip
+            term = Terminal(
+                f"campaign-e2e-{uuid.uuid4().hex[:8]}",
+                [sys.executable, "-m", "console", "--db", str(db)],
+                env,
+                (120, 36),
+            )
 
             term.wait_for("Fleet up", lambda s: re.search(rf"{BOX}\s+up\b", s) is not None)
-            until("the launch to serve (the console ingests the box's journal)",
-                  lambda: launch_row(db, launch_id).state in ("serving", "failed"), 600)  # fmt: skip
+            until(
+                "the launch to serve (the console ingests the box's journal)",
+                lambda: launch_row(db, launch_id).state in ("serving", "failed"),
+                600,
+            )
             assert launch_row(db, launch_id).state == "serving", launch_row(db, launch_id)
             term.wait_for("Fleet lists the arm serving", "tiny-cpu")
 
             with Store(db, read_only=True) as store:
-                kernel = store.rows("SELECT line FROM kernel_lines WHERE launch_id = ? ORDER BY t_ms, id",
-                                    [launch_id])  # fmt: skip
+                kernel = store.rows(
+                    "SELECT line FROM kernel_lines WHERE launch_id = ? ORDER BY t_ms, id", [launch_id]
+                )
             assert kernel, "the engine printed no kernel line"
             term.keys("3", "/", *"tiny-cpu", "Enter")
-            term.wait_for("Arms shows the launch serving", lambda s: re.search(
-                rf"tiny-cpu\s+serving\s+{BOX}\s+{re.escape(launch_id)}", s) is not None)  # fmt: skip
+            term.wait_for(
+                "Arms shows the launch serving",
+                lambda s: re.search(rf"tiny-cpu\s+serving\s+{BOX}\s+{re.escape(launch_id)}", s) is not None,
+            )
             term.wait_for("its kernel line", kernel[0]["line"][:40])
             term.wait_for("its log tail, read on the box", "log tail (")
 
             bench = subprocess.Popen(
-                [sys.executable, "-m", "console", "--db", str(db), "bench", launch_id, "--shape", "tiny",
-                 "-c", "4", "--prompts", "200", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, cwd=ROOT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "console",
+                    "--db",
+                    str(db),
+                    "bench",
+                    launch_id,
+                    "--shape",
+                    "tiny",
+                    "-c",
+                    "4",
+                    "--prompts",
+                    "200",
+                    "--json",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
             term.keys("2")
             term.wait_for("Live names the running bench", "loadgen tiny C4 running", 120)
             term.wait_for("Live charts the throughput the server reports", charted, 120)
@@ -213,8 +255,10 @@ def test_console_in_tmux_launch_watch_bench_and_kill(sshd_farm: SshdFarm, vllm_e
             term.keys("y")
             until("the launch to stop", lambda: launch_row(db, launch_id).state in ("stopped", "failed"), 120)
             assert launch_row(db, launch_id).state == "stopped"
-            term.wait_for("Arms shows it stopped", lambda s: re.search(
-                rf"tiny-cpu\s+stopped\s+{BOX}\s+{re.escape(launch_id)}", s) is not None)  # fmt: skip
+            term.wait_for(
+                "Arms shows it stopped",
+                lambda s: re.search(rf"tiny-cpu\s+stopped\s+{BOX}\s+{re.escape(launch_id)}", s) is not None,
+            )
             term.keys("q")
             until("the console to quit", lambda: not term.alive(), 30)
         finally:

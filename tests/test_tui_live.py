@@ -24,19 +24,34 @@ def fx(tmp_path: Path) -> F.Fixture:
 
 
 def make_app(fx: F.Fixture, read_only: bool = False) -> ConsoleApp:
-    return ConsoleApp(fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
-                      actions=F.FixedActions(read_only=read_only), keys_path=fx.path.with_name("no-keys.toml"),
-                      refresh_s=None)  # fmt: skip
+    return ConsoleApp(
+        fx.path,
+        read_only=read_only,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("Europe/London"),
+        actions=F.FixedActions(read_only=read_only),
+        keys_path=fx.path.with_name("no-keys.toml"),
+        refresh_s=None,
+    )
 
 
 def progress(bench_id: str, first_ms: int, out: float, seq: int) -> list[dict[str, Any]]:
     """A load generator's samples as the agent journals them (agents/jobs.py), once a second until NOW."""
     return [
-        {"seq": seq + i, "t_ms": t, "kind": "bench_progress", "bench_id": bench_id, "launch_id": "L-qwen-0",
-         "requests": i, "out_tokens": int(out * i), "in_tokens": int(3 * out * i), "out_tok_per_s": out,
-         "in_tok_per_s": 3 * out}
+        {
+            "seq": seq + i,
+            "t_ms": t,
+            "kind": "bench_progress",
+            "bench_id": bench_id,
+            "launch_id": "L-qwen-0",
+            "requests": i,
+            "out_tokens": int(out * i),
+            "in_tokens": int(3 * out * i),
+            "out_tok_per_s": out,
+            "in_tok_per_s": 3 * out,
+        }
         for i, t in enumerate(range(first_ms, F.NOW + 1, 1000))
-    ]  # fmt: skip
+    ]
 
 
 def add_two_benches(fx: F.Fixture, server: str) -> None:
@@ -57,7 +72,11 @@ def test_throughput_falls_back_to_the_load_generators_samples(fx: F.Fixture, ser
     add_two_benches(fx, server)
     with Store(fx.path, read_only=True) as store:
         view = ReadModel(store, lambda: F.NOW).live("pro-a", buckets=10)
-        assert view is not None and view.throughput_source == "loadgen" and view.throughput_from == "load generator"
+        assert (
+            view is not None
+            and view.throughput_source == "loadgen"
+            and view.throughput_from == "load generator"
+        )
         # A minute a bucket: nothing before the first run, then its rate, then both runs summed.
         assert view.out_tok_s.values == (None,) * 5 + (1000.0,) * 3 + (1500.0,) * 2
         assert view.in_tok_s.values[-1] == 4500.0
@@ -76,15 +95,20 @@ def test_the_servers_metrics_win_when_it_has_them(fx: F.Fixture) -> None:
 def test_gpu_history_is_each_gpus_draw_limit_and_clock_averaged_in_sql(fx: F.Fixture) -> None:
     with Store(fx.path, read_only=True) as store:
         history = gpu_history(store, "pro-a", [0, 2], F.NOW - 60_000, F.NOW, 6)
-        raw = store.rows("SELECT t_ms, power_w FROM gpu_samples WHERE box = 'pro-a' AND gpu = 0 AND t_ms > ? "
-                         "AND t_ms <= ? ORDER BY t_ms", [F.NOW - 60_000, F.NOW])  # fmt: skip
+        raw = store.rows(
+            "SELECT t_ms, power_w FROM gpu_samples WHERE box = 'pro-a' AND gpu = 0 AND t_ms > ? "
+            "AND t_ms <= ? ORDER BY t_ms",
+            [F.NOW - 60_000, F.NOW],
+        )
         first = [r["power_w"] for r in raw if r["t_ms"] <= F.NOW - 50_000]
         assert [h.gpu for h in history] == [0, 2]
         assert history[0].power_w.values[0] == pytest.approx(sum(first) / len(first))
         assert history[1].limit_w.values == (400.0,) * 6 and history[0].limit_w.values == (600.0,) * 6
         assert history[1].sm_clock_mhz.values == (2400.0,) * 6
         day = gpu_history(store, "pro-a", [2], F.NOW - 24 * 3600_000, F.NOW, 48)[0]  # each bucket probed
-        assert day.limit_w.values[-1] == 400.0 and day.limit_w.values[0] is None  # a gap before the night began
+        assert (
+            day.limit_w.values[-1] == 400.0 and day.limit_w.values[0] is None
+        )  # a gap before the night began
 
 
 async def test_live_charts_each_gpus_draw_against_its_limit_and_its_clock(fx: F.Fixture) -> None:
@@ -97,10 +121,16 @@ async def test_live_charts_each_gpus_draw_against_its_limit_and_its_clock(fx: F.
         clock = lines.index("SM clock 0-2.9 GHz")
         rows = {line[:4]: line for line in lines[:clock] if line.startswith("GPU")}
         assert rows["GPU2"].startswith("GPU2  400/400 W CAPPED") and "CAPPED" not in rows["GPU0"]
-        assert all(LEVEL_MARK in rows[f"GPU{g}"] or LEVEL_MARK in lines[lines.index(rows[f"GPU{g}"]) + 1]
-                   for g in range(4))  # fmt: skip
+        assert all(
+            LEVEL_MARK in rows[f"GPU{g}"] or LEVEL_MARK in lines[lines.index(rows[f"GPU{g}"]) + 1]
+            for g in range(4)
+        )
         assert [line[:11] for line in lines[clock + 1 : clock + 5]] == [
-            "GPU0 2.9GHz", "GPU1 2.9GHz", "GPU2 2.4GHz", "GPU3 2.9GHz"]  # fmt: skip
+            "GPU0 2.9GHz",
+            "GPU1 2.9GHz",
+            "GPU2 2.4GHz",
+            "GPU3 2.9GHz",
+        ]
         throughput = text_of(app, "#live-throughput").splitlines()
         assert ["-10m", "now"] in [line.split() for line in throughput]  # the time axis under the charts
     app = make_app(fx)
@@ -109,7 +139,11 @@ async def test_live_charts_each_gpus_draw_against_its_limit_and_its_clock(fx: F.
         await press(pilot, "2")
         lines = text_of(app, "#live-power").splitlines()
         assert [line[:22] for line in lines if line.startswith("GPU")] == [
-            "GPU0  372/600 W       ", "GPU1  549/600 W       ", "GPU2  400/400 W CAPPED", "GPU3  402/600 W       "]  # fmt: skip
+            "GPU0  372/600 W       ",
+            "GPU1  549/600 W       ",
+            "GPU2  400/400 W CAPPED",
+            "GPU3  402/600 W       ",
+        ]
         assert not any(line.startswith("SM clock") for line in lines)
 
 
@@ -151,4 +185,6 @@ async def test_brace_jumps_to_the_start_in_live_mode_and_back_to_now(fx: F.Fixtu
         await settle(pilot)
         assert "REPLAY 2026-09-05 22:45:00 UTC" in text_of(app, "#topbar")
         await press(pilot, "right_curly_bracket")
-        assert "Live | LIVE 2026-09-06 00:15:00 UTC step 1m" in text_of(app, "#topbar") and app.model.cursor.live
+        assert (
+            "Live | LIVE 2026-09-06 00:15:00 UTC step 1m" in text_of(app, "#topbar") and app.model.cursor.live
+        )

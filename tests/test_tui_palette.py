@@ -25,8 +25,15 @@ def fx(tmp_path: Path) -> F.Fixture:
 
 
 def make_app(fx: F.Fixture, actions: F.FixedActions, read_only: bool = False) -> ConsoleApp:
-    return ConsoleApp(fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
-                      actions=actions, keys_path=fx.path.with_name("no-keys.toml"), refresh_s=None)  # fmt: skip
+    return ConsoleApp(
+        fx.path,
+        read_only=read_only,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("Europe/London"),
+        actions=actions,
+        keys_path=fx.path.with_name("no-keys.toml"),
+        refresh_s=None,
+    )
 
 
 async def type_text(pilot: Pilot[None], text: str) -> None:
@@ -95,7 +102,9 @@ async def test_palette_benches_the_serving_launch_with_the_shape_and_concurrency
         for _ in "huge 64":
             await pilot.press("backspace")
         await type_text(pilot, "router 0")
-        assert "must be a whole number, 1 or more" in str(app.screen.query_one("#bench-check", Static).render())
+        assert "must be a whole number, 1 or more" in str(
+            app.screen.query_one("#bench-check", Static).render()
+        )
         await press(pilot, "backspace")
         await type_text(pilot, "64")
         await press(pilot, "enter")
@@ -125,15 +134,24 @@ async def test_palette_checks_and_connects_the_selected_box(fx: F.Fixture, words
         await palette(pilot, words)
         assert app.current_mode == "fleet"
         assert actions.calls[-1] == (call, "pro-a")
-        assert app.messages[-2:] == [f"{call} pro-a: started", f"{call} pro-a: " + (
-            "FAIL power (GPU 2 capped at 400 W of 600 W max)" if call == "check"
-            else "already running; 0 new events ingested")]  # fmt: skip
+        assert app.messages[-2:] == [
+            f"{call} pro-a: started",
+            f"{call} pro-a: "
+            + (
+                "FAIL power (GPU 2 capped at 400 W of 600 W max)"
+                if call == "check"
+                else "already running; 0 new events ingested"
+            ),
+        ]
 
 
 async def test_fleet_keys_check_and_connect(fx: F.Fixture) -> None:
     async with console(fx) as (pilot, app, actions):
         await press(pilot, "c", "r")
-        assert [c for c in actions.calls if c[0] in ("check", "connect")] == [("check", "pro-a"), ("connect", "pro-a")]
+        assert [c for c in actions.calls if c[0] in ("check", "connect")] == [
+            ("check", "pro-a"),
+            ("connect", "pro-a"),
+        ]
 
 
 async def test_palette_sets_a_timer_from_another_view(fx: F.Fixture) -> None:
@@ -151,7 +169,9 @@ async def test_browse_refuses_the_new_actions(fx: F.Fixture) -> None:
         await select_arm(pilot, app, F.QWEN)
         await press(pilot, "b", "t")
         assert not isinstance(app.screen, BenchScreen)
-        refused = [m.split(" is disabled")[0] for m in app.messages if "is disabled: browse mode is read-only" in m]
+        refused = [
+            m.split(" is disabled")[0] for m in app.messages if "is disabled: browse mode is read-only" in m
+        ]
         assert refused == ["checking a box", "connecting a box", "benchmarking", "running the tripwire"]
         assert not any(c[0] in ("check", "connect", "bench", "tripwire") for c in actions.calls)
 
@@ -164,7 +184,15 @@ async def test_help_lists_each_heading_once(fx: F.Fixture) -> None:
         assert isinstance(app.screen, HelpScreen)
         lines = str(app.screen.query_one("#help Static", Static).render()).splitlines()
         headings = [line for line in lines if line.startswith("[")]
-        assert headings == ["[everywhere]", "[fleet]", "[live]", "[arms]", "[results]", "[economics]", "[divergence]"]
+        assert headings == [
+            "[everywhere]",
+            "[fleet]",
+            "[live]",
+            "[arms]",
+            "[results]",
+            "[economics]",
+            "[divergence]",
+        ]
         palette_row = next(i for i, line in enumerate(lines) if "ctrl+p" in line)
         assert lines.index("[everywhere]") < palette_row < lines.index("[fleet]")
         for words in ("check", "connect", "bench", "tripwire", "timer (hard stop)", "replay: step back"):

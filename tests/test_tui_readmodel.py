@@ -150,10 +150,20 @@ def test_timer_state_is_read_from_its_log_at_the_cursor(model: ReadModel) -> Non
 
 
 def test_trace_keeps_gaps_scale_and_level() -> None:
-    assert trace([10.0] * 4 + [None] * 4 + [10.0] * 4, width=6, height=2, top=10) == ["⣿⣿  ⣿⣿"] * 2  # a gap stays one
-    assert trace([5.0] * 8, width=4, height=2, top=10, level=[10.0] * 8) == ["────", "⣿⣿⣿⣿"]  # half the scale, limit on top
-    assert trace([5.0] * 8, width=4, height=2, top=10, level=[None] * 4 + [10.0] * 4) == ["  ──", "⣿⣿⣿⣿"]  # no limit known
-    assert trace([20.0] * 4, width=2, height=2, top=10) == ["⣿⣿"] * 2  # above the scale: clipped, never wrapped
+    assert (
+        trace([10.0] * 4 + [None] * 4 + [10.0] * 4, width=6, height=2, top=10) == ["⣿⣿  ⣿⣿"] * 2
+    )  # a gap stays one
+    assert trace([5.0] * 8, width=4, height=2, top=10, level=[10.0] * 8) == [
+        "────",
+        "⣿⣿⣿⣿",
+    ]  # half the scale, limit on top
+    assert trace([5.0] * 8, width=4, height=2, top=10, level=[None] * 4 + [10.0] * 4) == [
+        "  ──",
+        "⣿⣿⣿⣿",
+    ]  # no limit known
+    assert (
+        trace([20.0] * 4, width=2, height=2, top=10) == ["⣿⣿"] * 2
+    )  # above the scale: clipped, never wrapped
     assert trace([], width=3, height=2, top=1) == ["   "] * 2
 
 

@@ -49,8 +49,13 @@ async def test_browse_adapter_refuses_every_action(fx: F.Fixture) -> None:
 
 
 async def test_a_launch_blocked_by_the_power_check_sends_nothing(fx: F.Fixture) -> None:
-    app = ConsoleApp(fx.path, clock=lambda: F.NOW, local_tz=ZoneInfo("UTC"), keys_path=fx.path.with_name("k.toml"),
-                     refresh_s=None)  # fmt: skip
+    app = ConsoleApp(
+        fx.path,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        keys_path=fx.path.with_name("k.toml"),
+        refresh_s=None,
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         await press(pilot, "3")
@@ -67,8 +72,15 @@ async def test_a_launch_blocked_by_the_power_check_sends_nothing(fx: F.Fixture) 
 
 async def test_the_live_console_supervises_and_closes_its_actions(fx: F.Fixture) -> None:
     actions = F.FixedActions()
-    app = ConsoleApp(fx.path, clock=lambda: F.NOW, local_tz=ZoneInfo("UTC"), actions=actions,
-                     keys_path=fx.path.with_name("k.toml"), refresh_s=None, supervise=True)  # fmt: skip
+    app = ConsoleApp(
+        fx.path,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        actions=actions,
+        keys_path=fx.path.with_name("k.toml"),
+        refresh_s=None,
+        supervise=True,
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert ("supervise",) in actions.calls

@@ -35,7 +35,10 @@ def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
     fx = F.build(tmp_path / "state.db")
 
     def shoot(
-        keys: Iterable[str], size: tuple[int, int] = (80, 24), read_only: bool = False, economics: bool = False
+        keys: Iterable[str],
+        size: tuple[int, int] = (80, 24),
+        read_only: bool = False,
+        economics: bool = False,
     ) -> None:
         if economics:
             F.add_economics(fx.path)

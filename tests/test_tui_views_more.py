@@ -22,9 +22,15 @@ def fx(tmp_path: Path) -> F.Fixture:
 
 
 def make_app(fx: F.Fixture, actions: F.FixedActions | None = None, read_only: bool = False) -> ConsoleApp:
-    return ConsoleApp(fx.path, read_only=read_only, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
-                      actions=actions or F.FixedActions(read_only=read_only),
-                      keys_path=fx.path.with_name("no-keys.toml"), refresh_s=None)  # fmt: skip
+    return ConsoleApp(
+        fx.path,
+        read_only=read_only,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("Europe/London"),
+        actions=actions or F.FixedActions(read_only=read_only),
+        keys_path=fx.path.with_name("no-keys.toml"),
+        refresh_s=None,
+    )
 
 
 # -- economics ---------------------------------------------------------------------------------------
@@ -38,7 +44,11 @@ async def test_economics_prices_each_configuration_and_marks_the_frontier(fx: F.
         rows = {r[0]: r for r in table_rows(app, "#economics-table")}
         assert set(rows) == {F.QWEN, F.SMALL, F.GLM_DEGEN, "qwen3.8-27b-fp8-flashinfer"}
         assert [rows[a][3] for a in (F.SMALL, F.QWEN, "qwen3.8-27b-fp8-flashinfer", F.GLM_DEGEN)] == [
-            "frontier", "frontier", "dominated", "DIAGNOSTIC-ONLY"]  # fmt: skip
+            "frontier",
+            "frontier",
+            "dominated",
+            "DIAGNOSTIC-ONLY",
+        ]
         # 2.74 $/h at 70% use is 3.91 per active hour; the API column is the stored openrouter price.
         assert rows[F.QWEN][7] == "$3.91" and rows[F.QWEN][4].endswith("openrouter-list")
         cost_70 = float(rows[F.QWEN][1].lstrip("$"))
@@ -58,8 +68,15 @@ async def test_economics_marks_borrowed_and_capped_rows_and_shows_the_quality_le
     db = tmp_path / "demo.db"
     with Store(db) as store:
         build_demo(store)
-    app = ConsoleApp(db, read_only=True, clock=lambda: F.NOW, local_tz=ZoneInfo("Europe/London"),
-                     actions=F.FixedActions(read_only=True), keys_path=tmp_path / "no-keys.toml", refresh_s=None)  # fmt: skip
+    app = ConsoleApp(
+        db,
+        read_only=True,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("Europe/London"),
+        actions=F.FixedActions(read_only=True),
+        keys_path=tmp_path / "no-keys.toml",
+        refresh_s=None,
+    )
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot)
         await press(pilot, "5")
@@ -92,7 +109,15 @@ async def test_sweep_lists_every_arm_with_its_outcome_and_the_engines_reason(fx:
         assert "#2 glm-5.3-moe-pairs on pro-a: running, 4/6 finished" in progress
         assert "now glm-5.3-flash-dp4-ep@auto+marlin for 3m12s" in progress
         rows = table_rows(app, "#sweep-table")
-        assert [r[1] for r in rows] == ["served", "REFUSED", "CRASHED", "DEGEN", "running", "pending", "served"]
+        assert [r[1] for r in rows] == [
+            "served",
+            "REFUSED",
+            "CRASHED",
+            "DEGEN",
+            "running",
+            "pending",
+            "served",
+        ]
         await press(pilot, "down")
         detail = text_of(app, "#sweep-detail")
         assert "moe_backend 'flashinfer_cutlass' is not supported for this model" in detail
@@ -116,7 +141,14 @@ def test_sweep_arm_states_follow_the_cursor(fx: F.Fixture) -> None:
         at = F.START - 450_000  # the refused pair was still starting then
         model = ReadModel(store, lambda: at)
         walk = model.sweeps()[0]
-        assert [a.state for a in walk.arms] == ["served", "running", "pending", "pending", "pending", "pending"]
+        assert [a.state for a in walk.arms] == [
+            "served",
+            "running",
+            "pending",
+            "pending",
+            "pending",
+            "pending",
+        ]
         assert walk.arms[1].reason is None and walk.arms[1].backends_accepted == ()
 
 
@@ -152,7 +184,8 @@ async def test_browse_says_where_the_log_lives_and_asks_no_box(fx: F.Fixture) ->
         app.screen.query_one("#arms-table", DataTable).move_cursor(row=names.index(F.GLM_FAILED))
         await settle(pilot)
         assert "log: on box pro-a at /root/.campaign-agent/logs/L-glm-0.log; browse is offline" in text_of(
-            app, "#arms-detail")  # fmt: skip
+            app, "#arms-detail"
+        )
         await press(pilot, "o")
         assert not [c for c in actions.calls if c[0] == "log_tail"]
         assert any("fetching a log tail is disabled" in m for m in app.messages)
@@ -174,8 +207,12 @@ async def test_live_charts_input_beside_output_and_names_the_running_bench(fx: F
 def test_a_sent_bench_command_is_the_run_in_progress(fx: F.Fixture) -> None:
     """A real bench has no row until the load generator reports; its command names the workload."""
     with Store(fx.path, clock=lambda: F.NOW - 20_000) as store:
-        store.commands.add("bench-abc", "pro-a", "bench", {"arm": F.QWEN, "workload": "router",
-                                                                "concurrency": 8, "launch_id": "L-qwen-0"})  # fmt: skip
+        store.commands.add(
+            "bench-abc",
+            "pro-a",
+            "bench",
+            {"arm": F.QWEN, "workload": "router", "concurrency": 8, "launch_id": "L-qwen-0"},
+        )
     with Store(fx.path, read_only=True) as store:
         view = ReadModel(store, lambda: F.NOW).live("pro-a", buckets=10)
         assert view is not None and view.bench is not None

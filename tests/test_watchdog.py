@@ -45,8 +45,16 @@ class Box:
 
     def new_watchdog(self) -> Watchdog:
         """A fresh Watchdog on the same home: what a restarted agent builds."""
-        return Watchdog(self.home, self.journal.append, self._stop, self._off, now_ms=self.clock,
-                        monotonic=lambda: self.mono[0], boot_id=lambda: self.boot[0], **self.kw)
+        return Watchdog(
+            self.home,
+            self.journal.append,
+            self._stop,
+            self._off,
+            now_ms=self.clock,
+            monotonic=lambda: self.mono[0],
+            boot_id=lambda: self.boot[0],
+            **self.kw,
+        )
 
     def _stop(self) -> dict[str, Any]:
         if self.fail_stop:
@@ -113,8 +121,11 @@ def test_the_console_clock_sets_the_countdown_whatever_the_box_clock_says(box: B
     box.run(3 * 3600, step=60)
     assert box.stopped == [CUTOFF_MS]
     assert box.last("firing")["detail"]["clocks"] == {
-        "trusted_ms": CUTOFF_MS, "box_clock_ms": CUTOFF_MS - HOUR_MS, "box_clock_corrected_ms": CUTOFF_MS,
-        "carried": False}
+        "trusted_ms": CUTOFF_MS,
+        "box_clock_ms": CUTOFF_MS - HOUR_MS,
+        "box_clock_corrected_ms": CUTOFF_MS,
+        "carried": False,
+    }
 
 
 def test_a_restarted_agent_keeps_its_anchor_whatever_the_box_clock_did_meanwhile(box: Box) -> None:
@@ -141,7 +152,11 @@ def test_after_a_reboot_it_counts_on_from_the_last_known_good_utc(box: Box) -> N
     box.run(3600, step=60)
     box.reboot(300)  # down five minutes, which no clock on the box can vouch for
     restored = box.journal[-1]["detail"]
-    assert restored["restored"] is True and restored["rebooted"] is True and restored["clocks"]["carried"] is True
+    assert (
+        restored["restored"] is True
+        and restored["rebooted"] is True
+        and restored["clocks"]["carried"] is True
+    )
     assert restored["clocks"]["box_clock_corrected_ms"] is None  # no offset measured in this boot: no vote
     assert box.wd.timers()[0]["remaining_s"] == 7200  # the downtime is not counted
     box.run(7200, step=60)
@@ -151,8 +166,9 @@ def test_after_a_reboot_it_counts_on_from_the_last_known_good_utc(box: Box) -> N
 
 @pytest.mark.parametrize("jump_ms", [2 * HOUR_MS, -2 * HOUR_MS], ids=["ahead", "behind"])
 @pytest.mark.parametrize("ntp_fixes_it", [False, True], ids=["stays-wrong", "corrected"])
-def test_a_box_clock_two_hours_off_after_a_reboot_never_fires_early(box: Box, jump_ms: int,
-                                                                     ntp_fixes_it: bool) -> None:
+def test_a_box_clock_two_hours_off_after_a_reboot_never_fires_early(
+    box: Box, jump_ms: int, ntp_fixes_it: bool
+) -> None:
     box.wd.arm(1, CUTOFF_MS, "stop-arms", ARMED_AT)
     box.run(3600, step=60)
     box.run(5)  # 5 s after the last checkpoint
@@ -233,9 +249,17 @@ def test_the_rule_involves_no_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_an_older_agents_state_file_is_rearmed_late_never_early(box: Box) -> None:
     """An agent replaced while a timer was armed: the old countdown ran on another clock, so the count
     restarts from the console's UTC at arming."""
-    v1 = {"timer_id": "3", "deadline_ms": CUTOFF_MS, "action": "stop-arms", "skew_ms": -120_000,
-          "armed_ms": ARMED_AT + 120_000, "boot_id": "boot-1", "mono_deadline": 15800.0, "warned": [],
-          "state": "armed"}
+    v1 = {
+        "timer_id": "3",
+        "deadline_ms": CUTOFF_MS,
+        "action": "stop-arms",
+        "skew_ms": -120_000,
+        "armed_ms": ARMED_AT + 120_000,
+        "boot_id": "boot-1",
+        "mono_deadline": 15800.0,
+        "warned": [],
+        "state": "armed",
+    }
     (box.home / STATE_FILE).write_text(json.dumps({"version": 1, "timers": {"3": v1}}))
     box.advance(600)
     box.wd.restore()
@@ -294,8 +318,12 @@ def test_early_fire_guard_refuses_and_logs_now_deadline_remaining_tz(box: Box) -
     d = refused["detail"]
     assert d["now_ms"] == CUTOFF_MS - HOUR_MS and d["deadline_ms"] == CUTOFF_MS and d["remaining_s"] == 3600
     assert d["tz"].startswith(f"TZ={os.environ['TZ']} ")
-    assert d["clocks"] == {"trusted_ms": CUTOFF_MS, "box_clock_ms": CUTOFF_MS - HOUR_MS,
-                           "box_clock_corrected_ms": CUTOFF_MS - HOUR_MS, "carried": False}
+    assert d["clocks"] == {
+        "trusted_ms": CUTOFF_MS,
+        "box_clock_ms": CUTOFF_MS - HOUR_MS,
+        "box_clock_corrected_ms": CUTOFF_MS - HOUR_MS,
+        "carried": False,
+    }
     box.run(59)
     assert box.states().count("refused-early") == 1, "a standing refusal is journaled once a minute"
     box.run(3600)
@@ -363,8 +391,12 @@ def test_a_damaged_state_file_fails_loudly(box: Box) -> None:
         box.wd.restore()
     timer = {"timer_id": "1", "deadline_ms": CUTOFF_MS, "action": "stop-arms"}
     anchor = {"boot_id": "b", "mono_ms": 0, "utc_ms": ARMED_AT, "skew_ms": None}
-    for damaged in ({"anchor": {"boot_id": "b"}}, {"anchor": anchor | {"utc_ms": "01:27"}},
-                    {"anchor": None, "timers": {"1": timer}}, {"anchor": anchor, "timers": {"1": timer | {"state": "?"}}}):
+    for damaged in (
+        {"anchor": {"boot_id": "b"}},
+        {"anchor": anchor | {"utc_ms": "01:27"}},
+        {"anchor": None, "timers": {"1": timer}},
+        {"anchor": anchor, "timers": {"1": timer | {"state": "?"}}},
+    ):
         (box.home / STATE_FILE).write_text(json.dumps({"version": 2, "timers": {}} | damaged))
         with pytest.raises(RuntimeError, match="cannot read watchdog state"):
             box.wd.restore()
@@ -402,8 +434,12 @@ while True:
 
 def _host(home: Path, arm_pid: int, *args: str) -> subprocess.Popen[str]:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-c", HOST, str(home), str(arm_pid), *args], env=env,
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(home), str(arm_pid), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     return p
 
@@ -438,8 +474,9 @@ def test_a_killed_and_restarted_watchdog_process_stops_the_arm_on_time(tmp_path:
                 p.wait(5)
 
 
-def test_a_journal_that_cannot_be_written_never_stops_the_stop(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_journal_that_cannot_be_written_never_stops_the_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """On a full disk the journal write fails; the watchdog's record of firing goes to the agent's log and the
     action it records still happens (the daemon's journal callback never raises into the watchdog)."""
     import sqlite3

@@ -44,8 +44,14 @@ class Installed:
 
     def run(self, *argv: str) -> str:
         """``campaign ARGV`` from the venv, in the work folder; its stdout, after asserting it succeeded."""
-        done = subprocess.run([str(self.venv / "bin" / "campaign"), *argv], cwd=self.workdir, env=self.env,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [str(self.venv / "bin" / "campaign"), *argv],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"campaign {' '.join(argv)}: exit {done.returncode}\n{done.stderr}"
         return done.stdout
 
@@ -55,8 +61,13 @@ def _source_copy(dest: Path) -> Path:
 
     The build writes ``build/`` and ``*.egg-info`` next to its sources; a copy keeps them out of the checkout.
     """
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True, timeout=60).stdout  # fmt: skip
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
     for name in filter(None, listed.decode().split("\0")):
         source = ROOT / name
         if source.is_file():  # a file deleted but not yet committed is still listed
@@ -88,7 +99,9 @@ def _dependency_dirs(requires: list[str]) -> list[Path]:
         try:
             dist = metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
-            pytest.fail(f"{req} is not installed here; install the test environment first: pip install -e '.[test]'")
+            pytest.fail(
+                f"{req} is not installed here; install the test environment first: pip install -e '.[test]'"
+            )
         assert req.specifier.contains(dist.version, prereleases=True), f"{req}: {dist.version} is installed"
         dirs[Path(str(dist.locate_file(""))).resolve()] = None
         todo += [(Requirement(line), e) for line in dist.requires or [] for e in ("", *sorted(req.extras))]
@@ -100,19 +113,53 @@ def _dependency_dirs(requires: list[str]) -> list[Path]:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
     source = _source_copy(base / "src")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-index", "--no-deps", "--no-build-isolation", "-w",
-                    str(base / "dist"), str(source)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(base / "dist"),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = (base / "dist").glob("campaign_console-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     dirs = _dependency_dirs(_requires(wheel))
     (Path(site) / "_campaign_test_dependencies.pth").write_text("".join(f"{d}\n" for d in dirs))
     # This environment's pip installs into the venv (--python): the venv itself has none.
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-index",
-                    "--no-deps", str(wheel)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     workdir, home = base / "elsewhere", base / "home"
     workdir.mkdir()
     home.mkdir()
@@ -131,8 +178,15 @@ print(json.dumps({"modules": [m.__file__ for m in (agents, console, ops, recipes
 
 
 def test_the_commands_import_the_wheels_copy_not_the_checkout(installed: Installed) -> None:
-    done = subprocess.run([str(installed.venv / "bin" / "python"), "-c", PROBE], cwd=installed.workdir,
-                          env=installed.env, capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [str(installed.venv / "bin" / "python"), "-c", PROBE],
+        cwd=installed.workdir,
+        env=installed.env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     found = json.loads(done.stdout)
     site = installed.venv / "lib"
     for file in found["modules"]:

@@ -45,14 +45,23 @@ def journaled_kinds() -> set[str]:
     kinds = set()
     for call in _calls("agents"):
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "append" and isinstance(func.value, ast.Attribute) \
-                and func.value.attr == "journal" and _first_text(call):  # fmt: skip
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "append"
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "journal"
+            and _first_text(call)
+        ):
             kinds.add(str(_first_text(call)))
     for path in (ROOT / "agents").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
-                    if isinstance(key, ast.Constant) and key.value == "kind" and isinstance(value, ast.Constant):
+                    if (
+                        isinstance(key, ast.Constant)
+                        and key.value == "kind"
+                        and isinstance(value, ast.Constant)
+                    ):
                         kinds.add(str(value.value))
     kinds |= {f"{op}_result" for op in ("bench", "tripwire", "kldiff")}  # agents/jobs.py: f"{job.op}_result"
     kinds.add("launch_state")  # agents/supervisor.py journals it beside the launches row, by keyword
@@ -63,14 +72,24 @@ def sent_ops() -> set[str]:
     """Every op the console sends: ``link.command("op", ...)`` and ``channel.call("op", ...)``."""
     ops = set()
     for call in _calls("console"):
-        if isinstance(call.func, ast.Attribute) and call.func.attr in ("command", "call") and _first_text(call):
+        if (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("command", "call")
+            and _first_text(call)
+        ):
             ops.add(str(_first_text(call)))
     return ops
 
 
 def test_every_event_kind_the_agent_journals_is_declared() -> None:
     kinds = journaled_kinds()
-    assert {"gpu_sample", "deadline", "bench_result", "command_done", "warning"} <= kinds  # the scan finds them
+    assert {
+        "gpu_sample",
+        "deadline",
+        "bench_result",
+        "command_done",
+        "warning",
+    } <= kinds  # the scan finds them
     assert kinds <= set(protocol.EVENTS), f"journaled but not declared: {kinds - set(protocol.EVENTS)}"
     assert set(protocol.EVENTS) <= kinds, f"declared but never journaled: {set(protocol.EVENTS) - kinds}"
 
@@ -89,7 +108,10 @@ def test_no_other_module_keeps_a_copy_of_the_fields() -> None:
     for path in [*(ROOT / "console").rglob("*.py"), *(ROOT / "agents").rglob("*.py")]:
         if path.name != "protocol.py":
             text = path.read_text()
-            assert '"enforced_limit_w", "max_limit_w"' not in text and '"prompt_tok_per_s", "running"' not in text, path
+            assert (
+                '"enforced_limit_w", "max_limit_w"' not in text
+                and '"prompt_tok_per_s", "running"' not in text
+            ), path
 
 
 def test_the_agents_own_answers_keep_the_contract(tmp_path: Path) -> None:
@@ -97,12 +119,19 @@ def test_the_agents_own_answers_keep_the_contract(tmp_path: Path) -> None:
     agent = Agent(tmp_path, gpu_source="none")
     agent.journal.append("warning", where="test", message="m")
     try:
-        for op, args in (("hello", {"consumer": "c1", "label": "test"}), ("events", {"after": 0, "limit": 10,
-                         "consumer": "c1"}), ("ack", {"seq": 1, "consumer": "c1"}), ("launches", {}),
-                         ("detach", {"consumer": "c1"})):  # fmt: skip
+        for op, args in (
+            ("hello", {"consumer": "c1", "label": "test"}),
+            ("events", {"after": 0, "limit": 10, "consumer": "c1"}),
+            ("ack", {"seq": 1, "consumer": "c1"}),
+            ("launches", {}),
+            ("detach", {"consumer": "c1"}),
+        ):
             reply = agent.handle_line(protocol.encode({"id": f"t-{op}", "op": op, "args": args}))
             assert reply["ok"], reply
-            assert protocol.check(reply["result"], protocol.OPS[op].result, "result") is None, (op, reply["result"])
+            assert protocol.check(reply["result"], protocol.OPS[op].result, "result") is None, (
+                op,
+                reply["result"],
+            )
             if op == "events":
                 assert all(protocol.event_problem(e) is None for e in reply["result"]["events"])
     finally:
@@ -113,7 +142,11 @@ def test_the_daemon_refuses_arguments_outside_the_contract_before_running_anythi
     agent = Agent(tmp_path, gpu_source="none")
     try:
         for op, args, why in (
-            ("launch", {"launch_id": "L1", "argv": ["x"], "port": 8000, "ready_timeout_s": 1e308 * 10}, "finite"),
+            (
+                "launch",
+                {"launch_id": "L1", "argv": ["x"], "port": 8000, "ready_timeout_s": 1e308 * 10},
+                "finite",
+            ),
             ("bench", {"bench_id": "b", "concurrency": 2**64}, "64 bits"),
             ("events", {"after": "0"}, "not an integer"),
             ("kill", {}, "has no launch_id"),
@@ -135,7 +168,10 @@ _numbers = st.one_of(
 )
 _scalars = st.one_of(st.none(), st.booleans(), _numbers, st.text(), st.sampled_from(["\ud800", "a\udfffb"]))
 _json = st.recursive(
-    _scalars, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=30,
 )
 
@@ -153,10 +189,31 @@ def _event(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
 
 _kinds = st.sampled_from([*protocol.EVENTS, "from_a_newer_agent"])
 _fields_of_kind = st.dictionaries(
-    st.sampled_from(["gpus", "launch_id", "state", "result", "bench_id", "seed", "power_w", "ok", "command_id",
-                     "message", "where", "probe", "line", "category", "released", "timer_id", "pid", "gpu"]),
-    _json, max_size=6,
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "gpus",
+            "launch_id",
+            "state",
+            "result",
+            "bench_id",
+            "seed",
+            "power_w",
+            "ok",
+            "command_id",
+            "message",
+            "where",
+            "probe",
+            "line",
+            "category",
+            "released",
+            "timer_id",
+            "pid",
+            "gpu",
+        ]
+    ),
+    _json,
+    max_size=6,
+)
 
 
 @given(st.binary(max_size=300))
@@ -175,7 +232,9 @@ def test_decoding_json_nested_beyond_python_is_a_protocol_error() -> None:
 
 
 @given(_kinds, _fields_of_kind)
-def test_event_problem_never_raises_and_a_valid_event_can_be_stored(kind: str, fields: dict[str, Any]) -> None:
+def test_event_problem_never_raises_and_a_valid_event_can_be_stored(
+    kind: str, fields: dict[str, Any]
+) -> None:
     event = {"seq": 1, **_event(kind, fields)}
     why = protocol.event_problem(event)
     if why is None:  # what the contract lets through, SQLite and JSON can carry
@@ -198,10 +257,17 @@ def test_rows_the_agent_cannot_decode_go_as_stubs_and_the_rows_after_them_still_
     try:
         journal.append("warning", where="test", message="before")
         with sqlite3.connect(tmp_path / "journal.db") as raw:
-            raw.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, 'warning', CAST(? AS TEXT))",
-                        (T0, b'{"message": "caf\xe9 \xff"}'))  # fmt: skip
-            raw.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, CAST(? AS TEXT), '{}')", (T0, b"\xfe\xfd"))
-            raw.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, 'warning', ?)", (T0, json.dumps({"x": _deep(900)})))
+            raw.execute(
+                "INSERT INTO events (t_ms, kind, body) VALUES (?, 'warning', CAST(? AS TEXT))",
+                (T0, b'{"message": "caf\xe9 \xff"}'),
+            )
+            raw.execute(
+                "INSERT INTO events (t_ms, kind, body) VALUES (?, CAST(? AS TEXT), '{}')", (T0, b"\xfe\xfd")
+            )
+            raw.execute(
+                "INSERT INTO events (t_ms, kind, body) VALUES (?, 'warning', ?)",
+                (T0, json.dumps({"x": _deep(900)})),
+            )
         journal.append("warning", where="test", message="after")
         events = journal.events_after(0, 100)
     finally:
@@ -234,7 +300,10 @@ def test_ingest_of_arbitrary_events_loses_nothing_and_quarantines_with_a_reason(
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
-        ({"bench_id": "B1", "launch_id": "L1", "result": {"seed": 99999999999999999999}}, "outside SQLite's 64 bits"),
+        (
+            {"bench_id": "B1", "launch_id": "L1", "result": {"seed": 99999999999999999999}},
+            "outside SQLite's 64 bits",
+        ),
         ({"bench_id": "B1", "launch_id": "L1", "result": {"throughput": math.inf}}, "not a finite number"),
         ({"bench_id": "B1", "launch_id": "L1", "result": _deep(40)}, "not an object"),
         ({"bench_id": "B1", "launch_id": "L1", "result": {"x": _deep(40)}}, "nests deeper than 32"),
@@ -243,9 +312,14 @@ def test_ingest_of_arbitrary_events_loses_nothing_and_quarantines_with_a_reason(
         ({"launch_id": "L1", "result": {}}, "has no bench_id"),
     ],
 )
-def test_a_hostile_bench_result_is_quarantined_with_its_reason(fields: dict[str, Any], reason: str, tmp_path: Path) -> None:
+def test_a_hostile_bench_result_is_quarantined_with_its_reason(
+    fields: dict[str, Any], reason: str, tmp_path: Path
+) -> None:
     with Store(tmp_path / "state.db", clock=lambda: T0) as store:
         store.boxes.add(Box(name="b1", ssh_user="root", host="127.0.0.1", port=22))
-        events = [{"seq": 1, **_event("bench_result", fields)}, {"seq": 2, **_event("warning", {"message": "after"})}]
+        events = [
+            {"seq": 1, **_event("bench_result", fields)},
+            {"seq": 2, **_event("warning", {"message": "after"})},
+        ]
         report = store.ingest.batch("b1", events)
         assert report.cursor == 2 and reason in report.quarantined[1] and report.inserted == 1

@@ -34,16 +34,28 @@ def parser() -> argparse.ArgumentParser:
         description="Logit-level divergence of two servers: identical token contexts scored by both, top-k "
         "log-probabilities per position, top-1 agreement and KL(a||b). Read it against a control pair.",
     )
-    p.add_argument("--a", required=True, metavar="URL", help="the reference server's base URL (with or without /v1)")
+    p.add_argument(
+        "--a", required=True, metavar="URL", help="the reference server's base URL (with or without /v1)"
+    )
     p.add_argument("--b", required=True, metavar="URL", help="the compared server's base URL")
     p.add_argument("--model", required=True, help="the model name server a serves (and b, unless --model-b)")
     p.add_argument("--model-b", help="the model name server b serves, when it differs")
-    p.add_argument("--contexts", metavar="FILE", help="JSON list of contexts (docs/kldiff.md); default: built in")
+    p.add_argument(
+        "--contexts", metavar="FILE", help="JSON list of contexts (docs/kldiff.md); default: built in"
+    )
     p.add_argument("--contexts-json", metavar="JSON", help="the same list inline (what the agent is given)")
-    p.add_argument("--positions", type=int, metavar="N", help="compare a seeded sample of N positions (default: all)")
-    p.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, help=f"log-probabilities per position (default "
-                   f"{DEFAULT_TOP_K})")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="which positions a --positions sample keeps (default 0)")
+    p.add_argument(
+        "--positions", type=int, metavar="N", help="compare a seeded sample of N positions (default: all)"
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=DEFAULT_TOP_K,
+        help=f"log-probabilities per position (default {DEFAULT_TOP_K})",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="which positions a --positions sample keeps (default 0)"
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY")
     p.add_argument("--json", action="store_true", help="print one JSON object (and nothing else) on stdout")
@@ -58,7 +70,10 @@ def _tokenized(a: Side, b: Side, contexts: list[Context]) -> list[tuple[list[int
         ids_a, start = a.tokenize(context)
         ids_b, _ = b.tokenize(context)
         if ids_a != ids_b:
-            at = next((j for j, (x, y) in enumerate(zip(ids_a, ids_b, strict=False)) if x != y), min(len(ids_a), len(ids_b)))
+            at = next(
+                (j for j, (x, y) in enumerate(zip(ids_a, ids_b, strict=False)) if x != y),
+                min(len(ids_a), len(ids_b)),
+            )
             raise TokenizerMismatch(
                 f"the servers tokenize context {i} differently ({len(ids_a)} ids on a, {len(ids_b)} on b, first "
                 f"difference at token {at}): their tokenizers differ, and next-token distributions over different "
@@ -100,15 +115,26 @@ def measure(args: argparse.Namespace, say: Any) -> dict[str, Any]:
         for c, j in chosen
     ]
     summary = summarize(positions)
-    say(f"kldiff: {summary.positions} positions, top-1 agreement {summary.top1_agreement:.4f}, "
-        f"mean KL {summary.mean_kl:.5f}")  # fmt: skip
+    say(
+        f"kldiff: {summary.positions} positions, top-1 agreement {summary.top1_agreement:.4f}, "
+        f"mean KL {summary.mean_kl:.5f}"
+    )
     return {
-        "a": a.url, "b": b.url, "model": a.model, "model_b": b.model, "contexts": len(contexts),
-        "positions_available": len(candidates), **asdict(summary), "top_k": args.top_k,
-        "seed": args.seed, "kl_direction": "KL(a||b), nats", "missing_token_method": MISSING_TOKEN_METHOD,
+        "a": a.url,
+        "b": b.url,
+        "model": a.model,
+        "model_b": b.model,
+        "contexts": len(contexts),
+        "positions_available": len(candidates),
+        **asdict(summary),
+        "top_k": args.top_k,
+        "seed": args.seed,
+        "kl_direction": "KL(a||b), nats",
+        "missing_token_method": MISSING_TOKEN_METHOD,
         "tokenizer_check": f"{len(contexts)} contexts, identical token ids on both servers",
-        "t_ms": int(started * 1000), "duration_s": round(time.time() - started, 3),
-    }  # fmt: skip
+        "t_ms": int(started * 1000),
+        "duration_s": round(time.time() - started, 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         out = measure(args, say)
-    except (ContextError, ServerError, TokenizerMismatch) as exc:  # one line, and the JSON result the agent reads
+    except (
+        ContextError,
+        ServerError,
+        TokenizerMismatch,
+    ) as exc:  # one line, and the JSON result the agent reads
         print(f"kldiff: {exc}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": str(exc)}))
@@ -128,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{out['positions']} positions: top-1 agreement {out['top1_agreement']:.4f}, top-5 overlap "
-              f"{out['top5_overlap']:.4f}, mean KL {out['mean_kl']:.5f} (p50 {out['p50_kl']:.5f}, p99 "
-              f"{out['p99_kl']:.5f}); read it against a control pair")  # fmt: skip
+        print(
+            f"{out['positions']} positions: top-1 agreement {out['top1_agreement']:.4f}, top-5 overlap "
+            f"{out['top5_overlap']:.4f}, mean KL {out['mean_kl']:.5f} (p50 {out['p50_kl']:.5f}, p99 "
+            f"{out['p99_kl']:.5f}); read it against a control pair"
+        )
     return 0

@@ -63,7 +63,9 @@ class Side:
         """Clients for the server at ``url`` (no retries: a failed request is a fact to report, not to hide)."""
         openai = _openai()
         base = root_url(url)
-        api = openai.OpenAI(base_url=base + "/v1", api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0)
+        api = openai.OpenAI(
+            base_url=base + "/v1", api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0
+        )
         return cls(base, model, api, api.with_options(base_url=base + "/"))
 
     def _call(self, what: str, request: Any) -> Any:
@@ -71,7 +73,9 @@ class Side:
         try:
             return request()
         except openai.APIStatusError as exc:
-            raise ServerError(f"{self.url} {what}: HTTP {exc.status_code}: {exc.response.text[:300]}") from exc
+            raise ServerError(
+                f"{self.url} {what}: HTTP {exc.status_code}: {exc.response.text[:300]}"
+            ) from exc
         except openai.APIError as exc:
             raise ServerError(f"{self.url} {what}: {type(exc).__name__}: {exc}") from exc
 
@@ -83,8 +87,10 @@ class Side:
             raise ServerError(f"{self.url} does not serve model {self.model!r}; it serves {names}")
 
     def _tokenize(self, body: dict[str, Any]) -> list[int]:
-        answer = self._call("/tokenize", lambda: self.root.post("/tokenize", body={"model": self.model, **body},
-                                                                cast_to=object))  # fmt: skip
+        answer = self._call(
+            "/tokenize",
+            lambda: self.root.post("/tokenize", body={"model": self.model, **body}, cast_to=object),
+        )
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise ServerError(f"{self.url} /tokenize answered without a token list: {str(answer)[:200]}")
@@ -99,14 +105,23 @@ class Side:
         rest = self._tokenize({"prompt": context.continuation, "add_special_tokens": False})
         return ids + rest, max(1, len(ids))
 
-    def score(self, prompts: Sequence[list[int]], top_k: int) -> list[list[dict[int, tuple[float, int | None]]]]:
+    def score(
+        self, prompts: Sequence[list[int]], top_k: int
+    ) -> list[list[dict[int, tuple[float, int | None]]]]:
         """Per prompt, per position from the second on: ``{token id: (logprob, rank)}``."""
         out: list[list[dict[int, tuple[float, int | None]]]] = []
         for start in range(0, len(prompts), BATCH):
-            batch = [list(p) for p in prompts[start:start + BATCH]]
-            response = self._call("/v1/completions", lambda batch=batch: self.api.completions.create(
-                model=self.model, prompt=batch, max_tokens=1, temperature=0.0,
-                extra_body={"prompt_logprobs": top_k}))  # fmt: skip
+            batch = [list(p) for p in prompts[start : start + BATCH]]
+            response = self._call(
+                "/v1/completions",
+                lambda batch=batch: self.api.completions.create(
+                    model=self.model,
+                    prompt=batch,
+                    max_tokens=1,
+                    temperature=0.0,
+                    extra_body={"prompt_logprobs": top_k},
+                ),
+            )
             choices = sorted(response.choices, key=lambda c: c.index)
             if len(choices) != len(batch):
                 raise ServerError(f"{self.url} answered {len(choices)} choices for {len(batch)} prompts")
@@ -117,8 +132,10 @@ class Side:
     def _positions(self, choice: Any, length: int) -> list[dict[int, tuple[float, int | None]]]:
         listed = getattr(choice, "prompt_logprobs", None)
         if not isinstance(listed, list) or len(listed) != length:
-            raise ServerError(f"{self.url} returned no prompt_logprobs for a {length}-token prompt; this tool needs "
-                              "vLLM's prompt_logprobs extra (an OpenAI-compatible server without it cannot be compared)")
+            raise ServerError(
+                f"{self.url} returned no prompt_logprobs for a {length}-token prompt; this tool needs "
+                "vLLM's prompt_logprobs extra (an OpenAI-compatible server without it cannot be compared)"
+            )
         positions = []
         for entry in listed[1:]:
             if not isinstance(entry, dict) or not entry:

@@ -38,7 +38,12 @@ class Context:
 
 def default_contexts() -> list[Context]:
     return [
-        Context(messages=({"role": "user", "content": item.prompt}, {"role": "assistant", "content": item.expect[0]}))
+        Context(
+            messages=(
+                {"role": "user", "content": item.prompt},
+                {"role": "assistant", "content": item.expect[0]},
+            )
+        )
         for item in ITEMS
     ]
 
@@ -54,7 +59,9 @@ def parse(value: Any, where: str) -> list[Context]:
         if isinstance(entry, str):
             entry = {"prompt": entry}
         if not isinstance(entry, dict) or ("prompt" in entry) == ("messages" in entry):
-            raise ContextError(f"{at}: give a string, or an object with exactly one of 'prompt' and 'messages'")
+            raise ContextError(
+                f"{at}: give a string, or an object with exactly one of 'prompt' and 'messages'"
+            )
         continuation = entry.get("continuation")
         if continuation is not None and (not isinstance(continuation, str) or not continuation):
             raise ContextError(f"{at}: 'continuation' must be a non-empty string")
@@ -64,9 +71,13 @@ def parse(value: Any, where: str) -> list[Context]:
             out.append(Context(prompt=entry["prompt"], continuation=continuation))
             continue
         messages = entry["messages"]
-        if not isinstance(messages, list) or not messages or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in messages
+        if (
+            not isinstance(messages, list)
+            or not messages
+            or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages
+            )
         ):
             raise ContextError(f"{at}: 'messages' must be a non-empty list of {{role, content}} strings")
         out.append(Context(messages=tuple(messages), continuation=continuation))

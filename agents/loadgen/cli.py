@@ -25,32 +25,61 @@ def parser() -> argparse.ArgumentParser:
         description="Closed-loop streaming load at fixed concurrency against an OpenAI-compatible "
         "/v1/completions server (vLLM), with exact token lengths and vLLM's metric definitions.",
     )
-    p.add_argument("--base-url", required=True, action="append", metavar="URL",
-                   help="e.g. http://127.0.0.1:8100; repeat it for every replica of a node: the streams are "
-                   "assigned round-robin to the URLs and the result carries each URL's share (per_url)")
+    p.add_argument(
+        "--base-url",
+        required=True,
+        action="append",
+        metavar="URL",
+        help="e.g. http://127.0.0.1:8100; repeat it for every replica of a node: the streams are "
+        "assigned round-robin to the URLs and the result carries each URL's share (per_url)",
+    )
     p.add_argument("--model", required=True, help="served model name")
-    p.add_argument("--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)")
+    p.add_argument(
+        "--tokenizer", metavar="DIR", help="model/tokenizer directory (vocabulary and special ids)"
+    )
     p.add_argument("--vocab-size", type=int, help="use ids below N when no tokenizer directory is at hand")
-    p.add_argument("--shape", help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it, and "
-                   "with explicit lengths any name is accepted as the run's label (a recipe's own shape)")
+    p.add_argument(
+        "--shape",
+        help=f"built-in shape ({', '.join(SHAPES)}); explicit lengths override it, and "
+        "with explicit lengths any name is accepted as the run's label (a recipe's own shape)",
+    )
     p.add_argument("--input-len", type=int, help="unique prompt tokens per request, after the shared prefix")
     p.add_argument("--output-len", type=int, help="generated tokens per request")
     p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
     p.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
-    p.add_argument("--prompts", type=int, help=f"measured requests (default {PROMPTS_PER_STREAM} x concurrency)")
+    p.add_argument(
+        "--prompts", type=int, help=f"measured requests (default {PROMPTS_PER_STREAM} x concurrency)"
+    )
     p.add_argument("--warmup", type=int, help="requests sent and drained before timing (default min(C, 16))")
     p.add_argument("--seed", type=int, help="prompt seed (default: random, recorded in the output)")
-    p.add_argument("--processes", type=int, help=f"worker processes (default: one per {STREAMS_PER_PROCESS} streams)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed")
-    p.add_argument("--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)")
-    p.add_argument("--samples", type=Path, metavar="FILE",
-                   help="append one JSON line a second to FILE while the run goes: requests and tokens so far, rates")
-    p.add_argument("--no-exact-output", action="store_true",
-                   help="do not send ignore_eos (the model may stop early)")
-    p.add_argument("--mem-budget-bytes", type=int, metavar="N",
-                   help=f"refuse a run whose estimated memory exceeds N bytes, and cap the run's memory there "
-                   f"(default {memory.MEMORY_SHARE:.0%} of MemAvailable)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token")
+    p.add_argument(
+        "--processes", type=int, help=f"worker processes (default: one per {STREAMS_PER_PROCESS} streams)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed"
+    )
+    p.add_argument(
+        "--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)"
+    )
+    p.add_argument(
+        "--samples",
+        type=Path,
+        metavar="FILE",
+        help="append one JSON line a second to FILE while the run goes: requests and tokens so far, rates",
+    )
+    p.add_argument(
+        "--no-exact-output", action="store_true", help="do not send ignore_eos (the model may stop early)"
+    )
+    p.add_argument(
+        "--mem-budget-bytes",
+        type=int,
+        metavar="N",
+        help=f"refuse a run whose estimated memory exceeds N bytes, and cap the run's memory there "
+        f"(default {memory.MEMORY_SHARE:.0%} of MemAvailable)",
+    )
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -59,7 +88,9 @@ def parser() -> argparse.ArgumentParser:
 def config(args: argparse.Namespace) -> RunConfig:
     shape = SHAPES.get(args.shape) if args.shape else None
     if args.shape and shape is None and (args.input_len is None or args.output_len is None):
-        raise ValueError(f"--shape {args.shape!r} is not built in ({', '.join(SHAPES)}); give --input-len/--output-len")
+        raise ValueError(
+            f"--shape {args.shape!r} is not built in ({', '.join(SHAPES)}); give --input-len/--output-len"
+        )
     input_len = args.input_len if args.input_len is not None else shape.input_len if shape else None
     output_len = args.output_len if args.output_len is not None else shape.output_len if shape else None
     if input_len is None or output_len is None:
@@ -74,13 +105,24 @@ def config(args: argparse.Namespace) -> RunConfig:
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
     return RunConfig(
-        base_urls=tuple(url.rstrip("/") for url in args.base_url), model=args.model, shape=args.shape or "custom",
-        input_len=input_len, output_len=output_len, prefix_len=prefix_len, concurrency=args.concurrency,
-        prompts=prompts, seed=seed, processes=processes,
+        base_urls=tuple(url.rstrip("/") for url in args.base_url),
+        model=args.model,
+        shape=args.shape or "custom",
+        input_len=input_len,
+        output_len=output_len,
+        prefix_len=prefix_len,
+        concurrency=args.concurrency,
+        prompts=prompts,
+        seed=seed,
+        processes=processes,
         warmup=args.warmup if args.warmup is not None else min(args.concurrency, 16),
-        timeout_s=args.timeout, records_path=records.resolve(), exact_output=not args.no_exact_output,
-        api_key=os.environ.get(args.api_key_env) or None, progress=not args.quiet,
-        samples_path=args.samples, mem_budget_bytes=budget(args)[0],
+        timeout_s=args.timeout,
+        records_path=records.resolve(),
+        exact_output=not args.no_exact_output,
+        api_key=os.environ.get(args.api_key_env) or None,
+        progress=not args.quiet,
+        samples_path=args.samples,
+        mem_budget_bytes=budget(args)[0],
     )
 
 
@@ -94,12 +136,16 @@ def budget(args: argparse.Namespace) -> tuple[int, str]:
     if info is None:
         return memory.FALLBACK_BUDGET_BYTES, "no MemAvailable in /proc/meminfo here: the fallback ceiling"
     available = info["available_bytes"]
-    return memory.budget_of(available), (f"{memory.MEMORY_SHARE:.0%} of this box's MemAvailable of "
-                                         f"{memory.size(available)}; --mem-budget-bytes N overrides")
+    return memory.budget_of(available), (
+        f"{memory.MEMORY_SHARE:.0%} of this box's MemAvailable of "
+        f"{memory.size(available)}; --mem-budget-bytes N overrides"
+    )
 
 
 def load_of(cfg: RunConfig) -> memory.Load:
-    return memory.Load(cfg.concurrency, cfg.prompts, cfg.prefix_len + cfg.input_len, cfg.output_len, cfg.processes)
+    return memory.Load(
+        cfg.concurrency, cfg.prompts, cfg.prefix_len + cfg.input_len, cfg.output_len, cfg.processes
+    )
 
 
 def check_memory(cfg: RunConfig, args: argparse.Namespace) -> None:
@@ -117,17 +163,26 @@ def table(out: dict[str, Any]) -> str:
     rows = [f"{'':18}{'full run':>12}{'steady':>12}"]
     for key in metrics.RATE_KEYS + metrics.LATENCY_KEYS:
         cells = [out.get(key), steady.get(key)]
-        rows.append(f"{key:18}" + "".join(f"{c:>12.1f}" if isinstance(c, (int, float)) else f"{'-':>12}" for c in cells))
+        rows.append(
+            f"{key:18}"
+            + "".join(f"{c:>12.1f}" if isinstance(c, (int, float)) else f"{'-':>12}" for c in cells)
+        )
     flag = "  CLIENT-BOUND: these numbers are the client's ceiling" if out["client_bound"] else ""
-    return "\n".join([
-        f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
-        f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
-        *rows,
-        *(f"  {u['base_url']}: {u['streams']} streams, {u['requests']} requests ({u['failed']} failed), "
-          f"out {u['out_tok_per_s'] or 0:.1f} tok/s" for u in out["per_url"] if len(out["per_url"]) > 1),
-        f"client: busiest worker {out['client_cpu']:.0%} of a core, {out['client']['processes']} process(es){flag}",
-        f"records: {out['records_path']}",
-    ])
+    return "\n".join(
+        [
+            f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
+            f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
+            *rows,
+            *(
+                f"  {u['base_url']}: {u['streams']} streams, {u['requests']} requests ({u['failed']} failed), "
+                f"out {u['out_tok_per_s'] or 0:.1f} tok/s"
+                for u in out["per_url"]
+                if len(out["per_url"]) > 1
+            ),
+            f"client: busiest worker {out['client_cpu']:.0%} of a core, {out['client']['processes']} process(es){flag}",
+            f"records: {out['records_path']}",
+        ]
+    )
 
 
 def fail(message: str, as_json: bool, code: int = 2) -> int:
@@ -155,14 +210,20 @@ def main(argv: list[str] | None = None) -> int:
             results, wall0, perf0 = execute(cfg, plan)
             out = result(cfg, results, wall0, perf0)
     except MemoryError:
-        return fail(f"ran out of memory at its cap of {memory.size(cap or 0)} (RLIMIT_DATA: its use at start plus "
-                    f"the budget of {memory.size(cfg.mem_budget_bytes)}), more than the estimate of "
-                    f"{memory.size(memory.estimate_bytes(load_of(cfg)))}; lower --concurrency or --prompts", args.json, 1)
+        return fail(
+            f"ran out of memory at its cap of {memory.size(cap or 0)} (RLIMIT_DATA: its use at start plus "
+            f"the budget of {memory.size(cfg.mem_budget_bytes)}), more than the estimate of "
+            f"{memory.size(memory.estimate_bytes(load_of(cfg)))}; lower --concurrency or --prompts",
+            args.json,
+            1,
+        )
     except RuntimeError as exc:  # a worker process died: nothing measured can be trusted
         return fail(str(exc), args.json, 1)
     out["memory"] = {
-        "budget_bytes": cfg.mem_budget_bytes, "estimate_bytes": memory.estimate_bytes(load_of(cfg)),
-        "per_request_bytes": memory.per_request_bytes(load_of(cfg)), "cap_bytes": cap,
+        "budget_bytes": cfg.mem_budget_bytes,
+        "estimate_bytes": memory.estimate_bytes(load_of(cfg)),
+        "per_request_bytes": memory.per_request_bytes(load_of(cfg)),
+        "cap_bytes": cap,
     }
     out["vocab_source"] = vocab.source
     print(json.dumps(out, allow_nan=False) if args.json else table(out))

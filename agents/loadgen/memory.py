@@ -128,6 +128,7 @@ def largest_fitting(budget_bytes: int, load: Load, prompts_per_stream: int | Non
     """The largest concurrency whose run fits ``budget_bytes`` (0: none does), searched over the same run
     at other concurrencies; ``prompts_per_stream`` None keeps the run's prompts fixed, ``cores`` None its
     worker count (an explicit --processes)."""
+
     def fits(c: int) -> bool:
         return estimate_bytes(load.with_concurrency(c, prompts_per_stream, cores)) <= budget_bytes
 
@@ -156,8 +157,14 @@ def size(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def refusal(load: Load, budget_bytes: int, budget_source: str, prompts_per_stream: int | None, cores: int | None,
-            concurrency_flag: str = "--concurrency") -> str | None:  # fmt: skip
+def refusal(
+    load: Load,
+    budget_bytes: int,
+    budget_source: str,
+    prompts_per_stream: int | None,
+    cores: int | None,
+    concurrency_flag: str = "--concurrency",
+) -> str | None:
     """None when the run fits the budget, else one line: what it needs, the budget and where it comes from,
     the bytes per in-flight request, and the largest concurrency that fits (or that none does)."""
     need = estimate_bytes(load)
@@ -170,12 +177,17 @@ def refusal(load: Load, budget_bytes: int, budget_source: str, prompts_per_strea
         if prompts_per_stream is None:
             advice += " or the prompts"
     else:
-        advice = ("no concurrency fits: lower the prompts or the shape's lengths" if prompts_per_stream is None
-                  else "no concurrency fits: pick a shorter shape or a box with more memory")
-    return (f"{concurrency_flag} {load.concurrency} with {load.prompts} prompts needs ~{size(need)} ({need} bytes), "
-            f"over the load generator's memory budget of {size(budget_bytes)} ({budget_bytes} bytes: {budget_source}) "
-            f"at ~{size(per_request_bytes(load))} ({per_request_bytes(load)} bytes) per in-flight request "
-            f"(its stream, {records}); {advice}")
+        advice = (
+            "no concurrency fits: lower the prompts or the shape's lengths"
+            if prompts_per_stream is None
+            else "no concurrency fits: pick a shorter shape or a box with more memory"
+        )
+    return (
+        f"{concurrency_flag} {load.concurrency} with {load.prompts} prompts needs ~{size(need)} ({need} bytes), "
+        f"over the load generator's memory budget of {size(budget_bytes)} ({budget_bytes} bytes: {budget_source}) "
+        f"at ~{size(per_request_bytes(load))} ({per_request_bytes(load)} bytes) per in-flight request "
+        f"(its stream, {records}); {advice}"
+    )
 
 
 def meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int] | None:
@@ -235,7 +247,9 @@ def wind_down() -> None:
     if soft == resource.RLIM_INFINITY:
         return
     raised = soft + WIND_DOWN_BYTES
-    resource.setrlimit(resource.RLIMIT_DATA, (raised if hard == resource.RLIM_INFINITY else min(raised, hard), hard))
+    resource.setrlimit(
+        resource.RLIMIT_DATA, (raised if hard == resource.RLIM_INFINITY else min(raised, hard), hard)
+    )
 
 
 @contextmanager

@@ -19,9 +19,7 @@ from collections.abc import Iterable, Sequence
 from agents.loadgen.worker import Record
 
 RATE_KEYS = ("req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s")
-LATENCY_KEYS = tuple(
-    f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99")
-)
+LATENCY_KEYS = tuple(f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl", "e2e") for p in ("p50", "p99"))
 STEADY_RATIO = 0.95
 DEFINITIONS = {
     "full_run": "top-level rates and latencies: every measured request, over the timed run from the first request "
@@ -88,8 +86,13 @@ def pooled_percentile(zeros: int, sorted_gaps: Sequence[float], q: float) -> flo
     return a + (b - a) * (pos - lo)
 
 
-def summarize(records: Iterable[Record], duration_s: float, lo: float = -math.inf, hi: float = math.inf,
-              events_in_window: bool = False) -> dict[str, float | int | None]:
+def summarize(
+    records: Iterable[Record],
+    duration_s: float,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    events_in_window: bool = False,
+) -> dict[str, float | int | None]:
     """Rate and latency keys over ``records``; with ``events_in_window`` output tokens and ITL gaps
     count only events stamped within [lo, hi] (the steady-state window)."""
     ok = [r for r in records if r.ok]

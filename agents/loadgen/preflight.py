@@ -33,7 +33,9 @@ def served_model(base_url: str, model: str, api_key: str | None, timeout_s: floa
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             listing = json.load(response)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise PreflightError(f"{base_url}/v1/models: {exc}; is the server up and is --base-url right?") from exc
+        raise PreflightError(
+            f"{base_url}/v1/models: {exc}; is the server up and is --base-url right?"
+        ) from exc
     models = {m.get("id"): m for m in listing.get("data", []) if isinstance(m, dict)}
     if model not in models:
         raise PreflightError(
@@ -59,7 +61,9 @@ def find_vocab(tokenizer: str | None, served: ServedModel, vocab_size: int | Non
 
 def check_lengths(served: ServedModel, input_len: int, output_len: int) -> None:
     if input_len < 1 or output_len < 1:
-        raise PreflightError(f"input length {input_len} and output length {output_len} must both be at least 1")
+        raise PreflightError(
+            f"input length {input_len} and output length {output_len} must both be at least 1"
+        )
     if served.max_model_len and input_len + output_len > served.max_model_len:
         raise PreflightError(
             f"input {input_len} + output {output_len} tokens exceed the server's max_model_len "

@@ -43,7 +43,9 @@ def vocab_from_dir(directory: Path) -> Vocab:
         try:
             tok = json.loads(tok_file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise VocabError(f"{tok_file}: unreadable tokenizer ({exc}); pass --vocab-size N instead") from exc
+            raise VocabError(
+                f"{tok_file}: unreadable tokenizer ({exc}); pass --vocab-size N instead"
+            ) from exc
         vocab = (tok.get("model") or {}).get("vocab")
         if isinstance(vocab, dict) and vocab:
             size = max(vocab.values()) + 1
@@ -73,7 +75,9 @@ def vocab_from_dir(directory: Path) -> Vocab:
             "pass --tokenizer DIR (the model directory) or --vocab-size N"
         )
     if size - len(special) < 2:
-        raise VocabError(f"{directory}: vocabulary of {size} ids leaves nothing after {len(special)} special ids")
+        raise VocabError(
+            f"{directory}: vocabulary of {size} ids leaves nothing after {len(special)} special ids"
+        )
     return Vocab(size, frozenset(special), str(directory))
 
 

@@ -67,7 +67,9 @@ def slot_targets(concurrency: int, targets: int) -> list[int]:
 def target_of(base_url: str, model: str, api_key: str | None) -> Target:
     url = urlsplit(base_url)
     if url.scheme != "http" or not url.hostname:
-        raise ValueError(f"--base-url {base_url!r}: expected http://HOST:PORT (servers bind the box's loopback)")
+        raise ValueError(
+            f"--base-url {base_url!r}: expected http://HOST:PORT (servers bind the box's loopback)"
+        )
     return Target(url.hostname, url.port or 80, url.path.rstrip("/") + PATH, model, api_key)
 
 
@@ -80,20 +82,29 @@ def count(counters: Any, worker: int, record: Record) -> None:
     base = worker * COUNTS
     counters[base] += 1
     if record.ok:
-        counters[base + 1] += record.completion_tokens if record.completion_tokens is not None else sum(record.counts)
+        counters[base + 1] += (
+            record.completion_tokens if record.completion_tokens is not None else sum(record.counts)
+        )
         counters[base + 2] += record.prompt_tokens or 0
 
 
-def _worker_entry(spec: WorkerSpec, barrier: Any, counters: Any, conn: Any, budget: int | None, share: float) -> None:
+def _worker_entry(
+    spec: WorkerSpec, barrier: Any, counters: Any, conn: Any, budget: int | None, share: float
+) -> None:
     try:
         if budget is not None:
             memory.cap_worker(budget, share)
-        conn.send(run_worker(spec, lambda: barrier.wait(), lambda record: count(counters, spec.worker, record)))
+        conn.send(
+            run_worker(spec, lambda: barrier.wait(), lambda record: count(counters, spec.worker, record))
+        )
     except MemoryError:  # over its cap (memory.cap_worker): one line for the parent, no traceback in the log
         memory.wind_down()
-        conn.send(RuntimeError(
-            f"worker {spec.worker} went over its memory cap (its share of the run's memory budget of "
-            f"{memory.size(budget or 0)}); lower --concurrency or --prompts"))
+        conn.send(
+            RuntimeError(
+                f"worker {spec.worker} went over its memory cap (its share of the run's memory budget of "
+                f"{memory.size(budget or 0)}); lower --concurrency or --prompts"
+            )
+        )
         raise SystemExit(1) from None
     except BaseException as exc:  # reported by the parent with the worker's number
         conn.send(RuntimeError(f"worker {spec.worker}: {type(exc).__name__}: {exc}"))
@@ -138,11 +149,19 @@ class Progress:
         then, out_before, in_before = self.last
         # The last sample may follow a regular one closely: its totals count, a rate over so short a time not.
         span = now - then if now - then >= 0.2 else None
-        out.write(json.dumps({
-            "t_ms": int(time.time() * 1000), "requests": requests, "out_tokens": out_tokens, "in_tokens": in_tokens,
-            "out_tok_per_s": None if span is None else round((out_tokens - out_before) / span, 1),
-            "in_tok_per_s": None if span is None else round((in_tokens - in_before) / span, 1),
-        }) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "t_ms": int(time.time() * 1000),
+                    "requests": requests,
+                    "out_tokens": out_tokens,
+                    "in_tokens": in_tokens,
+                    "out_tok_per_s": None if span is None else round((out_tokens - out_before) / span, 1),
+                    "in_tok_per_s": None if span is None else round((in_tokens - in_before) / span, 1),
+                }
+            )
+            + "\n"
+        )
         out.flush()  # whole lines only: the agent reads up to the last newline
         self.last = (now, out_tokens, in_tokens)
 
@@ -186,11 +205,20 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
     streams = slot_targets(cfg.concurrency, len(targets))
     specs, first, wfirst, sfirst = [], 0, cfg.prompts, 0
     for w in range(nproc):
-        specs.append(WorkerSpec(
-            w, targets, tuple(streams[sfirst : sfirst + conc[w]]), plan, cfg.output_len,
-            tuple(range(first, first + counts[w])), conc[w], tuple(range(wfirst, wfirst + warm[w])), cfg.timeout_s,
-            cfg.exact_output,
-        ))
+        specs.append(
+            WorkerSpec(
+                w,
+                targets,
+                tuple(streams[sfirst : sfirst + conc[w]]),
+                plan,
+                cfg.output_len,
+                tuple(range(first, first + counts[w])),
+                conc[w],
+                tuple(range(wfirst, wfirst + warm[w])),
+                cfg.timeout_s,
+                cfg.exact_output,
+            )
+        )
         first += counts[w]
         wfirst += warm[w]
         sfirst += conc[w]
@@ -211,8 +239,11 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
     for spec in specs:
         parent, child = ctx.Pipe(duplex=False)
         share = spec.concurrency / cfg.concurrency
-        proc = ctx.Process(target=_worker_entry, args=(spec, barrier, counters, child, cfg.mem_budget_bytes, share),
-                           daemon=True)  # fmt: skip
+        proc = ctx.Process(
+            target=_worker_entry,
+            args=(spec, barrier, counters, child, cfg.mem_budget_bytes, share),
+            daemon=True,
+        )
         proc.start()
         child.close()
         pipes.append(parent)
@@ -225,7 +256,9 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
                 got = parent.recv()
             except EOFError:
                 barrier.abort()
-                raise RuntimeError(f"worker {w} died without a result (exit code {procs[w].exitcode})") from None
+                raise RuntimeError(
+                    f"worker {w} died without a result (exit code {procs[w].exitcode})"
+                ) from None
             if isinstance(got, BaseException):
                 barrier.abort()
                 raise got
@@ -250,10 +283,15 @@ def client_stats(results: list[WorkerResult], duration_s: float, cores: int) -> 
     for r in results:
         lags = sorted(r.lags_ms)
         span = max(r.t_end - r.t_start, 1e-9)
-        workers.append({
-            "worker": r.worker, "cpu_s": round(r.cpu_s, 3), "util": round(r.cpu_s / span, 3),
-            "loop_lag_ms_p99": metrics.percentile(lags, 99), "loop_lag_ms_max": lags[-1] if lags else None,
-        })
+        workers.append(
+            {
+                "worker": r.worker,
+                "cpu_s": round(r.cpu_s, 3),
+                "util": round(r.cpu_s / span, 3),
+                "loop_lag_ms_p99": metrics.percentile(lags, 99),
+                "loop_lag_ms_max": lags[-1] if lags else None,
+            }
+        )
     total_cpu = sum(r.cpu_s for r in results)
     shared = total_cpu / max(duration_s * min(len(results), cores), 1e-9)
     busiest = max(w["util"] for w in workers)
@@ -262,9 +300,13 @@ def client_stats(results: list[WorkerResult], duration_s: float, cores: int) -> 
         "client_cpu": busiest,
         "client_bound": busiest >= BOUND_UTIL or shared >= BOUND_UTIL,
         "client": {
-            "processes": len(results), "cores": cores, "cpu_s": round(total_cpu, 3),
-            "cores_used": round(total_cpu / max(duration_s, 1e-9), 3), "shared_util": round(shared, 3),
-            "loop_lag_ms_p99": max(lag_p99) if lag_p99 else None, "workers": workers,
+            "processes": len(results),
+            "cores": cores,
+            "cpu_s": round(total_cpu, 3),
+            "cores_used": round(total_cpu / max(duration_s, 1e-9), 3),
+            "shared_util": round(shared, 3),
+            "loop_lag_ms_p99": max(lag_p99) if lag_p99 else None,
+            "workers": workers,
         },
     }
 
@@ -275,7 +317,9 @@ def checks(records: list[Record], cfg: RunConfig) -> dict[str, Any]:
     finish = Counter(r.finish_reason for r in ok if r.finish_reason != "length")
     return {
         "prompt_tokens": sum(1 for r in ok if r.prompt_tokens != cfg.prefix_len + cfg.input_len),
-        "completion_tokens": sum(1 for r in ok if r.completion_tokens != cfg.output_len) if cfg.exact_output else 0,
+        "completion_tokens": sum(1 for r in ok if r.completion_tokens != cfg.output_len)
+        if cfg.exact_output
+        else 0,
         "finish_reason": {str(k): v for k, v in finish.items()} if cfg.exact_output else {},
         "no_usage": sum(1 for r in ok if r.completion_tokens is None),
     }
@@ -289,8 +333,15 @@ def per_url(cfg: RunConfig, records: list[Record], duration_s: float) -> list[di
     for i, url in enumerate(cfg.base_urls):
         mine = [r for r in records if r.target == i]
         failed = sum(1 for r in mine if not r.ok)
-        out.append({"base_url": url, "streams": streams[i], "requests": len(mine), "failed": failed,
-                    **metrics.summarize(mine, duration_s)})  # fmt: skip
+        out.append(
+            {
+                "base_url": url,
+                "streams": streams[i],
+                "requests": len(mine),
+                "failed": failed,
+                **metrics.summarize(mine, duration_s),
+            }
+        )
     return out
 
 
@@ -300,12 +351,26 @@ def write_records(path: Path, records: list[Record], t0: float, header: dict[str
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps({"run": header}) + "\n")
         for r in sorted(records, key=lambda r: r.start):
-            f.write(json.dumps({
-                "i": r.index, "worker": r.worker, "target": r.target, "start_ms": round((r.start - t0) * 1000, 3),
-                "end_ms": round((r.end - t0) * 1000, 3), "prompt_tokens": r.prompt_tokens,
-                "completion_tokens": r.completion_tokens, "finish_reason": r.finish_reason, "error": r.error,
-                "events": [[round((t - t0) * 1000, 3), n] for t, n in zip(r.times, r.counts, strict=True)],
-            }, separators=(",", ":")) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "i": r.index,
+                        "worker": r.worker,
+                        "target": r.target,
+                        "start_ms": round((r.start - t0) * 1000, 3),
+                        "end_ms": round((r.end - t0) * 1000, 3),
+                        "prompt_tokens": r.prompt_tokens,
+                        "completion_tokens": r.completion_tokens,
+                        "finish_reason": r.finish_reason,
+                        "error": r.error,
+                        "events": [
+                            [round((t - t0) * 1000, 3), n] for t, n in zip(r.times, r.counts, strict=True)
+                        ],
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
     os.replace(tmp, path)
 
 
@@ -315,11 +380,16 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
     t1 = max(r.t_end for r in results)
     duration = t1 - t0
     failures = Counter(r.error for r in records if not r.ok)
-    header = {k: v for k, v in asdict(cfg).items() if k not in ("api_key", "progress", "samples_path", "mem_budget_bytes")}
+    header = {
+        k: v
+        for k, v in asdict(cfg).items()
+        if k not in ("api_key", "progress", "samples_path", "mem_budget_bytes")
+    }
     header["records_path"] = str(cfg.records_path)
     out: dict[str, Any] = {
         **header,
-        "endpoint": PATH, "request": request_fields(cfg.output_len, cfg.exact_output),
+        "endpoint": PATH,
+        "request": request_fields(cfg.output_len, cfg.exact_output),
         "started_ms": int((wall0 + (t0 - perf0)) * 1000),
         "ended_ms": int((wall0 + (t1 - perf0)) * 1000),
         "requests": len(records),

@@ -81,7 +81,12 @@ class StreamConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def usable(self) -> bool:
-        return not self.closed and self._keep_alive and self.transport is not None and not self.transport.is_closing()
+        return (
+            not self.closed
+            and self._keep_alive
+            and self.transport is not None
+            and not self.transport.is_closing()
+        )
 
     def send(self, request: bytes) -> asyncio.Future[Exchange]:
         """Write one request; the future resolves with the finished exchange (never raises)."""
@@ -104,9 +109,15 @@ class StreamConnection(asyncio.Protocol):
         if ex is None:
             return "no request pending"
         if self._state == HEAD:
-            return f"{len(self._buf)} bytes of a response header, not its end" if self._buf else "no response yet"
+            return (
+                f"{len(self._buf)} bytes of a response header, not its end"
+                if self._buf
+                else "no response yet"
+            )
         if self._state == STREAM:
-            return f"HTTP {ex.status} stream stopped after {sum(ex.counts)} events, last bytes {ex.tail[-24:]!r}"
+            return (
+                f"HTTP {ex.status} stream stopped after {sum(ex.counts)} events, last bytes {ex.tail[-24:]!r}"
+            )
         return f"HTTP {ex.status} body cut short after {len(self._buf)} bytes"
 
     def abort(self, reason: str) -> None:
@@ -145,7 +156,9 @@ class StreamConnection(asyncio.Protocol):
                 self._finish(None)
         elif self._state == BODY_CHUNKED:
             self._buf += data
-            if self._buf.endswith(b"0\r\n\r\n") and (self._buf == b"0\r\n\r\n" or self._buf.endswith(CHUNKED_END)):
+            if self._buf.endswith(b"0\r\n\r\n") and (
+                self._buf == b"0\r\n\r\n" or self._buf.endswith(CHUNKED_END)
+            ):
                 self._ex.tail = dechunk(self._buf)
                 self._finish(None)
         else:  # BODY_CLOSE
@@ -177,7 +190,7 @@ class StreamConnection(asyncio.Protocol):
         if ex.status == 200 and chunked and headers.get("content-type", "").startswith("text/event-stream"):
             self._state = STREAM
             self._edge = b"\n"  # a stream may open with an event straight after the chunk header
-            ex.tail = b"\r\n"   # lets an empty body's terminator match CHUNKED_END
+            ex.tail = b"\r\n"  # lets an empty body's terminator match CHUNKED_END
         elif chunked:
             self._state = BODY_CHUNKED
         elif "content-length" in headers:

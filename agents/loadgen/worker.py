@@ -92,7 +92,11 @@ class WorkerResult:
 def request_fields(output_len: int, exact_output: bool) -> dict[str, object]:
     """Every field of a request besides ``model`` and ``prompt``: lengths and framing, no sampling field (the
     server's defaults draw the tokens). The result reports them, so a row says what the bench sent."""
-    params: dict[str, object] = {"max_tokens": output_len, "stream": True, "stream_options": {"include_usage": True}}
+    params: dict[str, object] = {
+        "max_tokens": output_len,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if exact_output:
         params["ignore_eos"] = True
     return params
@@ -208,8 +212,16 @@ class Worker:
                 conn = slot[0] = await StreamConnection.open(t.host, t.port)
             except OSError as exc:
                 now = time.perf_counter()
-                return Record(index, self.spec.worker, now, now, array("d"), array("I"),
-                              error=f"connect to {t.host}:{t.port}: {exc}", target=target)  # fmt: skip
+                return Record(
+                    index,
+                    self.spec.worker,
+                    now,
+                    now,
+                    array("d"),
+                    array("I"),
+                    error=f"connect to {t.host}:{t.port}: {exc}",
+                    target=target,
+                )
         done = conn.send(request)
         timer = asyncio.get_running_loop().call_later(self.spec.timeout_s, conn.stalled, self.spec.timeout_s)
         ex = await done
@@ -229,8 +241,9 @@ class Worker:
                     self.progress(record)
 
         used = max(1, min(concurrency, len(indices)))
-        await asyncio.gather(*(slot_loop(s, t) for s, t in zip(self._slots[:used], self.spec.slot_targets[:used],
-                                                                 strict=True)))
+        await asyncio.gather(
+            *(slot_loop(s, t) for s, t in zip(self._slots[:used], self.spec.slot_targets[:used], strict=True))
+        )
         return records
 
     async def _lag_probe(self) -> None:

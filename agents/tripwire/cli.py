@@ -30,8 +30,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--profile", help="the vendor serving profile's name, as a label for --profile-json")
     p.add_argument("--profile-json", help="the resolved profile as JSON, or @FILE (what the agent is given)")
-    p.add_argument("--max-tokens", type=int, default=4096, help="room per answer (reasoning models need it); "
-                   "capped to the server's max_model_len minus room for the prompt")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="room per answer (reasoning models need it); "
+        "capped to the server's max_model_len minus room for the prompt",
+    )
     p.add_argument("--concurrency", type=int, default=20)
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
     p.add_argument("--min-ok", type=int, default=MIN_OK)
@@ -49,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         client = make_client(args.base_url, api_key, args.timeout)
         profile = load(args.profile, args.profile_json)
         served = served_model(args.base_url, args.model, api_key)
-    except (ClientError, ProfileError, PreflightError) as exc:  # one line, and the JSON result the agent reads
+    except (
+        ClientError,
+        ProfileError,
+        PreflightError,
+    ) as exc:  # one line, and the JSON result the agent reads
         print(f"tripwire: {exc}", file=sys.stderr)
         if args.json:
             print(json.dumps({"error": str(exc)}))
@@ -73,17 +82,29 @@ def main(argv: list[str] | None = None) -> int:
         items = list(pool.map(one, range(len(ITEMS))))
     summary = summarize(items, Thresholds(args.min_ok, args.max_degenerate))
     out = {
-        "model": args.model, "base_url": args.base_url, "profile": profile.name,
-        "reasoning_parser": profile.reasoning_parser, "request": profile.request, "extra_body": profile.extra_body,
-        "max_tokens": max_tokens, "t_ms": int(started * 1000), "duration_s": round(time.time() - started, 3),
-        **summary, "items": items,
+        "model": args.model,
+        "base_url": args.base_url,
+        "profile": profile.name,
+        "reasoning_parser": profile.reasoning_parser,
+        "request": profile.request,
+        "extra_body": profile.extra_body,
+        "max_tokens": max_tokens,
+        "t_ms": int(started * 1000),
+        "duration_s": round(time.time() - started, 3),
+        **summary,
+        "items": items,
     }
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{out['verdict']}: {out['ok']} ok, {out['degenerate']} degenerate, {out['wrong']} wrong of "
-              f"{out['total']}" + (f"; reasoning leaked in {out['reasoning_leak']}" if out["reasoning_leak"] else ""))
+        print(
+            f"{out['verdict']}: {out['ok']} ok, {out['degenerate']} degenerate, {out['wrong']} wrong of "
+            f"{out['total']}"
+            + (f"; reasoning leaked in {out['reasoning_leak']}" if out["reasoning_leak"] else "")
+        )
         for item in items:
             if item["verdict"] != "ok" or item["reasoning_leak"]:
-                print(f"  {item['id']}: {item['verdict']}: {'; '.join(item['reasons'] or [item['reasoning_leak']])}")
+                print(
+                    f"  {item['id']}: {item['verdict']}: {'; '.join(item['reasons'] or [item['reasoning_leak']])}"
+                )
     return 0 if any(i["finish_reason"] is not None for i in items) else 1

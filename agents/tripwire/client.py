@@ -46,8 +46,9 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float) -> Any:
             f"run the tripwire under the serving environment's python (vLLM installs openai), or install it: "
             f"{sys.executable} -m pip install openai"
         ) from exc
-    return openai.OpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", timeout=timeout_s,
-                         max_retries=0)  # fmt: skip
+    return openai.OpenAI(
+        base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0
+    )
 
 
 def chat(client: Any, model: str, prompt: str, profile: RequestProfile, max_tokens: int) -> ChatResult:
@@ -59,9 +60,11 @@ def chat(client: Any, model: str, prompt: str, profile: RequestProfile, max_toke
     t = time.monotonic()
     try:
         response = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": prompt}], extra_body=profile.extra_body or None,
+            model=model,
+            messages=[{"role": "user", "content": prompt}],
+            extra_body=profile.extra_body or None,
             **fields,
-        )  # fmt: skip
+        )
     except openai.APIStatusError as exc:
         detail = exc.response.text[:300]
         return ChatResult(seconds=time.monotonic() - t, error=f"HTTP {exc.status_code}: {detail}")

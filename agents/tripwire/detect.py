@@ -75,14 +75,20 @@ def repetition(text: str) -> list[str]:
         unit, count = loop
         reasons.append(f"token loop: {' '.join(unit)[:80]!r} repeated {count} times in a row")
     shapes = [_shape(t) for t in tokens]
-    shape_loop = _loop(shapes, lambda unit: any("9" in t for t in unit) and any("a" in t for t in unit),
-                       SHAPE_REPEATS, SHAPE_REPEATS)
+    shape_loop = _loop(
+        shapes,
+        lambda unit: any("9" in t for t in unit) and any("a" in t for t in unit),
+        SHAPE_REPEATS,
+        SHAPE_REPEATS,
+    )
     if shape_loop and not loop and not structure:  # the more specific reason already says it
         unit, count = shape_loop
         reasons.append(f"shape loop: tokens shaped {' '.join(unit)[:80]!r} repeated {count} times in a row")
     for m in UNIT_LOOP.finditer(text):
         if not set(m.group(1)) <= LAYOUT_CHARS:
-            reasons.append(f"character loop: {m.group(1)!r} repeated {len(m.group(0)) // len(m.group(1))} times")
+            reasons.append(
+                f"character loop: {m.group(1)!r} repeated {len(m.group(0)) // len(m.group(1))} times"
+            )
             break
     return reasons
 
@@ -97,8 +103,10 @@ def _ngram_repeats(tokens: list[str]) -> list[str]:
         repeats = sum(c - 1 for c in grams.values() if c > 1)
         if repeats / positions >= REPEATED_FRACTION:
             gram, count = grams.most_common(1)[0]
-            reasons.append(f"repeated 6-grams: {repeats / positions:.0%} of positions repeat, "
-                           f"{' '.join(gram)!r} x{count}")
+            reasons.append(
+                f"repeated 6-grams: {repeats / positions:.0%} of positions repeat, "
+                f"{' '.join(gram)!r} x{count}"
+            )
     if len(tokens) >= MIN_TOKENS_DISTINCT:
         ratio = len(set(tokens)) / len(tokens)
         if ratio < DISTINCT_RATIO:
@@ -114,8 +122,10 @@ def _same_char_run(words: list[str]) -> list[str]:
         if len(set(run)) >= 2 and len(run) > len(best):
             best = run
     if len(best) >= SAME_CHAR_RUN:
-        return [f"structured repeat: {len(best)} tokens in a row, each one repeated character "
-                f"({' '.join(best[:4])!r})"]
+        return [
+            f"structured repeat: {len(best)} tokens in a row, each one repeated character "
+            f"({' '.join(best[:4])!r})"
+        ]
     return []
 
 
@@ -130,8 +140,10 @@ def _counting(tokens: list[str]) -> list[str]:
             best = max(best, _longest_progression(run), key=len)
             run = []
     if len(best) >= COUNTING_RUN:
-        return [f"counting: {len(best)} numbers in progression in a row ({', '.join(map(str, best[:3]))} ... "
-                f"{best[-1]})"]
+        return [
+            f"counting: {len(best)} numbers in progression in a row ({', '.join(map(str, best[:3]))} ... "
+            f"{best[-1]})"
+        ]
     return []
 
 
@@ -160,8 +172,9 @@ def _shape(token: str) -> str:
     return re.sub(r"\d", "9", re.sub(r"[^\W\d_]", "a", token))
 
 
-def _loop(seq: list[str], counts: Callable[[list[str]], bool], short_repeats: int,
-          repeats: int) -> tuple[list[str], int] | None:  # fmt: skip
+def _loop(
+    seq: list[str], counts: Callable[[list[str]], bool], short_repeats: int, repeats: int
+) -> tuple[list[str], int] | None:
     """The shortest unit that ``counts`` accepts repeated back to back ``repeats`` times or more
     (``short_repeats`` for a unit of one or two items), with how many times; None when there is none."""
     for size in range(1, min(MAX_LOOP_UNIT, len(seq) // 2) + 1):
@@ -194,7 +207,11 @@ def read_answer(content: str, reasoning_content: str | None) -> Reading:
     """Separate the answer from any chain of thought that leaked into ``content``."""
     text = content or ""
     if "</think>" in text:
-        leak = None if reasoning_content else "the answer holds </think>: no reasoning parser split the thinking out"
+        leak = (
+            None
+            if reasoning_content
+            else "the answer holds </think>: no reasoning parser split the thinking out"
+        )
         return Reading(text.rsplit("</think>", 1)[1].strip(), leak, False)
     if "<think>" in text:
         leak = "the answer holds <think> with no </think>: the thinking never finished"

@@ -30,9 +30,16 @@ class Thresholds:
 
 def grade_item(item: Item, result: ChatResult) -> dict[str, Any]:
     if result.error is not None:
-        return {"id": item.id, "verdict": "wrong", "reasons": [f"request failed: {result.error}"],
-                "answer": "", "reasoning_leak": None, "finish_reason": None,
-                "completion_tokens": None, "seconds": round(result.seconds, 3)}
+        return {
+            "id": item.id,
+            "verdict": "wrong",
+            "reasons": [f"request failed: {result.error}"],
+            "answer": "",
+            "reasoning_leak": None,
+            "finish_reason": None,
+            "completion_tokens": None,
+            "seconds": round(result.seconds, 3),
+        }
     reading = read_answer(result.content, result.reasoning_content)
     reasons = repetition(result.content)
     if result.reasoning_content:
@@ -48,9 +55,13 @@ def grade_item(item: Item, result: ChatResult) -> dict[str, Any]:
         else:
             reasons.append(f"expected {' or '.join(item.expect)}")
     return {
-        "id": item.id, "verdict": verdict, "reasons": reasons,
-        "answer": reading.answer[-ANSWER_CHARS:], "reasoning_leak": reading.reasoning_leak,
-        "finish_reason": result.finish_reason, "completion_tokens": result.completion_tokens,
+        "id": item.id,
+        "verdict": verdict,
+        "reasons": reasons,
+        "answer": reading.answer[-ANSWER_CHARS:],
+        "reasoning_leak": reading.reasoning_leak,
+        "finish_reason": result.finish_reason,
+        "completion_tokens": result.completion_tokens,
         "seconds": round(result.seconds, 3),
     }
 
@@ -67,7 +78,11 @@ def summarize(items: list[dict[str, Any]], thresholds: Thresholds) -> dict[str, 
     else:
         verdict = "clean"
     return {
-        **counts, "total": len(items), "score": f"{counts['ok']}/{len(items)}",
-        "reasoning_leak": leaks, "passed": verdict == "clean", "verdict": verdict,
+        **counts,
+        "total": len(items),
+        "score": f"{counts['ok']}/{len(items)}",
+        "reasoning_leak": leaks,
+        "passed": verdict == "clean",
+        "verdict": verdict,
         "thresholds": {"min_ok": thresholds.min_ok, "max_degenerate": thresholds.max_degenerate},
     }

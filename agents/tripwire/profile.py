@@ -14,8 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OPENAI_FIELDS = frozenset({"temperature", "top_p", "presence_penalty", "frequency_penalty", "seed", "stop",
-                           "max_tokens", "max_completion_tokens", "logit_bias", "n"})
+OPENAI_FIELDS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+        "stop",
+        "max_tokens",
+        "max_completion_tokens",
+        "logit_bias",
+        "n",
+    }
+)
 
 
 class ProfileError(ValueError):

@@ -20,7 +20,9 @@ from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, worst
 CHECKS = ("power", "driver", "topology", "clock", "capacity")
 
 
-def evaluate(probe: dict[str, Any], arm: ArmContext | None = None, seen: GpusSeen | None = None) -> list[Verdict]:
+def evaluate(
+    probe: dict[str, Any], arm: ArmContext | None = None, seen: GpusSeen | None = None
+) -> list[Verdict]:
     """Every check, in a fixed order, on one probe; ``seen``: the GPUs the box listed before, which must
     still answer (console/checks/presence.py)."""
     if not isinstance(probe, dict):

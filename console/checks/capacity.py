@@ -32,9 +32,15 @@ def _gpu_rows(probe: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for g in gpus(probe):
         total, used = num(g.get("mem_total_mib")), num(g.get("mem_used_mib"))
-        rows.append({"gpu": g.get("index"), "total_mib": total, "used_mib": used,
-                     "free_mib": None if total is None or used is None else total - used,
-                     "processes": procs.get(g["index"], []) if isinstance(g.get("index"), int) else []})
+        rows.append(
+            {
+                "gpu": g.get("index"),
+                "total_mib": total,
+                "used_mib": used,
+                "free_mib": None if total is None or used is None else total - used,
+                "processes": procs.get(g["index"], []) if isinstance(g.get("index"), int) else [],
+            }
+        )
     return rows
 
 
@@ -54,13 +60,26 @@ def _gpu_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict
     wanted = set(arm.gpus) if arm and arm.gpus is not None else {r["gpu"] for r in rows}
     missing = sorted(wanted - {r["gpu"] for r in rows})
     if missing:
-        return [Verdict(CHECK, FAIL, f"arm {arm.name if arm else '?'} wants {gpu_label(missing)}, which this box "
-                        f"does not have ({len(rows)} GPUs)", {"gpus": rows, "wanted": sorted(wanted)})]
+        return [
+            Verdict(
+                CHECK,
+                FAIL,
+                f"arm {arm.name if arm else '?'} wants {gpu_label(missing)}, which this box "
+                f"does not have ({len(rows)} GPUs)",
+                {"gpus": rows, "wanted": sorted(wanted)},
+            )
+        ]
     out: list[Verdict] = []
     unreadable = [r["gpu"] for r in rows if r["free_mib"] is None and r["gpu"] in wanted]
     if unreadable:
-        out.append(Verdict(CHECK, WARN, f"{gpu_label(unreadable)}: memory use not readable ([N/A]); free GPU "
-                           "memory unknown", {"gpus": rows}))
+        out.append(
+            Verdict(
+                CHECK,
+                WARN,
+                f"{gpu_label(unreadable)}: memory use not readable ([N/A]); free GPU memory unknown",
+                {"gpus": rows},
+            )
+        )
     for r in rows:
         if r["gpu"] not in wanted or r["free_mib"] is None:
             continue
@@ -68,36 +87,77 @@ def _gpu_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict
         need_free = VLLM_DEFAULT_UTILIZATION * r["total_mib"]
         if r["processes"]:
             listed = "; ".join(_proc_text(p) for p in r["processes"])
-            out.append(Verdict(CHECK, WARN, f"{label}: {len(r['processes'])} other process(es) on the GPU ({listed}), "
-                               f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free; vLLM's default "
-                               f"--gpu-memory-utilization {VLLM_DEFAULT_UTILIZATION} needs {need_free:,.0f} MiB free "
-                               "at start-up: kill them or lower the utilization", {"gpu": r}))
+            out.append(
+                Verdict(
+                    CHECK,
+                    WARN,
+                    f"{label}: {len(r['processes'])} other process(es) on the GPU ({listed}), "
+                    f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free; vLLM's default "
+                    f"--gpu-memory-utilization {VLLM_DEFAULT_UTILIZATION} needs {need_free:,.0f} MiB free "
+                    "at start-up: kill them or lower the utilization",
+                    {"gpu": r},
+                )
+            )
         elif r["used_mib"] > FOREIGN_USE_MIB:
-            out.append(Verdict(CHECK, WARN, f"{label}: {r['used_mib']:,.0f} MiB in use by processes not visible "
-                               "from here (another container or user?); "
-                               f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free", {"gpu": r}))
+            out.append(
+                Verdict(
+                    CHECK,
+                    WARN,
+                    f"{label}: {r['used_mib']:,.0f} MiB in use by processes not visible "
+                    "from here (another container or user?); "
+                    f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free",
+                    {"gpu": r},
+                )
+            )
     if arm and arm.weights_gb is not None:
         shards = arm.shards
         per_gpu_mib = arm.weights_gb * GB / shards / MIB
-        short = [r for r in rows if r["gpu"] in wanted and r["free_mib"] is not None
-                 and r["free_mib"] < per_gpu_mib]
-        numbers = {"weights_gb": arm.weights_gb, "shards": shards, "per_gpu_mib": round(per_gpu_mib),
-                   "gpus": [r for r in rows if r["gpu"] in wanted]}
+        short = [
+            r
+            for r in rows
+            if r["gpu"] in wanted and r["free_mib"] is not None and r["free_mib"] < per_gpu_mib
+        ]
+        numbers = {
+            "weights_gb": arm.weights_gb,
+            "shards": shards,
+            "per_gpu_mib": round(per_gpu_mib),
+            "gpus": [r for r in rows if r["gpu"] in wanted],
+        }
         if short:
             worst_free = min(r["free_mib"] for r in short)
-            out.append(Verdict(CHECK, FAIL, f"arm {arm.name}: {arm.weights_gb:g} GB of weights split over {shards} GPU(s) need "
-                               f"{per_gpu_mib:,.0f} MiB per GPU before any KV cache; "
-                               f"{gpu_label([r['gpu'] for r in short])} ha{'s' if len(short) == 1 else 've'} "
-                               f"{worst_free:,.0f} MiB free; a model that does not fit one card is a different "
-                               "product (campaign rule 10)", numbers))
+            out.append(
+                Verdict(
+                    CHECK,
+                    FAIL,
+                    f"arm {arm.name}: {arm.weights_gb:g} GB of weights split over {shards} GPU(s) need "
+                    f"{per_gpu_mib:,.0f} MiB per GPU before any KV cache; "
+                    f"{gpu_label([r['gpu'] for r in short])} ha{'s' if len(short) == 1 else 've'} "
+                    f"{worst_free:,.0f} MiB free; a model that does not fit one card is a different "
+                    "product (campaign rule 10)",
+                    numbers,
+                )
+            )
         elif not out:
             least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
-            out.append(Verdict(CHECK, OK, f"arm {arm.name}: {per_gpu_mib:,.0f} MiB of weights per GPU (split over {shards}) "
-                               f"fit in {least:,.0f} MiB free on {gpu_label(sorted(wanted))}", numbers))
+            out.append(
+                Verdict(
+                    CHECK,
+                    OK,
+                    f"arm {arm.name}: {per_gpu_mib:,.0f} MiB of weights per GPU (split over {shards}) "
+                    f"fit in {least:,.0f} MiB free on {gpu_label(sorted(wanted))}",
+                    numbers,
+                )
+            )
     if not out:
         least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
-        out.append(Verdict(CHECK, OK, f"{gpu_label(sorted(wanted))}: no other processes, at least {least:,.0f} MiB "
-                           "free per GPU", {"gpus": [r for r in rows if r["gpu"] in wanted]}))
+        out.append(
+            Verdict(
+                CHECK,
+                OK,
+                f"{gpu_label(sorted(wanted))}: no other processes, at least {least:,.0f} MiB free per GPU",
+                {"gpus": [r for r in rows if r["gpu"] in wanted]},
+            )
+        )
     return out
 
 
@@ -105,8 +165,13 @@ def _disk_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdic
     disk = probe.get("disk") or {}
     free, total = num(disk.get("free_bytes")), num(disk.get("total_bytes"))
     path = disk.get("path") or "?"
-    numbers = {"path": path, "free_bytes": disk.get("free_bytes"), "total_bytes": disk.get("total_bytes"),
-               "weights_gb": arm.weights_gb if arm else None, "headroom_gb": DISK_HEADROOM_GB}
+    numbers = {
+        "path": path,
+        "free_bytes": disk.get("free_bytes"),
+        "total_bytes": disk.get("total_bytes"),
+        "weights_gb": arm.weights_gb if arm else None,
+        "headroom_gb": DISK_HEADROOM_GB,
+    }
     if free is None:
         return [Verdict(CHECK, WARN, f"free disk on {path} not readable from the probe", numbers)]
     free_gb = free / GB
@@ -114,16 +179,43 @@ def _disk_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdic
     if arm and arm.weights_gb is not None:
         need = arm.weights_gb
         if free_gb < need:
-            return [Verdict(CHECK, FAIL, f"disk {path}: {free_gb:,.1f} GB free{of_total}, but arm {arm.name}'s "
-                            f"weights take {need:g} GB if they must be downloaded; free space or mount a "
-                            "larger volume", numbers)]
+            return [
+                Verdict(
+                    CHECK,
+                    FAIL,
+                    f"disk {path}: {free_gb:,.1f} GB free{of_total}, but arm {arm.name}'s "
+                    f"weights take {need:g} GB if they must be downloaded; free space or mount a "
+                    "larger volume",
+                    numbers,
+                )
+            ]
         if free_gb < need + DISK_HEADROOM_GB:
-            return [Verdict(CHECK, WARN, f"disk {path}: {free_gb:,.1f} GB free{of_total}; arm {arm.name}'s "
-                            f"{need:g} GB of weights fit with less than {DISK_HEADROOM_GB:g} GB to spare for "
-                            "compile caches and logs", numbers)]
-        return [Verdict(CHECK, OK, f"disk {path}: {free_gb:,.1f} GB free{of_total}, room for arm {arm.name}'s "
-                        f"{need:g} GB of weights", numbers)]
+            return [
+                Verdict(
+                    CHECK,
+                    WARN,
+                    f"disk {path}: {free_gb:,.1f} GB free{of_total}; arm {arm.name}'s "
+                    f"{need:g} GB of weights fit with less than {DISK_HEADROOM_GB:g} GB to spare for "
+                    "compile caches and logs",
+                    numbers,
+                )
+            ]
+        return [
+            Verdict(
+                CHECK,
+                OK,
+                f"disk {path}: {free_gb:,.1f} GB free{of_total}, room for arm {arm.name}'s "
+                f"{need:g} GB of weights",
+                numbers,
+            )
+        ]
     if free_gb < DISK_LOW_GB:
-        return [Verdict(CHECK, WARN, f"disk {path}: only {free_gb:,.1f} GB free{of_total}; most checkpoints "
-                        "will not fit", numbers)]
+        return [
+            Verdict(
+                CHECK,
+                WARN,
+                f"disk {path}: only {free_gb:,.1f} GB free{of_total}; most checkpoints will not fit",
+                numbers,
+            )
+        ]
     return [Verdict(CHECK, OK, f"disk {path}: {free_gb:,.1f} GB free{of_total}", numbers)]

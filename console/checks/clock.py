@@ -40,29 +40,56 @@ def zone_note(probe: dict[str, Any]) -> str:
     offset = probe.get("utc_offset_s")
     text = f"box time zone {tz} ({_offset(offset)})"
     if offset:
-        text += ("; local times on this box are not UTC: a cut-off read in box-local time is "
-                 f"{_span(offset)} off (the write-up's hard stop fired an hour early from BST vs UTC); "
-                 "console timers take UTC")
+        text += (
+            "; local times on this box are not UTC: a cut-off read in box-local time is "
+            f"{_span(offset)} off (the write-up's hard stop fired an hour early from BST vs UTC); "
+            "console timers take UTC"
+        )
     return text
 
 
 def check_clock(probe: dict[str, Any]) -> list[Verdict]:
     box_ms = num(probe.get("t_ms"))
     console_ms = num(probe.get("console_t_ms"))
-    numbers: dict[str, Any] = {"box_t_ms": probe.get("t_ms"), "console_t_ms": probe.get("console_t_ms"),
-                               "tz": probe.get("tz"), "utc_offset_s": probe.get("utc_offset_s"),
-                               "warn_s": WARN_S, "fail_s": FAIL_S}
+    numbers: dict[str, Any] = {
+        "box_t_ms": probe.get("t_ms"),
+        "console_t_ms": probe.get("console_t_ms"),
+        "tz": probe.get("tz"),
+        "utc_offset_s": probe.get("utc_offset_s"),
+        "warn_s": WARN_S,
+        "fail_s": FAIL_S,
+    }
     if box_ms is None or console_ms is None:
-        return [Verdict(CHECK, WARN, "clock skew unknown: the probe carries no "
-                        f"{'box time' if box_ms is None else 'console time'}; {zone_note(probe)}", numbers)]
+        return [
+            Verdict(
+                CHECK,
+                WARN,
+                "clock skew unknown: the probe carries no "
+                f"{'box time' if box_ms is None else 'console time'}; {zone_note(probe)}",
+                numbers,
+            )
+        ]
     skew_s = (box_ms - console_ms) / 1000.0
     numbers["skew_s"] = round(skew_s, 3)
     direction = "ahead of" if skew_s > 0 else "behind"
     text = f"box clock {_span(skew_s)} {direction} the console; {zone_note(probe)}"
     if abs(skew_s) > FAIL_S:
-        return [Verdict(CHECK, FAIL, f"{text}; timers and sample times would be wrong by as much: fix NTP on "
-                        "the box (`timedatectl set-ntp true`) before any timed run", numbers)]
+        return [
+            Verdict(
+                CHECK,
+                FAIL,
+                f"{text}; timers and sample times would be wrong by as much: fix NTP on "
+                "the box (`timedatectl set-ntp true`) before any timed run",
+                numbers,
+            )
+        ]
     if abs(skew_s) > WARN_S:
         return [Verdict(CHECK, WARN, f"{text}; more than {WARN_S:.0f} s: check NTP on the box", numbers)]
-    return [Verdict(CHECK, OK, f"box clock within {WARN_S:.0f} s of the console ({_span(skew_s)}); "
-                    f"{zone_note(probe)}", numbers)]
+    return [
+        Verdict(
+            CHECK,
+            OK,
+            f"box clock within {WARN_S:.0f} s of the console ({_span(skew_s)}); {zone_note(probe)}",
+            numbers,
+        )
+    ]

@@ -18,19 +18,27 @@ from console.checks.verdict import FAIL, OK, WARN, Verdict
 CHECK = "driver"
 
 CUINIT_CODES: dict[int, tuple[str, str]] = {
-    802: ("CUDA_ERROR_SYSTEM_NOT_READY",
-          "the system is not ready for CUDA: on NVSwitch systems the fabric manager is not running; "
-          "start nvidia-fabricmanager (same version as the driver) and probe again"),
-    803: ("CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-          "an older forward-compatibility libcuda shadows the newer host driver; take the cuda/compat "
-          "directory off LD_LIBRARY_PATH (and out of ldconfig) in the serving environment"),
-    804: ("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-          "forward-compatibility libraries are loaded but this GPU does not support them (consumer cards "
-          "such as the RTX 5090); the write-up lost every launch on a 575-driver RTX 5090 host to this with a "
-          "cu130 image; use an image built for the host driver's CUDA or a host with a newer driver"),
-    100: ("CUDA_ERROR_NO_DEVICE",
-          "no CUDA device is visible in the serving environment (CUDA_VISIBLE_DEVICES empty, or a "
-          "container started without GPUs)"),
+    802: (
+        "CUDA_ERROR_SYSTEM_NOT_READY",
+        "the system is not ready for CUDA: on NVSwitch systems the fabric manager is not running; "
+        "start nvidia-fabricmanager (same version as the driver) and probe again",
+    ),
+    803: (
+        "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+        "an older forward-compatibility libcuda shadows the newer host driver; take the cuda/compat "
+        "directory off LD_LIBRARY_PATH (and out of ldconfig) in the serving environment",
+    ),
+    804: (
+        "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+        "forward-compatibility libraries are loaded but this GPU does not support them (consumer cards "
+        "such as the RTX 5090); the write-up lost every launch on a 575-driver RTX 5090 host to this with a "
+        "cu130 image; use an image built for the host driver's CUDA or a host with a newer driver",
+    ),
+    100: (
+        "CUDA_ERROR_NO_DEVICE",
+        "no CUDA device is visible in the serving environment (CUDA_VISIBLE_DEVICES empty, or a "
+        "container started without GPUs)",
+    ),
     999: ("CUDA_ERROR_UNKNOWN", "the driver reported an unknown error; check dmesg for Xid messages"),
 }
 
@@ -53,22 +61,45 @@ def _driver_vs_cuda(driver: str, cuda: str) -> tuple[str, str, dict[str, Any]]:
     major = version_tuple(cuda)[0]
     floor = MIN_DRIVER.get(".".join(str(p) for p in version_tuple(cuda)[:2]))
     major_floor = MAJOR_FLOOR.get(major)
-    numbers = {"driver": driver, "cuda": cuda, "min_driver": floor, "major_floor": major_floor,
-               "newest_cuda_for_driver": newest_cuda_for(driver)}
+    numbers = {
+        "driver": driver,
+        "cuda": cuda,
+        "min_driver": floor,
+        "major_floor": major_floor,
+        "newest_cuda_for_driver": newest_cuda_for(driver),
+    }
     if floor is None and major_floor is None:
-        return WARN, (f"serving environment built for CUDA {cuda}, which the minimum-driver table does not "
-                      f"know; check NVIDIA's release notes against driver {driver}"), numbers
+        return (
+            WARN,
+            (
+                f"serving environment built for CUDA {cuda}, which the minimum-driver table does not "
+                f"know; check NVIDIA's release notes against driver {driver}"
+            ),
+            numbers,
+        )
     if major_floor is not None and have < version_tuple(major_floor):
         best = numbers["newest_cuda_for_driver"]
         fix = f"use an image built for CUDA {best} or older" if best else "use an older CUDA image"
-        return FAIL, (f"host driver {driver} is older than {major_floor}, the minimum for any CUDA {major}.x; "
-                      f"the serving environment is built for CUDA {cuda}, so it can only start through "
-                      f"forward-compatibility libraries (data-centre GPUs only); {fix}, or a host with driver "
-                      f">= {floor or major_floor}"), numbers
+        return (
+            FAIL,
+            (
+                f"host driver {driver} is older than {major_floor}, the minimum for any CUDA {major}.x; "
+                f"the serving environment is built for CUDA {cuda}, so it can only start through "
+                f"forward-compatibility libraries (data-centre GPUs only); {fix}, or a host with driver "
+                f">= {floor or major_floor}"
+            ),
+            numbers,
+        )
     if floor is not None and have < version_tuple(floor):
-        return WARN, (f"host driver {driver} is below {floor}, CUDA {cuda}'s own minimum; it runs under "
-                      f"minor-version compatibility but features that need the newer driver (PTX JIT of "
-                      f"newer code) fail; prefer driver >= {floor}"), numbers
+        return (
+            WARN,
+            (
+                f"host driver {driver} is below {floor}, CUDA {cuda}'s own minimum; it runs under "
+                f"minor-version compatibility but features that need the newer driver (PTX JIT of "
+                f"newer code) fail; prefer driver >= {floor}"
+            ),
+            numbers,
+        )
     need = floor or major_floor
     return OK, f"driver {driver} >= {need} needed by CUDA {cuda}", numbers
 
@@ -85,25 +116,43 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
     libcuda = env.get("libcuda_path")
     if libcuda and "/compat/" in libcuda and libcuda not in compat:
         compat.append(libcuda)
-    base = {"driver": driver, "cuda_driver_version": probe.get("cuda_driver_version"), "torch_cuda": cuda,
-            "gpu_names": names, "serving_env": env.get("prefix"), "compat_libs": compat,
-            "libcuda_path": libcuda, "cuinit": env.get("cuinit")}
+    base = {
+        "driver": driver,
+        "cuda_driver_version": probe.get("cuda_driver_version"),
+        "torch_cuda": cuda,
+        "gpu_names": names,
+        "serving_env": env.get("prefix"),
+        "compat_libs": compat,
+        "libcuda_path": libcuda,
+        "cuinit": env.get("cuinit"),
+    }
     problems: list[Verdict] = []
     oks: list[str] = []
 
     if driver is None:
-        problems.append(Verdict(CHECK, WARN, "host driver version not readable from the probe; run "
-                                "`nvidia-smi` on the box", base))
+        problems.append(
+            Verdict(
+                CHECK,
+                WARN,
+                "host driver version not readable from the probe; run `nvidia-smi` on the box",
+                base,
+            )
+        )
     elif cuda is None:
         if env.get("error"):
-            why, fix = env["error"], "fix the serving env so torch's CUDA and cuInit can be checked before a launch"
+            why, fix = (
+                env["error"],
+                "fix the serving env so torch's CUDA and cuInit can be checked before a launch",
+            )
         elif env.get("prefix"):
             why = f"the Python in {env['prefix']} reports no torch CUDA build (torch missing or a CPU build)"
             fix = "point the box's serving env at the environment that will serve (`--serving-env PREFIX`)"
         else:
             why = "no serving environment is configured for this box"
-            fix = "set the box's serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and " \
-                  "cuInit can be checked before a launch"
+            fix = (
+                "set the box's serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and "
+                "cuInit can be checked before a launch"
+            )
         problems.append(Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); {fix}", base))
     else:
         try:
@@ -118,24 +167,38 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
 
     code = env.get("cuinit")
     if isinstance(code, int) and code != 0:
-        name, meaning = CUINIT_CODES.get(code, (env.get("cuinit_name") or "unknown", "see the CUDA driver API"))
-        problems.append(Verdict(CHECK, FAIL, f"cuInit(0) in the serving environment returned {code} ({name}): "
-                                f"{meaning}", base))
+        name, meaning = CUINIT_CODES.get(
+            code, (env.get("cuinit_name") or "unknown", "see the CUDA driver API")
+        )
+        problems.append(
+            Verdict(
+                CHECK, FAIL, f"cuInit(0) in the serving environment returned {code} ({name}): {meaning}", base
+            )
+        )
     elif code == 0:
         oks.append("cuInit(0) = 0 in the serving environment")
     elif cuda is not None:
-        problems.append(Verdict(CHECK, WARN, "cuInit(0) was not run in the serving environment "
-                                f"({env.get('error') or 'no result'}); the driver table is the only evidence",
-                                base))
+        problems.append(
+            Verdict(
+                CHECK,
+                WARN,
+                "cuInit(0) was not run in the serving environment "
+                f"({env.get('error') or 'no result'}); the driver table is the only evidence",
+                base,
+            )
+        )
 
     if consumer and compat and not (isinstance(code, int) and code == 804):
-        problems.append(Verdict(
-            CHECK, FAIL,
-            f"consumer GPU ({', '.join(names)}) with forward-compatibility libraries on the loader path "
-            f"({', '.join(compat)}): CUDA refuses them on consumer cards (error 804); remove them from "
-            "LD_LIBRARY_PATH / unset VLLM_ENABLE_CUDA_COMPATIBILITY, or use an image matching the host driver",
-            base,
-        ))
+        problems.append(
+            Verdict(
+                CHECK,
+                FAIL,
+                f"consumer GPU ({', '.join(names)}) with forward-compatibility libraries on the loader path "
+                f"({', '.join(compat)}): CUDA refuses them on consumer cards (error 804); remove them from "
+                "LD_LIBRARY_PATH / unset VLLM_ENABLE_CUDA_COMPATIBILITY, or use an image matching the host driver",
+                base,
+            )
+        )
     if problems:
         return problems
     return [Verdict(CHECK, OK, "; ".join(oks), base)]

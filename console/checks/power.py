@@ -40,17 +40,27 @@ def check_power(probe: dict[str, Any]) -> list[Verdict]:
         return [Verdict(CHECK, OK, "no NVIDIA GPU on this box: no power limits to check", {"gpus": []})]
     rows = [_row(g) for g in gpus(probe)]
     if not rows:
-        return [Verdict(CHECK, FAIL, f"GPU tooling answered ({probe.get('source')}) but listed no GPU; "
-                        "run nvidia-smi on the box to see why", {"gpus": []})]
+        return [
+            Verdict(
+                CHECK,
+                FAIL,
+                f"GPU tooling answered ({probe.get('source')}) but listed no GPU; "
+                "run nvidia-smi on the box to see why",
+                {"gpus": []},
+            )
+        ]
     verdicts: list[Verdict] = []
     unreadable = [r["gpu"] for r in rows if (r["enforced_w"] or r["limit_w"]) is None or r["max_w"] is None]
     if unreadable:
-        verdicts.append(Verdict(
-            CHECK, WARN,
-            f"{gpu_label(unreadable)}: power limit or maximum not readable ([N/A]); cannot tell whether "
-            "the host caps them; check `nvidia-smi -q -d POWER` on the box",
-            {"gpus": [r for r in rows if r["gpu"] in unreadable]},
-        ))
+        verdicts.append(
+            Verdict(
+                CHECK,
+                WARN,
+                f"{gpu_label(unreadable)}: power limit or maximum not readable ([N/A]); cannot tell whether "
+                "the host caps them; check `nvidia-smi -q -d POWER` on the box",
+                {"gpus": [r for r in rows if r["gpu"] in unreadable]},
+            )
+        )
     readable = [r for r in rows if r["gpu"] not in unreadable]
     capped: dict[tuple[float, float, float | None, float | None], list[int]] = defaultdict(list)
     for r in readable:
@@ -62,26 +72,38 @@ def check_power(probe: dict[str, Any]) -> list[Verdict]:
         loss = (max_w - ceiling) / max_w
         parts = [f"{gpu_label(idx)} capped at {watts(ceiling)} of a {watts(max_w)} maximum (-{loss:.0%})"]
         if limit_w is not None and limit_w - ceiling > TOLERANCE_W:
-            parts.append(f"requested {watts(limit_w)} but another limiter (host, PSU or thermal) enforces less")
+            parts.append(
+                f"requested {watts(limit_w)} but another limiter (host, PSU or thermal) enforces less"
+            )
         elif default_w is not None and abs(default_w - ceiling) <= TOLERANCE_W:
             parts.append("the card's default limit; `nvidia-smi -pl` can raise it if the host allows")
         else:
             parts.append(f"set below the {watts(default_w) if default_w else 'unknown'} default by software")
         parts.append(SEED_CAP_COST)
-        verdicts.append(Verdict(
-            CHECK, WARN, "; ".join(parts),
-            {"gpus": [r for r in readable if r["gpu"] in idx], "loss_fraction": round(loss, 4),
-             "seed_cost": {"nvfp4": -0.23, "fp8": -0.34, "at_w": 400, "of_w": 600}},
-        ))
+        verdicts.append(
+            Verdict(
+                CHECK,
+                WARN,
+                "; ".join(parts),
+                {
+                    "gpus": [r for r in readable if r["gpu"] in idx],
+                    "loss_fraction": round(loss, 4),
+                    "seed_cost": {"nvfp4": -0.23, "fp8": -0.34, "at_w": 400, "of_w": 600},
+                },
+            )
+        )
     verdicts.extend(_mismatch(rows))
     if not verdicts:
         r0 = readable[0]
-        verdicts.append(Verdict(
-            CHECK, OK,
-            f"{gpu_label([r['gpu'] for r in readable])} at full power: {watts(r0['ceiling_w'])} enforced "
-            f"of {watts(r0['max_w'])} maximum",
-            {"gpus": readable},
-        ))
+        verdicts.append(
+            Verdict(
+                CHECK,
+                OK,
+                f"{gpu_label([r['gpu'] for r in readable])} at full power: {watts(r0['ceiling_w'])} enforced "
+                f"of {watts(r0['max_w'])} maximum",
+                {"gpus": readable},
+            )
+        )
     return verdicts
 
 
@@ -95,10 +117,15 @@ def _mismatch(rows: list[dict[str, Any]]) -> list[Verdict]:
     for r in rows:
         ceiling = r.get("ceiling_w")
         groups[f"{r['name']} @ {watts(ceiling) if ceiling is not None else '?'}"].append(r["gpu"])
-    listing = ", ".join(f"{gpu_label(idx)} {key}" for key, idx in sorted(groups.items(), key=lambda kv: kv[1]))
-    return [Verdict(
-        CHECK, WARN,
-        f"GPUs on this box differ ({listing}): replicas will not run at one speed and per-box figures "
-        "mix cards; pin arms to matching GPUs",
-        {"groups": {k: v for k, v in groups.items()}},
-    )]
+    listing = ", ".join(
+        f"{gpu_label(idx)} {key}" for key, idx in sorted(groups.items(), key=lambda kv: kv[1])
+    )
+    return [
+        Verdict(
+            CHECK,
+            WARN,
+            f"GPUs on this box differ ({listing}): replicas will not run at one speed and per-box figures "
+            "mix cards; pin arms to matching GPUs",
+            {"groups": {k: v for k, v in groups.items()}},
+        )
+    ]

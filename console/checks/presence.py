@@ -61,18 +61,29 @@ def judge_presence(probe: dict[str, Any], seen: GpusSeen | None, verdicts: list[
     if not missing:
         return verdicts
     if no_gpu_tooling(probe):
-        gone = (f"no NVIDIA tooling answers on this box (no nvidia-ml-py, no nvidia-smi), yet {seen.where}: the "
-                "driver or its tools are gone; run nvidia-smi on the box (a box that really has no GPU now: "
-                "remove it and add it again)")  # fmt: skip
+        gone = (
+            f"no NVIDIA tooling answers on this box (no nvidia-ml-py, no nvidia-smi), yet {seen.where}: the "
+            "driver or its tools are gone; run nvidia-smi on the box (a box that really has no GPU now: "
+            "remove it and add it again)"
+        )
         not_checked = "not checked: no GPU answers on a box that listed GPUs before (see driver)"
         numbers = {"seen_probe_id": seen.probe_id, "missing": missing}
         return [
-            Verdict(check, FAIL if check == "driver" else WARN, gone if check == "driver" else not_checked, numbers)
+            Verdict(
+                check,
+                FAIL if check == "driver" else WARN,
+                gone if check == "driver" else not_checked,
+                numbers,
+            )
             for check in GPU_CHECKS
         ]
-    reason = (f"{len(missing)} of {len(seen.identities)} GPUs no longer answer ({', '.join(missing)}); "
-              f"{seen.where}: a GPU that fell off the bus (dmesg: Xid 79) or lost its driver; reboot the box or "
-              "give it back")  # fmt: skip
-    last_topology = max((i for i, v in enumerate(verdicts) if v.check == "topology"), default=len(verdicts) - 1)
+    reason = (
+        f"{len(missing)} of {len(seen.identities)} GPUs no longer answer ({', '.join(missing)}); "
+        f"{seen.where}: a GPU that fell off the bus (dmesg: Xid 79) or lost its driver; reboot the box or "
+        "give it back"
+    )
+    last_topology = max(
+        (i for i, v in enumerate(verdicts) if v.check == "topology"), default=len(verdicts) - 1
+    )
     missing_verdict = Verdict("topology", FAIL, reason, {"seen_probe_id": seen.probe_id, "missing": missing})
     return [*verdicts[: last_topology + 1], missing_verdict, *verdicts[last_topology + 1 :]]

@@ -47,22 +47,30 @@ class CheckRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "box": self.box, "probe_id": self.probe_id, "t_ms": self.t_ms, "verdict": self.verdict,
-            "probe_t_ms": self.probe.get("t_ms"), "tz": self.probe.get("tz"),
+            "box": self.box,
+            "probe_id": self.probe_id,
+            "t_ms": self.t_ms,
+            "verdict": self.verdict,
+            "probe_t_ms": self.probe.get("t_ms"),
+            "tz": self.probe.get("tz"),
             "arm": asdict(self.arm) if self.arm else None,
             "verdicts": [asdict(v) for v in self.verdicts],
             "probe_warnings": list(self.probe.get("warnings") or []),
         }
 
 
-def judge(store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmResolver | None = None) -> CheckRun:
+def judge(
+    store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmResolver | None = None
+) -> CheckRun:
     """Judge ``probe`` (None: the newest stored probe) and store the probe and the verdicts."""
     box = store.boxes.get(box_name)
     if probe is None:
         stored = store.checks.latest_probe(box.name)
         if stored is None:
-            raise CheckError(f"box {box.name} has no stored probe", f"run `campaign check {box.name}` without "
-                             "--stored to probe it")  # fmt: skip
+            raise CheckError(
+                f"box {box.name} has no stored probe",
+                f"run `campaign check {box.name}` without --stored to probe it",
+            )
         probe, probe_id = stored.data, stored.id
     else:
         if not isinstance(probe, dict):
@@ -87,7 +95,9 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
     # probe inspects for compatibility libraries.
     env = allowed_env() | {k: v for k, v in os.environ.items() if k == "LD_LIBRARY_PATH"}
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False, env=env)
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False, env=env
+        )
     except subprocess.TimeoutExpired as exc:
         raise CheckError(f"box {box.name}: the agent probe took longer than {PROBE_TIMEOUT_S:.0f} s") from exc
     if proc.returncode != 0:
@@ -96,10 +106,13 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
     try:
         probe = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
-        raise CheckError(f"box {box.name}: the agent probe printed something that is not JSON "
-                         f"({proc.stdout[:200]!r})") from exc
+        raise CheckError(
+            f"box {box.name}: the agent probe printed something that is not JSON ({proc.stdout[:200]!r})"
+        ) from exc
     if not isinstance(probe, dict):
-        raise CheckError(f"box {box.name}: the agent probe answered {type(probe).__name__}, not a probe object")
+        raise CheckError(
+            f"box {box.name}: the agent probe answered {type(probe).__name__}, not a probe object"
+        )
     return probe
 
 
@@ -124,7 +137,9 @@ def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
             raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
         used = sorted(g for r in resolved.replicas for g in r.gpus)
         return ArmContext(
-            name=a.name, tensor_parallel=a.tensor_parallel, weights_gb=profile.weights_gb,
+            name=a.name,
+            tensor_parallel=a.tensor_parallel,
+            weights_gb=profile.weights_gb,
             gpus=tuple(used) if used else None,
             weight_shards=a.tensor_parallel * (a.data_parallel if a.expert_parallel else 1),
         )

@@ -43,17 +43,32 @@ def _describe(links: dict[str, str]) -> str:
 def check_topology(probe: dict[str, Any], arm: ArmContext | None = None) -> list[Verdict]:
     n = len(gpus(probe))
     if no_gpu_tooling(probe) or n <= 1:
-        return [Verdict(CHECK, OK, f"{n} GPU{'s' if n != 1 else ''}: no links between GPUs to check",
-                        {"gpu_count": n})]
+        return [
+            Verdict(
+                CHECK, OK, f"{n} GPU{'s' if n != 1 else ''}: no links between GPUs to check", {"gpu_count": n}
+            )
+        ]
     topo = probe.get("topology") or {}
     links: dict[str, str] = {str(k): str(v) for k, v in (topo.get("links") or {}).items()}
     tp = arm.tensor_parallel if arm else 1
-    numbers: dict[str, Any] = {"gpu_count": n, "links": links, "nvlink_all": topo.get("nvlink_all"),
-                               "tensor_parallel": tp, "arm": arm.name if arm else None}
+    numbers: dict[str, Any] = {
+        "gpu_count": n,
+        "links": links,
+        "nvlink_all": topo.get("nvlink_all"),
+        "tensor_parallel": tp,
+        "arm": arm.name if arm else None,
+    }
     expected_pairs = n * (n - 1) // 2
     if len(links) < expected_pairs:
-        return [Verdict(CHECK, WARN, f"topology incomplete: {len(links)} of {expected_pairs} GPU pairs read "
-                        "(`nvidia-smi topo -m` failed or was cut short); NVLink unknown", numbers)]
+        return [
+            Verdict(
+                CHECK,
+                WARN,
+                f"topology incomplete: {len(links)} of {expected_pairs} GPU pairs read "
+                "(`nvidia-smi topo -m` failed or was cut short); NVLink unknown",
+                numbers,
+            )
+        ]
     nvlink = [k for k, v in links.items() if v.startswith("NV")]
     if len(nvlink) == len(links):
         return [Verdict(CHECK, OK, f"NVLink between all {n} GPUs ({_describe(links)})", numbers)]
@@ -62,7 +77,19 @@ def check_topology(probe: dict[str, Any], arm: ArmContext | None = None) -> list
     if "SYS" in links.values():
         text += "; some pairs cross the inter-socket link (dual-socket host: slower all-reduce)"
     if tp > 1:
-        return [Verdict(CHECK, WARN, f"arm {arm.name if arm else '?'} is tensor-parallel ({tp} GPUs) on {text}; "
-                        f"{SEED_TP_WARNING}", numbers)]
-    return [Verdict(CHECK, OK, f"{text}; fine for independent replicas, a tensor-parallel arm here gets a "
-                    "warning", numbers)]
+        return [
+            Verdict(
+                CHECK,
+                WARN,
+                f"arm {arm.name if arm else '?'} is tensor-parallel ({tp} GPUs) on {text}; {SEED_TP_WARNING}",
+                numbers,
+            )
+        ]
+    return [
+        Verdict(
+            CHECK,
+            OK,
+            f"{text}; fine for independent replicas, a tensor-parallel arm here gets a warning",
+            numbers,
+        )
+    ]

@@ -33,12 +33,20 @@ def _caching(value: bool | None) -> str:
 
 
 def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
-    node = f"{row.replicas} replica{'' if row.replicas == 1 else 's'}" if row.replicas else "replicas not recorded"
+    node = (
+        f"{row.replicas} replica{'' if row.replicas == 1 else 's'}"
+        if row.replicas
+        else "replicas not recorded"
+    )
     print(f"{row.arm}  {row.shape} C{row.concurrency}  {node}  {row.marks}".rstrip())
-    print(f"  out {row.out_tok_per_s or 0:,.0f} tok/s  in {row.in_tok_per_s or 0:,.0f} tok/s  "
-          f"{row.req_per_s or 0:.2f} req/s  ({row.requests} requests, {row.failed} failed)")  # fmt: skip
-    print(f"  TTFT p50/p99 {ms(row.ttft_ms_p50)} / {ms(row.ttft_ms_p99)}  TPOT {ms(row.tpot_ms_p50)} / "
-          f"{ms(row.tpot_ms_p99)}  E2E {ms(row.e2e_ms_p50)} / {ms(row.e2e_ms_p99)}")  # fmt: skip
+    print(
+        f"  out {row.out_tok_per_s or 0:,.0f} tok/s  in {row.in_tok_per_s or 0:,.0f} tok/s  "
+        f"{row.req_per_s or 0:.2f} req/s  ({row.requests} requests, {row.failed} failed)"
+    )
+    print(
+        f"  TTFT p50/p99 {ms(row.ttft_ms_p50)} / {ms(row.ttft_ms_p99)}  TPOT {ms(row.tpot_ms_p50)} / "
+        f"{ms(row.tpot_ms_p99)}  E2E {ms(row.e2e_ms_p50)} / {ms(row.e2e_ms_p99)}"
+    )
     print(f"  kernel: {row.kernel_line or 'none reported'}")
     for fallback in row.fallbacks:
         print(f"  KERNEL-FALLBACK {fallback.text}")
@@ -48,8 +56,10 @@ def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
     print(f"  seed {row.seed}, {row.prompts} prompts, prefix caching {_caching(row.prefix_caching)}{admits}")
     print(f"  {row.served}")
     for r in replicas if len(replicas) > 1 else []:
-        print(f"    replica {r.replica} {r.launch_id}: {r.streams} streams, {r.requests} requests, "
-              f"out {r.out_tok_per_s or 0:,.0f} tok/s, TTFT p50 {ms(r.ttft_ms_p50)}")  # fmt: skip
+        print(
+            f"    replica {r.replica} {r.launch_id}: {r.streams} streams, {r.requests} requests, "
+            f"out {r.out_tok_per_s or 0:,.0f} tok/s, TTFT p50 {ms(r.ttft_ms_p50)}"
+        )
 
 
 def show_group(group: RepeatGroup) -> None:
@@ -63,12 +73,25 @@ def _row_json(row: ResultRow, replicas: list[ReplicaResult]) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     with store_and_service(args) as (store, service):
         with progress_line():
-            outcome = run(service, lambda: service.bench(
-                args.target, args.box, args.shape, args.concurrency, args.prompts, args.seed, args.repeat,
-                wait=not args.no_wait, timeout_s=args.timeout, tick=ticker("bench"),
-            ))  # fmt: skip
+            outcome = run(
+                service,
+                lambda: service.bench(
+                    args.target,
+                    args.box,
+                    args.shape,
+                    args.concurrency,
+                    args.prompts,
+                    args.seed,
+                    args.repeat,
+                    wait=not args.no_wait,
+                    timeout_s=args.timeout,
+                    tick=ticker("bench"),
+                ),
+            )
         if not outcome.rows:
-            say(f"started bench {outcome.run_ids[0]}; its row lands at the next `campaign box connect {outcome.box}`")
+            say(
+                f"started bench {outcome.run_ids[0]}; its row lands at the next `campaign box connect {outcome.box}`"
+            )
             return 0
         details = [replica_results(store, row.id) for row in outcome.rows]
     if args.json:
@@ -83,19 +106,40 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
-    p = sub.add_parser("bench", help=help_text, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("target", metavar="ARM_OR_LAUNCH",
-                   help="an arm (every serving replica of its live launch on --box) or a launch id (every replica "
-                   "that launch started)")  # fmt: skip
+    p = sub.add_parser(
+        "bench", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "target",
+        metavar="ARM_OR_LAUNCH",
+        help="an arm (every serving replica of its live launch on --box) or a launch id (every replica "
+        "that launch started)",
+    )
     p.add_argument("--box", metavar="NAME", help="the box (required for an arm; a launch id names its own)")
     add_wait_options(p, default_timeout_s=3600)
-    p.add_argument("--shape", required=True, help="a workload shape from recipes/shapes.toml (router, judge, ...)")
-    p.add_argument("--concurrency", "-c", type=concurrency_arg, required=True, metavar="C",
-                   help="streams in flight on the node, dealt round-robin over its replicas")  # fmt: skip
+    p.add_argument(
+        "--shape", required=True, help="a workload shape from recipes/shapes.toml (router, judge, ...)"
+    )
+    p.add_argument(
+        "--concurrency",
+        "-c",
+        type=concurrency_arg,
+        required=True,
+        metavar="C",
+        help="streams in flight on the node, dealt round-robin over its replicas",
+    )
     p.add_argument("--prompts", type=prompts_arg, metavar="N", help="measured requests (default 8 x C)")
-    p.add_argument("--seed", type=seed_arg, metavar="S",
-                   help="replay this prompt seed (default: a new seed for every run, recorded with the row)")  # fmt: skip
-    p.add_argument("--repeat", type=repeat_arg, default=1, metavar="N",
-                   help="N runs one after another, stored as one group with its spread (default 1)")  # fmt: skip
+    p.add_argument(
+        "--seed",
+        type=seed_arg,
+        metavar="S",
+        help="replay this prompt seed (default: a new seed for every run, recorded with the row)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=repeat_arg,
+        default=1,
+        metavar="N",
+        help="N runs one after another, stored as one group with its spread (default 1)",
+    )
     p.set_defaults(func=_run)

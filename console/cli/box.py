@@ -24,7 +24,9 @@ from console.cli.common import (
 from console.errors import InputError
 from console.service import Box
 
-_TARGET = re.compile(r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$")
+_TARGET = re.compile(
+    r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$"
+)
 
 
 def parse_target(text: str) -> tuple[str, str, int]:
@@ -41,11 +43,18 @@ def parse_target(text: str) -> tuple[str, str, int]:
 def _add(args: argparse.Namespace) -> int:
     user, host, port = parse_target(args.ssh)
     box = Box(
-        name=args.name, ssh_user=user, host=host, port=port,
+        name=args.name,
+        ssh_user=user,
+        host=host,
+        port=port,
         key_path=str(Path(args.key).expanduser().resolve()) if args.key else None,
-        provider=args.provider, instance_id=args.instance, price_per_hour=args.price_per_hour,
-        serving_env=args.serving_env, model_root=args.model_root, agent_home=args.agent_home,
-    )  # fmt: skip
+        provider=args.provider,
+        instance_id=args.instance,
+        price_per_hour=args.price_per_hour,
+        serving_env=args.serving_env,
+        model_root=args.model_root,
+        agent_home=args.agent_home,
+    )
     with service_for(args) as service:
         service.add_box(box)
     print(f"added box {box.name} ({box.ssh_target})")
@@ -61,8 +70,17 @@ def _list(args: argparse.Namespace) -> int:
         health = ingest_health(store)
     if args.json:
         none = IngestHealth()
-        print_json([asdict(b) | {"quarantined": health.get(b.name, none).quarantined, "lost_events":
-                                 health.get(b.name, none).lost, "ingest": health.get(b.name, none).line} for b in boxes])
+        print_json(
+            [
+                asdict(b)
+                | {
+                    "quarantined": health.get(b.name, none).quarantined,
+                    "lost_events": health.get(b.name, none).lost,
+                    "ingest": health.get(b.name, none).line,
+                }
+                for b in boxes
+            ]
+        )
         return 0
     rows = [
         {
@@ -139,7 +157,10 @@ def _connect(args: argparse.Namespace) -> int:
         finally:
             progress.done()
         health = ingest_health(store).get(args.name)
-    print(f"{args.name}: {connected}" + (f"; {health.line} (see the quarantine and lost_events tables)" if health else ""))
+    print(
+        f"{args.name}: {connected}"
+        + (f"; {health.line} (see the quarantine and lost_events tables)" if health else "")
+    )
     return 0
 
 
@@ -147,8 +168,10 @@ def _detach(args: argparse.Namespace) -> int:
     with service_for(args) as service:
         detached = run(service, lambda: service.detach(args.name))
     if detached:
-        print(f"{args.name}: detached; the box no longer keeps events for this campaign "
-              f"(`campaign box connect {args.name}` attaches it again)")
+        print(
+            f"{args.name}: detached; the box no longer keeps events for this campaign "
+            f"(`campaign box connect {args.name}` attaches it again)"
+        )
     else:
         print(f"{args.name}: this campaign was not attached to the box's journal; nothing changed")
     return 0
@@ -174,9 +197,15 @@ def _trust(args: argparse.Namespace) -> int:
 
 
 def _placement_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--serving-env", metavar="DIR", help="prefix of the serving environment on the box (its bin/ has vllm)")
+    p.add_argument(
+        "--serving-env",
+        metavar="DIR",
+        help="prefix of the serving environment on the box (its bin/ has vllm)",
+    )
     p.add_argument("--model-root", metavar="DIR", help="directory of local checkpoints on the box")
-    p.add_argument("--agent-home", metavar="DIR", help="the agent's directory on the box (default ~/.campaign-agent)")
+    p.add_argument(
+        "--agent-home", metavar="DIR", help="the agent's directory on the box (default ~/.campaign-agent)"
+    )
 
 
 def _set(args: argparse.Namespace) -> int:
@@ -212,7 +241,9 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=_list)
 
-    st = boxsub.add_parser("status", help="one box: status, checks, what serves, its timer, rows quarantined or lost")
+    st = boxsub.add_parser(
+        "status", help="one box: status, checks, what serves, its timer, rows quarantined or lost"
+    )
     st.add_argument("name")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=_status)
@@ -224,18 +255,27 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
 
     conn = boxsub.add_parser("connect", help="connect, push/restart the agent if needed, ingest its journal")
     conn.add_argument("name")
-    conn.add_argument("--follow", action="store_true",
-                      help="keep ingesting and reconnecting until interrupted (Ctrl-C / SIGTERM)")
+    conn.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep ingesting and reconnecting until interrupted (Ctrl-C / SIGTERM)",
+    )
     conn.set_defaults(func=_connect)
 
-    detach = boxsub.add_parser("detach", help="ingest what is pending, then stop the box keeping events for this "
-                               "campaign (other campaigns on the box keep theirs)")
+    detach = boxsub.add_parser(
+        "detach",
+        help="ingest what is pending, then stop the box keeping events for this "
+        "campaign (other campaigns on the box keep theirs)",
+    )
     detach.add_argument("name")
     detach.set_defaults(func=_detach)
 
     trust = boxsub.add_parser("trust", help="show the box's host key and trust it (first use)")
     trust.add_argument("name")
-    trust.add_argument("--replace", action="store_true",
-                       help="replace a different, previously trusted key (after checking it out of band)")
+    trust.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a different, previously trusted key (after checking it out of band)",
+    )
     trust.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     trust.set_defaults(func=_trust)

@@ -28,7 +28,9 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
 
 
 def browse(args: argparse.Namespace) -> int:
-    path = readable_db_path(args, args.database)  # a missing, foreign or too-old file: refused before the screen
+    path = readable_db_path(
+        args, args.database
+    )  # a missing, foreign or too-old file: refused before the screen
     from console.tui.app import run_browse
 
     return run_browse(path)

@@ -123,8 +123,13 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str | Column], *, header: bool = True,
-                indent: int = 0) -> None:  # fmt: skip
+def print_table(
+    rows: Sequence[Mapping[str, object]],
+    columns: Sequence[str | Column],
+    *,
+    header: bool = True,
+    indent: int = 0,
+) -> None:
     """The CLI's one table renderer, on stdout. On a terminal a Rich table (box-drawn, wrapped to the
     terminal's width). Anywhere else (a pipe, a file, a test's capture) plain aligned text, as scripts read it:
     a capitalised heading line, then one line per row, columns ljust (``right``: rjust) and two spaces apart,
@@ -135,12 +140,18 @@ def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str | Co
     if _is_terminal(sys.stdout):
         _print_rich(cols, headings, cells, header=header, indent=indent)
         return
-    widths = [max([c.min_width, len(h) if header else 0] + [len(row[i]) for row in cells])
-              for i, (c, h) in enumerate(zip(cols, headings, strict=True))]  # fmt: skip
+    widths = [
+        max([c.min_width, len(h) if header else 0] + [len(row[i]) for row in cells])
+        for i, (c, h) in enumerate(zip(cols, headings, strict=True))
+    ]
 
     def line(values: list[str]) -> str:
-        return (" " * indent + "  ".join(v.rjust(w) if c.right else v.ljust(w)
-                                         for c, v, w in zip(cols, values, widths, strict=True))).rstrip()  # fmt: skip
+        return (
+            " " * indent
+            + "  ".join(
+                v.rjust(w) if c.right else v.ljust(w) for c, v, w in zip(cols, values, widths, strict=True)
+            )
+        ).rstrip()
 
     if header:
         print(line(headings))
@@ -148,16 +159,22 @@ def print_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str | Co
         print(line(row))
 
 
-def _print_rich(cols: list[Column], headings: list[str], cells: list[list[str]], *, header: bool,
-                indent: int) -> None:  # fmt: skip
+def _print_rich(
+    cols: list[Column], headings: list[str], cells: list[list[str]], *, header: bool, indent: int
+) -> None:
     from rich import box
     from rich.console import Console
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_header=header, header_style="bold", box=box.SIMPLE_HEAD if header else None,
-                  show_edge=False, pad_edge=False)  # fmt: skip
+    table = Table(
+        show_header=header,
+        header_style="bold",
+        box=box.SIMPLE_HEAD if header else None,
+        show_edge=False,
+        pad_edge=False,
+    )
     for c, heading in zip(cols, headings, strict=True):
         table.add_column(heading, justify="right" if c.right else "left", min_width=c.min_width or None)
     for row in cells:
@@ -187,7 +204,9 @@ def csv_values(text: str | None, what: str, cast: Callable[[str], T], *, most: i
     except InputError as exc:
         raise InputError(f"--{what} {bounds.shown(text)}: {exc.message}", exc.hint) from exc
     except ValueError as exc:
-        raise InputError(f"--{what} {bounds.shown(text)}: expected a comma-separated list, e.g. 1,8,32") from exc
+        raise InputError(
+            f"--{what} {bounds.shown(text)}: expected a comma-separated list, e.g. 1,8,32"
+        ) from exc
 
 
 def argument(parse: Callable[[str], T]) -> Callable[[str], T]:

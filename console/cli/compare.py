@@ -20,11 +20,19 @@ def _run(args: argparse.Namespace) -> int:
         result = compare(store, args.a, args.b, args.shape, args.concurrency, args.box)
     if args.json:
         floor = result.floor
-        print_json({
-            "verdict": result.verdict, "percent": result.percent, "winner": result.winner, "text": result.text,
-            "a": result.a.summary(), "b": result.b.summary(),
-            "noise_floor": None if floor is None else {"floor": floor.floor, "pair": [floor.a.summary(), floor.b.summary()]},
-        })  # fmt: skip
+        print_json(
+            {
+                "verdict": result.verdict,
+                "percent": result.percent,
+                "winner": result.winner,
+                "text": result.text,
+                "a": result.a.summary(),
+                "b": result.b.summary(),
+                "noise_floor": None
+                if floor is None
+                else {"floor": floor.floor, "pair": [floor.a.summary(), floor.b.summary()]},
+            }
+        )
     else:
         for name, side in (("A", result.a), ("B", result.b)):
             print(f"{name}: {side.label}: {side.spread_text}  {side.marks}".rstrip())
@@ -33,12 +41,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
-    p = sub.add_parser("compare", help=help_text, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "compare", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("a", metavar="A", help="a bench row id or run id, a repeat group id, or an arm")
     p.add_argument("b", metavar="B", help="the same kinds as A")
     p.add_argument("--shape", help="the shape an arm's group is taken at")
-    p.add_argument("--concurrency", "-c", type=concurrency_arg, metavar="C", help="the concurrency an arm's group is taken at")
+    p.add_argument(
+        "--concurrency",
+        "-c",
+        type=concurrency_arg,
+        metavar="C",
+        help="the concurrency an arm's group is taken at",
+    )
     p.add_argument("--box", metavar="NAME", help="only an arm's rows on this box")
     p.add_argument("--json", action="store_true", help="the verdict and both groups as JSON on stdout")
     p.set_defaults(func=_run)

@@ -37,9 +37,11 @@ def _run(args: argparse.Namespace) -> int:
         counts = imported_counts(store)
         path = database_path(store)
     verb = {"imported": "imported", "replaced": "re-imported (data changed)", "unchanged": "already present"}
-    print(f"demo campaign {verb[outcome.state]} in {path}: {counts.bench_runs} throughput rows, "
-          f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows, {counts.kldiff_runs} "
-          "logit-level divergence rows")  # fmt: skip
+    print(
+        f"demo campaign {verb[outcome.state]} in {path}: {counts.bench_runs} throughput rows, "
+        f"{counts.tripwire_runs} tripwire verdicts, {counts.eval_runs} task-accuracy rows, {counts.kldiff_runs} "
+        "logit-level divergence rows"
+    )
     return 0
 
 

@@ -82,8 +82,9 @@ def _economics(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
-    p = sub.add_parser("export", help=help_text, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "export", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     kinds = p.add_subparsers(dest="what", metavar="WHAT", required=True)
     for name, func, text in (
         ("summary", _summary, "one row per (arm, shape, concurrency) run: summary_all.tsv"),
@@ -96,12 +97,29 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         k.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
         k.set_defaults(func=func)
         if name == "economics":
-            k.add_argument("--api-price", action="append", default=[], metavar="MODEL=IN/OUT[/CACHED]",
-                           help="an API price in USD per million tokens, replacing the stored ones for MODEL "
-                           "(repeatable), e.g. GLM-5.3-Flash=0.15/0.50/0.03")  # fmt: skip
-            k.add_argument("--utilisation", type=utilisation_arg, default=DEFAULT_UTILISATION, metavar="U",
-                           help="share of the paid hours the node works, 0-1 (default 0.7)")  # fmt: skip
-            k.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), metavar="S1,S2",
-                           help="the shapes averaged per request (default router,promptopt)")  # fmt: skip
-            k.add_argument("--chart", action="store_true",
-                           help="draw the quality/cost frontier as a text chart instead of the table")  # fmt: skip
+            k.add_argument(
+                "--api-price",
+                action="append",
+                default=[],
+                metavar="MODEL=IN/OUT[/CACHED]",
+                help="an API price in USD per million tokens, replacing the stored ones for MODEL "
+                "(repeatable), e.g. GLM-5.3-Flash=0.15/0.50/0.03",
+            )
+            k.add_argument(
+                "--utilisation",
+                type=utilisation_arg,
+                default=DEFAULT_UTILISATION,
+                metavar="U",
+                help="share of the paid hours the node works, 0-1 (default 0.7)",
+            )
+            k.add_argument(
+                "--shapes",
+                default=",".join(DEFAULT_SHAPES),
+                metavar="S1,S2",
+                help="the shapes averaged per request (default router,promptopt)",
+            )
+            k.add_argument(
+                "--chart",
+                action="store_true",
+                help="draw the quality/cost frontier as a text chart instead of the table",
+            )

@@ -22,8 +22,10 @@ def _run(args: argparse.Namespace) -> int:
             say("nothing killed")
             return 1
         stopped = run(service, lambda: service.kill(plan, args.grace))
-    rows = [{"launch": x.id, "state": x.state, "gpu_memory": "freed" if released(x) else "NOT confirmed free"}
-            for x in stopped]  # fmt: skip
+    rows = [
+        {"launch": x.id, "state": x.state, "gpu_memory": "freed" if released(x) else "NOT confirmed free"}
+        for x in stopped
+    ]
     if args.json:
         print_json(rows)
     else:
@@ -35,8 +37,15 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("kill", help=help_text, description=help_text)
     p.add_argument("target", metavar="LAUNCH|ARM")
     p.add_argument("--box", required=True, metavar="NAME")
-    p.add_argument("--grace", type=grace_s_arg, default=30.0, metavar="SECONDS",
-                   help="SIGTERM, then SIGKILL after this long")
+    p.add_argument(
+        "--grace",
+        type=grace_s_arg,
+        default=30.0,
+        metavar="SECONDS",
+        help="SIGTERM, then SIGKILL after this long",
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")
+    p.add_argument(
+        "--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout"
+    )
     p.set_defaults(func=_run)

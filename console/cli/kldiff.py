@@ -55,9 +55,11 @@ def _num(value: float | None, digits: int) -> str:
 
 
 def figures(run: KldiffRun) -> str:
-    return (f"top-1 agreement {_num(run.top1_agreement, 4)}, top-5 overlap {_num(run.top5_overlap, 4)}, mean KL "
-            f"{_num(run.mean_kl, 5)} (p50 {_num(run.p50_kl, 5)}, p99 {_num(run.p99_kl, 5)}) over {run.positions} "
-            "positions")  # fmt: skip
+    return (
+        f"top-1 agreement {_num(run.top1_agreement, 4)}, top-5 overlap {_num(run.top5_overlap, 4)}, mean KL "
+        f"{_num(run.mean_kl, 5)} (p50 {_num(run.p50_kl, 5)}, p99 {_num(run.p99_kl, 5)}) over {run.positions} "
+        "positions"
+    )
 
 
 def show(outcome: KldiffOutcome) -> None:
@@ -74,31 +76,67 @@ def show(outcome: KldiffOutcome) -> None:
 def _run(args: argparse.Namespace) -> int:
     options = KldiffOptions(_contexts(args.contexts), args.positions, args.top_k, args.seed)
     control = tuple(args.control) if args.control else None
-    with service_for(args) as service, progress_line():  # the line is ended, its last step written, on any exit
-        outcome = run(service, lambda: service.kldiff(args.launch_a, args.launch_b, control, options, args.timeout,
-                                                      ticker("kldiff")))  # fmt: skip
+    with (
+        service_for(args) as service,
+        progress_line(),
+    ):  # the line is ended, its last step written, on any exit
+        outcome = run(
+            service,
+            lambda: service.kldiff(
+                args.launch_a, args.launch_b, control, options, args.timeout, ticker("kldiff")
+            ),
+        )
     if args.json:
         verdict = outcome.pair.verdict
-        print_json({"pair": asdict(outcome.pair), "control": asdict(outcome.control) if outcome.control else None,
-                    "verdict": {"kind": verdict.kind, "word": verdict.word, "text": verdict.text,
-                                "excess_kl": verdict.excess, "times_floor": verdict.times}})  # fmt: skip
+        print_json(
+            {
+                "pair": asdict(outcome.pair),
+                "control": asdict(outcome.control) if outcome.control else None,
+                "verdict": {
+                    "kind": verdict.kind,
+                    "word": verdict.word,
+                    "text": verdict.text,
+                    "excess_kl": verdict.excess,
+                    "times_floor": verdict.times,
+                },
+            }
+        )
     else:
         show(outcome)
     return 0
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
-    p = sub.add_parser("kldiff", help=help_text, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "kldiff", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("launch_a", metavar="LAUNCH_A", help="the reference server (KL is KL(a||b))")
     p.add_argument("launch_b", metavar="LAUNCH_B", help="the compared server, on the same box")
-    p.add_argument("--control", nargs=2, metavar=("LAUNCH_C", "LAUNCH_D"),
-                   help="the control pair: one configuration launched twice; it fixes the noise floor")  # fmt: skip
-    p.add_argument("--contexts", metavar="FILE", help="JSON list of contexts (docs/kldiff.md); default: built in")
-    p.add_argument("--positions", type=positions_arg, metavar="N", help="compare a seeded sample of N positions (default all)")
+    p.add_argument(
+        "--control",
+        nargs=2,
+        metavar=("LAUNCH_C", "LAUNCH_D"),
+        help="the control pair: one configuration launched twice; it fixes the noise floor",
+    )
+    p.add_argument(
+        "--contexts", metavar="FILE", help="JSON list of contexts (docs/kldiff.md); default: built in"
+    )
+    p.add_argument(
+        "--positions",
+        type=positions_arg,
+        metavar="N",
+        help="compare a seeded sample of N positions (default all)",
+    )
     p.add_argument("--top-k", type=top_k_arg, metavar="K", help="log-probabilities per position (default 20)")
     p.add_argument("--seed", type=seed_arg, metavar="S", help="which positions a --positions sample keeps")
-    p.add_argument("--timeout", type=wait_s_arg, default=DEFAULT_TIMEOUT_S, metavar="S",
-                   help=f"how long to wait for each pair's result (default {DEFAULT_TIMEOUT_S:.0f} s)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print the stored rows as JSON (and nothing else) on stdout")
+    p.add_argument(
+        "--timeout",
+        type=wait_s_arg,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"how long to wait for each pair's result (default {DEFAULT_TIMEOUT_S:.0f} s)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the stored rows as JSON (and nothing else) on stdout"
+    )
     p.set_defaults(func=_run)

@@ -29,8 +29,10 @@ def parse_gpus(text: str | None) -> list[int] | None:
 
 def _show_plan(plan: LaunchPlan) -> None:
     r = plan.resolved
-    say(f"arm {r.arm} on box {plan.box}: {r.model} as {r.served_model_name}, TP{r.tensor_parallel}, "
-        f"{len(r.replicas)} replica(s)")  # fmt: skip
+    say(
+        f"arm {r.arm} on box {plan.box}: {r.model} as {r.served_model_name}, TP{r.tensor_parallel}, "
+        f"{len(r.replicas)} replica(s)"
+    )
     for rep in r.replicas:
         say(f"  replica {rep.index}: GPUs {','.join(map(str, rep.gpus)) or '-'}, port {rep.port}")
     for f in plan.findings:
@@ -56,13 +58,25 @@ class Progress:
 
 def _record(outcome: LaunchOutcome) -> dict[str, Any]:
     return {
-        "arm": outcome.arm, "box": outcome.box, "forced": outcome.forced, "waited": outcome.waited,
-        "serving": outcome.serving, "launch_ids": outcome.launch_ids,
-        "replicas": [{"launch_id": x.id, "replica": x.replica, "state": x.state, "port": x.port,
-                      "gpus": list(x.gpus), "reason": x.failure_reason,
-                      "backends_accepted": None if x.backends_accepted is None else list(x.backends_accepted)}
-                     for x in outcome.replicas],
-    }  # fmt: skip
+        "arm": outcome.arm,
+        "box": outcome.box,
+        "forced": outcome.forced,
+        "waited": outcome.waited,
+        "serving": outcome.serving,
+        "launch_ids": outcome.launch_ids,
+        "replicas": [
+            {
+                "launch_id": x.id,
+                "replica": x.replica,
+                "state": x.state,
+                "port": x.port,
+                "gpus": list(x.gpus),
+                "reason": x.failure_reason,
+                "backends_accepted": None if x.backends_accepted is None else list(x.backends_accepted),
+            }
+            for x in outcome.replicas
+        ],
+    }
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -72,8 +86,16 @@ def _run(args: argparse.Namespace) -> int:
         _show_plan(plan)
         progress = Progress()
         try:
-            outcome = run(service, lambda: service.launch(plan, force=args.force, ready_timeout_s=args.ready_timeout,
-                                                          wait=not args.no_wait, progress=progress))  # fmt: skip
+            outcome = run(
+                service,
+                lambda: service.launch(
+                    plan,
+                    force=args.force,
+                    ready_timeout_s=args.ready_timeout,
+                    wait=not args.no_wait,
+                    progress=progress,
+                ),
+            )
         finally:
             progress.done()
     failed = outcome.failed
@@ -81,16 +103,28 @@ def _run(args: argparse.Namespace) -> int:
         print_json(_record(outcome))
     else:
         forced = " (FORCED past a failed check; recorded)" if outcome.forced else ""
-        print_table([{"launch": x.id, "state": x.state, "port": x.port, "gpus": ",".join(map(str, x.gpus)) or "-",
-                      "reason": x.failure_reason or ""} for x in outcome.replicas],
-                    ["launch", "state", "port", "gpus", "reason"])  # fmt: skip
+        print_table(
+            [
+                {
+                    "launch": x.id,
+                    "state": x.state,
+                    "port": x.port,
+                    "gpus": ",".join(map(str, x.gpus)) or "-",
+                    "reason": x.failure_reason or "",
+                }
+                for x in outcome.replicas
+            ],
+            ["launch", "state", "port", "gpus", "reason"],
+        )
         if not outcome.waited:
             say(f"accepted by the agent{forced}; `campaign box connect {args.box}` follows it")
         elif outcome.serving:
             say(f"serving{forced}")
     if failed:
         for x in failed:
-            accepted = f" (the engine accepts: {', '.join(x.backends_accepted)})" if x.backends_accepted else ""
+            accepted = (
+                f" (the engine accepts: {', '.join(x.backends_accepted)})" if x.backends_accepted else ""
+            )
             say(f"{x.id} failed: {x.failure_reason or x.state}{accepted}")
         return 1
     if outcome.waited and not outcome.serving:
@@ -104,11 +138,24 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument("arm")
     p.add_argument("--box", required=True, metavar="NAME")
     p.add_argument("--gpus", metavar="0,1", help="GPU indexes to use (default: what the arm's layout needs)")
-    p.add_argument("--force", action="store_true",
-                   help="launch although the box's last check failed (recorded with the launch)")
-    p.add_argument("--no-wait", action="store_true",
-                   help="return once the agent accepted the launch, without waiting for the server to serve")
-    p.add_argument("--ready-timeout", type=wait_s_arg, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
-                   help="the agent fails the launch if the server is not ready by then")
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="launch although the box's last check failed (recorded with the launch)",
+    )
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return once the agent accepted the launch, without waiting for the server to serve",
+    )
+    p.add_argument(
+        "--ready-timeout",
+        type=wait_s_arg,
+        default=DEFAULT_READY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="the agent fails the launch if the server is not ready by then",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the outcome as JSON (and nothing else) on stdout"
+    )
     p.set_defaults(func=_run)

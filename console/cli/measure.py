@@ -33,8 +33,12 @@ def ticker(label: str, line: ProgressLine | None = None) -> Callable[[float], No
     return tick
 
 
-def start_and_wait(args: argparse.Namespace, kind: str, start: Callable[[Service], Awaitable[str]],
-                   result: Callable[[Service, str, str], Awaitable[T]]) -> T | None:  # fmt: skip
+def start_and_wait(
+    args: argparse.Namespace,
+    kind: str,
+    start: Callable[[Service], Awaitable[str]],
+    result: Callable[[Service, str, str], Awaitable[T]],
+) -> T | None:
     """Start a ``kind`` run (``start`` returns its run id), then wait for its stored result (None: --no-wait)."""
     with service_for(args) as service:
         box = service.serving_launch(args.launch).box
@@ -64,7 +68,16 @@ def progress_line() -> Iterator[ProgressLine]:
 
 
 def add_wait_options(p: argparse.ArgumentParser, default_timeout_s: float) -> None:
-    p.add_argument("--no-wait", action="store_true", help="start it and return; the row lands at the next sync")
-    p.add_argument("--timeout", type=wait_s_arg, default=default_timeout_s, metavar="S",
-                   help=f"how long to wait for the result (default {default_timeout_s:.0f} s)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print the stored row as JSON (and nothing else) on stdout")
+    p.add_argument(
+        "--no-wait", action="store_true", help="start it and return; the row lands at the next sync"
+    )
+    p.add_argument(
+        "--timeout",
+        type=wait_s_arg,
+        default=default_timeout_s,
+        metavar="S",
+        help=f"how long to wait for the result (default {default_timeout_s:.0f} s)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the stored row as JSON (and nothing else) on stdout"
+    )

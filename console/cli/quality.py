@@ -33,7 +33,9 @@ from console.readmodel.quality import compare_runs, noise_floor, published_compa
 from console.readmodel.records import QualityComparison, QualityRun
 from console.service import QualityImported
 
-LIMIT = IntBound("an item limit", 1, 1_000_000, "give the items per task of a smoke run, e.g. 20, or none for all")
+LIMIT = IntBound(
+    "an item limit", 1, 1_000_000, "give the items per task of a smoke run, e.g. 20, or none for all"
+)
 """``quality run --limit``: lm-eval's per-task cap (0 would be no items, not no cap)."""
 
 
@@ -57,8 +59,10 @@ def _show_import(done: QualityImported, as_json: bool) -> None:
         return
     if done.state == "unchanged":
         say(f"already imported: the same files against launch {r.launch_id} are quality run {r.id}")
-    print(f"quality run {r.id}: {r.harness} {', '.join(r.tasks)}, {r.items} items, accuracy {r.accuracy:.3f}, "
-          f"truncated {_pct(r.truncation_rate)}, mean {_tokens(r.mean_output_tokens)} output tokens")  # fmt: skip
+    print(
+        f"quality run {r.id}: {r.harness} {', '.join(r.tasks)}, {r.items} items, accuracy {r.accuracy:.3f}, "
+        f"truncated {_pct(r.truncation_rate)}, mean {_tokens(r.mean_output_tokens)} output tokens"
+    )
     print(f"  bound to launch {r.launch_id}: {r.arm} on {r.box}, {r.layout or 'layout not recorded'}")
     print(f"  kernels: {r.kernel_line or 'none recorded'}")
     if r.unscored:
@@ -76,9 +80,16 @@ def _run(args: argparse.Namespace) -> int:
     tasks = csv_values(args.tasks, "tasks", str) or []
     with service_for(args) as service:
         say(f"running lm-evaluation-harness ({', '.join(tasks)}) against launch {args.launch}")
-        done = run(service, lambda: service.run_quality(args.launch, tasks, limit=args.limit,
-                                                        concurrency=args.concurrency,
-                                                        output=Path(args.output) if args.output else None))  # fmt: skip
+        done = run(
+            service,
+            lambda: service.run_quality(
+                args.launch,
+                tasks,
+                limit=args.limit,
+                concurrency=args.concurrency,
+                output=Path(args.output) if args.output else None,
+            ),
+        )
     _show_import(done, args.json)
     return 0
 
@@ -88,12 +99,26 @@ def comparison_json(c: QualityComparison) -> dict[str, Any]:
     return {
         "a": {"run_id": c.a.id, "label": c.a.label, "arm": c.a.arm, "box": c.a.box, "layout": c.a.layout},
         "b": {"run_id": c.b.id, "label": c.b.label, "arm": c.b.arm, "box": c.b.box, "layout": c.b.layout},
-        "basis": c.basis, "kind": c.kind, "items": p.n, "a_only": p.a_only, "b_only": p.b_only, "split": p.split,
-        "p_value": p.p_value, "difference": p.diff, "interval_95": p.interval, "a_accuracy": p.a_mean,
-        "b_accuracy": p.b_mean, "a_truncation": c.a_truncation, "b_truncation": c.b_truncation,
-        "a_mean_output_tokens": c.a_mean_tokens, "b_mean_output_tokens": c.b_mean_tokens,
-        "floor": c.floor.value if c.floor else None, "decision": c.decision, "verdict": c.verdict, "note": c.note,
-    }  # fmt: skip
+        "basis": c.basis,
+        "kind": c.kind,
+        "items": p.n,
+        "a_only": p.a_only,
+        "b_only": p.b_only,
+        "split": p.split,
+        "p_value": p.p_value,
+        "difference": p.diff,
+        "interval_95": p.interval,
+        "a_accuracy": p.a_mean,
+        "b_accuracy": p.b_mean,
+        "a_truncation": c.a_truncation,
+        "b_truncation": c.b_truncation,
+        "a_mean_output_tokens": c.a_mean_tokens,
+        "b_mean_output_tokens": c.b_mean_tokens,
+        "floor": c.floor.value if c.floor else None,
+        "decision": c.decision,
+        "verdict": c.verdict,
+        "note": c.note,
+    }
 
 
 def _show_comparison(c: QualityComparison) -> None:
@@ -102,7 +127,14 @@ def _show_comparison(c: QualityComparison) -> None:
         print(f"{side}  run {r.id}  {_where(r)}" + (f"  {r.layout}" if r.layout else ""))
     basis = "the split the write-up published" if c.basis == "published" else "the stored items"
     print(f"paired on the {p.n} items both scored ({basis})")
-    rows = [("split", p.split, "", f"A right and B wrong : B right and A wrong; exact McNemar p = {p.p_value:.3f}")]
+    rows = [
+        (
+            "split",
+            p.split,
+            "",
+            f"A right and B wrong : B right and A wrong; exact McNemar p = {p.p_value:.3f}",
+        )
+    ]
     a_acc, b_acc = (p.a_mean, p.b_mean) if p.a_mean is not None else (c.a.accuracy, c.b.accuracy)
     interval = p.interval
     spread = f" (95% {interval[0]:+.3f} to {interval[1]:+.3f})" if interval else ""
@@ -111,9 +143,17 @@ def _show_comparison(c: QualityComparison) -> None:
     rows.append(("truncated", _pct(c.a_truncation), _pct(c.b_truncation), ""))
     rows.append(("mean tokens", _tokens(c.a_mean_tokens), _tokens(c.b_mean_tokens), ""))
     rows.append(("floor", "", "", c.floor.text if c.floor else "unknown"))
-    print_table([dict(zip(("name", "a", "b", "note"), row, strict=True)) for row in rows],
-                [Column("name", min_width=11), Column("a", right=True, min_width=9),
-                 Column("b", right=True, min_width=9), Column("note")], header=False, indent=2)  # fmt: skip
+    print_table(
+        [dict(zip(("name", "a", "b", "note"), row, strict=True)) for row in rows],
+        [
+            Column("name", min_width=11),
+            Column("a", right=True, min_width=9),
+            Column("b", right=True, min_width=9),
+            Column("note"),
+        ],
+        header=False,
+        indent=2,
+    )
     print(f"verdict: {c.verdict}")
     if c.note:
         print(f"  ({c.note})")
@@ -134,19 +174,38 @@ def _list(args: argparse.Namespace) -> int:
         runs = quality_runs(store)
         floors = {s: noise_floor(store, s) for s in dict.fromkeys(r.suite for r in runs)}
     if args.json:
-        print_json({"runs": [asdict(r) for r in runs],
-                    "floors": {s: (f.value if f else None) for s, f in floors.items()}})  # fmt: skip
+        print_json(
+            {
+                "runs": [asdict(r) for r in runs],
+                "floors": {s: (f.value if f else None) for s, f in floors.items()},
+            }
+        )
         return 0
     if not runs:
         print("no quality runs yet: `campaign quality import FILE --launch LAUNCH`")
         return 0
-    print_table([{"id": r.id, "run": r.label, "harness": r.harness, "tasks": ", ".join(r.tasks), "items": r.items,
-                  "accuracy": f"{r.accuracy:.3f}", "truncated": _pct(r.truncation_rate),
-                  "tokens": _tokens(r.mean_output_tokens), "layout": r.layout or "", "source": r.source}
-                 for r in runs], ["id", "run", "harness", "tasks", "items", "accuracy", "truncated", "tokens",
-                                  "layout", "source"])  # fmt: skip
+    print_table(
+        [
+            {
+                "id": r.id,
+                "run": r.label,
+                "harness": r.harness,
+                "tasks": ", ".join(r.tasks),
+                "items": r.items,
+                "accuracy": f"{r.accuracy:.3f}",
+                "truncated": _pct(r.truncation_rate),
+                "tokens": _tokens(r.mean_output_tokens),
+                "layout": r.layout or "",
+                "source": r.source,
+            }
+            for r in runs
+        ],
+        ["id", "run", "harness", "tasks", "items", "accuracy", "truncated", "tokens", "layout", "source"],
+    )
     for suite, floor in floors.items():
-        print(f"noise floor of {suite}: {floor.text if floor else 'unknown (no repeat runs of one configuration)'}")
+        print(
+            f"noise floor of {suite}: {floor.text if floor else 'unknown (no repeat runs of one configuration)'}"
+        )
     return 0
 
 
@@ -159,31 +218,57 @@ def _pairs(args: argparse.Namespace) -> int:
     if not comparisons:
         print("no published comparisons (`campaign demo` imports the write-up's)")
         return 0
-    print_table([{"kind": c.kind, "a": f"{c.a.id} {c.a.label}", "b": f"{c.b.id} {c.b.label}", "split": c.paired.split,
-                  "items": c.paired.n, "diff": f"{c.paired.diff:+.3f}", "verdict": c.verdict} for c in comparisons],
-                ["kind", "a", "b", "split", "items", "diff", "verdict"])  # fmt: skip
+    print_table(
+        [
+            {
+                "kind": c.kind,
+                "a": f"{c.a.id} {c.a.label}",
+                "b": f"{c.b.id} {c.b.label}",
+                "split": c.paired.split,
+                "items": c.paired.n,
+                "diff": f"{c.paired.diff:+.3f}",
+                "verdict": c.verdict,
+            }
+            for c in comparisons
+        ],
+        ["kind", "a", "b", "split", "items", "diff", "verdict"],
+    )
     return 0
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
-    p = sub.add_parser("quality", help=help_text, description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "quality", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
     imp = verbs.add_parser("import", help="bind a harness's per-item results to the launch they ran against")
-    imp.add_argument("file", metavar="FILE", help="lm-eval results_*.json / samples_*.jsonl / their folder, or an "
-                     "Inspect .eval/.json log")  # fmt: skip
+    imp.add_argument(
+        "file",
+        metavar="FILE",
+        help="lm-eval results_*.json / samples_*.jsonl / their folder, or an Inspect .eval/.json log",
+    )
     imp.add_argument("--launch", required=True, metavar="LAUNCH", help="the launch the harness ran against")
-    imp.add_argument("--metric", metavar="NAME", help="the score to read where a task logs several "
-                     "(lm-eval NAME[,FILTER], e.g. exact_match,strict-match; an Inspect scorer)")  # fmt: skip
+    imp.add_argument(
+        "--metric",
+        metavar="NAME",
+        help="the score to read where a task logs several "
+        "(lm-eval NAME[,FILTER], e.g. exact_match,strict-match; an Inspect scorer)",
+    )
     imp.add_argument("--force", action="store_true", help="bind even when the file names another model")
     imp.add_argument("--json", action="store_true", help="print {run_id, state, run} as JSON on stdout")
     imp.set_defaults(func=_import)
     r = verbs.add_parser("run", help="run lm-evaluation-harness against a serving launch (where installed)")
     r.add_argument("launch", metavar="LAUNCH", help="a serving launch id")
     r.add_argument("--tasks", required=True, metavar="T1,T2", help="lm-eval task names, e.g. gsm8k,ifeval")
-    r.add_argument("--limit", type=argument(LIMIT.parse), metavar="N", help="at most N items per task (a smoke run)")
-    r.add_argument("--concurrency", type=concurrency_arg, default=8, metavar="C", help="requests in flight (default 8)")
-    r.add_argument("--output", metavar="DIR", help="where lm_eval writes (default: quality/ beside the state.db)")
+    r.add_argument(
+        "--limit", type=argument(LIMIT.parse), metavar="N", help="at most N items per task (a smoke run)"
+    )
+    r.add_argument(
+        "--concurrency", type=concurrency_arg, default=8, metavar="C", help="requests in flight (default 8)"
+    )
+    r.add_argument(
+        "--output", metavar="DIR", help="where lm_eval writes (default: quality/ beside the state.db)"
+    )
     r.add_argument("--json", action="store_true", help="print {run_id, state, run} as JSON on stdout")
     r.set_defaults(func=_run)
     c = verbs.add_parser("compare", help="pair two runs on the items both scored, against the noise floor")
@@ -191,8 +276,10 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     c.add_argument("b", type=row_id_arg, metavar="B", help="another quality run id")
     c.add_argument("--json", action="store_true", help="the comparison as JSON on stdout")
     c.set_defaults(func=_compare)
-    for name, func, text in (("list", _list, "every quality run and each suite's noise floor"),
-                             ("pairs", _pairs, "the published paired comparisons and their verdicts")):  # fmt: skip
+    for name, func, text in (
+        ("list", _list, "every quality run and each suite's noise floor"),
+        ("pairs", _pairs, "the published paired comparisons and their verdicts"),
+    ):
         v = verbs.add_parser(name, help=text, description=text)
         v.add_argument("--json", action="store_true", help="as JSON on stdout")
         v.set_defaults(func=func)

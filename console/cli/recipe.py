@@ -53,8 +53,10 @@ def _box_rules(box: BoxSpec | None) -> str | None:
     if box is None:
         return None
     if box.gpu_count == 0:
-        return (f"box rules R4 and R10 not run: no GPUs known for box {box.name} (no probe, and none in its "
-                f"inventory; `campaign check {box.name}` probes it)")  # fmt: skip
+        return (
+            f"box rules R4 and R10 not run: no GPUs known for box {box.name} (no probe, and none in its "
+            f"inventory; `campaign check {box.name}` probes it)"
+        )
     return f"box rules R4 and R10 on box {box.name}, GPUs from {box.gpus_basis}"
 
 
@@ -86,17 +88,29 @@ def _lint(args: argparse.Namespace) -> int:
     return 1 if any(f.blocking and not f.expected for f in findings) else 0
 
 
-def _summary(catalog: Catalog, name: str, box: BoxSpec | None, evidence: MoeEvidence | None) -> dict[str, Any]:
+def _summary(
+    catalog: Catalog, name: str, box: BoxSpec | None, evidence: MoeEvidence | None
+) -> dict[str, Any]:
     arm = catalog.arms[name]
     profile = catalog.profiles[arm.profile]
     findings = lint(catalog, name, box, evidence)
     try:
         out = resolve(catalog, name, box or generic_box(catalog, name)).to_dict()
     except ResolveError as exc:
-        out = {"arm": name, "model": profile.checkpoint, "argv": None, "env": None,
-               "tensor_parallel": arm.tensor_parallel, "error": str(exc)}
-    out.update(profile_name=arm.profile, description=arm.description, source=recipe_source(arm.origin),
-               findings=[f.to_dict() for f in findings])
+        out = {
+            "arm": name,
+            "model": profile.checkpoint,
+            "argv": None,
+            "env": None,
+            "tensor_parallel": arm.tensor_parallel,
+            "error": str(exc),
+        }
+    out.update(
+        profile_name=arm.profile,
+        description=arm.description,
+        source=recipe_source(arm.origin),
+        findings=[f.to_dict() for f in findings],
+    )
     return out
 
 
@@ -164,7 +178,10 @@ def _show(args: argparse.Namespace) -> int:
     if box:
         print(f"         {_box_rules(box)}")
     for f in summary["findings"]:
-        print(f"lint     {f['rule_id']} {f['severity']}: {f['reason']}" + (" (expected)" if f["expected"] else ""))
+        print(
+            f"lint     {f['rule_id']} {f['severity']}: {f['reason']}"
+            + (" (expected)" if f["expected"] else "")
+        )
     if "error" in summary:
         print(f"cannot resolve: {summary['error']}")
         return 1
@@ -183,18 +200,31 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     rsub = p.add_subparsers(dest="recipe_command", metavar="ACTION", required=True)
 
     def common(q: argparse.ArgumentParser, paths: bool = False) -> None:
-        q.add_argument("--box", metavar="NAME", help="resolve on this box (its latest probe gives the GPUs, else "
-                       "its inventory); lint sees this state.db's sweeps")  # fmt: skip
+        q.add_argument(
+            "--box",
+            metavar="NAME",
+            help="resolve on this box (its latest probe gives the GPUs, else "
+            "its inventory); lint sees this state.db's sweeps",
+        )
         q.add_argument("--json", action="store_true", help="machine-readable output")
         if not paths:
             q.add_argument(
-                "--recipes", dest="paths", metavar="PATH", action="append",
+                "--recipes",
+                dest="paths",
+                metavar="PATH",
+                action="append",
                 help="recipe files or directories instead of the shipped and user recipes (repeatable)",
             )
 
-    q = rsub.add_parser("lint", help="lint arms against the campaign write-up's rules (exit 1 on an unexpected error)")
-    q.add_argument("paths", nargs="*", metavar="PATH",
-                   help="recipe files or directories (default: the shipped recipes, yours on top)")
+    q = rsub.add_parser(
+        "lint", help="lint arms against the campaign write-up's rules (exit 1 on an unexpected error)"
+    )
+    q.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="recipe files or directories (default: the shipped recipes, yours on top)",
+    )
     common(q, paths=True)
     q.set_defaults(func=_lint)
 

@@ -26,7 +26,14 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("report", help=help_text, description=__doc__)
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE atomically (default: stdout)")
-    p.add_argument("--tz", metavar="ZONE", help="your zone for the timers' local times (default: this machine's)")
-    p.add_argument("--utilisation", type=utilisation_arg, default=DEFAULT_UTILISATION, metavar="U",
-                   help="node utilisation for the frontier's costs, 0-1 (default 0.7)")  # fmt: skip
+    p.add_argument(
+        "--tz", metavar="ZONE", help="your zone for the timers' local times (default: this machine's)"
+    )
+    p.add_argument(
+        "--utilisation",
+        type=utilisation_arg,
+        default=DEFAULT_UTILISATION,
+        metavar="U",
+        help="node utilisation for the frontier's costs, 0-1 (default 0.7)",
+    )
     p.set_defaults(func=_run)

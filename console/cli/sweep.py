@@ -50,8 +50,10 @@ class ProgressBar:
         frac = done / max(1, len(arms))
         counts = ", ".join(f"{n} {s}" for s in SWEEP_FINISHED if (n := sum(a.state == s for a in arms)))
         elapsed = int(time.monotonic() - self.started)
-        self.line.step(f"sweep #{sweep.id} {bar(frac, self.width)} {done}/{len(arms)} arms"
-                       f"{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s | {what}"[:200])  # fmt: skip
+        self.line.step(
+            f"sweep #{sweep.id} {bar(frac, self.width)} {done}/{len(arms)} arms"
+            f"{f' ({counts})' if counts else ''} {elapsed // 60}m{elapsed % 60:02d}s | {what}"[:200]
+        )
 
     def done(self) -> None:
         self.line.end()
@@ -72,25 +74,36 @@ async def _walk(service: Service, sweep_id: int, options: SweepOptions, bar: Pro
 def _run(args: argparse.Namespace) -> int:
     shapes = csv_values(args.shapes, "shapes", str)
     concurrency = csv_values(args.concurrency, "concurrency", CONCURRENCY.parse)
-    options = SweepOptions(ready_timeout_s=args.ready_timeout, kill_grace_s=args.kill_grace, prompts=args.prompts,
-                           force=args.force, base_port=args.base_port)  # fmt: skip
+    options = SweepOptions(
+        ready_timeout_s=args.ready_timeout,
+        kill_grace_s=args.kill_grace,
+        prompts=args.prompts,
+        force=args.force,
+        base_port=args.base_port,
+    )
     with store_and_service(args) as (store, service):
-        sweep, resumed = service.open_sweep(args.list, args.box, shapes, concurrency,
-                                            bench_degenerate=args.bench_degenerate, new=args.new)  # fmt: skip
+        sweep, resumed = service.open_sweep(
+            args.list, args.box, shapes, concurrency, bench_degenerate=args.bench_degenerate, new=args.new
+        )
         status = sweep_status(store, sweep.id)
         left = [a for a in status.arms if a.arm.state not in SWEEP_FINISHED]
         verb = "resuming" if resumed else "starting"
-        say(f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(status)}, {len(left)} of "
+        say(
+            f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(status)}, {len(left)} of "
             f"{len(status.arms)} arms to walk, shapes {','.join(sweep.shapes)} x concurrency "
-            f"{','.join(map(str, sweep.concurrency))}")  # fmt: skip
+            f"{','.join(map(str, sweep.concurrency))}"
+        )
         bar = ProgressBar()
         try:
             sweep = asyncio.run(_walk(service, sweep.id, options, bar))
         except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-            raise Interrupted(f"sweep #{sweep.id} interrupted", "run the same command again to resume it") from exc
+            raise Interrupted(
+                f"sweep #{sweep.id} interrupted", "run the same command again to resume it"
+            ) from exc
         except SweepError as exc:
-            raise SweepError(f"sweep #{sweep.id} stopped: {exc}", "run the same command again to resume it") \
-                from exc  # fmt: skip
+            raise SweepError(
+                f"sweep #{sweep.id} stopped: {exc}", "run the same command again to resume it"
+            ) from exc
         finally:
             bar.done()
         _show(sweep_status(store, sweep.id), args.json)
@@ -102,17 +115,27 @@ def _where(status: SweepStatus) -> str:
     sweep = status.sweep
     if sweep.layout == "node":
         return sweep.box
-    return ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in status.boxes) + \
-        " (one queue, each arm on its own GPUs)"  # fmt: skip
+    return (
+        ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in status.boxes)
+        + " (one queue, each arm on its own GPUs)"
+    )
 
 
 def _arm_json(a: SweepArmStatus) -> dict[str, Any]:
-    return {**a.arm.to_dict(), "benches": [asdict(b) for b in a.benches], "history": [asdict(t) for t in a.history]}
+    return {
+        **a.arm.to_dict(),
+        "benches": [asdict(b) for b in a.benches],
+        "history": [asdict(t) for t in a.history],
+    }
 
 
 def _sweep_json(status: SweepStatus) -> dict[str, Any]:
-    return {**asdict(status.sweep), "runner_alive": runner_alive(status.sweep),
-            "boxes": [asdict(b) for b in status.boxes], "arms": [_arm_json(a) for a in status.arms]}  # fmt: skip
+    return {
+        **asdict(status.sweep),
+        "runner_alive": runner_alive(status.sweep),
+        "boxes": [asdict(b) for b in status.boxes],
+        "arms": [_arm_json(a) for a in status.arms],
+    }
 
 
 def _place(arm: SweepArm) -> str:
@@ -129,8 +152,10 @@ def _show(status: SweepStatus, as_json: bool) -> None:
     state = sweep.state
     if state == "running" and not runner_alive(sweep):
         state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
-    print(f"sweep #{sweep.id} {sweep.list_name} on {_where(status)}: {state}"
-          + (f" ({sweep.detail})" if sweep.detail else ""))  # fmt: skip
+    print(
+        f"sweep #{sweep.id} {sweep.list_name} on {_where(status)}: {state}"
+        + (f" ({sweep.detail})" if sweep.detail else "")
+    )
     packed = sweep.layout == "packed"
     if packed:
         for b in status.boxes:
@@ -144,14 +169,32 @@ def _show(status: SweepStatus, as_json: bool) -> None:
         good = [b for b in status_arm.benches if b.out_tok_per_s is not None]
         best = max((b.out_tok_per_s for b in good if b.out_tok_per_s is not None), default=None)
         queued = sum(1 for b in good if b.queueing)
-        table.append({
-            "arm": a.arm, "state": a.state, "where": _place(a), "tries": a.attempts, "kv_tokens": a.kv_cache_tokens,
-            "max_conc": a.max_concurrency, "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
-            "best_out_tok_s": None if best is None else f"{best:.1f}",
-            "reason": (a.reason or "")[:100] + (f"; accepts {a.backends_accepted}" if a.backends_accepted else "")
-            + (f"; named by {a.queued_by}" if a.queued_by else ""),
-        })  # fmt: skip
-    columns = ["arm", "state", "where", "tries", "kv_tokens", "max_conc", "benches", "best_out_tok_s", "reason"]
+        table.append(
+            {
+                "arm": a.arm,
+                "state": a.state,
+                "where": _place(a),
+                "tries": a.attempts,
+                "kv_tokens": a.kv_cache_tokens,
+                "max_conc": a.max_concurrency,
+                "benches": f"{len(good)}" + (f" ({queued} queueing)" if queued else ""),
+                "best_out_tok_s": None if best is None else f"{best:.1f}",
+                "reason": (a.reason or "")[:100]
+                + (f"; accepts {a.backends_accepted}" if a.backends_accepted else "")
+                + (f"; named by {a.queued_by}" if a.queued_by else ""),
+            }
+        )
+    columns = [
+        "arm",
+        "state",
+        "where",
+        "tries",
+        "kv_tokens",
+        "max_conc",
+        "benches",
+        "best_out_tok_s",
+        "reason",
+    ]
     print_table(table, [c for c in columns if packed or c != "where"])
 
 
@@ -174,26 +217,63 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("sweep", help=help_text, description=help_text)
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    run = verbs.add_parser("run", help="walk a sweep list on a box, or feed it to several boxes as one queue "
-                                       "(resumes an unfinished walk of the same list)")  # fmt: skip
+    run = verbs.add_parser(
+        "run",
+        help="walk a sweep list on a box, or feed it to several boxes as one queue "
+        "(resumes an unfinished walk of the same list)",
+    )
     run.add_argument("list", help="a sweep list of the recipes ([sweeps.NAME])")
-    run.add_argument("--box", required=True, metavar="NAME", action="append",
-                     help="one box: each arm on every card of it; repeated: one queue over all of them, each arm on "
-                          "the fewest GPUs its layout needs, arms side by side")  # fmt: skip
+    run.add_argument(
+        "--box",
+        required=True,
+        metavar="NAME",
+        action="append",
+        help="one box: each arm on every card of it; repeated: one queue over all of them, each arm on "
+        "the fewest GPUs its layout needs, arms side by side",
+    )
     run.add_argument("--shapes", metavar="A,B", help="benchmark shapes (default: router; kept on resume)")
-    run.add_argument("--concurrency", metavar="1,8", help="concurrencies per shape (default: 1; kept on resume)")
-    run.add_argument("--bench-degenerate", action="store_true",
-                     help="bench arms that failed the tripwire too (their rows are diagnostic-only)")
-    run.add_argument("--new", action="store_true", help="abandon an unfinished sweep of this list and start again")
-    run.add_argument("--force", action="store_true",
-                     help="launch although the box's last check failed (recorded with every launch)")
-    run.add_argument("--ready-timeout", type=wait_s_arg, default=DEFAULT_READY_TIMEOUT_S, metavar="SECONDS",
-                     help="an arm not serving by then is failed by the agent")
-    run.add_argument("--kill-grace", type=grace_s_arg, default=30.0, metavar="SECONDS",
-                     help="SIGTERM grace before SIGKILL when stopping an arm")
-    run.add_argument("--base-port", type=port_arg, metavar="PORT",
-                     help="first replica's port on the box (default: the first free ports from 8100)")
-    run.add_argument("--prompts", type=prompts_arg, metavar="N", help="prompts per bench (default: max(32, 4 x concurrency))")
+    run.add_argument(
+        "--concurrency", metavar="1,8", help="concurrencies per shape (default: 1; kept on resume)"
+    )
+    run.add_argument(
+        "--bench-degenerate",
+        action="store_true",
+        help="bench arms that failed the tripwire too (their rows are diagnostic-only)",
+    )
+    run.add_argument(
+        "--new", action="store_true", help="abandon an unfinished sweep of this list and start again"
+    )
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="launch although the box's last check failed (recorded with every launch)",
+    )
+    run.add_argument(
+        "--ready-timeout",
+        type=wait_s_arg,
+        default=DEFAULT_READY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="an arm not serving by then is failed by the agent",
+    )
+    run.add_argument(
+        "--kill-grace",
+        type=grace_s_arg,
+        default=30.0,
+        metavar="SECONDS",
+        help="SIGTERM grace before SIGKILL when stopping an arm",
+    )
+    run.add_argument(
+        "--base-port",
+        type=port_arg,
+        metavar="PORT",
+        help="first replica's port on the box (default: the first free ports from 8100)",
+    )
+    run.add_argument(
+        "--prompts",
+        type=prompts_arg,
+        metavar="N",
+        help="prompts per bench (default: max(32, 4 x concurrency))",
+    )
     run.add_argument("--json", action="store_true", help="print the finished sweep as JSON")
     run.set_defaults(func=_run)
 
@@ -202,4 +282,3 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     status.add_argument("--box", metavar="NAME")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
-

@@ -42,8 +42,10 @@ def _set(args: argparse.Namespace) -> int:
             say("not armed")
             return 1
         change = run(service, lambda: service.arm_timer(plan, on_box=not args.no_arm))
-        print(f"timer {change.timer.id} armed in {database_path(store)}: {plan.action} of box {plan.box} at "
-              f"{fmt_utc(plan.deadline_ms)}")  # fmt: skip
+        print(
+            f"timer {change.timer.id} armed in {database_path(store)}: {plan.action} of box {plan.box} at "
+            f"{fmt_utc(plan.deadline_ms)}"
+        )
     return _on_box(change, "arm")
 
 
@@ -54,16 +56,25 @@ def _on_box(change: TimerChange, step: str) -> int:
         say(f"box watchdog: not {step}ed yet (--no-arm); `campaign timer watch` or the console does it")
         return 0
     if on_box.done:
-        remaining = (f", {fmt_remaining(int(on_box.remaining_s * 1000))} on its clock"
-                     if step == "arm" and on_box.remaining_s is not None else "")  # fmt: skip
-        say(f"box watchdog: {step}ed on {timer.box}{remaining}" if on_box.detail == "done"
-            else f"box watchdog: {on_box.detail}")  # fmt: skip
+        remaining = (
+            f", {fmt_remaining(int(on_box.remaining_s * 1000))} on its clock"
+            if step == "arm" and on_box.remaining_s is not None
+            else ""
+        )
+        say(
+            f"box watchdog: {step}ed on {timer.box}{remaining}"
+            if on_box.detail == "done"
+            else f"box watchdog: {on_box.detail}"
+        )
         return 0
     consequence = (
         "the console's own enforcer still holds the timer: keep `campaign timer watch` (or the console) running"
-        if step == "arm" else "THE BOX WILL STILL ACT AT THE DEADLINE: run `campaign timer watch` to retry"
+        if step == "arm"
+        else "THE BOX WILL STILL ACT AT THE DEADLINE: run `campaign timer watch` to retry"
     )
-    say(f"box watchdog: NOT {step}ed on {timer.box}: {on_box.detail}; {consequence} until the box is reachable")
+    say(
+        f"box watchdog: NOT {step}ed on {timer.box}: {on_box.detail}; {consequence} until the box is reachable"
+    )
     return 3
 
 
@@ -90,8 +101,11 @@ def _list(args: argparse.Namespace) -> int:
         print_json(records)
         return 0
     rows = [
-        r | {"remaining": fmt_remaining(int(r["remaining_s"] * 1000)) if r["state"] == "armed" else None,
-             "box time": r["deadline_box"] or "box zone unknown"}
+        r
+        | {
+            "remaining": fmt_remaining(int(r["remaining_s"] * 1000)) if r["state"] == "armed" else None,
+            "box time": r["deadline_box"] or "box zone unknown",
+        }
         for r in records
     ]
     print_table(rows, ["id", "box", "action", "state", "deadline_utc", "box time", "remaining"])
@@ -106,10 +120,21 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(record | {"log": [asdict(e) for e in log]})
         return 0
-    print_table([{"key": key, "value": value} for key, value in record.items()], ["key", "value"], header=False)
     print_table(
-        [{"time": fmt_utc(e.t_ms), "event": e.event, "by": e.enforcer,
-          "remaining_s": e.remaining_s, "tz": e.tz, "detail": e.detail} for e in log],
+        [{"key": key, "value": value} for key, value in record.items()], ["key", "value"], header=False
+    )
+    print_table(
+        [
+            {
+                "time": fmt_utc(e.t_ms),
+                "event": e.event,
+                "by": e.enforcer,
+                "remaining_s": e.remaining_s,
+                "tz": e.tz,
+                "detail": e.detail,
+            }
+            for e in log
+        ],
         ["time", "event", "by", "remaining_s", "tz", "detail"],
     )
     return 0
@@ -118,8 +143,10 @@ def _show(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> int:
     with store_and_service(args) as (store, service):
         timer = timer_entry(store, args.id)
-        if not confirm(f"cancel timer {timer.id} ({timer.action} of box {timer.box} at "
-                       f"{fmt_utc(timer.deadline_ms)})?", args.yes):  # fmt: skip
+        if not confirm(
+            f"cancel timer {timer.id} ({timer.action} of box {timer.box} at {fmt_utc(timer.deadline_ms)})?",
+            args.yes,
+        ):
             say("not cancelled")
             return 1
         change = run(service, lambda: service.cancel_timer(args.id, on_box=not args.no_arm))
@@ -141,9 +168,12 @@ def _watch(args: argparse.Namespace) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            return await service.watch_timers(stop, notify=lambda t, message: say(message),
-                                              tick=lambda live: _progress(line, live, now_ms(store)),
-                                              interval_s=args.interval)  # fmt: skip
+            return await service.watch_timers(
+                stop,
+                notify=lambda t, message: say(message),
+                tick=lambda live: _progress(line, live, now_ms(store)),
+                interval_s=args.interval,
+            )
 
         try:
             ended = run(service, watch)
@@ -156,8 +186,10 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _progress(line: ProgressLine, live: list[Timer], now: int) -> None:
     first = live[0]
-    line.step(f"{len(live)} live timer(s); next: {first.action} of {first.box} at {fmt_utc(first.deadline_ms)}, "
-              f"in {fmt_remaining(first.deadline_ms - now)}")
+    line.step(
+        f"{len(live)} live timer(s); next: {first.action} of {first.box} at {fmt_utc(first.deadline_ms)}, "
+        f"in {fmt_remaining(first.deadline_ms - now)}"
+    )
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
@@ -165,20 +197,30 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     tsub = p.add_subparsers(dest="timer_command", metavar="ACTION", required=True)
 
     s = tsub.add_parser(
-        "set", help="arm a hard stop for a box",
+        "set",
+        help="arm a hard stop for a box",
         description="Arm a hard stop. TIME must name its zone: 2026-09-06T01:27Z, 2026-09-06T02:27+01:00 or "
         "'2026-09-06 01:27 Europe/London'; a bare 01:27 is refused. DURATION looks like 4h30m.",
     )
     s.add_argument("box")
     when = s.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="TIME", help="an instant with Z, an offset or an IANA zone name")
-    when.add_argument("--in", dest="within", type=duration_arg, metavar="DURATION", help="from now, e.g. 4h30m, 90m")
-    s.add_argument("--action", choices=TIMER_ACTIONS, default="stop-arms",
-                   help="stop-arms (default); shutdown (a provider box is stopped at the provider, an owned "
-                   "host powers off); destroy (through the provider, confirmed)")
+    when.add_argument(
+        "--in", dest="within", type=duration_arg, metavar="DURATION", help="from now, e.g. 4h30m, 90m"
+    )
+    s.add_argument(
+        "--action",
+        choices=TIMER_ACTIONS,
+        default="stop-arms",
+        help="stop-arms (default); shutdown (a provider box is stopped at the provider, an owned "
+        "host powers off); destroy (through the provider, confirmed)",
+    )
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    s.add_argument("--no-arm", action="store_true",
-                   help="store the timer only; do not reach the box to arm its watchdog now")
+    s.add_argument(
+        "--no-arm",
+        action="store_true",
+        help="store the timer only; do not reach the box to arm its watchdog now",
+    )
     s.set_defaults(func=_set)
 
     ls = tsub.add_parser("list", help="live timers (all of them with --all)")

@@ -46,7 +46,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("tripwire", help=help_text, description=help_text)
-    p.add_argument("launch", metavar="LAUNCH", help="a serving launch id (see `campaign box connect` / the Arms view)")
+    p.add_argument(
+        "launch", metavar="LAUNCH", help="a serving launch id (see `campaign box connect` / the Arms view)"
+    )
     add_wait_options(p, default_timeout_s=1800)
-    p.add_argument("--max-tokens", type=max_tokens_arg, metavar="N", help="cap each answer (default: the tripwire's own)")
+    p.add_argument(
+        "--max-tokens", type=max_tokens_arg, metavar="N", help="cap each answer (default: the tripwire's own)"
+    )
     p.set_defaults(func=_run)

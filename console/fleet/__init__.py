@@ -1,9 +1,9 @@
 """The console's side of every box: SSH links, agent push, exactly-once journal ingest, commands.
 
-    fleet = FleetManager(store)
-    link = fleet.start("pro-a")          # supervised: connect, ingest, reconnect with backoff
-    await link.command("probe", {...})   # stored before sending, re-sent safely after a reconnect
-    port = await link.forward(8100)      # a console-side port reaching 127.0.0.1:8100 on the box
+fleet = FleetManager(store)
+link = fleet.start("pro-a")          # supervised: connect, ingest, reconnect with backoff
+await link.command("probe", {...})   # stored before sending, re-sent safely after a reconnect
+port = await link.forward(8100)      # a console-side port reaching 127.0.0.1:8100 on the box
 """
 
 from console.fleet.hostkeys import HostKeyChanged, HostKeyProblem, HostKeyUnknown

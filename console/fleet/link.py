@@ -51,8 +51,14 @@ from console.timeutil import fmt_remaining
 log = logging.getLogger(__name__)
 
 LINK_ERRORS = (
-    OSError, TimeoutError, asyncssh.Error, ChannelClosed, ProtocolError, RemoteCommandError, AgentStartError,
-)  # fmt: skip
+    OSError,
+    TimeoutError,
+    asyncssh.Error,
+    ChannelClosed,
+    ProtocolError,
+    RemoteCommandError,
+    AgentStartError,
+)
 """Failures that a reconnect may cure. Host-key problems and journal mismatches are not among them."""
 
 
@@ -142,8 +148,13 @@ class BoxLink:
         if policy is None:
             key = await fetch_host_key(host, port, self.settings.ssh.connect_timeout)
             problem = HostKeyUnknown(self.name, key.get_fingerprint())
-            self.store.boxes.update(self.name, host_key=key_line(key), host_key_source="pending",
-                                    status="host-key-unknown", status_detail=str(problem))  # fmt: skip
+            self.store.boxes.update(
+                self.name,
+                host_key=key_line(key),
+                host_key_source="pending",
+                status="host-key-unknown",
+                status_detail=str(problem),
+            )
             raise problem
         try:
             transport = await SshTransport.connect(box, policy, self.settings.ssh)
@@ -152,7 +163,9 @@ class BoxLink:
             raise
         if policy.source == "known_hosts_file":
             # Remember it: a later edit of ~/.ssh/known_hosts must not silently re-key a box mid-campaign.
-            self.store.boxes.update(self.name, host_key=transport.host_key_line(), host_key_source="known_hosts")
+            self.store.boxes.update(
+                self.name, host_key=transport.host_key_line(), host_key_source="known_hosts"
+            )
         return transport
 
     async def connect(self) -> str:
@@ -167,7 +180,9 @@ class BoxLink:
             box = self.store.boxes.get(self.name)
             home = await resolve_home(transport, box.agent_home)
             python = sys.executable if box.is_local else "python3"
-            _, action = await ensure_agent(transport, home, self._build(), python, self.settings.agent_timeout_s)
+            _, action = await ensure_agent(
+                transport, home, self._build(), python, self.settings.agent_timeout_s
+            )
             hello = await self._register(transport, home)
             self._check_journal(hello)
         except BaseException as exc:
@@ -180,7 +195,9 @@ class BoxLink:
         self.box_last_seq = int(hello.get("last_seq") or 0)
         self._record(agent_version=hello.get("version"), tz=hello.get("tz"), last_seen_ms=self.store.clock())
         attached = " (this state.db attached now)" if (hello.get("consumer") or {}).get("new") else ""
-        self._status("up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}{attached}")
+        self._status(
+            "up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}{attached}"
+        )
         self._up.set()
         return action
 
@@ -189,8 +206,9 @@ class BoxLink:
         channel = await transport.open_channel(home.socket)
         try:
             label = f"{socket.gethostname()}:{self.store.path.resolve()}"
-            return await channel.call("hello", {"consumer": self.consumer, "label": label},
-                                      timeout=self.settings.agent_timeout_s)  # fmt: skip
+            return await channel.call(
+                "hello", {"consumer": self.consumer, "label": label}, timeout=self.settings.agent_timeout_s
+            )
         finally:
             channel.close()
 
@@ -214,7 +232,9 @@ class BoxLink:
             self._transport.close()
             self._transport = None
         if not self._closing:
-            self._status(status, str(exc) if isinstance(exc, ConsoleError) else f"{type(exc).__name__}: {exc}")
+            self._status(
+                status, str(exc) if isinstance(exc, ConsoleError) else f"{type(exc).__name__}: {exc}"
+            )
 
     # -- the supervised loop ---------------------------------------------------------------------
     async def run(self) -> None:
@@ -258,7 +278,9 @@ class BoxLink:
                 return
             delay = backoff.next()
             box = self.store.boxes.get(self.name)
-            self._status(status, f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}")
+            self._status(
+                status, f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}"
+            )
             await asyncio.sleep(delay)
 
     async def _ingest_forever(self) -> None:
@@ -302,7 +324,9 @@ class BoxLink:
                         # those events (and their disk) until something new arrives.
                         await self._ack(ack, cursor, consumer)
                     return total
-                pending = asyncio.ensure_future(fetch.call("events", self._pull_args(events[-1]["seq"], consumer)))
+                pending = asyncio.ensure_future(
+                    fetch.call("events", self._pull_args(events[-1]["seq"], consumer))
+                )
                 try:
                     report = self.store.ingest.batch(self.name, events, accept_gap=asked_again)
                 except SequenceGap as gap:
@@ -333,8 +357,12 @@ class BoxLink:
             ack.close()
 
     def _pull_args(self, after: Any, consumer: str) -> dict[str, Any]:
-        return {"after": after, "limit": self.settings.batch, "max_bytes": self.settings.batch_bytes,
-                "consumer": consumer}  # fmt: skip
+        return {
+            "after": after,
+            "limit": self.settings.batch,
+            "max_bytes": self.settings.batch_bytes,
+            "consumer": consumer,
+        }
 
     async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> None:
         answer = await channel.call("ack", {"seq": seq, "consumer": consumer})
@@ -344,8 +372,9 @@ class BoxLink:
     def _detached(self, seq: int) -> Detached:
         return Detached(
             f"box {self.name}: this state.db was detached from the box's journal while its link ran (seq {seq} "
-            "and later are not held for it)", f"`campaign box connect {self.name}` attaches it again",
-        )  # fmt: skip
+            "and later are not held for it)",
+            f"`campaign box connect {self.name}` attaches it again",
+        )
 
     async def detach(self) -> dict[str, Any]:
         """Ingest what is pending, then unregister this state.db from the box's journal: the box stops
@@ -353,8 +382,11 @@ class BoxLink:
         await self.sync()
         result = await self.command("detach", {"consumer": self.consumer})
         cursor = self.store.ingest.cursor(self.name)
-        self._status("detached", f"detached from the box journal after seq {cursor}; `campaign box connect "
-                     f"{self.name}` attaches it again")  # fmt: skip
+        self._status(
+            "detached",
+            f"detached from the box journal after seq {cursor}; `campaign box connect "
+            f"{self.name}` attaches it again",
+        )
         return result
 
     async def sync(self) -> int:
@@ -367,17 +399,22 @@ class BoxLink:
         return inserted
 
     # -- commands --------------------------------------------------------------------------------
-    async def command(self, op: str, args: dict[str, Any], *, command_id: str | None = None,
-                      timeout: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    async def command(
+        self, op: str, args: dict[str, Any], *, command_id: str | None = None, timeout: float = 60.0
+    ) -> dict[str, Any]:
         """Store the command, then deliver it (re-sending the same id across reconnects) and return the result."""
         problem = args_problem(op, args)
         if problem is not None:  # the contract refuses it here, before anything is stored or sent
-            raise InputError(f"box {self.name}: {problem}", "nothing was stored or sent; give a value in range")
+            raise InputError(
+                f"box {self.name}: {problem}", "nothing was stored or sent; give a value in range"
+            )
         command_id = command_id or new_id(op)
         self.store.commands.add(command_id, self.name, op, args)
         return await self._deliver(command_id, op, args, timeout)
 
-    async def _deliver(self, command_id: str, op: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _deliver(
+        self, command_id: str, op: str, args: dict[str, Any], timeout: float
+    ) -> dict[str, Any]:
         self._inflight.add(command_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -393,8 +430,9 @@ class BoxLink:
                     channel = await transport.open_channel(home.socket)
                     try:
                         self.store.commands.mark_sent(command_id)
-                        result = await channel.call(op, args, command_id=command_id,
-                                                    timeout=max(0.1, deadline - loop.time()))  # fmt: skip
+                        result = await channel.call(
+                            op, args, command_id=command_id, timeout=max(0.1, deadline - loop.time())
+                        )
                     finally:
                         channel.close()
                 except AgentError as exc:
@@ -448,7 +486,9 @@ class BoxLink:
         command = self.store.commands.get(command_id)
         box = self.store.boxes.get(self.name)
         if command.state == "pending":
-            self.store.commands.finish(command_id, False, error=f"never sent: box {self.name} was {box.status}")
+            self.store.commands.finish(
+                command_id, False, error=f"never sent: box {self.name} was {box.status}"
+            )
             return TimeoutError(f"{op} was not sent: box {self.name} is {box.status} ({box.status_detail})")
         return TimeoutError(
             f"{op} was sent to box {self.name} but its answer did not arrive ({box.status}: {box.status_detail}); "

@@ -44,8 +44,11 @@ class FleetManager:
     def start_all(self) -> list[BoxLink]:
         """Every box still rented: a dead or silent one only delays itself; imported figures have no box, and
         a box detached from this campaign stays detached until the operator connects it again."""
-        return [self.start(b.name) for b in self.store.boxes.every(include_destroyed=False)
-                if b.reachable and b.status != "detached"]
+        return [
+            self.start(b.name)
+            for b in self.store.boxes.every(include_destroyed=False)
+            if b.reachable and b.status != "detached"
+        ]
 
     async def close(self) -> None:
         for link in self._links.values():

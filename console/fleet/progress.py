@@ -27,8 +27,10 @@ class IngestProgress:
             self._start = report.cursor - report.inserted
         last = self.link.box_last_seq
         frac = min(1.0, (report.cursor - self._start) / max(1, last - self._start))
-        self.line.step(f"{self.link.name}: {bar(frac, self.width)} seq {report.cursor}/{last} "
-                       f"(+{self.inserted} events)", now=report.cursor >= last)  # fmt: skip
+        self.line.step(
+            f"{self.link.name}: {bar(frac, self.width)} seq {report.cursor}/{last} (+{self.inserted} events)",
+            now=report.cursor >= last,
+        )
         if report.journal_only:
             self.line.say(f"{self.link.name}: kept in the journal only: {report.journal_only}")
 

@@ -132,7 +132,18 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
     image's compat libraries out of the agent. An agent that refused its home says why in one line, and
     that line alone is the error: the operator must act on the box, the argv would only bury it.
     """
-    argv = ["env", "-u", "LD_LIBRARY_PATH", "-u", "LD_PRELOAD", python, home.agent, "daemon", "--home", home.path]
+    argv = [
+        "env",
+        "-u",
+        "LD_LIBRARY_PATH",
+        "-u",
+        "LD_PRELOAD",
+        python,
+        home.agent,
+        "daemon",
+        "--home",
+        home.path,
+    ]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -141,7 +152,9 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
             return
         except RemoteCommandError as exc:
             refused = str(exc).partition(REFUSED)
-            if refused[1]:  # the agent's one-line reason (agents/private.py) is the error, not the argv around it
+            if refused[
+                1
+            ]:  # the agent's one-line reason (agents/private.py) is the error, not the argv around it
                 raise AgentStartError(refused[1] + refused[2]) from exc
             if "already running" not in str(exc) or loop.time() > deadline:
                 raise AgentStartError(f"the agent did not start in {home.path}: {exc}") from exc

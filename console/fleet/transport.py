@@ -121,8 +121,9 @@ class SshTransport:
         return AgentChannel(reader, writer)
 
     async def run(self, argv: list[str], timeout: float | None = None) -> str:
-        result = await self.conn.run(shlex.join(argv), timeout=timeout or self.settings.command_timeout,
-                                     stdin=asyncssh.DEVNULL)  # fmt: skip
+        result = await self.conn.run(
+            shlex.join(argv), timeout=timeout or self.settings.command_timeout, stdin=asyncssh.DEVNULL
+        )
         _check(argv, result.exit_status, str(result.stderr or ""))
         return str(result.stdout or "")
 
@@ -168,7 +169,10 @@ class LocalTransport:
 
     async def run(self, argv: list[str], timeout: float | None = None) -> str:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env=allowed_env(os.environ),
         )
         try:

@@ -37,8 +37,14 @@ class AgentChannel:
         self._writer = writer
         self._lock = asyncio.Lock()
 
-    async def call(self, op: str, args: dict[str, Any] | None = None, *, command_id: str | None = None,
-                   timeout: float = 30.0) -> dict[str, Any]:  # fmt: skip
+    async def call(
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        *,
+        command_id: str | None = None,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
         """Send one request and wait for its answer; AgentError on ``ok: false``."""
         request_id = command_id or new_id(op)
         async with self._lock:

@@ -60,8 +60,10 @@ def text(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise HarnessFileError(f"{path}: not UTF-8 text ({exc})",
-                               "give an lm-eval or Inspect output file as the harness wrote it") from exc  # fmt: skip
+        raise HarnessFileError(
+            f"{path}: not UTF-8 text ({exc})",
+            "give an lm-eval or Inspect output file as the harness wrote it",
+        ) from exc
 
 
 def load_json(path: Path, data: bytes | None = None) -> Any:

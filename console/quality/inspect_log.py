@@ -75,26 +75,38 @@ def read_inspect(path: Path, metric: str | None = None, data: bytes | None = Non
         sample_id, epoch = sample.get("id"), sample.get("epoch", 1)
         item_id = str(sample_id) if epoch == 1 else f"{sample_id}#epoch{epoch}"
         value = _value(score.get("value"), f"{path.name}: sample {item_id} ({scorer})")
-        items.append(QualityItem(str(spec.get("task")), item_id, value, _truncated(sample),
-                                 _output_tokens(sample, model)))  # fmt: skip
+        items.append(
+            QualityItem(
+                str(spec.get("task")), item_id, value, _truncated(sample), _output_tokens(sample, model)
+            )
+        )
     if not items:
         raise HarnessFileError(f"{path}: no sample has a {scorer} score (status {header.get('status')})")
     config = {k: v for k, v in (spec.get("model_generate_config") or {}).items() if k not in NOT_RECORDED}
     created = spec.get("created")
     return HarnessRun(
-        harness=HARNESS, harness_version=(spec.get("packages") or {}).get("inspect_ai"),
-        tasks=(str(spec.get("task")),), metric=scorer, model=model,
+        harness=HARNESS,
+        harness_version=(spec.get("packages") or {}).get("inspect_ai"),
+        tasks=(str(spec.get("task")),),
+        metric=scorer,
+        model=model,
         t_ms=_created_ms(created, path) if isinstance(created, str) else None,
-        sampling=config, thinking=thinking_setting(config), items=tuple(items), unscored=unscored,
-        files=(str(path),), digest=digest([(path.name, data)]),
-    )  # fmt: skip
+        sampling=config,
+        thinking=thinking_setting(config),
+        items=tuple(items),
+        unscored=unscored,
+        files=(str(path),),
+        digest=digest([(path.name, data)]),
+    )
 
 
 def _created_ms(created: str, path: Path) -> int:
     try:
         return to_ms(datetime.fromisoformat(created))
     except ValueError as exc:  # not ISO 8601, or no UTC offset (console.timeutil refuses naive times)
-        raise HarnessFileError(f"{path.name}: eval.created {created!r} is not an instant with a UTC offset") from exc
+        raise HarnessFileError(
+            f"{path.name}: eval.created {created!r} is not an instant with a UTC offset"
+        ) from exc
 
 
 def _read_zip(path: Path, data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -40,7 +40,11 @@ _MODEL_ARG = re.compile(r"(?:^|,)\s*(?:model|pretrained)=([^,]+)")
 
 def is_lm_eval(data: Any) -> bool:
     """An lm-eval results file: per-task ``results`` beside ``configs`` or ``versions``."""
-    return isinstance(data, dict) and isinstance(data.get("results"), dict) and ("configs" in data or "versions" in data)
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), dict)
+        and ("configs" in data or "versions" in data)
+    )
 
 
 def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
@@ -67,32 +71,44 @@ def read_lm_eval(path: Path, metric: str | None = None) -> HarnessRun:
                 continue
             doc = str(row.get("doc_id"))
             if doc in seen:
-                raise HarnessFileError(f"{sample_path.name}:{line}: doc_id {doc} appears twice under filter {flt}")
+                raise HarnessFileError(
+                    f"{sample_path.name}:{line}: doc_id {doc} appears twice under filter {flt}"
+                )
             seen.add(doc)
             score = unit_score(row[name], f"{sample_path.name}:{line} ({name})")
             items.append(QualityItem(task, doc, score, None, None))
     if metric and metric not in metrics.values() and metric.partition(",")[0] not in logged:
-        raise HarnessFileError(f"{path}: no task logs a metric {metric.partition(',')[0]!r}; they log "
-                               f"{', '.join(sorted(logged)) or 'none'}")  # fmt: skip
+        raise HarnessFileError(
+            f"{path}: no task logs a metric {metric.partition(',')[0]!r}; they log "
+            f"{', '.join(sorted(logged)) or 'none'}"
+        )
     if not items:
-        raise HarnessFileError(f"{path}: the samples files list no scored document",
-                               "lm_eval writes them with --log_samples")  # fmt: skip
+        raise HarnessFileError(
+            f"{path}: the samples files list no scored document", "lm_eval writes them with --log_samples"
+        )
     config: Mapping[str, Any] = results.get("config") or {}
     generation = {t: (results.get("configs", {}).get(t) or {}).get("generation_kwargs") for t in metrics}
     sampling = {"gen_kwargs": config.get("gen_kwargs"), "generation_kwargs": generation}
     model_args = config.get("model_args")
     date = results.get("date")
     return HarnessRun(
-        harness=HARNESS, harness_version=results.get("lm_eval_version"), tasks=tuple(metrics),
-        metric="; ".join(f"{t}: {m}" for t, m in metrics.items()) if len(set(metrics.values())) > 1
+        harness=HARNESS,
+        harness_version=results.get("lm_eval_version"),
+        tasks=tuple(metrics),
+        metric="; ".join(f"{t}: {m}" for t, m in metrics.items())
+        if len(set(metrics.values())) > 1
         else next(iter(metrics.values())),
-        model=results.get("model_name") or _model_name(model_args), t_ms=int(date * 1000) if isinstance(date, int | float) else None,
+        model=results.get("model_name") or _model_name(model_args),
+        t_ms=int(date * 1000) if isinstance(date, int | float) else None,
         sampling=sampling,
-        thinking=thinking_setting(*(g for g in generation.values() if g), _as_dict(config.get("gen_kwargs")),
-                                  _as_dict(model_args)),
-        items=tuple(items), unscored=0, files=tuple(str(p) for p in files),
+        thinking=thinking_setting(
+            *(g for g in generation.values() if g), _as_dict(config.get("gen_kwargs")), _as_dict(model_args)
+        ),
+        items=tuple(items),
+        unscored=0,
+        files=tuple(str(p) for p in files),
         digest=digest((p.name, data[p]) for p in files),
-    )  # fmt: skip
+    )
 
 
 def _date_id(path: Path) -> str:
@@ -111,24 +127,33 @@ def _locate(path: Path) -> tuple[Path | None, list[Path]]:
     if path.is_dir():
         found = sorted([*path.glob("results_*.json"), *path.glob("*/results_*.json")])
         if len(found) > 1:
-            raise HarnessFileError(f"{path} holds {len(found)} lm-eval runs ({', '.join(p.name for p in found[:4])}"
-                                   f"{', ...' if len(found) > 4 else ''})", "give one results_*.json")  # fmt: skip
+            raise HarnessFileError(
+                f"{path} holds {len(found)} lm-eval runs ({', '.join(p.name for p in found[:4])}"
+                f"{', ...' if len(found) > 4 else ''})",
+                "give one results_*.json",
+            )
         if not found:
             samples = sorted([*path.glob("samples_*.jsonl"), *path.glob("*/samples_*.jsonl")])
             if not samples:
-                raise HarnessFileError(f"{path}: no lm-eval results_*.json or samples_*.jsonl in it",
-                                       "run lm_eval with --output_path DIR --log_samples")  # fmt: skip
+                raise HarnessFileError(
+                    f"{path}: no lm-eval results_*.json or samples_*.jsonl in it",
+                    "run lm_eval with --output_path DIR --log_samples",
+                )
             if len({_date_id(p) for p in samples}) > 1:
                 raise HarnessFileError(f"{path}: samples of several lm-eval runs", "give one results_*.json")
             return None, samples
         path = found[0]
     if path.suffix == ".jsonl":
         results = path.parent / f"results_{_date_id(path)}.json"
-        return (results if results.is_file() else None), sorted(path.parent.glob(f"samples_*_{_date_id(path)}.jsonl"))
+        return (results if results.is_file() else None), sorted(
+            path.parent.glob(f"samples_*_{_date_id(path)}.jsonl")
+        )
     samples = sorted(path.parent.glob(f"samples_*_{_date_id(path)}.jsonl"))
     if not samples:
-        raise HarnessFileError(f"{path}: no samples_<task>_{_date_id(path)}.jsonl beside it, so no per-item scores",
-                               "run lm_eval with --log_samples")  # fmt: skip
+        raise HarnessFileError(
+            f"{path}: no samples_<task>_{_date_id(path)}.jsonl beside it, so no per-item scores",
+            "run lm_eval with --log_samples",
+        )
     return path, samples
 
 
@@ -148,8 +173,13 @@ def _rows(path: Path, data: bytes) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def _metric(task: str, task_results: Mapping[str, Any], rows: list[tuple[int, dict[str, Any]]],
-            wanted: str | None, where: Path) -> tuple[str, str]:  # fmt: skip
+def _metric(
+    task: str,
+    task_results: Mapping[str, Any],
+    rows: list[tuple[int, dict[str, Any]]],
+    wanted: str | None,
+    where: Path,
+) -> tuple[str, str]:
     """(metric, filter) whose per-document values are the items' scores: ``wanted`` where this task logs it,
     else the task's first metric in the results file."""
     logged = _logged(rows)
@@ -158,8 +188,10 @@ def _metric(task: str, task_results: Mapping[str, Any], rows: list[tuple[int, di
     if flt in filters or (not flt and len(filters) == 1):
         return name, flt or next(iter(filters))
     if filters:
-        raise HarnessFileError(f"{where.name}: task {task} logs {name} under filters {', '.join(sorted(filters))}",
-                               f"name one: --metric {name},{sorted(filters)[0]}")  # fmt: skip
+        raise HarnessFileError(
+            f"{where.name}: task {task} logs {name} under filters {', '.join(sorted(filters))}",
+            f"name one: --metric {name},{sorted(filters)[0]}",
+        )
     for key in task_results:
         name, sep, flt = key.partition(",")
         if sep and not name.endswith("_stderr") and flt in logged.get(name, set()):
@@ -174,13 +206,28 @@ def _logged(rows: list[tuple[int, dict[str, Any]]]) -> dict[str, set[str]]:
     """Each metric the samples carry, with the filters it is logged under."""
     logged: dict[str, set[str]] = {}
     for _, row in rows:
-        for name in row.get("metrics") or [k for k, v in row.items() if k not in _FIXED and isinstance(v, int | float)]:
+        for name in row.get("metrics") or [
+            k for k, v in row.items() if k not in _FIXED and isinstance(v, int | float)
+        ]:
             logged.setdefault(name, set()).add(row.get("filter", "none"))
     return logged
 
 
-_FIXED = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
-                    "doc_hash", "prompt_hash", "target_hash"})  # fmt: skip
+_FIXED = frozenset(
+    {
+        "doc_id",
+        "doc",
+        "target",
+        "arguments",
+        "resps",
+        "filtered_resps",
+        "filter",
+        "metrics",
+        "doc_hash",
+        "prompt_hash",
+        "target_hash",
+    }
+)
 """The keys every sample has; any other numeric key is a metric (files written before ``metrics`` was)."""
 
 

@@ -57,8 +57,9 @@ class Paired:
         return cls(n, a_only, b_only, sum_diff, sum_sq, sum_a / n if n else None, sum_b / n if n else None)
 
     @classmethod
-    def of_counts(cls, n: int, a_only: int, b_only: int, a_mean: float | None = None,
-                  b_mean: float | None = None) -> Paired:  # fmt: skip
+    def of_counts(
+        cls, n: int, a_only: int, b_only: int, a_mean: float | None = None, b_mean: float | None = None
+    ) -> Paired:
         """From a published split of right/wrong items: every difference is +1, -1 or 0."""
         if n < 1 or a_only < 0 or b_only < 0 or a_only + b_only > n:
             raise ValueError(f"a split of {a_only} to {b_only} cannot come from {n} common items")
@@ -88,7 +89,9 @@ class Paired:
 
     def swapped(self) -> Paired:
         """The same pair read from B's side."""
-        return Paired(self.n, self.b_only, self.a_only, -self.sum_diff, self.sum_sq_diff, self.b_mean, self.a_mean)
+        return Paired(
+            self.n, self.b_only, self.a_only, -self.sum_diff, self.sum_sq_diff, self.b_mean, self.a_mean
+        )
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -51,12 +51,15 @@ def box_prices(store: Store) -> dict[str, float | None]:
 
 def box_max_power(store: Store) -> dict[str, float | None]:
     """Each box's board maximum per GPU: its newest GPU sample's, else the imported figure (None: unknown)."""
-    return {r["name"]: r["max_w"] for r in store.rows(
-        """SELECT b.name, coalesce(
+    return {
+        r["name"]: r["max_w"]
+        for r in store.rows(
+            """SELECT b.name, coalesce(
                (SELECT max(g.max_limit_w) FROM gpu_samples g WHERE g.box = b.name
                 AND g.t_ms = (SELECT max(t_ms) FROM gpu_samples WHERE box = b.name)), b.max_power_w) AS max_w
            FROM boxes b"""
-    )}  # fmt: skip
+        )
+    }
 
 
 def economics_inputs(store: Store) -> EconomicsInputs:

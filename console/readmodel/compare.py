@@ -54,10 +54,13 @@ def noise_floor(pairs: Iterable[ControlPair], a: RepeatGroup, b: RepeatGroup) ->
     than the pair being compared (a control pair compared with itself would always be a tie)."""
     compared = {a.id, b.id}
     fitting = [
-        p for p in pairs
-        if p.a.shape == a.shape and p.a.concurrency == a.concurrency and p.a.box in (a.box, b.box)
+        p
+        for p in pairs
+        if p.a.shape == a.shape
+        and p.a.concurrency == a.concurrency
+        and p.a.box in (a.box, b.box)
         and {p.a.id, p.b.id} != compared
-    ]  # fmt: skip
+    ]
     return max(fitting, key=lambda p: p.floor, default=None)
 
 
@@ -65,12 +68,21 @@ def compare_groups(a: RepeatGroup, b: RepeatGroup, pairs: Iterable[ControlPair] 
     """The verdict on ``a`` against ``b`` (same shape and concurrency), read against both spreads and the
     noise floor of the widest fitting control pair."""
     if (a.shape, a.concurrency) != (b.shape, b.concurrency):
-        raise InputError(f"{a.label} and {b.label} ran different workloads",
-                         "compare runs of one shape and concurrency: pass --shape and -c")  # fmt: skip
+        raise InputError(
+            f"{a.label} and {b.label} ran different workloads",
+            "compare runs of one shape and concurrency: pass --shape and -c",
+        )
     for side in (a, b):
         if not side.repeated or side.median is None:
-            return Comparison(a, b, "no-verdict", None, None, None,
-                              f"no verdict: {side.label} has no repeats; {REPEATS_HINT}")  # fmt: skip
+            return Comparison(
+                a,
+                b,
+                "no-verdict",
+                None,
+                None,
+                None,
+                f"no verdict: {side.label} has no repeats; {REPEATS_HINT}",
+            )
     assert a.median is not None and b.median is not None and a.low is not None and b.low is not None
     winner, fast, slow = ("a", a, b) if a.median >= b.median else ("b", b, a)
     assert fast.median is not None and slow.median is not None and fast.low is not None
@@ -78,14 +90,24 @@ def compare_groups(a: RepeatGroup, b: RepeatGroup, pairs: Iterable[ControlPair] 
     floor = noise_floor(pairs, a, b)
     apart = f"{_name(fast, winner)} {_pct(percent)} faster than {_name(slow, 'b' if winner == 'a' else 'a')}"
     if slow.high is not None and fast.low <= slow.high:
-        return Comparison(a, b, "tie", percent, None, floor,
-                          f"tie: the difference ({_pct(percent)}) is inside the spread")  # fmt: skip
+        return Comparison(
+            a, b, "tie", percent, None, floor, f"tie: the difference ({_pct(percent)}) is inside the spread"
+        )
     if floor is not None and percent is not None and percent <= floor.floor * 100:
-        return Comparison(a, b, "tie", percent, None, floor,
-                          f"tie: the difference ({_pct(percent)}) is inside the noise floor of "
-                          f"{floor.floor:.1%} between {floor.a.label} and {floor.b.label}")  # fmt: skip
+        return Comparison(
+            a,
+            b,
+            "tie",
+            percent,
+            None,
+            floor,
+            f"tie: the difference ({_pct(percent)}) is inside the noise floor of "
+            f"{floor.floor:.1%} between {floor.a.label} and {floor.b.label}",
+        )
     beyond = f" and the noise floor of {floor.floor:.1%}" if floor is not None else ""
-    return Comparison(a, b, "faster", percent, winner, floor, f"{apart} (outside the measured spread{beyond})")
+    return Comparison(
+        a, b, "faster", percent, winner, floor, f"{apart} (outside the measured spread{beyond})"
+    )
 
 
 def _pct(percent: float | None) -> str:
@@ -96,8 +118,13 @@ def _name(group: RepeatGroup, side: str) -> str:
     return f"{side.upper()} ({group.arm})"
 
 
-def resolve_side(rows: Sequence[ResultRow], spec: str, shape: str | None = None, concurrency: int | None = None,
-                 box: str | None = None) -> RepeatGroup:  # fmt: skip
+def resolve_side(
+    rows: Sequence[ResultRow],
+    spec: str,
+    shape: str | None = None,
+    concurrency: int | None = None,
+    box: str | None = None,
+) -> RepeatGroup:
     """What ``campaign compare`` was given as one side: a bench row id or run id (its group, or the lone
     run), a repeat group id, or an arm (its newest group at ``shape``/``concurrency`` on ``box``)."""
     by_group = {g.id: g for g in repeat_groups(rows)}
@@ -106,13 +133,21 @@ def resolve_side(rows: Sequence[ResultRow], spec: str, shape: str | None = None,
     row = next((r for r in rows if str(r.id) == spec or r.run_id == spec), None)
     if row is not None:
         return by_group[row.repeat_group] if row.repeat_group in by_group else _group(None, [row])
-    mine = [r for r in rows if r.arm == spec and (box is None or r.box == box)
-            and (shape is None or r.shape == shape) and (concurrency is None or r.concurrency == concurrency)]  # fmt: skip
+    mine = [
+        r
+        for r in rows
+        if r.arm == spec
+        and (box is None or r.box == box)
+        and (shape is None or r.shape == shape)
+        and (concurrency is None or r.concurrency == concurrency)
+    ]
     if not mine:
         at = " ".join(w for w in (shape, concurrency and f"C{concurrency}") if w)
         where = (f" at {at}" if at else "") + (f" on {box}" if box else "")
-        raise InputError(f"{spec!r} is no bench row, run, repeat group or benched arm{where} in this state.db",
-                         "`campaign export summary` lists the rows; an arm needs rows at the shape and concurrency")
+        raise InputError(
+            f"{spec!r} is no bench row, run, repeat group or benched arm{where} in this state.db",
+            "`campaign export summary` lists the rows; an arm needs rows at the shape and concurrency",
+        )
     workloads = sorted({(r.shape, r.concurrency) for r in mine})
     if len(workloads) > 1:
         listed = ", ".join(f"{s} C{c}" for s, c in workloads)
@@ -124,13 +159,22 @@ def resolve_side(rows: Sequence[ResultRow], spec: str, shape: str | None = None,
     return max(groups, key=lambda g: (g.rows[-1].started_ms or 0, g.rows[-1].id))
 
 
-def compare(store: Store, a: str, b: str, shape: str | None = None, concurrency: int | None = None,
-            box: str | None = None) -> Comparison:  # fmt: skip
+def compare(
+    store: Store,
+    a: str,
+    b: str,
+    shape: str | None = None,
+    concurrency: int | None = None,
+    box: str | None = None,
+) -> Comparison:
     """``campaign compare A B``: rows, groups or arms, against the noise floor when a control pair exists."""
     rows = bench_rows(store)
     groups = repeat_groups(rows)
-    return compare_groups(resolve_side(rows, a, shape, concurrency, box), resolve_side(rows, b, shape, concurrency, box),
-                          control_pairs(groups))  # fmt: skip
+    return compare_groups(
+        resolve_side(rows, a, shape, concurrency, box),
+        resolve_side(rows, b, shape, concurrency, box),
+        control_pairs(groups),
+    )
 
 
 def standings(rows: Sequence[ResultRow]) -> list[GroupStanding]:
@@ -146,5 +190,7 @@ def standings(rows: Sequence[ResultRow]) -> list[GroupStanding]:
     out = []
     for g in sorted(groups, key=lambda g: (g.shape, g.concurrency, -(g.median or 0.0))):
         leader = best.get((g.shape, g.concurrency))
-        out.append(GroupStanding(g, None if leader is None or leader is g else compare_groups(g, leader, pairs)))
+        out.append(
+            GroupStanding(g, None if leader is None or leader is g else compare_groups(g, leader, pairs))
+        )
     return out

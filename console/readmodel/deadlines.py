@@ -28,9 +28,18 @@ def timer_entry(store: Store, timer_id: int) -> TimerEntry:
 def timer_log(store: Store, timer_id: int) -> list[TimerLogEntry]:
     """Every event of the timer's log, oldest first."""
     return [
-        TimerLogEntry(id=e["id"], timer_id=e["timer_id"], t_ms=e["t_ms"], event=e["event"], enforcer=e["enforcer"],
-                      now_ms=e["now_ms"], deadline_ms=e["deadline_ms"], remaining_s=e["remaining_s"], tz=e["tz"],
-                      detail=e["detail"])  # fmt: skip
+        TimerLogEntry(
+            id=e["id"],
+            timer_id=e["timer_id"],
+            t_ms=e["t_ms"],
+            event=e["event"],
+            enforcer=e["enforcer"],
+            now_ms=e["now_ms"],
+            deadline_ms=e["deadline_ms"],
+            remaining_s=e["remaining_s"],
+            tz=e["tz"],
+            detail=e["detail"],
+        )
         for e in store.timers.log_for(timer_id)
     ]
 

@@ -35,6 +35,8 @@ def box_status(store: Store, name: str) -> BoxStatus:
     """One box now: status, checks, what serves, its timer, and what its journal could not give (an unknown
     box is the store's one-line error)."""
     box = store.boxes.get(name)
-    at = store.clock() if box.destroyed_ms is None else box.destroyed_ms - 1  # a destroyed box: as it was last
+    at = (
+        store.clock() if box.destroyed_ms is None else box.destroyed_ms - 1
+    )  # a destroyed box: as it was last
     [row] = queries.fleet(store, at, name)
     return BoxStatus(row, store.ingest.cursor(name))

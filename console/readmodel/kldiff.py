@@ -27,10 +27,14 @@ def kldiff_runs(store: Store, at: int | None = None, text: str = "") -> list[Kld
     where, params = "", []
     if at is not None:
         where, params = "WHERE source != 'measured' OR t_ms <= ?", [at]
-    rows = [_run(r) for r in store.rows(
-        f"SELECT * FROM kldiff_runs {where} "
-        "ORDER BY source != 'measured', CASE WHEN source = 'measured' THEN -t_ms END, id", params
-    )]  # fmt: skip
+    rows = [
+        _run(r)
+        for r in store.rows(
+            f"SELECT * FROM kldiff_runs {where} "
+            "ORDER BY source != 'measured', CASE WHEN source = 'measured' THEN -t_ms END, id",
+            params,
+        )
+    ]
     needle = text.strip().lower().split()
     return [r for r in rows if all(word in r.text() for word in needle)]
 

@@ -31,8 +31,12 @@ from console.timeutil import Clock, system_clock
 WINDOWS_MS: tuple[int, ...] = (10 * 60_000, 60 * 60_000, 6 * 3600_000, 24 * 3600_000)
 """Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
 
-REPLAY_STEPS_MS: dict[int, int] = {10 * 60_000: 60_000, 60 * 60_000: 5 * 60_000, 6 * 3600_000: 30 * 60_000,
-                                   24 * 3600_000: 2 * 3600_000}  # fmt: skip
+REPLAY_STEPS_MS: dict[int, int] = {
+    10 * 60_000: 60_000,
+    60 * 60_000: 5 * 60_000,
+    6 * 3600_000: 30 * 60_000,
+    24 * 3600_000: 2 * 3600_000,
+}
 """What `[` and `]` move the cursor by with each chart window: a fixed, round size (about a tenth of it),
 said in the top bar, so a step lands on the same minute every time."""
 
@@ -117,7 +121,9 @@ class ReadModel:
                 out, inp, source = client_out, client_in, "loadgen"
         serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
         gpus = queries.gpu_power(self.store, box, at)
-        history = queries.gpu_history(self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets)
+        history = queries.gpu_history(
+            self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets
+        )
         return LiveView(
             box=rows[0],
             at_ms=at,

@@ -20,15 +20,39 @@ from console.readmodel.records import NoiseFloor, QualityComparison, QualityLedg
 from console.store import Store
 
 _RUN_COLUMNS = (
-    "id", "label", "harness", "harness_version", "suite", "metric", "launch_id", "box", "arm", "model", "layout",
-    "kernel_line", "reasoning_parser", "thinking", "config_key", "t_ms", "items", "unscored", "accuracy",
-    "truncation_rate", "mean_output_tokens", "source", "provenance", "source_file", "eval_run_id",
-)  # fmt: skip
+    "id",
+    "label",
+    "harness",
+    "harness_version",
+    "suite",
+    "metric",
+    "launch_id",
+    "box",
+    "arm",
+    "model",
+    "layout",
+    "kernel_line",
+    "reasoning_parser",
+    "thinking",
+    "config_key",
+    "t_ms",
+    "items",
+    "unscored",
+    "accuracy",
+    "truncation_rate",
+    "mean_output_tokens",
+    "source",
+    "provenance",
+    "source_file",
+    "eval_run_id",
+)
 
 
 class NoSuchQualityRun(InputError, KeyError):
     def __init__(self, run_id: int):
-        super().__init__(f"no quality run {run_id} in this state.db", "`campaign quality list` shows the runs")
+        super().__init__(
+            f"no quality run {run_id} in this state.db", "`campaign quality list` shows the runs"
+        )
 
     def __str__(self) -> str:  # KeyError would quote the message
         return InputError.__str__(self)
@@ -44,9 +68,10 @@ def _run(r: dict[str, Any]) -> QualityRun:
 
 def quality_runs(store: Store) -> list[QualityRun]:
     """Every run, by suite, then measured before published, then in the order they ran."""
-    return [_run(r) for r in store.rows(
-        "SELECT * FROM quality_runs ORDER BY suite, source = 'imported', t_ms, id"
-    )]  # fmt: skip
+    return [
+        _run(r)
+        for r in store.rows("SELECT * FROM quality_runs ORDER BY suite, source = 'imported', t_ms, id")
+    ]
 
 
 def quality_run(store: Store, run_id: int) -> QualityRun:
@@ -89,7 +114,9 @@ def noise_floor(store: Store, suite: str) -> NoiseFloor | None:
         groups.setdefault(r["config_key"], []).append(r)
     for runs in groups.values():
         for a, b in combinations(runs, 2):
-            paired = Paired.of_scores((i["a_score"], i["b_score"]) for i in _common_items(store, a["id"], b["id"]))
+            paired = Paired.of_scores(
+                (i["a_score"], i["b_score"]) for i in _common_items(store, a["id"], b["id"])
+            )
             if paired.n:
                 repeats.append(RepeatPair(a["label"], b["label"], paired))
     return NoiseFloor(suite, tuple(repeats)) if repeats else None
@@ -108,16 +135,26 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
     if a.per_item and b.per_item:
         items = _common_items(store, a.id, b.id)
         if not items:
-            raise InputError(f"quality runs {a.id} and {b.id} share no scored item (task and item id)",
-                             "compare runs of the same tasks")  # fmt: skip
+            raise InputError(
+                f"quality runs {a.id} and {b.id} share no scored item (task and item id)",
+                "compare runs of the same tasks",
+            )
         return QualityComparison(
-            a, b, Paired.of_scores((i["a_score"], i["b_score"]) for i in items), "items", floor,
-            _mean(i["a_truncated"] for i in items), _mean(i["b_truncated"] for i in items),
-            _mean(i["a_tokens"] for i in items), _mean(i["b_tokens"] for i in items),
-        )  # fmt: skip
+            a,
+            b,
+            Paired.of_scores((i["a_score"], i["b_score"]) for i in items),
+            "items",
+            floor,
+            _mean(i["a_truncated"] for i in items),
+            _mean(i["b_truncated"] for i in items),
+            _mean(i["a_tokens"] for i in items),
+            _mean(i["b_tokens"] for i in items),
+        )
     for first, second in ((a, b), (b, a)):
-        rows = store.rows("SELECT * FROM quality_pairs WHERE a_run = ? AND b_run = ? ORDER BY id LIMIT 1",
-                          [first.id, second.id])  # fmt: skip
+        rows = store.rows(
+            "SELECT * FROM quality_pairs WHERE a_run = ? AND b_run = ? ORDER BY id LIMIT 1",
+            [first.id, second.id],
+        )
         if rows:
             comparison = _pair(rows[0], first, second, floor)
             return comparison if first is a else comparison.swapped()
@@ -132,11 +169,18 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
 def _pair(r: dict[str, Any], a: QualityRun, b: QualityRun, floor: NoiseFloor | None) -> QualityComparison:
     """A published pair, its A and B as stored; figures it does not print are the runs' own."""
     return QualityComparison(
-        a, b, _published(r), "published", floor,
-        _either(r["a_truncation"], a.truncation_rate), _either(r["b_truncation"], b.truncation_rate),
-        _either(r["a_mean_tokens"], a.mean_output_tokens), _either(r["b_mean_tokens"], b.mean_output_tokens),
-        r["kind"], r["note"],
-    )  # fmt: skip
+        a,
+        b,
+        _published(r),
+        "published",
+        floor,
+        _either(r["a_truncation"], a.truncation_rate),
+        _either(r["b_truncation"], b.truncation_rate),
+        _either(r["a_mean_tokens"], a.mean_output_tokens),
+        _either(r["b_mean_tokens"], b.mean_output_tokens),
+        r["kind"],
+        r["note"],
+    )
 
 
 def _either(value: float | None, fallback: float | None) -> float | None:
@@ -159,5 +203,9 @@ def published_comparisons(store: Store) -> list[QualityComparison]:
 def quality_ledger(store: Store) -> QualityLedger:
     """Runs scored per item, every published comparison, and the floor of each suite that has one."""
     runs = quality_runs(store)
-    floors = [f for f in (noise_floor(store, s) for s in dict.fromkeys(r.suite for r in runs)) if f is not None]
-    return QualityLedger(tuple(r for r in runs if r.per_item), tuple(published_comparisons(store)), tuple(floors))
+    floors = [
+        f for f in (noise_floor(store, s) for s in dict.fromkeys(r.suite for r in runs)) if f is not None
+    ]
+    return QualityLedger(
+        tuple(r for r in runs if r.per_item), tuple(published_comparisons(store)), tuple(floors)
+    )

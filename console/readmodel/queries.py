@@ -174,8 +174,13 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
         ended = [_TIMER_END_EVENTS[e] for e in events if e in _TIMER_END_EVENTS]
         # With no log the timers row is the only record; it describes now, not the cursor.
         state = ended[-1] if ended else ("armed" if events else r["state"])
-        row = TimerRow.from_row(r, at=at, box_tz=r["box_tz"], state=state,
-                                warnings=tuple(e for e in events if e.startswith("warn")))  # fmt: skip
+        row = TimerRow.from_row(
+            r,
+            at=at,
+            box_tz=r["box_tz"],
+            state=state,
+            warnings=tuple(e for e in events if e.startswith("warn")),
+        )
         if include_ended or row.live:
             out.append(row)
     return out
@@ -357,9 +362,16 @@ def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tu
     rows = [
         row
         for launch_id in launch_ids
-        for row in _bucketed(store, "server_samples", "launch_id = :launch", {"launch": launch_id},
-                             ("gen_tok_per_s", "prompt_tok_per_s"), (start, end, buckets),
-                             EXACT_WINDOW_MS, PROBE_MS)  # fmt: skip
+        for row in _bucketed(
+            store,
+            "server_samples",
+            "launch_id = :launch",
+            {"launch": launch_id},
+            ("gen_tok_per_s", "prompt_tok_per_s"),
+            (start, end, buckets),
+            EXACT_WINDOW_MS,
+            PROBE_MS,
+        )
     ]
     out, inp = _summed(rows, buckets, 2)
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
@@ -374,23 +386,38 @@ def loadgen_throughput(store: Store, box: str, start: int, end: int, buckets: in
     """
     buckets = max(1, buckets)
     rows = _bucketed(
-        store, "journal", "box = :box AND kind = 'bench_progress'", {"box": box},
+        store,
+        "journal",
+        "box = :box AND kind = 'bench_progress'",
+        {"box": box},
         ("json_extract(payload, '$.out_tok_per_s')", "json_extract(payload, '$.in_tok_per_s')"),
-        (start, end, buckets), EXACT_WINDOW_MS, PROBE_MS, key="json_extract(payload, '$.bench_id')",
-    )  # fmt: skip
+        (start, end, buckets),
+        EXACT_WINDOW_MS,
+        PROBE_MS,
+        key="json_extract(payload, '$.bench_id')",
+    )
     out, inp = _summed(rows, buckets, 2)
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
 
 
-def gpu_history(store: Store, box: str, gpus: Sequence[int], start: int, end: int, buckets: int) -> list[GpuHistory]:
+def gpu_history(
+    store: Store, box: str, gpus: Sequence[int], start: int, end: int, buckets: int
+) -> list[GpuHistory]:
     """Each GPU's draw, enforced limit and SM clock averaged into ``buckets``, read through gpu_samples'
     primary key (box, gpu, t_ms)."""
     buckets = max(1, buckets)
     out = []
     for gpu in gpus:
-        rows = _bucketed(store, "gpu_samples", "box = :box AND gpu = :gpu", {"box": box, "gpu": gpu},
-                         ("power_w", "enforced_limit_w", "sm_clock_mhz"), (start, end, buckets),
-                         GPU_EXACT_WINDOW_MS, GPU_PROBE_MS)  # fmt: skip
+        rows = _bucketed(
+            store,
+            "gpu_samples",
+            "box = :box AND gpu = :gpu",
+            {"box": box, "gpu": gpu},
+            ("power_w", "enforced_limit_w", "sm_clock_mhz"),
+            (start, end, buckets),
+            GPU_EXACT_WINDOW_MS,
+            GPU_PROBE_MS,
+        )
         power, limit, clock = _summed(rows, buckets, 3)  # one series per GPU: the sum is its average
         out.append(
             GpuHistory(

@@ -24,7 +24,6 @@ CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
 
 
-
 def below_maximum(limit_w: float | None, max_w: float | None) -> bool:
     """Capped: an enforced limit under the board maximum (the campaign write-up's 400 W host lost 23-34%
     throughput)."""
@@ -63,12 +62,27 @@ class TimerRow:
     warnings: tuple[str, ...] = ()  # the log's warnings by the instant
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], *, at: int, box_tz: str | None, state: str | None = None,
-                 warnings: tuple[str, ...] = ()) -> TimerRow:  # fmt: skip
+    def from_row(
+        cls,
+        row: Mapping[str, Any],
+        *,
+        at: int,
+        box_tz: str | None,
+        state: str | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> TimerRow:
         """A ``timers`` row at ``at``; ``state`` as of then when the log says otherwise than the row."""
-        return cls(id=row["id"], box=row["box"], deadline_ms=row["deadline_ms"], action=row["action"],
-                   state=row["state"] if state is None else state, remaining_ms=row["deadline_ms"] - at,
-                   box_tz=box_tz, input_text=row["input_text"], warnings=warnings)  # fmt: skip
+        return cls(
+            id=row["id"],
+            box=row["box"],
+            deadline_ms=row["deadline_ms"],
+            action=row["action"],
+            state=row["state"] if state is None else state,
+            remaining_ms=row["deadline_ms"] - at,
+            box_tz=box_tz,
+            input_text=row["input_text"],
+            warnings=warnings,
+        )
 
     @property
     def live(self) -> bool:
@@ -93,7 +107,9 @@ class IngestHealth:
             rows = "row" if self.quarantined == 1 else "rows"
             parts.append(f"{self.quarantined} {rows} quarantined (first: {self.first_reason})")
         if self.lost:
-            ranges = ", ".join(f"{a}..{b}" for a, b in self.lost_ranges[:3]) + (", ..." if len(self.lost_ranges) > 3 else "")
+            ranges = ", ".join(f"{a}..{b}" for a, b in self.lost_ranges[:3]) + (
+                ", ..." if len(self.lost_ranges) > 3 else ""
+            )
             parts.append(f"{self.lost} journal {'row' if self.lost == 1 else 'rows'} lost (seqs {ranges})")
         return "; ".join(parts)
 
@@ -220,8 +236,15 @@ class TripwireVerdict:
     reasoning_leak: bool = False
 
     @classmethod
-    def of(cls, ok: int | None, degenerate: int | None, wrong: int | None, total: int | None,
-           passed: int | bool | None, reasoning_leak: int | bool | None = 0) -> TripwireVerdict:  # fmt: skip
+    def of(
+        cls,
+        ok: int | None,
+        degenerate: int | None,
+        wrong: int | None,
+        total: int | None,
+        passed: int | bool | None,
+        reasoning_leak: int | bool | None = 0,
+    ) -> TripwireVerdict:
         """From stored columns, which are all NULL when a bench row has no tripwire (a LEFT JOIN)."""
         if total is None:
             return NOT_RECORDED
@@ -321,12 +344,23 @@ class TripwireRun:
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> TripwireRun:
         """A ``tripwire_runs`` row."""
-        return cls(id=r["id"], run_id=r["run_id"], arm=r["arm"], box=r["box"], launch_id=r["launch_id"],
-                   model=r["model"], t_ms=r["t_ms"],
-                   verdict=TripwireVerdict.of(r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"],
-                                              r["reasoning_leak"]),
-                   items=tripwire_items(r["items"]), source=r["source"], reasoning_parser=r["reasoning_parser"],
-                   thinking=r["thinking"], sampling=r["sampling"])  # fmt: skip
+        return cls(
+            id=r["id"],
+            run_id=r["run_id"],
+            arm=r["arm"],
+            box=r["box"],
+            launch_id=r["launch_id"],
+            model=r["model"],
+            t_ms=r["t_ms"],
+            verdict=TripwireVerdict.of(
+                r["ok"], r["degenerate"], r["wrong"], r["total"], r["passed"], r["reasoning_leak"]
+            ),
+            items=tripwire_items(r["items"]),
+            source=r["source"],
+            reasoning_parser=r["reasoning_parser"],
+            thinking=r["thinking"],
+            sampling=r["sampling"],
+        )
 
     @property
     def served(self) -> str:
@@ -388,11 +422,18 @@ class BenchNow:
     def of(cls, row: ResultRow, at: int) -> BenchNow:
         """A bench row as of ``at``: no numbers until it has ended."""
         running = row.ended_ms is None or row.ended_ms > at
-        return cls(arm=row.arm, shape=row.shape, concurrency=row.concurrency,
-                   out_tok_per_s=None if running else row.out_tok_per_s,
-                   in_tok_per_s=None if running else row.in_tok_per_s, started_ms=row.started_ms,
-                   ended_ms=row.ended_ms, running=running, req_per_s=None if running else row.req_per_s,
-                   ttft_ms_p50=None if running else row.ttft_ms_p50)  # fmt: skip
+        return cls(
+            arm=row.arm,
+            shape=row.shape,
+            concurrency=row.concurrency,
+            out_tok_per_s=None if running else row.out_tok_per_s,
+            in_tok_per_s=None if running else row.in_tok_per_s,
+            started_ms=row.started_ms,
+            ended_ms=row.ended_ms,
+            running=running,
+            req_per_s=None if running else row.req_per_s,
+            ttft_ms_p50=None if running else row.ttft_ms_p50,
+        )
 
 
 @dataclass(frozen=True)
@@ -533,7 +574,15 @@ class ResultRow:
         """Everything a `/` filter matches against."""
         return " ".join(
             str(v)
-            for v in (self.box, self.arm, self.model, self.shape, self.kernel_line, self.tripwire.word, self.marks)
+            for v in (
+                self.box,
+                self.arm,
+                self.model,
+                self.shape,
+                self.kernel_line,
+                self.tripwire.word,
+                self.marks,
+            )
             if v
         ).lower()
 
@@ -613,7 +662,9 @@ class SweepBench:
 
     @property
     def marks(self) -> str:
-        return " ".join(w for w, on in (("KERNEL-FALLBACK", self.kernel_fallback), ("QUEUEING", self.queueing)) if on)
+        return " ".join(
+            w for w, on in (("KERNEL-FALLBACK", self.kernel_fallback), ("QUEUEING", self.queueing)) if on
+        )
 
 
 def gpus_text(box: str, gpus: tuple[int, ...] | None) -> str:
@@ -650,7 +701,9 @@ class SweepBoxRow:
     state: str  # walking, out, left
     detail: str | None
     excluded: tuple[tuple[int, str], ...]  # GPUs this run does not use, and why
-    gpu_count: int | None  # GPUs in its latest probe (the queue's slots); None: never probed, or a one-box sweep
+    gpu_count: (
+        int | None
+    )  # GPUs in its latest probe (the queue's slots); None: never probed, or a one-box sweep
 
 
 @dataclass(frozen=True)
@@ -699,7 +752,12 @@ class SweepArmRow:
     @property
     def word(self) -> str:
         """Outcomes that lost the arm are upper case, so they read as alarms (and get their colour)."""
-        alarms = {"refused": "REFUSED", "degenerate": "DEGEN", "crashed": "CRASHED", "interrupted": "INTERRUPTED"}
+        alarms = {
+            "refused": "REFUSED",
+            "degenerate": "DEGEN",
+            "crashed": "CRASHED",
+            "interrupted": "INTERRUPTED",
+        }
         return alarms.get(self.state, self.state)
 
 
@@ -746,8 +804,14 @@ class SweepEntry:
             excluded = dict(b.excluded)
             gpus: list[int | None] = list(range(b.gpu_count)) if b.gpu_count else [None]
             for gpu in gpus:
-                arm = next((a for a in self.arms if a.state == "running" and a.box == b.box
-                            and (gpu is None or gpu in (a.gpus or ()))), None)  # fmt: skip
+                arm = next(
+                    (
+                        a
+                        for a in self.arms
+                        if a.state == "running" and a.box == b.box and (gpu is None or gpu in (a.gpus or ()))
+                    ),
+                    None,
+                )
                 out.append(SweepSlot(b.box, gpu, arm, excluded.get(gpu) if gpu is not None else None))
         return out
 
@@ -880,8 +944,10 @@ class NoiseFloor:
     @property
     def text(self) -> str:
         widest = max(self.repeats, key=lambda r: abs(r.paired.diff))
-        return (f"{self.value:.3f} from {len(self.repeats)} repeat pair{'s' if len(self.repeats) != 1 else ''} "
-                f"(widest {widest.paired.split} on {widest.paired.n} items)")  # fmt: skip
+        return (
+            f"{self.value:.3f} from {len(self.repeats)} repeat pair{'s' if len(self.repeats) != 1 else ''} "
+            f"(widest {widest.paired.split} on {widest.paired.n} items)"
+        )
 
 
 @dataclass(frozen=True)
@@ -907,9 +973,16 @@ class QualityComparison:
 
     def swapped(self) -> QualityComparison:
         """The same comparison with B as A."""
-        return replace(self, a=self.b, b=self.a, paired=self.paired.swapped(), a_truncation=self.b_truncation,
-                       b_truncation=self.a_truncation, a_mean_tokens=self.b_mean_tokens,
-                       b_mean_tokens=self.a_mean_tokens)  # fmt: skip
+        return replace(
+            self,
+            a=self.b,
+            b=self.a,
+            paired=self.paired.swapped(),
+            a_truncation=self.b_truncation,
+            b_truncation=self.a_truncation,
+            a_mean_tokens=self.b_mean_tokens,
+            b_mean_tokens=self.a_mean_tokens,
+        )
 
     @property
     def decision(self) -> str:
@@ -1006,9 +1079,20 @@ class RepeatGroup:
 
     def summary(self) -> dict[str, object]:
         """The group's figures for JSON output (its rows are exported on their own)."""
-        return {"id": self.id, "arm": self.arm, "box": self.box, "shape": self.shape, "concurrency": self.concurrency,
-                "n": self.n, "median": self.median, "min": self.low, "max": self.high, "cv": self.cv,
-                "marks": self.marks, "row_ids": [r.id for r in self.rows]}  # fmt: skip
+        return {
+            "id": self.id,
+            "arm": self.arm,
+            "box": self.box,
+            "shape": self.shape,
+            "concurrency": self.concurrency,
+            "n": self.n,
+            "median": self.median,
+            "min": self.low,
+            "max": self.high,
+            "cv": self.cv,
+            "marks": self.marks,
+            "row_ids": [r.id for r in self.rows],
+        }
 
     @property
     def spread_text(self) -> str:
@@ -1031,7 +1115,10 @@ class ControlPair:
     @property
     def floor(self) -> float:
         """The relative difference of their medians (faster over slower, minus one): the noise floor."""
-        hi, lo = max(self.a.median or 0.0, self.b.median or 0.0), min(self.a.median or 0.0, self.b.median or 0.0)
+        hi, lo = (
+            max(self.a.median or 0.0, self.b.median or 0.0),
+            min(self.a.median or 0.0, self.b.median or 0.0),
+        )
         return hi / lo - 1 if lo > 0 else math.inf
 
 
@@ -1077,9 +1164,28 @@ class GroupStanding:
 
 
 _NUMBER_WORDS = (
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
-)  # fmt: skip
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+)
 
 
 def _signed(kl: float) -> str:
@@ -1129,8 +1235,13 @@ class KldiffVerdict:
         """The short form a column shows."""
         if self.kind == "times":
             return f"{self.times}x floor"
-        return {"control": "floor", "none": "no control", "below": "below floor", "just-above": "just above",
-                "exact-floor": "ABOVE exact floor"}[self.kind]  # fmt: skip
+        return {
+            "control": "floor",
+            "none": "no control",
+            "below": "below floor",
+            "just-above": "just above",
+            "exact-floor": "ABOVE exact floor",
+        }[self.kind]
 
     @property
     def text(self) -> str:
@@ -1146,7 +1257,9 @@ class KldiffVerdict:
         if self.kind == "just-above":
             return f"just above: excess KL {_signed(self.excess)}"
         if self.kind == "exact-floor":
-            return f"excess KL {_signed(self.excess)} over an exact floor (the control reproduced bit for bit)"
+            return (
+                f"excess KL {_signed(self.excess)} over an exact floor (the control reproduced bit for bit)"
+            )
         n = self.times or 0
         times = {1: "as large as the floor", 2: "twice the floor"}.get(n) or (
             f"{_NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else n} times the floor"
@@ -1203,5 +1316,18 @@ class KldiffRun:
 
     def text(self) -> str:
         """Everything a `/` filter matches against."""
-        return " ".join(str(v) for v in (self.box, self.model, self.pair, self.role, self.kernel_a, self.kernel_b,
-                                         self.verdict.word, self.verdict.text, self.source) if v).lower()  # fmt: skip
+        return " ".join(
+            str(v)
+            for v in (
+                self.box,
+                self.model,
+                self.pair,
+                self.role,
+                self.kernel_a,
+                self.kernel_b,
+                self.verdict.word,
+                self.verdict.text,
+                self.source,
+            )
+            if v
+        ).lower()

@@ -37,14 +37,21 @@ _BENCH_SELECT = """SELECT b.*, t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.w
                           t.passed AS tw_passed, t.reasoning_leak AS tw_leak
                    FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id"""
 _FLAGS = ("client_bound", "diagnostic_only", "queueing", "kernel_fallback")
-_PLAIN = tuple(f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire", "prefix_caching", "kernel_check"))
+_PLAIN = tuple(
+    f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire", "prefix_caching", "kernel_check")
+)
 """The record's other fields are bench_runs columns of the same name."""
 
 
 def _kernel_check(text: str | None) -> tuple[KernelUse, ...]:
     return tuple(
-        KernelUse(str(c["kind"]), str(c["requested"]), str(c["status"]), tuple(c.get("used") or ()),
-                  tuple(c.get("other_than_requested") or ()))  # fmt: skip
+        KernelUse(
+            str(c["kind"]),
+            str(c["requested"]),
+            str(c["status"]),
+            tuple(c.get("used") or ()),
+            tuple(c.get("other_than_requested") or ()),
+        )
         for c in json_list(text)
         if isinstance(c, dict)
     )

@@ -77,12 +77,19 @@ def _attempts(store: Store, sweep_id: int, at: int) -> dict[int, list[SweepAttem
         [sweep_id, at],
     ):
         done = t["ended_ms"] is not None and t["ended_ms"] <= at
-        out[t["sweep_arm_id"]].append(SweepAttemptRow(
-            attempt=t["attempt"], box=t["box"], gpus=_gpus(t["gpus"]), outcome=t["outcome"] if done else None,
-            reason=t["reason"] if done else None, mem_before=_memory(t["mem_before"]),
-            mem_after=_memory(t["mem_after"]),
-            started_ms=t["started_ms"], ended_ms=t["ended_ms"] if done else None,
-        ))  # fmt: skip
+        out[t["sweep_arm_id"]].append(
+            SweepAttemptRow(
+                attempt=t["attempt"],
+                box=t["box"],
+                gpus=_gpus(t["gpus"]),
+                outcome=t["outcome"] if done else None,
+                reason=t["reason"] if done else None,
+                mem_before=_memory(t["mem_before"]),
+                mem_after=_memory(t["mem_after"]),
+                started_ms=t["started_ms"],
+                ended_ms=t["ended_ms"] if done else None,
+            )
+        )
     return out
 
 
@@ -90,20 +97,34 @@ def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
     """The boxes a sweep feeds as of ``at`` (a sweep recorded before boxes were: its one box)."""
     rows = store.rows("SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [s["id"]])
     if not rows:
-        rows = [{"box": s["box"], "state": "walking", "detail": None, "excluded": None, "updated_ms": s["created_ms"]}]
+        rows = [
+            {
+                "box": s["box"],
+                "state": "walking",
+                "detail": None,
+                "excluded": None,
+                "updated_ms": s["created_ms"],
+            }
+        ]
     out = []
     for b in rows:
         now = b["updated_ms"] <= at
         probe = None
         if s["layout"] == "packed":  # its GPUs are the queue's slots
-            probe = store.scalar("SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC "
-                                 "LIMIT 1", [b["box"], at])  # fmt: skip
+            probe = store.scalar(
+                "SELECT data FROM probes WHERE box = ? AND t_ms <= ? ORDER BY t_ms DESC, id DESC LIMIT 1",
+                [b["box"], at],
+            )
         excluded = json.loads(b["excluded"]) if now and b["excluded"] else {}
-        out.append(SweepBoxRow(
-            box=b["box"], state=b["state"] if now else "walking", detail=b["detail"] if now else None,
-            excluded=tuple(sorted((int(g), str(why)) for g, why in excluded.items())),
-            gpu_count=len(json.loads(probe).get("gpus") or []) if probe else None,
-        ))  # fmt: skip
+        out.append(
+            SweepBoxRow(
+                box=b["box"],
+                state=b["state"] if now else "walking",
+                detail=b["detail"] if now else None,
+                excluded=tuple(sorted((int(g), str(why)) for g, why in excluded.items())),
+                gpu_count=len(json.loads(probe).get("gpus") or []) if probe else None,
+            )
+        )
     return tuple(out)
 
 
@@ -131,8 +152,15 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
             [s["id"], at],
         ):
             benches[b["sweep_arm_id"]].append(
-                SweepBench(b["shape"], b["concurrency"], b["out_tok_per_s"], bool(b["queueing"]), b["error"],
-                           bool(b["kernel_fallback"]), b["replicas"])  # fmt: skip
+                SweepBench(
+                    b["shape"],
+                    b["concurrency"],
+                    b["out_tok_per_s"],
+                    bool(b["queueing"]),
+                    b["error"],
+                    bool(b["kernel_fallback"]),
+                    b["replicas"],
+                )
             )
         attempts = _attempts(store, s["id"], at)
         arms = []
@@ -158,7 +186,9 @@ def sweeps(store: Store, at: int) -> list[SweepEntry]:
                     launch_ids=tuple(json_list(a["launch_ids"])),
                     kv_cache_tokens=a["kv_cache_tokens"],
                     max_concurrency=a["max_concurrency"],
-                    started_ms=(last.started_ms if earlier and last else a["started_ms"]) if state != "pending" else None,
+                    started_ms=(last.started_ms if earlier and last else a["started_ms"])
+                    if state != "pending"
+                    else None,
                     ended_ms=(last.ended_ms if earlier and last else a["ended_ms"]) if done else None,
                     benches=tuple(benches.get(a["id"], ())),
                     box=last.box if last else None,
@@ -199,8 +229,11 @@ def sweep_statuses(store: Store, box: str | None = None) -> list[SweepStatus]:
 
 def _status(store: Store, sweep: SweepRow) -> SweepStatus:
     arms = tuple(
-        SweepArmStatus(arm, tuple(_bench(b) for b in store.sweeps.benches(arm.id)),
-                       tuple(store.sweeps.attempts_of(arm.id)))  # fmt: skip
+        SweepArmStatus(
+            arm,
+            tuple(_bench(b) for b in store.sweeps.benches(arm.id)),
+            tuple(store.sweeps.attempts_of(arm.id)),
+        )
         for arm in store.sweeps.arms(sweep.id)
     )
     return SweepStatus(sweep, tuple(store.sweeps.boxes(sweep.id)), arms)
@@ -208,8 +241,15 @@ def _status(store: Store, sweep: SweepRow) -> SweepStatus:
 
 def _bench(row: dict[str, Any]) -> SweepBenchRecord:
     return SweepBenchRecord(
-        sweep_arm_id=row["sweep_arm_id"], launch_id=row["launch_id"], shape=row["shape"],
-        concurrency=row["concurrency"], bench_run_id=row["bench_run_id"], error=row["error"],
-        admitted=row["admitted"], t_ms=row["t_ms"], out_tok_per_s=row["out_tok_per_s"], queueing=row["queueing"],
+        sweep_arm_id=row["sweep_arm_id"],
+        launch_id=row["launch_id"],
+        shape=row["shape"],
+        concurrency=row["concurrency"],
+        bench_run_id=row["bench_run_id"],
+        error=row["error"],
+        admitted=row["admitted"],
+        t_ms=row["t_ms"],
+        out_tok_per_s=row["out_tok_per_s"],
+        queueing=row["queueing"],
         diagnostic_only=row["diagnostic_only"],
-    )  # fmt: skip
+    )

@@ -42,11 +42,23 @@ def box_spec(box: Box, probe: dict[str, Any] | None) -> BoxSpec:
     if gpus:
         mems = [g["mem_total_mib"] for g in gpus if g.get("mem_total_mib") is not None]
         topology = (probe or {}).get("topology") or {}
-        return replace(spec, gpu_count=len(gpus), gpu_name=gpus[0].get("name"), gpu_mem_mib=min(mems) if mems else None,
-                       nvlink=bool(topology.get("nvlink_all")) and len(gpus) > 1, gpus_from="probe")  # fmt: skip
+        return replace(
+            spec,
+            gpu_count=len(gpus),
+            gpu_name=gpus[0].get("name"),
+            gpu_mem_mib=min(mems) if mems else None,
+            nvlink=bool(topology.get("nvlink_all")) and len(gpus) > 1,
+            gpus_from="probe",
+        )
     listed = inventory_gpus(box.gpu_summary)
     if listed is None:
         return spec
     count, name, mem_mib = listed
-    return replace(spec, gpu_count=count, gpu_name=name, gpu_mem_mib=mem_mib, gpus_from="inventory",
-                   inventory=box.gpu_summary)  # fmt: skip
+    return replace(
+        spec,
+        gpu_count=count,
+        gpu_name=name,
+        gpu_mem_mib=mem_mib,
+        gpus_from="inventory",
+        inventory=box.gpu_summary,
+    )

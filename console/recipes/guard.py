@@ -63,13 +63,17 @@ def flag_problem(name: str, owned: Mapping[str, str]) -> str | None:
     """Why a recipe may not write the flag ``name`` (one the console owns, however spelt), or None."""
     head, sub = _head(name)
     for option in _options(head):
-        why = BINDING_FLAGS.get(option) or owned.get(option) or (owned.get(f"{option}.{sub}") if sub else None)
+        why = (
+            BINDING_FLAGS.get(option) or owned.get(option) or (owned.get(f"{option}.{sub}") if sub else None)
+        )
         if why is None:
             continue
         if name in BINDING_FLAGS or name in owned:
             return f"{name!r} may not be set as a free flag: {why}"
-        return (f"{name!r} is read by vLLM as {option!r} (an abbreviation or _ spelling), which may not be "
-                f"set: {why}")
+        return (
+            f"{name!r} is read by vLLM as {option!r} (an abbreviation or _ spelling), which may not be "
+            f"set: {why}"
+        )
     return None
 
 
@@ -86,8 +90,10 @@ def env_problem(name: str) -> str | None:
     """Why a recipe may not set the environment variable ``name``, or None."""
     upper = name.upper()
     if _SECRET_ENV.search(upper):
-        return (f"{name!r} looks like a secret, and a recipe's environment is stored in state.db with every "
-                "launch; keep credentials on the box (huggingface-cli login writes the HF token under its HOME)")
+        return (
+            f"{name!r} looks like a secret, and a recipe's environment is stored in state.db with every "
+            "launch; keep credentials on the box (huggingface-cli login writes the HF token under its HOME)"
+        )
     if _BINDING_ENV.search(upper):
         return f"{name!r} chooses where vLLM listens or connects; every server stays on the box's loopback"
     return None
@@ -108,6 +114,8 @@ def listen_problem(args: list[str], owned: Mapping[str, str]) -> str | None:
     expected = [f"{flag} {value}" for flag, value in owned.items()]
     if found != expected:
         extra = [f for f in found if f not in expected] or found
-        return (f"the server would listen where the console did not put it ({'; '.join(extra)}): every server binds "
-                f"{' '.join(expected)}; remove those from the recipe")
+        return (
+            f"the server would listen where the console did not put it ({'; '.join(extra)}): every server binds "
+            f"{' '.join(expected)}; remove those from the recipe"
+        )
     return None

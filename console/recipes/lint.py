@@ -47,7 +47,12 @@ class _Ctx:
     """The sweep this lint is for (it launches the arm to measure it); None: a launch by hand or a lint."""
 
     def _at(
-        self, rule: str, record: Arm | Profile, section: str, key: str | tuple[str, ...], reason: str,
+        self,
+        rule: str,
+        record: Arm | Profile,
+        section: str,
+        key: str | tuple[str, ...],
+        reason: str,
         severity: str | None,
     ) -> Finding:
         path = (key,) if isinstance(key, str) else key
@@ -62,10 +67,14 @@ class _Ctx:
             expected=rule in self.arm.expected_findings,
         )
 
-    def at_arm(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+    def at_arm(
+        self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None
+    ) -> Finding:
         return self._at(rule, self.arm, "arms", key, reason, severity)
 
-    def at_profile(self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None) -> Finding:
+    def at_profile(
+        self, rule: str, key: str | tuple[str, ...], reason: str, severity: str | None = None
+    ) -> Finding:
         return self._at(rule, self.profile, "profiles", key, reason, severity)
 
 
@@ -78,7 +87,8 @@ def r1_nvfp4_linear_backend(c: _Ctx) -> Iterator[Finding]:
         if c.arm.linear_backend not in W4A4_LINEAR:
             got = c.arm.linear_backend or "auto (unset)"
             yield c.at_arm(
-                "R1-nvfp4-linear-backend", "linear_backend",
+                "R1-nvfp4-linear-backend",
+                "linear_backend",
                 f"NVFP4 checkpoint with linear_backend {got}: auto picks a W4A16 dequant kernel 47% below FP8; "
                 "force b12x or flashinfer_b12x (seed rule 1)",
             )
@@ -88,7 +98,8 @@ def r2_compressed_tensors(c: _Ctx) -> Iterator[Finding]:
     p = c.profile
     if p.quantization == "nvfp4" and p.quantizer == "compressed-tensors":
         yield c.at_profile(
-            "R2-compressed-tensors-nvfp4", "quantizer",
+            "R2-compressed-tensors-nvfp4",
+            "quantizer",
             f"{p.publisher or 'this'} compressed-tensors NVFP4 build has FP8 attention the b12x kernel refuses: "
             "2,048 out tok/s vs 5,161 for ModelOpt; prefer a ModelOpt checkpoint (seed rule 2)",
         )
@@ -112,11 +123,15 @@ def r3_moe_unswept(c: _Ctx) -> Iterator[Finding]:
         why = "and a sweep in this state.db saw the engine refuse it"
     else:
         why = "and no sweep in this state.db served it or heard the engine accept it"
-    todo = (f"run the sweep that lists it (`campaign sweep run {covering[0]} --box BOX`)" if covering
-            else "add the arm to a sweep and run it")  # fmt: skip
+    todo = (
+        f"run the sweep that lists it (`campaign sweep run {covering[0]} --box BOX`)"
+        if covering
+        else "add the arm to a sweep and run it"
+    )
     what = "NVFP4 experts, which refuse the wrong backend outright" if nvfp4 else "a MoE model"
     yield c.at_arm(
-        "R3-moe-backend-unswept", "moe_backend",
+        "R3-moe-backend-unswept",
+        "moe_backend",
         f"MoE backend {backend!r} pinned on {profile.name} ({what}) {why}: a rejected backend killed eleven "
         f"arms in one night; {todo} (seed rule 3)",
         severity=None if nvfp4 else "warn",
@@ -138,7 +153,8 @@ def _fits_one_card(c: _Ctx) -> bool | None:
 def r4_tp_without_nvlink(c: _Ctx) -> Iterator[Finding]:
     if c.box and c.arm.tensor_parallel > 1 and not c.box.nvlink and _fits_one_card(c):
         yield c.at_arm(
-            "R4-tp-without-nvlink", "tensor_parallel",
+            "R4-tp-without-nvlink",
+            "tensor_parallel",
             f"TP{c.arm.tensor_parallel} on {c.box.name} ({c.box.nvlink_words}) for {c.profile.weights_gb:g} GB that "
             f"fits one {c.box.gpu_mem_gb:.0f} GB card: replicas win by several times, TP over PCIe cost 8x (seed "
             f"rules 4, 10){_basis(c.box)}",
@@ -148,7 +164,8 @@ def r4_tp_without_nvlink(c: _Ctx) -> Iterator[Finding]:
 def r5_tp_autotune(c: _Ctx) -> Iterator[Finding]:
     if c.arm.tensor_parallel > 1 and "--no-enable-flashinfer-autotune" not in c.args:
         yield c.at_arm(
-            "R5-tp-flashinfer-autotune", "flags",
+            "R5-tp-flashinfer-autotune",
+            "flags",
             f"TP{c.arm.tensor_parallel} launch without --no-enable-flashinfer-autotune: ranks with and without a "
             "cached autotune result desynchronise and the server hangs forever (seed rule 5)",
         )
@@ -165,13 +182,15 @@ class ArchRequirement:
 ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
     "qwen4exp": (
         ArchRequirement(
-            ("kv_cache_dtype",), lambda a: not (a.kv_cache_dtype or "").startswith("fp8"),
+            ("kv_cache_dtype",),
+            lambda a: not (a.kv_cache_dtype or "").startswith("fp8"),
             "Qwen3.8-Flash-Next rejects an fp8 KV cache: Qwen4Exp QSA needs a BF16 main KV cache (seed rule 6)",
         ),
     ),
     "minimax_m3": (
         ArchRequirement(
-            ("enforce_eager",), lambda a: bool(a.enforce_eager),
+            ("enforce_eager",),
+            lambda a: bool(a.enforce_eager),
             "MiniMax-M3 needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
         ),
         ArchRequirement(
@@ -180,19 +199,22 @@ ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
     ),
     "inkling": (
         ArchRequirement(
-            ("enforce_eager",), lambda a: bool(a.enforce_eager),
+            ("enforce_eager",),
+            lambda a: bool(a.enforce_eager),
             "Inkling needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
         ),
     ),
     "glm5_next": (
         ArchRequirement(
-            ("block_size",), lambda a: a.block_size == 1024,
+            ("block_size",),
+            lambda a: a.block_size == 1024,
             "GLM-5.3-Flash needs block_size 1024 for the DeepGEMM paged-MQA indexer on sm_120 (seed rule 6)",
         ),
     ),
     "deepseek_v4": (
         ArchRequirement(
-            ("env", "VLLM_DSV4_OPROJ_SM120_FALLBACK"), lambda a: a.env.get("VLLM_DSV4_OPROJ_SM120_FALLBACK") == "1",
+            ("env", "VLLM_DSV4_OPROJ_SM120_FALLBACK"),
+            lambda a: a.env.get("VLLM_DSV4_OPROJ_SM120_FALLBACK") == "1",
             "DeepSeek-V4-Flash needs VLLM_DSV4_OPROJ_SM120_FALLBACK=1: fp8_einsum has no sm_120 path and asserts "
             "during memory profiling for every MoE backend (seed rule 6)",
         ),
@@ -210,7 +232,8 @@ def r6_arch_flags(c: _Ctx) -> Iterator[Finding]:
 def r7_reasoning_parser(c: _Ctx) -> Iterator[Finding]:
     if c.profile.reasoning and not c.profile.serving.reasoning_parser:
         yield c.at_profile(
-            "R7-reasoning-parser", "serving",
+            "R7-reasoning-parser",
+            "serving",
             "reasoning model served without a reasoning parser: the chain-of-thought is graded as the answer "
             "(0.558 vs 0.732 on Qwen3.8-27B; seed rule 9)",
         )
@@ -235,12 +258,14 @@ def r9_vendor_profile(c: _Ctx) -> Iterator[Finding]:
     serving = c.profile.serving
     if not serving.sampling:
         yield c.at_profile(
-            "R9-vendor-profile", "serving",
+            "R9-vendor-profile",
+            "serving",
             "no vendor sampling recipe: the wrong sampling costs more than any kernel (seed rule 9)",
         )
     if c.profile.reasoning and serving.thinking_default is None:
         yield c.at_profile(
-            "R9-vendor-profile", "serving",
+            "R9-vendor-profile",
+            "serving",
             "thinking_default not stated: enable_thinking defaults differ per model, so tables compare "
             "thinking with not thinking (seed rule 9)",
         )
@@ -258,7 +283,8 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
     weights = c.profile.weights_gb
     if weights is None:
         yield c.at_profile(
-            "R10-fits-memory", "weights_gb",
+            "R10-fits-memory",
+            "weights_gb",
             "weight size unknown: cannot check the layout fits the box; state weights_gb (seed rule 10)",
             severity="warn",
         )
@@ -270,7 +296,8 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
     budget = box.gpu_mem_gb * (c.arm.gpu_memory_utilization or FIT_FRACTION)
     if per_card > budget:
         yield c.at_arm(
-            "R10-fits-memory", "tensor_parallel",
+            "R10-fits-memory",
+            "tensor_parallel",
             f"{weights:g} GB of weights over {shards} card(s) is {per_card:.1f} GB per card, over the "
             f"{budget:.1f} GB usable on {box.name}'s {box.gpu_mem_gb:.0f} GB cards; decide the memory ceiling "
             f"before the card count (seed rule 10){_basis(box)}",
@@ -291,8 +318,13 @@ RULE_FUNCS: tuple[Rule, ...] = (
 )
 
 
-def lint(catalog: Catalog, arm: str | Arm, box: BoxSpec | None = None, evidence: MoeEvidence | None = None,
-         sweep: str | None = None) -> list[Finding]:  # fmt: skip
+def lint(
+    catalog: Catalog,
+    arm: str | Arm,
+    box: BoxSpec | None = None,
+    evidence: MoeEvidence | None = None,
+    sweep: str | None = None,
+) -> list[Finding]:
     """Every finding for one arm (on ``box`` if given: memory fit and NVLink need a box).
 
     ``evidence`` is what the store's sweeps measured of MoE backends (rule 3); ``sweep`` names the sweep
@@ -304,5 +336,7 @@ def lint(catalog: Catalog, arm: str | Arm, box: BoxSpec | None = None, evidence:
     return [f for rule in RULE_FUNCS for f in rule(ctx)]
 
 
-def lint_catalog(catalog: Catalog, box: BoxSpec | None = None, evidence: MoeEvidence | None = None) -> list[Finding]:
+def lint_catalog(
+    catalog: Catalog, box: BoxSpec | None = None, evidence: MoeEvidence | None = None
+) -> list[Finding]:
     return [f for name in sorted(catalog.arms) for f in lint(catalog, name, box, evidence)]

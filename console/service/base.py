@@ -34,15 +34,22 @@ def reaching(box: str) -> Iterator[None]:
     except Unreachable:
         raise
     except LINK_ERRORS as exc:
-        raise Unreachable(f"box {box}: {describe(exc)}",
-                          f"`campaign box connect {box}` shows the link's state") from exc  # fmt: skip
+        raise Unreachable(
+            f"box {box}: {describe(exc)}", f"`campaign box connect {box}` shows the link's state"
+        ) from exc
 
 
 class ServiceBase:
     """The state every intent works on. One instance per console process (CLI command or TUI)."""
 
-    def __init__(self, store: Store, fleet: FleetManager | None = None, *, catalog: Catalog | None = None,
-                 settings: LinkSettings | None = None):  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        fleet: FleetManager | None = None,
+        *,
+        catalog: Catalog | None = None,
+        settings: LinkSettings | None = None,
+    ):
         self.store = store
         self.fleet = fleet or FleetManager(store, settings)
         self._catalog = catalog

@@ -62,10 +62,14 @@ class BoxIntents(ServiceBase):
         """Change where a box keeps things, or its price; returns what was set."""
         unknown = set(values) - set(SETTABLE)
         if unknown:
-            raise InputError(f"box set: cannot change {', '.join(sorted(unknown))}; settable: {', '.join(SETTABLE)}")
+            raise InputError(
+                f"box set: cannot change {', '.join(sorted(unknown))}; settable: {', '.join(SETTABLE)}"
+            )
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
-            raise InputError("nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home")
+            raise InputError(
+                "nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home"
+            )
         _check_price(values.get("price_per_hour"))
         if name == LOCAL_BOX:
             self.store.boxes.ensure_local()
@@ -97,8 +101,13 @@ class BoxIntents(ServiceBase):
     def trust(self, name: str, key: HostKey, replace: bool = False) -> None:
         """Pin the key the operator compared and confirmed (TOFU), clearing a host-key status."""
         check_trust(self.store.boxes.get(name), key.line, replace)
-        self.store.boxes.update(name, host_key=key.line, host_key_source="tofu", status="new",
-                                status_detail="host key trusted by the operator")  # fmt: skip
+        self.store.boxes.update(
+            name,
+            host_key=key.line,
+            host_key_source="tofu",
+            status="new",
+            status_detail="host key trusted by the operator",
+        )
 
     async def connect(self, name: str, on_ingest: Callable[[IngestReport], None] | None = None) -> Connected:
         """Connect (push or restart the agent as needed) and ingest everything pending."""
@@ -116,9 +125,14 @@ class BoxIntents(ServiceBase):
             result = await self.fleet.link(name).detach()
         return bool(result.get("detached"))
 
-    async def follow(self, name: str, stop: asyncio.Event, on_ingest: Callable[[IngestReport], None] | None = None,
-                     on_notice: Callable[[str], None] | None = None,
-                     stall_notice_s: float | None = None) -> None:  # fmt: skip
+    async def follow(
+        self,
+        name: str,
+        stop: asyncio.Event,
+        on_ingest: Callable[[IngestReport], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        stall_notice_s: float | None = None,
+    ) -> None:
         """Keep the box's link up and its journal ingested until ``stop`` (or a problem the operator must fix,
         which is raised: a changed host key, a journal that disagrees with state.db, a detach).
 
@@ -161,8 +175,10 @@ class BoxIntents(ServiceBase):
             now = loop.time()
             if on_notice is not None and not link.connected and min(now - progressed, now - told) >= every:
                 box = self.store.boxes.get(name)
-                on_notice(f"{name}: no progress for {int(now - progressed)} s: {box.status} ({box.status_detail}); "
-                          "still retrying, Ctrl-C to stop")  # fmt: skip
+                on_notice(
+                    f"{name}: no progress for {int(now - progressed)} s: {box.status} ({box.status_detail}); "
+                    "still retrying, Ctrl-C to stop"
+                )
                 told = now
         if link.fatal is not None:
             raise link.fatal
@@ -176,4 +192,3 @@ def _check_price(price: float | None) -> None:
     """A price is finite and in range: nan or inf would be stored and priced into every economics figure."""
     if price is not None:
         PRICE_PER_HOUR.check(price, "--price-per-hour")
-

@@ -27,8 +27,14 @@ class CheckIntents(ServiceBase):
         await self.settle(box)
         return dict(result["probe"])
 
-    async def check(self, box_name: str, arm: str | None = None, *, stored: bool = False,
-                    progress: Callable[[str], None] | None = None) -> CheckRun:  # fmt: skip
+    async def check(
+        self,
+        box_name: str,
+        arm: str | None = None,
+        *,
+        stored: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> CheckRun:
         """Probe the box now (``stored``: judge its newest stored probe, offline) and store the verdicts.
 
         With ``arm``, the box is judged for that arm: its tensor parallelism, GPUs and weights. ``progress``
@@ -48,6 +54,7 @@ class CheckIntents(ServiceBase):
             try:
                 probe = await self.probe(box.name, serving_python(box))
             except BoxNotReachable as exc:  # imported figures or a destroyed box
-                raise InputError(exc.message, f"`campaign check {box.name} --stored` judges its last stored probe") \
-                    from exc  # fmt: skip
+                raise InputError(
+                    exc.message, f"`campaign check {box.name} --stored` judges its last stored probe"
+                ) from exc
         return judge(self.store, box.name, probe, resolver)

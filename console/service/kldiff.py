@@ -53,40 +53,65 @@ class KldiffIntents(RunIntents):
                 "both servers (they listen on its loopback); serve the two on one box"
             )
         if a.id == b.id:
-            raise InputError(f"launch {a.id} twice: a pair is two servers (a control pair is one arm launched twice)")
+            raise InputError(
+                f"launch {a.id} twice: a pair is two servers (a control pair is one arm launched twice)"
+            )
         return a, b
 
-    async def _start(self, a: Launch, b: Launch, role: str, options: KldiffOptions,
-                     control_run: str | None) -> str:  # fmt: skip
+    async def _start(
+        self, a: Launch, b: Launch, role: str, options: KldiffOptions, control_run: str | None
+    ) -> str:
         kldiff_id = f"kldiff-{secrets.token_hex(6)}"
         model_a, model_b = self._served_name(a), self._served_name(b)
         args: dict[str, Any] = {
-            "kldiff_id": kldiff_id, "launch_id": a.id, "launch_a": a.id, "launch_b": b.id,
-            "arm_a": a.arm, "arm_b": b.arm, "role": role, "control_run_id": control_run,
-            "a": f"http://127.0.0.1:{a.port}", "b": f"http://127.0.0.1:{b.port}", "model": model_a,
-            "model_b": model_b if model_b != model_a else None, "contexts": options.contexts,
-            "positions": options.positions, "top_k": options.top_k, "seed": options.seed,
-        }  # fmt: skip
+            "kldiff_id": kldiff_id,
+            "launch_id": a.id,
+            "launch_a": a.id,
+            "launch_b": b.id,
+            "arm_a": a.arm,
+            "arm_b": b.arm,
+            "role": role,
+            "control_run_id": control_run,
+            "a": f"http://127.0.0.1:{a.port}",
+            "b": f"http://127.0.0.1:{b.port}",
+            "model": model_a,
+            "model_b": model_b if model_b != model_a else None,
+            "contexts": options.contexts,
+            "positions": options.positions,
+            "top_k": options.top_k,
+            "seed": options.seed,
+        }
         python = serving_python(self.store.boxes.get(a.box))
         if python:  # the tool's client (openai) is installed where the server's vLLM is
             args["python"] = python
         link = await self.link(a.box)
         with reaching(a.box):
-            await link.command("kldiff", {k: v for k, v in args.items() if v is not None}, command_id=kldiff_id)
+            await link.command(
+                "kldiff", {k: v for k, v in args.items() if v is not None}, command_id=kldiff_id
+            )
         return kldiff_id
 
-    async def _measured(self, box: str, run_id: str, timeout_s: float,
-                        tick: Callable[[float], None] | None) -> KldiffRun:  # fmt: skip
+    async def _measured(
+        self, box: str, run_id: str, timeout_s: float, tick: Callable[[float], None] | None
+    ) -> KldiffRun:
         error = await self.until_job_ends(box, run_id, timeout_s, tick)
         row = kldiff_run(self.store, run_id)
         if row is None:
-            raise Refused(f"kldiff {run_id} on box {box} failed: {error or 'it ended without a row in the store'}")
+            raise Refused(
+                f"kldiff {run_id} on box {box} failed: {error or 'it ended without a row in the store'}"
+            )
         self.store.kldiff.set_verdict(row.id, row.verdict.text)
         return replace(row, recorded_verdict=row.verdict.text)
 
-    async def kldiff(self, launch_a: str, launch_b: str, control: tuple[str, str] | None = None,
-                     options: KldiffOptions | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                     tick: Callable[[float], None] | None = None) -> KldiffOutcome:  # fmt: skip
+    async def kldiff(
+        self,
+        launch_a: str,
+        launch_b: str,
+        control: tuple[str, str] | None = None,
+        options: KldiffOptions | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        tick: Callable[[float], None] | None = None,
+    ) -> KldiffOutcome:
         """Measure the control pair (when given), then the pair read against it; both rows are stored."""
         options = options or KldiffOptions()
         _check(options, timeout_s)
@@ -103,8 +128,11 @@ class KldiffIntents(RunIntents):
 def _check(options: KldiffOptions, timeout_s: float) -> None:
     """The numbers the CLI's parsers bound, refused the same way here (the TUI and scripts call the service
     directly), before a command is stored or sent."""
-    for bound, value, name in ((POSITIONS, options.positions, "--positions"), (TOP_K, options.top_k, "--top-k"),
-                               (SEED, options.seed, "--seed")):  # fmt: skip
+    for bound, value, name in (
+        (POSITIONS, options.positions, "--positions"),
+        (TOP_K, options.top_k, "--top-k"),
+        (SEED, options.seed, "--seed"),
+    ):
         if value is not None:
             bound.check(value, name)
     WAIT_S.check(timeout_s, "--timeout")

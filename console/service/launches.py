@@ -104,8 +104,15 @@ def released(launch: Launch) -> bool:
 
 
 class LaunchIntents(ServiceBase):
-    def plan_launch(self, arm: str, box: str, gpus: list[int] | None = None, base_port: int | None = None,
-                    avoid_ports: set[int] | None = None, sweep: str | None = None) -> LaunchPlan:  # fmt: skip
+    def plan_launch(
+        self,
+        arm: str,
+        box: str,
+        gpus: list[int] | None = None,
+        base_port: int | None = None,
+        avoid_ports: set[int] | None = None,
+        sweep: str | None = None,
+    ) -> LaunchPlan:
         """Lint and lay out ``arm`` on ``box`` as measured by its latest probe; nothing is sent.
 
         Without ``base_port`` the replicas take the first ports from 8100 that no live launch on the box
@@ -135,9 +142,15 @@ class LaunchIntents(ServiceBase):
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
         return LaunchPlan(box, resolved, findings, failed)
 
-    async def launch(self, plan: LaunchPlan, *, force: bool = False,
-                     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S, wait: bool = True,
-                     progress: LaunchProgress | None = None) -> LaunchOutcome:  # fmt: skip
+    async def launch(
+        self,
+        plan: LaunchPlan,
+        *,
+        force: bool = False,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        wait: bool = True,
+        progress: LaunchProgress | None = None,
+    ) -> LaunchOutcome:
         """Send every replica of a plan; with ``wait``, return once each serves or failed. Refusals send nothing:
         a ready timeout out of range is refused before the arm or any launch is stored (a nan one used to be
         stored and sent, and re-sent on every reconnect)."""
@@ -152,18 +165,41 @@ class LaunchIntents(ServiceBase):
             )
         r = plan.resolved
         arm_id = self.store.launches.add_arm(
-            r.arm, r.model, plan.box, r.recipe_hash, r.replicas[0].argv, r.replicas[0].env,
-            [rep.gpus for rep in r.replicas], r.tensor_parallel, [f.to_dict() for f in plan.findings],
-        )  # fmt: skip
+            r.arm,
+            r.model,
+            plan.box,
+            r.recipe_hash,
+            r.replicas[0].argv,
+            r.replicas[0].env,
+            [rep.gpus for rep in r.replicas],
+            r.tensor_parallel,
+            [f.to_dict() for f in plan.findings],
+        )
         link = await self.link(plan.box)
         forced = bool(force and plan.failed_checks)
         group = f"launch-{secrets.token_hex(6)}"  # a bench measures the replicas of one launch together
         with reaching(plan.box):
             for rep, launch_id in zip(r.replicas, plan.name_launches(), strict=True):
-                self.store.launches.add(launch_id, plan.box, r.arm, arm_id=arm_id, replica=rep.index,
-                                        gpus=rep.gpus, port=rep.port, forced=forced, group=group)  # fmt: skip
-                args: dict[str, Any] = {"launch_id": launch_id, "argv": rep.argv, "env": rep.env, "gpus": rep.gpus,
-                                        "port": rep.port, "ready_timeout_s": ready_timeout_s, "arm": r.arm}  # fmt: skip
+                self.store.launches.add(
+                    launch_id,
+                    plan.box,
+                    r.arm,
+                    arm_id=arm_id,
+                    replica=rep.index,
+                    gpus=rep.gpus,
+                    port=rep.port,
+                    forced=forced,
+                    group=group,
+                )
+                args: dict[str, Any] = {
+                    "launch_id": launch_id,
+                    "argv": rep.argv,
+                    "env": rep.env,
+                    "gpus": rep.gpus,
+                    "port": rep.port,
+                    "ready_timeout_s": ready_timeout_s,
+                    "arm": r.arm,
+                }
                 if forced:
                     args["forced_past"] = plan.failed_checks
                 try:  # the launch id is new for every launch (``_launch_id``), so this command id is too
@@ -172,8 +208,9 @@ class LaunchIntents(ServiceBase):
                     self.store.launches.fail(launch_id, exc.reason)
                     raise ServiceError(f"box {plan.box} refused launch {launch_id}: {exc.reason}") from exc
         if wait:
-            replicas = await self.until_settled(plan.box, plan.launch_ids, ready_timeout_s + SETTLE_MARGIN_S,
-                                                progress)  # fmt: skip
+            replicas = await self.until_settled(
+                plan.box, plan.launch_ids, ready_timeout_s + SETTLE_MARGIN_S, progress
+            )
         else:
             await self.settle(plan.box)
             replicas = self._launches(plan.launch_ids)
@@ -183,8 +220,9 @@ class LaunchIntents(ServiceBase):
         found = [self.store.launches.get(i) for i in launch_ids]
         return [launch for launch in found if launch is not None]
 
-    async def until_settled(self, box: str, launch_ids: list[str], timeout_s: float,
-                            progress: LaunchProgress | None = None) -> list[Launch]:  # fmt: skip
+    async def until_settled(
+        self, box: str, launch_ids: list[str], timeout_s: float, progress: LaunchProgress | None = None
+    ) -> list[Launch]:
         """Pull the journal until every launch serves or has ended; the agent fails one at its ready timeout.
 
         A launch that does neither within ``timeout_s`` is reported as it stands (still starting): the
@@ -211,7 +249,9 @@ class LaunchIntents(ServiceBase):
             return KillPlan(box, (launch,))
         live = self.store.launches.live(box, arm=target)
         if not live:
-            raise InputError(f"nothing to kill: no launch {target!r} and no live launch of arm {target!r} on {box}")
+            raise InputError(
+                f"nothing to kill: no launch {target!r} and no live launch of arm {target!r} on {box}"
+            )
         return KillPlan(box, tuple(live))
 
     async def kill(self, plan: KillPlan, grace_s: float = 30.0, *, wait: bool = True) -> list[Launch]:
@@ -221,8 +261,9 @@ class LaunchIntents(ServiceBase):
         """
         return await self.stop_launches(plan.box, [launch.id for launch in plan.launches], grace_s, wait=wait)
 
-    async def stop_launches(self, box: str, launch_ids: list[str], grace_s: float, *,
-                            wait: bool = True) -> list[Launch]:  # fmt: skip
+    async def stop_launches(
+        self, box: str, launch_ids: list[str], grace_s: float, *, wait: bool = True
+    ) -> list[Launch]:
         """Kill ``launch_ids`` on ``box`` (those the agent no longer knows are skipped) and, with ``wait``,
         pull the journal until each ended and its GPU release was confirmed, or the release timeout.
 
@@ -236,8 +277,11 @@ class LaunchIntents(ServiceBase):
         with reaching(box):
             for launch_id in launch_ids:
                 try:
-                    await link.command("kill", {"launch_id": launch_id, "grace_s": grace_s},
-                                       command_id=new_id(f"kill-{launch_id}"))  # fmt: skip
+                    await link.command(
+                        "kill",
+                        {"launch_id": launch_id, "grace_s": grace_s},
+                        command_id=new_id(f"kill-{launch_id}"),
+                    )
                     known.append(launch_id)
                 except AgentError as exc:
                     if "no launch" not in exc.reason:

@@ -64,7 +64,9 @@ def layout_of(arm: ArmRecord | None) -> Layout:
     if not arm.argv:
         return Layout(arm.tensor_parallel, None, len(arm.gpus), None)
     dp = arm.flag("--data-parallel-size")
-    return Layout(arm.tensor_parallel, int(dp) if dp else 1, len(arm.gpus), "--enable-expert-parallel" in arm.argv)
+    return Layout(
+        arm.tensor_parallel, int(dp) if dp else 1, len(arm.gpus), "--enable-expert-parallel" in arm.argv
+    )
 
 
 def same_model(served: str, harness_model: str) -> bool:
@@ -76,29 +78,50 @@ def same_model(served: str, harness_model: str) -> bool:
 def config_key(arm: ArmRecord | None, launch: Launch, run: HarnessRun) -> str:
     """Equal for repeats of one configuration: the same resolved arm (argv, environment, GPUs), harness,
     tasks, score, model and generation settings. The box is left out: the write-up's repeats ran on two hosts."""
-    key = {"arm": launch.arm, "recipe_hash": arm.recipe_hash if arm else None, "harness": run.harness,
-           "tasks": sorted(run.tasks), "metric": run.metric, "model": run.model, "sampling": run.sampling}  # fmt: skip
+    key = {
+        "arm": launch.arm,
+        "recipe_hash": arm.recipe_hash if arm else None,
+        "harness": run.harness,
+        "tasks": sorted(run.tasks),
+        "metric": run.metric,
+        "model": run.model,
+        "sampling": run.sampling,
+    }
     return hashlib.sha256(dumps(key).encode()).hexdigest()
 
 
-def lm_eval_argv(exe: str, model: str, port: int, tasks: list[str], output: Path, limit: int | None,
-                 concurrency: int) -> list[str]:  # fmt: skip
+def lm_eval_argv(
+    exe: str, model: str, port: int, tasks: list[str], output: Path, limit: int | None, concurrency: int
+) -> list[str]:
     """lm-evaluation-harness against an OpenAI-compatible chat endpoint, every sample logged."""
-    argv = [exe, "--model", "local-chat-completions", "--model_args",
-            f"model={model},base_url=http://127.0.0.1:{port}/v1/chat/completions,num_concurrent={concurrency},"
-            "max_retries=3,tokenized_requests=False",
-            "--tasks", ",".join(tasks), "--apply_chat_template", "--log_samples", "--output_path", str(output)]  # fmt: skip
+    argv = [
+        exe,
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        f"model={model},base_url=http://127.0.0.1:{port}/v1/chat/completions,num_concurrent={concurrency},"
+        "max_retries=3,tokenized_requests=False",
+        "--tasks",
+        ",".join(tasks),
+        "--apply_chat_template",
+        "--log_samples",
+        "--output_path",
+        str(output),
+    ]
     return argv + (["--limit", str(limit)] if limit is not None else [])
 
 
 class QualityIntents(RunIntents):
-    def import_quality(self, path: Path, launch_id: str, metric: str | None = None,
-                       force: bool = False) -> QualityImported:  # fmt: skip
+    def import_quality(
+        self, path: Path, launch_id: str, metric: str | None = None, force: bool = False
+    ) -> QualityImported:
         """Bind the harness output at ``path`` to ``launch_id`` and store it with every item."""
         launch = self.store.launches.get(launch_id)
         if launch is None:
-            raise InputError(f"no launch {launch_id!r} in this state.db",
-                             "give the launch the harness ran against (the Arms view lists them)")  # fmt: skip
+            raise InputError(
+                f"no launch {launch_id!r} in this state.db",
+                "give the launch the harness ran against (the Arms view lists them)",
+            )
         run = read_harness_file(path, metric)
         arm = self.store.launches.arm_record(launch.arm_id)
         served = arm.served_model_name if arm else None
@@ -111,30 +134,60 @@ class QualityIntents(RunIntents):
         if existing is not None:
             return QualityImported(quality_run(self.store, existing), "unchanged")
         layout = layout_of(arm)
-        kernel_line = join_kernel_lines(line for category, line in self.store.launches.kernel_lines(launch_id)
-                                        if category != "config")  # fmt: skip
+        kernel_line = join_kernel_lines(
+            line for category, line in self.store.launches.kernel_lines(launch_id) if category != "config"
+        )
         t_ms = run.t_ms if run.t_ms is not None else self.store.clock()
         # The switch the harness sent; else the server's template default; else the model's own default.
         profile = self.catalog.profile_of(launch.arm)
-        thought = run.thinking or thinking((), arm.flag("--default-chat-template-kwargs") if arm else None,
-                                           profile.serving.thinking_default if profile else None)  # fmt: skip
+        thought = run.thinking or thinking(
+            (),
+            arm.flag("--default-chat-template-kwargs") if arm else None,
+            profile.serving.thinking_default if profile else None,
+        )
         new = NewQualityRun(
-            label=f"{launch.arm} on {launch.box}", harness=run.harness, tasks=run.tasks,
-            suite=f"{run.harness}: {', '.join(sorted(run.tasks))}", t_ms=t_ms, launch_id=launch_id, box=launch.box,
-            arm=launch.arm, arm_id=launch.arm_id, recipe_hash=arm.recipe_hash if arm else None, model=run.model,
-            tensor_parallel=layout.tensor_parallel, data_parallel=layout.data_parallel, replicas=layout.replicas,
-            expert_parallel=layout.expert_parallel, layout=layout.words, kernel_line=kernel_line,
+            label=f"{launch.arm} on {launch.box}",
+            harness=run.harness,
+            tasks=run.tasks,
+            suite=f"{run.harness}: {', '.join(sorted(run.tasks))}",
+            t_ms=t_ms,
+            launch_id=launch_id,
+            box=launch.box,
+            arm=launch.arm,
+            arm_id=launch.arm_id,
+            recipe_hash=arm.recipe_hash if arm else None,
+            model=run.model,
+            tensor_parallel=layout.tensor_parallel,
+            data_parallel=layout.data_parallel,
+            replicas=layout.replicas,
+            expert_parallel=layout.expert_parallel,
+            layout=layout.words,
+            kernel_line=kernel_line,
             reasoning_parser=arm.flag("--reasoning-parser") if arm else None,
-            harness_version=run.harness_version, metric=run.metric, config_key=config_key(arm, launch, run),
-            sampling=run.sampling, thinking=thought, source_file=str(path), digest=run.digest,
+            harness_version=run.harness_version,
+            metric=run.metric,
+            config_key=config_key(arm, launch, run),
+            sampling=run.sampling,
+            thinking=thought,
+            source_file=str(path),
+            digest=run.digest,
             unscored=run.unscored,
             configuration=f"{layout.words or 'layout not recorded'}; kernels: {kernel_line or 'not recorded'}",
             arm_model=served or (arm.model if arm else launch.arm),
-        )  # fmt: skip
-        return QualityImported(quality_run(self.store, self.store.quality.add_run(new, run.items)), "imported")
+        )
+        return QualityImported(
+            quality_run(self.store, self.store.quality.add_run(new, run.items)), "imported"
+        )
 
-    async def run_quality(self, launch_id: str, tasks: list[str], *, limit: int | None = None,
-                          concurrency: int = 8, output: Path | None = None) -> QualityImported:  # fmt: skip
+    async def run_quality(
+        self,
+        launch_id: str,
+        tasks: list[str],
+        *,
+        limit: int | None = None,
+        concurrency: int = 8,
+        output: Path | None = None,
+    ) -> QualityImported:
         """Run lm-evaluation-harness on ``tasks`` against the serving launch, then import its output."""
         exe = next((found for name in LM_EVAL if (found := shutil.which(name))), None)
         if exe is None:
@@ -149,18 +202,25 @@ class QualityIntents(RunIntents):
         model = self._served_name(launch)
         if launch.port is None:
             raise ServiceError(f"launch {launch_id} has no port recorded; relaunch it")
-        out = output or self.store.path.parent / "quality" / f"{launch_id}-{from_ms(self.store.clock()):%Y%m%dT%H%M%SZ}"
+        out = (
+            output
+            or self.store.path.parent
+            / "quality"
+            / f"{launch_id}-{from_ms(self.store.clock()):%Y%m%dT%H%M%SZ}"
+        )
         out.mkdir(parents=True, exist_ok=True)
         link = await self.link(launch.box)
         with reaching(launch.box):
             port = await link.forward(launch.port)
         proc = await asyncio.create_subprocess_exec(
             *lm_eval_argv(exe, model, port, tasks, out, limit, concurrency),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
         )
         output_text, _ = await proc.communicate()
         if proc.returncode != 0:
             last = (output_text.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-            raise Refused(f"lm_eval exited with status {proc.returncode}: {last[:300]}",
-                          f"its output is in {out}")  # fmt: skip
+            raise Refused(
+                f"lm_eval exited with status {proc.returncode}: {last[:300]}", f"its output is in {out}"
+            )
         return self.import_quality(out, launch_id)

@@ -66,7 +66,9 @@ class RunIntents(LaunchIntents):
     def serving_launch(self, launch_id: str) -> Launch:
         launch = self.store.launches.get(launch_id)
         if launch is None:
-            raise InputError(f"no launch {launch_id!r} in this state.db", "`campaign launch ARM --box NAME` first")
+            raise InputError(
+                f"no launch {launch_id!r} in this state.db", "`campaign launch ARM --box NAME` first"
+            )
         if launch.state != "serving":
             raise ServiceError(f"launch {launch_id} is {launch.state}, not serving")
         return launch
@@ -88,21 +90,30 @@ class RunIntents(LaunchIntents):
             siblings = self.store.launches.replicas_of(launch)
         else:
             if box is None:
-                raise InputError(f"no launch {arm_or_launch!r} in this state.db",
-                                 "to bench an arm, name its box: --box NAME")  # fmt: skip
+                raise InputError(
+                    f"no launch {arm_or_launch!r} in this state.db",
+                    "to bench an arm, name its box: --box NAME",
+                )
             self.store.boxes.get(box)
             siblings = self.store.launches.live(box, arm=arm_or_launch)
             if not siblings:
-                raise InputError(f"no launch {arm_or_launch!r} and no live launch of arm {arm_or_launch!r} on {box}",
-                                 f"`campaign launch {arm_or_launch} --box {box}` first")  # fmt: skip
+                raise InputError(
+                    f"no launch {arm_or_launch!r} and no live launch of arm {arm_or_launch!r} on {box}",
+                    f"`campaign launch {arm_or_launch} --box {box}` first",
+                )
             launches = {x.launch_group or f"arm row {x.arm_id}" for x in siblings}
             if len(launches) > 1:
-                raise InputError(f"arm {arm_or_launch} has {len(launches)} live launches on {box} "
-                                 f"({', '.join(x.id for x in siblings)})", "name one launch id to bench its replicas")  # fmt: skip
+                raise InputError(
+                    f"arm {arm_or_launch} has {len(launches)} live launches on {box} "
+                    f"({', '.join(x.id for x in siblings)})",
+                    "name one launch id to bench its replicas",
+                )
         waiting = [x for x in siblings if not x.ended and x.state != "serving"]
         if waiting:
-            raise ServiceError(f"replica {waiting[0].id} is {waiting[0].state}, not serving",
-                               "bench the node once every replica serves")  # fmt: skip
+            raise ServiceError(
+                f"replica {waiting[0].id} is {waiting[0].state}, not serving",
+                "bench the node once every replica serves",
+            )
         serving = tuple(x for x in siblings if x.state == "serving")
         if not serving:
             first = siblings[0]
@@ -131,28 +142,48 @@ class RunIntents(LaunchIntents):
         cores = cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else 1
         if isinstance(available, int) and not isinstance(available, bool) and available > 0 and probe:
             budget = loadgen_memory.budget_of(available)
-            source = (f"{loadgen_memory.MEMORY_SHARE:.0%} of box {box}'s MemAvailable of "
-                      f"{loadgen_memory.size(available)} at its latest probe")  # fmt: skip
+            source = (
+                f"{loadgen_memory.MEMORY_SHARE:.0%} of box {box}'s MemAvailable of "
+                f"{loadgen_memory.size(available)} at its latest probe"
+            )
         else:
             budget = loadgen_memory.FALLBACK_BUDGET_BYTES
-            source = (f"no probe of box {box} with memory figures, so the fallback ceiling; "
-                      f"`campaign check {box}` sizes it by the box's memory")  # fmt: skip
-        load = loadgen_memory.Load(concurrency, prompts or PROMPTS_PER_STREAM * concurrency,
-                                   s.prefix_len + s.input_len, s.output_len,
-                                   loadgen_memory.processes_for(concurrency, cores))  # fmt: skip
-        reason = loadgen_memory.refusal(load, budget, source, None if prompts else PROMPTS_PER_STREAM, cores, "-c")
+            source = (
+                f"no probe of box {box} with memory figures, so the fallback ceiling; "
+                f"`campaign check {box}` sizes it by the box's memory"
+            )
+        load = loadgen_memory.Load(
+            concurrency,
+            prompts or PROMPTS_PER_STREAM * concurrency,
+            s.prefix_len + s.input_len,
+            s.output_len,
+            loadgen_memory.processes_for(concurrency, cores),
+        )
+        reason = loadgen_memory.refusal(
+            load, budget, source, None if prompts else PROMPTS_PER_STREAM, cores, "-c"
+        )
         if reason:
             raise InputError(f"bench of shape {s.name} on box {box}: {reason}")
 
-    async def start_bench(self, node: BenchNode, shape: str, concurrency: int, prompts: int | None = None,
-                          seed: int | None = None, repeat_group: str | None = None) -> str:  # fmt: skip
+    async def start_bench(
+        self,
+        node: BenchNode,
+        shape: str,
+        concurrency: int,
+        prompts: int | None = None,
+        seed: int | None = None,
+        repeat_group: str | None = None,
+    ) -> str:
         """Start one load-generator run on the box against every replica of ``node`` at once, the
         ``concurrency`` streams dealt round-robin to them; returns the run id. Its node row lands through
         the journal. ``seed`` None: a new seed for this run (recorded with the row)."""
         self.check_bench_size(node.box, shape, concurrency, prompts)
         if concurrency < len(node.replicas):
-            raise InputError(f"concurrency {concurrency} is below the {len(node.replicas)} replicas of {node.arm} on "
-                             f"{node.box}", f"give every replica a stream: -c {len(node.replicas)} or more")  # fmt: skip
+            raise InputError(
+                f"concurrency {concurrency} is below the {len(node.replicas)} replicas of {node.arm} on "
+                f"{node.box}",
+                f"give every replica a stream: -c {len(node.replicas)} or more",
+            )
         refusal = bench_refusal(self.store, node.box, self.store.clock())
         if refusal:
             raise ServiceError(refusal)
@@ -162,22 +193,41 @@ class RunIntents(LaunchIntents):
         first = node.replicas[0]
         bench_id = f"bench-{secrets.token_hex(6)}"
         args = {
-            "bench_id": bench_id, "launch_id": first.id, "launch_ids": node.launch_ids, "replicas": len(node.replicas),
-            "arm": node.arm, "base_url": [f"http://127.0.0.1:{x.port}" for x in node.replicas],
-            "model": self._served_name(first), "workload": s.name, "input_len": s.input_len,
-            "output_len": s.output_len, "prefix_len": s.prefix_len, "concurrency": concurrency,
+            "bench_id": bench_id,
+            "launch_id": first.id,
+            "launch_ids": node.launch_ids,
+            "replicas": len(node.replicas),
+            "arm": node.arm,
+            "base_url": [f"http://127.0.0.1:{x.port}" for x in node.replicas],
+            "model": self._served_name(first),
+            "workload": s.name,
+            "input_len": s.input_len,
+            "output_len": s.output_len,
+            "prefix_len": s.prefix_len,
+            "concurrency": concurrency,
             "prompts": prompts or PROMPTS_PER_STREAM * concurrency,
-            "seed": secrets.randbelow(2**31) if seed is None else seed, "repeat_group": repeat_group,
-        }  # fmt: skip
+            "seed": secrets.randbelow(2**31) if seed is None else seed,
+            "repeat_group": repeat_group,
+        }
         link = await self.link(node.box)
         with reaching(node.box):
             await link.command("bench", args, command_id=bench_id)
         return bench_id
 
-    async def bench(self, arm_or_launch: str, box: str | None, shape: str, concurrency: int,
-                    prompts: int | None = None, seed: int | None = None, repeat: int = 1, *, wait: bool = True,
-                    timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
-                    tick: Callable[[float], None] | None = None) -> BenchOutcome:  # fmt: skip
+    async def bench(
+        self,
+        arm_or_launch: str,
+        box: str | None,
+        shape: str,
+        concurrency: int,
+        prompts: int | None = None,
+        seed: int | None = None,
+        repeat: int = 1,
+        *,
+        wait: bool = True,
+        timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
+        tick: Callable[[float], None] | None = None,
+    ) -> BenchOutcome:
         """Benchmark the node: every serving replica of the arm on the box (or of the launch id's launch) at once.
 
         ``repeat`` runs one after another, each with its own seed unless ``seed`` is given, stored as one
@@ -186,7 +236,9 @@ class RunIntents(LaunchIntents):
         if repeat < 1:
             raise InputError(f"--repeat {repeat}: must be 1 or more")
         if repeat > 1 and not wait:
-            raise InputError("--no-wait starts one run", "--repeat N waits for each run before the next: drop one")
+            raise InputError(
+                "--no-wait starts one run", "--repeat N waits for each run before the next: drop one"
+            )
         node = self.bench_node(arm_or_launch, box)
         group = f"group-{secrets.token_hex(6)}" if repeat > 1 else None
         run_ids: list[str] = []
@@ -209,10 +261,13 @@ class RunIntents(LaunchIntents):
         resolved = resolve(self.catalog, launch.arm, box_spec(box, probe.data if probe else None))
         tripwire_id = f"tripwire-{secrets.token_hex(6)}"
         args: dict[str, Any] = {
-            "tripwire_id": tripwire_id, "launch_id": launch_id, "arm": launch.arm,
-            "base_url": f"http://127.0.0.1:{launch.port}", "model": self._served_name(launch),
+            "tripwire_id": tripwire_id,
+            "launch_id": launch_id,
+            "arm": launch.arm,
+            "base_url": f"http://127.0.0.1:{launch.port}",
+            "model": self._served_name(launch),
             "profile": resolved.profile.to_dict(),
-        }  # fmt: skip
+        }
         if max_tokens is not None:
             args["max_tokens"] = max_tokens
         python = serving_python(box)
@@ -223,8 +278,9 @@ class RunIntents(LaunchIntents):
             await link.command("tripwire", args, command_id=tripwire_id)
         return tripwire_id
 
-    async def until_job_ends(self, box: str, command_id: str, timeout_s: float,
-                             tick: Callable[[float], None] | None = None) -> str | None:  # fmt: skip
+    async def until_job_ends(
+        self, box: str, command_id: str, timeout_s: float, tick: Callable[[float], None] | None = None
+    ) -> str | None:
         """Pull the journal until a bench or tripwire job on the box ended; None when it produced its result,
         else the error. The agent runs the job detached from the link: a dropped link ends this wait with an
         ``Unreachable``, but the run goes on and its row lands at the next pull."""
@@ -246,20 +302,26 @@ class RunIntents(LaunchIntents):
                 tick(elapsed)
             await asyncio.sleep(POLL_S)
 
-    async def bench_result(self, box: str, run_id: str, timeout_s: float,
-                           tick: Callable[[float], None] | None = None) -> ResultRow:  # fmt: skip
+    async def bench_result(
+        self, box: str, run_id: str, timeout_s: float, tick: Callable[[float], None] | None = None
+    ) -> ResultRow:
         """Wait for the bench ``run_id`` and return its stored row."""
         error = await self.until_job_ends(box, run_id, timeout_s, tick)
         row = bench_run(self.store, run_id)
         if row is None:
-            raise Refused(f"bench {run_id} on box {box} failed: {error or 'it ended without a row in the store'}")
+            raise Refused(
+                f"bench {run_id} on box {box} failed: {error or 'it ended without a row in the store'}"
+            )
         return row
 
-    async def tripwire_result(self, box: str, run_id: str, timeout_s: float,
-                              tick: Callable[[float], None] | None = None) -> TripwireRun:  # fmt: skip
+    async def tripwire_result(
+        self, box: str, run_id: str, timeout_s: float, tick: Callable[[float], None] | None = None
+    ) -> TripwireRun:
         """Wait for the tripwire ``run_id`` and return its stored verdict."""
         error = await self.until_job_ends(box, run_id, timeout_s, tick)
         row = tripwire_run(self.store, run_id)
         if row is None:
-            raise Refused(f"tripwire {run_id} on box {box} failed: {error or 'it ended without a verdict in the store'}")
+            raise Refused(
+                f"tripwire {run_id} on box {box} failed: {error or 'it ended without a verdict in the store'}"
+            )
         return row

@@ -49,22 +49,45 @@ class SweepLedger:
         """The GPU memory used on the attempt's GPUs, ``before`` the launch or ``after`` it served."""
         self._sweeps.record_memory(sweep_arm_id, when, memory)
 
-    def record_budget(self, sweep_arm_id: int, kv_cache_tokens: int | None, max_concurrency: float | None,
-                      backends_potential: list[str]) -> None:  # fmt: skip
+    def record_budget(
+        self,
+        sweep_arm_id: int,
+        kv_cache_tokens: int | None,
+        max_concurrency: float | None,
+        backends_potential: list[str],
+    ) -> None:
         """What the served engine reported: its KV cache, the concurrency it admits, the backends it chose from."""
-        self._sweeps.update_arm(sweep_arm_id, kv_cache_tokens=kv_cache_tokens, max_concurrency=max_concurrency,
-                                backends_potential=backends_potential)  # fmt: skip
+        self._sweeps.update_arm(
+            sweep_arm_id,
+            kv_cache_tokens=kv_cache_tokens,
+            max_concurrency=max_concurrency,
+            backends_potential=backends_potential,
+        )
 
     def record_tripwire(self, sweep_arm_id: int, tripwire_run_id: int) -> None:
         self._sweeps.update_arm(sweep_arm_id, tripwire_run_id=tripwire_run_id)
 
-    def add_bench(self, sweep_arm_id: int, launch_id: str, shape: str, concurrency: int, bench_run_id: int | None,
-                  error: str | None, admitted: int | None) -> None:  # fmt: skip
+    def add_bench(
+        self,
+        sweep_arm_id: int,
+        launch_id: str,
+        shape: str,
+        concurrency: int,
+        bench_run_id: int | None,
+        error: str | None,
+        admitted: int | None,
+    ) -> None:
         """One node bench of the attempt (``launch_id``: its first replica), or why it has no row."""
         self._sweeps.add_bench(sweep_arm_id, launch_id, shape, concurrency, bench_run_id, error, admitted)
 
-    def finish(self, sweep_arm_id: int, outcome: str, reason: str | None = None, *,
-               launch_ids: list[str] | None = None) -> None:  # fmt: skip
+    def finish(
+        self,
+        sweep_arm_id: int,
+        outcome: str,
+        reason: str | None = None,
+        *,
+        launch_ids: list[str] | None = None,
+    ) -> None:
         """End the current attempt: one of the outcomes that end an arm, or ``interrupted`` (tried again);
         ``launch_ids`` when the attempt's launches are known only now."""
         if launch_ids is None:
@@ -72,19 +95,37 @@ class SweepLedger:
         else:
             self._sweeps.finish_arm(sweep_arm_id, outcome, reason, launch_ids=launch_ids)
 
-    def finish_failed(self, sweep_arm_id: int, outcome: str, reason: str, backends_accepted: list[str] | None,
-                      backends_potential: list[str]) -> None:  # fmt: skip
+    def finish_failed(
+        self,
+        sweep_arm_id: int,
+        outcome: str,
+        reason: str,
+        backends_accepted: list[str] | None,
+        backends_potential: list[str],
+    ) -> None:
         """End the attempt of an arm whose server failed, with the engine's reason, the backend set it said
         it accepts (None: it printed none) and the set it chose from."""
-        self._sweeps.finish_arm(sweep_arm_id, outcome, reason, backends_accepted=backends_accepted,
-                                backends_potential=backends_potential)  # fmt: skip
+        self._sweeps.finish_arm(
+            sweep_arm_id,
+            outcome,
+            reason,
+            backends_accepted=backends_accepted,
+            backends_potential=backends_potential,
+        )
 
     def interrupt_unstarted(self, sweep_arm_id: int, why: str) -> None:
         """An arm stopped before its attempt began: it says why, with no attempt to end."""
         self._sweeps.update_arm(sweep_arm_id, state="interrupted", reason=why)
 
     # -- the walk ----------------------------------------------------------------------------------
-    def queue(self, arm: str, origin: str, base: str | None = None, linear_backend: str | None = None,
-              moe_backend: str | None = None, queued_by: str | None = None) -> bool:  # fmt: skip
+    def queue(
+        self,
+        arm: str,
+        origin: str,
+        base: str | None = None,
+        linear_backend: str | None = None,
+        moe_backend: str | None = None,
+        queued_by: str | None = None,
+    ) -> bool:
         """Append a candidate at the end of the walk; False when the sweep already has it."""
         return self._sweeps.queue(self.sweep_id, arm, origin, base, linear_backend, moe_backend, queued_by)

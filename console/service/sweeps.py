@@ -14,18 +14,33 @@ from console.sweep.walk import SweepOptions
 class SweepIntents(QueueIntents):
     """Sweeps launch, measure and kill (runs), and read the GPUs afresh around each side-by-side launch (checks)."""
 
-    def open_sweep(self, list_name: str, boxes: str | list[str], shapes: list[str] | None = None,
-                   concurrency: list[int] | None = None, *, bench_degenerate: bool = False,
-                   new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
+    def open_sweep(
+        self,
+        list_name: str,
+        boxes: str | list[str],
+        shapes: list[str] | None = None,
+        concurrency: list[int] | None = None,
+        *,
+        bench_degenerate: bool = False,
+        new: bool = False,
+    ) -> tuple[SweepRow, bool]:
         """The unfinished sweep of this list on these boxes (resumed: True), else a new one: one box walks each
         arm on every card of it, several share one queue (arms side by side, each on its own GPUs)."""
         for value in concurrency or ():
             CONCURRENCY.check(value, "--concurrency")
-        return open_sweep(self, list_name, [boxes] if isinstance(boxes, str) else boxes, shapes, concurrency,
-                          bench_degenerate, new)  # fmt: skip
+        return open_sweep(
+            self,
+            list_name,
+            [boxes] if isinstance(boxes, str) else boxes,
+            shapes,
+            concurrency,
+            bench_degenerate,
+            new,
+        )
 
-    async def run_sweep(self, sweep_id: int, options: SweepOptions | None = None,
-                        progress: Progress | None = None) -> SweepRow:  # fmt: skip
+    async def run_sweep(
+        self, sweep_id: int, options: SweepOptions | None = None, progress: Progress | None = None
+    ) -> SweepRow:
         """Walk every unfinished arm of the sweep; an interruption leaves it resumable. Options out of range
         are refused before the walk starts, not at the first arm that uses them."""
         ROW_ID.check(sweep_id, "sweep id")

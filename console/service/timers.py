@@ -58,7 +58,9 @@ class TimerChange:
 
 class TimerIntents(LaunchIntents):
     # -- intents -------------------------------------------------------------------------------
-    def plan_timer(self, box: str, *, at: str | None, within: str | None, action: str = "stop-arms") -> TimerPlan:
+    def plan_timer(
+        self, box: str, *, at: str | None, within: str | None, action: str = "stop-arms"
+    ) -> TimerPlan:
         """Read the deadline (refusing anything ambiguous) and check the action fits the box."""
         if action not in ACTIONS:
             raise InputError(f"--action {action!r}: choose one of {', '.join(ACTIONS)}")
@@ -67,8 +69,14 @@ class TimerIntents(LaunchIntents):
         now = self.store.clock()
         deadline = parse_deadline(at, within, now_ms=now, box_tz=box_tz)
         text = at if at is not None else f"in {within}"
-        return TimerPlan(box, action, deadline, text, tuple(readings(deadline, now, box_tz)),
-                         tuple(self.store.timers.every(box, active_only=True)))  # fmt: skip
+        return TimerPlan(
+            box,
+            action,
+            deadline,
+            text,
+            tuple(readings(deadline, now, box_tz)),
+            tuple(self.store.timers.every(box, active_only=True)),
+        )
 
     def _check_action(self, box_name: str, action: str) -> None:
         box = self.store.boxes.get(box_name)
@@ -82,16 +90,27 @@ class TimerIntents(LaunchIntents):
         if action == "shutdown":
             return
         if not provider.can_destroy:
-            raise InputError(f"--action destroy on box {box_name}: it is a {provider.name} host and cannot be "
-                             "destroyed by the console", "use --action shutdown (or stop-arms)")  # fmt: skip
+            raise InputError(
+                f"--action destroy on box {box_name}: it is a {provider.name} host and cannot be "
+                "destroyed by the console",
+                "use --action shutdown (or stop-arms)",
+            )
         if not box.instance_id:
-            raise InputError(f"--action destroy on box {box_name}: the box has no provider instance id",
-                             f"`campaign box add ... --provider {box.provider} --instance ID`")  # fmt: skip
+            raise InputError(
+                f"--action destroy on box {box_name}: the box has no provider instance id",
+                f"`campaign box add ... --provider {box.provider} --instance ID`",
+            )
 
     async def arm_timer(self, plan: TimerPlan, *, on_box: bool = True) -> TimerChange:
         """Store the timer, then arm the box's own watchdog so the stop holds with this console closed."""
-        timer = self.store.timers.add(plan.box, plan.deadline_ms, plan.action, plan.input_text,
-                                      now_ms=self.store.clock(), detail={"readings": dict(plan.readings)})  # fmt: skip
+        timer = self.store.timers.add(
+            plan.box,
+            plan.deadline_ms,
+            plan.action,
+            plan.input_text,
+            now_ms=self.store.clock(),
+            detail={"readings": dict(plan.readings)},
+        )
         if not on_box:
             return TimerChange(timer, None)
         result = await self.enforcer().arm_box(timer)
@@ -120,9 +139,14 @@ class TimerIntents(LaunchIntents):
     def enforcer(self, notify: Notify | None = None, name: str = "console") -> Enforcer:
         return Enforcer(self.store, self, clock=self.store.clock, notify=notify, name=name)
 
-    async def watch_timers(self, stop: asyncio.Event, *, notify: Notify | None = None,
-                           tick: Callable[[list[Timer]], None] | None = None,
-                           interval_s: float = 1.0) -> list[Timer]:  # fmt: skip
+    async def watch_timers(
+        self,
+        stop: asyncio.Event,
+        *,
+        notify: Notify | None = None,
+        tick: Callable[[list[Timer]], None] | None = None,
+        interval_s: float = 1.0,
+    ) -> list[Timer]:
         """Enforce every live timer from this console until none is left or ``stop``; returns those watched."""
         INTERVAL_S.check(interval_s, "--interval")
         watched = [t.id for t in self.store.timers.every(active_only=True)]
@@ -135,24 +159,33 @@ class TimerIntents(LaunchIntents):
                 await asyncio.wait_for(stop.wait(), interval_s)
         return [self.store.timers.get(i) for i in watched]
 
-    async def supervise(self, stop: asyncio.Event, *, notify: Notify | None = None, name: str = "console") -> None:
+    async def supervise(
+        self, stop: asyncio.Event, *, notify: Notify | None = None, name: str = "console"
+    ) -> None:
         """The live console: keep every box's link up (ingesting its journal) and enforce the timers."""
         self.fleet.start_all()
         await self.enforcer(notify, name).run(stop)
 
     # -- what the enforcer asks of a box (console.timers.BoxActions) ---------------------------
-    async def arm_watchdog(self, box: str, timer_id: int, deadline_ms: int, action: str,
-                           console_now_ms: int) -> dict[str, Any]:  # fmt: skip
+    async def arm_watchdog(
+        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+    ) -> dict[str, Any]:
         link = await self.link(box)
-        args = {"timer_id": self.store.timers.box_id(timer_id), "deadline_ms": deadline_ms, "action": action,
-                "console_now_ms": console_now_ms}  # fmt: skip
+        args = {
+            "timer_id": self.store.timers.box_id(timer_id),
+            "deadline_ms": deadline_ms,
+            "action": action,
+            "console_now_ms": console_now_ms,
+        }
         with reaching(box):
             return dict(await link.command("set_deadline", args))
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
         link = await self.link(box)
         with reaching(box):
-            return dict(await link.command("cancel_deadline", {"timer_id": self.store.timers.box_id(timer_id)}))
+            return dict(
+                await link.command("cancel_deadline", {"timer_id": self.store.timers.box_id(timer_id)})
+            )
 
     async def _live_on_box(self, box: str) -> list[str]:
         """What the box itself says is running (the store may be behind when the laptop slept)."""
@@ -168,7 +201,9 @@ class TimerIntents(LaunchIntents):
             inserted = await link.sync()
             logs = {}
             for launch_id in await self._live_on_box(box):
-                logs[launch_id] = (await link.command("log_tail", {"launch_id": launch_id, "lines": LOG_LINES}))["lines"]
+                logs[launch_id] = (
+                    await link.command("log_tail", {"launch_id": launch_id, "lines": LOG_LINES})
+                )["lines"]
         return {"events": inserted, "logs": logs}
 
     async def stop_arms(self, box: str) -> dict[str, Any]:
@@ -181,8 +216,12 @@ class TimerIntents(LaunchIntents):
         powers off (``--shutdown-cmd``), and its grace lets a last pull in."""
         link = await self.link(box)
         now = self.store.clock()
-        args = {"timer_id": f"shutdown-{now}", "deadline_ms": now, "action": "shutdown", "console_now_ms": now}
+        args = {
+            "timer_id": f"shutdown-{now}",
+            "deadline_ms": now,
+            "action": "shutdown",
+            "console_now_ms": now,
+        }
         with reaching(box):
             result = await link.command("set_deadline", args)
         return {"handed_to": "box watchdog", **dict(result)}
-

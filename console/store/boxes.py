@@ -64,7 +64,9 @@ class Box:
         if not self.reachable:
             raise BoxNotReachable(self.name, self.unreachable_why)
         if not self.host or not self.port:
-            raise BoxNotReachable(self.name, "it has no SSH host and port recorded", "`campaign box add` it again")
+            raise BoxNotReachable(
+                self.name, "it has no SSH host and port recorded", "`campaign box add` it again"
+            )
         return self.host, self.port
 
     @property
@@ -100,8 +102,12 @@ class NoSuchBox(InputError, KeyError):
 class BoxNotReachable(NoSuchBox):
     """The box exists in the store but there is nothing to connect to (imported figures, destroyed)."""
 
-    def __init__(self, name: str, why: str,
-                 hint: str = "its figures stay readable; `campaign box add NAME --ssh USER@HOST` adds a box you can reach"):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        why: str,
+        hint: str = "its figures stay readable; `campaign box add NAME --ssh USER@HOST` adds a box you can reach",
+    ):
         InputError.__init__(self, f"box {name!r} cannot be reached: {why}", hint)
         self.name = name
 

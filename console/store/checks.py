@@ -58,8 +58,13 @@ class VerdictRow:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> VerdictRow:
         return cls(
-            id=row["id"], box=row["box"], probe_id=row["probe_id"], t_ms=row["t_ms"],
-            check=row["check_name"], verdict=row["verdict"], reason=row["reason"],
+            id=row["id"],
+            box=row["box"],
+            probe_id=row["probe_id"],
+            t_ms=row["t_ms"],
+            check=row["check_name"],
+            verdict=row["verdict"],
+            reason=row["reason"],
             numbers=json.loads(row["numbers"]) if row["numbers"] else {},
         )
 
@@ -70,7 +75,9 @@ def gpu_summary(probe: dict[str, Any]) -> str | None:
     if not gpus:
         return None
     names = sorted({g.get("name") or "?" for g in gpus})
-    limits = sorted({float(g["enforced_limit_w"]) for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)})
+    limits = sorted(
+        {float(g["enforced_limit_w"]) for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)}
+    )
     power = f", {'/'.join(f'{w:.0f}' for w in limits)} W" if limits else ""
     return f"{len(gpus)}x {' + '.join(names)}{power}"
 
@@ -98,8 +105,10 @@ class Checks:
             raise ValueError(f"probe for box {box!r} has no integer t_ms (UTC epoch ms); got {t_ms!r}")
         console_t_ms = probe.get("console_t_ms")
         if console_t_ms is not None and (not isinstance(console_t_ms, int) or isinstance(console_t_ms, bool)):
-            raise ValueError(f"probe for box {box!r}: console_t_ms must be integer UTC epoch ms or null, "
-                             f"got {console_t_ms!r}")
+            raise ValueError(
+                f"probe for box {box!r}: console_t_ms must be integer UTC epoch ms or null, "
+                f"got {console_t_ms!r}"
+            )
         data = dumps(probe)
         with self.store.atomic() as db:
             # The same probe arrives twice when `campaign check` asks the agent (the op's result) and the
@@ -121,7 +130,9 @@ class Checks:
             )
         return probe_id
 
-    def add_verdicts(self, box: str, probe_id: int | None, verdicts: Sequence[CheckVerdict], t_ms: int) -> None:
+    def add_verdicts(
+        self, box: str, probe_id: int | None, verdicts: Sequence[CheckVerdict], t_ms: int
+    ) -> None:
         """Store one check run. Re-running the same probe at the same instant replaces that run."""
         if not verdicts:
             raise ValueError(f"no verdicts for box {box!r}: a check run that checked nothing is not stored")
@@ -139,7 +150,9 @@ class Checks:
 
     # -- readers ---------------------------------------------------------------------------------
     def latest_probe(self, box: str) -> StoredProbe | None:
-        return _stored(self.store.rows("SELECT * FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]))
+        return _stored(
+            self.store.rows("SELECT * FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box])
+        )
 
     def last_probe_with_gpus(self, box: str, before_id: int) -> StoredProbe | None:
         """The newest probe of ``box`` stored before probe ``before_id`` (the order they were stored in: a
@@ -156,7 +169,8 @@ class Checks:
     def last_verdicts(self, box: str) -> list[VerdictRow]:
         """The newest check run of a box (empty when it was never checked), in the order it was written."""
         head = self.store.rows(
-            "SELECT probe_id, t_ms FROM check_verdicts WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]
+            "SELECT probe_id, t_ms FROM check_verdicts WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1",
+            [box],
         )
         if not head:
             return []

@@ -46,7 +46,9 @@ def max_num_seqs(argv: Sequence[str]) -> int | None:
     return None
 
 
-def admitted_streams(kv_cache_tokens: int | None, max_num_seqs: int | None, request_tokens: int) -> int | None:
+def admitted_streams(
+    kv_cache_tokens: int | None, max_num_seqs: int | None, request_tokens: int
+) -> int | None:
     """How many requests of this size one server runs at once: its sequence cap and what its KV cache holds.
 
     A concurrency above it queues, and the queue shows up as TTFT (the write-up's footnote); None when the
@@ -86,8 +88,11 @@ class HasLaunches(Protocol):
 
 def selected_kernel_lines(store: HasLaunches, launch_id: str) -> list[str]:
     """The kernel-selection lines ``launch_id``'s engine printed, in order (log noise never counts)."""
-    return [line for category, line in store.launches.kernel_lines(launch_id)
-            if category != "config" and loglines.parse_kernel_line(line)]  # fmt: skip
+    return [
+        line
+        for category, line in store.launches.kernel_lines(launch_id)
+        if category != "config" and loglines.parse_kernel_line(line)
+    ]
 
 
 def conditions(store: HasLaunches, launch_ids: Sequence[str], request_tokens: int) -> Conditions:

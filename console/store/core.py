@@ -69,8 +69,10 @@ def _create_private(path: Path) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise StoreError(f"{path}: cannot create a state.db in {path.parent} ({exc.strerror})",
-                         "give a --db path in a folder you can write") from exc  # fmt: skip
+        raise StoreError(
+            f"{path}: cannot create a state.db in {path.parent} ({exc.strerror})",
+            "give a --db path in a folder you can write",
+        ) from exc
     os.close(fd)
 
 
@@ -82,11 +84,15 @@ def _refuse_foreign(path: Path) -> None:
     """
     st = path.stat()
     if not stat.S_ISREG(st.st_mode):
-        raise StoreError(f"{path} is not a regular file (a device, FIFO or socket), so not a state.db",
-                         "give --db a state.db file, or a new path to start a campaign")  # fmt: skip
+        raise StoreError(
+            f"{path} is not a regular file (a device, FIFO or socket), so not a state.db",
+            "give --db a state.db file, or a new path to start a campaign",
+        )
     if st.st_size == 0:
-        raise StoreError(f"{path} is an empty file, not a state.db",
-                         "remove it to start a campaign there, or give another --db path")  # fmt: skip
+        raise StoreError(
+            f"{path} is an empty file, not a state.db",
+            "remove it to start a campaign there, or give another --db path",
+        )
     with _held_lock:
         if _held[(st.st_dev, st.st_ino)]:
             return  # checked when this process first opened it; reading it now would drop its locks
@@ -96,8 +102,9 @@ def _refuse_foreign(path: Path) -> None:
     except OSError as exc:
         raise StoreError(f"{path} cannot be read ({exc.strerror})", "check its permissions") from exc
     if header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a SQLite database, so not a state.db",
-                         "point --db or CAMPAIGN_DB at another path")  # fmt: skip
+        raise StoreError(
+            f"{path} is not a SQLite database, so not a state.db", "point --db or CAMPAIGN_DB at another path"
+        )
 
 
 def _writable(path: Path) -> str | None:
@@ -142,15 +149,18 @@ class Store:
         self.clock = clock
         self.notice: str | None = None  # said to the operator when the store opened other than asked
         if self.path.is_dir():
-            raise StoreError(f"{self.path} is a directory; give a state.db file in it, e.g. "
-                             f"{self.path / DEFAULT_DB}")
+            raise StoreError(
+                f"{self.path} is a directory; give a state.db file in it, e.g. {self.path / DEFAULT_DB}"
+            )
         if self.path.exists():
             _refuse_foreign(self.path)
             why = None if read_only else _writable(self.path)
             if why is not None:
                 self.read_only = read_only = True
-                self.notice = (f"{self.path} opened read-only: {why}; anything that would change the campaign "
-                               "is refused (copy the file somewhere writable to act on it)")
+                self.notice = (
+                    f"{self.path} opened read-only: {why}; anything that would change the campaign "
+                    "is refused (copy the file somewhere writable to act on it)"
+                )
         elif read_only:
             raise StoreError(f"{self.path}: no such database to browse")
         if read_only:
@@ -207,7 +217,10 @@ class Store:
             except BaseException:
                 conn.close()
                 if self.created:  # a half-made file would read as "not a state.db" next time: leave none
-                    for leftover in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+                    for leftover in (
+                        self.path,
+                        *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")),
+                    ):
                         leftover.unlink(missing_ok=True)
                 raise
             self.schema_version = LATEST
@@ -304,7 +317,8 @@ class Store:
     def insert(self, table: str, values: dict[str, Any]) -> int:
         """Insert one row (inside ``atomic()``) and return its rowid."""
         cursor = self.db.execute(
-            f"INSERT INTO {table}({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", list(values.values())
+            f"INSERT INTO {table}({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+            list(values.values()),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid

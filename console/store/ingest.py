@@ -95,9 +95,7 @@ _SERVER_INSERT = (
     f"INSERT OR IGNORE INTO server_samples(box, launch_id, t_ms, {', '.join(SERVER_COLUMNS)}) "
     f"VALUES (?, ?, ?, {', '.join('?' * len(SERVER_COLUMNS))})"
 )
-_QUARANTINE_INSERT = (
-    "INSERT OR IGNORE INTO quarantine(box, seq, t_ms, kind, raw, reason, quarantined_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
+_QUARANTINE_INSERT = "INSERT OR IGNORE INTO quarantine(box, seq, t_ms, kind, raw, reason, quarantined_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _JOURNAL_INSERT = "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_ms) VALUES (?, ?, ?, ?, ?, ?)"
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 """The event as it came (the agent's key order), compact: the bulk of ingest time is this encoding."""
@@ -228,7 +226,12 @@ class Ingest:
             except _STORE_REFUSALS as exc:
                 if disk_full(exc, self.store.path) is not None:
                     raise
-                log.warning("box %s: a batch of %d events failed (%s); writing it event by event", box, len(fresh), exc)
+                log.warning(
+                    "box %s: a batch of %d events failed (%s); writing it event by event",
+                    box,
+                    len(fresh),
+                    exc,
+                )
                 report = self._write(box, fresh, by_event=True)
             report.skipped, report.lost = skipped, lost
             now = self.store.clock()
@@ -261,12 +264,16 @@ class Ingest:
         for event in events:
             seq = event.get("seq") if type(event) is dict else None
             if type(seq) is not int:
-                raise IngestError(f"box {box}: event {str(event)[:80]} has no integer seq; the stream is corrupt")
+                raise IngestError(
+                    f"box {box}: event {str(event)[:80]} has no integer seq; the stream is corrupt"
+                )
             if seq <= cursor:
                 skipped += 1
                 continue
             if seq <= last:
-                raise IngestError(f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order")
+                raise IngestError(
+                    f"box {box}: event seq {seq} after seq {last} in one batch; stream out of order"
+                )
             if seq != last + 1 and (last > 0 or fresh):
                 if not accept_gap or lost is not None:
                     raise SequenceGap(box, last + 1, seq)
@@ -306,15 +313,32 @@ class Ingest:
                 self._add(box, seq, event, payload, now, rows, report)
             if why is not None:
                 t_ms, kind = event.get("t_ms"), event.get("kind")
-                rows.quarantine.append((box, seq, t_ms if type(t_ms) is int else None,
-                                        kind if type(kind) is str else None, _raw(event), why, now))  # fmt: skip
+                rows.quarantine.append(
+                    (
+                        box,
+                        seq,
+                        t_ms if type(t_ms) is int else None,
+                        kind if type(kind) is str else None,
+                        _raw(event),
+                        why,
+                        now,
+                    )
+                )
                 report.quarantined[seq] = why
                 log.warning("box %s: event seq %d quarantined: %s", box, seq, why)
         rows.flush(conn)
         return report
 
-    def _add(self, box: str, seq: int, event: dict[str, Any], payload: str | None, now: int, rows: _Rows,
-             report: IngestReport) -> None:  # fmt: skip
+    def _add(
+        self,
+        box: str,
+        seq: int,
+        event: dict[str, Any],
+        payload: str | None,
+        now: int,
+        rows: _Rows,
+        report: IngestReport,
+    ) -> None:
         """One valid event: its journal row and samples to the batch, its derived rows at once."""
         kind = event["kind"]
         rows.journal.append((box, seq, event["t_ms"], kind, payload, now))
@@ -358,8 +382,13 @@ class Ingest:
             raise IngestError(f"event seq {event['seq']}: unknown launch state {state!r}")
         self._ensure_launch(box, event["launch_id"], event.get("arm"))
         values: dict[str, Any] = {"state": state}
-        for src, dst in (("pid", "pid"), ("port", "port"), ("exit_code", "exit_code"),
-                         ("reason", "failure_reason"), ("log_path", "log_path")):  # fmt: skip
+        for src, dst in (
+            ("pid", "pid"),
+            ("port", "port"),
+            ("exit_code", "exit_code"),
+            ("reason", "failure_reason"),
+            ("log_path", "log_path"),
+        ):
             if event.get(src) is not None:
                 values[dst] = event[src]
         for src in ("gpus", "backends_accepted"):
@@ -369,7 +398,9 @@ class Ingest:
         if state in moment:
             values[moment[state]] = event["t_ms"]
         sets = ", ".join(f"{k} = ?" for k in values)
-        self.store.db.execute(f"UPDATE launches SET {sets} WHERE id = ?", [*values.values(), event["launch_id"]])
+        self.store.db.execute(
+            f"UPDATE launches SET {sets} WHERE id = ?", [*values.values(), event["launch_id"]]
+        )
 
     def _on_kernel_line(self, box: str, event: dict[str, Any]) -> None:
         self.store.db.execute(
@@ -393,7 +424,9 @@ class Ingest:
 
     def _on_agent_started(self, box: str, event: dict[str, Any]) -> None:
         if event.get("version"):
-            self.store.db.execute("UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box])
+            self.store.db.execute(
+                "UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box]
+            )
 
     def _on_deadline(self, box: str, event: dict[str, Any]) -> None:
         self.store.timers.on_agent_event(box, event)
@@ -402,8 +435,9 @@ class Ingest:
         known = self.store.commands.find(event["command_id"])
         if known is not None and known.state == "failed":
             return  # the run's own result event already recorded why it failed
-        self.store.commands.record_answer(event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"),
-                             event["t_ms"])  # fmt: skip
+        self.store.commands.record_answer(
+            event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"), event["t_ms"]
+        )
 
     def _on_probe(self, box: str, event: dict[str, Any]) -> None:
         self.store.checks.add_probe(box, event["probe"])
@@ -440,7 +474,12 @@ class Ingest:
         row.update(command.args if command else {})
         if "workload" in row:
             row["shape"] = row.pop("workload")
-        row.update(box=box, launch_id=event["launch_id"], t_ms=event["t_ms"], raw=event["result"],
-                   run_id=str(event[id_key]))  # fmt: skip
+        row.update(
+            box=box,
+            launch_id=event["launch_id"],
+            t_ms=event["t_ms"],
+            raw=event["result"],
+            run_id=str(event[id_key]),
+        )
         row.setdefault("arm", launch.arm if launch else None)
         return row

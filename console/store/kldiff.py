@@ -18,12 +18,41 @@ from console.store.conditions import HasLaunches, join_kernel_lines, selected_ke
 from console.store.connection import Connection
 from console.store.jsonutil import dumps
 
-IDENTITY = ("run_id", "role", "box", "model", "launch_a", "launch_b", "arm_a", "arm_b", "kernel_a", "kernel_b",
-            "t_ms", "note", "source", "provenance", "import_id")  # fmt: skip
-FIGURES = ("contexts", "positions", "top_k", "top1_agreement", "top5_overlap", "mean_kl", "p50_kl", "p99_kl",
-           "missing_token_method")  # fmt: skip
-CONTROL = {"control_arm_a": "arm_a", "control_arm_b": "arm_b", "control_positions": "positions",
-           "control_top1_agreement": "top1_agreement", "control_mean_kl": "mean_kl"}  # fmt: skip
+IDENTITY = (
+    "run_id",
+    "role",
+    "box",
+    "model",
+    "launch_a",
+    "launch_b",
+    "arm_a",
+    "arm_b",
+    "kernel_a",
+    "kernel_b",
+    "t_ms",
+    "note",
+    "source",
+    "provenance",
+    "import_id",
+)
+FIGURES = (
+    "contexts",
+    "positions",
+    "top_k",
+    "top1_agreement",
+    "top5_overlap",
+    "mean_kl",
+    "p50_kl",
+    "p99_kl",
+    "missing_token_method",
+)
+CONTROL = {
+    "control_arm_a": "arm_a",
+    "control_arm_b": "arm_b",
+    "control_positions": "positions",
+    "control_top1_agreement": "top1_agreement",
+    "control_mean_kl": "mean_kl",
+}
 """A pair's copy of its control's figures: column -> the control row's column."""
 ROLES = ("pair", "control")
 
@@ -62,8 +91,10 @@ class Kldiff:
             if control_run is not None:
                 found = self.store.rows("SELECT * FROM kldiff_runs WHERE run_id = ?", [str(control_run)])
                 if not found:
-                    raise KldiffError(f"kldiff {values.get('run_id')}: its control run {control_run} is not in this "
-                                      "state.db; run the control pair first (campaign kldiff ... --control C D)")  # fmt: skip
+                    raise KldiffError(
+                        f"kldiff {values.get('run_id')}: its control run {control_run} is not in this "
+                        "state.db; run the control pair first (campaign kldiff ... --control C D)"
+                    )
                 control = found[0]
             return self._insert(values, control)
 
@@ -76,8 +107,10 @@ class Kldiff:
             values.update(source="imported", import_id=import_id, t_ms=t_ms)
             control = ids.get(row["control"]) if row.get("control") else None
             if row.get("control") and control is None:
-                raise KldiffError(f"imported kldiff row {row.get('label')!r}: control {row['control']!r} is not an "
-                                  "earlier row of the import")  # fmt: skip
+                raise KldiffError(
+                    f"imported kldiff row {row.get('label')!r}: control {row['control']!r} is not an "
+                    "earlier row of the import"
+                )
             row_id = self._insert(values, control)
             ids[str(row.get("label"))] = {**values, "id": row_id}
             count += 1
@@ -91,7 +124,9 @@ class Kldiff:
         """Check and write one row (inside ``atomic()``), with its control's figures beside its own."""
         missing = [c for c in ("arm_a", "arm_b", "mean_kl") if values.get(c) in (None, "")]
         if missing:
-            raise KldiffError(f"kldiff row without {', '.join(missing)}: the command and the tool's JSON must carry them")
+            raise KldiffError(
+                f"kldiff row without {', '.join(missing)}: the command and the tool's JSON must carry them"
+            )
         role = values.setdefault("role", "pair")
         if role not in ROLES:
             raise KldiffError(f"kldiff role {role!r}: one of {', '.join(ROLES)}")

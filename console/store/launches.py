@@ -55,15 +55,28 @@ class Launch:
     def from_row(cls, row: dict[str, Any]) -> Launch:
         released = row["gpu_mem_released"]
         return cls(
-            id=row["id"], box=row["box"], arm=row["arm"], arm_id=row["arm_id"], replica=row["replica"],
-            gpus=tuple(json_list(row["gpus"])), port=row["port"], pid=row["pid"], state=row["state"],
-            start_ms=row["start_ms"], ready_ms=row["ready_ms"], stop_ms=row["stop_ms"],
-            exit_code=row["exit_code"], failure_reason=row["failure_reason"],
-            backends_accepted=json_tuple_or_none(row["backends_accepted"]), log_path=row["log_path"],
-            forced=bool(row["forced"]), kv_cache_tokens=row["kv_cache_tokens"],
-            max_concurrency=row["max_concurrency"], gpu_mem_released=None if released is None else bool(released),
+            id=row["id"],
+            box=row["box"],
+            arm=row["arm"],
+            arm_id=row["arm_id"],
+            replica=row["replica"],
+            gpus=tuple(json_list(row["gpus"])),
+            port=row["port"],
+            pid=row["pid"],
+            state=row["state"],
+            start_ms=row["start_ms"],
+            ready_ms=row["ready_ms"],
+            stop_ms=row["stop_ms"],
+            exit_code=row["exit_code"],
+            failure_reason=row["failure_reason"],
+            backends_accepted=json_tuple_or_none(row["backends_accepted"]),
+            log_path=row["log_path"],
+            forced=bool(row["forced"]),
+            kv_cache_tokens=row["kv_cache_tokens"],
+            max_concurrency=row["max_concurrency"],
+            gpu_mem_released=None if released is None else bool(released),
             launch_group=row["launch_group"],
-        )  # fmt: skip
+        )
 
 
 def argv_flag(argv: tuple[str, ...] | list[str], flag: str) -> str | None:
@@ -100,10 +113,16 @@ class ArmRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ArmRecord:
         return cls(
-            id=row["id"], arm=row["arm"], model=row["model"], box=row["box"], recipe_hash=row["recipe_hash"],
-            argv=tuple(json.loads(row["argv"])), env=dict(json.loads(row["env"])),
-            gpus=tuple(tuple(g) for g in json.loads(row["gpus"])), tensor_parallel=row["tensor_parallel"],
-        )  # fmt: skip
+            id=row["id"],
+            arm=row["arm"],
+            model=row["model"],
+            box=row["box"],
+            recipe_hash=row["recipe_hash"],
+            argv=tuple(json.loads(row["argv"])),
+            env=dict(json.loads(row["env"])),
+            gpus=tuple(tuple(g) for g in json.loads(row["gpus"])),
+            tensor_parallel=row["tensor_parallel"],
+        )
 
 
 class Launches:
@@ -113,20 +132,41 @@ class Launches:
         self.store = store
 
     # -- arms ------------------------------------------------------------------------------------
-    def add_arm(self, arm: str, model: str, box: str, recipe_hash: str, argv: list[str],
-                env: dict[str, str], gpus: list[list[int]], tensor_parallel: int,
-                lint: list[dict[str, Any]]) -> int:  # fmt: skip
+    def add_arm(
+        self,
+        arm: str,
+        model: str,
+        box: str,
+        recipe_hash: str,
+        argv: list[str],
+        env: dict[str, str],
+        gpus: list[list[int]],
+        tensor_parallel: int,
+        lint: list[dict[str, Any]],
+    ) -> int:
         """The resolved arm, once per (arm, box, recipe hash): launches point at what really ran."""
         with self.store.atomic() as db:
             db.execute(
                 "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
                 "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [arm, model, box, recipe_hash, dumps(argv), dumps(env), dumps(gpus), tensor_parallel,
-                 dumps(lint), self.store.clock()],
-            )  # fmt: skip
-        return int(self.store.scalar(
-            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [arm, box, recipe_hash]
-        ))  # fmt: skip
+                [
+                    arm,
+                    model,
+                    box,
+                    recipe_hash,
+                    dumps(argv),
+                    dumps(env),
+                    dumps(gpus),
+                    tensor_parallel,
+                    dumps(lint),
+                    self.store.clock(),
+                ],
+            )
+        return int(
+            self.store.scalar(
+                "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [arm, box, recipe_hash]
+            )
+        )
 
     def arm_record(self, arm_id: int | None) -> ArmRecord | None:
         if arm_id is None:
@@ -135,8 +175,19 @@ class Launches:
         return ArmRecord.from_row(rows[0]) if rows else None
 
     # -- launches --------------------------------------------------------------------------------
-    def add(self, launch_id: str, box: str, arm: str, *, arm_id: int | None, replica: int, gpus: list[int],
-            port: int, forced: bool, group: str | None = None) -> None:  # fmt: skip
+    def add(
+        self,
+        launch_id: str,
+        box: str,
+        arm: str,
+        *,
+        arm_id: int | None,
+        replica: int,
+        gpus: list[int],
+        port: int,
+        forced: bool,
+        group: str | None = None,
+    ) -> None:
         with self.store.atomic() as db:
             db.execute(
                 "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced, launch_group) "
@@ -172,12 +223,16 @@ class Launches:
         if launch.launch_group is not None:
             sql, params = "SELECT * FROM launches WHERE launch_group = ?", [launch.launch_group]
         else:
-            sql = ("SELECT * FROM launches WHERE box = ? AND arm = ? AND arm_id IS ? AND launch_group IS NULL "
-                   "AND (id = ? OR state NOT IN ('failed', 'stopped'))")  # fmt: skip
+            sql = (
+                "SELECT * FROM launches WHERE box = ? AND arm = ? AND arm_id IS ? AND launch_group IS NULL "
+                "AND (id = ? OR state NOT IN ('failed', 'stopped'))"
+            )
             params = [launch.box, launch.arm, launch.arm_id, launch.id]
         return [Launch.from_row(r) for r in self.store.rows(sql + " ORDER BY replica, id", params)]
 
     def kernel_lines(self, launch_id: str) -> list[tuple[str, str]]:
         """(category, line) the engine printed for ``launch_id``, in the order it printed them."""
-        rows = self.store.rows("SELECT category, line FROM kernel_lines WHERE launch_id = ? ORDER BY id", [launch_id])
+        rows = self.store.rows(
+            "SELECT category, line FROM kernel_lines WHERE launch_id = ? ORDER BY id", [launch_id]
+        )
         return [(r["category"], r["line"]) for r in rows]

@@ -113,8 +113,10 @@ class Quality:
 
     def find(self, digest: str, launch_id: str, metric: str) -> int | None:
         """The run already imported from the same files, read by the same metric, against the same launch."""
-        found = self.store.scalar("SELECT id FROM quality_runs WHERE digest = ? AND launch_id = ? AND metric = ?",
-                                  [digest, launch_id, metric])  # fmt: skip
+        found = self.store.scalar(
+            "SELECT id FROM quality_runs WHERE digest = ? AND launch_id = ? AND metric = ?",
+            [digest, launch_id, metric],
+        )
         return None if found is None else int(found)
 
     def add_run(self, run: NewQualityRun, items: Sequence[QualityItem]) -> int:
@@ -129,52 +131,124 @@ class Quality:
             by_task.setdefault(i.task, []).append(i.score)
         now = self.store.clock()
         with self.store.atomic() as db:
-            eval_id = self.store.insert("eval_runs", {
-                "box": run.box, "arm": run.arm, "model": run.arm_model, "configuration": run.configuration,
-                "t_ms": run.t_ms, "items": len(items), "overall": accuracy,
-                "families": dumps({t: sum(v) / len(v) for t, v in by_task.items()}),
-                "note": f"{run.harness} {', '.join(run.tasks)} scored per item ({run.metric}); "
-                        "`campaign quality list` has the run",
-                "source": "measured", "provenance": f"{run.source_file} (sha256 {run.digest[:12]})",
-            })  # fmt: skip
-            run_id = self.store.insert("quality_runs", {
-                "launch_id": run.launch_id, "box": run.box, "arm": run.arm, "arm_id": run.arm_id,
-                "recipe_hash": run.recipe_hash, "model": run.model, "tensor_parallel": run.tensor_parallel,
-                "data_parallel": run.data_parallel, "replicas": run.replicas,
-                "expert_parallel": None if run.expert_parallel is None else int(run.expert_parallel),
-                "layout": run.layout, "kernel_line": run.kernel_line, "reasoning_parser": run.reasoning_parser,
-                "harness": run.harness, "harness_version": run.harness_version, "tasks": dumps(list(run.tasks)),
-                "metric": run.metric, "suite": run.suite, "config_key": run.config_key,
-                "sampling": dumps(dict(run.sampling)), "thinking": run.thinking, "label": run.label,
-                "source_file": run.source_file, "digest": run.digest, "t_ms": run.t_ms, "imported_ms": now,
-                "items": len(items), "unscored": run.unscored, "accuracy": accuracy,
-                "truncation_rate": _mean(known), "mean_output_tokens": _mean(tokens), "eval_run_id": eval_id,
-                "source": "measured",
-            })  # fmt: skip
+            eval_id = self.store.insert(
+                "eval_runs",
+                {
+                    "box": run.box,
+                    "arm": run.arm,
+                    "model": run.arm_model,
+                    "configuration": run.configuration,
+                    "t_ms": run.t_ms,
+                    "items": len(items),
+                    "overall": accuracy,
+                    "families": dumps({t: sum(v) / len(v) for t, v in by_task.items()}),
+                    "note": f"{run.harness} {', '.join(run.tasks)} scored per item ({run.metric}); "
+                    "`campaign quality list` has the run",
+                    "source": "measured",
+                    "provenance": f"{run.source_file} (sha256 {run.digest[:12]})",
+                },
+            )
+            run_id = self.store.insert(
+                "quality_runs",
+                {
+                    "launch_id": run.launch_id,
+                    "box": run.box,
+                    "arm": run.arm,
+                    "arm_id": run.arm_id,
+                    "recipe_hash": run.recipe_hash,
+                    "model": run.model,
+                    "tensor_parallel": run.tensor_parallel,
+                    "data_parallel": run.data_parallel,
+                    "replicas": run.replicas,
+                    "expert_parallel": None if run.expert_parallel is None else int(run.expert_parallel),
+                    "layout": run.layout,
+                    "kernel_line": run.kernel_line,
+                    "reasoning_parser": run.reasoning_parser,
+                    "harness": run.harness,
+                    "harness_version": run.harness_version,
+                    "tasks": dumps(list(run.tasks)),
+                    "metric": run.metric,
+                    "suite": run.suite,
+                    "config_key": run.config_key,
+                    "sampling": dumps(dict(run.sampling)),
+                    "thinking": run.thinking,
+                    "label": run.label,
+                    "source_file": run.source_file,
+                    "digest": run.digest,
+                    "t_ms": run.t_ms,
+                    "imported_ms": now,
+                    "items": len(items),
+                    "unscored": run.unscored,
+                    "accuracy": accuracy,
+                    "truncation_rate": _mean(known),
+                    "mean_output_tokens": _mean(tokens),
+                    "eval_run_id": eval_id,
+                    "source": "measured",
+                },
+            )
             db.conn.executemany(
                 "INSERT INTO quality_items(run_id, task, item_id, score, truncated, output_tokens) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, i.task, i.item_id, i.score, None if i.truncated is None else int(i.truncated),
-                  i.output_tokens) for i in items],
-            )  # fmt: skip
+                [
+                    (
+                        run_id,
+                        i.task,
+                        i.item_id,
+                        i.score,
+                        None if i.truncated is None else int(i.truncated),
+                        i.output_tokens,
+                    )
+                    for i in items
+                ],
+            )
         return run_id
 
-    def add_published(self, runs: Sequence[PublishedRun], pairs: Sequence[PublishedPair], import_id: int) -> None:
+    def add_published(
+        self, runs: Sequence[PublishedRun], pairs: Sequence[PublishedPair], import_id: int
+    ) -> None:
         """A write-up's runs and paired comparisons, inside ``record_import``'s transaction."""
         now = self.store.clock()
         ids: dict[str, int] = {}
         for r in runs:
-            ids[r.label] = self.store.insert("quality_runs", {
-                "box": r.box, "arm": r.arm, "model": r.model, "harness": "published", "tasks": dumps([r.suite]),
-                "suite": r.suite, "label": r.label, "t_ms": now, "imported_ms": now, "items": r.items,
-                "accuracy": r.accuracy, "truncation_rate": r.truncation_rate,
-                "mean_output_tokens": r.mean_output_tokens, "source": "imported", "provenance": r.provenance,
-                "import_id": import_id,
-            })  # fmt: skip
+            ids[r.label] = self.store.insert(
+                "quality_runs",
+                {
+                    "box": r.box,
+                    "arm": r.arm,
+                    "model": r.model,
+                    "harness": "published",
+                    "tasks": dumps([r.suite]),
+                    "suite": r.suite,
+                    "label": r.label,
+                    "t_ms": now,
+                    "imported_ms": now,
+                    "items": r.items,
+                    "accuracy": r.accuracy,
+                    "truncation_rate": r.truncation_rate,
+                    "mean_output_tokens": r.mean_output_tokens,
+                    "source": "imported",
+                    "provenance": r.provenance,
+                    "import_id": import_id,
+                },
+            )
         for p in pairs:
-            self.store.insert("quality_pairs", {
-                "kind": p.kind, "a_run": ids[p.a], "b_run": ids[p.b], "items": p.items, "a_only": p.a_only,
-                "b_only": p.b_only, "a_accuracy": p.a_accuracy, "b_accuracy": p.b_accuracy,
-                "a_truncation": p.a_truncation, "b_truncation": p.b_truncation, "a_mean_tokens": p.a_mean_tokens,
-                "b_mean_tokens": p.b_mean_tokens, "note": p.note, "provenance": p.provenance, "import_id": import_id,
-            })  # fmt: skip
+            self.store.insert(
+                "quality_pairs",
+                {
+                    "kind": p.kind,
+                    "a_run": ids[p.a],
+                    "b_run": ids[p.b],
+                    "items": p.items,
+                    "a_only": p.a_only,
+                    "b_only": p.b_only,
+                    "a_accuracy": p.a_accuracy,
+                    "b_accuracy": p.b_accuracy,
+                    "a_truncation": p.a_truncation,
+                    "b_truncation": p.b_truncation,
+                    "a_mean_tokens": p.a_mean_tokens,
+                    "b_mean_tokens": p.b_mean_tokens,
+                    "note": p.note,
+                    "provenance": p.provenance,
+                    "import_id": import_id,
+                },
+            )

@@ -38,28 +38,108 @@ if TYPE_CHECKING:
 SERVED_COLUMNS = ("reasoning_parser", "thinking", "sampling")
 """What a bench or tripwire row was served with (console/store/served.py)."""
 BENCH_COLUMNS = (
-    "box", "launch_id", "arm", "model", "configuration", "shape", "concurrency", "prompts", "seed",
-    "input_len", "output_len", "prefix_len", "started_ms", "ended_ms", "duration_s", "requests", "failed",
-    "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s", "ttft_ms_p50", "ttft_ms_p99",
-    "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99", "steady",
-    "client_cpu", "client_bound", "kernel_line", "power_limit_w", "tripwire_id", "diagnostic_only",
-    "queueing", "source", "provenance", "raw", "import_id", "run_id", "replicas", "prefix_caching",
-    "kernel_fallback", "kernel_check", "admitted", "repeat_group", *SERVED_COLUMNS,
-)  # fmt: skip
-REPLICA_COLUMNS = (
-    "base_url", "streams", "requests", "failed", "req_per_s", "in_tok_per_s", "out_tok_per_s", "total_tok_per_s",
-    "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50",
+    "box",
+    "launch_id",
+    "arm",
+    "model",
+    "configuration",
+    "shape",
+    "concurrency",
+    "prompts",
+    "seed",
+    "input_len",
+    "output_len",
+    "prefix_len",
+    "started_ms",
+    "ended_ms",
+    "duration_s",
+    "requests",
+    "failed",
+    "req_per_s",
+    "in_tok_per_s",
+    "out_tok_per_s",
+    "total_tok_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
     "e2e_ms_p99",
-)  # fmt: skip
+    "steady",
+    "client_cpu",
+    "client_bound",
+    "kernel_line",
+    "power_limit_w",
+    "tripwire_id",
+    "diagnostic_only",
+    "queueing",
+    "source",
+    "provenance",
+    "raw",
+    "import_id",
+    "run_id",
+    "replicas",
+    "prefix_caching",
+    "kernel_fallback",
+    "kernel_check",
+    "admitted",
+    "repeat_group",
+    *SERVED_COLUMNS,
+)
+REPLICA_COLUMNS = (
+    "base_url",
+    "streams",
+    "requests",
+    "failed",
+    "req_per_s",
+    "in_tok_per_s",
+    "out_tok_per_s",
+    "total_tok_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+)
 """A node run's per-replica detail (``bench_replicas``): the load generator's ``per_url`` entries."""
 TRIPWIRE_COLUMNS = (
-    "box", "launch_id", "arm", "model", "t_ms", "ok", "degenerate", "wrong", "total", "passed",
-    "reasoning_leak", "items", "source", "provenance", "import_id", "run_id", *SERVED_COLUMNS,
-)  # fmt: skip
+    "box",
+    "launch_id",
+    "arm",
+    "model",
+    "t_ms",
+    "ok",
+    "degenerate",
+    "wrong",
+    "total",
+    "passed",
+    "reasoning_leak",
+    "items",
+    "source",
+    "provenance",
+    "import_id",
+    "run_id",
+    *SERVED_COLUMNS,
+)
 EVAL_COLUMNS = (
-    "box", "arm", "model", "configuration", "t_ms", "items", "overall", "families", "note", "source",
-    "provenance", "import_id",
-)  # fmt: skip
+    "box",
+    "arm",
+    "model",
+    "configuration",
+    "t_ms",
+    "items",
+    "overall",
+    "families",
+    "note",
+    "source",
+    "provenance",
+    "import_id",
+)
 JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check", "sampling"})
 
 
@@ -123,9 +203,17 @@ class ImportPayload:
 
     @property
     def row_count(self) -> int:
-        return (len(self.boxes) + len(self.launches) + len(self.tripwires) + len(self.bench_runs)
-                + len(self.eval_runs) + len(self.api_prices) + len(self.quality_runs)
-                + len(self.quality_pairs) + len(self.kldiff_runs))  # fmt: skip
+        return (
+            len(self.boxes)
+            + len(self.launches)
+            + len(self.tripwires)
+            + len(self.bench_runs)
+            + len(self.eval_runs)
+            + len(self.api_prices)
+            + len(self.quality_runs)
+            + len(self.quality_pairs)
+            + len(self.kldiff_runs)
+        )
 
 
 @dataclass(frozen=True)
@@ -182,10 +270,16 @@ class Results:
                 raise ResultError(f"bench result without {key!r}: the bench command must name it")
         values = _encode(row, BENCH_COLUMNS)
         values.setdefault("started_ms", row.get("t_ms"))
-        if values.get("total_tok_per_s") is None and row.get("in_tok_per_s") is not None \
-                and row.get("out_tok_per_s") is not None:  # fmt: skip
+        if (
+            values.get("total_tok_per_s") is None
+            and row.get("in_tok_per_s") is not None
+            and row.get("out_tok_per_s") is not None
+        ):
             values["total_tok_per_s"] = row["in_tok_per_s"] + row["out_tok_per_s"]
-        launch_ids = [str(x) for x in row.get("launch_ids") or ([values["launch_id"]] if values.get("launch_id") else [])]
+        launch_ids = [
+            str(x)
+            for x in row.get("launch_ids") or ([values["launch_id"]] if values.get("launch_id") else [])
+        ]
         with self.store.atomic():
             if launch_ids:
                 values.setdefault("launch_id", launch_ids[0])
@@ -193,7 +287,9 @@ class Results:
                 launch_id = values["launch_id"]
                 self._fill_served(values, row, launch_id)
                 if values.get("power_limit_w") is None:
-                    values["power_limit_w"] = self._power_limit(values.get("box"), launch_id, values.get("started_ms"))
+                    values["power_limit_w"] = self._power_limit(
+                        values.get("box"), launch_id, values.get("started_ms")
+                    )
                 if values.get("tripwire_id") is None:
                     latest = self.store.rows(
                         "SELECT id, passed FROM tripwire_runs WHERE launch_id IN "
@@ -202,11 +298,15 @@ class Results:
                     )
                     if latest:
                         values["tripwire_id"] = latest[0]["id"]
-                        values["diagnostic_only"] = values.get("diagnostic_only") or int(not latest[0]["passed"])
+                        values["diagnostic_only"] = values.get("diagnostic_only") or int(
+                            not latest[0]["passed"]
+                        )
             bench_id = self.store.insert("bench_runs", values)
             for i, share in enumerate(row.get("per_url") or []):
                 detail = _encode(share, REPLICA_COLUMNS)
-                detail.update(bench_run_id=bench_id, replica=i, launch_id=launch_ids[i] if i < len(launch_ids) else None)
+                detail.update(
+                    bench_run_id=bench_id, replica=i, launch_id=launch_ids[i] if i < len(launch_ids) else None
+                )
                 self.store.insert("bench_replicas", detail)
             return bench_id
 
@@ -235,7 +335,9 @@ class Results:
         """
         missing = [k for k in ("arm", "ok", "degenerate", "wrong", "total", "passed") if row.get(k) is None]
         if missing:
-            raise ResultError(f"tripwire result without {', '.join(missing)}: the tripwire JSON must carry them")
+            raise ResultError(
+                f"tripwire result without {', '.join(missing)}: the tripwire JSON must carry them"
+            )
         values = _encode(row, TRIPWIRE_COLUMNS)
         values.setdefault("t_ms", self.store.clock())
         with self.store.atomic() as db:
@@ -247,9 +349,14 @@ class Results:
                     "UPDATE bench_runs SET tripwire_id = ?, diagnostic_only = max(diagnostic_only, ?) "
                     "WHERE (launch_id = ? OR id IN (SELECT bench_run_id FROM bench_replicas WHERE launch_id = ?)) "
                     "AND (tripwire_id IS NULL OR ? = 0)",
-                    [tripwire_id, int(not values["passed"]), values["launch_id"], values["launch_id"],
-                     int(values["passed"])],
-                )  # fmt: skip
+                    [
+                        tripwire_id,
+                        int(not values["passed"]),
+                        values["launch_id"],
+                        values["launch_id"],
+                        int(values["passed"]),
+                    ],
+                )
         return tripwire_id
 
     def add_eval_run(self, row: dict[str, Any]) -> int:
@@ -269,15 +376,23 @@ class Results:
             db.execute(
                 "INSERT OR REPLACE INTO api_prices(model, provider, in_per_mtok, out_per_mtok, cached_in_per_mtok, "
                 "note, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [price.model, price.provider, price.in_per_mtok, price.out_per_mtok, price.cached_in_per_mtok,
-                 price.note, self.store.clock()],
-            )  # fmt: skip
+                [
+                    price.model,
+                    price.provider,
+                    price.in_per_mtok,
+                    price.out_per_mtok,
+                    price.cached_in_per_mtok,
+                    price.note,
+                    self.store.clock(),
+                ],
+            )
 
     def _fill_served(self, values: dict[str, Any], row: dict[str, Any], launch_id: str) -> None:
         """The reasoning parser the launch's server ran with (its argv, over the tool's echo of its profile),
         whether thinking was on, and the sampling the run sent (its ``request`` and ``extra_body``)."""
-        rows = self.store.rows("SELECT a.argv FROM launches l JOIN arms a ON a.id = l.arm_id WHERE l.id = ?",
-                               [launch_id])  # fmt: skip
+        rows = self.store.rows(
+            "SELECT a.argv FROM launches l JOIN arms a ON a.id = l.arm_id WHERE l.id = ?", [launch_id]
+        )
         argv: list[str] = json.loads(rows[0]["argv"]) if rows and rows[0]["argv"] else []
         if argv:
             values["reasoning_parser"] = argv_flag(argv, "--reasoning-parser")
@@ -290,7 +405,9 @@ class Results:
         else:
             profile = row.get("profile")
             default = profile.get("thinking_default") if isinstance(profile, dict) else None
-            values.setdefault("thinking", thinking(sent, argv_flag(argv, "--default-chat-template-kwargs"), default))
+            values.setdefault(
+                "thinking", thinking(sent, argv_flag(argv, "--default-chat-template-kwargs"), default)
+            )
 
     def _power_limit(self, box: str | None, launch_id: str, at_ms: int | None) -> float | None:
         """The lowest enforced limit among the launch's GPUs in the newest sample at or before the run."""
@@ -300,7 +417,8 @@ class Results:
             return None
         gpus = json.loads(launch[0]["gpus"]) if launch and launch[0]["gpus"] else None
         t = self.store.scalar(
-            "SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?", [box, at_ms or self.store.clock()]
+            "SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?",
+            [box, at_ms or self.store.clock()],
         )
         if t is None:
             return None
@@ -315,14 +433,16 @@ class Results:
     # -- imports ---------------------------------------------------------------------------------
     def has_measured_data(self) -> bool:
         """True when anything in the db came from a real box (a demo must not be mixed into it)."""
-        return bool(self.store.scalar(
-            "SELECT (SELECT count(*) FROM bench_runs WHERE source != 'imported')"
-            " + (SELECT count(*) FROM tripwire_runs WHERE source != 'imported')"
-            " + (SELECT count(*) FROM eval_runs WHERE source != 'imported')"
-            " + (SELECT count(*) FROM quality_runs WHERE source != 'imported')"
-            " + (SELECT count(*) FROM journal)"
-            " + (SELECT count(*) FROM launches WHERE id NOT LIKE 'import:%')"
-        ))  # fmt: skip
+        return bool(
+            self.store.scalar(
+                "SELECT (SELECT count(*) FROM bench_runs WHERE source != 'imported')"
+                " + (SELECT count(*) FROM tripwire_runs WHERE source != 'imported')"
+                " + (SELECT count(*) FROM eval_runs WHERE source != 'imported')"
+                " + (SELECT count(*) FROM quality_runs WHERE source != 'imported')"
+                " + (SELECT count(*) FROM journal)"
+                " + (SELECT count(*) FROM launches WHERE id NOT LIKE 'import:%')"
+            )
+        )
 
     def is_empty(self) -> bool:
         """Nothing to look at: no results, no launches and no box besides the local one."""
@@ -334,9 +454,13 @@ class Results:
     def imports(self) -> list[dict[str, Any]]:
         return self.store.rows("SELECT * FROM imports ORDER BY t_ms, id")
 
-    def record_import(self, source: str, digest: str, provenance: str, payload: ImportPayload) -> ImportOutcome:
+    def record_import(
+        self, source: str, digest: str, provenance: str, payload: ImportPayload
+    ) -> ImportOutcome:
         """Write an imported campaign in one transaction; the same ``digest`` again is a no-op."""
-        same = self.store.rows("SELECT id, rows FROM imports WHERE source = ? AND digest = ?", [source, digest])
+        same = self.store.rows(
+            "SELECT id, rows FROM imports WHERE source = ? AND digest = ?", [source, digest]
+        )
         if same:
             return ImportOutcome(same[0]["id"], "unchanged", same[0]["rows"])
         now = self.store.clock()
@@ -350,18 +474,30 @@ class Results:
                     db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [name])
                     db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [name])
                     db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [name])
-            import_id = self.store.insert("imports", {"t_ms": now, "source": source, "provenance": provenance,
-                                                      "rows": payload.row_count, "digest": digest})  # fmt: skip
+            import_id = self.store.insert(
+                "imports",
+                {
+                    "t_ms": now,
+                    "source": source,
+                    "provenance": provenance,
+                    "rows": payload.row_count,
+                    "digest": digest,
+                },
+            )
             for box in payload.boxes:
                 self._import_box(box)
-                db.execute("UPDATE boxes SET max_power_w = ? WHERE name = ?", [payload.box_max_power.get(box.name),
-                                                                              box.name])  # fmt: skip
+                db.execute(
+                    "UPDATE boxes SET max_power_w = ? WHERE name = ?",
+                    [payload.box_max_power.get(box.name), box.name],
+                )
             for launch in payload.launches:
                 self._import_launch(launch, now)
             tripwire_ids = {}
             for launch_id, tw in payload.tripwires.items():
-                values = _encode({**tw, "launch_id": launch_id, "t_ms": now, "source": "imported",
-                                  "import_id": import_id}, TRIPWIRE_COLUMNS)  # fmt: skip
+                values = _encode(
+                    {**tw, "launch_id": launch_id, "t_ms": now, "source": "imported", "import_id": import_id},
+                    TRIPWIRE_COLUMNS,
+                )
                 tripwire_ids[launch_id] = self.store.insert("tripwire_runs", values)
             for row in payload.bench_runs:
                 values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
@@ -383,8 +519,14 @@ class Results:
                 f"(`campaign box rm {box.name}`) before importing the demo"
             )
         if existing:  # an earlier import of the same box: the data files are the authority
-            self.store.boxes.update(box.name, provider=box.provider, price_per_hour=box.price_per_hour,
-                                    status_detail=box.status_detail, tz=box.tz, gpu_summary=box.gpu_summary)  # fmt: skip
+            self.store.boxes.update(
+                box.name,
+                provider=box.provider,
+                price_per_hour=box.price_per_hour,
+                status_detail=box.status_detail,
+                tz=box.tz,
+                gpu_summary=box.gpu_summary,
+            )
         else:
             self.store.boxes.add(box)
 
@@ -394,18 +536,35 @@ class Results:
         db.execute(
             "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
             "created_ms) VALUES (?, ?, ?, ?, '[]', '{}', ?, ?, NULL, ?)",
-            [launch.arm, launch.model, launch.box, recipe_hash, dumps(launch.gpus), launch.tensor_parallel, now],
+            [
+                launch.arm,
+                launch.model,
+                launch.box,
+                recipe_hash,
+                dumps(launch.gpus),
+                launch.tensor_parallel,
+                now,
+            ],
         )
         arm_id = self.store.scalar(
-            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?", [launch.arm, launch.box, recipe_hash]
+            "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?",
+            [launch.arm, launch.box, recipe_hash],
         )
         db.execute("DELETE FROM kernel_lines WHERE launch_id = ?", [launch.launch_id])
         db.execute(
             "INSERT OR REPLACE INTO launches(id, box, arm, arm_id, replica, gpus, state, failure_reason, "
             "kv_cache_tokens, start_ms, stop_ms) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL)",
-            [launch.launch_id, launch.box, launch.arm, arm_id, dumps(sorted(g for r in launch.gpus for g in r)),
-             launch.state, launch.failure_reason, launch.kv_cache_tokens],
-        )  # fmt: skip
+            [
+                launch.launch_id,
+                launch.box,
+                launch.arm,
+                arm_id,
+                dumps(sorted(g for r in launch.gpus for g in r)),
+                launch.state,
+                launch.failure_reason,
+                launch.kv_cache_tokens,
+            ],
+        )
         for category, line in launch.kernel_lines:
             db.execute(
                 "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",

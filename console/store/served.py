@@ -22,8 +22,19 @@ from typing import Any
 
 THINKING_KEYS = ("enable_thinking", "reasoning_effort", "reasoning_tokens", "thinking")
 """Generation settings that switch or size a model's reasoning; the first found is kept as ``thinking``."""
-NOT_SAMPLING = frozenset({"max_tokens", "max_completion_tokens", "min_tokens", "ignore_eos", "stream",
-                          "stream_options", "chat_template_kwargs", "n", "stop"})  # fmt: skip
+NOT_SAMPLING = frozenset(
+    {
+        "max_tokens",
+        "max_completion_tokens",
+        "min_tokens",
+        "ignore_eos",
+        "stream",
+        "stream_options",
+        "chat_template_kwargs",
+        "n",
+        "stop",
+    }
+)
 """Request fields that set lengths, framing or the template, not how tokens are drawn."""
 NOT_APPLICABLE = "not applicable: /v1/completions renders no chat template"
 COMPLETIONS = "/v1/completions"

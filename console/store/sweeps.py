@@ -55,11 +55,20 @@ class SweepRow:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepRow:
         return cls(
-            id=row["id"], list_name=row["list"], box=row["box"], shapes=json.loads(row["shapes"]),
-            concurrency=json.loads(row["concurrency"]), bench_degenerate=bool(row["bench_degenerate"]),
-            state=row["state"], runner_pid=row["runner_pid"], runner_host=row["runner_host"], detail=row["detail"],
-            created_ms=row["created_ms"], updated_ms=row["updated_ms"], layout=row["layout"],
-        )  # fmt: skip
+            id=row["id"],
+            list_name=row["list"],
+            box=row["box"],
+            shapes=json.loads(row["shapes"]),
+            concurrency=json.loads(row["concurrency"]),
+            bench_degenerate=bool(row["bench_degenerate"]),
+            state=row["state"],
+            runner_pid=row["runner_pid"],
+            runner_host=row["runner_host"],
+            detail=row["detail"],
+            created_ms=row["created_ms"],
+            updated_ms=row["updated_ms"],
+            layout=row["layout"],
+        )
 
 
 @dataclass
@@ -77,8 +86,15 @@ class SweepBox:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepBox:
         excluded = {int(k): str(v) for k, v in json.loads(row["excluded"] or "{}").items()}
-        return cls(row["sweep_id"], row["box"], row["position"], row["state"], row["detail"], excluded,
-                   row["updated_ms"])  # fmt: skip
+        return cls(
+            row["sweep_id"],
+            row["box"],
+            row["position"],
+            row["state"],
+            row["detail"],
+            excluded,
+            row["updated_ms"],
+        )
 
 
 @dataclass
@@ -100,11 +116,18 @@ class SweepAttempt:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> SweepAttempt:
         return cls(
-            sweep_arm_id=row["sweep_arm_id"], attempt=row["attempt"], box=row["box"], gpus=_gpus(row["gpus"]),
+            sweep_arm_id=row["sweep_arm_id"],
+            attempt=row["attempt"],
+            box=row["box"],
+            gpus=_gpus(row["gpus"]),
             launch_ids=json_list(row["launch_ids"]),
-            mem_before=_memory(row["mem_before"]), mem_after=_memory(row["mem_after"]), outcome=row["outcome"],
-            reason=row["reason"], started_ms=row["started_ms"], ended_ms=row["ended_ms"],
-        )  # fmt: skip
+            mem_before=_memory(row["mem_before"]),
+            mem_after=_memory(row["mem_after"]),
+            outcome=row["outcome"],
+            reason=row["reason"],
+            started_ms=row["started_ms"],
+            ended_ms=row["ended_ms"],
+        )
 
 
 def _gpus(text: str | None) -> list[int] | None:
@@ -160,8 +183,10 @@ class SweepArm:
         return dict(self.__dict__)
 
 
-_CURRENT = ("sweep_arm_id = ? AND attempt = "
-            "(SELECT a.attempts FROM sweep_arms a WHERE a.id = sweep_attempts.sweep_arm_id)")
+_CURRENT = (
+    "sweep_arm_id = ? AND attempt = "
+    "(SELECT a.attempts FROM sweep_arms a WHERE a.id = sweep_attempts.sweep_arm_id)"
+)
 """The WHERE clause naming an arm's current attempt (one ``?``: the sweep arm id)."""
 
 
@@ -170,20 +195,41 @@ class Sweeps:
         self.store = store
 
     # -- sweeps ----------------------------------------------------------------------------------
-    def create(self, list_name: str, boxes: list[str], shapes: list[str], concurrency: list[int],
-               bench_degenerate: bool, candidates: list[dict[str, Any]], runner: tuple[int, str],
-               layout: str = "node") -> SweepRow:  # fmt: skip
+    def create(
+        self,
+        list_name: str,
+        boxes: list[str],
+        shapes: list[str],
+        concurrency: list[int],
+        bench_degenerate: bool,
+        candidates: list[dict[str, Any]],
+        runner: tuple[int, str],
+        layout: str = "node",
+    ) -> SweepRow:
         """A new sweep over ``boxes`` with its planned candidates (``origin``, ``arm``, optional base/backends),
         in order."""
         if layout not in LAYOUTS or not boxes or (layout == "node" and len(boxes) != 1):
-            raise ValueError(f"a {layout!r} sweep over boxes {boxes}: node sweeps walk one box, packed ones any")
+            raise ValueError(
+                f"a {layout!r} sweep over boxes {boxes}: node sweeps walk one box, packed ones any"
+            )
         now = self.store.clock()
         with self.store.atomic():
-            sweep_id = self.store.insert("sweeps", {
-                "list": list_name, "box": boxes[0], "shapes": dumps(shapes), "concurrency": dumps(concurrency),
-                "bench_degenerate": int(bench_degenerate), "state": "running", "runner_pid": runner[0],
-                "runner_host": runner[1], "created_ms": now, "updated_ms": now, "layout": layout,
-            })  # fmt: skip
+            sweep_id = self.store.insert(
+                "sweeps",
+                {
+                    "list": list_name,
+                    "box": boxes[0],
+                    "shapes": dumps(shapes),
+                    "concurrency": dumps(concurrency),
+                    "bench_degenerate": int(bench_degenerate),
+                    "state": "running",
+                    "runner_pid": runner[0],
+                    "runner_host": runner[1],
+                    "created_ms": now,
+                    "updated_ms": now,
+                    "layout": layout,
+                },
+            )
             self.set_boxes(sweep_id, boxes)
             for candidate in candidates:
                 self.queue(sweep_id, **candidate)
@@ -214,7 +260,9 @@ class Sweeps:
 
     # -- the boxes a sweep feeds -----------------------------------------------------------------
     def boxes(self, sweep_id: int) -> list[SweepBox]:
-        rows = self.store.rows("SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [sweep_id])
+        rows = self.store.rows(
+            "SELECT * FROM sweep_boxes WHERE sweep_id = ? ORDER BY position, box", [sweep_id]
+        )
         return [SweepBox.from_row(r) for r in rows]
 
     def set_boxes(self, sweep_id: int, boxes: list[str]) -> None:
@@ -222,9 +270,11 @@ class Sweeps:
         excluded yet); a box fed before and not now is marked ``left``."""
         now = self.store.clock()
         with self.store.atomic() as db:
-            db.execute("UPDATE sweep_boxes SET state = 'left', detail = 'not part of the resumed run', "
-                       "position = position + ?, updated_ms = ? WHERE sweep_id = ?",
-                       [len(boxes), now, sweep_id])  # fmt: skip
+            db.execute(
+                "UPDATE sweep_boxes SET state = 'left', detail = 'not part of the resumed run', "
+                "position = position + ?, updated_ms = ? WHERE sweep_id = ?",
+                [len(boxes), now, sweep_id],
+            )
             for position, box in enumerate(boxes):
                 db.execute(
                     "INSERT INTO sweep_boxes(sweep_id, box, position, state, updated_ms) VALUES (?, ?, ?, 'walking', ?) "
@@ -236,17 +286,23 @@ class Sweeps:
     def box_out(self, sweep_id: int, box: str, detail: str) -> None:
         """The box takes no more arms in this run (unreachable, its agent gone, or it refused); ``detail`` says why."""
         with self.store.atomic() as db:
-            db.execute("UPDATE sweep_boxes SET state = 'out', detail = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
-                       [detail, self.store.clock(), sweep_id, box])  # fmt: skip
+            db.execute(
+                "UPDATE sweep_boxes SET state = 'out', detail = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
+                [detail, self.store.clock(), sweep_id, box],
+            )
 
     def exclude_gpu(self, sweep_id: int, box: str, gpu: int, why: str) -> None:
         """A GPU of the box this run does not use: something else held it before an arm was put on it."""
         with self.store.atomic() as db:
-            row = self.store.rows("SELECT excluded FROM sweep_boxes WHERE sweep_id = ? AND box = ?", [sweep_id, box])
+            row = self.store.rows(
+                "SELECT excluded FROM sweep_boxes WHERE sweep_id = ? AND box = ?", [sweep_id, box]
+            )
             excluded = json.loads(row[0]["excluded"] or "{}") if row else {}
             excluded[str(gpu)] = why
-            db.execute("UPDATE sweep_boxes SET excluded = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
-                       [dumps(excluded), self.store.clock(), sweep_id, box])  # fmt: skip
+            db.execute(
+                "UPDATE sweep_boxes SET excluded = ?, updated_ms = ? WHERE sweep_id = ? AND box = ?",
+                [dumps(excluded), self.store.clock(), sweep_id, box],
+            )
 
     def claim(self, sweep_id: int, runner: tuple[int, str], alive: bool) -> None:
         """Take the sweep over for this process; refused while the recorded runner is still alive."""
@@ -256,7 +312,9 @@ class Sweeps:
                 f"sweep #{sweep_id} ({sweep.list_name} on {sweep.box}) is being walked by pid {sweep.runner_pid} on "
                 f"{sweep.runner_host}; stop that process first (its arms are recorded as they finish)"
             )
-        self._update_sweep(sweep_id, state="running", runner_pid=runner[0], runner_host=runner[1], detail=None)
+        self._update_sweep(
+            sweep_id, state="running", runner_pid=runner[0], runner_host=runner[1], detail=None
+        )
 
     def stop(self, sweep_id: int, state: str, detail: str | None) -> None:
         self._update_sweep(sweep_id, state=state, detail=detail)
@@ -268,13 +326,23 @@ class Sweeps:
             db.execute(f"UPDATE sweeps SET {sets} WHERE id = ?", [*values.values(), sweep_id])
 
     # -- arms ------------------------------------------------------------------------------------
-    def queue(self, sweep_id: int, arm: str, origin: str, base: str | None = None, linear_backend: str | None = None,
-              moe_backend: str | None = None, queued_by: str | None = None) -> bool:  # fmt: skip
+    def queue(
+        self,
+        sweep_id: int,
+        arm: str,
+        origin: str,
+        base: str | None = None,
+        linear_backend: str | None = None,
+        moe_backend: str | None = None,
+        queued_by: str | None = None,
+    ) -> bool:
         """Append a candidate at the end of the walk; False when the sweep already has it (tried or queued)."""
         with self.store.atomic() as db:
-            position = int(self.store.scalar(
-                "SELECT coalesce(max(position), -1) + 1 FROM sweep_arms WHERE sweep_id = ?", [sweep_id]
-            ))  # fmt: skip
+            position = int(
+                self.store.scalar(
+                    "SELECT coalesce(max(position), -1) + 1 FROM sweep_arms WHERE sweep_id = ?", [sweep_id]
+                )
+            )
             cursor = db.execute(
                 "INSERT OR IGNORE INTO sweep_arms(sweep_id, position, arm, base, linear_backend, moe_backend, origin, "
                 "queued_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -313,12 +381,16 @@ class Sweeps:
         """Arms left ``running`` by a runner that is gone: recorded as interrupted (they will be retried).
         Returned as they were claimed, so the caller can stop what their attempts left on the boxes."""
         with self.store.atomic():
-            rows = self.store.rows("SELECT id FROM sweep_arms WHERE sweep_id = ? AND state = 'running'", [sweep_id])
+            rows = self.store.rows(
+                "SELECT id FROM sweep_arms WHERE sweep_id = ? AND state = 'running'", [sweep_id]
+            )
             for row in rows:
                 self.finish_arm(row["id"], "interrupted", reason)
         return [self.get_arm(r["id"]) for r in rows]
 
-    def start_arm(self, sweep_arm_id: int, box: str, gpus: list[int] | None, gpu_mem_mib: float | None) -> None:
+    def start_arm(
+        self, sweep_arm_id: int, box: str, gpus: list[int] | None, gpu_mem_mib: float | None
+    ) -> None:
         """A new attempt, claimed by ``box`` (``gpus`` there; None: every card): the previous attempt's
         launch-specific figures are cleared, its benches kept."""
         now = self.store.clock()
@@ -339,17 +411,24 @@ class Sweeps:
         """The launch ids of the current attempt, recorded before they are sent: a resumed sweep stops them."""
         with self.store.atomic() as db:
             self.update_arm(sweep_arm_id, launch_ids=launch_ids)
-            db.execute(f"UPDATE sweep_attempts SET launch_ids = ? WHERE {_CURRENT}", [dumps(launch_ids), sweep_arm_id])
+            db.execute(
+                f"UPDATE sweep_attempts SET launch_ids = ? WHERE {_CURRENT}",
+                [dumps(launch_ids), sweep_arm_id],
+            )
 
     def record_memory(self, sweep_arm_id: int, when: str, memory: dict[int, float | None]) -> None:
         """The GPU memory used on the attempt's GPUs, read ``before`` the launch or ``after`` it served."""
         column = {"before": "mem_before", "after": "mem_after"}[when]
         with self.store.atomic() as db:
-            db.execute(f"UPDATE sweep_attempts SET {column} = ? WHERE {_CURRENT}",
-                       [dumps({str(g): m for g, m in memory.items()}), sweep_arm_id])  # fmt: skip
+            db.execute(
+                f"UPDATE sweep_attempts SET {column} = ? WHERE {_CURRENT}",
+                [dumps({str(g): m for g, m in memory.items()}), sweep_arm_id],
+            )
 
     def attempts_of(self, sweep_arm_id: int) -> list[SweepAttempt]:
-        rows = self.store.rows("SELECT * FROM sweep_attempts WHERE sweep_arm_id = ? ORDER BY attempt", [sweep_arm_id])
+        rows = self.store.rows(
+            "SELECT * FROM sweep_attempts WHERE sweep_arm_id = ? ORDER BY attempt", [sweep_arm_id]
+        )
         return [SweepAttempt.from_row(r) for r in rows]
 
     def update_arm(self, sweep_arm_id: int, **values: Any) -> None:
@@ -367,19 +446,38 @@ class Sweeps:
         now = self.store.clock()
         with self.store.atomic() as db:
             self.update_arm(sweep_arm_id, state=state, reason=reason, ended_ms=now, **values)
-            db.execute(f"UPDATE sweep_attempts SET outcome = ?, reason = ?, ended_ms = ? WHERE {_CURRENT}",
-                       [state, reason, now, sweep_arm_id])  # fmt: skip
+            db.execute(
+                f"UPDATE sweep_attempts SET outcome = ?, reason = ?, ended_ms = ? WHERE {_CURRENT}",
+                [state, reason, now, sweep_arm_id],
+            )
 
     # -- benches ---------------------------------------------------------------------------------
-    def add_bench(self, sweep_arm_id: int, launch_id: str, shape: str, concurrency: int, bench_run_id: int | None,
-                  error: str | None, admitted: int | None) -> None:  # fmt: skip
+    def add_bench(
+        self,
+        sweep_arm_id: int,
+        launch_id: str,
+        shape: str,
+        concurrency: int,
+        bench_run_id: int | None,
+        error: str | None,
+        admitted: int | None,
+    ) -> None:
         """One node bench of the walk (``launch_id``: its first replica), with the streams a replica admits at
         once; the throughput row carries its own queueing mark (console.store.conditions)."""
         with self.store.atomic() as db:
             db.execute(
                 "INSERT OR REPLACE INTO sweep_benches(sweep_arm_id, launch_id, shape, concurrency, bench_run_id, "
                 "error, admitted, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [sweep_arm_id, launch_id, shape, concurrency, bench_run_id, error, admitted, self.store.clock()],
+                [
+                    sweep_arm_id,
+                    launch_id,
+                    shape,
+                    concurrency,
+                    bench_run_id,
+                    error,
+                    admitted,
+                    self.store.clock(),
+                ],
             )
 
     def benches(self, sweep_arm_id: int) -> list[dict[str, Any]]:

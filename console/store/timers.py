@@ -63,8 +63,16 @@ class Timers:
     def __init__(self, store: TimersConnection):
         self.store = store
 
-    def add(self, box: str, deadline_ms: int, action: str, input_text: str, *, now_ms: int,
-            detail: dict[str, Any] | None = None) -> Timer:
+    def add(
+        self,
+        box: str,
+        deadline_ms: int,
+        action: str,
+        input_text: str,
+        *,
+        now_ms: int,
+        detail: dict[str, Any] | None = None,
+    ) -> Timer:
         if action not in ACTIONS:
             raise ValueError(f"action {action!r}: expected one of {', '.join(ACTIONS)}")
         if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int):
@@ -77,8 +85,9 @@ class Timers:
             )
             assert cur.lastrowid is not None
             timer_id = cur.lastrowid
-            self.log(timer_id, "armed", enforcer="console", now_ms=now_ms, deadline_ms=deadline_ms,
-                     detail=detail)
+            self.log(
+                timer_id, "armed", enforcer="console", now_ms=now_ms, deadline_ms=deadline_ms, detail=detail
+            )
         return self.get(timer_id)
 
     def get(self, timer_id: int) -> Timer:
@@ -113,15 +122,33 @@ class Timers:
             )
             return cur.rowcount == 1
 
-    def log(self, timer_id: int, event: str, *, enforcer: str, now_ms: int, deadline_ms: int | None = None,
-            tz: str | None = None, detail: dict[str, Any] | None = None) -> None:
+    def log(
+        self,
+        timer_id: int,
+        event: str,
+        *,
+        enforcer: str,
+        now_ms: int,
+        deadline_ms: int | None = None,
+        tz: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
         remaining_s = None if deadline_ms is None else (deadline_ms - now_ms) / 1000
         with self.store.atomic() as db:
             db.execute(
                 "INSERT INTO timer_log(timer_id, t_ms, event, enforcer, now_ms, deadline_ms, remaining_s, tz, "
                 "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [timer_id, now_ms, event, enforcer, now_ms, deadline_ms, remaining_s, tz,
-                 None if detail is None else dumps(detail)],
+                [
+                    timer_id,
+                    now_ms,
+                    event,
+                    enforcer,
+                    now_ms,
+                    deadline_ms,
+                    remaining_s,
+                    tz,
+                    None if detail is None else dumps(detail),
+                ],
             )
 
     def log_for(self, timer_id: int) -> list[dict[str, Any]]:
@@ -131,16 +158,23 @@ class Timers:
         return rows
 
     def has_event(self, timer_id: int, event: str) -> bool:
-        return bool(self.store.scalar("SELECT 1 FROM timer_log WHERE timer_id = ? AND event = ? LIMIT 1",
-                                      [timer_id, event]))
+        return bool(
+            self.store.scalar(
+                "SELECT 1 FROM timer_log WHERE timer_id = ? AND event = ? LIMIT 1", [timer_id, event]
+            )
+        )
 
     def last_event_ms(self, timer_id: int, event: str) -> int | None:
-        t_ms = self.store.scalar("SELECT max(t_ms) FROM timer_log WHERE timer_id = ? AND event = ?", [timer_id, event])
+        t_ms = self.store.scalar(
+            "SELECT max(t_ms) FROM timer_log WHERE timer_id = ? AND event = ?", [timer_id, event]
+        )
         return None if t_ms is None else int(t_ms)
 
     def box_tz(self, box: str) -> str | None:
         """The box's zone from its latest probe; None when it was never probed (never guessed)."""
-        raw = self.store.scalar("SELECT data FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box])
+        raw = self.store.scalar(
+            "SELECT data FROM probes WHERE box = ? ORDER BY t_ms DESC, id DESC LIMIT 1", [box]
+        )
         if raw is None:
             return None
         tz = json.loads(raw).get("tz")
@@ -182,8 +216,14 @@ class Timers:
         detail = dict(event.get("detail") or {})
         state = str(event.get("state"))
         with self.store.atomic():
-            self.log(timer.id, f"agent-{state}", enforcer="agent", now_ms=int(event["t_ms"]),
-                     deadline_ms=timer.deadline_ms, tz=detail.get("tz"),
-                     detail=detail | {"box_remaining_s": event.get("remaining_s"), "seq": event.get("seq")})
+            self.log(
+                timer.id,
+                f"agent-{state}",
+                enforcer="agent",
+                now_ms=int(event["t_ms"]),
+                deadline_ms=timer.deadline_ms,
+                tz=detail.get("tz"),
+                detail=detail | {"box_remaining_s": event.get("remaining_s"), "seq": event.get("seq")},
+            )
             if state == "fired" and timer.action != "destroy":
                 self.transition(timer.id, ACTIVE, "fired", now_ms=int(event["t_ms"]))

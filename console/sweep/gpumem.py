@@ -59,7 +59,9 @@ class MemoryGuard:
             state.next = asyncio.create_task(self._after(box, state, state.running))
         return await asyncio.shield(state.next)
 
-    async def _after(self, box: str, state: _Probes, previous: asyncio.Task[dict[str, Any]] | None) -> dict[str, Any]:
+    async def _after(
+        self, box: str, state: _Probes, previous: asyncio.Task[dict[str, Any]] | None
+    ) -> dict[str, Any]:
         if previous is not None:
             await asyncio.wait({previous})  # its outcome is its own callers'
         state.running, state.next = state.next, None
@@ -86,9 +88,15 @@ class MemoryGuard:
             holders = processes.get(gpu, [])
             mib = used[gpu]
             if holders or (mib is not None and mib > IDLE_MIB):
-                who = ", ".join(f"pid {p.get('pid')} ({p.get('name')}, {_mib(p.get('used_mib'))})" for p in holders)
-                raise GpuHeld(box, gpu, f"GPU {gpu} of box {box} held {_mib(mib)} before an arm of this sweep was put "
-                                        f"on it" + (f": {who}" if who else ""))  # fmt: skip
+                who = ", ".join(
+                    f"pid {p.get('pid')} ({p.get('name')}, {_mib(p.get('used_mib'))})" for p in holders
+                )
+                raise GpuHeld(
+                    box,
+                    gpu,
+                    f"GPU {gpu} of box {box} held {_mib(mib)} before an arm of this sweep was put "
+                    f"on it" + (f": {who}" if who else ""),
+                )
         return {gpu: used[gpu] for gpu in gpus}
 
     async def after(self, box: str, before: Reading) -> tuple[Reading, str | None]:
@@ -97,8 +105,10 @@ class MemoryGuard:
         after = {gpu: used.get(gpu) for gpu in before}
         for gpu, mib in after.items():
             if mib is None or mib - (before[gpu] or 0.0) < SERVING_MIB:
-                return after, (f"GPU {gpu} of box {box} shows no memory of it ({_mib(before[gpu])} used before the "
-                               f"launch, {_mib(mib)} once it served): its server is not on the GPU it was given")  # fmt: skip
+                return after, (
+                    f"GPU {gpu} of box {box} shows no memory of it ({_mib(before[gpu])} used before the "
+                    f"launch, {_mib(mib)} once it served): its server is not on the GPU it was given"
+                )
         return after, None
 
 

@@ -27,8 +27,10 @@ def candidates(catalog: Catalog, list_name: str) -> list[dict[str, Any]]:
     sweep = catalog.sweeps.get(list_name)
     if sweep is None:
         known = ", ".join(sorted(catalog.sweeps)) or "none"
-        raise PlanError(f"no sweep list named {list_name!r} in the recipes (known: {known}); "
-                        "sweep lists are [sweeps.NAME] tables in recipes/*.toml")  # fmt: skip
+        raise PlanError(
+            f"no sweep list named {list_name!r} in the recipes (known: {known}); "
+            "sweep lists are [sweeps.NAME] tables in recipes/*.toml"
+        )
     planned: list[dict[str, Any]] = [{"arm": name, "origin": "list"} for name in sweep.arms]
     seen = set(sweep.arms)
     for pair in sweep.pairs:
@@ -36,8 +38,15 @@ def candidates(catalog: Catalog, list_name: str) -> list[dict[str, Any]]:
         arm = catalog.variant(sweep.base, pair, sweep.name)
         if arm.name not in seen:
             seen.add(arm.name)
-            planned.append({"arm": arm.name, "origin": "pair", "base": sweep.base,
-                            "linear_backend": pair.linear_backend, "moe_backend": pair.moe_backend})  # fmt: skip
+            planned.append(
+                {
+                    "arm": arm.name,
+                    "origin": "pair",
+                    "base": sweep.base,
+                    "linear_backend": pair.linear_backend,
+                    "moe_backend": pair.moe_backend,
+                }
+            )
     return planned
 
 
@@ -45,12 +54,18 @@ def materialize(catalog: Catalog, candidate: SweepArm, list_name: str) -> Arm:
     """The arm a stored candidate stands for, registered in ``catalog`` so lint/resolve/tripwire find it."""
     if candidate.base is None:
         if candidate.arm not in catalog.arms:
-            raise PlanError(f"arm {candidate.arm!r} of sweep {list_name!r} is no longer in the recipes; restore "
-                            "it or start a new sweep")  # fmt: skip
+            raise PlanError(
+                f"arm {candidate.arm!r} of sweep {list_name!r} is no longer in the recipes; restore "
+                "it or start a new sweep"
+            )
         return catalog.arms[candidate.arm]
     if candidate.base not in catalog.arms:
-        raise PlanError(f"base arm {candidate.base!r} of candidate {candidate.arm!r} is no longer in the recipes")
-    arm = catalog.variant(candidate.base, KernelPair(candidate.linear_backend, candidate.moe_backend), list_name)
+        raise PlanError(
+            f"base arm {candidate.base!r} of candidate {candidate.arm!r} is no longer in the recipes"
+        )
+    arm = catalog.variant(
+        candidate.base, KernelPair(candidate.linear_backend, candidate.moe_backend), list_name
+    )
     catalog.arms.setdefault(arm.name, arm)
     return catalog.arms[arm.name]
 
@@ -66,8 +81,9 @@ def refused_slot(arm: Arm, reason: str) -> str | None:
     return next(iter(pinned)) if len(pinned) == 1 else None
 
 
-def accepted_candidates(catalog: Catalog, candidate: SweepArm, arm: Arm, reason: str,
-                        accepted: list[str]) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def accepted_candidates(
+    catalog: Catalog, candidate: SweepArm, arm: Arm, reason: str, accepted: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Candidates to queue from the set the engine said it accepts, instead of guessing (campaign rule 3).
 
     Returns (candidates, names that map to no flag value of the pinned vLLM: recorded, never queued).
@@ -85,7 +101,14 @@ def accepted_candidates(catalog: Catalog, candidate: SweepArm, arm: Arm, reason:
             unmapped.append(name)
         elif value != pinned[slot]:
             pair = KernelPair(**{**pinned, slot: value})
-            out.append({"arm": catalog.variant(base, pair).name, "origin": "accepted", "base": base,
-                        "linear_backend": pair.linear_backend, "moe_backend": pair.moe_backend,
-                        "queued_by": candidate.arm})  # fmt: skip
+            out.append(
+                {
+                    "arm": catalog.variant(base, pair).name,
+                    "origin": "accepted",
+                    "base": base,
+                    "linear_backend": pair.linear_backend,
+                    "moe_backend": pair.moe_backend,
+                    "queued_by": candidate.arm,
+                }
+            )
     return out, unmapped

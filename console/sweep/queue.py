@@ -98,16 +98,24 @@ def fits_nowhere(need: int, boxes: list[BoxSlots]) -> str | None:
         return None
     sizes = ", ".join(f"{b.name} {len(b.gpus)}" for b in boxes)
     if need == 0:
-        return None if any(b.cpu for b in boxes) else \
-            f"a CPU arm (device = \"cpu\") needs a box without GPUs; every box of the sweep has GPUs ({sizes})"  # fmt: skip
+        return (
+            None
+            if any(b.cpu for b in boxes)
+            else f'a CPU arm (device = "cpu") needs a box without GPUs; every box of the sweep has GPUs ({sizes})'
+        )
     if any(len(b.gpus) >= need for b in boxes):
         return None
     return f"does not fit any box of the sweep: it needs {need} GPUs, the boxes have {sizes}"
 
 
 class SweepQueue:
-    def __init__(self, service: QueueIntents, sweep_id: int, options: SweepOptions | None = None,
-                 progress: Progress | None = None):  # fmt: skip
+    def __init__(
+        self,
+        service: QueueIntents,
+        sweep_id: int,
+        options: SweepOptions | None = None,
+        progress: Progress | None = None,
+    ):
         self.service = service
         self.store = service.store
         self.options = options or SweepOptions()
@@ -131,12 +139,18 @@ class SweepQueue:
         tasks = [asyncio.create_task(self._open(name)) for name in names]
         try:
             await asyncio.gather(*tasks)
-            tasks = [asyncio.create_task(self._slot(box, gpu)) for box in self.boxes.values() for gpu in box.slots()]
+            tasks = [
+                asyncio.create_task(self._slot(box, gpu))
+                for box in self.boxes.values()
+                for gpu in box.slots()
+            ]
             await asyncio.gather(*tasks)
         except (asyncio.CancelledError, KeyboardInterrupt):
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)  # each gives its arm back and stops its servers
+            await asyncio.gather(
+                *tasks, return_exceptions=True
+            )  # each gives its arm back and stops its servers
             self.store.sweeps.stop(sid, "interrupted", "the operator interrupted the sweep")
             raise
         left = self.store.sweeps.waiting(sid)
@@ -172,7 +186,9 @@ class SweepQueue:
         for arm in self.store.sweeps.arms(self.sweep.id):
             if arm.finished or arm.box != name:
                 continue
-            live = [i for i in arm.launch_ids if (x := self.store.launches.get(i)) is not None and not x.ended]
+            live = [
+                i for i in arm.launch_ids if (x := self.store.launches.get(i)) is not None and not x.ended
+            ]
             if live:
                 self._say(f"{name}: {arm.arm}: stopping {len(live)} server(s) its last attempt left running")
                 await walk.stop(name, live)
@@ -191,7 +207,7 @@ class SweepQueue:
 
     def _take(self, box: BoxSlots, gpu: int | None) -> Take | None:
         """The first waiting arm, in walk order, that this slot can start now; claims its GPUs in memory."""
-        if (box.busy if gpu is None else gpu not in box.free):
+        if box.busy if gpu is None else gpu not in box.free:
             return None
         for arm in self.store.sweeps.waiting(self.sweep.id):
             if arm.id in self.inflight:
@@ -263,7 +279,9 @@ class SweepQueue:
     def _need(self, arm: SweepArm) -> int | None:
         if arm.id not in self._needs:
             try:
-                self._needs[arm.id] = gpus_needed(materialize(self.service.catalog, arm, self.sweep.list_name))
+                self._needs[arm.id] = gpus_needed(
+                    materialize(self.service.catalog, arm, self.sweep.list_name)
+                )
             except PlanError:
                 self._needs[arm.id] = None
         return self._needs[arm.id]
@@ -302,13 +320,22 @@ class SweepQueue:
     def _why_left(self, left: list[SweepArm]) -> str:
         names = ", ".join(a.arm for a in left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
         reasons = [f"box {b.name} is out ({b.out})" for b in self.boxes.values() if b.out]
-        reasons += [f"{b.name} GPU {g} left out ({why})" for b in self.boxes.values() for g, why in b.excluded.items()]
-        return (f"{len(left)} arm(s) not run ({names}): no box of the sweep can take them now"
-                + (f"; {'; '.join(reasons)}" if reasons else ""))  # fmt: skip
+        reasons += [
+            f"{b.name} GPU {g} left out ({why})" for b in self.boxes.values() for g, why in b.excluded.items()
+        ]
+        return f"{len(left)} arm(s) not run ({names}): no box of the sweep can take them now" + (
+            f"; {'; '.join(reasons)}" if reasons else ""
+        )
 
     def _walker(self, place: Place) -> ArmWalk:
-        return ArmWalk(self.service, self.sweep, self.options, lambda what: self._say(f"{place}: {what}"),
-                       self.ports, self.guard)  # fmt: skip
+        return ArmWalk(
+            self.service,
+            self.sweep,
+            self.options,
+            lambda what: self._say(f"{place}: {what}"),
+            self.ports,
+            self.guard,
+        )
 
     def _say(self, what: str) -> None:
         if self._progress is not None:

@@ -52,9 +52,15 @@ DEFAULT_SHAPES = ["router"]
 DEFAULT_CONCURRENCY = [1]
 
 
-def open_sweep(service: RunIntents, list_name: str, boxes: list[str], shapes: list[str] | None = None,
-               concurrency: list[int] | None = None, bench_degenerate: bool = False,
-               new: bool = False) -> tuple[SweepRow, bool]:  # fmt: skip
+def open_sweep(
+    service: RunIntents,
+    list_name: str,
+    boxes: list[str],
+    shapes: list[str] | None = None,
+    concurrency: list[int] | None = None,
+    bench_degenerate: bool = False,
+    new: bool = False,
+) -> tuple[SweepRow, bool]:
     """The unfinished sweep of this list that feeds any of these boxes, taken over (resumed), else a new one.
     Returns (sweep, resumed).
 
@@ -77,28 +83,45 @@ def open_sweep(service: RunIntents, list_name: str, boxes: list[str], shapes: li
         planned = candidates(service.catalog, list_name)
     if existing is not None and new:
         if runner_alive(existing):
-            raise SweepError(f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first")
+            raise SweepError(
+                f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first"
+            )
         store.sweeps.stop(existing.id, "abandoned", "replaced by a new sweep of the same list")
         existing = None
     if existing is None:
-        sweep = store.sweeps.create(list_name, boxes, shapes or DEFAULT_SHAPES, concurrency or DEFAULT_CONCURRENCY,
-                                    bench_degenerate, planned, this_runner(),
-                                    "packed" if len(boxes) > 1 else "node")  # fmt: skip
+        sweep = store.sweeps.create(
+            list_name,
+            boxes,
+            shapes or DEFAULT_SHAPES,
+            concurrency or DEFAULT_CONCURRENCY,
+            bench_degenerate,
+            planned,
+            this_runner(),
+            "packed" if len(boxes) > 1 else "node",
+        )
         return sweep, False
     where = ", ".join(b.box for b in store.sweeps.boxes(existing.id) if b.state != "left") or existing.box
-    for what, asked, kept in (("shapes", shapes, existing.shapes), ("concurrency", concurrency, existing.concurrency)):
+    for what, asked, kept in (
+        ("shapes", shapes, existing.shapes),
+        ("concurrency", concurrency, existing.concurrency),
+    ):
         if asked is not None and list(asked) != kept:
-            raise SweepError(f"sweep #{existing.id} of {list_name} on {where} was started with {what} {kept}; resume "
-                             f"it without --{what} (its rows stay comparable) or start again with --new")  # fmt: skip
+            raise SweepError(
+                f"sweep #{existing.id} of {list_name} on {where} was started with {what} {kept}; resume "
+                f"it without --{what} (its rows stay comparable) or start again with --new"
+            )
     if existing.layout == "node" and boxes != [existing.box]:
-        raise SweepError(f"sweep #{existing.id} of {list_name} walks each arm on every card of box {existing.box}; "
-                         f"resume it with --box {existing.box} alone, or start a sweep over these boxes with --new")  # fmt: skip
+        raise SweepError(
+            f"sweep #{existing.id} of {list_name} walks each arm on every card of box {existing.box}; "
+            f"resume it with --box {existing.box} alone, or start a sweep over these boxes with --new"
+        )
     try:
         store.sweeps.claim(existing.id, this_runner(), runner_alive(existing))
     except SweepBusy as exc:
         raise SweepError(str(exc)) from exc
     store.sweeps.mark_interrupted(
-        existing.id, f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running"
+        existing.id,
+        f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running",
     )
     if existing.layout == "packed":
         store.sweeps.set_boxes(existing.id, boxes)
@@ -108,14 +131,21 @@ def open_sweep(service: RunIntents, list_name: str, boxes: list[str], shapes: li
 def _check_shapes(service: RunIntents, shapes: list[str]) -> None:
     unknown = [s for s in shapes if s not in service.catalog.shapes]
     if unknown:
-        raise SweepError(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}")
+        raise SweepError(
+            f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(sorted(service.catalog.shapes))}"
+        )
 
 
 class SweepRunner:
     """The one-box walk: every unfinished arm in order, each on every card of the box."""
 
-    def __init__(self, service: RunIntents, sweep_id: int, options: SweepOptions | None = None,
-                 progress: Progress | None = None):  # fmt: skip
+    def __init__(
+        self,
+        service: RunIntents,
+        sweep_id: int,
+        options: SweepOptions | None = None,
+        progress: Progress | None = None,
+    ):
         self.service = service
         self.store = service.store
         self.options = options or SweepOptions()

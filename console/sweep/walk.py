@@ -86,8 +86,15 @@ class PortBook:
 class ArmWalk:
     """Walks attempts of a sweep's arms; ``say`` hears what happens, prefixed by the caller with the place."""
 
-    def __init__(self, service: RunIntents, sweep: SweepRow, options: SweepOptions, say: Callable[[str], None],
-                 ports: PortBook | None = None, guard: MemoryGuard | None = None):  # fmt: skip
+    def __init__(
+        self,
+        service: RunIntents,
+        sweep: SweepRow,
+        options: SweepOptions,
+        say: Callable[[str], None],
+        ports: PortBook | None = None,
+        guard: MemoryGuard | None = None,
+    ):
         self.service = service
         self.store = service.store  # read only: every write of the sweep's record goes through ``ledger``
         self.ledger = service.sweep_ledger(sweep.id)
@@ -111,12 +118,19 @@ class ArmWalk:
             ledger.finish(candidate.id, "refused", str(exc))
             return
         await self.service.settle(place.box)
-        await self.stop_live(place.box, arm.name, wait=True)  # a previous attempt's servers, left by a killed console
+        await self.stop_live(
+            place.box, arm.name, wait=True
+        )  # a previous attempt's servers, left by a killed console
         self._say(f"{arm.name}: lint")
         try:
-            plan = self.service.plan_launch(arm.name, place.box, gpus=place.gpus, base_port=self.options.base_port,
-                                            avoid_ports=self.ports.held() if self.ports else None,
-                                            sweep=self.sweep.list_name)  # fmt: skip
+            plan = self.service.plan_launch(
+                arm.name,
+                place.box,
+                gpus=place.gpus,
+                base_port=self.options.base_port,
+                avoid_ports=self.ports.held() if self.ports else None,
+                sweep=self.sweep.list_name,
+            )
         except ResolveError as exc:
             ledger.start(candidate.id, place.box, place.gpus, None)
             ledger.finish(candidate.id, "refused", f"does not fit box {place.box}: {exc}")
@@ -149,8 +163,9 @@ class ArmWalk:
         ledger.claim_launches(candidate.id, plan.name_launches())  # the store knows them before the box does
         self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
         try:
-            outcome = await self.service.launch(plan, force=self.options.force,
-                                                ready_timeout_s=self.options.ready_timeout_s)  # fmt: skip
+            outcome = await self.service.launch(
+                plan, force=self.options.force, ready_timeout_s=self.options.ready_timeout_s
+            )
         except Refused as exc:  # the agent refused a replica: the others must not keep their GPUs
             ledger.finish(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
             await self.stop(place.box, plan.launch_ids)
@@ -158,13 +173,17 @@ class ArmWalk:
         launches = list(outcome.replicas)
         if not all(x.state == "serving" or x.ended for x in launches):
             await self.stop(place.box, plan.launch_ids)
-            raise SweepError(f"arm {arm.name} start-up: no verdict from box {place.box} after "
-                             f"{self.options.ready_timeout_s:.0f} s")  # fmt: skip
+            raise SweepError(
+                f"arm {arm.name} start-up: no verdict from box {place.box} after "
+                f"{self.options.ready_timeout_s:.0f} s"
+            )
         failed = outcome.failed
         unstarted = [x for x in failed if x.pid is None]
         if unstarted:  # the agent could not start it (port taken, no vllm): the box's problem, not the arm's
             await self.stop(place.box, plan.launch_ids)
-            raise SweepError(f"box {place.box} could not start {unstarted[0].id}: {unstarted[0].failure_reason}")
+            raise SweepError(
+                f"box {place.box} could not start {unstarted[0].id}: {unstarted[0].failure_reason}"
+            )
         if failed:
             await self._record_failure(candidate, arm, failed[0])
             await self.stop(place.box, plan.launch_ids)
@@ -204,17 +223,25 @@ class ArmWalk:
         queued, unmapped = accepted_candidates(self.service.catalog, candidate, arm, reason, accepted or [])
         for extra in queued:
             self.ledger.queue(**extra)
-        note = f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
+        note = (
+            f" (accepted names no --kernel-config value selects: {', '.join(unmapped)})" if unmapped else ""
+        )
         if accepted is None and explained and refused_slot(arm, reason) is not None:
             note = f" ({NO_SET})"
         self.ledger.finish_failed(candidate.id, outcome, reason + note, accepted, self._potential(launch.id))
-        self._say(f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else ""))
+        self._say(
+            f"{arm.name}: {outcome}" + (f"; queued {len(queued)} accepted candidate(s)" if queued else "")
+        )
 
     def _record_budget(self, candidate: SweepArm, launches: list[Launch]) -> None:
         kv = [x.kv_cache_tokens for x in launches if x.kv_cache_tokens is not None]
         conc = [x.max_concurrency for x in launches if x.max_concurrency is not None]
-        self.ledger.record_budget(candidate.id, min(kv) if kv else None, min(conc) if conc else None,
-                                  self._potential(launches[0].id))  # fmt: skip
+        self.ledger.record_budget(
+            candidate.id,
+            min(kv) if kv else None,
+            min(conc) if conc else None,
+            self._potential(launches[0].id),
+        )
 
     def _potential(self, launch_id: str) -> list[str]:
         """The backend set the engine chose from ("... out of potential backends: [...]"), from its kernel lines."""
@@ -255,8 +282,15 @@ class ArmWalk:
                 if (shape, conc) in done:
                     continue
                 if conc < len(node.replicas):  # a node row with idle replicas would not be the node's
-                    self.ledger.add_bench(candidate.id, node.launch_ids[0], shape, conc, None,
-                                          f"concurrency {conc} is below the {len(node.replicas)} replicas", None)
+                    self.ledger.add_bench(
+                        candidate.id,
+                        node.launch_ids[0],
+                        shape,
+                        conc,
+                        None,
+                        f"concurrency {conc} is below the {len(node.replicas)} replicas",
+                        None,
+                    )
                     continue
                 self._say(f"{plan.resolved.arm}: bench {shape} x{conc} on {len(node.replicas)} replica(s)")
                 bench_id = await self.service.start_bench(node, shape, conc, self.options.prompts)
@@ -267,13 +301,21 @@ class ArmWalk:
                     return died
         return None
 
-    def _record_bench(self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int,
-                      error: str | None) -> None:  # fmt: skip
+    def _record_bench(
+        self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int, error: str | None
+    ) -> None:
         run = bench_run(self.store, bench_id)
         if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
-        self.ledger.add_bench(candidate.id, launch_id, shape, conc, run.id if run else None, error,
-                              run.admitted if run else None)  # fmt: skip
+        self.ledger.add_bench(
+            candidate.id,
+            launch_id,
+            shape,
+            conc,
+            run.id if run else None,
+            error,
+            run.admitted if run else None,
+        )
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
@@ -297,9 +339,14 @@ class ArmWalk:
         running = [x.id for x in launches if not x.ended]
         held = [x.id for x in launches if x.gpu_mem_released is False]
         if running or held:
-            what = f"{', '.join(running)} still running" if running else f"the GPUs of {', '.join(held)} not freed"
-            raise SweepError(f"after the kill, {what}; check the box (`campaign check {box}`) "
-                             "before resuming the sweep")  # fmt: skip
+            what = (
+                f"{', '.join(running)} still running"
+                if running
+                else f"the GPUs of {', '.join(held)} not freed"
+            )
+            raise SweepError(
+                f"after the kill, {what}; check the box (`campaign check {box}`) before resuming the sweep"
+            )
 
     # -- helpers ---------------------------------------------------------------------------------
     def _gpu_mem(self, box: str) -> float | None:

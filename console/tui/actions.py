@@ -180,8 +180,10 @@ class ServiceActions:
             catalog = load_catalog()
         except ConsoleError as exc:  # a broken recipe must not take the console down; it is shown instead
             return Recipes({}, f"recipes not loaded: {exc}")
-        return Recipes({name: arm.profile for name, arm in sorted(catalog.arms.items())},
-                       shapes=tuple(sorted(catalog.shapes)))  # fmt: skip
+        return Recipes(
+            {name: arm.profile for name, arm in sorted(catalog.arms.items())},
+            shapes=tuple(sorted(catalog.shapes)),
+        )
 
     def service(self, verb: str) -> ServiceThread:
         if self.read_only:
@@ -217,8 +219,10 @@ class ServiceActions:
 
         async def go(s: Service) -> str:
             launches = await s.kill(s.plan_kill(launch_id, box))
-            return "; ".join(f"{x.id} {x.state}, GPU memory " + ("freed" if released(x) else "NOT confirmed free")
-                             for x in launches)  # fmt: skip
+            return "; ".join(
+                f"{x.id} {x.state}, GPU memory " + ("freed" if released(x) else "NOT confirmed free")
+                for x in launches
+            )
 
         return await self.service("killing").call(go)
 
@@ -299,6 +303,7 @@ class ServiceActions:
             return
         stop = self._stop
         if stop is not None:
+
             async def halt(_: Service) -> None:
                 stop.set()
 

@@ -231,14 +231,21 @@ class ConsoleApp(App[None]):
             keys = keymap.display(keymap.effective(spec, self.key_overrides))
             if spec.scope == keymap.APP:
                 if spec.id not in ("app.back", "app.quit"):
-                    yield SystemCommand(spec.description.capitalize(), f"key {keys}", partial(self.run_action, spec.action))
+                    yield SystemCommand(
+                        spec.description.capitalize(), f"key {keys}", partial(self.run_action, spec.action)
+                    )
             elif spec.scope == here:
-                yield SystemCommand(f"{spec.scope.capitalize()}: {spec.description}", f"key {keys}",
-                                    partial(screen.run_action, spec.action))  # fmt: skip
+                yield SystemCommand(
+                    f"{spec.scope.capitalize()}: {spec.description}",
+                    f"key {keys}",
+                    partial(screen.run_action, spec.action),
+                )
             else:
-                yield SystemCommand(f"{spec.scope.capitalize()}: {spec.description}",
-                                    f"switches to {spec.scope} (key {keys} there)",
-                                    partial(self.action_in_view, spec.scope, spec.action))  # fmt: skip
+                yield SystemCommand(
+                    f"{spec.scope.capitalize()}: {spec.description}",
+                    f"switches to {spec.scope} (key {keys} there)",
+                    partial(self.action_in_view, spec.scope, spec.action),
+                )
 
 
 if TYPE_CHECKING:
@@ -257,7 +264,9 @@ def _run(db_path: Path, read_only: bool) -> int:
     app = ConsoleApp(db_path, read_only=read_only, supervise=not read_only)  # a bad keys file is said first
     for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
         if not stream.isatty():  # Textual would wait forever for keys that cannot come
-            raise InputError(f"the console needs a terminal, and {name} is not one",
-                             "run `campaign` in a terminal, or use a subcommand (`campaign --help`)")  # fmt: skip
+            raise InputError(
+                f"the console needs a terminal, and {name} is not one",
+                "run `campaign` in a terminal, or use a subcommand (`campaign --help`)",
+            )
     app.run()
     return 0

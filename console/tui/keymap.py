@@ -48,10 +48,16 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
     KeySpec("app.quit", "q", "app.quit", "quit", APP),
     KeySpec(
-        "replay.back", "left_square_bracket", "app.replay(-1)", "replay: step back (the step shown on top)", APP,
+        "replay.back",
+        "left_square_bracket",
+        "app.replay(-1)",
+        "replay: step back (the step shown on top)",
+        APP,
         show=False,
     ),
-    KeySpec("replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False),
+    KeySpec(
+        "replay.forward", "right_square_bracket", "app.replay(1)", "replay: step forward", APP, show=False
+    ),
     KeySpec(
         "replay.start",
         "left_curly_bracket",
@@ -69,7 +75,12 @@ SPECS: tuple[KeySpec, ...] = (
         show=False,
     ),
     KeySpec(
-        "chart.window", "w", "app.window", "chart window: 10m, 1h, 6h, 24h (step 1m, 5m, 30m, 2h)", APP, show=False
+        "chart.window",
+        "w",
+        "app.window",
+        "chart window: 10m, 1h, 6h, 24h (step 1m, 5m, 30m, 2h)",
+        APP,
+        show=False,
     ),
     KeySpec("box.next", "full_stop", "app.box(1)", "next box", APP, show=False),
     KeySpec("box.previous", "comma", "app.box(-1)", "previous box", APP, show=False),
@@ -163,8 +174,14 @@ VIEWS_GROUP = Binding.Group("views", compact=True)
 def bindings(scope: str) -> list[BindingType]:
     """Textual bindings of one scope, with ids so ``App.set_keymap`` can remap them."""
     return [
-        Binding(s.keys, s.action, s.description, show=s.show, id=s.id,
-                group=VIEWS_GROUP if s.id.startswith("view.") else None)  # fmt: skip
+        Binding(
+            s.keys,
+            s.action,
+            s.description,
+            show=s.show,
+            id=s.id,
+            group=VIEWS_GROUP if s.id.startswith("view.") else None,
+        )
         for s in SPECS
         if s.scope == scope
     ]

@@ -120,8 +120,10 @@ class TimerScreen(PromptScreen[str]):
         self.now_ms = now_ms
 
     def question(self) -> str:
-        return (f"Hard stop for {self.box}: stop its arms at an instant that names its zone "
-                "(2026-09-06 01:27 UTC, 2026-09-06T02:27+01:00) or in a duration (4h30m)")  # fmt: skip
+        return (
+            f"Hard stop for {self.box}: stop its arms at an instant that names its zone "
+            "(2026-09-06 01:27 UTC, 2026-09-06T02:27+01:00) or in a duration (4h30m)"
+        )
 
     def placeholder(self) -> str:
         return "instant with Z, an offset or a zone name"

@@ -94,7 +94,9 @@ def gpu_lines(view: LiveView, width: int, height: int) -> list[str]:
     history = {h.gpu: h for h in view.gpu_history}
     n = len(gpus)
     room = height - 1  # the header
-    power_rows, clock_rows = (3, 2) if room >= 5 * n + 1 else (2, 1) if room >= 3 * n + 1 else (max(1, min(3, room // n)), 0)
+    power_rows, clock_rows = (
+        (3, 2) if room >= 5 * n + 1 else (2, 1) if room >= 3 * n + 1 else (max(1, min(3, room // n)), 0)
+    )
     shown = gpus if n <= room else gpus[: max(1, room - 1)]
     labels = [gpu_label(g, clock=not clock_rows and width >= 60) for g in shown]
     label_width = max([GPU_LABEL] + [len(label) + 1 for label in labels])

@@ -41,8 +41,10 @@ def _key_safe_url(url: str) -> str:
         loopback = False
     if parts.scheme == "https" or (parts.scheme == "http" and loopback):
         return url.rstrip("/")
-    raise ProviderError(f"Vast API URL {url!r} (VAST_URL): the API key is only sent over https, or over http "
-                        "to this machine (127.0.0.1, ::1, localhost); fix or unset VAST_URL")
+    raise ProviderError(
+        f"Vast API URL {url!r} (VAST_URL): the API key is only sent over https, or over http "
+        "to this machine (127.0.0.1, ::1, localhost); fix or unset VAST_URL"
+    )
 
 
 def key_paths(env: Mapping[str, str], home: Path) -> list[Path]:
@@ -105,7 +107,9 @@ class VastProvider:
             return min(float(retry_after), self.max_backoff_s)
         return self._backoff.delay(attempt - 1)
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
         data = None if body is None else json.dumps(body).encode()
         last = ""
         for attempt in range(1, self.tries + 1):
@@ -141,8 +145,10 @@ class VastProvider:
                 retry_after = None
             if attempt < self.tries:
                 self._sleep(self._delay(attempt, retry_after))
-        raise ProviderError(f"{method} {path}: gave up after {self.tries} tries ({last}); the provider may "
-                            "still be billing: check the instance in the Vast console")
+        raise ProviderError(
+            f"{method} {path}: gave up after {self.tries} tries ({last}); the provider may "
+            "still be billing: check the instance in the Vast console"
+        )
 
     # -- operations ------------------------------------------------------------------------------
     def show(self, instance_id: str) -> dict[str, Any] | None:
@@ -180,17 +186,25 @@ class VastProvider:
         while True:
             instance = self.show(instance_id)
             if instance is None:
-                return ProviderResult(True, "gone", f"instance {instance_id}: no such instance at Vast",
-                                      self.requests - start)
+                return ProviderResult(
+                    True, "gone", f"instance {instance_id}: no such instance at Vast", self.requests - start
+                )
             state = str(instance.get("actual_status") or instance.get("cur_state") or "unknown")
             if want is not None and state == want:
-                return ProviderResult(True, state, f"instance {instance_id}: Vast reports {state}",
-                                      self.requests - start, instance)
+                return ProviderResult(
+                    True,
+                    state,
+                    f"instance {instance_id}: Vast reports {state}",
+                    self.requests - start,
+                    instance,
+                )
             if self._monotonic() >= give_up:
                 return ProviderResult(
-                    False, state,
+                    False,
+                    state,
                     f"instance {instance_id}: still {state} after {self.confirm_timeout_s:.0f}s; not confirmed",
-                    self.requests - start, instance,
+                    self.requests - start,
+                    instance,
                 )
             self._sleep(self.poll_s)
 

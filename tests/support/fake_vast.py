@@ -31,8 +31,14 @@ class FakeVast:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, instance_id: str, status: str = "running") -> None:
-        self.instances[instance_id] = {"id": int(instance_id), "actual_status": status, "cur_state": status,
-                                       "intended_status": status, "gpu_name": "RTX PRO 6000", "num_gpus": 4}
+        self.instances[instance_id] = {
+            "id": int(instance_id),
+            "actual_status": status,
+            "cur_state": status,
+            "intended_status": status,
+            "gpu_name": "RTX PRO 6000",
+            "num_gpus": 4,
+        }
 
     def fail(self, method: str, statuses: list[int], retry_after: str | None = None) -> None:
         """The next requests of ``method`` answer these statuses, in order, before the real answer."""
@@ -51,7 +57,11 @@ class FakeVast:
                 return 401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}, {}
             if self._faults[method]:
                 status, headers = self._faults[method].popleft()
-                return status, {"success": False, "error": "server_error", "msg": f"scripted {status}"}, headers
+                return (
+                    status,
+                    {"success": False, "error": "server_error", "msg": f"scripted {status}"},
+                    headers,
+                )
             m = _PATH.match(path)
             if not m:
                 return 404, {"detail": "Not Found"}, {}
@@ -60,7 +70,11 @@ class FakeVast:
                 self._settle(iid)
                 return 200, {"instances": self.instances.get(iid)}, {}
             if iid not in self.instances:
-                return 404, {"success": False, "error": "no_such_instance", "msg": f"Instance {iid} not found."}, {}
+                return (
+                    404,
+                    {"success": False, "error": "no_such_instance", "msg": f"Instance {iid} not found."},
+                    {},
+                )
             self._pending[iid] = ("destroy" if method == "DELETE" else "stop", self.settle_polls)
             return 200, {"success": True}, {}
 
@@ -75,7 +89,9 @@ class FakeVast:
         if change == "destroy":
             self.instances.pop(iid, None)
         else:
-            self.instances[iid].update(actual_status="stopped", cur_state="stopped", intended_status="stopped")
+            self.instances[iid].update(
+                actual_status="stopped", cur_state="stopped", intended_status="stopped"
+            )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -84,7 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         status, body, headers = self.server.fake.handle(  # type: ignore[attr-defined]
-            self.command, self.path, self.headers.get("Authorization"))
+            self.command, self.path, self.headers.get("Authorization")
+        )
         raw = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

@@ -28,10 +28,15 @@ def main() -> None:
     import torch
 
     t0 = time.monotonic()
-    held = torch.zeros(int(ns.gib * (1 << 30)), dtype=torch.uint8, device="cuda")  # written, not just reserved
+    held = torch.zeros(
+        int(ns.gib * (1 << 30)), dtype=torch.uint8, device="cuda"
+    )  # written, not just reserved
     torch.cuda.synchronize()
-    print(f"gpu_holder: holding {held.numel() / (1 << 30):.1f} GiB on cuda:{held.device.index} "
-          f"({torch.cuda.get_device_name(held.device)}) after {time.monotonic() - t0:.1f} s", flush=True)
+    print(
+        f"gpu_holder: holding {held.numel() / (1 << 30):.1f} GiB on cuda:{held.device.index} "
+        f"({torch.cuda.get_device_name(held.device)}) after {time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
     models = json.dumps({"object": "list", "data": [{"id": ns.model, "object": "model"}]}).encode()
 
     class Handler(BaseHTTPRequestHandler):

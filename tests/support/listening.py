@@ -29,7 +29,9 @@ def start_listening(argv: list[str], **popen: Any) -> tuple[subprocess.Popen[str
     if not line.startswith("listening on "):
         proc.kill()
         proc.wait()
-        raise RuntimeError(f"{' '.join(argv[1:3])} did not start: it printed {line!r}, exit code {proc.returncode}")
+        raise RuntimeError(
+            f"{' '.join(argv[1:3])} did not start: it printed {line!r}, exit code {proc.returncode}"
+        )
     return proc, line.split()[-1]
 
 

@@ -21,9 +21,14 @@ def chunked(events: list[bytes]) -> bytes:
 
 
 def stream(n: int, finish: str, prompt: int) -> bytes:
-    events = [b'data: {"choices":[{"index":0,"text":"x","finish_reason":%s}],"usage":null}\n\n'
-              % (b'"%s"' % finish.encode() if i == n - 1 else b"null") for i in range(n)]  # fmt: skip
-    events.append(b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}\n\n' % (prompt, n))
+    events = [
+        b'data: {"choices":[{"index":0,"text":"x","finish_reason":%s}],"usage":null}\n\n'
+        % (b'"%s"' % finish.encode() if i == n - 1 else b"null")
+        for i in range(n)
+    ]
+    events.append(
+        b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}\n\n' % (prompt, n)
+    )
     events.append(b"data: [DONE]\n\n")
     return chunked(events)
 
@@ -40,13 +45,20 @@ class Script:
                 head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, ConnectionError):
                 break
-            lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length")]  # fmt: skip
+            lengths = [
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            ]
             raw = await reader.readexactly(lengths[0]) if lengths else b""
             if head.startswith(b"GET /v1/models"):
-                data = json.dumps({"data": [{"id": "scripted", "root": None, "max_model_len": 4096}]}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                             % (len(data), data))  # fmt: skip
+                data = json.dumps(
+                    {"data": [{"id": "scripted", "root": None, "max_model_len": 4096}]}
+                ).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (len(data), data)
+                )
                 continue
             body = json.loads(raw)
             self.bodies.write(json.dumps(body) + "\n")
@@ -57,19 +69,25 @@ class Script:
             await writer.drain()
         writer.close()
 
-    async def answer(self, mode: str, body: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def answer(
+        self, mode: str, body: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         out, prompt = body["max_tokens"], len(body["prompt"])
         if mode == "http400":
             data = b'{"error":{"message":"This model\'s maximum context length is 8 tokens"}}'
-            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                         % (len(data), data))  # fmt: skip
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(data), data)
+            )
         elif mode == "error-event":
             writer.write(chunked([b'data: {"error":{"message":"engine died"}}\n\n', b"data: [DONE]\n\n"]))
         elif mode == "short":
             writer.write(stream(max(1, out // 2), "stop", prompt))
         elif mode == "stall":
             writer.write(stream(out, "length", prompt).split(b"\r\n\r\n")[0] + b"\r\n\r\n")
-            writer.write(b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in [b'data: {"choices":[{"text":"x"}]}\n\n'] * 3))
+            writer.write(
+                b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in [b'data: {"choices":[{"text":"x"}]}\n\n'] * 3)
+            )
             await writer.drain()
             await reader.read()  # until the client drops the connection
         else:  # split

@@ -24,7 +24,7 @@ class TcpProxy:
         self._proc, port = start_listening(
             [sys.executable, "-m", "tests.support.tcp_proxy", "--host", host, "--port", str(target_port)],
             stdin=subprocess.PIPE,
-        )  # fmt: skip
+        )
         self.port = int(port)
         self.drops = 0
 
@@ -82,7 +82,9 @@ async def serve(host: str, port: int) -> None:
     server = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
     print(f"listening on {server.sockets[0].getsockname()[1]}", flush=True)
     commands = asyncio.StreamReader()
-    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(commands), sys.stdin)
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(commands), sys.stdin
+    )
     async with server:
         while line := await commands.readline():
             if line.strip() == b"drop":

@@ -66,13 +66,17 @@ class ArmsScreen(TableView):
         return LOCAL_BOX
 
     def topbar_extra(self) -> str:
-        return f"target box {self.target()} (, . change)" + (f" | {super().topbar_extra()}" if self.filter_text else "")
+        return f"target box {self.target()} (, . change)" + (
+            f" | {super().topbar_extra()}" if self.filter_text else ""
+        )
 
     def show(self, data: ArmsData) -> None:
         needle = self.filter_text.lower().strip()
         self.problem = data.recipes_problem
         self.drivable = data.drivable or (LOCAL_BOX,)
-        self.query_one("#topbar", Static).update(self.topbar())  # the target box depends on the boxes just read
+        self.query_one("#topbar", Static).update(
+            self.topbar()
+        )  # the target box depends on the boxes just read
         self.entries = [e for e in data.entries if not needle or needle in f"{e.name} {e.model}".lower()]
         names = [e.name for e in self.entries]
         if self.selected not in names:
@@ -128,8 +132,10 @@ class ArmsScreen(TableView):
     def log_lines(self, launch: LaunchRow) -> list[str]:
         if self.console.read_only:
             where = f"at {launch.log_path}" if launch.log_path else "(path not recorded yet)"
-            return [f"log: on box {launch.box} {where}; browse is offline, `campaign --db "
-                    f"{self.console.db_path}` shows its tail"]  # fmt: skip
+            return [
+                f"log: on box {launch.box} {where}; browse is offline, `campaign --db "
+                f"{self.console.db_path}` shows its tail"
+            ]
         tail = self.tails.get(launch.id)
         if tail is None:
             if launch.id not in self.asked:
@@ -170,9 +176,7 @@ class ArmsScreen(TableView):
         if e is None:
             app.say("pick an arm here first (and a box in Fleet, 1, or with , and .)", "warning")
             return
-        self.run_worker(
-            lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint"
-        )
+        self.run_worker(lambda: self._lint_then_confirm(e.name, box), thread=True, group="lint")
 
     def _lint_then_confirm(self, arm: str, box: str) -> None:
         try:
@@ -232,7 +236,9 @@ class ArmsScreen(TableView):
         e = self.entry()
         serving = [launch for launch in (e.launches if e else []) if launch.state == "serving"]
         if not serving:
-            app.say(f"{self.selected or 'no arm'}: no serving launch to measure; launch it first (l)", "warning")
+            app.say(
+                f"{self.selected or 'no arm'}: no serving launch to measure; launch it first (l)", "warning"
+            )
             return None
         return serving[-1]
 
@@ -245,8 +251,12 @@ class ArmsScreen(TableView):
         def asked(answer: tuple[str, int] | None) -> None:
             if answer is not None:
                 shape, concurrency = answer
-                app.say(f"bench {launch.id} {shape} C{concurrency}: running on {launch.box}; Live charts its progress")
-                app.run_action_worker(app.actions.bench(launch.id, launch.box, shape, concurrency), f"bench {launch.id}")
+                app.say(
+                    f"bench {launch.id} {shape} C{concurrency}: running on {launch.box}; Live charts its progress"
+                )
+                app.run_action_worker(
+                    app.actions.bench(launch.id, launch.box, shape, concurrency), f"bench {launch.id}"
+                )
 
         shapes = app.recipes().shapes  # read by this view's load, on its worker: no file is read here
         app.push_screen(BenchScreen(f"{launch.arm} ({launch.id} on {launch.box})", shapes), asked)

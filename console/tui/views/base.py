@@ -62,7 +62,9 @@ class ConsoleHost(Protocol):
 
     def action_view(self, name: str) -> None: ...
 
-    def push_screen(self, screen: Screen[_R], callback: ScreenResultCallbackType[_R] | None = None) -> AwaitMount: ...
+    def push_screen(
+        self, screen: Screen[_R], callback: ScreenResultCallbackType[_R] | None = None
+    ) -> AwaitMount: ...
 
 
 class ViewScreen(Screen[None]):
@@ -109,7 +111,9 @@ class ViewScreen(Screen[None]):
 
     def _show(self, data: Any, started: float) -> None:
         self.show(data)
-        self.query_one("#topbar", Static).update(self.topbar())  # after show: the bar may name what was loaded
+        self.query_one("#topbar", Static).update(
+            self.topbar()
+        )  # after show: the bar may name what was loaded
         self.loaded = True
         self.console.record_redraw(self.VIEW, time.perf_counter() - started)
         if self.pending:
@@ -186,9 +190,13 @@ class ViewScreen(Screen[None]):
     def focus_main(self) -> None:
         """Give the keys back to the view's main widget."""
 
-    def refill(self, table: DataTable[Cell], columns: tuple[str, ...], rows: Sequence[tuple[Sequence[Cell], str]]) -> None:
+    def refill(
+        self, table: DataTable[Cell], columns: tuple[str, ...], rows: Sequence[tuple[Sequence[Cell], str]]
+    ) -> None:
         """Replace a table's rows in one frame, the highlighted row kept where it still exists."""
-        cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        cursor = (
+            table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        )
         with self.app.batch_update():
             fill_table(table, columns, rows, cursor)
 
@@ -224,13 +232,31 @@ class TableView(ViewScreen):
 
 
 _TONES = (
-    ("FAIL", "bold red"), ("DEGEN", "bold red"), ("WRONG", "bold red"), ("LEAK", "bold red"),
-    ("DIAGNOSTIC-ONLY", "bold red"), ("down", "bold red"), ("failed", "bold red"), ("host-key", "bold red"),
-    ("REFUSED", "bold red"), ("CRASHED", "bold red"),
-    ("KERNEL-FALLBACK", "bold yellow"), ("CAPPED", "bold yellow"), ("WARN", "yellow"), ("CLIENT-BOUND", "yellow"),
-    ("unchecked", "yellow"), ("INTERRUPTED", "yellow"), ("QUEUEING", "yellow"), ("TIE", "yellow"), ("borrowed", "yellow"),
-    ("ok", "green"), ("up", "green"), ("serving", "green"), ("served", "green"), ("frontier", "green"),
-)  # fmt: skip
+    ("FAIL", "bold red"),
+    ("DEGEN", "bold red"),
+    ("WRONG", "bold red"),
+    ("LEAK", "bold red"),
+    ("DIAGNOSTIC-ONLY", "bold red"),
+    ("down", "bold red"),
+    ("failed", "bold red"),
+    ("host-key", "bold red"),
+    ("REFUSED", "bold red"),
+    ("CRASHED", "bold red"),
+    ("KERNEL-FALLBACK", "bold yellow"),
+    ("CAPPED", "bold yellow"),
+    ("WARN", "yellow"),
+    ("CLIENT-BOUND", "yellow"),
+    ("unchecked", "yellow"),
+    ("INTERRUPTED", "yellow"),
+    ("QUEUEING", "yellow"),
+    ("TIE", "yellow"),
+    ("borrowed", "yellow"),
+    ("ok", "green"),
+    ("up", "green"),
+    ("serving", "green"),
+    ("served", "green"),
+    ("frontier", "green"),
+)
 """Colour follows the words (worst first), so colour helps the eye and never carries meaning alone."""
 
 

@@ -14,7 +14,19 @@ from console.timeutil import fmt_utc
 from console.tui import keymap
 from console.tui.views.base import Cell, TableView, toned
 
-COLUMNS = ("pair", "top-1", "mean KL", "floor", "excess", "verdict", "pos", "kernel a", "kernel b", "box", "source")
+COLUMNS = (
+    "pair",
+    "top-1",
+    "mean KL",
+    "floor",
+    "excess",
+    "verdict",
+    "pos",
+    "kernel a",
+    "kernel b",
+    "box",
+    "source",
+)
 
 
 def kl(value: float | None) -> str:
@@ -34,8 +46,10 @@ def detail_lines(r: KldiffRun) -> list[str]:
         f"verdict: {r.verdict.text}",
     ]
     if r.control_mean_kl is not None:
-        lines.append(f"control {r.control_arm_a} vs {r.control_arm_b}: top-1 agreement "
-                     f"{share(r.control_top1_agreement)}, mean KL {kl(r.control_mean_kl)}")  # fmt: skip
+        lines.append(
+            f"control {r.control_arm_a} vs {r.control_arm_b}: top-1 agreement "
+            f"{share(r.control_top1_agreement)}, mean KL {kl(r.control_mean_kl)}"
+        )
     lines.append(f"kernels: a {r.kernel_a or 'not recorded'} | b {r.kernel_b or 'not recorded'}")
     origin = f"measured {fmt_utc(r.t_ms)}" if r.source == "measured" else f"imported: {r.provenance or '-'}"
     lines.append(origin + (f"; {r.note}" if r.note else ""))
@@ -77,7 +91,9 @@ class DivergenceScreen(TableView):
         ]
         self.refill(self.table, COLUMNS, cells)
         if not rows:
-            self.detail.update("no divergence measured: `campaign kldiff LAUNCH_A LAUNCH_B --control LAUNCH_C LAUNCH_D`")
+            self.detail.update(
+                "no divergence measured: `campaign kldiff LAUNCH_A LAUNCH_B --control LAUNCH_C LAUNCH_D`"
+            )
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         row = next((r for r in self.rows if str(r.id) == event.row_key.value), None)

@@ -51,12 +51,16 @@ def quality_lines(ledger: QualityLedger, needle: str) -> list[str]:
     for r in ledger.runs:
         if needle in f"{r.label} {r.harness} {' '.join(r.tasks)}".lower():
             truncated = "-" if r.truncation_rate is None else f"{r.truncation_rate:.1%}"
-            lines.append(f"run {r.id}  {r.label}  {r.harness} {', '.join(r.tasks)}  {r.items} items  "
-                         f"{r.accuracy:.3f}  truncated {truncated}")  # fmt: skip
+            lines.append(
+                f"run {r.id}  {r.label}  {r.harness} {', '.join(r.tasks)}  {r.items} items  "
+                f"{r.accuracy:.3f}  truncated {truncated}"
+            )
     for c in ledger.comparisons:
         if needle in f"{c.a.label} {c.b.label}".lower():
-            lines.append(f"{c.paired.split:>9}  {c.paired.diff:+.3f}  {c.verdict}  ({c.a.id} {c.a.label} / "
-                         f"{c.b.id} {c.b.label})")  # fmt: skip
+            lines.append(
+                f"{c.paired.split:>9}  {c.paired.diff:+.3f}  {c.verdict}  ({c.a.id} {c.a.label} / "
+                f"{c.b.id} {c.b.label})"
+            )
     return lines
 
 
@@ -86,7 +90,9 @@ class EconomicsScreen(TableView):
     def show(self, data: EconomicsData) -> None:
         needle = self.filter_text.lower().strip()
         self.rows = [
-            r for r in data.rows if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
+            r
+            for r in data.rows
+            if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
         ]
         cells: list[tuple[list[Cell], str]] = [
             (

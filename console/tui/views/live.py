@@ -161,7 +161,9 @@ class LiveScreen(ViewScreen):
         throughput = self.query_one("#live-throughput", Panel)
         throughput.border_title = f"throughput ({view.throughput_from})"
         throughput.update(drawn.throughput)
-        self.query_one("#live-power", Panel).update(toned_block(drawn.power) if drawn.power else "no GPU samples")
+        self.query_one("#live-power", Panel).update(
+            toned_block(drawn.power) if drawn.power else "no GPU samples"
+        )
         trip_panel = self.query_one("#live-tripwire", Panel)
         needle = self.filter_text.lower().strip()
         trip = [
@@ -181,6 +183,8 @@ class LiveScreen(ViewScreen):
 
         def armed(text: str | None) -> None:
             if text is not None:
-                app.run_action_worker(app.actions.arm_timer(box.name, text, "stop-arms"), f"hard stop on {box.name}")
+                app.run_action_worker(
+                    app.actions.arm_timer(box.name, text, "stop-arms"), f"hard stop on {box.name}"
+                )
 
         app.push_screen(TimerScreen(box.name, box.tz, app.local_tz, app.model.now()), armed)

@@ -41,8 +41,18 @@ def group_cells(s: GroupStanding) -> list[Cell]:
     g = s.group
     spread = f"{num(g.low)}-{num(g.high)}" if g.repeated else "-"
     cv = f"{g.cv:.1%}" if g.cv is not None else "-"
-    return [g.arm, g.shape, str(g.concurrency), str(g.n), num(g.median), spread, cv, toned(s.word),
-            toned(g.marks or "-"), g.box or "-"]  # fmt: skip
+    return [
+        g.arm,
+        g.shape,
+        str(g.concurrency),
+        str(g.n),
+        num(g.median),
+        spread,
+        cv,
+        toned(s.word),
+        toned(g.marks or "-"),
+        g.box or "-",
+    ]
 
 
 def group_detail(s: GroupStanding) -> str:
@@ -75,8 +85,11 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
         ]
         pad = max(map(len, labels))
         lines.append(f"{shape} (best out tok/s per arm)")
-        lines += hbars([(label.ljust(pad), r.out_tok_per_s or 0.0) for label, r in zip(labels, ranked, strict=True)],
-                       width, num)  # fmt: skip
+        lines += hbars(
+            [(label.ljust(pad), r.out_tok_per_s or 0.0) for label, r in zip(labels, ranked, strict=True)],
+            width,
+            num,
+        )
     return lines
 
 
@@ -116,7 +129,11 @@ class ResultsScreen(TableView):
         return self.console.model.results(self.sort, self.filter_text)
 
     def topbar_extra(self) -> str:
-        shown = f"{len(self.groups)} repeat group{'' if len(self.groups) == 1 else 's'} of " if self.groups_shown else ""
+        shown = (
+            f"{len(self.groups)} repeat group{'' if len(self.groups) == 1 else 's'} of "
+            if self.groups_shown
+            else ""
+        )
         return f"{shown}{len(self.rows)} row{'' if len(self.rows) == 1 else 's'}, sort {self.sort}" + (
             f" | {super().topbar_extra()}" if self.filter_text else ""
         )

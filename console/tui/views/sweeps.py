@@ -28,7 +28,9 @@ def _first_line(reason: str | None) -> str:
 
 def progress_line(s: SweepEntry, at: int) -> str:
     """``#3 tiny on local: running, 2/5 finished (...); now arm for 3m12s``."""
-    line = f"#{s.id} {s.list_name} on {s.where}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
+    line = (
+        f"#{s.id} {s.list_name} on {s.where}: {s.state}, {s.finished}/{len(s.arms)} finished ({s.counts()})"
+    )
     current = s.current
     if s.layout == "node" and current is not None and current.started_ms is not None:
         line += f"; now {current.arm} for {fmt_remaining(at - current.started_ms)}"
@@ -66,8 +68,10 @@ def queue_lines(s: SweepEntry, at: int) -> list[str]:
 
 
 def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
-    lines = [f"#{s.id}/{a.position} {a.arm}: {a.word} after {a.attempts} attempt(s), origin {a.origin}"
-             + (f" (queued by {a.queued_by})" if a.queued_by else "")]  # fmt: skip
+    lines = [
+        f"#{s.id}/{a.position} {a.arm}: {a.word} after {a.attempts} attempt(s), origin {a.origin}"
+        + (f" (queued by {a.queued_by})" if a.queued_by else "")
+    ]
     if a.reason:
         lines.append(f"reason: {a.reason}")
     if a.backends_accepted:
@@ -75,26 +79,35 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
     if a.backends_potential:
         lines.append(f"engine could use: {', '.join(a.backends_potential)}")
     if a.kv_cache_tokens or a.max_concurrency:
-        lines.append(f"budget: KV cache {num(a.kv_cache_tokens)} tokens, max concurrency {num(a.max_concurrency)}")
+        lines.append(
+            f"budget: KV cache {num(a.kv_cache_tokens)} tokens, max concurrency {num(a.max_concurrency)}"
+        )
     if s.layout == "packed" and a.box is not None:
         lines.append(f"on {a.place}")
     if s.layout == "packed" or len(a.history) > 1:
         for t in a.history:
             memory = ", ".join(f"GPU{g} {num(m)} MiB" for g, m in t.mem_before)
             after = ", ".join(f"GPU{g} {num(m)} MiB" for g, m in t.mem_after)
-            lines.append(f"attempt {t.attempt} on {t.place}: {t.outcome or 'running'}"
-                         + (f" ({t.reason})" if t.reason else "")
-                         + (f"; GPU memory before {memory}" if memory else "")
-                         + (f", serving {after}" if after else ""))  # fmt: skip
+            lines.append(
+                f"attempt {t.attempt} on {t.place}: {t.outcome or 'running'}"
+                + (f" ({t.reason})" if t.reason else "")
+                + (f"; GPU memory before {memory}" if memory else "")
+                + (f", serving {after}" if after else "")
+            )
     if a.launch_ids:
         lines.append(f"launches: {', '.join(a.launch_ids)}")
     for b in a.benches:
         what = f"bench {b.shape} C{b.concurrency}"
         node = f" on {b.replicas} replicas" if b.replicas and b.replicas > 1 else ""
-        lines.append(f"{what} failed: {b.error}" if b.error else
-                     f"{what}: {num(b.out_tok_per_s)} out tok/s{node}" + (f" {b.marks}" if b.marks else ""))  # fmt: skip
+        lines.append(
+            f"{what} failed: {b.error}"
+            if b.error
+            else f"{what}: {num(b.out_tok_per_s)} out tok/s{node}" + (f" {b.marks}" if b.marks else "")
+        )
     if a.started_ms:
-        lines.append(f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else ""))
+        lines.append(
+            f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else "")
+        )
     return lines
 
 
@@ -117,9 +130,13 @@ class SweepScreen(TableView):
     def show(self, data: tuple[list[SweepEntry], int]) -> None:
         self.sweeps, self.at = data
         needle = self.filter_text.lower().strip()
-        progress = [line for s in self.sweeps for line in (progress_line(s, self.at), *queue_lines(s, self.at))]
+        progress = [
+            line for s in self.sweeps for line in (progress_line(s, self.at), *queue_lines(s, self.at))
+        ]
         self.query_one("#sweep-progress", Static).update(
-            toned_block(progress) if progress else "no sweep in this state.db: `campaign sweep run LIST --box NAME`"
+            toned_block(progress)
+            if progress
+            else "no sweep in this state.db: `campaign sweep run LIST --box NAME`"
         )
         rows: list[tuple[list[Cell], str]] = [
             (
