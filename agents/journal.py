@@ -528,6 +528,30 @@ def _text(stored: Any) -> str | None:
     return stored if isinstance(stored, str) else None
 
 
+def _body_fields(text: str | None) -> tuple[Any, str | None]:
+    """A text body's fields, or why it cannot be an event: not UTF-8, too large, not a JSON object, or
+    nested deeper than protocol.MAX_DEPTH (walked only when it holds that many brackets: the common case is
+    one cheap count)."""
+    if text is None:
+        return None, "body is not valid UTF-8 text"
+    if len(text) > MAX_EVENT_BYTES:
+        return (
+            None,
+            f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)",
+        )
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        return None, f"body is not JSON: {exc}"
+    except RecursionError:
+        return None, "body is JSON nested deeper than the agent can read"
+    if not isinstance(fields, dict):
+        return None, f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
+    if text.count("{") + text.count("[") > protocol.MAX_DEPTH:
+        return None, protocol.json_problem(fields, "body")
+    return fields, None
+
+
 def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = None) -> dict[str, Any]:
     """One journal row as the event the console receives: a malformed one included (agents/protocol.py
     ``Malformed``). Read as text, a body that comes back as bytes was stored as a blob; read as bytes
@@ -537,7 +561,6 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
     body that is not a JSON object, too large, or nested deeper than protocol.MAX_DEPTH, a t_ms or kind of
     the wrong type). Every field's type is checked by the console against protocol.EVENTS.
     """
-    problem = None
     stored_as = stored_as or ("blob" if isinstance(body, bytes) else "text")
     text = _text(body)
     raw = (
@@ -545,27 +568,9 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
         if text is not None
         else (body.decode("utf-8", "replace") if isinstance(body, bytes) else repr(body))
     )
-    fields: Any = None
-    if stored_as != "text":
-        problem = f"body is stored as {stored_as}, not text"
-    elif text is None:
-        problem = "body is not valid UTF-8 text"
-    elif len(text) > MAX_EVENT_BYTES:
-        problem = (
-            f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)"
-        )
-    else:
-        try:
-            fields = json.loads(text)
-        except ValueError as exc:
-            problem = f"body is not JSON: {exc}"
-        except RecursionError:
-            problem = "body is JSON nested deeper than the agent can read"
-        else:
-            if not isinstance(fields, dict):
-                problem = f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
-            elif text.count("{") + text.count("[") > protocol.MAX_DEPTH:  # cheap: only then walk it
-                problem = protocol.json_problem(fields, "body")
+    fields, problem = (
+        _body_fields(text) if stored_as == "text" else (None, f"body is stored as {stored_as}, not text")
+    )
     kind_text = _text(kind)
     if type(t_ms) is not int:
         problem = problem or f"t_ms {t_ms!r} is not an integer"
@@ -581,6 +586,7 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
             "malformed": problem,
             "body": raw[:RAW_HEAD_CHARS],
         }
+    assert fields is not None  # no problem: _body_fields read a JSON object
     event: dict[str, Any] = fields
     event.update(seq=seq, t_ms=t_ms, kind=kind_text)
     return event

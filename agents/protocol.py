@@ -656,20 +656,26 @@ def json_problem(value: Any, where: str = "value", depth: int = 0) -> str | None
     if value is None or kind is bool:
         return None
     if kind is dict or kind is list:
-        if depth >= MAX_DEPTH:
-            return f"{where if len(where) <= 60 else where[:57] + '...'} nests deeper than {MAX_DEPTH} levels"
-        items = value.items() if kind is dict else enumerate(value)
-        for key, item in items:
-            if type(key) is str and not _utf8(key):
-                return f"{where} has a key that is not valid UTF-8: {_shown(key)}"
-            if type(item) in (str, int, float, bool) or item is None:
-                found = _scalar_problem(item, where, key)
-            else:
-                found = json_problem(item, f"{where}.{key}" if kind is dict else f"{where}[{key}]", depth + 1)
-            if found:
-                return found
-        return None
+        return _container_problem(value, where, depth)
     return f"{where} is {_shown(value)}, not a JSON value"
+
+
+def _container_problem(value: dict[str, Any] | list[Any], where: str, depth: int) -> str | None:
+    """An object's or a list's items, one level deeper; scalars inline (most of a payload is scalars)."""
+    if depth >= MAX_DEPTH:
+        return f"{where if len(where) <= 60 else where[:57] + '...'} nests deeper than {MAX_DEPTH} levels"
+    is_object = type(value) is dict
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if type(key) is str and not _utf8(key):
+            return f"{where} has a key that is not valid UTF-8: {_shown(key)}"
+        if type(item) in (str, int, float, bool) or item is None:
+            found = _scalar_problem(item, where, key)
+        else:
+            found = json_problem(item, f"{where}.{key}" if is_object else f"{where}[{key}]", depth + 1)
+        if found:
+            return found
+    return None
 
 
 def _scalar_problem(item: Any, where: str, key: Any) -> str | None:
@@ -765,9 +771,9 @@ def _object_checker(spec: type[Any]) -> Checker:
     def checked_object(value: Any, where: str) -> str | None:
         if type(value) is not dict:
             return f"{where} is {_shown(value)}, not an object"
-        for name in required:
-            if name not in value:
-                return f"{where} has no {', '.join(n for n in required if n not in value)}"
+        missing = [name for name in required if name not in value]
+        if missing:
+            return f"{where} has no {', '.join(missing)}"
         for name, item in value.items():
             kinds = plain.get(name)
             if kinds is not None and type(item) in kinds:

@@ -10,6 +10,7 @@ for delivery are re-sent with the same id, which the agent answers from its ledg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
@@ -241,40 +242,8 @@ class BoxLink:
         """Connect, ingest and re-send commands until closed; reconnect with backoff on any link failure."""
         backoff = Backoff(self.settings.backoff_base_s, self.settings.backoff_cap_s, self._rng)
         while not self._closing:
-            status = "down"
-            try:
-                await self.connect()
-                backoff.reset()
-                self._resend_unfinished()
-                await self._ingest_forever()
-            except (HostKeyProblem, JournalMismatch, BoxNotReachable) as exc:
-                self._fatal = exc  # the operator must act; retrying would only hammer the box
-                return
-            except Detached as exc:
-                self._fatal = exc
-                self._lost(exc, "detached")
-                return
-            except StoreFull as exc:
-                # Nothing of the batch was acked, so the box keeps it all: retry until space returns.
-                if self._store_full is None:
-                    log.warning("box %s: %s", self.name, exc)
-                self._store_full = exc
-                status = "store-full"
-                self._lost(exc, status)
-            except IngestError as exc:
-                # A stream ingest cannot commit as it came: the cursor stays put (nothing is skipped), the
-                # operator is told, and the link asks again after a backoff.
-                status = "ingest-error"
-                self._lost(exc, status)
-                self._status(status, f"{exc}; the box journal is kept, nothing was skipped")
-            except LINK_ERRORS as exc:
-                self._lost(exc)
-            except Refused as exc:  # the agent refused a request of the link's own (hello, events, ack)
-                self._lost(exc)
-            except Exception as exc:  # never end silently: a link that stops must say why and try again
-                log.exception("box %s: the link failed unexpectedly", self.name)
-                self._lost(exc)
-            if self.closing():  # close() may have run while this attempt awaited
+            status = await self._attempt(backoff)
+            if status is None or self.closing():  # close() may have run while this attempt awaited
                 return
             delay = backoff.next()
             box = self.store.boxes.get(self.name)
@@ -282,6 +251,41 @@ class BoxLink:
                 status, f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}"
             )
             await asyncio.sleep(delay)
+
+    async def _attempt(self, backoff: Backoff) -> str | None:
+        """One connection's life, to its end: the status to retry under, or None when the link must stop
+        (a problem the operator must fix, kept in ``fatal``)."""
+        try:
+            await self.connect()
+            backoff.reset()
+            self._resend_unfinished()
+            await self._ingest_forever()
+        except (HostKeyProblem, JournalMismatch, BoxNotReachable) as exc:
+            self._fatal = exc  # the operator must act; retrying would only hammer the box
+            return None
+        except Detached as exc:
+            self._fatal = exc
+            self._lost(exc, "detached")
+            return None
+        except StoreFull as exc:
+            # Nothing of the batch was acked, so the box keeps it all: retry until space returns.
+            if self._store_full is None:
+                log.warning("box %s: %s", self.name, exc)
+            self._store_full = exc
+            self._lost(exc, "store-full")
+            return "store-full"
+        except IngestError as exc:
+            # A stream ingest cannot commit as it came: the cursor stays put (nothing is skipped), the
+            # operator is told, and the link asks again after a backoff.
+            self._lost(exc, "ingest-error")
+            self._status("ingest-error", f"{exc}; the box journal is kept, nothing was skipped")
+            return "ingest-error"
+        except (*LINK_ERRORS, Refused) as exc:  # Refused: the agent refused the link's own hello/events/ack
+            self._lost(exc)
+        except Exception as exc:  # never end silently: a link that stops must say why and try again
+            log.exception("box %s: the link failed unexpectedly", self.name)
+            self._lost(exc)
+        return "down"
 
     async def _ingest_forever(self) -> None:
         while not self._closing:
@@ -313,39 +317,22 @@ class BoxLink:
             while True:
                 answer = await pending
                 pending = None
-                if answer.get("registered") is False:
-                    raise self._detached(after)
-                events = answer.get("events") or []
-                self.box_last_seq = int(answer.get("last_seq") or 0)
+                events = self._events_of(answer, after)
                 if not events:
-                    cursor = self.store.ingest.cursor(self.name)
-                    if int(answer.get("acked_seq") or 0) < cursor:
-                        # The ack of a committed batch was lost with a link: repeat it, or the box keeps
-                        # those events (and their disk) until something new arrives.
-                        await self._ack(ack, cursor, consumer)
+                    await self._repeat_lost_ack(ack, answer, consumer)
                     return total
                 pending = asyncio.ensure_future(
                     fetch.call("events", self._pull_args(events[-1]["seq"], consumer))
                 )
-                try:
-                    report = self.store.ingest.batch(self.name, events, accept_gap=asked_again)
-                except SequenceGap as gap:
-                    if asked_again:
-                        raise
-                    log.warning("box %s: %s; asking the box again", self.name, gap)
+                report = self._commit(events, accept_gap=asked_again)
+                if report is None:  # a gap: ask the box once more from the cursor
                     asked_again = True
                     pending.cancel()
                     after = self.store.ingest.cursor(self.name)
                     pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
                     continue
-                except StoreFull as exc:
-                    self._status("store-full", str(exc))  # if even that fits: the one line says what to do
-                    raise
                 asked_again = False
                 after = report.cursor
-                if self._store_full is not None:
-                    log.warning("box %s: state.db has space again; ingest resumed", self.name)
-                    self._store_full = None
                 await self._ack(ack, report.cursor, consumer)
                 total += report.inserted
                 if self.on_ingest is not None:
@@ -355,6 +342,37 @@ class BoxLink:
                 pending.cancel()
             fetch.close()
             ack.close()
+
+    def _events_of(self, answer: dict[str, Any], after: int) -> list[Any]:
+        """The events of one ``events`` answer (Detached when the box holds nothing for this state.db)."""
+        if answer.get("registered") is False:
+            raise self._detached(after)
+        self.box_last_seq = int(answer.get("last_seq") or 0)
+        return list(answer.get("events") or [])
+
+    async def _repeat_lost_ack(self, ack: AgentChannel, answer: dict[str, Any], consumer: str) -> None:
+        """The ack of a committed batch was lost with a link: repeat it, or the box keeps those events (and
+        their disk) until something new arrives."""
+        cursor = self.store.ingest.cursor(self.name)
+        if int(answer.get("acked_seq") or 0) < cursor:
+            await self._ack(ack, cursor, consumer)
+
+    def _commit(self, events: list[Any], accept_gap: bool) -> IngestReport | None:
+        """Commit one batch; None for a gap in the sequence not yet asked for again (it is, then recorded)."""
+        try:
+            report = self.store.ingest.batch(self.name, events, accept_gap=accept_gap)
+        except SequenceGap as gap:
+            if accept_gap:
+                raise
+            log.warning("box %s: %s; asking the box again", self.name, gap)
+            return None
+        except StoreFull as exc:
+            self._status("store-full", str(exc))  # if even that fits: the one line says what to do
+            raise
+        if self._store_full is not None:
+            log.warning("box %s: state.db has space again; ingest resumed", self.name)
+            self._store_full = None
+        return report
 
     def _pull_args(self, after: Any, consumer: str) -> dict[str, Any]:
         return {
@@ -427,31 +445,16 @@ class BoxLink:
                 except TimeoutError as exc:
                     raise self._undelivered(command_id, op) from exc
                 try:
-                    channel = await transport.open_channel(home.socket)
-                    try:
-                        self.store.commands.mark_sent(command_id)
-                        result = await channel.call(
-                            op, args, command_id=command_id, timeout=max(0.1, deadline - loop.time())
-                        )
-                    finally:
-                        channel.close()
+                    result = await self._send(transport, home, command_id, op, args, deadline - loop.time())
                 except AgentError as exc:
                     self.store.commands.finish(command_id, False, error=exc.reason)
                     raise
                 except asyncssh.ChannelOpenError as exc:
-                    # The connection is up but this channel was refused: the agent's socket was momentarily
-                    # full (a sweep's replicas open many at once) or the agent is restarting. Try again
-                    # shortly on the same connection; only a refusal that persists means the link is lost.
-                    refused += 1
-                    if loop.time() >= deadline:
+                    if deadline - loop.time() <= 0:
                         raise self._undelivered(command_id, op) from exc
-                    if refused < CHANNEL_RETRIES:
-                        await asyncio.sleep(min(deadline - loop.time(), retry.next()))
-                        continue
-                    refused = 0
-                    retry.reset()
-                    if self._transport is transport:
-                        self._lost(exc)
+                    refused = await self._channel_refused(
+                        exc, transport, refused + 1, retry, deadline - loop.time()
+                    )
                     continue
                 except LINK_ERRORS as exc:
                     if loop.time() >= deadline:
@@ -463,6 +466,38 @@ class BoxLink:
                 return result
         finally:
             self._inflight.discard(command_id)
+
+    async def _channel_refused(
+        self, exc: asyncssh.ChannelOpenError, transport: Transport, refused: int, retry: Backoff, left: float
+    ) -> int:
+        """The connection is up but this channel was refused: the agent's socket was momentarily full (a
+        sweep's replicas open many at once) or the agent is restarting. Wait a little and try again on the
+        same connection; only CHANNEL_RETRIES refusals in a row mean the link is lost. Returns the count of
+        refusals in a row so far (0 after the link was given up)."""
+        if refused < CHANNEL_RETRIES:
+            await asyncio.sleep(min(left, retry.next()))
+            return refused
+        retry.reset()
+        if self._transport is transport:
+            self._lost(exc)
+        return 0
+
+    async def _send(
+        self,
+        transport: Transport,
+        home: AgentHome,
+        command_id: str,
+        op: str,
+        args: dict[str, Any],
+        left: float,
+    ) -> dict[str, Any]:
+        """One delivery on a channel of its own, marked sent before the request leaves."""
+        channel = await transport.open_channel(home.socket)
+        try:
+            self.store.commands.mark_sent(command_id)
+            return await channel.call(op, args, command_id=command_id, timeout=max(0.1, left))
+        finally:
+            channel.close()
 
     async def _wait_up(self, timeout: float) -> tuple[Transport, AgentHome]:
         """The live transport, waiting up to ``timeout`` for a reconnect; fatal problems raise at once."""
@@ -477,10 +512,8 @@ class BoxLink:
             if left <= 0:
                 box = self.store.boxes.get(self.name)
                 raise TimeoutError(f"box {self.name} is {box.status} ({box.status_detail})")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._up.wait(), min(left, 0.5))
-            except TimeoutError:
-                pass
 
     def _undelivered(self, command_id: str, op: str) -> TimeoutError:
         command = self.store.commands.get(command_id)

@@ -132,9 +132,11 @@ class SshTransport:
             return await sftp.realpath(".")
 
     async def write_file(self, path: str, data: bytes, mode: int) -> None:
-        async with self.conn.start_sftp_client() as sftp:
-            async with sftp.open(path, "wb", asyncssh.SFTPAttrs(permissions=mode)) as f:
-                await f.write(data)
+        async with (
+            self.conn.start_sftp_client() as sftp,
+            sftp.open(path, "wb", asyncssh.SFTPAttrs(permissions=mode)) as f,
+        ):
+            await f.write(data)
 
     async def rename(self, src: str, dst: str) -> None:
         async with self.conn.start_sftp_client() as sftp:

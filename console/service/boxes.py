@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -141,51 +143,66 @@ class BoxIntents(ServiceBase):
         the link makes; the link coming back says so; and while the link stays down it repeats where it
         stands every ``stall_notice_s`` (default STALL_NOTICE_S).
         """
-        every = STALL_NOTICE_S if stall_notice_s is None else stall_notice_s
         link = self.fleet.start(name)
-        loop = asyncio.get_running_loop()
-        progressed = told = loop.time()
-        failing = False
-
-        def status(state: str, detail: str | None) -> None:
-            nonlocal progressed, failing
-            if state == "up":
-                progressed = loop.time()
-                if failing and on_notice is not None:
-                    on_notice(f"{name}: link back up: {detail}")
-                failing = False
-            elif detail and "; retry in " in detail:  # the link's own line for each failed attempt
-                failing = True
-                if on_notice is not None:
-                    on_notice(f"{name}: {state}: {detail}")
-
-        def ingested(report: IngestReport) -> None:
-            nonlocal progressed
-            progressed = loop.time()
-            if on_ingest is not None:
-                on_ingest(report)
-
-        link.on_ingest = ingested
-        link.on_status = status
+        watch = _FollowWatch(
+            name, on_notice, on_ingest, STALL_NOTICE_S if stall_notice_s is None else stall_notice_s
+        )
+        link.on_ingest = watch.ingested
+        link.on_status = watch.status
         while not stop.is_set() and link.fatal is None:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
-            except TimeoutError:
-                pass
-            now = loop.time()
-            if on_notice is not None and not link.connected and min(now - progressed, now - told) >= every:
-                box = self.store.boxes.get(name)
-                on_notice(
-                    f"{name}: no progress for {int(now - progressed)} s: {box.status} ({box.status_detail}); "
-                    "still retrying, Ctrl-C to stop"
-                )
-                told = now
+            if not link.connected:
+                watch.still_down(lambda: self.store.boxes.get(name))
         if link.fatal is not None:
             raise link.fatal
 
 
 STALL_NOTICE_S = 60.0
 """How often a follow whose link stays down says where it stands."""
+
+
+@dataclass
+class _FollowWatch:
+    """What a follow tells the operator: each failed attempt of the link (its own line, with the retry),
+    the link coming back, and, while it stays down, where it stands every ``every_s``."""
+
+    name: str
+    notice: Callable[[str], None] | None
+    on_ingest: Callable[[IngestReport], None] | None
+    every_s: float
+    progressed: float = field(default_factory=time.monotonic)
+    told: float = field(default_factory=time.monotonic)
+    failing: bool = False
+
+    def status(self, state: str, detail: str | None) -> None:
+        if state == "up":
+            self.progressed = time.monotonic()
+            if self.failing:
+                self._say(f"{self.name}: link back up: {detail}")
+            self.failing = False
+        elif detail and "; retry in " in detail:  # the link's own line for each failed attempt
+            self.failing = True
+            self._say(f"{self.name}: {state}: {detail}")
+
+    def ingested(self, report: IngestReport) -> None:
+        self.progressed = time.monotonic()
+        if self.on_ingest is not None:
+            self.on_ingest(report)
+
+    def still_down(self, box: Callable[[], Box]) -> None:
+        now = time.monotonic()
+        if min(now - self.progressed, now - self.told) >= self.every_s:
+            found = box()
+            self._say(
+                f"{self.name}: no progress for {int(now - self.progressed)} s: {found.status} "
+                f"({found.status_detail}); still retrying, Ctrl-C to stop"
+            )
+            self.told = now
+
+    def _say(self, line: str) -> None:
+        if self.notice is not None:
+            self.notice(line)
 
 
 def _check_price(price: float | None) -> None:
