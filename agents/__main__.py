@@ -14,6 +14,7 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +72,11 @@ def _proxy(home: Path) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("loadgen", "tripwire", "kldiff"):
-        import importlib
+# Subcommands that parse their own arguments: everything after the name goes to their ``main``.
+_PASSTHROUGH = ("loadgen", "tripwire", "kldiff")
 
-        return int(importlib.import_module(f"agents.{args[0]}").main(args[1:]) or 0)
 
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent", description="campaign-console box agent")
     sub = parser.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("daemon", help="start the agent daemon (detached unless --foreground)")
@@ -111,55 +110,85 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--gpu-source", choices=SOURCES, default="auto")
     b = sub.add_parser("build", help="write the agent zipapp")
     b.add_argument("--out", required=True, type=Path)
-    ns = parser.parse_args(args)
+    return parser
 
-    if ns.cmd == "daemon":
-        from agents import daemon
-        from agents.private import UnsafeHome
 
-        try:
-            if ns.foreground:
-                return daemon.run_foreground(ns.home.resolve(), **_daemon_options(ns))
-            print(daemon.dumps(daemon.detach(ns.home.resolve(), **_daemon_options(ns))))
-        except (
-            UnsafeHome
-        ) as exc:  # one line, as it is: the console shows it as the box's error (fleet/push.py)
-            print(exc, file=sys.stderr)
-            return 1
-        except (daemon.AlreadyRunning, RuntimeError) as exc:
-            print(f"agent daemon: {exc}", file=sys.stderr)
-            return 1
-        return 0
-    if ns.cmd == "call":
-        return _proxy(ns.home.resolve())
-    if ns.cmd == "version":
-        from agents.package import agent_version
+def _cmd_daemon(ns: argparse.Namespace) -> int:
+    """Start the daemon; a refusal is one line on stderr and exit 1, which the console reports as is."""
+    from agents import daemon
+    from agents.private import UnsafeHome
 
-        print(agent_version())
-        return 0
-    if ns.cmd == "probe":
-        from agents.probe import probe
+    try:
+        if ns.foreground:
+            return daemon.run_foreground(ns.home.resolve(), **_daemon_options(ns))
+        print(daemon.dumps(daemon.detach(ns.home.resolve(), **_daemon_options(ns))))
+    except UnsafeHome as exc:  # one line, as it is: the console shows it as the box's error (fleet/push.py)
+        print(exc, file=sys.stderr)
+        return 1
+    except (daemon.AlreadyRunning, RuntimeError) as exc:
+        print(f"agent daemon: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
-        print(
-            json.dumps(
-                probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2
-            )
+
+def _cmd_call(ns: argparse.Namespace) -> int:
+    return _proxy(ns.home.resolve())
+
+
+def _cmd_version(ns: argparse.Namespace) -> int:
+    from agents.package import agent_version
+
+    print(agent_version())
+    return 0
+
+
+def _cmd_probe(ns: argparse.Namespace) -> int:
+    from agents.probe import probe
+
+    print(
+        json.dumps(
+            probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2
         )
-        return 0
-    if ns.cmd == "sample":
-        from agents.gpu import sample_once
+    )
+    return 0
 
-        warnings: list[str] = []
-        source, rows = sample_once(lambda where, msg: warnings.append(f"{where}: {msg}"), ns.gpu_source)
-        print(json.dumps({"source": source, "gpus": rows, "warnings": warnings}, indent=2))
-        return 0
-    if ns.cmd == "build":
-        from agents.package import build_zipapp
 
-        ns.out.write_bytes(build_zipapp())
-        print(ns.out)
-        return 0
-    return 2
+def _cmd_sample(ns: argparse.Namespace) -> int:
+    from agents.gpu import sample_once
+
+    warnings: list[str] = []
+    source, rows = sample_once(lambda where, msg: warnings.append(f"{where}: {msg}"), ns.gpu_source)
+    print(json.dumps({"source": source, "gpus": rows, "warnings": warnings}, indent=2))
+    return 0
+
+
+def _cmd_build(ns: argparse.Namespace) -> int:
+    from agents.package import build_zipapp
+
+    ns.out.write_bytes(build_zipapp())
+    print(ns.out)
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "daemon": _cmd_daemon,
+    "call": _cmd_call,
+    "version": _cmd_version,
+    "probe": _cmd_probe,
+    "sample": _cmd_sample,
+    "build": _cmd_build,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in _PASSTHROUGH:
+        import importlib
+
+        return int(importlib.import_module(f"agents.{args[0]}").main(args[1:]) or 0)
+    ns = _parser().parse_args(args)
+    command = _COMMANDS.get(ns.cmd)
+    return command(ns) if command else 2
 
 
 if __name__ == "__main__":

@@ -127,6 +127,51 @@ def _ready(port: int) -> bool:
     return models is not None and models[0] == 200
 
 
+def _launch_argv(args: dict[str, Any]) -> list[str]:
+    argv = args.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+        raise ValueError("argv must be a non-empty list of non-empty strings (never a shell string)")
+    return argv
+
+
+def _launch_env(args: dict[str, Any]) -> dict[str, str]:
+    env = args.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise ValueError("env must be an object of string to string")
+    return env
+
+
+def _launch_port(args: dict[str, Any]) -> int:
+    port = args.get("port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port {port!r} must be an integer 1-65535")
+    return port
+
+
+def _launch_gpus(args: dict[str, Any]) -> list[int]:
+    gpus = args.get("gpus") or []
+    if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
+        raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
+    return gpus
+
+
+def _preflight_refusal(port: int, argv: list[str], env: dict[str, str]) -> str | None:
+    """Why the launch cannot start, found before spawning: a busy port, or argv[0] not on the launch's PATH."""
+    if port_in_use(port):
+        return (
+            f"port {port} is already in use on 127.0.0.1 (another server or a stale process); "
+            "kill it or launch on a free port"
+        )
+    if shutil.which(argv[0], path=env.get("PATH")) is None:
+        return (
+            f"argv[0] {argv[0]!r} not found: not an executable path and not on the launch's PATH; "
+            "check the box's serving environment (argv[0] is normally <serving_env>/bin/vllm)"
+        )
+    return None
+
+
 class Supervisor:
     def __init__(self, home: Path, journal: Journal, gpu: GpuSampler | None) -> None:
         self.dir = home / "launches"
@@ -180,31 +225,12 @@ class Supervisor:
         return adopted
 
     def launch(self, args: dict[str, Any]) -> dict[str, Any]:
-        launch_id = args.get("launch_id")
-        if not isinstance(launch_id, str) or not LAUNCH_ID.match(launch_id):
-            raise ValueError(
-                f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
-            )
-        if launch_id in self.launches or launch_id in self.journal.launch_ids():
-            raise ValueError(
-                f"launch_id {launch_id!r} was already used on this box; every launch needs a new id"
-            )
-        argv = args.get("argv")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
-            raise ValueError("argv must be a non-empty list of non-empty strings (never a shell string)")
-        env = args.get("env") or {}
-        if not isinstance(env, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise ValueError("env must be an object of string to string")
-        port = args.get("port")
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise ValueError(f"port {port!r} must be an integer 1-65535")
-        gpus = args.get("gpus") or []
-        if not isinstance(gpus, list) or not all(
-            isinstance(g, int) and not isinstance(g, bool) for g in gpus
-        ):
-            raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
+        """Start an arm's server, or record why it could not start: either way the launch is journaled."""
+        launch_id = self._new_launch_id(args)
+        argv = _launch_argv(args)
+        env = _launch_env(args)
+        port = _launch_port(args)
+        gpus = _launch_gpus(args)
         ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
 
         launch = Launch(
@@ -218,48 +244,71 @@ class Supervisor:
         )
         self.launches[launch_id] = launch
         full_env = {**allowed_env(), **env}  # the box's allowlist and the arm's own env, nothing else
-        refusal = None
-        if port_in_use(port):
-            refusal = (
-                f"port {port} is already in use on 127.0.0.1 (another server or a stale process); "
-                "kill it or launch on a free port"
-            )
-        elif shutil.which(argv[0], path=full_env.get("PATH")) is None:
-            refusal = (
-                f"argv[0] {argv[0]!r} not found: not an executable path and not on the launch's PATH; "
-                "check the box's serving environment (argv[0] is normally <serving_env>/bin/vllm)"
-            )
+        refusal = _preflight_refusal(port, argv, full_env)
         if refusal is None:
-            try:
-                with open(launch.log_path, "ab") as log:
-                    launch.popen = subprocess.Popen(
-                        argv,
-                        env=full_env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        close_fds=True,
-                        cwd=str(self.dir),
-                    )
-            except OSError as exc:
-                refusal = f"could not start {argv[0]!r}: {exc}"
+            refusal = self._spawn(launch, argv, full_env)
         if refusal is not None:
-            launch.reason = refusal
-            launch.state = "failed"
-            with self.journal.atomic():
-                self.journal.save_launch(launch_id, None, None, port, gpus, str(launch.log_path), "failed")
-                self._state_event(launch)
-            return launch.summary()
+            self._record_refused(launch, refusal)
+        else:
+            self._record_started(launch)
+        return launch.summary()
+
+    def _new_launch_id(self, args: dict[str, Any]) -> str:
+        """The request's launch id: well formed, and never used on this box before (journal included)."""
+        launch_id = args.get("launch_id")
+        if not isinstance(launch_id, str) or not LAUNCH_ID.match(launch_id):
+            raise ValueError(
+                f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
+            )
+        if launch_id in self.launches or launch_id in self.journal.launch_ids():
+            raise ValueError(
+                f"launch_id {launch_id!r} was already used on this box; every launch needs a new id"
+            )
+        return launch_id
+
+    def _spawn(self, launch: Launch, argv: list[str], env: dict[str, str]) -> str | None:
+        """Start the server in its own session, output to its log; the refusal if the OS would not."""
+        try:
+            with open(launch.log_path, "ab") as log:
+                launch.popen = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    close_fds=True,
+                    cwd=str(self.dir),
+                )
+        except OSError as exc:
+            return f"could not start {argv[0]!r}: {exc}"
+        return None
+
+    def _record_refused(self, launch: Launch, refusal: str) -> None:
+        launch.reason = refusal
+        launch.state = "failed"
+        with self.journal.atomic():
+            self.journal.save_launch(
+                launch.launch_id, None, None, launch.port, launch.gpus, str(launch.log_path), "failed"
+            )
+            self._state_event(launch)
+
+    def _record_started(self, launch: Launch) -> None:
+        """Journal the started server by (pid, start time), which is how a restarted agent re-adopts it."""
         assert launch.popen is not None
         launch.pid = launch.popen.pid
         launch.start_ticks = proc.start_ticks(launch.pid)
         with self.journal.atomic():
             self.journal.save_launch(
-                launch_id, launch.pid, launch.start_ticks, port, gpus, str(launch.log_path), "starting"
+                launch.launch_id,
+                launch.pid,
+                launch.start_ticks,
+                launch.port,
+                launch.gpus,
+                str(launch.log_path),
+                "starting",
             )
             self._state_event(launch)
-        return launch.summary()
 
     def kill(self, launch_id: str, grace_s: float, command_id: str | None) -> dict[str, Any]:
         launch = self._get(launch_id)

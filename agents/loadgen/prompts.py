@@ -14,6 +14,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 POOL_MIN = 1 << 16
 """Random ids pre-drawn per run; a request's suffix is a slice of this pool after its unique ids."""
@@ -33,42 +34,51 @@ class Vocab:
         return [i for i in range(self.size) if i not in self.special_ids]
 
 
-def vocab_from_dir(directory: Path) -> Vocab:
-    """Vocabulary size and special ids of a Hugging Face model or tokenizer directory."""
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise VocabError(f"{path}: unreadable {what} ({exc}); pass --vocab-size N instead") from exc
+
+
+def _tokenizer_vocab(tok: dict[str, Any]) -> tuple[int, set[int]]:
+    """Vocabulary size and special ids of a ``tokenizer.json``: its model's vocab plus the added tokens."""
     size = 0
     special: set[int] = set()
-    tok_file = directory / "tokenizer.json"
-    cfg_file = directory / "config.json"
-    if tok_file.exists():
-        try:
-            tok = json.loads(tok_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise VocabError(
-                f"{tok_file}: unreadable tokenizer ({exc}); pass --vocab-size N instead"
-            ) from exc
-        vocab = (tok.get("model") or {}).get("vocab")
-        if isinstance(vocab, dict) and vocab:
-            size = max(vocab.values()) + 1
-        elif isinstance(vocab, list) and vocab:  # unigram models list [piece, score] pairs
-            size = len(vocab)
-        for added in tok.get("added_tokens") or []:
-            if added.get("special"):
-                special.add(int(added["id"]))
-            size = max(size, int(added["id"]) + 1)
-    if cfg_file.exists():
-        try:
-            cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise VocabError(f"{cfg_file}: unreadable config ({exc}); pass --vocab-size N instead") from exc
-        text_cfg = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-        if isinstance(text_cfg.get("vocab_size"), int):
-            # The embedding table may be padded past the tokenizer: ids beyond it decode to nothing.
-            size = min(size, text_cfg["vocab_size"]) if size else text_cfg["vocab_size"]
-        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-            value = text_cfg.get(key)
-            for v in value if isinstance(value, list) else [value]:
-                if isinstance(v, int):
-                    special.add(v)
+    vocab = (tok.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict) and vocab:
+        size = max(vocab.values()) + 1
+    elif isinstance(vocab, list) and vocab:  # unigram models list [piece, score] pairs
+        size = len(vocab)
+    for added in tok.get("added_tokens") or []:
+        if added.get("special"):
+            special.add(int(added["id"]))
+        size = max(size, int(added["id"]) + 1)
+    return size, special
+
+
+def _config_size(text_cfg: dict[str, Any], size: int) -> int:
+    """The tokenizer's size capped at the config's ``vocab_size``, or that alone without a tokenizer."""
+    vocab_size = text_cfg.get("vocab_size")
+    if isinstance(vocab_size, int):
+        # The embedding table may be padded past the tokenizer: ids beyond it decode to nothing.
+        return min(size, vocab_size) if size else vocab_size
+    return size
+
+
+def _config_special_ids(text_cfg: dict[str, Any]) -> set[int]:
+    """The config's bos/eos/pad ids, each given as one id or a list of them."""
+    special: set[int] = set()
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        value = text_cfg.get(key)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int):
+                special.add(v)
+    return special
+
+
+def _check_usable(directory: Path, size: int, special: set[int]) -> None:
+    """Refuse a vocabulary that was not found, or that leaves fewer than two ids to draw prompts from."""
     if size <= 0:
         raise VocabError(
             f"{directory}: no tokenizer.json or config.json with a vocabulary; "
@@ -78,6 +88,22 @@ def vocab_from_dir(directory: Path) -> Vocab:
         raise VocabError(
             f"{directory}: vocabulary of {size} ids leaves nothing after {len(special)} special ids"
         )
+
+
+def vocab_from_dir(directory: Path) -> Vocab:
+    """Vocabulary size and special ids of a Hugging Face model or tokenizer directory."""
+    size = 0
+    special: set[int] = set()
+    tok_file = directory / "tokenizer.json"
+    cfg_file = directory / "config.json"
+    if tok_file.exists():
+        size, special = _tokenizer_vocab(_read_json(tok_file, "tokenizer"))
+    if cfg_file.exists():
+        cfg = _read_json(cfg_file, "config")
+        text_cfg = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+        size = _config_size(text_cfg, size)
+        special |= _config_special_ids(text_cfg)
+    _check_usable(directory, size, special)
     return Vocab(size, frozenset(special), str(directory))
 
 

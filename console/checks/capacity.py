@@ -60,105 +60,133 @@ def _gpu_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict
     wanted = set(arm.gpus) if arm and arm.gpus is not None else {r["gpu"] for r in rows}
     missing = sorted(wanted - {r["gpu"] for r in rows})
     if missing:
+        return [_missing_gpus_verdict(rows, wanted, missing, arm)]
+    out = _unreadable_verdicts(rows, wanted) + _occupancy_verdicts(rows, wanted)
+    if arm and arm.weights_gb is not None:
+        out += _weights_fit_verdicts(arm, arm.weights_gb, rows, wanted, warned=bool(out))
+    if not out:
+        out.append(_all_free_verdict(rows, wanted))
+    return out
+
+
+def _missing_gpus_verdict(
+    rows: list[dict[str, Any]], wanted: set[int], missing: list[int], arm: ArmContext | None
+) -> Verdict:
+    return Verdict(
+        CHECK,
+        FAIL,
+        f"arm {arm.name if arm else '?'} wants {gpu_label(missing)}, which this box "
+        f"does not have ({len(rows)} GPUs)",
+        {"gpus": rows, "wanted": sorted(wanted)},
+    )
+
+
+def _unreadable_verdicts(rows: list[dict[str, Any]], wanted: set[int]) -> list[Verdict]:
+    unreadable = [r["gpu"] for r in rows if r["free_mib"] is None and r["gpu"] in wanted]
+    if not unreadable:
+        return []
+    return [
+        Verdict(
+            CHECK,
+            WARN,
+            f"{gpu_label(unreadable)}: memory use not readable ([N/A]); free GPU memory unknown",
+            {"gpus": rows},
+        )
+    ]
+
+
+def _occupancy_verdicts(rows: list[dict[str, Any]], wanted: set[int]) -> list[Verdict]:
+    """A warning per wanted GPU that someone else holds memory on, listed processes or not."""
+    out = []
+    for r in rows:
+        if r["gpu"] not in wanted or r["free_mib"] is None:
+            continue
+        verdict = _occupancy_verdict(r)
+        if verdict is not None:
+            out.append(verdict)
+    return out
+
+
+def _occupancy_verdict(r: dict[str, Any]) -> Verdict | None:
+    label = gpu_label([r["gpu"]])
+    need_free = VLLM_DEFAULT_UTILIZATION * r["total_mib"]
+    if r["processes"]:
+        listed = "; ".join(_proc_text(p) for p in r["processes"])
+        return Verdict(
+            CHECK,
+            WARN,
+            f"{label}: {len(r['processes'])} other process(es) on the GPU ({listed}), "
+            f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free; vLLM's default "
+            f"--gpu-memory-utilization {VLLM_DEFAULT_UTILIZATION} needs {need_free:,.0f} MiB free "
+            "at start-up: kill them or lower the utilization",
+            {"gpu": r},
+        )
+    if r["used_mib"] > FOREIGN_USE_MIB:
+        return Verdict(
+            CHECK,
+            WARN,
+            f"{label}: {r['used_mib']:,.0f} MiB in use by processes not visible "
+            "from here (another container or user?); "
+            f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free",
+            {"gpu": r},
+        )
+    return None
+
+
+def _weights_fit_verdicts(
+    arm: ArmContext, weights_gb: float, rows: list[dict[str, Any]], wanted: set[int], warned: bool
+) -> list[Verdict]:
+    """Fail when a wanted GPU has less free memory than its share of the arm's weights.
+
+    When they fit and nothing was warned about (``warned``), this pass stands in for the all-free one.
+    """
+    shards = arm.shards
+    per_gpu_mib = weights_gb * GB / shards / MIB
+    short = [
+        r for r in rows if r["gpu"] in wanted and r["free_mib"] is not None and r["free_mib"] < per_gpu_mib
+    ]
+    numbers = {
+        "weights_gb": weights_gb,
+        "shards": shards,
+        "per_gpu_mib": round(per_gpu_mib),
+        "gpus": [r for r in rows if r["gpu"] in wanted],
+    }
+    if short:
+        worst_free = min(r["free_mib"] for r in short)
         return [
             Verdict(
                 CHECK,
                 FAIL,
-                f"arm {arm.name if arm else '?'} wants {gpu_label(missing)}, which this box "
-                f"does not have ({len(rows)} GPUs)",
-                {"gpus": rows, "wanted": sorted(wanted)},
+                f"arm {arm.name}: {weights_gb:g} GB of weights split over {shards} GPU(s) need "
+                f"{per_gpu_mib:,.0f} MiB per GPU before any KV cache; "
+                f"{gpu_label([r['gpu'] for r in short])} ha{'s' if len(short) == 1 else 've'} "
+                f"{worst_free:,.0f} MiB free; a model that does not fit one card is a different "
+                "product (campaign rule 10)",
+                numbers,
             )
         ]
-    out: list[Verdict] = []
-    unreadable = [r["gpu"] for r in rows if r["free_mib"] is None and r["gpu"] in wanted]
-    if unreadable:
-        out.append(
-            Verdict(
-                CHECK,
-                WARN,
-                f"{gpu_label(unreadable)}: memory use not readable ([N/A]); free GPU memory unknown",
-                {"gpus": rows},
-            )
+    if warned:
+        return []
+    least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
+    return [
+        Verdict(
+            CHECK,
+            OK,
+            f"arm {arm.name}: {per_gpu_mib:,.0f} MiB of weights per GPU (split over {shards}) "
+            f"fit in {least:,.0f} MiB free on {gpu_label(sorted(wanted))}",
+            numbers,
         )
-    for r in rows:
-        if r["gpu"] not in wanted or r["free_mib"] is None:
-            continue
-        label = gpu_label([r["gpu"]])
-        need_free = VLLM_DEFAULT_UTILIZATION * r["total_mib"]
-        if r["processes"]:
-            listed = "; ".join(_proc_text(p) for p in r["processes"])
-            out.append(
-                Verdict(
-                    CHECK,
-                    WARN,
-                    f"{label}: {len(r['processes'])} other process(es) on the GPU ({listed}), "
-                    f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free; vLLM's default "
-                    f"--gpu-memory-utilization {VLLM_DEFAULT_UTILIZATION} needs {need_free:,.0f} MiB free "
-                    "at start-up: kill them or lower the utilization",
-                    {"gpu": r},
-                )
-            )
-        elif r["used_mib"] > FOREIGN_USE_MIB:
-            out.append(
-                Verdict(
-                    CHECK,
-                    WARN,
-                    f"{label}: {r['used_mib']:,.0f} MiB in use by processes not visible "
-                    "from here (another container or user?); "
-                    f"{r['free_mib']:,.0f} of {r['total_mib']:,.0f} MiB free",
-                    {"gpu": r},
-                )
-            )
-    if arm and arm.weights_gb is not None:
-        shards = arm.shards
-        per_gpu_mib = arm.weights_gb * GB / shards / MIB
-        short = [
-            r
-            for r in rows
-            if r["gpu"] in wanted and r["free_mib"] is not None and r["free_mib"] < per_gpu_mib
-        ]
-        numbers = {
-            "weights_gb": arm.weights_gb,
-            "shards": shards,
-            "per_gpu_mib": round(per_gpu_mib),
-            "gpus": [r for r in rows if r["gpu"] in wanted],
-        }
-        if short:
-            worst_free = min(r["free_mib"] for r in short)
-            out.append(
-                Verdict(
-                    CHECK,
-                    FAIL,
-                    f"arm {arm.name}: {arm.weights_gb:g} GB of weights split over {shards} GPU(s) need "
-                    f"{per_gpu_mib:,.0f} MiB per GPU before any KV cache; "
-                    f"{gpu_label([r['gpu'] for r in short])} ha{'s' if len(short) == 1 else 've'} "
-                    f"{worst_free:,.0f} MiB free; a model that does not fit one card is a different "
-                    "product (campaign rule 10)",
-                    numbers,
-                )
-            )
-        elif not out:
-            least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
-            out.append(
-                Verdict(
-                    CHECK,
-                    OK,
-                    f"arm {arm.name}: {per_gpu_mib:,.0f} MiB of weights per GPU (split over {shards}) "
-                    f"fit in {least:,.0f} MiB free on {gpu_label(sorted(wanted))}",
-                    numbers,
-                )
-            )
-    if not out:
-        least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
-        out.append(
-            Verdict(
-                CHECK,
-                OK,
-                f"{gpu_label(sorted(wanted))}: no other processes, at least {least:,.0f} MiB free per GPU",
-                {"gpus": [r for r in rows if r["gpu"] in wanted]},
-            )
-        )
-    return out
+    ]
+
+
+def _all_free_verdict(rows: list[dict[str, Any]], wanted: set[int]) -> Verdict:
+    least = min(r["free_mib"] for r in rows if r["gpu"] in wanted)
+    return Verdict(
+        CHECK,
+        OK,
+        f"{gpu_label(sorted(wanted))}: no other processes, at least {least:,.0f} MiB free per GPU",
+        {"gpus": [r for r in rows if r["gpu"] in wanted]},
+    )
 
 
 def _disk_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict]:

@@ -111,11 +111,7 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
     driver = probe.get("driver_version")
     cuda = env.get("torch_cuda")
     names = sorted({g.get("name") or "?" for g in gpus(probe)})
-    consumer = any(is_consumer(n) for n in names)
-    compat = list(env.get("compat_libs") or [])
-    libcuda = env.get("libcuda_path")
-    if libcuda and "/compat/" in libcuda and libcuda not in compat:
-        compat.append(libcuda)
+    compat = _compat_libs(env)
     base = {
         "driver": driver,
         "cuda_driver_version": probe.get("cuda_driver_version"),
@@ -123,82 +119,102 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
         "gpu_names": names,
         "serving_env": env.get("prefix"),
         "compat_libs": compat,
-        "libcuda_path": libcuda,
+        "libcuda_path": env.get("libcuda_path"),
         "cuinit": env.get("cuinit"),
     }
-    problems: list[Verdict] = []
-    oks: list[str] = []
-
-    if driver is None:
-        problems.append(
-            Verdict(
-                CHECK,
-                WARN,
-                "host driver version not readable from the probe; run `nvidia-smi` on the box",
-                base,
-            )
-        )
-    elif cuda is None:
-        if env.get("error"):
-            why, fix = (
-                env["error"],
-                "fix the serving env so torch's CUDA and cuInit can be checked before a launch",
-            )
-        elif env.get("prefix"):
-            why = f"the Python in {env['prefix']} reports no torch CUDA build (torch missing or a CPU build)"
-            fix = "point the box's serving env at the environment that will serve (`--serving-env PREFIX`)"
-        else:
-            why = "no serving environment is configured for this box"
-            fix = (
-                "set the box's serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and "
-                "cuInit can be checked before a launch"
-            )
-        problems.append(Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); {fix}", base))
-    else:
-        try:
-            verdict, text, numbers = _driver_vs_cuda(driver, cuda)
-        except ValueError as exc:
-            problems.append(Verdict(CHECK, WARN, f"cannot compare driver and CUDA: {exc}", base))
-        else:
-            if verdict == OK:
-                oks.append(text)
-            else:
-                problems.append(Verdict(CHECK, verdict, text, {**base, **numbers}))
-
     code = env.get("cuinit")
+    findings = [
+        _driver_finding(driver, cuda, env, base),
+        _cuinit_finding(code, cuda, env, base),
+        _consumer_compat_finding(names, compat, code, base),
+    ]
+    problems = [v for v in findings if v is not None and v.verdict != OK]
+    if problems:
+        return problems
+    return [Verdict(CHECK, OK, "; ".join(v.reason for v in findings if v is not None), base)]
+
+
+def _compat_libs(env: dict[str, Any]) -> list[str]:
+    """The forward-compatibility libraries on the loader path, counting a libcuda loaded from a compat dir."""
+    compat = list(env.get("compat_libs") or [])
+    libcuda = env.get("libcuda_path")
+    if libcuda and "/compat/" in libcuda and libcuda not in compat:
+        compat.append(libcuda)
+    return compat
+
+
+def _driver_finding(
+    driver: str | None, cuda: str | None, env: dict[str, Any], base: dict[str, Any]
+) -> Verdict:
+    """The host driver judged against the CUDA the serving environment was built for."""
+    if driver is None:
+        return Verdict(
+            CHECK,
+            WARN,
+            "host driver version not readable from the probe; run `nvidia-smi` on the box",
+            base,
+        )
+    if cuda is None:
+        why, fix = _unknown_cuda_cause(env)
+        return Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); {fix}", base)
+    try:
+        verdict, text, numbers = _driver_vs_cuda(driver, cuda)
+    except ValueError as exc:
+        return Verdict(CHECK, WARN, f"cannot compare driver and CUDA: {exc}", base)
+    return Verdict(CHECK, verdict, text, {**base, **numbers})
+
+
+def _unknown_cuda_cause(env: dict[str, Any]) -> tuple[str, str]:
+    """Why the serving environment's CUDA is unknown, and what to do about it."""
+    if env.get("error"):
+        return env["error"], "fix the serving env so torch's CUDA and cuInit can be checked before a launch"
+    if env.get("prefix"):
+        return (
+            f"the Python in {env['prefix']} reports no torch CUDA build (torch missing or a CPU build)",
+            "point the box's serving env at the environment that will serve (`--serving-env PREFIX`)",
+        )
+    return (
+        "no serving environment is configured for this box",
+        "set the box's serving env (`campaign box add --serving-env PREFIX`) so torch's CUDA and "
+        "cuInit can be checked before a launch",
+    )
+
+
+def _cuinit_finding(code: Any, cuda: str | None, env: dict[str, Any], base: dict[str, Any]) -> Verdict | None:
+    """cuInit(0) in the serving environment, the definitive evidence; its absence matters only when the
+    serving environment's CUDA is known (otherwise that is already the warning)."""
     if isinstance(code, int) and code != 0:
         name, meaning = CUINIT_CODES.get(
             code, (env.get("cuinit_name") or "unknown", "see the CUDA driver API")
         )
-        problems.append(
-            Verdict(
-                CHECK, FAIL, f"cuInit(0) in the serving environment returned {code} ({name}): {meaning}", base
-            )
+        return Verdict(
+            CHECK, FAIL, f"cuInit(0) in the serving environment returned {code} ({name}): {meaning}", base
         )
-    elif code == 0:
-        oks.append("cuInit(0) = 0 in the serving environment")
-    elif cuda is not None:
-        problems.append(
-            Verdict(
-                CHECK,
-                WARN,
-                "cuInit(0) was not run in the serving environment "
-                f"({env.get('error') or 'no result'}); the driver table is the only evidence",
-                base,
-            )
+    if code == 0:
+        return Verdict(CHECK, OK, "cuInit(0) = 0 in the serving environment", base)
+    if cuda is not None:
+        return Verdict(
+            CHECK,
+            WARN,
+            "cuInit(0) was not run in the serving environment "
+            f"({env.get('error') or 'no result'}); the driver table is the only evidence",
+            base,
         )
+    return None
 
-    if consumer and compat and not (isinstance(code, int) and code == 804):
-        problems.append(
-            Verdict(
-                CHECK,
-                FAIL,
-                f"consumer GPU ({', '.join(names)}) with forward-compatibility libraries on the loader path "
-                f"({', '.join(compat)}): CUDA refuses them on consumer cards (error 804); remove them from "
-                "LD_LIBRARY_PATH / unset VLLM_ENABLE_CUDA_COMPATIBILITY, or use an image matching the host driver",
-                base,
-            )
+
+def _consumer_compat_finding(
+    names: list[str], compat: list[str], code: Any, base: dict[str, Any]
+) -> Verdict | None:
+    """Refuse compat libraries on a consumer GPU before launch, even when cuInit was not run; a cuInit
+    that already returned 804 says the same and is enough."""
+    if any(is_consumer(n) for n in names) and compat and not (isinstance(code, int) and code == 804):
+        return Verdict(
+            CHECK,
+            FAIL,
+            f"consumer GPU ({', '.join(names)}) with forward-compatibility libraries on the loader path "
+            f"({', '.join(compat)}): CUDA refuses them on consumer cards (error 804); remove them from "
+            "LD_LIBRARY_PATH / unset VLLM_ENABLE_CUDA_COMPATIBILITY, or use an image matching the host driver",
+            base,
         )
-    if problems:
-        return problems
-    return [Verdict(CHECK, OK, "; ".join(oks), base)]
+    return None

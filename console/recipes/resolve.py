@@ -15,7 +15,7 @@ from typing import Any
 
 from console.errors import InputError
 from console.recipes.guard import env_problem, listen_problem
-from console.recipes.model import LAYOUT_KEYS, Arm, BoxSpec, Catalog, Profile, ServingProfile
+from console.recipes.model import LAYOUT_KEYS, Arm, BoxSpec, Catalog, FlagValue, Profile, ServingProfile
 
 LOOPBACK = "127.0.0.1"
 ServerArg = tuple[str, tuple[str, ...]]
@@ -99,28 +99,50 @@ def _value(v: object) -> str:
     return str(v)
 
 
+def _arg(flag: str, value: object | None = None) -> ServerArg:
+    return (flag, () if value is None else (_value(value),))
+
+
 def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
     """Every flag after ``serve MODEL`` except host/port, in a fixed order (golden tests rely on it)."""
-    args: list[ServerArg] = []
-
-    def add(flag: str, value: object | None = None) -> None:
-        args.append((flag, () if value is None else (_value(value),)))
-
-    if arm.tensor_parallel > 1:
-        add("--tensor-parallel-size", arm.tensor_parallel)
-    if arm.data_parallel > 1:
-        add("--data-parallel-size", arm.data_parallel)
-    if arm.expert_parallel:
-        add("--enable-expert-parallel")
-    if arm.linear_backend:
-        add("--kernel-config.linear_backend", arm.linear_backend)
-    if arm.moe_backend:
-        add("--kernel-config.moe_backend", arm.moe_backend)
     free = {**profile.flags, **arm.flags}
+    return [
+        *_layout_args(arm),
+        *_autotune_args(arm, free),
+        *_engine_args(arm),
+        *_serving_args(profile.serving),
+        *_free_args(free),
+    ]
+
+
+def _layout_args(arm: Arm) -> list[ServerArg]:
+    """Parallelism and kernel backends."""
+    args: list[ServerArg] = []
+    if arm.tensor_parallel > 1:
+        args.append(_arg("--tensor-parallel-size", arm.tensor_parallel))
+    if arm.data_parallel > 1:
+        args.append(_arg("--data-parallel-size", arm.data_parallel))
+    if arm.expert_parallel:
+        args.append(_arg("--enable-expert-parallel"))
+    if arm.linear_backend:
+        args.append(_arg("--kernel-config.linear_backend", arm.linear_backend))
+    if arm.moe_backend:
+        args.append(_arg("--kernel-config.moe_backend", arm.moe_backend))
+    return args
+
+
+def _autotune_args(arm: Arm, free: dict[str, FlagValue]) -> list[ServerArg]:
+    """Campaign rule 5: a rank with a cached autotune result desynchronises from the others and hangs,
+    so tensor-parallel arms turn autotune off unless their free flags say otherwise."""
     autotune_set = {"--enable-flashinfer-autotune", "--no-enable-flashinfer-autotune"} & set(free)
     if arm.tensor_parallel > 1 and not autotune_set:
-        # Campaign rule 5: a rank with a cached autotune result desynchronises from the others and hangs.
-        add("--no-enable-flashinfer-autotune")
+        return [_arg("--no-enable-flashinfer-autotune")]
+    return []
+
+
+def _engine_args(arm: Arm) -> list[ServerArg]:
+    """The arm's engine settings: batch and length limits, cache and weight types, memory, eager mode."""
+    args: list[ServerArg] = []
     for key in (
         "max_num_seqs",
         "max_model_len",
@@ -131,28 +153,45 @@ def server_args(arm: Arm, profile: Profile) -> list[ServerArg]:
     ):
         value = getattr(arm, key)
         if value is not None:
-            add("--" + key.replace("_", "-"), value)
+            args.append(_arg("--" + key.replace("_", "-"), value))
     if arm.gpu_memory_utilization is not None:
-        add("--gpu-memory-utilization", arm.gpu_memory_utilization)
+        args.append(_arg("--gpu-memory-utilization", arm.gpu_memory_utilization))
     if arm.enforce_eager:
-        add("--enforce-eager")
-    serving = profile.serving
+        args.append(_arg("--enforce-eager"))
+    return args
+
+
+def _serving_args(serving: ServingProfile) -> list[ServerArg]:
+    """The profile's chat behaviour: reasoning and tool-call parsers, default chat-template kwargs."""
+    args: list[ServerArg] = []
     if serving.reasoning_parser:
-        add("--reasoning-parser", serving.reasoning_parser)
+        args.append(_arg("--reasoning-parser", serving.reasoning_parser))
     if serving.tool_call_parser:
-        add("--tool-call-parser", serving.tool_call_parser)
-        add("--enable-auto-tool-choice")
+        args.append(_arg("--tool-call-parser", serving.tool_call_parser))
+        args.append(_arg("--enable-auto-tool-choice"))
     if serving.chat_template_kwargs:
-        add("--default-chat-template-kwargs", json.dumps(serving.chat_template_kwargs, separators=(",", ":")))
+        args.append(
+            _arg(
+                "--default-chat-template-kwargs",
+                json.dumps(serving.chat_template_kwargs, separators=(",", ":")),
+            )
+        )
+    return args
+
+
+def _free_args(free: dict[str, FlagValue]) -> list[ServerArg]:
+    """The profile's and arm's free-form flags: true is a bare flag, false leaves it out, a list is
+    several values."""
+    args: list[ServerArg] = []
     for flag, value in free.items():
         if value is False:
             continue
         if value is True:
-            add(flag)
+            args.append(_arg(flag))
         elif isinstance(value, list):
             args.append((flag, tuple(value)))
         else:
-            add(flag, value)
+            args.append(_arg(flag, value))
     return args
 
 
@@ -215,7 +254,7 @@ def resolve(
     else:
         model = profile.checkpoint
     groups = gpu_groups(a, box, gpus)
-    if not (0 < base_port and base_port + len(groups) <= 65536):
+    if not (base_port > 0 and base_port + len(groups) <= 65536):
         raise ResolveError(
             f"base_port {base_port}: ports {base_port}..{base_port + len(groups) - 1} are out of range"
         )
