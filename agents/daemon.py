@@ -9,6 +9,7 @@ samples, log reading and readiness of launches, /metrics scraping, runs, the wat
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -134,10 +135,8 @@ class Agent:
 
     def _serve(self) -> None:
         path = self.home / SOCKET_NAME
-        try:
+        with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        except FileNotFoundError:
-            pass
         agent = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -169,10 +168,8 @@ class Agent:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 (self.home / SOCKET_NAME).unlink()
-            except FileNotFoundError:
-                pass
         if self.gpu is not None:
             self.gpu.close()
         self.supervisor.close()

@@ -7,6 +7,7 @@ two consoles with the same tree produce byte-identical archives (fixed timestamp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import pkgutil
@@ -48,10 +49,8 @@ def _hash(sources: list[tuple[str, bytes]]) -> str:
 def agent_version() -> str:
     """This agent's version: embedded in a zipapp, else computed from the source tree."""
     embedded = None
-    try:
+    with contextlib.suppress(OSError):
         embedded = pkgutil.get_data("agents", VERSION_FILE)
-    except OSError:
-        pass
     if embedded:
         return embedded.decode().strip()
     return _hash(_sources())

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from agents.loadgen import memory, metrics
@@ -166,24 +166,28 @@ class Progress:
         self.last = (now, out_tokens, in_tokens)
 
     def _loop(self) -> None:
-        out = open(self.samples, "a", encoding="utf-8") if self.samples else None
-        try:
-            tick = 0
-            while not self.stop_event.wait(1.0):
-                tick += 1
-                if out:
-                    self._sample(out)
-                if self.enabled and (self.tty or tick % 10 == 0):
-                    sys.stderr.write(("\r" + self._line()) if self.tty else self._line() + "\n")
-                    sys.stderr.flush()
-            if out:
-                self._sample(out)
-        finally:
-            if out:
-                out.close()
+        if self.samples:
+            with open(self.samples, "a", encoding="utf-8") as out:
+                self._tick_until_stopped(out)
+        else:
+            self._tick_until_stopped(None)
         if self.enabled:
             sys.stderr.write(("\r" if self.tty else "") + self._line() + "\n")
             sys.stderr.flush()
+
+    def _tick_until_stopped(self, out: TextIO | None) -> None:
+        """Once a second: a sample line to ``out`` if given, the progress line if enabled; one last
+        sample when stopped, so the file ends at the run's end."""
+        tick = 0
+        while not self.stop_event.wait(1.0):
+            tick += 1
+            if out:
+                self._sample(out)
+            if self.enabled and (self.tty or tick % 10 == 0):
+                sys.stderr.write(("\r" + self._line()) if self.tty else self._line() + "\n")
+                sys.stderr.flush()
+        if out:
+            self._sample(out)
 
     def start(self) -> None:
         if self.enabled or self.samples:

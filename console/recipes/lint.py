@@ -83,15 +83,19 @@ Rule = Callable[[_Ctx], Iterator[Finding]]
 
 def r1_nvfp4_linear_backend(c: _Ctx) -> Iterator[Finding]:
     p = c.profile
-    if p.quantization == "nvfp4" and p.quant_scope == "all" and p.quantizer != "compressed-tensors":
-        if c.arm.linear_backend not in W4A4_LINEAR:
-            got = c.arm.linear_backend or "auto (unset)"
-            yield c.at_arm(
-                "R1-nvfp4-linear-backend",
-                "linear_backend",
-                f"NVFP4 checkpoint with linear_backend {got}: auto picks a W4A16 dequant kernel 47% below FP8; "
-                "force b12x or flashinfer_b12x (seed rule 1)",
-            )
+    if (
+        p.quantization == "nvfp4"
+        and p.quant_scope == "all"
+        and p.quantizer != "compressed-tensors"
+        and c.arm.linear_backend not in W4A4_LINEAR
+    ):
+        got = c.arm.linear_backend or "auto (unset)"
+        yield c.at_arm(
+            "R1-nvfp4-linear-backend",
+            "linear_backend",
+            f"NVFP4 checkpoint with linear_backend {got}: auto picks a W4A16 dequant kernel 47% below FP8; "
+            "force b12x or flashinfer_b12x (seed rule 1)",
+        )
 
 
 def r2_compressed_tensors(c: _Ctx) -> Iterator[Finding]:
