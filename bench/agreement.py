@@ -51,9 +51,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,6 +70,10 @@ from testbed.agreement import (  # noqa: E402
     run_ours,
     run_reference,
 )
+
+if TYPE_CHECKING:
+    from testbed.vllm_env import VllmEnv
+    from testbed.vllm_server import TinyServer
 
 CLIENTS = ("ours", "ours-again", "vllm", "vllm-seed0", "baseline")
 SIDES = ("client", "server", "vs_server")
@@ -201,7 +205,7 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--input-len", type=int, default=256)
     p.add_argument("--output-len", type=int, default=32)
@@ -246,74 +250,132 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--tries", type=int, default=3)
     p.add_argument("--json", type=Path, help="also write every run and the medians here")
-    args = p.parse_args(argv)
-    names = args.clients.split(",")
+    return p
+
+
+def client_names(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The clients in run order: --clients, with ``baseline`` right after ``ours`` when --baseline names a
+    checkout that --clients leaves out."""
+    names: list[str] = args.clients.split(",")
     if args.baseline and "baseline" not in names:
         names.insert(names.index("ours") + 1 if "ours" in names else 0, "baseline")
     if "baseline" in names and not args.baseline:
         p.error("the client baseline needs --baseline DIR")
     if unknown := [n for n in names if n not in CLIENTS]:
         p.error(f"--clients: unknown {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    return names
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The server being measured."""
+
+    base_url: str
+    model: str
+    session: int | None
+    """Its process session, for its CPU time (None: not measured)."""
+    started: TinyServer | None
+    """The tiny-cpu arm when this script started it (and stops it), None for a running one (--base-url)."""
+
+
+def start_serving(
+    p: argparse.ArgumentParser, args: argparse.Namespace, env: VllmEnv, server_cpus: list[int], tmp: Path
+) -> Serving:
+    """The running server --base-url names, or else the tiny-cpu arm started here pinned to --server-cpus
+    (its own process session)."""
+    from testbed import vllm_server  # the tiny-cpu arm
+
+    if args.base_url:
+        if not args.model:
+            p.error("--base-url needs --model (the served model name)")
+        return Serving(args.base_url.rstrip("/"), args.model, args.server_session, None)
+    log(f"starting the tiny-cpu arm pinned to CPU {server_cpus}")
+    extra = ("--no-enable-prefix-caching",) if args.no_prefix_caching else ()
+    server = vllm_server.start(env, tmp / "vllm.log", cpus=set(server_cpus), extra_args=extra)
+    return Serving(server.base_url, server.model, server.process.pid, server)
+
+
+def runners(
+    target: Target, shape: Shape, client_cpus: list[int], tmp: Path, baseline: Path | None
+) -> dict[str, Runner]:
+    """How each client runs once (``baseline`` only with a checkout to run it from)."""
+    rng = random.Random()
+    out: dict[str, Runner] = {
+        "ours": lambda s: run_ours(target, shape, client_cpus, tmp, s),
+        "ours-again": lambda s: run_ours(target, shape, client_cpus, tmp, s),
+        "vllm": lambda s: run_reference(target, shape, client_cpus, tmp, rng.randrange(1, 2**31), s),
+        "vllm-seed0": lambda s: run_reference(target, shape, client_cpus, tmp, None, s),
+    }
+    if baseline is not None:
+        out["baseline"] = lambda s: run_ours(target, shape, client_cpus, tmp, s, baseline)
+    return out
+
+
+def measure_client(
+    args: argparse.Namespace,
+    serving: Serving,
+    rnd: int,
+    name: str,
+    runner: Runner,
+    set_aside: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One run of a client, run again (up to --tries in all, 10 s apart) while the server had its requests
+    but not its core; each run so set aside goes to ``set_aside``. The last try counts whatever it got."""
+    for attempt in range(1, args.tries + 1):
+        log(f"round {rnd}/{args.rounds}{' (warm-up)' if rnd == 0 else ''}: {name}, try {attempt}")
+        got = measured(serving.base_url, serving.session, runner)
+        log(json.dumps(got))
+        if attempt == args.tries or not contended(got, args.concurrency, args.min_server_share):
+            break
+        set_aside.append({"name": name, "round": rnd, **got})
+        log(f"the server got {got['server']['cpu_share']:.0%} of its core: other work; again in 10 s")
+        time.sleep(10)
+    return got
+
+
+def run_rounds(
+    args: argparse.Namespace, serving: Serving, names: list[str], run: dict[str, Runner]
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Every client once per round, in order, for a warm-up round and then --rounds counted ones: the
+    counted runs per client, and the runs set aside because other work took the server's core."""
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    set_aside: list[dict[str, Any]] = []
+    for rnd in range(args.rounds + 1):  # round 0 warms the server up and is not counted
+        for name in names:
+            got = measure_client(args, serving, rnd, name, run[name], set_aside)
+            if rnd:
+                runs[name].append(got)
+    return runs, set_aside
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    names = client_names(p, args)
     from testbed import vllm_env, vllm_server  # the cached CPU vLLM venv and the tiny-cpu arm
 
     env = vllm_env.ensure()
     shape = Shape(args.input_len, args.output_len, args.prompts, args.concurrency)
     client_cpus, server_cpus = cpu_list(args.client_cpus), cpu_list(args.server_cpus)
-    server = None
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        if args.base_url:
-            if not args.model:
-                p.error("--base-url needs --model (the served model name)")
-            base_url, model, session = args.base_url.rstrip("/"), args.model, args.server_session
-        else:
-            log(f"starting the tiny-cpu arm pinned to CPU {server_cpus}")
-            extra = ("--no-enable-prefix-caching",) if args.no_prefix_caching else ()
-            server = vllm_server.start(env, tmp / "vllm.log", cpus=set(server_cpus), extra_args=extra)
-            base_url, model, session = server.base_url, server.model, server.process.pid  # its own session
-        os.sched_setaffinity(
-            0, set(client_cpus)
-        )  # this process's scrapes and samples stay off the server's CPUs
-        target = Target(base_url, model, args.tokenizer or env.model_dir, env.python)
-        rng = random.Random()
-        runners: dict[str, Runner] = {
-            "ours": lambda s: run_ours(target, shape, client_cpus, tmp, s),
-            "ours-again": lambda s: run_ours(target, shape, client_cpus, tmp, s),
-            "vllm": lambda s: run_reference(target, shape, client_cpus, tmp, rng.randrange(1, 2**31), s),
-            "vllm-seed0": lambda s: run_reference(target, shape, client_cpus, tmp, None, s),
-            "baseline": lambda s: run_ours(target, shape, client_cpus, tmp, s, args.baseline),
-        }
-        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-        set_aside: list[dict[str, Any]] = []
+        serving = start_serving(p, args, env, server_cpus, tmp)
+        # this process's scrapes and samples stay off the server's CPUs
+        os.sched_setaffinity(0, set(client_cpus))
+        target = Target(serving.base_url, serving.model, args.tokenizer or env.model_dir, env.python)
         try:
-            for rnd in range(args.rounds + 1):  # round 0 warms the server up and is not counted
-                for name in names:
-                    for attempt in range(1, args.tries + 1):
-                        log(
-                            f"round {rnd}/{args.rounds}{' (warm-up)' if rnd == 0 else ''}: {name}, try {attempt}"
-                        )
-                        got = measured(base_url, session, runners[name])
-                        log(json.dumps(got))
-                        if attempt == args.tries or not contended(
-                            got, shape.concurrency, args.min_server_share
-                        ):
-                            break
-                        set_aside.append({"name": name, "round": rnd, **got})
-                        log(
-                            f"the server got {got['server']['cpu_share']:.0%} of its core: other work; again in 10 s"
-                        )
-                        time.sleep(10)
-                    if rnd:
-                        runs[name].append(got)
+            runs, set_aside = run_rounds(
+                args, serving, names, runners(target, shape, client_cpus, tmp, args.baseline)
+            )
         finally:
-            if server is not None:
-                vllm_server.stop(server.process)
+            if serving.started is not None:
+                vllm_server.stop(serving.started.process)
     report = {
         "shape": asdict(shape),
         "server_cpus": server_cpus,
         "client_cpus": client_cpus,
-        "server_argv": server.argv if server else None,
-        "base_url": base_url,
+        "server_argv": serving.started.argv if serving.started else None,
+        "base_url": serving.base_url,
         "rounds": args.rounds,
         "min_server_share": args.min_server_share,
         "set_aside": set_aside,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,46 +22,49 @@ from agents.tripwire.items import ITEMS
 BY_PROMPT = {item.prompt: item for item in ITEMS}
 
 
-def answer_for(mode: str, expected: str) -> tuple[str, str | None, str]:
+Answer = tuple[str, str | None, str]
+"""(content, reasoning_content, finish_reason)."""
+
+DIGITS = " ".join(str(d) * 3 for d in range(1, 10)) + " " + " ".join(str(d) * 4 for d in range(1, 10))
+
+ANSWERS: dict[str, Callable[[str], Answer]] = {
+    "correct": lambda expected: (f"The answer is {expected}.", None, "stop"),
+    "wrong": lambda expected: ("I believe the answer is 7 and the place is Atlantis.", None, "stop"),
+    "degenerate": lambda expected: ("The answer is the answer is the answer. " * 30, None, "length"),
+    "digits": lambda expected: (DIGITS, None, "length"),
+    "right-then-digits": lambda expected: (f"{expected} 111 222 333", None, "length"),
+    "counting": lambda expected: (f"{expected} " + " ".join(str(n) for n in range(1, 43)), None, "length"),
+    "bang": lambda expected: ("!" * 200, None, "length"),
+    "leak-tags": lambda expected: (
+        f"Okay, the user asks a question. Let me work it out carefully.\n</think>\n\n{expected}",
+        None,
+        "stop",
+    ),
+    "leak-prose": lambda expected: (
+        "We need to answer user's request. The question is simple; compute it and reply briefly.\n\n"
+        f"Answer: {expected}",
+        None,
+        "stop",
+    ),
+    "parsed": lambda expected: (
+        expected,
+        "The user wants a short answer. Recall the fact and state it.",
+        "stop",
+    ),
+    "truncated": lambda expected: (
+        "<think>\nLet me think about this step by step. First, consider",
+        None,
+        "length",
+    ),
+}
+"""Each mode's answer to a question whose expected answer is given (``http-500`` answers no question)."""
+
+
+def answer_for(mode: str, expected: str) -> Answer:
     """(content, reasoning_content, finish_reason) for one mode."""
-    if mode == "correct":
-        return f"The answer is {expected}.", None, "stop"
-    if mode == "wrong":
-        return "I believe the answer is 7 and the place is Atlantis.", None, "stop"
-    if mode == "degenerate":
-        return "The answer is the answer is the answer. " * 30, None, "length"
-    if mode == "digits":
-        return (
-            " ".join(str(d) * 3 for d in range(1, 10)) + " " + " ".join(str(d) * 4 for d in range(1, 10)),
-            None,
-            "length",
-        )
-    if mode == "right-then-digits":
-        return f"{expected} 111 222 333", None, "length"
-    if mode == "counting":
-        return f"{expected} " + " ".join(str(n) for n in range(1, 43)), None, "length"
-    if mode == "bang":
-        return "!" * 200, None, "length"
-    if mode == "leak-tags":
-        return (
-            f"Okay, the user asks a question. Let me work it out carefully.\n</think>\n\n{expected}",
-            None,
-            "stop",
-        )
-    if mode == "leak-prose":
-        return (
-            (
-                "We need to answer user's request. The question is simple; compute it and reply briefly.\n\n"
-                f"Answer: {expected}"
-            ),
-            None,
-            "stop",
-        )
-    if mode == "parsed":
-        return expected, "The user wants a short answer. Recall the fact and state it.", "stop"
-    if mode == "truncated":
-        return "<think>\nLet me think about this step by step. First, consider", None, "length"
-    raise ValueError(f"unknown fake-server mode {mode!r}")
+    if mode not in ANSWERS:
+        raise ValueError(f"unknown fake-server mode {mode!r}")
+    return ANSWERS[mode](expected)
 
 
 class _Server(ThreadingHTTPServer):

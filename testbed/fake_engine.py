@@ -35,9 +35,10 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -145,51 +146,57 @@ def _dump_env(path: str) -> None:
     os.replace(tmp, path)
 
 
-def serve(argv: list[str]) -> None:
-    if os.environ.get("FAKE_ENGINE_ENV_DUMP"):
-        _dump_env(os.environ["FAKE_ENGINE_ENV_DUMP"])
+@dataclass(frozen=True)
+class _ServeArgs:
+    """What this fake reads of a ``vllm serve MODEL [flags]`` command line."""
+
+    model_path: str
+    served: str
+    port: int
+    max_len: int
+    moe: str
+    linear: str | None
+    caching: bool
+
+
+def _parse(argv: list[str]) -> _ServeArgs:
+    """The serve command line, or vLLM's usage line and exit 2 when it is not one."""
     if not argv or argv[0] != "serve" or len(argv) < 2:
         print("usage: vllm serve MODEL [flags]", file=sys.stderr)
         sys.exit(2)
     model_path = argv[1]
-    served = _flag(argv, "--served-model-name", model_path)
-    port = int(_flag(argv, "--port", "8000") or 8000)
-    max_len = int(_flag(argv, "--max-model-len", "2048") or 2048)
-    moe = _flag(argv, "--kernel-config.moe_backend", "auto")
-    linear = _flag(argv, "--kernel-config.linear_backend", "auto")
-    mode = os.environ.get("FAKE_ENGINE_MODE", "serve")
+    return _ServeArgs(
+        model_path=model_path,
+        served=_flag(argv, "--served-model-name", model_path) or "",
+        port=int(_flag(argv, "--port", "8000") or 8000),
+        max_len=int(_flag(argv, "--max-model-len", "2048") or 2048),
+        moe=_flag(argv, "--kernel-config.moe_backend", "auto") or "",
+        linear=_flag(argv, "--kernel-config.linear_backend", "auto"),
+        caching="--no-enable-prefix-caching" not in argv,
+    )
+
+
+def _choose_moe_backend(moe: str) -> None:
+    """Say which MoE backend it uses, as vLLM does, or refuse a pinned one outside FAKE_ENGINE_MOE_ACCEPTS
+    (exit 1)."""
     accepts = [a for a in os.environ.get("FAKE_ENGINE_MOE_ACCEPTS", "Triton").split(",") if a]
-    kv_tokens = int(os.environ.get("FAKE_ENGINE_KV_TOKENS", "4096"))
-    _log(
-        "APIServer",
-        "INFO",
-        "api_utils.py:286",
-        f"non-default args: {{'model': {model_path!r}, 'port': {port}}}",
-    )
-    caching = "--no-enable-prefix-caching" not in argv
-    _log(
-        "EngineCore",
-        "INFO",
-        "core.py:133",
-        "Initializing a V1 LLM engine (v0.32.0) with config: "
-        f"model={model_path!r}, enable_prefix_caching={caching}, "
-        f"kernel_config=KernelConfig(moe_backend={moe!r}, linear_backend={linear!r})",
-    )
-    time.sleep(float(os.environ.get("FAKE_ENGINE_STARTUP_S", "0.5")))
-    if mode == "crash":
-        os.kill(os.getpid(), signal.SIGKILL)
     names = {a.lower().replace(" ", "_").replace("-", "_"): a for a in accepts}
     if moe != "auto" and moe not in names:
-        _refuse(moe or "", accepts, os.environ.get("FAKE_ENGINE_MOE_REFUSAL", "expected"))
-    chosen = names.get(moe or "", accepts[0])
+        _refuse(moe, accepts, os.environ.get("FAKE_ENGINE_MOE_REFUSAL", "expected"))
+    chosen = names.get(moe, accepts[0])
     _log(
         "Worker",
         "INFO",
         "unquantized.py:364",
         f"Using {chosen} Unquantized MoE backend out of potential backends: {accepts!r}.",
     )
+
+
+def _load(served: str) -> None:
+    """Hold FAKE_ENGINE_GPU_MIB on each visible GPU (weights and KV cache loaded there) and say the NVFP4
+    linear kernel FAKE_ENGINE_LINEAR_KERNEL names, each only when set."""
     visible = [int(g) for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    if os.environ.get("FAKE_ENGINE_GPU_MIB") and visible:  # weights and KV cache loaded on its GPUs
+    if os.environ.get("FAKE_ENGINE_GPU_MIB") and visible:
         tell(visible, float(os.environ["FAKE_ENGINE_GPU_MIB"]), f"vllm serve {served}")
     if os.environ.get("FAKE_ENGINE_LINEAR_KERNEL"):  # vLLM's format: kernels/linear/__init__.py
         _log(
@@ -198,55 +205,97 @@ def serve(argv: list[str]) -> None:
             "__init__.py:683",
             f"Using {os.environ['FAKE_ENGINE_LINEAR_KERNEL']} for NVFP4 GEMM",
         )
+
+
+def _start_up(args: _ServeArgs, mode: str) -> None:
+    """vLLM's start-up up to listening, with the lines the sweep reads: its config, the MoE backend it
+    picked (or its refusal), the KV cache budget. ``crash`` mode dies here, before the backend is chosen."""
+    _log(
+        "APIServer",
+        "INFO",
+        "api_utils.py:286",
+        f"non-default args: {{'model': {args.model_path!r}, 'port': {args.port}}}",
+    )
+    _log(
+        "EngineCore",
+        "INFO",
+        "core.py:133",
+        "Initializing a V1 LLM engine (v0.32.0) with config: "
+        f"model={args.model_path!r}, enable_prefix_caching={args.caching}, "
+        f"kernel_config=KernelConfig(moe_backend={args.moe!r}, linear_backend={args.linear!r})",
+    )
+    time.sleep(float(os.environ.get("FAKE_ENGINE_STARTUP_S", "0.5")))
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _choose_moe_backend(args.moe)
+    _load(args.served)
+    kv_tokens = int(os.environ.get("FAKE_ENGINE_KV_TOKENS", "4096"))
     _log(
         "EngineCore",
         "INFO",
         "kv_cache_utils.py:2327",
         f"CPU KV cache size: {kv_tokens:,} tokens, Maximum "
-        f"concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x",
+        f"concurrency for {args.max_len:,} tokens per request: {kv_tokens / args.max_len:.2f}x",
     )
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args: object) -> None:
-            pass
+class _Handler(BaseHTTPRequestHandler):
+    """The HTTP side: health, models, metrics, streamed completions and chat answers, for the one server this
+    process is (``serve`` sets ``args`` and ``mode``)."""
 
-        def do_GET(self) -> None:
-            if self.path == "/health":
-                self._send(200, b"", "text/plain")
-            elif self.path == "/v1/models":
-                models = {
-                    "object": "list",
-                    "data": [{"id": served, "object": "model", "root": model_path, "max_model_len": max_len}],
-                }
-                self._send(200, json.dumps(models).encode())
-            elif self.path == "/metrics":
-                text = f'vllm:num_requests_running{{model_name="{served}"}} 0.0\n'
-                self._send(200, text.encode(), "text/plain")
-            else:
-                self._send(404, b'{"error": "not found"}')
+    protocol_version = "HTTP/1.1"
+    args: ClassVar[_ServeArgs]
+    mode: ClassVar[str]
 
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.loads(raw)
-            if self.path == "/v1/completions":
-                self.wfile.write(stream_body(served or "", int(body["max_tokens"]), prompt_tokens(raw)))
-            elif self.path == "/v1/chat/completions":
-                self._send(200, json.dumps(_chat(body, served or "", mode)).encode())
-            else:
-                self._send(404, b'{"error": "not found"}')
+    def log_message(self, *args: object) -> None:
+        pass
 
-        def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def do_GET(self) -> None:
+        served = self.args.served
+        if self.path == "/health":
+            self._send(200, b"", "text/plain")
+        elif self.path == "/v1/models":
+            model = {
+                "id": served,
+                "object": "model",
+                "root": self.args.model_path,
+                "max_model_len": self.args.max_len,
+            }
+            self._send(200, json.dumps({"object": "list", "data": [model]}).encode())
+        elif self.path == "/metrics":
+            text = f'vllm:num_requests_running{{model_name="{served}"}} 0.0\n'
+            self._send(200, text.encode(), "text/plain")
+        else:
+            self._send(404, b'{"error": "not found"}')
 
-    httpd = _Server(("127.0.0.1", port), Handler)
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(raw)
+        if self.path == "/v1/completions":
+            self.wfile.write(stream_body(self.args.served, int(body["max_tokens"]), prompt_tokens(raw)))
+        elif self.path == "/v1/chat/completions":
+            self._send(200, json.dumps(_chat(body, self.args.served, self.mode)).encode())
+        else:
+            self._send(404, b'{"error": "not found"}')
+
+    def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve(argv: list[str]) -> None:
+    if os.environ.get("FAKE_ENGINE_ENV_DUMP"):
+        _dump_env(os.environ["FAKE_ENGINE_ENV_DUMP"])
+    args = _parse(argv)
+    mode = os.environ.get("FAKE_ENGINE_MODE", "serve")
+    _start_up(args, mode)
+    _Handler.args, _Handler.mode = args, mode
+    httpd = _Server(("127.0.0.1", args.port), _Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=httpd.shutdown).start())
-    _log("APIServer", "INFO", "launcher.py:47", f"Starting vLLM API server 0 on http://127.0.0.1:{port}")
+    _log("APIServer", "INFO", "launcher.py:47", f"Starting vLLM API server 0 on http://127.0.0.1:{args.port}")
     if mode == "die-serving":
         threading.Timer(1.0, lambda: os._exit(1)).start()
     httpd.serve_forever()

@@ -188,36 +188,38 @@ async def serve(sock: socket.socket) -> None:
         await stop
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--model", default="zero")
-    p.add_argument("--processes", type=int, default=1, help="forked acceptors sharing the listening socket")
-    p.add_argument("--cpus", help="comma-separated CPUs to pin the processes to, round-robin")
-    p.add_argument("--itl-ms", type=float, default=0.0, help="pace each stream: one token event every X ms")
-    args = p.parse_args(argv)
-    ZeroProtocol.model = args.model
-    ZeroProtocol.itl_s = args.itl_ms / 1000
+def listening_socket(port: int) -> socket.socket:
+    """A non-blocking socket listening on 127.0.0.1, made before any fork so every acceptor shares it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
+    sock.bind(("127.0.0.1", port))
     sock.listen(4096)
     sock.setblocking(False)
-    cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else []
-    children = []
-    for i in range(args.processes):
-        pid = os.fork() if args.processes > 1 else 0
-        if pid == 0:
-            if cpus:
-                os.sched_setaffinity(0, {cpus[i % len(cpus)]})
-            if args.processes == 1:
-                print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-            asyncio.run(serve(sock))
-            if args.processes > 1:
-                os._exit(0)
-            return 0
-        children.append(pid)
+    return sock
+
+
+def pin(cpus: list[int], i: int) -> None:
+    """Pin this process, acceptor ``i``, to its CPU of ``cpus`` round-robin (none given: not pinned)."""
+    if cpus:
+        os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+
+
+def announce(sock: socket.socket) -> None:
     print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+
+
+def fork_acceptor(sock: socket.socket, cpus: list[int], i: int) -> int:
+    """Acceptor ``i`` as a child process, which serves ``sock`` until SIGTERM and then exits; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        pin(cpus, i)
+        asyncio.run(serve(sock))
+        os._exit(0)
+    return pid
+
+
+def wait_for(children: list[int]) -> None:
+    """Pass SIGTERM on to the acceptors and wait until each has exited."""
 
     def forward(signum: int, frame: object) -> None:
         for c in children:
@@ -231,6 +233,28 @@ def main(argv: list[str] | None = None) -> int:
                 break
             except InterruptedError:
                 continue
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--model", default="zero")
+    p.add_argument("--processes", type=int, default=1, help="forked acceptors sharing the listening socket")
+    p.add_argument("--cpus", help="comma-separated CPUs to pin the processes to, round-robin")
+    p.add_argument("--itl-ms", type=float, default=0.0, help="pace each stream: one token event every X ms")
+    args = p.parse_args(argv)
+    ZeroProtocol.model = args.model
+    ZeroProtocol.itl_s = args.itl_ms / 1000
+    sock = listening_socket(args.port)
+    cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else []
+    if args.processes == 1:  # this process is the one acceptor
+        pin(cpus, 0)
+        announce(sock)
+        asyncio.run(serve(sock))
+        return 0
+    children = [fork_acceptor(sock, cpus, i) for i in range(args.processes)]
+    announce(sock)
+    wait_for(children)
     return 0
 
 

@@ -97,6 +97,12 @@ def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Edg
 
 def cycles(graph: Edges) -> list[tuple[list[str], list[str]]]:
     """Each group of modules that reach one another (Tarjan), with one circle through it as [a, b, ..., a]."""
+    return [(_shortest_circle(graph, group), sorted(group)) for group in _tangles(graph)]
+
+
+def _tangles(graph: Edges) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), in the order they
+    close."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -113,21 +119,18 @@ def cycles(graph: Edges) -> list[tuple[list[str], list[str]]]:
                 low[module] = min(low[module], low[other])
             elif other in on_stack:
                 low[module] = min(low[module], index[other])
-        if low[module] == index[module]:
-            group = set()
-            while True:
-                other = stack.pop()
-                on_stack.discard(other)
-                group.add(other)
-                if other == module:
-                    break
+        if low[module] == index[module]:  # the root of a component: it and all above it on the stack
+            at = stack.index(module)
+            group = set(stack[at:])
+            del stack[at:]
+            on_stack.difference_update(group)
             if len(group) > 1:
                 groups.append(group)
 
     for module in sorted(graph):
         if module not in index:
             visit(module)
-    return [(_shortest_circle(graph, group), sorted(group)) for group in groups]
+    return groups
 
 
 def _shortest_circle(graph: Edges, group: set[str]) -> list[str]:
