@@ -6,6 +6,7 @@ PATH, send protocol requests, wait for journal events) and the fleet/checks test
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -146,10 +147,8 @@ class AgentBox:
         with sqlite3.connect(db) as conn:
             pids = [r[0] for r in conn.execute("SELECT pid FROM launches WHERE pid IS NOT NULL")]
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def stop(self) -> None:
         """Shut the daemon down, then make sure none of its launches outlive the test."""
@@ -160,10 +159,8 @@ class AgentBox:
         """Ask the daemon to exit (its launches keep running, as in production)."""
         if self.pid is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             self.request("shutdown_agent", timeout=10)
-        except OSError:
-            pass
         if not _wait_gone(self.pid, 10):
             os.kill(self.pid, signal.SIGKILL)
             _wait_gone(self.pid)

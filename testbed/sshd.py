@@ -10,6 +10,7 @@ as root), its own HOME, ed25519 host key, authorized_keys holding the session's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -88,10 +89,8 @@ class SshBox:
             except (OSError, StopIteration):
                 continue
             if int(uid) == self.uid:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(int(status.parent.name), 9)
-                except ProcessLookupError:
-                    pass
 
     def kill_agent(self, timeout: float = 10.0) -> None:
         """Stop the agent daemon of this box (its pidfile names it) and wait until it is gone."""

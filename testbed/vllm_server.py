@@ -44,15 +44,15 @@ def start(
     replica = tiny_cpu_replica(env, free_port())
     argv = [*replica.argv, *extra_args]
     port = replica.port
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        argv,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, **replica.env},
-        start_new_session=True,
-        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-    )
+    with open(log_path, "wb") as log:  # the server writes to its own copy of the file descriptor
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **replica.env},
+            start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
     deadline = time.monotonic() + timeout_s
     url = f"http://127.0.0.1:{port}"
     while time.monotonic() < deadline:

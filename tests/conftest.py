@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -97,7 +98,5 @@ def stop_agent(home: Path) -> None:
     pid_file = home / "agent.pid"
     if pid_file.exists():
         pid = int(pid_file.read_text().split()[0])
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass

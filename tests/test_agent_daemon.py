@@ -7,6 +7,7 @@ is driven in test_agent_vllm.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -302,10 +303,8 @@ def _children_pids(pid: int) -> list[int]:
 def _children_cmdlines(pid: int) -> list[str]:
     out = []
     for child in _children_pids(pid):
-        try:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
             out.append(Path(f"/proc/{child}/cmdline").read_text().replace("\0", " "))
-        except (FileNotFoundError, ProcessLookupError):
-            pass
     return out
 
 

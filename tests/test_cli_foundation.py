@@ -31,7 +31,7 @@ def test_help_lists_every_subcommand() -> None:
     assert out.returncode == 0
     for name in EXPECTED:
         assert f"    {name} " in out.stdout
-    assert EXPECTED <= {name for name, _ in COMMANDS}
+    assert {name for name, _ in COMMANDS} >= EXPECTED
 
 
 def test_box_inventory_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ case runs against a real sshd box."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pwd
@@ -180,10 +181,8 @@ async def test_the_local_agent_and_its_servers_never_see_the_console_secrets(
             await service.stop_launches("local", [launch_id], grace_s=5)
         finally:
             await service.close()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(server, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_a_box_shell_full_of_secrets_still_gives_servers_only_the_allowlist(tmp_path: Path) -> None:

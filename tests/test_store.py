@@ -113,9 +113,8 @@ def test_journal_is_unique_per_box_and_seq(tmp_path: Path) -> None:
         row = {"box": "local", "seq": 1, "t_ms": 1, "kind": "x", "payload": "{}", "ingested_ms": 2}
         with store.atomic() as db:
             db.table("journal").insert(row)
-        with pytest.raises(sqlite3.IntegrityError):
-            with store.atomic() as db:
-                db.table("journal").insert(row)
+        with pytest.raises(sqlite3.IntegrityError), store.atomic() as db:
+            db.table("journal").insert(row)
 
 
 def test_indexes_serve_the_tui_queries(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ async def test_replay_cursor_steps_back_through_the_night(fixture_db: F.Fixture)
         await settle(pilot)
         assert "BROWSE read-only 2026-09-06 00:15:00 UTC (end)" in text_of(app, "#topbar")
         await press(pilot, "3")
-        assert ["qwen3.8-27b-nvfp4-b12x", "serving"] == table_rows(app, "#arms-table")[-1][:2]
+        assert table_rows(app, "#arms-table")[-1][:2] == ["qwen3.8-27b-nvfp4-b12x", "serving"]
         for _ in range(5):  # a step is a tenth of the 10-minute chart window
             await press(pilot, "left_square_bracket")
         assert "(5m before end)" in text_of(app, "#topbar")
