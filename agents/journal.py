@@ -547,8 +547,9 @@ def _body_fields(text: str | None) -> tuple[Any, str | None]:
         return None, "body is JSON nested deeper than the agent can read"
     if not isinstance(fields, dict):
         return None, f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
-    if text.count("{") + text.count("[") > protocol.MAX_DEPTH:
-        return None, protocol.json_problem(fields, "body")
+    if text.count("{") + text.count("[") > protocol.MAX_DEPTH:  # many brackets: only then walk the nesting
+        problem = protocol.json_problem(fields, "body")
+        return (None, problem) if problem else (fields, None)
     return fields, None
 
 

@@ -323,3 +323,10 @@ def test_a_hostile_bench_result_is_quarantined_with_its_reason(
         ]
         report = store.ingest.batch("b1", events)
         assert report.cursor == 2 and reason in report.quarantined[1] and report.inserted == 1
+
+
+def test_a_body_with_many_brackets_but_shallow_nesting_goes_as_an_event() -> None:
+    """More brackets than MAX_DEPTH is only the cue to walk the nesting: a wide, shallow body is an event."""
+    body = json.dumps({"gpus": [{"gpu": i} for i in range(protocol.MAX_DEPTH + 5)]})
+    sent = wire_event(3, T0, "gpu_sample", body)
+    assert "malformed" not in sent and len(sent["gpus"]) == protocol.MAX_DEPTH + 5
