@@ -346,94 +346,152 @@ def economics_table(
     diagnostic-only is priced but marked and kept off the frontier.
     """
     check_utilisation(utilisation)
-    # An operator's price replaces the stored ones for that model: it is the price they are comparing.
-    prices: dict[str, list[ApiPrice]] = {}
-    for p in extra_prices:
-        prices.setdefault(p.model, []).append(p)
-    for p in inputs.api_prices:
-        if not any(e.model == p.model for e in extra_prices):
-            prices.setdefault(p.model, []).append(p)
-    exact: dict[tuple[str | None, str], EvalRow] = {}
-    by_arm: dict[str, EvalRow] = {}
-    by_model: dict[str, EvalRow] = {}
-    for e in inputs.evals:
-        by_model.setdefault(e.model, e)
-        if e.arm:
-            exact.setdefault((e.box, e.arm), e)
-            by_arm.setdefault(e.arm, e)
-    groups: dict[tuple[str | None, str], list[ResultRow]] = {}
-    for r in inputs.bench:
-        if r.shape in shapes:
-            groups.setdefault((r.box, r.arm), []).append(r)
+    prices = _api_prices(inputs.api_prices, extra_prices)
+    accuracy = _Accuracy.of(inputs.evals)
     skipped: list[str] = []
     priced: list[_Priced] = []
-    for (box, arm), rows in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-        diagnostic = all(r.diagnostic_only for r in rows)
-        usable = [r for r in rows if (diagnostic or not r.diagnostic_only) and _throughput(r) is not None]
-        fastest = best_by(usable, lambda r: r.shape)
-        chosen = [fastest[shape] for shape in shapes if shape in fastest]
-        if not chosen:
-            skipped.append(f"{box}/{arm}: no row with token lengths at {', '.join(shapes)}")
-            continue
-        price = inputs.box_prices.get(box) if box else None
-        if price is None:
-            skipped.append(f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)")
-            continue
-        tps = [t for t in map(_throughput, chosen) if t is not None]
-        ev = exact.get((box, arm))
-        basis = MEASURED if ev else None
-        if ev is None:
-            ev = by_arm.get(arm) or by_model.get(chosen[0].model or "")
-            basis = BORROWED if ev else None
-        limits = [r.power_limit_w for r in chosen if r.power_limit_w is not None]
-        priced.append(
-            _Priced(
-                box,
-                arm,
-                chosen[0],
-                tps,
-                diagnostic,
-                ev,
-                basis,
-                min(limits) if limits else None,
-                inputs.box_max_power.get(box) if box else None,
-                node_cost_per_active_hour(price, utilisation),
-            )
-        )
-    on = frontier(
+    for (box, arm), rows in sorted(
+        _bench_groups(inputs.bench, shapes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+    ):
+        configuration = _price_configuration(inputs, box, arm, rows, shapes, accuracy, utilisation)
+        if isinstance(configuration, str):
+            skipped.append(configuration)
+        else:
+            priced.append(configuration)
+    on = _frontier_keys(priced)
+    out = [row for c in priced for row in _economics_rows(c, prices.get(c.first.model or "", []), on)]
+    return out, skipped
+
+
+def _api_prices(stored: Sequence[ApiPrice], extra: Sequence[ApiPrice]) -> dict[str, list[ApiPrice]]:
+    """The API prices by model. An operator's price replaces the stored ones for that model: it is the price
+    they are comparing."""
+    prices: dict[str, list[ApiPrice]] = {}
+    for p in extra:
+        prices.setdefault(p.model, []).append(p)
+    for p in stored:
+        if not any(e.model == p.model for e in extra):
+            prices.setdefault(p.model, []).append(p)
+    return prices
+
+
+@dataclass(frozen=True)
+class _Accuracy:
+    """The eval rows a configuration's accuracy can come from, the first of each kind as the inputs list them."""
+
+    exact: dict[tuple[str | None, str], EvalRow]  # measured on this box and arm
+    by_arm: dict[str, EvalRow]  # the same arm on another box
+    by_model: dict[str, EvalRow]  # the same model, any arm
+
+    @classmethod
+    def of(cls, evals: Sequence[EvalRow]) -> _Accuracy:
+        exact: dict[tuple[str | None, str], EvalRow] = {}
+        by_arm: dict[str, EvalRow] = {}
+        by_model: dict[str, EvalRow] = {}
+        for e in evals:
+            by_model.setdefault(e.model, e)
+            if e.arm:
+                exact.setdefault((e.box, e.arm), e)
+                by_arm.setdefault(e.arm, e)
+        return cls(exact, by_arm, by_model)
+
+    def find(self, box: str | None, arm: str, model: str | None) -> tuple[EvalRow | None, str | None]:
+        """The eval row and its basis: measured on this box and arm, else borrowed from the arm or model."""
+        ev = self.exact.get((box, arm))
+        if ev is not None:
+            return ev, MEASURED
+        ev = self.by_arm.get(arm) or self.by_model.get(model or "")
+        return ev, BORROWED if ev else None
+
+
+def _bench_groups(
+    bench: Sequence[ResultRow], shapes: Sequence[str]
+) -> dict[tuple[str | None, str], list[ResultRow]]:
+    """The bench rows at ``shapes``, by (box, arm)."""
+    groups: dict[tuple[str | None, str], list[ResultRow]] = {}
+    for r in bench:
+        if r.shape in shapes:
+            groups.setdefault((r.box, r.arm), []).append(r)
+    return groups
+
+
+def _price_configuration(
+    inputs: EconomicsInputs,
+    box: str | None,
+    arm: str,
+    rows: list[ResultRow],
+    shapes: Sequence[str],
+    accuracy: _Accuracy,
+    utilisation: float,
+) -> _Priced | str:
+    """One configuration priced on its box, or why it is left out."""
+    diagnostic = all(r.diagnostic_only for r in rows)
+    usable = [r for r in rows if (diagnostic or not r.diagnostic_only) and _throughput(r) is not None]
+    fastest = best_by(usable, lambda r: r.shape)
+    chosen = [fastest[shape] for shape in shapes if shape in fastest]
+    if not chosen:
+        return f"{box}/{arm}: no row with token lengths at {', '.join(shapes)}"
+    price = inputs.box_prices.get(box) if box else None
+    if price is None:
+        return f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)"
+    tps = [t for t in map(_throughput, chosen) if t is not None]
+    ev, basis = accuracy.find(box, arm, chosen[0].model)
+    limits = [r.power_limit_w for r in chosen if r.power_limit_w is not None]
+    return _Priced(
+        box,
+        arm,
+        chosen[0],
+        tps,
+        diagnostic,
+        ev,
+        basis,
+        min(limits) if limits else None,
+        inputs.box_max_power.get(box) if box else None,
+        node_cost_per_active_hour(price, utilisation),
+    )
+
+
+def _frontier_keys(priced: Sequence[_Priced]) -> set[tuple[str | None, str]]:
+    """The (box, arm) on the cost/accuracy frontier: only measured accuracy on an uncapped box competes."""
+    return frontier(
         Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev.overall, c.diagnostic)
         for c in priced
         if c.ev is not None and c.basis == MEASURED and not below_maximum(c.power_limit_w, c.max_power_w)
     )
-    out: list[EconomicsRow] = []
-    for c in priced:
-        offers: list[ApiPrice | None] = [*prices.get(c.first.model or "", [])]
-        for offer in offers or [None]:
-            b = blended(c.tps, c.node_hour, offer)
-            out.append(
-                EconomicsRow(
-                    box=c.box,
-                    arm=c.arm,
-                    model=c.first.model,
-                    rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps),
-                    node_usd_per_hour=c.node_hour,
-                    node_per_mtok=b.node_per_mtok,
-                    accuracy=c.ev.overall if c.ev else None,
-                    accuracy_items=c.ev.items if c.ev else None,
-                    accuracy_box=c.ev.box if c.ev else None,
-                    accuracy_basis=c.basis,
-                    accuracy_arm=c.ev.arm if c.ev else None,
-                    api_provider=offer.provider if offer else None,
-                    api_per_mtok=b.api_per_mtok,
-                    api_over_node=b.ratio,
-                    on_frontier=(c.box, c.arm) in on,
-                    diagnostic_only=c.diagnostic,
-                    power_limit_w=c.power_limit_w,
-                    max_power_w=c.max_power_w,
-                    source=c.first.source,
-                )
+
+
+def _economics_rows(
+    c: _Priced, api_prices: Sequence[ApiPrice], on: set[tuple[str | None, str]]
+) -> list[EconomicsRow]:
+    """The configuration's row against each API price of its model, or one row without an API price."""
+    rows: list[EconomicsRow] = []
+    offers: list[ApiPrice | None] = [*api_prices]
+    for offer in offers or [None]:
+        b = blended(c.tps, c.node_hour, offer)
+        rows.append(
+            EconomicsRow(
+                box=c.box,
+                arm=c.arm,
+                model=c.first.model,
+                rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps),
+                node_usd_per_hour=c.node_hour,
+                node_per_mtok=b.node_per_mtok,
+                accuracy=c.ev.overall if c.ev else None,
+                accuracy_items=c.ev.items if c.ev else None,
+                accuracy_box=c.ev.box if c.ev else None,
+                accuracy_basis=c.basis,
+                accuracy_arm=c.ev.arm if c.ev else None,
+                api_provider=offer.provider if offer else None,
+                api_per_mtok=b.api_per_mtok,
+                api_over_node=b.ratio,
+                on_frontier=(c.box, c.arm) in on,
+                diagnostic_only=c.diagnostic,
+                power_limit_w=c.power_limit_w,
+                max_power_w=c.max_power_w,
+                source=c.first.source,
             )
-    return out, skipped
+        )
+    return rows
 
 
 @dataclass(frozen=True)

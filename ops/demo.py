@@ -163,11 +163,24 @@ def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> lis
 
 def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     """Read and cross-check the data files into what ``record_import`` writes."""
+    payload = ImportPayload()
+    power = _load_boxes(data_dir, payload)
+    shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
+    arms = _load_arms(data_dir, power, payload)
+    _load_throughput(data_dir, arms, shapes, power, payload)
+    _load_evals(data_dir, arms, payload)
+    _load_quality(data_dir, arms, payload)
+    payload.api_prices.extend(_api_price(c) for c in read_tsv(data_dir / "api_prices.tsv"))
+    payload.kldiff_runs = kldiff_rows(data_dir, arms)
+    return payload
+
+
+def _load_boxes(data_dir: Traversable, payload: ImportPayload) -> dict[str, float]:
+    """The boxes of boxes.toml, each with its board maximum; returns the power limit each was run at."""
     try:
         boxes_toml = tomllib.loads((data_dir / "boxes.toml").read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DemoDataError(f"boxes.toml: {exc}") from exc
-    payload = ImportPayload()
     power: dict[str, float] = {}
     for b in boxes_toml.get("box", []):
         payload.boxes.append(
@@ -184,8 +197,14 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
         )
         power[b["name"]] = float(b["power_limit_w"])
         payload.box_max_power[b["name"]] = float(b["max_power_w"])
-    shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
+    return power
 
+
+def _load_arms(
+    data_dir: Traversable, power: dict[str, float], payload: ImportPayload
+) -> dict[tuple[str, str], Cell]:
+    """Each arm of arms.tsv as a launch, with its tripwire where the write-up printed one; returns the arms'
+    rows by (arm, box)."""
     arms: dict[tuple[str, str], Cell] = {}
     for c in read_tsv(data_dir / "arms.tsv"):
         key = (c.need("arm"), c.need("box"))
@@ -196,36 +215,55 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
                 f"{c.where}: arm {key[0]} on {key[1]} is listed twice (first at {arms[key].where})"
             )
         arms[key] = c
-        kernel = c.text("kernel")
-        launch = ImportedLaunch(
-            box=key[1],
-            arm=key[0],
-            model=c.need("model"),
-            configuration=c.text("configuration") or key[0],
-            gpus=_layout(c.need("tp", int), c.need("replicas", int)),
-            tensor_parallel=c.need("tp", int),
-            kernel_lines=[(_kernel_category(kernel), kernel)] if kernel else [],
-            state=c.need("launch_state"),
-            failure_reason=c.text("failure_reason"),
-            kv_cache_tokens=c.number("kv_cache_tokens", int),
-        )
-        if launch.state == "failed" and not launch.failure_reason:
-            raise DemoDataError(f"{c.where}: a failed launch needs its failure_reason")
+        launch = _arm_launch(c, key)
         payload.launches.append(launch)
         if c.text("tw_total"):
-            payload.tripwires[launch.launch_id] = {
-                "box": key[1],
-                "arm": key[0],
-                "model": launch.model,
-                "ok": c.need("tw_ok", int),
-                "degenerate": c.number("tw_degenerate", int) or 0,
-                "wrong": c.number("tw_wrong", int) or 0,
-                "total": c.need("tw_total", int),
-                "passed": c.need("tw_passed", int),
-                "items": {"split_published": c.text("tw_degenerate") is not None},
-                "provenance": f"{c.need('table')}; {c.text('note') or 'tripwire as printed'}",
-            }
+            payload.tripwires[launch.launch_id] = _arm_tripwire(c, key, launch)
+    return arms
 
+
+def _arm_launch(c: Cell, key: tuple[str, str]) -> ImportedLaunch:
+    kernel = c.text("kernel")
+    launch = ImportedLaunch(
+        box=key[1],
+        arm=key[0],
+        model=c.need("model"),
+        configuration=c.text("configuration") or key[0],
+        gpus=_layout(c.need("tp", int), c.need("replicas", int)),
+        tensor_parallel=c.need("tp", int),
+        kernel_lines=[(_kernel_category(kernel), kernel)] if kernel else [],
+        state=c.need("launch_state"),
+        failure_reason=c.text("failure_reason"),
+        kv_cache_tokens=c.number("kv_cache_tokens", int),
+    )
+    if launch.state == "failed" and not launch.failure_reason:
+        raise DemoDataError(f"{c.where}: a failed launch needs its failure_reason")
+    return launch
+
+
+def _arm_tripwire(c: Cell, key: tuple[str, str], launch: ImportedLaunch) -> dict[str, Any]:
+    return {
+        "box": key[1],
+        "arm": key[0],
+        "model": launch.model,
+        "ok": c.need("tw_ok", int),
+        "degenerate": c.number("tw_degenerate", int) or 0,
+        "wrong": c.number("tw_wrong", int) or 0,
+        "total": c.need("tw_total", int),
+        "passed": c.need("tw_passed", int),
+        "items": {"split_published": c.text("tw_degenerate") is not None},
+        "provenance": f"{c.need('table')}; {c.text('note') or 'tripwire as printed'}",
+    }
+
+
+def _load_throughput(
+    data_dir: Traversable,
+    arms: dict[tuple[str, str], Cell],
+    shapes: dict[str, Cell],
+    power: dict[str, float],
+    payload: ImportPayload,
+) -> None:
+    """The throughput tables as bench rows; each row's arm must be in arms.tsv and its shape in shapes.tsv."""
     for c in read_tsv(data_dir / "throughput.tsv"):
         key = (c.need("arm"), c.need("box"))
         arm = arms.get(key)
@@ -234,36 +272,41 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
         shape = shapes.get(c.need("shape"))
         if shape is None:
             raise DemoDataError(f"{c.where}: shape {c.need('shape')!r} is not in shapes.tsv")
-        out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
-        ttft_s = c.number("ttft_p50_s")
-        kernel = arm.text("kernel")
-        payload.bench_runs.append(
-            {
-                "box": key[1],
-                "launch_id": f"import:{key[1]}:{key[0]}",
-                "arm": key[0],
-                "model": arm.need("model"),
-                "configuration": arm.text("configuration"),
-                "shape": shape.need("shape"),
-                "concurrency": c.need("concurrency", int),
-                "replicas": arm.need("replicas", int),
-                "input_len": shape.need("input_len", int),
-                "output_len": shape.need("output_len", int),
-                "prefix_len": shape.need("prefix_len", int),
-                "out_tok_per_s": out_tok,
-                "in_tok_per_s": in_tok,
-                "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
-                "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
-                "kernel_line": f"{kernel} (as the write-up names it)"
-                if kernel and arm.text("kernel_source") != "engine"
-                else kernel,
-                "power_limit_w": power[key[1]],
-                "queueing": c.number("queueing", int) or 0,
-                "diagnostic_only": c.number("diagnostic_only", int) or 0,
-                "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
-            }
-        )
+        payload.bench_runs.append(_bench_row(c, key, arm, shape, power[key[1]]))
 
+
+def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limit_w: float) -> dict[str, Any]:
+    out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
+    ttft_s = c.number("ttft_p50_s")
+    kernel = arm.text("kernel")
+    return {
+        "box": key[1],
+        "launch_id": f"import:{key[1]}:{key[0]}",
+        "arm": key[0],
+        "model": arm.need("model"),
+        "configuration": arm.text("configuration"),
+        "shape": shape.need("shape"),
+        "concurrency": c.need("concurrency", int),
+        "replicas": arm.need("replicas", int),
+        "input_len": shape.need("input_len", int),
+        "output_len": shape.need("output_len", int),
+        "prefix_len": shape.need("prefix_len", int),
+        "out_tok_per_s": out_tok,
+        "in_tok_per_s": in_tok,
+        "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
+        "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
+        "kernel_line": f"{kernel} (as the write-up names it)"
+        if kernel and arm.text("kernel_source") != "engine"
+        else kernel,
+        "power_limit_w": power_limit_w,
+        "queueing": c.number("queueing", int) or 0,
+        "diagnostic_only": c.number("diagnostic_only", int) or 0,
+        "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
+    }
+
+
+def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
+    """The task-accuracy tables as eval runs; a row naming an arm must name one in arms.tsv."""
     for c in read_tsv(data_dir / "quality.tsv"):
         arm_name, box = c.text("arm"), c.text("box")
         if arm_name and (arm_name, box) not in arms:
@@ -283,21 +326,16 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
             }
         )
 
-    _load_quality(data_dir, arms, payload)
 
-    for c in read_tsv(data_dir / "api_prices.tsv"):
-        payload.api_prices.append(
-            ApiPrice(
-                c.need("model"),
-                c.need("provider"),
-                c.need("in_per_mtok", float),
-                c.need("out_per_mtok", float),
-                c.number("cached_in_per_mtok"),
-                c.text("note"),
-            )
-        )
-    payload.kldiff_runs = kldiff_rows(data_dir, arms)
-    return payload
+def _api_price(c: Cell) -> ApiPrice:
+    return ApiPrice(
+        c.need("model"),
+        c.need("provider"),
+        c.need("in_per_mtok", float),
+        c.need("out_per_mtok", float),
+        c.number("cached_in_per_mtok"),
+        c.text("note"),
+    )
 
 
 def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:

@@ -148,81 +148,22 @@ class Store:
         self.created = False  # True when this open created the file (first start)
         self.clock = clock
         self.notice: str | None = None  # said to the operator when the store opened other than asked
-        if self.path.is_dir():
-            raise StoreError(
-                f"{self.path} is a directory; give a state.db file in it, e.g. {self.path / DEFAULT_DB}"
-            )
-        if self.path.exists():
-            _refuse_foreign(self.path)
-            why = None if read_only else _writable(self.path)
-            if why is not None:
-                self.read_only = read_only = True
-                self.notice = (
-                    f"{self.path} opened read-only: {why}; anything that would change the campaign "
-                    "is refused (copy the file somewhere writable to act on it)"
-                )
-        elif read_only:
-            raise StoreError(f"{self.path}: no such database to browse")
-        if read_only:
-            conn = _connect_read_only(self.path)
-        else:
-            self.created = not self.path.exists()
-            if self.created:
-                _create_private(self.path)
-            conn = sqlite3.connect(self.path, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA busy_timeout = 10000")
-            version = _schema_version(conn)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            full = disk_full(exc, self.path)  # its shared-memory file could not even be made
-            if full is not None:
-                raise full from exc
-            raise StoreError(
-                f"{self.path} cannot be read as a campaign state.db ({exc}); point --db or CAMPAIGN_DB at "
-                "another path"
-            ) from exc
-        except StoreError:
-            conn.close()
-            raise
+        self._check_path()
+        conn = self._connect()
+        version = self._read_schema_version(conn)
         if version > LATEST:  # refused before anything below could change the file, its mode included
             conn.close()
             raise StoreTooNew(
                 f"{self.path} has schema version {version}, newer than the {LATEST} this campaign-console "
                 "understands; upgrade campaign-console (pip install -U campaign-console) to open it"
             )
-        if not read_only and stat.S_IMODE(self.path.stat().st_mode) & 0o077:
-            # A state.db holds host keys and the campaign's record; nobody else should read it. Only a file
-            # known to be one, and one this console will open, is tightened: a mistyped --db or a refused
-            # database must not have its mode changed.
-            os.chmod(self.path, 0o600)
+        self._make_private()
         self.db = sqlite_utils.Database(conn)
-        if read_only:
-            if version < LATEST:
-                conn.close()
-                # Browsing never writes, so it cannot upgrade; say how to do it deliberately.
-                raise StoreError(
-                    f"{self.path} has schema version {version}, older than {LATEST}; browsing never writes, "
-                    f"so upgrade it once with `campaign --db {self.path} box list` (a .v{version}.bak copy is kept)"
-                )
-            conn.execute("PRAGMA query_only = ON")
+        if self.read_only:
+            self._open_for_browsing(conn, version)
             self.schema_version = version
         else:
-            try:
-                with full_disk_guard(self.path):
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                    conn.execute("PRAGMA foreign_keys = ON")
-                    self._migrate(version)
-            except BaseException:
-                conn.close()
-                if self.created:  # a half-made file would read as "not a state.db" next time: leave none
-                    for leftover in (
-                        self.path,
-                        *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm")),
-                    ):
-                        leftover.unlink(missing_ok=True)
-                raise
+            self._open_for_writing(conn, version)
             self.schema_version = LATEST
         st = self.path.stat()
         self._held_key: tuple[int, int] | None = (st.st_dev, st.st_ino)
@@ -238,6 +179,88 @@ class Store:
         self.sweeps = Sweeps(self)
         self.quality = Quality(self)
         self.kldiff = Kldiff(self)
+
+    # -- opening ---------------------------------------------------------------------------------
+    def _check_path(self) -> None:
+        """Refuse a path that is not a state.db (or, to browse, one that does not exist) before SQLite opens
+        it; an existing file this console cannot write is opened read-only, with a notice saying why."""
+        if self.path.is_dir():
+            raise StoreError(
+                f"{self.path} is a directory; give a state.db file in it, e.g. {self.path / DEFAULT_DB}"
+            )
+        if self.path.exists():
+            _refuse_foreign(self.path)
+            why = None if self.read_only else _writable(self.path)
+            if why is not None:
+                self.read_only = True
+                self.notice = (
+                    f"{self.path} opened read-only: {why}; anything that would change the campaign "
+                    "is refused (copy the file somewhere writable to act on it)"
+                )
+        elif self.read_only:
+            raise StoreError(f"{self.path}: no such database to browse")
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection; a writable open of a missing path creates the file first, readable by its owner only."""
+        if self.read_only:
+            return _connect_read_only(self.path)
+        self.created = not self.path.exists()
+        if self.created:
+            _create_private(self.path)
+        return sqlite3.connect(self.path, check_same_thread=False)
+
+    def _read_schema_version(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version; a file SQLite cannot read as a campaign's closes ``conn`` and is refused."""
+        try:
+            conn.execute("PRAGMA busy_timeout = 10000")
+            return _schema_version(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            full = disk_full(exc, self.path)  # its shared-memory file could not even be made
+            if full is not None:
+                raise full from exc
+            raise StoreError(
+                f"{self.path} cannot be read as a campaign state.db ({exc}); point --db or CAMPAIGN_DB at "
+                "another path"
+            ) from exc
+        except StoreError:
+            conn.close()
+            raise
+
+    def _make_private(self) -> None:
+        """A state.db holds host keys and the campaign's record; nobody else should read it. Only a file known
+        to be one, and one this console will open, is tightened: a mistyped --db or a refused database must
+        not have its mode changed."""
+        if not self.read_only and stat.S_IMODE(self.path.stat().st_mode) & 0o077:
+            os.chmod(self.path, 0o600)
+
+    def _open_for_browsing(self, conn: sqlite3.Connection, version: int) -> None:
+        """Browsing never writes, so it cannot upgrade an older file: refused, saying how to do it deliberately."""
+        if version < LATEST:
+            conn.close()
+            raise StoreError(
+                f"{self.path} has schema version {version}, older than {LATEST}; browsing never writes, "
+                f"so upgrade it once with `campaign --db {self.path} box list` (a .v{version}.bak copy is kept)"
+            )
+        conn.execute("PRAGMA query_only = ON")
+
+    def _open_for_writing(self, conn: sqlite3.Connection, version: int) -> None:
+        """WAL, foreign keys and the migrations up to LATEST; on any failure a file this open created is removed."""
+        try:
+            with full_disk_guard(self.path):
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                self._migrate(version)
+        except BaseException:
+            conn.close()
+            if self.created:  # a half-made file would read as "not a state.db" next time: leave none
+                self._remove_created()
+            raise
+
+    def _remove_created(self) -> None:
+        for leftover in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

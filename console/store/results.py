@@ -464,16 +464,8 @@ class Results:
         if same:
             return ImportOutcome(same[0]["id"], "unchanged", same[0]["rows"])
         now = self.store.clock()
-        with self.store.atomic() as db:
-            old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
-            for import_id in old:
-                # Cascades to the bench, tripwire, eval, quality and kldiff rows of that import and nothing else.
-                db.execute("DELETE FROM imports WHERE id = ?", [import_id])
-            if old:
-                for name in {launch.box for launch in payload.launches}:
-                    db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [name])
-                    db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [name])
-                    db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [name])
+        with self.store.atomic():
+            replaced = self._drop_earlier_imports(source, payload)
             import_id = self.store.insert(
                 "imports",
                 {
@@ -484,32 +476,54 @@ class Results:
                     "digest": digest,
                 },
             )
-            for box in payload.boxes:
-                self._import_box(box)
-                db.execute(
-                    "UPDATE boxes SET max_power_w = ? WHERE name = ?",
-                    [payload.box_max_power.get(box.name), box.name],
-                )
+            self._import_boxes(payload)
             for launch in payload.launches:
                 self._import_launch(launch, now)
-            tripwire_ids = {}
-            for launch_id, tw in payload.tripwires.items():
-                values = _encode(
-                    {**tw, "launch_id": launch_id, "t_ms": now, "source": "imported", "import_id": import_id},
-                    TRIPWIRE_COLUMNS,
-                )
-                tripwire_ids[launch_id] = self.store.insert("tripwire_runs", values)
-            for row in payload.bench_runs:
-                values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
-                values["tripwire_id"] = tripwire_ids.get(row.get("launch_id", ""))
-                self.store.insert("bench_runs", values)
-            for row in payload.eval_runs:
-                self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
+            self._import_runs(payload, import_id, now)
             for price in payload.api_prices:
                 self.add_api_price(price)
             self.store.quality.add_published(payload.quality_runs, payload.quality_pairs, import_id)
             self.store.kldiff.add_imported(payload.kldiff_runs, import_id, now)
-        return ImportOutcome(import_id, "replaced" if old else "imported", payload.row_count)
+        return ImportOutcome(import_id, "replaced" if replaced else "imported", payload.row_count)
+
+    def _drop_earlier_imports(self, source: str, payload: ImportPayload) -> bool:
+        """Delete the earlier imports of ``source`` and the imported launches and arms on the payload's boxes;
+        True when there were any."""
+        db = self.store.db
+        old = [r["id"] for r in self.store.rows("SELECT id FROM imports WHERE source = ?", [source])]
+        for import_id in old:
+            # Cascades to the bench, tripwire, eval, quality and kldiff rows of that import and nothing else.
+            db.execute("DELETE FROM imports WHERE id = ?", [import_id])
+        if old:
+            for name in {launch.box for launch in payload.launches}:
+                db.execute("DELETE FROM kernel_lines WHERE box = ? AND launch_id LIKE 'import:%'", [name])
+                db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [name])
+                db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [name])
+        return bool(old)
+
+    def _import_boxes(self, payload: ImportPayload) -> None:
+        for box in payload.boxes:
+            self._import_box(box)
+            self.store.db.execute(
+                "UPDATE boxes SET max_power_w = ? WHERE name = ?",
+                [payload.box_max_power.get(box.name), box.name],
+            )
+
+    def _import_runs(self, payload: ImportPayload, import_id: int, now: int) -> None:
+        """The tripwire, bench and eval rows, each bench row tied to its launch's imported tripwire."""
+        tripwire_ids = {}
+        for launch_id, tw in payload.tripwires.items():
+            values = _encode(
+                {**tw, "launch_id": launch_id, "t_ms": now, "source": "imported", "import_id": import_id},
+                TRIPWIRE_COLUMNS,
+            )
+            tripwire_ids[launch_id] = self.store.insert("tripwire_runs", values)
+        for row in payload.bench_runs:
+            values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
+            values["tripwire_id"] = tripwire_ids.get(row.get("launch_id", ""))
+            self.store.insert("bench_runs", values)
+        for row in payload.eval_runs:
+            self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
 
     def _import_box(self, box: Box) -> None:
         existing = self.store.rows("SELECT status FROM boxes WHERE name = ?", [box.name])

@@ -70,37 +70,85 @@ def open_sweep(
     unfinished sweep and starts again). A packed sweep may be resumed on other boxes (a dead one left out).
     """
     store = service.store
+    boxes = _sweep_boxes(service, boxes)
+    if concurrency is not None and (not concurrency or any(c < 1 for c in concurrency)):
+        raise SweepError(f"concurrency {concurrency}: give one or more positive integers")
+    existing = store.sweeps.unfinished(list_name, boxes)
+    if existing is not None and not new:
+        return _resume(service, existing, list_name, boxes, shapes, concurrency), True
+    _check_shapes(service, shapes or DEFAULT_SHAPES)
+    planned = candidates(service.catalog, list_name)
+    if existing is not None:
+        _abandon(service, existing)
+    sweep = store.sweeps.create(
+        list_name,
+        boxes,
+        shapes or DEFAULT_SHAPES,
+        concurrency or DEFAULT_CONCURRENCY,
+        bench_degenerate,
+        planned,
+        this_runner(),
+        "packed" if len(boxes) > 1 else "node",
+    )
+    return sweep, False
+
+
+def _sweep_boxes(service: RunIntents, boxes: list[str]) -> list[str]:
+    """The boxes asked for, each once in the order given; at least one, and every one known."""
+    store = service.store
     boxes = list(dict.fromkeys(boxes))
     if not boxes:
         raise SweepError("a sweep needs a box: --box NAME (repeat it to feed one queue to several boxes)")
     for box in boxes:
         store.boxes.ensure_local() if box == LOCAL_BOX else store.boxes.get(box)
-    if concurrency is not None and (not concurrency or any(c < 1 for c in concurrency)):
-        raise SweepError(f"concurrency {concurrency}: give one or more positive integers")
-    existing = store.sweeps.unfinished(list_name, boxes)
-    if existing is None or new:
-        _check_shapes(service, shapes or DEFAULT_SHAPES)
-        planned = candidates(service.catalog, list_name)
-    if existing is not None and new:
-        if runner_alive(existing):
-            raise SweepError(
-                f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first"
-            )
-        store.sweeps.stop(existing.id, "abandoned", "replaced by a new sweep of the same list")
-        existing = None
-    if existing is None:
-        sweep = store.sweeps.create(
-            list_name,
-            boxes,
-            shapes or DEFAULT_SHAPES,
-            concurrency or DEFAULT_CONCURRENCY,
-            bench_degenerate,
-            planned,
-            this_runner(),
-            "packed" if len(boxes) > 1 else "node",
-        )
-        return sweep, False
-    where = ", ".join(b.box for b in store.sweeps.boxes(existing.id) if b.state != "left") or existing.box
+    return boxes
+
+
+def _abandon(service: RunIntents, existing: SweepRow) -> None:
+    """``--new``: the unfinished sweep is stopped as abandoned, unless a live console is still walking it."""
+    if runner_alive(existing):
+        raise SweepError(f"sweep #{existing.id} is being walked by pid {existing.runner_pid}; stop it first")
+    service.store.sweeps.stop(existing.id, "abandoned", "replaced by a new sweep of the same list")
+
+
+def _resume(
+    service: RunIntents,
+    existing: SweepRow,
+    list_name: str,
+    boxes: list[str],
+    shapes: list[str] | None,
+    concurrency: list[int] | None,
+) -> SweepRow:
+    """Take over the unfinished sweep: the arm a dead runner left running is marked interrupted, and a packed
+    sweep now feeds the boxes asked for."""
+    store = service.store
+    _refuse_other_settings(service, existing, list_name, boxes, shapes, concurrency)
+    try:
+        store.sweeps.claim(existing.id, this_runner(), runner_alive(existing))
+    except SweepBusy as exc:
+        raise SweepError(str(exc)) from exc
+    store.sweeps.mark_interrupted(
+        existing.id,
+        f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running",
+    )
+    if existing.layout == "packed":
+        store.sweeps.set_boxes(existing.id, boxes)
+    return store.sweeps.get(existing.id)
+
+
+def _refuse_other_settings(
+    service: RunIntents,
+    existing: SweepRow,
+    list_name: str,
+    boxes: list[str],
+    shapes: list[str] | None,
+    concurrency: list[int] | None,
+) -> None:
+    """A resumed sweep keeps its shapes, concurrencies and (walking one box) its box, so its rows stay
+    comparable; asking for others is refused."""
+    where = (
+        ", ".join(b.box for b in service.store.sweeps.boxes(existing.id) if b.state != "left") or existing.box
+    )
     for what, asked, kept in (
         ("shapes", shapes, existing.shapes),
         ("concurrency", concurrency, existing.concurrency),
@@ -115,17 +163,6 @@ def open_sweep(
             f"sweep #{existing.id} of {list_name} walks each arm on every card of box {existing.box}; "
             f"resume it with --box {existing.box} alone, or start a sweep over these boxes with --new"
         )
-    try:
-        store.sweeps.claim(existing.id, this_runner(), runner_alive(existing))
-    except SweepBusy as exc:
-        raise SweepError(str(exc)) from exc
-    store.sweeps.mark_interrupted(
-        existing.id,
-        f"the console walking the sweep (pid {existing.runner_pid}) stopped while this arm was running",
-    )
-    if existing.layout == "packed":
-        store.sweeps.set_boxes(existing.id, boxes)
-    return store.sweeps.get(existing.id), True
 
 
 def _check_shapes(service: RunIntents, shapes: list[str]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from console.readmodel import SweepArmRow, SweepEntry, SweepSlot
+from console.readmodel import SweepArmRow, SweepBench, SweepEntry, SweepSlot
 from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.render import num
@@ -70,8 +70,23 @@ def queue_lines(s: SweepEntry, at: int) -> list[str]:
 def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
     lines = [
         f"#{s.id}/{a.position} {a.arm}: {a.word} after {a.attempts} attempt(s), origin {a.origin}"
-        + (f" (queued by {a.queued_by})" if a.queued_by else "")
+        + (f" (queued by {a.queued_by})" if a.queued_by else ""),
+        *_engine_lines(a),
+        *_placement_lines(s, a),
     ]
+    if a.launch_ids:
+        lines.append(f"launches: {', '.join(a.launch_ids)}")
+    lines += [_bench_line(b) for b in a.benches]
+    if a.started_ms:
+        lines.append(
+            f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else "")
+        )
+    return lines
+
+
+def _engine_lines(a: SweepArmRow) -> list[str]:
+    """What the engine said of the arm: its reason, the backends it accepts or could use, its budget."""
+    lines = []
     if a.reason:
         lines.append(f"reason: {a.reason}")
     if a.backends_accepted:
@@ -82,6 +97,12 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
         lines.append(
             f"budget: KV cache {num(a.kv_cache_tokens)} tokens, max concurrency {num(a.max_concurrency)}"
         )
+    return lines
+
+
+def _placement_lines(s: SweepEntry, a: SweepArmRow) -> list[str]:
+    """Where the arm ran and each attempt: always in a packed sweep, in a one-box sweep only after a retry."""
+    lines = []
     if s.layout == "packed" and a.box is not None:
         lines.append(f"on {a.place}")
     if s.layout == "packed" or len(a.history) > 1:
@@ -94,21 +115,15 @@ def arm_detail(s: SweepEntry, a: SweepArmRow) -> list[str]:
                 + (f"; GPU memory before {memory}" if memory else "")
                 + (f", serving {after}" if after else "")
             )
-    if a.launch_ids:
-        lines.append(f"launches: {', '.join(a.launch_ids)}")
-    for b in a.benches:
-        what = f"bench {b.shape} C{b.concurrency}"
-        node = f" on {b.replicas} replicas" if b.replicas and b.replicas > 1 else ""
-        lines.append(
-            f"{what} failed: {b.error}"
-            if b.error
-            else f"{what}: {num(b.out_tok_per_s)} out tok/s{node}" + (f" {b.marks}" if b.marks else "")
-        )
-    if a.started_ms:
-        lines.append(
-            f"started {fmt_utc(a.started_ms)}" + (f", ended {fmt_utc(a.ended_ms)}" if a.ended_ms else "")
-        )
     return lines
+
+
+def _bench_line(b: SweepBench) -> str:
+    what = f"bench {b.shape} C{b.concurrency}"
+    if b.error:
+        return f"{what} failed: {b.error}"
+    node = f" on {b.replicas} replicas" if b.replicas and b.replicas > 1 else ""
+    return f"{what}: {num(b.out_tok_per_s)} out tok/s{node}" + (f" {b.marks}" if b.marks else "")
 
 
 class SweepScreen(TableView):
