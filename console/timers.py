@@ -21,6 +21,7 @@ goes through the provider adapters in ``ops.providers``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -268,10 +269,8 @@ class Enforcer:
     async def run(self, stop: asyncio.Event, interval_s: float = 1.0) -> None:
         while not stop.is_set():
             await self.tick()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval_s)
-            except TimeoutError:
-                pass
 
     async def tick(self) -> None:
         """One pass over every live timer, concurrently: a box that takes 30 s to time out must not make

@@ -17,6 +17,7 @@ evaluated model's ``model_usage`` for the sample, else the final output's ``usag
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -155,10 +156,8 @@ def _value(value: Any, where: str) -> float:
         key = value if value in VALUES else value.lower()
         if key in VALUES:
             return VALUES[key]
-        try:
+        with contextlib.suppress(ValueError):  # refused below, with where it was found
             value = float(value)
-        except ValueError:
-            pass  # refused below, with where it was found
     return unit_score(value, where)
 
 

@@ -219,7 +219,7 @@ class ConsoleApp(App[None]):
             return
         self.action_view(view)
         screen = self.screen
-        if isinstance(screen, ViewScreen) and screen.VIEW == view:
+        if isinstance(screen, ViewScreen) and view == screen.VIEW:
             screen.run_when_loaded(action)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

@@ -141,10 +141,7 @@ class ViewScreen(Screen[None]):
         app = self.console
         model = app.model
         at = model.now()
-        if app.read_only:
-            mode = "BROWSE read-only"
-        else:
-            mode = "LIVE" if model.cursor.live else "REPLAY"
+        mode = "BROWSE read-only" if app.read_only else "LIVE" if model.cursor.live else "REPLAY"
         cursor = fmt_utc(at)
         if model.cursor.span and not model.cursor.live:
             end = model.cursor.span[1]
