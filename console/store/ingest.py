@@ -80,7 +80,7 @@ _DERIVE_ERRORS = (IngestError, ValueError, LookupError, TypeError, AttributeErro
 """What a derived row may fail with on an odd (but well-formed) event: the event keeps its journal row."""
 _STORE_REFUSALS = (sqlite3.Error, ValueError, OverflowError, TypeError, RecursionError)
 """What SQLite (or encoding for it) may raise on a value it cannot store: the batch is retried event by
-event and the event that fails alone is quarantined. A full disk is not among them (see ``_refused``)."""
+event and the event that fails alone is quarantined. A full disk is not among them (``Ingest._refused``)."""
 LOST_REASON = (
     "left the box journal before this state.db committed them (released under the box's disk floor, this "
     "campaign detached, or the journal edited by hand); the box's warning events say which"
@@ -220,11 +220,12 @@ class Ingest:
         with full_disk_guard(self.store.path), self.store.atomic():
             cursor = self.cursor(box)
             fresh, skipped, lost = self._continuing(box, cursor, events, accept_gap)
+            now = self.store.clock()
             try:
                 with self.store.atomic():
-                    report = self._write(box, fresh, by_event=False)
+                    report = self._write(box, fresh, now, by_event=False)
             except _STORE_REFUSALS as exc:
-                if disk_full(exc, self.store.path) is not None:
+                if not self._refused(exc):
                     raise
                 log.warning(
                     "box %s: a batch of %d events failed (%s); writing it event by event",
@@ -232,9 +233,8 @@ class Ingest:
                     len(fresh),
                     exc,
                 )
-                report = self._write(box, fresh, by_event=True)
+                report = self._write(box, fresh, now, by_event=True)
             report.skipped, report.lost = skipped, lost
-            now = self.store.clock()
             if lost is not None:
                 self.store.db.execute(
                     "INSERT OR IGNORE INTO lost_events(box, first_seq, last_seq, reason, recorded_ms) VALUES (?, ?, ?, ?, ?)",
@@ -282,11 +282,14 @@ class Ingest:
             fresh.append((seq, event))
         return fresh, skipped, lost
 
-    def _write(self, box: str, fresh: list[tuple[int, Any]], by_event: bool) -> IngestReport:
+    def _refused(self, exc: BaseException) -> bool:
+        """Whether SQLite refused a value (the event is quarantined) rather than lacked disk (ingest stops)."""
+        return disk_full(exc, self.store.path) is None
+
+    def _write(self, box: str, fresh: list[tuple[int, Any]], now: int, by_event: bool) -> IngestReport:
         """Write the events: samples batched per table, or (``by_event``) each event in its own savepoint,
         where one that SQLite refuses is rolled back alone and quarantined with SQLite's reason."""
         report = IngestReport(box=box)
-        now = self.store.clock()
         conn = self.store.db.conn
         rows = _Rows()
         for seq, event in fresh:
@@ -298,16 +301,20 @@ class Ingest:
                 except (ValueError, RecursionError) as exc:
                     why = f"it holds a value JSON cannot carry ({exc})"
             if why is None and by_event:
+                kept = report.journal_only.get(event["kind"])  # an earlier event's reason, if any
                 try:
                     with self.store.atomic():
                         self._add(box, seq, event, payload, now, rows, report)
                         rows.flush_event(conn)
                 except _STORE_REFUSALS as exc:
-                    if disk_full(exc, self.store.path) is not None:
+                    if not self._refused(exc):
                         raise
                     rows.clear()
                     report.inserted -= 1
-                    report.journal_only.pop(event["kind"], None)
+                    if kept is None:
+                        report.journal_only.pop(event["kind"], None)
+                    else:
+                        report.journal_only[event["kind"]] = kept
                     why = f"state.db refused it: {type(exc).__name__}: {exc}"
             elif why is None:
                 self._add(box, seq, event, payload, now, rows, report)
