@@ -358,18 +358,19 @@ class Agent:
 
     def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).
-        Without a consumer (a client run by hand) nothing is held or released: the seq is only checked."""
-        seq, consumer = args.get("seq"), args.get("consumer")
+        Without a consumer (a client run by hand) nothing is held or released: the seq is only checked (the
+        contract made it an integer)."""
+        seq, consumer = args["seq"], args.get("consumer")
         if consumer is None:
-            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= self.journal.last_seq():
+            if not 0 <= seq <= self.journal.last_seq():
                 raise ValueError(f"ack seq must be an integer from 0 to the last journaled seq, got {seq!r}")
             return {"acked_seq": seq, "registered": False}
-        acked = self.journal.ack(seq, consumer)  # type: ignore[arg-type]
+        acked = self.journal.ack(seq, consumer)
         return {"acked_seq": acked, "registered": acked is not None}
 
     def op_detach(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return {
-            "detached": self.journal.detach(args.get("consumer")),  # type: ignore[arg-type]
+            "detached": self.journal.detach(args["consumer"]),
             "first_seq": self.journal.first_seq(),
             "last_seq": self.journal.last_seq(),
         }
@@ -378,13 +379,13 @@ class Agent:
         return self.supervisor.launch(args)
 
     def op_kill(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        return self.supervisor.kill(args.get("launch_id"), float(args.get("grace_s", 30.0)), command_id)  # type: ignore[arg-type]
+        return self.supervisor.kill(args["launch_id"], float(args.get("grace_s", 30.0)), command_id)
 
     def op_launches(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         return {"launches": self.supervisor.snapshot()}
 
     def op_log_tail(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
-        return {"lines": self.supervisor.log_tail(args.get("launch_id"), args.get("lines", 100))}  # type: ignore[arg-type]
+        return {"lines": self.supervisor.log_tail(args["launch_id"], args.get("lines", 100))}
 
     def op_probe(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         console_t_ms = args.get("console_t_ms")
@@ -421,7 +422,7 @@ class Agent:
     def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")
-        return self.watchdog.cancel(args.get("timer_id"))  # type: ignore[arg-type]
+        return self.watchdog.cancel(args["timer_id"])
 
     def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
         self.journal.append(
