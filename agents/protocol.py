@@ -46,7 +46,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
@@ -70,6 +70,39 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 32
 """How deep objects and lists may nest in one message's value: the deepest the agent writes is 5 (a probe);
 a JSON nested hundreds deep exhausts Python's recursion in the encoder and must be refused, not crash."""
+
+
+EventKind = Literal[
+    "agent_started",
+    "gpu_sample",
+    "server_sample",
+    "launch_state",
+    "kernel_line",
+    "launch_budget",
+    "gpu_released",
+    "probe",
+    "bench_progress",
+    "bench_result",
+    "tripwire_result",
+    "kldiff_result",
+    "deadline",
+    "command_done",
+    "warning",
+    "disk_low",
+]
+"""Every event kind this agent journals (``EVENTS`` below maps each to its fields). ``EventBase.kind`` stays
+``str``: a newer agent may send a kind this console does not know, and it is stored as it came."""
+LaunchStateName = Literal["starting", "serving", "failed", "stopping", "stopped"]
+"""A launch's states on the box; the console adds ``requested`` before the box has it
+(console/store/launches.py LaunchStatus)."""
+DeadlineState = Literal["armed", "warning", "firing", "fired", "refused-early", "cancelled"]
+"""What a hard-stop timer's ``deadline`` event says happened."""
+TimerAction = Literal["stop-arms", "shutdown", "destroy"]
+"""What a hard-stop timer does at its deadline."""
+KernelCategory = Literal["linear", "moe", "attention", "config", "other"]
+"""The layer kind a kernel line names, or ``config`` for the engine's own KernelConfig."""
+TIMER_ACTIONS: tuple[TimerAction, ...] = typing.get_args(TimerAction)
+LAUNCH_STATE_NAMES: tuple[LaunchStateName, ...] = typing.get_args(LaunchStateName)
 
 
 class EventBase(TypedDict):
@@ -145,8 +178,7 @@ SERVER_COLUMNS: tuple[str, ...] = tuple(
 
 class _LaunchStateKey(EventBase):
     launch_id: str
-    state: str
-    """starting | serving | failed | stopping | stopped (console/store/launches.py LAUNCH_STATES)."""
+    state: LaunchStateName
 
 
 class LaunchState(_LaunchStateKey, total=False):
@@ -165,8 +197,7 @@ class KernelLine(EventBase):
     """A line of the engine's log that says which kernel or backend it really chose."""
 
     launch_id: str
-    category: str
-    """linear | moe | attention | config | other"""
+    category: KernelCategory
     line: str
 
 
@@ -249,14 +280,13 @@ class KldiffResult(_RunResult, _RunExit):
 
 class _DeadlineKey(EventBase):
     timer_id: str
-    state: str
-    """armed | warning | firing | fired | refused-early | cancelled"""
+    state: DeadlineState
 
 
 class Deadline(_DeadlineKey, total=False):
     deadline_ms: int
     remaining_s: float
-    action: str
+    action: TimerAction
     detail: dict[str, Any]
 
 
@@ -407,7 +437,7 @@ class LaunchResult(TypedDict, total=False):
     """A launch the box refused (port in use, argv[0] missing) answers ok with state "failed" and why."""
 
     launch_id: str
-    state: str
+    state: LaunchStateName
     pid: int | None
     port: int
     gpus: list[int]
@@ -430,7 +460,7 @@ class KillArgs(_KillKey, total=False):
 class KillResult(TypedDict, total=False):
     """Results arrive as launch_state, gpu_released and command_done events."""
 
-    state: str
+    state: LaunchStateName
     already: bool
 
 
@@ -546,7 +576,7 @@ class SetDeadlineArgs(TypedDict):
     timer_id: Any
     """The console's timer id (an integer, or text)."""
     deadline_ms: int
-    action: str
+    action: TimerAction
     console_now_ms: int
 
 
@@ -731,6 +761,19 @@ def _json_object(value: Any, where: str) -> str | None:
     return json_problem(value, where)
 
 
+def _one_of(allowed: tuple[Any, ...]) -> Checker:
+    """A ``Literal``: one of the declared words, so a state or action this side cannot act on is refused
+    at the edge instead of written and misread (the agent is pushed by the console, so both know the same words)."""
+    words = ", ".join(map(str, allowed))
+
+    def one_of(value: Any, where: str) -> str | None:
+        if type(value) is str and value in allowed:
+            return None
+        return f"{where} is {_shown(value)}, not one of {words}"
+
+    return one_of
+
+
 def _checker(hint: Any) -> Checker:
     """The check for one declared type (see the table at the top of this section)."""
     origin, params = typing.get_origin(hint), typing.get_args(hint)
@@ -745,6 +788,8 @@ def _checker(hint: Any) -> Checker:
         return _str_map if params == (str, str) else _json_object
     if typing.is_typeddict(hint):
         return _object_checker(hint)
+    if origin is Literal:
+        return _one_of(params)
     simple: dict[Any, Checker] = {int: _integer, float: _number, str: _text, bool: _flag, Any: _any}
     if hint in simple:
         return simple[hint]

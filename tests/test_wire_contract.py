@@ -9,6 +9,7 @@ import ast
 import json
 import math
 import sqlite3
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,21 @@ def test_every_event_kind_the_agent_journals_is_declared() -> None:
     } <= kinds  # the scan finds them
     assert kinds <= set(protocol.EVENTS), f"journaled but not declared: {kinds - set(protocol.EVENTS)}"
     assert set(protocol.EVENTS) <= kinds, f"declared but never journaled: {set(protocol.EVENTS) - kinds}"
+    assert set(protocol.EVENTS) == set(typing.get_args(protocol.EventKind))
+
+
+def test_a_state_or_action_outside_its_literal_is_refused_with_the_words_it_may_be() -> None:
+    """Launch states, deadline states, timer actions and kernel categories are declared as Literals: a word
+    this side cannot act on is quarantined at the edge, and the reason lists the words it knows."""
+    good = {"seq": 1, "t_ms": T0, "kind": "launch_state", "launch_id": "l1", "state": "serving"}
+    assert protocol.event_problem(good) is None
+    found = protocol.event_problem(good | {"state": "servin"})
+    assert found is not None and "servin" in found and "starting, serving, failed, stopping, stopped" in found
+    deadline = {"seq": 2, "t_ms": T0, "kind": "deadline", "timer_id": "1", "state": "fired", "action": "halt"}
+    assert "stop-arms, shutdown, destroy" in (protocol.event_problem(deadline) or "")
+    args = {"timer_id": 1, "deadline_ms": T0, "action": "reboot", "console_now_ms": T0}
+    assert "action" in (protocol.args_problem("set_deadline", args) or "")
+    assert protocol.args_problem("set_deadline", args | {"action": "shutdown"}) is None
 
 
 def test_every_op_the_console_sends_is_declared_and_the_daemon_answers_exactly_those() -> None:
