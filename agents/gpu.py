@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from agents.protocol import GpuHolder, GpuReading, ProbeGpu
+
 Warn = Callable[[str, str], None]
 """warn(where, message): report a fault the agent survived (journals a ``warning`` event)."""
 
@@ -248,32 +250,51 @@ def nvml_text(v: Any) -> str | None:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-PROBE_ONLY = (
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "compute_cap",
-    "default_limit_w",
-    "min_limit_w",
-    "max_sm_clock_mhz",
-)
-"""The keys ``nvml_gpu(full=True)`` adds to a sample's."""
+def reading(index: int, figure: Callable[[str], float | None]) -> GpuReading:
+    """One GPU's ``gpu_sample`` entry, each figure looked up by its name (a key of ``SAMPLE_FIELDS``): the
+    one place both sources (NVML, nvidia-smi) build the contract's shape."""
+    return {
+        "gpu": index,
+        "power_w": figure("power_w"),
+        "power_limit_w": figure("power_limit_w"),
+        "enforced_limit_w": figure("enforced_limit_w"),
+        "max_limit_w": figure("max_limit_w"),
+        "sm_clock_mhz": figure("sm_clock_mhz"),
+        "util_pct": figure("util_pct"),
+        "mem_used_mib": figure("mem_used_mib"),
+        "mem_total_mib": figure("mem_total_mib"),
+        "temp_c": figure("temp_c"),
+    }
 
 
-def nvml_gpu(nvml: Any, index: int, full: bool = False, faults: NvFaults | None = None) -> dict[str, Any]:
-    """One GPU's sample (or, with ``full``, probe) fields from NVML, in W / MHz / MiB / C / %.
+def probe_gpu(
+    index: int, text: Callable[[str], str | None], figure: Callable[[str], float | None]
+) -> ProbeGpu:
+    """One GPU of a probe, its text (``PROBE_TEXT``) and figures (``PROBE_NUMERIC``) looked up by name."""
+    return {
+        "index": index,
+        "name": text("name"),
+        "uuid": text("uuid"),
+        "pci_bus_id": text("pci_bus_id"),
+        "compute_cap": text("compute_cap"),
+        "power_w": figure("power_w"),
+        "power_limit_w": figure("power_limit_w"),
+        "enforced_limit_w": figure("enforced_limit_w"),
+        "max_limit_w": figure("max_limit_w"),
+        "sm_clock_mhz": figure("sm_clock_mhz"),
+        "util_pct": figure("util_pct"),
+        "mem_used_mib": figure("mem_used_mib"),
+        "mem_total_mib": figure("mem_total_mib"),
+        "temp_c": figure("temp_c"),
+        "default_limit_w": figure("default_limit_w"),
+        "min_limit_w": figure("min_limit_w"),
+        "max_sm_clock_mhz": figure("max_sm_clock_mhz"),
+    }
 
-    A failing call reads as None (``nv``); a GPU whose handle cannot be had reads as None throughout."""
 
-    def call(fn: Callable[..., Any], *args: Any) -> Any:
-        return nv(fn, *args, faults=faults)
-
-    h = call(nvml.nvmlDeviceGetHandleByIndex, index)
-    if h is None:
-        unknown: dict[str, Any] = {"gpu": index, **dict.fromkeys(SAMPLE_FIELDS)}
-        if full:
-            unknown = {"index": unknown.pop("gpu"), **unknown, **dict.fromkeys(PROBE_ONLY)}
-        return unknown
+def _nvml_figures(nvml: Any, h: Any, call: Callable[..., Any]) -> dict[str, float | None]:
+    """A GPU's sample figures (``SAMPLE_FIELDS``) and its lowest power limit, from NVML, in W / MHz / MiB /
+    C / %; a failing call reads as None (``nv``)."""
     util = call(nvml.nvmlDeviceGetUtilizationRates, h)
     # v2 reports "used" without the driver's reserved memory, as nvidia-smi does (v1 shows ~615 MiB on an
     # idle H200, which would read as a leftover process).
@@ -284,8 +305,7 @@ def nvml_gpu(nvml: Any, index: int, full: bool = False, faults: NvFaults | None 
     )
     mem = mem or call(nvml.nvmlDeviceGetMemoryInfo, h)
     constraints = call(nvml.nvmlDeviceGetPowerManagementLimitConstraints, h) or (None, None)
-    out: dict[str, Any] = {
-        "gpu": index,
+    return {
         "power_w": _mw(call(nvml.nvmlDeviceGetPowerUsage, h)),
         "power_limit_w": _mw(call(nvml.nvmlDeviceGetPowerManagementLimit, h)),
         "enforced_limit_w": _mw(call(nvml.nvmlDeviceGetEnforcedPowerLimit, h)),
@@ -295,28 +315,51 @@ def nvml_gpu(nvml: Any, index: int, full: bool = False, faults: NvFaults | None 
         "mem_used_mib": _mib(getattr(mem, "used", None)),
         "mem_total_mib": _mib(getattr(mem, "total", None)),
         "temp_c": _float(call(nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU)),
+        "min_limit_w": _mw(constraints[0]),
     }
-    if full:
-        cc = call(nvml.nvmlDeviceGetCudaComputeCapability, h)
-        out.update(
-            index=out.pop("gpu"),
-            name=nvml_text(call(nvml.nvmlDeviceGetName, h)),
-            uuid=nvml_text(call(nvml.nvmlDeviceGetUUID, h)),
-            pci_bus_id=nvml_text(getattr(call(nvml.nvmlDeviceGetPciInfo, h), "busId", None)),
-            compute_cap=f"{cc[0]}.{cc[1]}" if cc else None,
-            default_limit_w=_mw(call(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
-            min_limit_w=_mw(constraints[0]),
-            max_sm_clock_mhz=_float(call(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
-        )
-    return out
+
+
+def nvml_gpu(nvml: Any, index: int, faults: NvFaults | None = None) -> GpuReading:
+    """One GPU's sample from NVML; a GPU whose handle cannot be had reads as None throughout."""
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        return nv(fn, *args, faults=faults)
+
+    h = call(nvml.nvmlDeviceGetHandleByIndex, index)
+    figures = {} if h is None else _nvml_figures(nvml, h, call)
+    return reading(index, figures.get)
+
+
+def nvml_probe_gpu(nvml: Any, index: int, faults: NvFaults | None = None) -> ProbeGpu:
+    """One GPU's probe fields from NVML: the sample's figures and its identity and limits."""
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        return nv(fn, *args, faults=faults)
+
+    h = call(nvml.nvmlDeviceGetHandleByIndex, index)
+    if h is None:
+        return probe_gpu(index, lambda _: None, lambda _: None)
+    figures = _nvml_figures(nvml, h, call)
+    cc = call(nvml.nvmlDeviceGetCudaComputeCapability, h)
+    figures.update(
+        default_limit_w=_mw(call(nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+        max_sm_clock_mhz=_float(call(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM)),
+    )
+    texts = {
+        "name": nvml_text(call(nvml.nvmlDeviceGetName, h)),
+        "uuid": nvml_text(call(nvml.nvmlDeviceGetUUID, h)),
+        "pci_bus_id": nvml_text(getattr(call(nvml.nvmlDeviceGetPciInfo, h), "busId", None)),
+        "compute_cap": f"{cc[0]}.{cc[1]}" if cc else None,
+    }
+    return probe_gpu(index, texts.get, figures.get)
 
 
 def _float(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def nvml_processes(nvml: Any, faults: NvFaults | None = None) -> list[dict[str, Any]]:
-    out = []
+def nvml_processes(nvml: Any, faults: NvFaults | None = None) -> list[GpuHolder]:
+    out: list[GpuHolder] = []
     for index in range(int(nv(nvml.nvmlDeviceGetCount, faults=faults) or 0)):
         h = nv(nvml.nvmlDeviceGetHandleByIndex, index, faults=faults)
         if h is None:
@@ -328,14 +371,14 @@ def nvml_processes(nvml: Any, faults: NvFaults | None = None) -> list[dict[str, 
     return out
 
 
-def smi_processes(warn: Warn, smi: str | None = None) -> list[dict[str, Any]]:
+def smi_processes(warn: Warn, smi: str | None = None) -> list[GpuHolder]:
     """Compute processes per GPU index (nvidia-smi names GPUs by uuid in this query)."""
     inventory = smi_query(["index", "uuid"], warn, smi=smi)
     by_uuid = {row["uuid"]: int(row["index"]) for row in inventory if row["index"].strip().isdigit()}
     apps = smi_query(
         ["gpu_uuid", "pid", "process_name", "used_memory"], warn, what="--query-compute-apps", smi=smi
     )
-    out = []
+    out: list[GpuHolder] = []
     for row in apps:
         pid = value(row["pid"])
         if pid is None:
@@ -351,14 +394,11 @@ def smi_processes(warn: Warn, smi: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def _sample_from_row(row: dict[str, str]) -> dict[str, Any] | None:
+def _sample_from_row(row: dict[str, str]) -> GpuReading | None:
     index = value(row.get("index"))
     if index is None:
         return None
-    out: dict[str, Any] = {"gpu": int(index)}
-    for key, field in SAMPLE_FIELDS.items():
-        out[key] = value(row.get(field))
-    return out
+    return reading(int(index), lambda key: value(row.get(SAMPLE_FIELDS[key])))
 
 
 class SmiLoop:
@@ -374,7 +414,7 @@ class SmiLoop:
         self.interval_ms = interval_ms
         self.fields = ["index", *SAMPLE_FIELDS.values()]
         self._lock = threading.Lock()
-        self._latest: dict[int, dict[str, Any]] = {}
+        self._latest: dict[int, GpuReading] = {}
         self._fresh = False
         self._proc: subprocess.Popen[str] | None = None
         self._stopped = False
@@ -427,7 +467,7 @@ class SmiLoop:
             self.warn("nvidia-smi", f"nvidia-smi -lms exited {rc}: {text[:300]}; restarting in 30 s")
             self._restart_at = time.monotonic() + 30.0
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[GpuReading]:
         """The latest row of every GPU when any row arrived since the last read, else [].
 
         Rows of one ``-lms`` round arrive one line at a time; keeping the latest of each GPU means a tick
@@ -447,7 +487,7 @@ class SmiLoop:
             if not self._fresh:
                 return []
             self._fresh = False
-            return [dict(self._latest[k]) for k in sorted(self._latest)]
+            return [self._latest[k].copy() for k in sorted(self._latest)]
 
     def stop(self) -> None:
         self._stopped = True
@@ -497,14 +537,14 @@ class GpuSampler:
         self.loop = SmiLoop(warn, smi)
         self.loop.start()
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[GpuReading]:
         if self.nvml is not None:
             return [nvml_gpu(self.nvml, i, faults=self.faults) for i in range(self.count)]
         if self.loop is not None:
             return self.loop.read()
         return []
 
-    def processes(self) -> list[dict[str, Any]]:
+    def processes(self) -> list[GpuHolder]:
         """Compute processes on the GPUs now (for the kill's memory-release check)."""
         if self.nvml is not None:
             return nvml_processes(self.nvml, self.faults)
@@ -517,7 +557,7 @@ class GpuSampler:
             self.loop.stop()
 
 
-def sample_once(warn: Warn, source: str = "auto") -> tuple[str | None, list[dict[str, Any]]]:
+def sample_once(warn: Warn, source: str = "auto") -> tuple[str | None, list[GpuReading]]:
     """(source, one gpu_sample row per GPU) without a daemon: for checking a real box by hand."""
     nvml = load_nvml(warn) if source in ("auto", "nvml") else None
     if nvml is not None:

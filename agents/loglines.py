@@ -14,6 +14,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+from agents.protocol import KernelCategory
 
 MAX_LINE_CHARS = 2000
 
@@ -67,13 +70,13 @@ def config_excerpt(line: str) -> str:
     return excerpt[:MAX_LINE_CHARS]
 
 
-def kernel_category(line: str) -> str | None:
+def kernel_category(line: str) -> KernelCategory | None:
     """The category the agent journals a line under: ``config`` for the engine's ``KernelConfig`` (what
     was asked), the layer kind of a kernel selection line (what was used), None for anything else."""
     if "KernelConfig(" in line or "kernel_config=" in line:
         return "config"
-    record = parse_kernel_line(line)
-    return record.kind if record is not None else None
+    found = _selection(line)
+    return found[0] if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,9 @@ def _tracebacks(lines: list[str]) -> list[tuple[str | None, str]]:
 KERNEL_KINDS = ("linear", "moe", "attention")
 """The layer kinds an arm asks a backend for, and that every measured row is checked on."""
 
+KernelKind = Literal["linear", "moe", "attention", "other"]
+"""The layer kind of a kernel the engine selected: a ``kernel_line`` event's category besides ``config``."""
+
 AS_REQUESTED = "as-requested"
 FALLBACK = "fallback"
 NOT_REPORTED = "not-reported"
@@ -203,8 +209,8 @@ class KernelRecord:
     """One kernel the engine said it selected."""
 
     kind: str
-    """``linear``, ``moe``, ``attention``, or ``other`` (a kernel of another stage: MoE dispatch, MLA
-    prefill, the vision encoder's attention, the sampler...), which no arm requests."""
+    """A ``KernelKind``: ``linear``, ``moe``, ``attention``, or ``other`` (a kernel of another stage: MoE
+    dispatch, MLA prefill, the vision encoder's attention, the sampler...), which no arm requests."""
     kernel: str
     """As the engine names it: ``B12xNvFp4LinearKernel``, ``FLASHINFER_CUTLASS``, ``FlashInfer CUTLASS``."""
     scope: str
@@ -225,7 +231,7 @@ _ATTENTION_WORDS = re.compile(r"attn|attention|sdpa|mla|flash|xformers|pallas|tr
 
 # (kind, scope when the line names none, pattern) in the order tried; each is matched at the start of
 # the message and comes from a vLLM source line cited in tests/fixtures/vllm_logs/kernel-lines.tsv.
-_KERNEL_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+_KERNEL_PATTERNS: tuple[tuple[KernelKind, str, re.Pattern[str]], ...] = (
     (
         "moe",
         "",
@@ -281,6 +287,12 @@ def parse_kernel_line(line: str) -> KernelRecord | None:
     of another stage) qualify, so log noise that happens to say "Using" ("Using max model len 2048",
     "Warning: NUMA binding: Using MEMBIND policy") is never taken for a kernel.
     """
+    found = _selection(line)
+    return KernelRecord(*found, line) if found is not None else None
+
+
+def _selection(line: str) -> tuple[KernelKind, str, str] | None:
+    """(kind, kernel, scope) of a kernel-selection line (``parse_kernel_line``), or None."""
     source_match = _SOURCE.search(line)
     if source_match:
         source, message = source_match.group(1), line[source_match.end() :]
@@ -291,17 +303,17 @@ def parse_kernel_line(line: str) -> KernelRecord | None:
         m = pattern.match(message)
         if m:
             found = m.groupdict()
-            return KernelRecord(kind, found["k"].strip("'"), found.get("scope") or scope, line)
+            return kind, found["k"].strip("'"), found.get("scope") or scope
     m = _NAMED_BACKEND.match(message)
     if m is None:
         return None
     name, rest = m.group("k"), m.group("rest")
     if source in _MOE_SOURCES or re.search(r"mxfp4|moe", name, re.IGNORECASE):
-        return KernelRecord("moe", name, "MoE", line)
+        return "moe", name, "MoE"
     if re.search(r"\bvit\b", rest, re.IGNORECASE):
-        return KernelRecord("other", name, "vit attention", line)
+        return "other", name, "vit attention"
     if source in _PLATFORM_SOURCES or (source is None and _ATTENTION_WORDS.search(name)):
-        return KernelRecord("attention", name, "", line)
+        return "attention", name, ""
     return None
 
 

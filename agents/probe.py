@@ -18,11 +18,11 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from agents import gpu as G
 from agents.journal import now_ms
 from agents.loadgen.memory import meminfo
+from agents.protocol import GpuHolder, ProbeGpu, ProbeReport, ServingEnv, Topology
 
 CUDA_ERRORS = {
     0: None,
@@ -100,11 +100,11 @@ def compat_libs(ld_library_path: str | None) -> list[str]:
     return found
 
 
-def serving_env(python: str | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+def serving_env(python: str | None, env: dict[str, str] | None = None) -> ServingEnv:
     """cuInit(0), CUDA and engine versions as the serving Python sees them."""
     exe = python or sys.executable
     run_env = {**os.environ, **(env or {})}
-    result: dict[str, Any] = {
+    result: ServingEnv = {
         "prefix": None,
         "python": exe,
         "torch_cuda": None,
@@ -130,14 +130,16 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> dict[s
         result["error"] = f"serving Python {exe!r} exited {proc.returncode} without a result: {tail}"
         return result
     result.update(
-        prefix=got["prefix"],
-        python=got["python"],
-        torch_cuda=got["torch_cuda"] or torch_cuda(got["torch_version"]),
-        vllm_version=got["vllm_version"],
-        cuinit=got["cuinit"],
-        libcuda_path=got["libcuda_path"],
-        cuda_driver_version=cuda_version_text(got["cuda_driver_int"]),
-        error=got["error"],
+        {
+            "prefix": got["prefix"],
+            "python": got["python"],
+            "torch_cuda": got["torch_cuda"] or torch_cuda(got["torch_version"]),
+            "vllm_version": got["vllm_version"],
+            "cuinit": got["cuinit"],
+            "libcuda_path": got["libcuda_path"],
+            "cuda_driver_version": cuda_version_text(got["cuda_driver_int"]),
+            "error": got["error"],
+        }
     )
     if got["cuinit"] is not None:
         result["cuinit_name"] = CUDA_ERRORS.get(got["cuinit"], f"CUresult {got['cuinit']}")
@@ -166,7 +168,7 @@ _TOPO_CELL = re.compile(r"^(NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NVB)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def parse_topology(raw: str) -> dict[str, Any]:
+def parse_topology(raw: str) -> Topology:
     """GPU-to-GPU link types from ``nvidia-smi topo -m`` (ANSI escapes in the header are stripped)."""
     lines = [_ANSI.sub("", x) for x in raw.splitlines()]
     header = next((x for x in lines if "GPU0" in x and not x.startswith("GPU")), None)
@@ -194,7 +196,15 @@ def parse_topology(raw: str) -> dict[str, Any]:
     }
 
 
-def _smi_gpus(warn: G.Warn) -> tuple[list[dict[str, Any]], str | None]:
+def _smi_gpu(index: int, row: dict[str, str]) -> ProbeGpu:
+    return G.probe_gpu(
+        index,
+        lambda key: G.text_value(row.get(G.PROBE_TEXT[key])),
+        lambda key: G.value(row.get(G.PROBE_NUMERIC[key])),
+    )
+
+
+def _smi_gpus(warn: G.Warn) -> tuple[list[ProbeGpu], str | None]:
     fields = ["index", "driver_version", *G.PROBE_TEXT.values(), *G.PROBE_NUMERIC.values()]
     rows = G.smi_query(list(dict.fromkeys(fields)), warn)
     gpus = []
@@ -204,12 +214,7 @@ def _smi_gpus(warn: G.Warn) -> tuple[list[dict[str, Any]], str | None]:
         if index is None:
             continue
         driver = driver or G.text_value(row.get("driver_version"))
-        g: dict[str, Any] = {"index": int(index)}
-        for key, fld in G.PROBE_TEXT.items():
-            g[key] = G.text_value(row.get(fld))
-        for key, fld in G.PROBE_NUMERIC.items():
-            g[key] = G.value(row.get(fld))
-        gpus.append(g)
+        gpus.append(_smi_gpu(int(index), row))
     return gpus, driver
 
 
@@ -233,7 +238,7 @@ def probe(
     disk_path: str | None = None,
     serving_env_vars: dict[str, str] | None = None,
     gpu_source: str = "auto",
-) -> dict[str, Any]:
+) -> ProbeReport:
     """One probe dict (docs/contracts.md). Never raises for a missing tool: it becomes None + a warning."""
     warnings: list[str] = []
 
@@ -242,8 +247,8 @@ def probe(
 
     t = now_ms()
     nvml = G.load_nvml(warn) if gpu_source in ("auto", "nvml") else None
-    gpus: list[dict[str, Any]] = []
-    processes: list[dict[str, Any]] = []
+    gpus: list[ProbeGpu] = []
+    processes: list[GpuHolder] = []
     driver = cuda_driver = None
     source = None
     if nvml is not None:
@@ -251,7 +256,7 @@ def probe(
         faults = G.NvFaults(
             warn
         )  # an NVML call that fails for another reason than "not here" is a probe warning
-        gpus = [G.nvml_gpu(nvml, i, full=True, faults=faults) for i in range(nvml.nvmlDeviceGetCount())]
+        gpus = [G.nvml_probe_gpu(nvml, i, faults=faults) for i in range(nvml.nvmlDeviceGetCount())]
         driver = G.nvml_text(G.nv(nvml.nvmlSystemGetDriverVersion, faults=faults))
         cuda_driver = cuda_version_text(G.nv(nvml.nvmlSystemGetCudaDriverVersion, faults=faults))
         processes = G.nvml_processes(nvml, faults=faults)
@@ -277,7 +282,7 @@ def probe(
         except (OSError, subprocess.TimeoutExpired) as exc:
             warn("nvidia-smi", f"topo -m failed: {exc}")
     env = serving_env(serving_python, serving_env_vars)
-    if env.get("error"):
+    if env["error"]:
         warn("serving_env", env["error"])
     usage = shutil.disk_usage(disk_path or os.getcwd())
     return {

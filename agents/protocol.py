@@ -230,8 +230,91 @@ class GpuReleased(_ReleasedKey, total=False):
     """Its processes still on a GPU: [{gpu, pid, name, used_mib}]."""
 
 
+class ProbeGpu(TypedDict):
+    """One GPU in a probe: its identity and limits beside a sample's figures; null where the box could not
+    read it (agents/gpu.py ``probe_gpu``)."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    compute_cap: str | None
+    power_w: float | None
+    power_limit_w: float | None
+    enforced_limit_w: float | None
+    max_limit_w: float | None
+    sm_clock_mhz: float | None
+    util_pct: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    temp_c: float | None
+    default_limit_w: float | None
+    min_limit_w: float | None
+    max_sm_clock_mhz: float | None
+
+
+class ServingEnv(TypedDict):
+    """What the serving environment's Python sees: cuInit(0), CUDA and engine versions (agents/probe.py)."""
+
+    prefix: str | None
+    python: str | None
+    torch_cuda: str | None
+    vllm_version: str | None
+    cuinit: int | None
+    cuinit_name: str | None
+    libcuda_path: str | None
+    compat_libs: list[str]
+    cuda_driver_version: str | None
+    error: str | None
+
+
+class Topology(TypedDict):
+    """``nvidia-smi topo -m`` as printed, and the link type of each GPU pair (``"0-1": "NV18"``)."""
+
+    raw: str
+    links: dict[str, str]
+    nvlink_all: bool
+
+
+class MemoryInfo(TypedDict):
+    """The box's MemTotal and MemAvailable in bytes."""
+
+    total_bytes: int
+    available_bytes: int
+
+
+class DiskSpace(TypedDict):
+    path: str
+    free_bytes: int
+    total_bytes: int
+
+
+class ProbeReport(TypedDict, total=False):
+    """agents/probe.py's report (docs/contracts.md). Every field may be absent: the console reads the probe
+    of an older or newer agent field by field (console/checks/probe_view.py)."""
+
+    t_ms: int
+    console_t_ms: int | None
+    hostname: str
+    tz: str | None
+    utc_offset_s: int
+    cpu_count: int
+    memory: MemoryInfo | None
+    """None off Linux or without MemAvailable."""
+    disk: DiskSpace
+    driver_version: str | None
+    cuda_driver_version: str | None
+    gpus: list[ProbeGpu]
+    processes: list[GpuHolder]
+    topology: Topology
+    serving_env: ServingEnv
+    source: str | None
+    """``nvml``, ``nvidia-smi``, or None without GPU tooling."""
+    warnings: list[str]
+
+
 class Probe(EventBase):
-    probe: dict[str, Any]
+    probe: ProbeReport
     """agents/probe.py's report."""
 
 
@@ -491,7 +574,7 @@ class ProbeArgs(TypedDict, total=False):
 
 
 class ProbeResult(TypedDict):
-    probe: dict[str, Any]
+    probe: ProbeReport
     """Also journaled as a probe event."""
 
 

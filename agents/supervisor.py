@@ -31,6 +31,7 @@ from agents.environ import allowed_env
 from agents.gpu import GpuSampler
 from agents.journal import Journal
 from agents.metrics import RateTracker
+from agents.protocol import GpuReading
 
 LAUNCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LOG_READ_PER_TICK = 1024 * 1024
@@ -179,7 +180,7 @@ class Supervisor:
         self.journal = journal
         self.gpu = gpu
         self.launches: dict[str, Launch] = {}
-        self.last_gpu_sample: list[dict[str, Any]] = []
+        self.last_gpu_sample: list[GpuReading] = []
         self._http = ThreadPoolExecutor(max_workers=8, thread_name_prefix="http")
 
     def close(self) -> None:

@@ -367,7 +367,8 @@ def test_serving_env_reads_torch_cuda_without_importing_torch(tmp_path: Path) ->
         "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n"
     )
     env = probe.serving_env(sys.executable, {"PYTHONPATH": str(site), "LD_LIBRARY_PATH": ""})
-    assert env["torch_cuda"] == "13.0" and env["error"].startswith("libcuda.so.1 not loadable")
+    error = env["error"]
+    assert env["torch_cuda"] == "13.0" and error is not None and error.startswith("libcuda.so.1 not loadable")
 
 
 # -- Python 3.10: the box's interpreter (the zipapp runs on whatever python3 the box has) -------------

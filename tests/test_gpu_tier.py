@@ -261,7 +261,9 @@ def _power_series(s: GpuSampler, seconds: float, period: float = 0.2) -> list[tu
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         row = s.read()[0]
-        out.append((row["power_w"], row["sm_clock_mhz"]))
+        power, clock = row["power_w"], row["sm_clock_mhz"]
+        assert power is not None and clock is not None, row
+        out.append((power, clock))
         time.sleep(period)
     return out
 
@@ -290,6 +292,7 @@ def test_power_idle_vs_a_matmul_loop(sampler: tuple[GpuSampler, list[str]]) -> N
             proc.kill()
             proc.wait()
     limit = s.read()[0]["power_limit_w"]
+    assert limit is not None
     idle_w = statistics.median(p for p, _ in idle)
     steady = [p for p, _ in loaded[len(loaded) // 4 :]]  # past the ramp
     loaded_w = statistics.median(steady)

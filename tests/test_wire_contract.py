@@ -140,6 +140,7 @@ def test_the_agents_own_answers_keep_the_contract(tmp_path: Path) -> None:
             ("events", {"after": 0, "limit": 10, "consumer": "c1"}),
             ("ack", {"seq": 1, "consumer": "c1"}),
             ("launches", {}),
+            ("probe", {"console_t_ms": T0}),
             ("detach", {"consumer": "c1"}),
         ):
             reply = agent.handle_line(protocol.encode({"id": f"t-{op}", "op": op, "args": args}))

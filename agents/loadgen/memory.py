@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.protocol import MemoryInfo
+
 MEMORY_SHARE = 0.25
 """The load generator's budget: this share of the box's MemAvailable when the run starts. The rest is
 the servers' (vLLM holds host memory beside the GPU's), the agent's and sshd's; a quarter also leaves the
@@ -190,7 +192,7 @@ def refusal(
     )
 
 
-def meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int] | None:
+def meminfo(path: Path = Path("/proc/meminfo")) -> MemoryInfo | None:
     """The box's MemTotal and MemAvailable in bytes (``total_bytes``, ``available_bytes``); None off Linux or
     on a kernel before 3.14 (no MemAvailable)."""
     try:
