@@ -74,12 +74,12 @@ def test_a_new_campaign_may_start_where_the_box_journal_starts(store: Store) -> 
 
 
 def test_event_that_cannot_be_derived_keeps_its_journal_row_and_never_stalls_ingest(store: Store) -> None:
-    odd = ev(3, "launch_state", launch_id="L1", state="exploded")  # well-formed, but no state the store knows
+    odd = ev(3, "probe", probe={"tz": "UTC"})  # well-formed, but a probe the store cannot file (no t_ms)
     report = store.ingest.batch("pro-a", [ev(1), ev(2), odd, ev(4)])
     assert report.cursor == 4 and report.inserted == 4
-    assert "unknown launch state 'exploded'" in report.journal_only["launch_state"]
+    assert "has no integer t_ms" in report.journal_only["probe"]
     assert store.scalar("SELECT count(*) FROM journal") == 4
-    assert store.launches.get("L1") is None  # the half-derived row was rolled back to its savepoint
+    assert store.scalar("SELECT count(*) FROM probes") == 0
 
 
 def test_an_event_without_a_field_the_contract_requires_is_quarantined(store: Store) -> None:
@@ -245,9 +245,10 @@ def test_launch_unknown_to_this_store_still_gets_a_row(store: Store) -> None:
     assert launch is not None and launch.state == "serving" and "unknown" in launch.arm
 
 
-def test_unknown_launch_state_is_reported(store: Store) -> None:
+def test_unknown_launch_state_is_quarantined_and_makes_no_launch(store: Store) -> None:
+    """The contract names the box's launch states: one outside them is refused before it could be misread."""
     report = store.ingest.batch("pro-a", [ev(1, "launch_state", launch_id="L", state="exploded")])
-    assert "unknown launch state 'exploded'" in report.journal_only["launch_state"]
+    assert report.cursor == 1 and "'exploded', not one of" in report.quarantined[1]
     assert store.launches.get("L") is None
 
 

@@ -8,8 +8,10 @@ before (or instead of) the immediate reply; whichever lands first wins.
 from __future__ import annotations
 
 import json
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from console.errors import InputError
 from console.store.jsonutil import dumps
@@ -17,7 +19,9 @@ from console.store.jsonutil import dumps
 if TYPE_CHECKING:
     from console.store.connection import Connection
 
-COMMAND_STATES = ("pending", "sent", "acked", "failed")
+CommandState = Literal["pending", "sent", "acked", "failed"]
+"""Stored, handed to the box, answered ok, answered with an error (or never sent)."""
+COMMAND_STATES: tuple[CommandState, ...] = typing.get_args(CommandState)
 
 
 class NoSuchCommand(InputError, KeyError):
@@ -34,7 +38,8 @@ class Command:
     box: str
     op: str
     args: dict[str, Any]
-    state: str
+    """The op's arguments as sent (agents.protocol ``OPS[op].args`` declares them)."""
+    state: CommandState
     created_ms: int
     sent_ms: int | None = None
     acked_ms: int | None = None
@@ -63,13 +68,19 @@ class Commands:
     def __init__(self, store: Connection):
         self.store = store
 
-    def add(self, command_id: str, box: str, op: str, args: dict[str, Any]) -> Command:
+    def add(self, command_id: str, box: str, op: str, args: Mapping[str, object]) -> Command:
         """Store a command BEFORE it is sent, so a crash between send and ack can re-send the same id."""
         now = self.store.clock()
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT INTO commands(id, box, op, args, state, created_ms) VALUES (?, ?, ?, ?, 'pending', ?)",
-                [command_id, box, op, dumps(args), now],
+            db.table("commands").insert(
+                {
+                    "id": command_id,
+                    "box": box,
+                    "op": op,
+                    "args": dumps(args),
+                    "state": "pending",
+                    "created_ms": now,
+                }
             )
         return self.get(command_id)
 

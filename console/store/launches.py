@@ -7,16 +7,21 @@ row holding the exact argv and environment sent, so a result can always name wha
 from __future__ import annotations
 
 import json
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from agents.protocol import LaunchStateName
 from console.store.jsonutil import dumps, json_list, json_tuple_or_none
 
 if TYPE_CHECKING:
     from console.store.connection import Connection
 
-LAUNCH_STATES = ("requested", "starting", "serving", "failed", "stopping", "stopped")
-ENDED = ("failed", "stopped")
+LaunchStatus = Literal["requested", LaunchStateName]
+"""A launch's state in state.db: ``requested`` until the box journals one of its own (agents.protocol)."""
+LAUNCH_STATES: tuple[LaunchStatus, ...] = typing.get_args(LaunchStatus)
+ENDED: tuple[LaunchStatus, ...] = ("failed", "stopped")
 """Launch states after which a server holds nothing (once its GPU release is journaled)."""
 
 
@@ -32,7 +37,7 @@ class Launch:
     gpus: tuple[int, ...]
     port: int | None
     pid: int | None
-    state: str
+    state: LaunchStatus
     start_ms: int | None
     ready_ms: int | None
     stop_ms: int | None
@@ -142,25 +147,24 @@ class Launches:
         env: dict[str, str],
         gpus: list[list[int]],
         tensor_parallel: int,
-        lint: list[dict[str, Any]],
+        lint: Sequence[Mapping[str, object]],
     ) -> int:
         """The resolved arm, once per (arm, box, recipe hash): launches point at what really ran."""
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
-                "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    arm,
-                    model,
-                    box,
-                    recipe_hash,
-                    dumps(argv),
-                    dumps(env),
-                    dumps(gpus),
-                    tensor_parallel,
-                    dumps(lint),
-                    self.store.clock(),
-                ],
+            db.table("arms").insert(
+                {
+                    "arm": arm,
+                    "model": model,
+                    "box": box,
+                    "recipe_hash": recipe_hash,
+                    "argv": dumps(argv),
+                    "env": dumps(env),
+                    "gpus": dumps(gpus),
+                    "tensor_parallel": tensor_parallel,
+                    "lint": dumps(lint),
+                    "created_ms": self.store.clock(),
+                },
+                ignore=True,  # the same resolution again: its first row stands
             )
         return int(
             self.store.scalar(
@@ -189,10 +193,19 @@ class Launches:
         group: str | None = None,
     ) -> None:
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT INTO launches(id, box, arm, arm_id, replica, gpus, port, state, forced, launch_group) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'requested', ?, ?)",
-                [launch_id, box, arm, arm_id, replica, dumps(gpus), port, 1 if forced else 0, group],
+            db.table("launches").insert(
+                {
+                    "id": launch_id,
+                    "box": box,
+                    "arm": arm,
+                    "arm_id": arm_id,
+                    "replica": replica,
+                    "gpus": dumps(gpus),
+                    "port": port,
+                    "state": "requested",  # until the box journals a state of its own
+                    "forced": 1 if forced else 0,
+                    "launch_group": group,
+                }
             )
 
     def fail(self, launch_id: str, reason: str) -> None:
@@ -210,7 +223,7 @@ class Launches:
     def live(self, box: str, arm: str | None = None) -> list[Launch]:
         """Launches on ``box`` that may still hold GPUs (not failed, not stopped)."""
         sql = "SELECT * FROM launches WHERE box = ? AND state NOT IN ('failed', 'stopped')"
-        params: list[Any] = [box]
+        params: list[str | None] = [box]
         if arm is not None:
             sql += " AND arm = ?"
             params.append(arm)
@@ -219,7 +232,7 @@ class Launches:
     def replicas_of(self, launch: Launch) -> list[Launch]:
         """Every replica the launch of ``launch`` started, in replica order: its group's, or for a launch
         recorded before groups the live launches of the same arm row on its box."""
-        params: list[Any]
+        params: list[str | int | None]
         if launch.launch_group is not None:
             sql, params = "SELECT * FROM launches WHERE launch_group = ?", [launch.launch_group]
         else:
