@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from typing import Any, Protocol
 
+from agents.protocol import TimerAction
 from agents.watchdog import GUARD_MS, WARN_AT_S, too_early, tz_in_force
 from console.errors import InputError, Refused
 from console.store import Store
@@ -241,7 +242,7 @@ class BoxActions(Protocol):
     """What the enforcer asks of the fleet layer. Each returns a JSON-able summary for the log."""
 
     async def arm_watchdog(
-        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+        self, box: str, timer_id: int, deadline_ms: int, action: TimerAction, console_now_ms: int
     ) -> dict[str, Any]: ...
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]: ...

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agents.protocol import TimerAction
 from agents.watchdog import Watchdog
 from console.store import Box, Store
 from console.timers import (
@@ -200,7 +201,7 @@ def test_guard_refuses_an_hour_early_and_logs_why(store: Store) -> None:
     entry = refused[0]
     assert entry["now_ms"] == SEED_MISREAD_MS and entry["deadline_ms"] == CUTOFF_MS
     assert entry["remaining_s"] == 3600.0
-    assert entry["tz"].startswith(f"TZ={os.environ['TZ']} ")
+    assert entry["tz"] is not None and entry["tz"].startswith(f"TZ={os.environ['TZ']} ")
     assert entry["detail"]["now_utc"] == "2026-09-06 00:27:00 UTC"
     assert guard(store, timer.id, now_ms=CUTOFF_MS - 29_000).id == timer.id  # within 30 s: allowed
     cancel(store, timer.id, now_ms=NOW_MS)
@@ -257,14 +258,14 @@ class LocalBox:
         return {"stopped": [p.pid for p in self.arms]}
 
     async def arm_watchdog(
-        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+        self, box: str, timer_id: int, deadline_ms: int, action: TimerAction, console_now_ms: int
     ) -> dict[str, Any]:
         self.calls.append(("arm_watchdog", self.clock()))
-        return self.watchdog.arm(timer_id, deadline_ms, action, console_now_ms)
+        return dict(self.watchdog.arm(timer_id, deadline_ms, action, console_now_ms))
 
     async def cancel_watchdog(self, box: str, timer_id: int) -> dict[str, Any]:
         self.calls.append(("cancel_watchdog", self.clock()))
-        return self.watchdog.cancel(timer_id)
+        return dict(self.watchdog.cancel(timer_id))
 
     async def pull(self, box: str) -> dict[str, Any]:
         self.calls.append(("pull", self.clock()))

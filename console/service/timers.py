@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agents.protocol import TimerAction
 from console.bounds import INTERVAL_S, ROW_ID
 from console.errors import InputError
 from console.service.base import reaching
 from console.service.launches import LaunchIntents, released
-from console.store.timers import ACTIONS, Timer
+from console.store.timers import ACTIONS, Timer, timer_action
 from console.timers import Enforcer, cancel, parse_deadline, readings
 from ops.providers import for_box
 
@@ -34,7 +35,7 @@ class TimerPlan:
     """A deadline as the operator confirms it before anything is stored or armed."""
 
     box: str
-    action: str
+    action: TimerAction
     deadline_ms: int
     input_text: str
     readings: tuple[tuple[str, str], ...]  # (label, text): UTC, console, box, remaining
@@ -61,24 +62,27 @@ class TimerIntents(LaunchIntents):
     def plan_timer(
         self, box: str, *, at: str | None, within: str | None, action: str = "stop-arms"
     ) -> TimerPlan:
-        """Read the deadline (refusing anything ambiguous) and check the action fits the box."""
-        if action not in ACTIONS:
-            raise InputError(f"--action {action!r}: choose one of {', '.join(ACTIONS)}")
-        self._check_action(box, action)
+        """Read the deadline (refusing anything ambiguous) and check the action fits the box. ``action`` is
+        the word the operator typed (the CLI's argument, the TUI's field): one not in ACTIONS is refused."""
+        try:
+            chosen = timer_action(action)
+        except ValueError:
+            raise InputError(f"--action {action!r}: choose one of {', '.join(ACTIONS)}") from None
+        self._check_action(box, chosen)
         box_tz = self.store.timers.box_tz(box)
         now = self.store.clock()
         deadline = parse_deadline(at, within, now_ms=now, box_tz=box_tz)
         text = at if at is not None else f"in {within}"
         return TimerPlan(
             box,
-            action,
+            chosen,
             deadline,
             text,
             tuple(readings(deadline, now, box_tz)),
             tuple(self.store.timers.every(box, active_only=True)),
         )
 
-    def _check_action(self, box_name: str, action: str) -> None:
+    def _check_action(self, box_name: str, action: TimerAction) -> None:
         box = self.store.boxes.get(box_name)
         if box.status == "destroyed":
             raise InputError(f"box {box_name} is already destroyed; nothing to stop")
@@ -168,7 +172,7 @@ class TimerIntents(LaunchIntents):
 
     # -- what the enforcer asks of a box (console.timers.BoxActions) ---------------------------
     async def arm_watchdog(
-        self, box: str, timer_id: int, deadline_ms: int, action: str, console_now_ms: int
+        self, box: str, timer_id: int, deadline_ms: int, action: TimerAction, console_now_ms: int
     ) -> dict[str, Any]:
         link = await self.link(box)
         args = {

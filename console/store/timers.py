@@ -8,16 +8,30 @@ CLI watcher on the same state.db) cannot both fire one timer.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
+from agents.protocol import TIMER_ACTIONS, TimerAction
 from console.errors import ConsoleError, InputError
 from console.store.connection import Connection
 from console.store.jsonutil import dumps
 from console.timeutil import zone
 
-ACTIONS = ("stop-arms", "shutdown", "destroy")
-ACTIVE = ("armed", "firing")
+TimerState = Literal["armed", "firing", "fired", "cancelled", "failed"]
+"""A timer's life in the store (``timers.state``); only ``ACTIVE`` ones are enforced. ``transition`` moves it."""
+ACTIVE: tuple[TimerState, ...] = ("armed", "firing")
+ACTIONS: tuple[TimerAction, ...] = TIMER_ACTIONS
+"""The actions a timer may take: the protocol's, so the console never arms one the box's watchdog refuses."""
+
+
+def timer_action(text: str) -> TimerAction:
+    """The action an operator typed, as one the box's watchdog knows (agents.protocol ``TIMER_ACTIONS``, the
+    one list: the CHECK on ``timers.action`` names the same words); ValueError for any other word."""
+    for action in TIMER_ACTIONS:
+        if action == text:
+            return action
+    raise ValueError(f"action {text!r}: expected one of {', '.join(TIMER_ACTIONS)}")
 
 
 @dataclass
@@ -25,8 +39,8 @@ class Timer:
     id: int
     box: str
     deadline_ms: int
-    action: str
-    state: str
+    action: TimerAction
+    state: TimerState
     input_text: str | None
     created_ms: int
     updated_ms: int
@@ -35,6 +49,23 @@ class Timer:
     def from_row(cls, row: dict[str, Any]) -> Timer:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in row.items() if k in names})
+
+
+class TimerLogRow(TypedDict):
+    """One line of a timer's log as read back (``Timers.log``): an arm, warning, pull, refusal or firing."""
+
+    id: int
+    timer_id: int
+    t_ms: int
+    event: str
+    enforcer: str | None
+    now_ms: int | None
+    deadline_ms: int | None
+    remaining_s: float | None
+    tz: str | None
+    detail: Any
+    """What the writer logged with it (an error, a box's or a provider's answer): a JSON object of any shape,
+    or None when nothing was."""
 
 
 class NoSuchTimer(InputError, KeyError):
@@ -67,24 +98,27 @@ class Timers:
         self,
         box: str,
         deadline_ms: int,
-        action: str,
+        action: TimerAction,
         input_text: str,
         *,
         now_ms: int,
-        detail: dict[str, Any] | None = None,
+        detail: Mapping[str, object] | None = None,
     ) -> Timer:
         if action not in ACTIONS:
             raise ValueError(f"action {action!r}: expected one of {', '.join(ACTIONS)}")
         if isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int):
             raise TypeError(f"deadline_ms must be integer UTC epoch milliseconds, got {deadline_ms!r}")
-        with self.store.atomic() as db:
-            cur = db.execute(
-                "INSERT INTO timers(box, deadline_ms, action, state, input_text, created_ms, updated_ms) "
-                "VALUES (?, ?, ?, 'armed', ?, ?, ?)",
-                [box, deadline_ms, action, input_text, now_ms, now_ms],
-            )
-            assert cur.lastrowid is not None
-            timer_id = cur.lastrowid
+        row = {
+            "box": box,
+            "deadline_ms": deadline_ms,
+            "action": action,
+            "state": "armed",
+            "input_text": input_text,
+            "created_ms": now_ms,
+            "updated_ms": now_ms,
+        }
+        with self.store.atomic():
+            timer_id = self.store.insert("timers", row)
             self.log(
                 timer_id, "armed", enforcer="console", now_ms=now_ms, deadline_ms=deadline_ms, detail=detail
             )
@@ -112,7 +146,9 @@ class Timers:
         active = self.every(box, active_only=True)
         return active[0] if active else None
 
-    def transition(self, timer_id: int, from_states: tuple[str, ...], to: str, *, now_ms: int) -> bool:
+    def transition(
+        self, timer_id: int, from_states: tuple[TimerState, ...], to: TimerState, *, now_ms: int
+    ) -> bool:
         """Move a timer to ``to`` only if it is still in one of ``from_states``; False if another won."""
         with self.store.atomic() as db:
             cur = db.execute(
@@ -131,31 +167,41 @@ class Timers:
         now_ms: int,
         deadline_ms: int | None = None,
         tz: str | None = None,
-        detail: dict[str, Any] | None = None,
+        detail: Mapping[str, object] | None = None,
     ) -> None:
         remaining_s = None if deadline_ms is None else (deadline_ms - now_ms) / 1000
+        row = {
+            "timer_id": timer_id,
+            "t_ms": now_ms,
+            "event": event,
+            "enforcer": enforcer,
+            "now_ms": now_ms,
+            "deadline_ms": deadline_ms,
+            "remaining_s": remaining_s,
+            "tz": tz,
+            "detail": None if detail is None else dumps(detail),
+        }
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT INTO timer_log(timer_id, t_ms, event, enforcer, now_ms, deadline_ms, remaining_s, tz, "
-                "detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    timer_id,
-                    now_ms,
-                    event,
-                    enforcer,
-                    now_ms,
-                    deadline_ms,
-                    remaining_s,
-                    tz,
-                    None if detail is None else dumps(detail),
-                ],
-            )
+            db.table("timer_log").insert(row)
 
-    def log_for(self, timer_id: int) -> list[dict[str, Any]]:
-        rows = self.store.rows("SELECT * FROM timer_log WHERE timer_id = ? ORDER BY t_ms, id", [timer_id])
-        for r in rows:
-            r["detail"] = None if r["detail"] is None else json.loads(r["detail"])
-        return rows
+    def log_for(self, timer_id: int) -> list[TimerLogRow]:
+        return [
+            TimerLogRow(
+                id=r["id"],
+                timer_id=r["timer_id"],
+                t_ms=r["t_ms"],
+                event=r["event"],
+                enforcer=r["enforcer"],
+                now_ms=r["now_ms"],
+                deadline_ms=r["deadline_ms"],
+                remaining_s=r["remaining_s"],
+                tz=r["tz"],
+                detail=None if r["detail"] is None else json.loads(r["detail"]),
+            )
+            for r in self.store.rows(
+                "SELECT * FROM timer_log WHERE timer_id = ? ORDER BY t_ms, id", [timer_id]
+            )
+        ]
 
     def has_event(self, timer_id: int, event: str) -> bool:
         return bool(
