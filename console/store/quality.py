@@ -186,20 +186,16 @@ class Quality:
                     "source": "measured",
                 },
             )
-            db.conn.executemany(
-                "INSERT INTO quality_items(run_id, task, item_id, score, truncated, output_tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        run_id,
-                        i.task,
-                        i.item_id,
-                        i.score,
-                        None if i.truncated is None else int(i.truncated),
-                        i.output_tokens,
-                    )
-                    for i in items
-                ],
+            db.table("quality_items").insert_all(
+                {
+                    "run_id": run_id,
+                    "task": i.task,
+                    "item_id": i.item_id,
+                    "score": i.score,
+                    "truncated": None if i.truncated is None else int(i.truncated),
+                    "output_tokens": i.output_tokens,
+                }
+                for i in items
             )
         return run_id
 
@@ -231,24 +227,23 @@ class Quality:
                     "import_id": import_id,
                 },
             )
-        for p in pairs:
-            self.store.insert(
-                "quality_pairs",
-                {
-                    "kind": p.kind,
-                    "a_run": ids[p.a],
-                    "b_run": ids[p.b],
-                    "items": p.items,
-                    "a_only": p.a_only,
-                    "b_only": p.b_only,
-                    "a_accuracy": p.a_accuracy,
-                    "b_accuracy": p.b_accuracy,
-                    "a_truncation": p.a_truncation,
-                    "b_truncation": p.b_truncation,
-                    "a_mean_tokens": p.a_mean_tokens,
-                    "b_mean_tokens": p.b_mean_tokens,
-                    "note": p.note,
-                    "provenance": p.provenance,
-                    "import_id": import_id,
-                },
-            )
+        self.store.db.table("quality_pairs").insert_all(
+            {
+                "kind": p.kind,
+                "a_run": ids[p.a],
+                "b_run": ids[p.b],
+                "items": p.items,
+                "a_only": p.a_only,
+                "b_only": p.b_only,
+                "a_accuracy": p.a_accuracy,
+                "b_accuracy": p.b_accuracy,
+                "a_truncation": p.a_truncation,
+                "b_truncation": p.b_truncation,
+                "a_mean_tokens": p.a_mean_tokens,
+                "b_mean_tokens": p.b_mean_tokens,
+                "note": p.note,
+                "provenance": p.provenance,
+                "import_id": import_id,
+            }
+            for p in pairs
+        )

@@ -18,7 +18,7 @@ This module writes; what views, reports and exports read of these tables is cons
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from console.errors import InputError
@@ -302,12 +302,15 @@ class Results:
                             not latest[0]["passed"]
                         )
             bench_id = self.store.insert("bench_runs", values)
-            for i, share in enumerate(row.get("per_url") or []):
-                detail = _encode(share, REPLICA_COLUMNS)
-                detail.update(
-                    bench_run_id=bench_id, replica=i, launch_id=launch_ids[i] if i < len(launch_ids) else None
-                )
-                self.store.insert("bench_replicas", detail)
+            self.store.db.table("bench_replicas").insert_all(
+                {
+                    **_encode(share, REPLICA_COLUMNS),
+                    "bench_run_id": bench_id,
+                    "replica": i,
+                    "launch_id": launch_ids[i] if i < len(launch_ids) else None,
+                }
+                for i, share in enumerate(row.get("per_url") or [])
+            )
             return bench_id
 
     def _conditions(self, values: dict[str, Any], launch_ids: list[str]) -> None:
@@ -373,19 +376,7 @@ class Results:
     def add_api_price(self, price: ApiPrice) -> None:
         """Insert or replace the price of (model, provider): prices move, the latest entry counts."""
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO api_prices(model, provider, in_per_mtok, out_per_mtok, cached_in_per_mtok, "
-                "note, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    price.model,
-                    price.provider,
-                    price.in_per_mtok,
-                    price.out_per_mtok,
-                    price.cached_in_per_mtok,
-                    price.note,
-                    self.store.clock(),
-                ],
-            )
+            db.table("api_prices").insert({**asdict(price), "t_ms": self.store.clock()}, replace=True)
 
     def _fill_served(self, values: dict[str, Any], row: dict[str, Any], launch_id: str) -> None:
         """The reasoning parser the launch's server ran with (its argv, over the tool's echo of its profile),
@@ -518,10 +509,13 @@ class Results:
                 TRIPWIRE_COLUMNS,
             )
             tripwire_ids[launch_id] = self.store.insert("tripwire_runs", values)
-        for row in payload.bench_runs:
-            values = _encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS)
-            values["tripwire_id"] = tripwire_ids.get(row.get("launch_id", ""))
-            self.store.insert("bench_runs", values)
+        self.store.db.table("bench_runs").insert_all(
+            {
+                **_encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS),
+                "tripwire_id": tripwire_ids.get(row.get("launch_id", "")),
+            }
+            for row in payload.bench_runs
+        )
         for row in payload.eval_runs:
             self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
 
@@ -547,40 +541,49 @@ class Results:
     def _import_launch(self, launch: ImportedLaunch, now: int) -> None:
         db = self.store.db
         recipe_hash = "imported:" + launch.configuration
-        db.execute(
-            "INSERT OR IGNORE INTO arms(arm, model, box, recipe_hash, argv, env, gpus, tensor_parallel, lint, "
-            "created_ms) VALUES (?, ?, ?, ?, '[]', '{}', ?, ?, NULL, ?)",
-            [
-                launch.arm,
-                launch.model,
-                launch.box,
-                recipe_hash,
-                dumps(launch.gpus),
-                launch.tensor_parallel,
-                now,
-            ],
+        db.table("arms").insert(
+            {
+                "arm": launch.arm,
+                "model": launch.model,
+                "box": launch.box,
+                "recipe_hash": recipe_hash,
+                "argv": "[]",
+                "env": "{}",
+                "gpus": dumps(launch.gpus),
+                "tensor_parallel": launch.tensor_parallel,
+                "lint": None,
+                "created_ms": now,
+            },
+            ignore=True,
         )
         arm_id = self.store.scalar(
             "SELECT id FROM arms WHERE arm = ? AND box = ? AND recipe_hash = ?",
             [launch.arm, launch.box, recipe_hash],
         )
         db.execute("DELETE FROM kernel_lines WHERE launch_id = ?", [launch.launch_id])
-        db.execute(
-            "INSERT OR REPLACE INTO launches(id, box, arm, arm_id, replica, gpus, state, failure_reason, "
-            "kv_cache_tokens, start_ms, stop_ms) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, NULL, NULL)",
-            [
-                launch.launch_id,
-                launch.box,
-                launch.arm,
-                arm_id,
-                dumps(sorted(g for r in launch.gpus for g in r)),
-                launch.state,
-                launch.failure_reason,
-                launch.kv_cache_tokens,
-            ],
+        db.table("launches").insert(
+            {
+                "id": launch.launch_id,
+                "box": launch.box,
+                "arm": launch.arm,
+                "arm_id": arm_id,
+                "replica": 0,
+                "gpus": dumps(sorted(g for r in launch.gpus for g in r)),
+                "state": launch.state,
+                "failure_reason": launch.failure_reason,
+                "kv_cache_tokens": launch.kv_cache_tokens,
+                "start_ms": None,
+                "stop_ms": None,
+            },
+            replace=True,
         )
-        for category, line in launch.kernel_lines:
-            db.execute(
-                "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
-                [launch.box, launch.launch_id, now, category, line],
-            )
+        db.table("kernel_lines").insert_all(
+            {
+                "box": launch.box,
+                "launch_id": launch.launch_id,
+                "t_ms": now,
+                "category": category,
+                "line": line,
+            }
+            for category, line in launch.kernel_lines
+        )

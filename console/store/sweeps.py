@@ -275,13 +275,21 @@ class Sweeps:
                 "position = position + ?, updated_ms = ? WHERE sweep_id = ?",
                 [len(boxes), now, sweep_id],
             )
-            for position, box in enumerate(boxes):
-                db.execute(
-                    "INSERT INTO sweep_boxes(sweep_id, box, position, state, updated_ms) VALUES (?, ?, ?, 'walking', ?) "
-                    "ON CONFLICT(sweep_id, box) DO UPDATE SET position = excluded.position, state = 'walking', "
-                    "detail = NULL, excluded = NULL, updated_ms = excluded.updated_ms",
-                    [sweep_id, box, position, now],
-                )
+            db.table("sweep_boxes").upsert_all(
+                (
+                    {
+                        "sweep_id": sweep_id,
+                        "box": box,
+                        "position": position,
+                        "state": "walking",
+                        "detail": None,
+                        "excluded": None,
+                        "updated_ms": now,
+                    }
+                    for position, box in enumerate(boxes)
+                ),
+                pk=("sweep_id", "box"),
+            )
 
     def box_out(self, sweep_id: int, box: str, detail: str) -> None:
         """The box takes no more arms in this run (unreachable, its agent gone, or it refused); ``detail`` says why."""
@@ -338,17 +346,27 @@ class Sweeps:
     ) -> bool:
         """Append a candidate at the end of the walk; False when the sweep already has it (tried or queued)."""
         with self.store.atomic() as db:
+            arms = db.table("sweep_arms")
+            if arms.count_where("sweep_id = ? AND arm = ?", [sweep_id, arm]):
+                return False
             position = int(
                 self.store.scalar(
                     "SELECT coalesce(max(position), -1) + 1 FROM sweep_arms WHERE sweep_id = ?", [sweep_id]
                 )
             )
-            cursor = db.execute(
-                "INSERT OR IGNORE INTO sweep_arms(sweep_id, position, arm, base, linear_backend, moe_backend, origin, "
-                "queued_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [sweep_id, position, arm, base, linear_backend, moe_backend, origin, queued_by],
+            arms.insert(
+                {
+                    "sweep_id": sweep_id,
+                    "position": position,
+                    "arm": arm,
+                    "base": base,
+                    "linear_backend": linear_backend,
+                    "moe_backend": moe_backend,
+                    "origin": origin,
+                    "queued_by": queued_by,
+                }
             )
-        return cursor.rowcount == 1
+        return True
 
     def arms(self, sweep_id: int) -> list[SweepArm]:
         rows = self.store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [sweep_id])
@@ -465,19 +483,18 @@ class Sweeps:
         """One node bench of the walk (``launch_id``: its first replica), with the streams a replica admits at
         once; the throughput row carries its own queueing mark (console.store.conditions)."""
         with self.store.atomic() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO sweep_benches(sweep_arm_id, launch_id, shape, concurrency, bench_run_id, "
-                "error, admitted, t_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    sweep_arm_id,
-                    launch_id,
-                    shape,
-                    concurrency,
-                    bench_run_id,
-                    error,
-                    admitted,
-                    self.store.clock(),
-                ],
+            db.table("sweep_benches").insert(
+                {
+                    "sweep_arm_id": sweep_arm_id,
+                    "launch_id": launch_id,
+                    "shape": shape,
+                    "concurrency": concurrency,
+                    "bench_run_id": bench_run_id,
+                    "error": error,
+                    "admitted": admitted,
+                    "t_ms": self.store.clock(),
+                },
+                replace=True,
             )
 
     def benches(self, sweep_arm_id: int) -> list[dict[str, Any]]:
