@@ -15,7 +15,7 @@ from console.checks.driver_cuda import check_driver_cuda
 from console.checks.power import check_power
 from console.checks.presence import GpusSeen, judge_presence
 from console.checks.topology import check_topology
-from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, worst
+from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, VerdictName, worst
 
 CHECKS = ("power", "driver", "topology", "clock", "capacity")
 
@@ -35,4 +35,15 @@ def evaluate(
     ]
 
 
-__all__ = ["CHECKS", "FAIL", "OK", "WARN", "ArmContext", "GpusSeen", "Verdict", "evaluate", "worst"]
+__all__ = [
+    "CHECKS",
+    "FAIL",
+    "OK",
+    "WARN",
+    "ArmContext",
+    "GpusSeen",
+    "Verdict",
+    "VerdictName",
+    "evaluate",
+    "worst",
+]

@@ -13,7 +13,7 @@ from typing import Any
 
 from console.checks.min_driver import MAJOR_FLOOR, MIN_DRIVER
 from console.checks.probe_view import gpus, no_gpu_tooling, version_tuple
-from console.checks.verdict import FAIL, OK, WARN, Verdict
+from console.checks.verdict import FAIL, OK, WARN, Verdict, VerdictName
 
 CHECK = "driver"
 
@@ -56,7 +56,7 @@ def newest_cuda_for(driver: str) -> str | None:
     return max(fits, key=version_tuple) if fits else None
 
 
-def _driver_vs_cuda(driver: str, cuda: str) -> tuple[str, str, dict[str, Any]]:
+def _driver_vs_cuda(driver: str, cuda: str) -> tuple[VerdictName, str, dict[str, Any]]:
     have = version_tuple(driver)
     major = version_tuple(cuda)[0]
     floor = MIN_DRIVER.get(".".join(str(p) for p in version_tuple(cuda)[:2]))

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agents.environ import allowed_env
-from console.checks import ArmContext, GpusSeen, Verdict, evaluate, worst
+from console.checks import ArmContext, GpusSeen, Verdict, VerdictName, evaluate, worst
 from console.errors import InputError
 from console.store import Box, Store
 
@@ -42,7 +42,7 @@ class CheckRun:
     verdicts: list[Verdict]
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> VerdictName:
         return worst(self.verdicts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,16 +7,20 @@ the reason must stand alone: what was measured, against what, and what it costs 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-OK, WARN, FAIL = "ok", "warn", "fail"
-SEVERITY = {OK: 0, WARN: 1, FAIL: 2}
+from console.store.checks import VerdictName as VerdictName  # the store keeps the words; checks name them
+
+OK: Final = "ok"
+WARN: Final = "warn"
+FAIL: Final = "fail"
+SEVERITY: dict[VerdictName, int] = {OK: 0, WARN: 1, FAIL: 2}
 
 
 @dataclass(frozen=True)
 class Verdict:
     check: str  # power, driver, topology, clock, capacity
-    verdict: str  # ok | warn | fail
+    verdict: VerdictName
     reason: str
     numbers: dict[str, Any] = field(default_factory=dict)
 
@@ -47,7 +51,7 @@ class ArmContext:
         return max(self.weight_shards or self.tensor_parallel, 1)
 
 
-def worst(verdicts: list[Verdict]) -> str:
+def worst(verdicts: list[Verdict]) -> VerdictName:
     """The most severe verdict of a set; an empty set checked nothing and is not a pass."""
     if not verdicts:
         raise ValueError("no verdicts: nothing was checked")

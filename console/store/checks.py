@@ -11,12 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
     from console.store.connection import Connection
+
+
+VerdictName = Literal["ok", "warn", "fail"]
+"""What a check concluded (the CHECK on ``check_verdicts.verdict`` holds the same words): a ``fail`` in a
+box's newest run holds its launches back unless forced (``last_failed``)."""
 
 
 class CheckVerdict(Protocol):
@@ -26,7 +31,7 @@ class CheckVerdict(Protocol):
     def check(self) -> str: ...
 
     @property
-    def verdict(self) -> str: ...
+    def verdict(self) -> VerdictName: ...
 
     @property
     def reason(self) -> str: ...
@@ -51,7 +56,7 @@ class VerdictRow:
     probe_id: int | None
     t_ms: int
     check: str
-    verdict: str
+    verdict: VerdictName
     reason: str
     numbers: dict[str, Any]
 
@@ -118,12 +123,9 @@ class Checks:
             ).fetchone()
             if same:
                 return int(same[0])
-            cur = db.execute(
-                "INSERT INTO probes(box, t_ms, console_t_ms, data) VALUES (?, ?, ?, ?)",
-                [box, t_ms, console_t_ms, data],
+            probe_id = self.store.insert(
+                "probes", {"box": box, "t_ms": t_ms, "console_t_ms": console_t_ms, "data": data}
             )
-            assert cur.lastrowid is not None
-            probe_id = cur.lastrowid
             db.execute(
                 "UPDATE boxes SET tz = ?, gpu_summary = ?, updated_ms = ? WHERE name = ?",
                 [probe.get("tz"), gpu_summary(probe), self.store.clock(), box],
@@ -141,12 +143,18 @@ class Checks:
                 "DELETE FROM check_verdicts WHERE box = ? AND probe_id IS ? AND t_ms = ?",
                 [box, probe_id, t_ms],
             )
-            for v in verdicts:
-                db.execute(
-                    "INSERT INTO check_verdicts(box, probe_id, t_ms, check_name, verdict, reason, numbers) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [box, probe_id, t_ms, v.check, v.verdict, v.reason, dumps(v.numbers)],
-                )
+            db.table("check_verdicts").insert_all(
+                {
+                    "box": box,
+                    "probe_id": probe_id,
+                    "t_ms": t_ms,
+                    "check_name": v.check,
+                    "verdict": v.verdict,
+                    "reason": v.reason,
+                    "numbers": dumps(v.numbers),
+                }
+                for v in verdicts
+            )
 
     # -- readers ---------------------------------------------------------------------------------
     def latest_probe(self, box: str) -> StoredProbe | None:
