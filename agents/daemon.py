@@ -26,7 +26,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agents import protocol
 from agents.environ import restrict_own_env
@@ -46,6 +46,15 @@ SOCKET_NAME = "agent.sock"
 _OUTSIDE_TICK = frozenset({"probe", "shutdown_agent"})
 """Mutating ops that touch no launch state: they run without stalling the 1 Hz loop (a probe takes seconds)."""
 PIDFILE = "agent.pid"
+
+
+class PowerOff(TypedDict):
+    """What the box's shutdown command did (a hard-stop timer's ``shutdown``/``destroy``), for its record."""
+
+    argv: list[str]
+    rc: int
+    output: str
+    """The end of its output."""
 
 
 class Agent:
@@ -125,7 +134,7 @@ class Agent:
             boot_id=lambda: read_boot_id(boot_id_file),
         )
 
-    def _shutdown_box(self) -> dict[str, Any]:
+    def _shutdown_box(self) -> PowerOff:
         proc = subprocess.run(self.shutdown_argv, capture_output=True, text=True, timeout=60, check=False)
         return {
             "argv": self.shutdown_argv,
@@ -300,7 +309,7 @@ class Agent:
             }
         return {"id": command_id, "ok": True, "result": result}
 
-    def op_hello(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_hello(self, args: protocol.HelloArgs, command_id: str) -> protocol.HelloResult:
         """With ``consumer`` (a state.db's campaign id) and ``label``, registers that consumer: from now on
         the journal holds every event until it acks it, and a new one is owed every event still held."""
         consumer = args.get("consumer")
@@ -328,13 +337,13 @@ class Agent:
             "timers": self._timers(),
         }
 
-    def _timers(self) -> list[dict[str, Any]]:
+    def _timers(self) -> list[protocol.TimerStatus]:
         if self.watchdog is None:
             return []
         with self._mutate:  # the tick changes the watchdog's timers
             return self.watchdog.timers()
 
-    def op_events(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_events(self, args: protocol.EventsArgs, command_id: str) -> protocol.EventsResult:
         """Events after ``after``. A consumer named but not registered (detached, perhaps by another console
         on the same state.db) gets none and ``registered: false``: the journal holds nothing for it, so
         what it would read could have holes, and a hole must never be committed as if it were history."""
@@ -356,7 +365,7 @@ class Agent:
             "registered": consumer is not None,
         }
 
-    def op_ack(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_ack(self, args: protocol.AckArgs, command_id: str) -> protocol.AckResult:
         """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).
         Without a consumer (a client run by hand) nothing is held or released: the seq is only checked (the
         contract made it an integer)."""
@@ -368,26 +377,26 @@ class Agent:
         acked = self.journal.ack(seq, consumer)
         return {"acked_seq": acked, "registered": acked is not None}
 
-    def op_detach(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_detach(self, args: protocol.DetachArgs, command_id: str) -> protocol.DetachResult:
         return {
             "detached": self.journal.detach(args["consumer"]),
             "first_seq": self.journal.first_seq(),
             "last_seq": self.journal.last_seq(),
         }
 
-    def op_launch(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_launch(self, args: protocol.LaunchArgs, command_id: str) -> protocol.LaunchResult:
         return self.supervisor.launch(args)
 
-    def op_kill(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_kill(self, args: protocol.KillArgs, command_id: str) -> protocol.KillResult:
         return self.supervisor.kill(args["launch_id"], float(args.get("grace_s", 30.0)), command_id)
 
-    def op_launches(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_launches(self, args: protocol.NoArgs, command_id: str) -> protocol.LaunchesResult:
         return {"launches": self.supervisor.snapshot()}
 
-    def op_log_tail(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_log_tail(self, args: protocol.LogTailArgs, command_id: str) -> protocol.LogTailResult:
         return {"lines": self.supervisor.log_tail(args["launch_id"], args.get("lines", 100))}
 
-    def op_probe(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_probe(self, args: protocol.ProbeArgs, command_id: str) -> protocol.ProbeResult:
         console_t_ms = args.get("console_t_ms")
         if console_t_ms is not None and self.watchdog is not None:
             with self._mutate:  # the console's UTC re-anchors a live deadline (a box back from a reboot)
@@ -402,16 +411,16 @@ class Agent:
         self.journal.append("probe", probe=result)
         return {"probe": result}
 
-    def op_bench(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_bench(self, args: protocol.BenchArgs, command_id: str) -> protocol.RunStarted:
         return self.jobs.start("bench", args, command_id)
 
-    def op_tripwire(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_tripwire(self, args: protocol.TripwireArgs, command_id: str) -> protocol.RunStarted:
         return self.jobs.start("tripwire", args, command_id)
 
-    def op_kldiff(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_kldiff(self, args: protocol.KldiffArgs, command_id: str) -> protocol.RunStarted:
         return self.jobs.start("kldiff", args, command_id)
 
-    def op_set_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_set_deadline(self, args: protocol.SetDeadlineArgs, command_id: str) -> protocol.SetDeadlineResult:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")
         # The contract (protocol.SetDeadlineArgs) requires each argument; the watchdog checks their values.
@@ -419,12 +428,14 @@ class Agent:
             args["timer_id"], args["deadline_ms"], args["action"], args["console_now_ms"]
         )
 
-    def op_cancel_deadline(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_cancel_deadline(
+        self, args: protocol.CancelDeadlineArgs, command_id: str
+    ) -> protocol.CancelDeadlineResult:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")
         return self.watchdog.cancel(args["timer_id"])
 
-    def op_shutdown_agent(self, args: dict[str, Any], command_id: str) -> dict[str, Any]:
+    def op_shutdown_agent(self, args: protocol.NoArgs, command_id: str) -> protocol.NoArgs:
         self.journal.append(
             "warning",
             where="agent",

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ from typing import Any
 from agents import proc, protocol
 from agents.environ import allowed_env
 from agents.journal import Journal
+from agents.protocol import EventKind, RunStarted
+
+RunArgs = Mapping[str, object]
+"""A run op's arguments (protocol.BenchArgs, TripwireArgs or KldiffArgs, already checked against the
+contract), read by the names the contract declares: the tool's flags are taken from it, not copied."""
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (agents/protocol.py names the args).
 _NOT_FLAGS = frozenset({"bench_id", "tripwire_id", "kldiff_id", "launch_id", "argv", "workload", "python"})
@@ -40,6 +46,12 @@ _FLAGS = {
 _REPEATED = frozenset({"base_url"})
 """Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
 _ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}
+_RESULT_KIND: dict[str, EventKind] = {
+    "bench": "bench_result",
+    "tripwire": "tripwire_result",
+    "kldiff": "kldiff_result",
+}
+"""The event each run's result is journaled as."""
 SAMPLE_FIELDS = ("t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s")
 """What a ``bench_progress`` event carries from the load generator's samples file (agents/loadgen/run.py)."""
 MAX_SAMPLES_BYTES = 1 << 20
@@ -60,7 +72,7 @@ def agent_command(python: str | None = None) -> list[str]:
     return [interpreter, archive] if archive else [interpreter, "-m", "agents"]
 
 
-def tripwire_python(args: dict[str, Any]) -> str | None:
+def tripwire_python(args: RunArgs) -> str | None:
     """The interpreter a tripwire command names (``python``), checked before anything is started."""
     python = args.get("python")
     if python is None:
@@ -83,7 +95,7 @@ def agent_env() -> dict[str, str]:
     return env
 
 
-def tool_argv(op: str, args: dict[str, Any]) -> list[str]:
+def tool_argv(op: str, args: RunArgs) -> list[str]:
     """The tool's argv from the op's args: an explicit ``argv`` list, else the known fields as flags."""
     if "argv" in args:
         argv = args["argv"]
@@ -172,7 +184,7 @@ class Jobs:
                 still.append(job.key)
         return still
 
-    def start(self, op: str, args: dict[str, Any], command_id: str | None) -> dict[str, Any]:
+    def start(self, op: str, args: RunArgs, command_id: str | None) -> RunStarted:
         job_id = args.get(_ID_KEY[op])
         if not isinstance(job_id, (str, int)) or isinstance(job_id, bool) or str(job_id) == "":
             raise ValueError(f"{op} needs {_ID_KEY[op]} (a string or integer id chosen by the console)")
@@ -322,7 +334,7 @@ class Jobs:
                 error = f"{_TOOL[job.op]} exited {code} without a result; stderr: {err}"
         if error is None and isinstance(result, dict):
             self.journal.append(
-                f"{job.op}_result",
+                _RESULT_KIND[job.op],
                 **{
                     _ID_KEY[job.op]: job.job_id,
                     "launch_id": job.launch_id,

@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agents import protocol
+from agents.protocol import ConsumerInfo, EventKind, LaunchStateName, Registered
 
 SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample", "bench_progress"})
 """Events the agent may drop when the disk is nearly full; everything else is always written."""
@@ -108,6 +109,38 @@ _JOB_COLUMNS = (
 )
 
 
+class LaunchRow(TypedDict):
+    """A launch as the journal keeps it for re-adoption (agents/supervisor.py)."""
+
+    launch_id: str
+    pid: int | None
+    start_ticks: int | None
+    port: int
+    gpus: list[int]
+    log_path: str
+    state: LaunchStateName
+    kill_command_id: str | None
+    """The kill being carried out, answered by a restarted agent."""
+    log_offset: int | None
+    """How far its log was read; None for a launch of an agent that did not keep it."""
+
+
+class JobRow(TypedDict):
+    """A bench, tripwire or kldiff run as the journal keeps it for re-adoption (agents/jobs.py)."""
+
+    key: str
+    op: str
+    job_id: str
+    launch_id: str | None
+    command_id: str | None
+    pid: int | None
+    start_ticks: int | None
+    out_path: str
+    err_path: str
+    state: str
+    samples_offset: int | None
+
+
 def now_ms() -> int:
     """UTC epoch milliseconds of the box clock."""
     return time.time_ns() // 1_000_000
@@ -161,7 +194,7 @@ class Journal:
 
     # -- events -------------------------------------------------------------------------------------
 
-    def append(self, kind: str, **fields: Any) -> int | None:
+    def append(self, kind: EventKind, **fields: Any) -> int | None:
         """Journal one event; returns its seq, or None for a sample dropped under the disk floor.
 
         An event over MAX_EVENT_BYTES could never be sent: a warning saying so is journaled instead.
@@ -233,14 +266,14 @@ class Journal:
 
     # -- consumers (one per state.db) ---------------------------------------------------------------
 
-    def register(self, consumer: str, label: str) -> dict[str, Any]:
+    def register(self, consumer: str, label: str) -> Registered:
         """Hold events for ``consumer`` from now on; a new one is owed every event still held."""
         _check_consumer(consumer)
         with self.atomic():
             known = self.consumer(consumer)
             if known is not None:
                 self._db.execute("UPDATE consumers SET label = ? WHERE consumer = ?", (label, consumer))
-                return known | {"label": label, "new": False}
+                return {**known, "label": label, "new": False}
             now = self.clock()
             acked = self.first_seq() - 1
             self._db.execute(
@@ -257,19 +290,19 @@ class Journal:
             "new": True,
         }
 
-    def consumer(self, consumer: str) -> dict[str, Any] | None:
+    def consumer(self, consumer: str) -> ConsumerInfo | None:
         with self._lock:
             row = self._db.execute(
                 f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers WHERE consumer = ?", (consumer,)
             ).fetchone()
-        return dict(zip(_CONSUMER_COLUMNS, row, strict=True)) if row else None
+        return _consumer_info(row) if row else None
 
-    def consumers(self) -> list[dict[str, Any]]:
+    def consumers(self) -> list[ConsumerInfo]:
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_CONSUMER_COLUMNS)} FROM consumers ORDER BY registered_ms"
             )
-            return [dict(zip(_CONSUMER_COLUMNS, r, strict=True)) for r in rows]
+            return [_consumer_info(r) for r in rows]
 
     def ack(self, seq: int, consumer: str) -> int | None:
         """``consumer`` committed everything up to ``seq``; rows every consumer acked go. Returns the
@@ -380,7 +413,7 @@ class Journal:
         port: int,
         gpus: list[int],
         log_path: str,
-        state: str,
+        state: LaunchStateName,
     ) -> None:
         with self._lock:
             self._db.execute(
@@ -389,7 +422,9 @@ class Journal:
                 (launch_id, pid, start_ticks, port, json.dumps(gpus), log_path, state, self.clock()),
             )
 
-    def set_launch_state(self, launch_id: str, state: str, kill_command_id: str | None = None) -> None:
+    def set_launch_state(
+        self, launch_id: str, state: LaunchStateName, kill_command_id: str | None = None
+    ) -> None:
         """``kill_command_id``: the kill being carried out, kept so a restarted agent still answers it."""
         with self._lock:
             self._db.execute(
@@ -411,7 +446,7 @@ class Journal:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT launch_id FROM launches")}
 
-    def live_launches(self) -> list[dict[str, Any]]:
+    def live_launches(self) -> list[LaunchRow]:
         """Launches the journal last saw alive, or ended with a kill not yet answered: to re-adopt."""
         with self._lock:
             rows = self._db.execute(
@@ -477,20 +512,20 @@ class Journal:
         with self._lock:
             self._db.execute("UPDATE jobs SET samples_offset = ? WHERE key = ?", (offset, key))
 
-    def job(self, key: str) -> dict[str, Any] | None:
+    def job(self, key: str) -> JobRow | None:
         with self._lock:
             row = self._db.execute(
                 f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE key = ?", (key,)
             ).fetchone()
-        return dict(zip(_JOB_COLUMNS, row, strict=True)) if row else None
+        return _job_row(row) if row else None
 
-    def running_jobs(self) -> list[dict[str, Any]]:
+    def running_jobs(self) -> list[JobRow]:
         """Jobs whose result is not journaled yet: candidates for re-adoption."""
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE state IN ('starting', 'running') ORDER BY t_ms"
             ).fetchall()
-        return [dict(zip(_JOB_COLUMNS, r, strict=True)) for r in rows]
+        return [_job_row(r) for r in rows]
 
 
 # -- events on the wire ---------------------------------------------------------------------------------
@@ -608,6 +643,36 @@ def wire_safe(event: dict[str, Any]) -> dict[str, Any]:
             "body": json.dumps(body),
         }
     return event
+
+
+def _consumer_info(row: tuple[Any, ...]) -> ConsumerInfo:
+    """A ``consumers`` row, its columns in ``_CONSUMER_COLUMNS`` order."""
+    consumer, label, acked_seq, registered_ms, acked_ms = row
+    return {
+        "consumer": consumer,
+        "label": label,
+        "acked_seq": acked_seq,
+        "registered_ms": registered_ms,
+        "acked_ms": acked_ms,
+    }
+
+
+def _job_row(row: tuple[Any, ...]) -> JobRow:
+    """A ``jobs`` row, its columns in ``_JOB_COLUMNS`` order."""
+    key, op, job_id, launch_id, command_id, pid, start_ticks, out_path, err_path, state, samples_offset = row
+    return {
+        "key": key,
+        "op": op,
+        "job_id": job_id,
+        "launch_id": launch_id,
+        "command_id": command_id,
+        "pid": pid,
+        "start_ticks": start_ticks,
+        "out_path": out_path,
+        "err_path": err_path,
+        "state": state,
+        "samples_offset": samples_offset,
+    }
 
 
 def _check_consumer(consumer: Any) -> None:

@@ -99,10 +99,13 @@ DeadlineState = Literal["armed", "warning", "firing", "fired", "refused-early", 
 """What a hard-stop timer's ``deadline`` event says happened."""
 TimerAction = Literal["stop-arms", "shutdown", "destroy"]
 """What a hard-stop timer does at its deadline."""
+TimerState = Literal["armed", "arms-stopped", "fired"]
+"""Where a hard-stop timer on the box stands: counting down, its arms stopped and the power-off to come, done."""
 KernelCategory = Literal["linear", "moe", "attention", "config", "other"]
 """The layer kind a kernel line names, or ``config`` for the engine's own KernelConfig."""
 TIMER_ACTIONS: tuple[TimerAction, ...] = typing.get_args(TimerAction)
 LAUNCH_STATE_NAMES: tuple[LaunchStateName, ...] = typing.get_args(LaunchStateName)
+TIMER_STATES: tuple[TimerState, ...] = typing.get_args(TimerState)
 
 
 class EventBase(TypedDict):
@@ -222,12 +225,22 @@ class _ReleasedKey(EventBase):
     released: bool
 
 
+class _ReleasedGpuKey(TypedDict):
+    gpu: int
+
+
+class ReleasedGpu(_ReleasedGpuKey, total=False):
+    """One of the launch's GPUs in the last sample taken after it exited."""
+
+    mem_used_mib: float | None
+
+
 class GpuReleased(_ReleasedKey, total=False):
-    gpus: list[Any]
+    gpus: list[ReleasedGpu]
     leftover_pids: list[int]
     """The launch's processes still alive."""
-    holding: list[Any]
-    """Its processes still on a GPU: [{gpu, pid, name, used_mib}]."""
+    holding: list[GpuHolder]
+    """Its processes still on a GPU."""
 
 
 class ProbeGpu(TypedDict):
@@ -441,6 +454,31 @@ class HelloArgs(TypedDict, total=False):
     label: str | None
 
 
+class ConsumerInfo(TypedDict):
+    """A registered consumer (a state.db) as the journal holds it."""
+
+    consumer: str
+    label: str
+    acked_seq: int
+    registered_ms: int
+    acked_ms: int
+
+
+class Registered(ConsumerInfo):
+    new: bool
+    """True: registered by this hello (it is owed every event still held)."""
+
+
+class TimerStatus(TypedDict):
+    """A hard-stop timer on the box, with the seconds left by its trusted clock (agents/watchdog.py)."""
+
+    timer_id: str
+    deadline_ms: int
+    action: TimerAction
+    state: TimerState
+    remaining_s: float
+
+
 class HelloResult(TypedDict):
     version: str
     pid: int
@@ -450,16 +488,14 @@ class HelloResult(TypedDict):
     first_seq: int
     """The oldest seq still held (last_seq + 1 when none is)."""
     acked_seq: int
-    consumer: dict[str, Any] | None
-    """{consumer, label, acked_seq, registered_ms, acked_ms, new}"""
-    consumers: list[dict[str, Any]]
+    consumer: Registered | None
+    consumers: list[ConsumerInfo]
     now_ms: int
     tz: str | None
     python: str
     gpu_source: str | None
     samples_paused: bool
-    timers: list[dict[str, Any]]
-    """[{timer_id, deadline_ms, action, state, remaining_s}]"""
+    timers: list[TimerStatus]
 
 
 class EventsArgs(TypedDict, total=False):
@@ -552,7 +588,7 @@ class NoArgs(TypedDict):
 
 
 class LaunchesResult(TypedDict):
-    launches: list[dict[str, Any]]
+    launches: list[LaunchResult]
 
 
 class _LogTailKey(TypedDict):
@@ -582,7 +618,8 @@ class RunStarted(TypedDict, total=False):
     """A long run's first answer; its figures arrive as ``<op>_result`` and command_done events."""
 
     started: bool
-    pid: int
+    pid: int | None
+    """None only in a replay of a run the agent died while starting (its result says whether it ran)."""
     log_path: str
     replayed: bool
 

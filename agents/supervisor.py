@@ -24,14 +24,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agents import loglines, proc
 from agents.environ import allowed_env
 from agents.gpu import GpuSampler
 from agents.journal import Journal
 from agents.metrics import RateTracker
-from agents.protocol import GpuReading
+from agents.protocol import GpuReading, KillResult, LaunchArgs, LaunchResult, LaunchStateName, ReleasedGpu
 
 LAUNCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 LOG_READ_PER_TICK = 1024 * 1024
@@ -51,7 +51,7 @@ class Launch:
     port: int
     gpus: list[int]
     log_path: Path
-    state: str
+    state: LaunchStateName
     pid: int | None = None
     start_ticks: int | None = None
     popen: subprocess.Popen[bytes] | None = None
@@ -79,7 +79,7 @@ class Launch:
     inflight: tuple[str, Future[Any]] | None = None
     """The HTTP request of this launch on the pool ("ready" or "metrics"), collected by a later tick."""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> LaunchResult:
         return {
             "launch_id": self.launch_id,
             "state": self.state,
@@ -128,15 +128,13 @@ def _ready(port: int) -> bool:
     return models is not None and models[0] == 200
 
 
-def _launch_argv(args: dict[str, Any]) -> list[str]:
-    argv = args.get("argv")
+def _launch_argv(argv: object) -> list[str]:
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
         raise ValueError("argv must be a non-empty list of non-empty strings (never a shell string)")
     return argv
 
 
-def _launch_env(args: dict[str, Any]) -> dict[str, str]:
-    env = args.get("env") or {}
+def _launch_env(env: object) -> dict[str, str]:
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
@@ -144,18 +142,22 @@ def _launch_env(args: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def _launch_port(args: dict[str, Any]) -> int:
-    port = args.get("port")
+def _launch_port(port: object) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"port {port!r} must be an integer 1-65535")
     return port
 
 
-def _launch_gpus(args: dict[str, Any]) -> list[int]:
-    gpus = args.get("gpus") or []
+def _launch_gpus(gpus: object) -> list[int]:
     if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
         raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
     return gpus
+
+
+class StopAll(TypedDict):
+    """What the watchdog's stop-arms action stopped: the launches it began stopping."""
+
+    stopping: list[str]
 
 
 def _preflight_refusal(port: int, argv: list[str], env: dict[str, str]) -> str | None:
@@ -225,13 +227,15 @@ class Supervisor:
                 launch.exited_mono = time.monotonic()  # then check its GPUs were freed, as after any exit
         return adopted
 
-    def launch(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Start an arm's server, or record why it could not start: either way the launch is journaled."""
-        launch_id = self._new_launch_id(args)
-        argv = _launch_argv(args)
-        env = _launch_env(args)
-        port = _launch_port(args)
-        gpus = _launch_gpus(args)
+    def launch(self, args: LaunchArgs) -> LaunchResult:
+        """Start an arm's server, or record why it could not start: either way the launch is journaled.
+
+        The arguments are checked again here, for a caller that did not come through the contract."""
+        launch_id = self._new_launch_id(args.get("launch_id"))
+        argv = _launch_argv(args.get("argv"))
+        env = _launch_env(args.get("env") or {})
+        port = _launch_port(args.get("port"))
+        gpus = _launch_gpus(args.get("gpus") or [])
         ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
 
         launch = Launch(
@@ -254,9 +258,8 @@ class Supervisor:
             self._record_started(launch)
         return launch.summary()
 
-    def _new_launch_id(self, args: dict[str, Any]) -> str:
+    def _new_launch_id(self, launch_id: object) -> str:
         """The request's launch id: well formed, and never used on this box before (journal included)."""
-        launch_id = args.get("launch_id")
         if not isinstance(launch_id, str) or not LAUNCH_ID.match(launch_id):
             raise ValueError(
                 f"launch_id {launch_id!r}: use 1-128 characters of letters, digits, '.', '_', '-'"
@@ -311,7 +314,7 @@ class Supervisor:
             )
             self._state_event(launch)
 
-    def kill(self, launch_id: str, grace_s: float, command_id: str | None) -> dict[str, Any]:
+    def kill(self, launch_id: str, grace_s: float, command_id: str | None) -> KillResult:
         launch = self._get(launch_id)
         if launch.state in ("failed", "stopped"):
             return {"state": launch.state, "already": True}
@@ -320,7 +323,7 @@ class Supervisor:
         self._begin_stop(launch, grace_s, command_id)
         return {"state": launch.state}
 
-    def stop_all(self, grace_s: float = 30.0) -> dict[str, Any]:
+    def stop_all(self, grace_s: float = 30.0) -> StopAll:
         """Stop every live arm (the watchdog's stop-arms action)."""
         stopping = []
         for launch in list(self.launches.values()):
@@ -329,7 +332,7 @@ class Supervisor:
                 stopping.append(launch.launch_id)
         return {"stopping": stopping}
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[LaunchResult]:
         return [launch.summary() for launch in list(self.launches.values())]  # list(): atomic vs. the tick
 
     def log_tail(self, launch_id: str, lines: int) -> list[str]:
@@ -551,10 +554,10 @@ class Supervisor:
         launch.release_checks += 1
         if launch.release_checks < 2 or ((leftovers or holding) and waited < RELEASE_WAIT_S):
             return  # at least one GPU sample taken after the exit, so mem_used_mib is not stale
-        gpus = [
+        gpus: list[ReleasedGpu] = [
             {"gpu": s["gpu"], "mem_used_mib": s.get("mem_used_mib")}
             for s in self.last_gpu_sample
-            if s.get("gpu") in launch.gpus
+            if s["gpu"] in launch.gpus
         ]
         released = not leftovers and not holding
         with self.journal.atomic():  # the kill is answered once: its answer and "answered" commit together
@@ -580,7 +583,7 @@ class Supervisor:
 
     # -- helpers ------------------------------------------------------------------------------------
 
-    def _finish(self, launch: Launch, state: str, **row: Any) -> None:
+    def _finish(self, launch: Launch, state: LaunchStateName, kill_command_id: str | None = None) -> None:
         """Enter ``state``: the launches row and the launch_state event commit together (a crash between
         them would leave a state the console never hears of, or journal it twice after the restart).
         If the journal cannot be written (disk full) the launch keeps its old state, so a later tick
@@ -588,7 +591,7 @@ class Supervisor:
         previous, launch.state = launch.state, state
         try:
             with self.journal.atomic():
-                self.journal.set_launch_state(launch.launch_id, state, **row)
+                self.journal.set_launch_state(launch.launch_id, state, kill_command_id)
                 self._state_event(launch)
         except BaseException:
             launch.state = previous

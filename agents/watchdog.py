@@ -37,12 +37,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-ACTIONS = ("stop-arms", "shutdown", "destroy")
+from agents.protocol import (
+    TIMER_ACTIONS,
+    TIMER_STATES,
+    CancelDeadlineResult,
+    DeadlineState,
+    SetDeadlineResult,
+    TimerAction,
+    TimerState,
+    TimerStatus,
+)
+
 GUARD_MS = 30_000
 """Any stop or destroy more than this before its deadline is refused, from any path."""
 WARN_AT_S = (1800, 600, 60)
@@ -57,8 +67,10 @@ besides the downtime itself."""
 STATE_FILE = "deadline.json"
 STATE_VERSION = 2
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
-STATES = ("armed", "arms-stopped", "fired")
-LIVE = STATES[:2]
+LIVE: tuple[TimerState, ...] = TIMER_STATES[:2]
+"""A timer still to act: armed, or its arms stopped and the power-off to come."""
+Outcome = Mapping[str, object]
+"""What stopping the arms or powering off reported: recorded as it came, in the state file and the journal."""
 
 
 def too_early(now_ms: int, deadline_ms: int) -> bool:
@@ -124,18 +136,20 @@ class Deadline:
 
     timer_id: str
     deadline_ms: int
-    action: str
-    state: str = "armed"  # one of STATES
+    action: TimerAction
+    state: TimerState = "armed"
     warned: list[int] = field(default_factory=list)
     shutdown_at_ms: int | None = None
     """Trusted now at which a stopped box powers off (shutdown / destroy, after the grace)."""
-    stop_arms: dict[str, Any] | None = None
+    stop_arms: Outcome | None = None
 
     def __post_init__(self) -> None:
-        if self.action not in ACTIONS:
-            raise ValueError(f"action {self.action!r}: expected one of {', '.join(ACTIONS)}")
-        if self.state not in STATES:
-            raise ValueError(f"state {self.state!r}: expected one of {', '.join(STATES)}")
+        """The state file and the console's ``set_deadline`` reach here unchecked by a type checker: a word
+        this watchdog cannot act on is refused, naming the ones it knows."""
+        if self.action not in TIMER_ACTIONS:
+            raise ValueError(f"action {self.action!r}: expected one of {', '.join(TIMER_ACTIONS)}")
+        if self.state not in TIMER_STATES:
+            raise ValueError(f"state {self.state!r}: expected one of {', '.join(TIMER_STATES)}")
         require_int(EPOCH_MS, deadline_ms=self.deadline_ms)
 
 
@@ -160,8 +174,8 @@ class Watchdog:
         self,
         home: Path,
         journal: Callable[[dict[str, Any]], None],
-        stop_arms: Callable[[], dict[str, Any]],
-        shutdown: Callable[[], dict[str, Any]],
+        stop_arms: Callable[[], Outcome],
+        shutdown: Callable[[], Outcome],
         now_ms: Callable[[], int] = utc_now_ms,
         monotonic: Callable[[], float] = boot_clock,
         boot_id: Callable[[], str | None] = read_boot_id,
@@ -291,7 +305,7 @@ class Watchdog:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
-    def _emit(self, entry: Deadline, state: str, detail: dict[str, Any] | None = None) -> None:
+    def _emit(self, entry: Deadline, state: DeadlineState, detail: dict[str, Any] | None = None) -> None:
         self._journal(
             {
                 "kind": "deadline",
@@ -308,7 +322,7 @@ class Watchdog:
         return [e for e in self._timers.values() if e.state in LIVE]
 
     # -- what the console asks (docs/timers.md) ------------------------------------------------------
-    def restore(self) -> list[dict[str, Any]]:
+    def restore(self) -> list[TimerStatus]:
         """Re-arm from the state file at daemon start; after a reboot, from the last-known-good UTC."""
         self._anchor, self._timers = self._load()
         rebooted = False
@@ -327,7 +341,9 @@ class Watchdog:
         self._save()
         return self.timers()
 
-    def arm(self, timer_id: int | str, deadline_ms: int, action: str, console_now_ms: int) -> dict[str, Any]:
+    def arm(
+        self, timer_id: int | str, deadline_ms: int, action: TimerAction, console_now_ms: int
+    ) -> SetDeadlineResult:
         if isinstance(timer_id, bool) or not isinstance(timer_id, (int, str)) or not str(timer_id).strip():
             raise ValueError(f"timer_id must be the console's timer id (int or str), got {timer_id!r}")
         entry = Deadline(str(timer_id), deadline_ms, action)  # checks the action and the deadline
@@ -339,7 +355,7 @@ class Watchdog:
         self._emit(entry, "armed", {"skew_ms": console_now_ms - box_now, "box_now_ms": box_now})
         return {"armed": True, "remaining_s": (deadline_ms - console_now_ms) / 1000}
 
-    def cancel(self, timer_id: int | str) -> dict[str, Any]:
+    def cancel(self, timer_id: int | str) -> CancelDeadlineResult:
         entry = self._timers.pop(str(timer_id), None)
         if entry is None:
             return {"cancelled": False}
@@ -347,7 +363,7 @@ class Watchdog:
         self._emit(entry, "cancelled")
         return {"cancelled": True}
 
-    def timers(self) -> list[dict[str, Any]]:
+    def timers(self) -> list[TimerStatus]:
         """What is armed, with seconds remaining by trusted now (for ``hello``/status)."""
         return [
             {
