@@ -24,16 +24,35 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
-from agents.protocol import GPU_COLUMNS, SERVER_COLUMNS, event_problem
+from agents.protocol import (
+    EVENTS,
+    GPU_COLUMNS,
+    SERVER_COLUMNS,
+    AgentStarted,
+    BenchResult,
+    CommandDone,
+    Deadline,
+    EventBase,
+    GpuReleased,
+    GpuSample,
+    KernelLine,
+    KldiffResult,
+    LaunchBudget,
+    LaunchState,
+    LaunchStateName,
+    Probe,
+    ServerSample,
+    TripwireResult,
+    event_problem,
+)
 from console.errors import Refused
 from console.store.connection import Connection
 from console.store.errors import disk_full, full_disk_guard
 from console.store.jsonutil import dumps
-from console.store.launches import LAUNCH_STATES
 
 if TYPE_CHECKING:
     from console.store.checks import Checks
@@ -100,12 +119,27 @@ _JOURNAL_INSERT = "INSERT INTO journal(box, seq, t_ms, kind, payload, ingested_m
 _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 """The event as it came (the agent's key order), compact: the bulk of ingest time is this encoding."""
 
+Row = tuple[object, ...]
+"""One row's values for an ``executemany``, in its statement's column order."""
+E = TypeVar("E", bound=EventBase)
+RunEvent = BenchResult | TripwireResult | KldiffResult
+"""A box-side run's result: a row of figures, or the reason the run failed."""
+Deriver = Callable[[str, Any], None]
+"""A kind's handler: (box, the event as its kind's TypedDict). ``Any`` because Python cannot tie a TypedDict
+to the ``kind`` string inside it; ``Ingest._derive`` picks the handler by that kind, after the contract check."""
 
-def _gpu_rows(box: str, event: dict[str, Any]) -> list[tuple[Any, ...]]:
+
+def _of_kind(event: EventBase, spec: type[E]) -> TypeGuard[E]:
+    """Whether a checked event is a ``spec``: its kind names that TypedDict in ``EVENTS``, and
+    ``event_problem`` (run before any event reaches here) checked its fields against it."""
+    return EVENTS.get(event["kind"]) is spec
+
+
+def _gpu_rows(box: str, event: GpuSample) -> list[Row]:
     return [(box, gpu["gpu"], event["t_ms"], *(gpu.get(c) for c in GPU_COLUMNS)) for gpu in event["gpus"]]
 
 
-def _server_row(box: str, event: dict[str, Any]) -> tuple[Any, ...]:
+def _server_row(box: str, event: ServerSample) -> Row:
     return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in SERVER_COLUMNS))
 
 
@@ -127,24 +161,24 @@ def _raw(event: Any) -> str:
 class _Rows:
     """Rows of a batch not yet written: one ``executemany`` per table when flushed."""
 
-    journal: list[tuple[Any, ...]] = field(default_factory=list)
-    quarantine: list[tuple[Any, ...]] = field(default_factory=list)
-    gpu: list[tuple[Any, ...]] = field(default_factory=list)
-    server: list[tuple[Any, ...]] = field(default_factory=list)
+    journal: list[Row] = field(default_factory=list)
+    quarantine: list[Row] = field(default_factory=list)
+    gpu: list[Row] = field(default_factory=list)
+    server: list[Row] = field(default_factory=list)
 
-    def flush_samples(self, conn: Any) -> None:
+    def flush_samples(self, conn: sqlite3.Connection) -> None:
         conn.executemany(_GPU_INSERT, self.gpu)
         conn.executemany(_SERVER_INSERT, self.server)
         self.gpu.clear()
         self.server.clear()
 
-    def flush_event(self, conn: Any) -> None:
+    def flush_event(self, conn: sqlite3.Connection) -> None:
         """The journal and sample rows, not the quarantine: what one event's savepoint covers."""
         conn.executemany(_JOURNAL_INSERT, self.journal)
         self.journal.clear()
         self.flush_samples(conn)
 
-    def flush(self, conn: Any) -> None:
+    def flush(self, conn: sqlite3.Connection) -> None:
         self.flush_event(conn)
         conn.executemany(_QUARANTINE_INSERT, self.quarantine)
         self.quarantine.clear()
@@ -183,6 +217,20 @@ class Ingest:
 
     def __init__(self, store: IngestConnection):
         self.store = store
+        self._derivers: dict[str, Deriver] = {
+            "launch_state": self._on_launch_state,
+            "kernel_line": self._on_kernel_line,
+            "launch_budget": self._on_launch_budget,
+            "gpu_released": self._on_gpu_released,
+            "agent_started": self._on_agent_started,
+            "deadline": self._on_deadline,
+            "command_done": self._on_command_done,
+            "probe": self._on_probe,
+            "bench_result": self._on_bench_result,
+            "tripwire_result": self._on_tripwire_result,
+            "kldiff_result": self._on_kldiff_result,
+        }
+        """The kinds that add rows beyond their journal row (samples aside: ``_add`` batches those)."""
 
     def cursor(self, box: str) -> int:
         """The last seq committed for ``box`` (0 when nothing was ever ingested)."""
@@ -340,7 +388,7 @@ class Ingest:
         self,
         box: str,
         seq: int,
-        event: dict[str, Any],
+        event: EventBase,
         payload: str | None,
         now: int,
         rows: _Rows,
@@ -351,9 +399,9 @@ class Ingest:
         rows.journal.append((box, seq, event["t_ms"], kind, payload, now))
         report.inserted += 1
         try:
-            if kind == "gpu_sample":
+            if _of_kind(event, GpuSample):
                 rows.gpu.extend(_gpu_rows(box, event))
-            elif kind == "server_sample":
+            elif _of_kind(event, ServerSample):
                 rows.server.append(_server_row(box, event))
             else:
                 # A derived row reads the samples before it (a bench row takes its power limit from the
@@ -365,13 +413,13 @@ class Ingest:
             report.journal_only[kind] = reason
             log.warning("box %s: %s kept in the journal only: %s", box, kind, reason)
 
-    def _derive(self, box: str, event: dict[str, Any]) -> None:
+    def _derive(self, box: str, event: EventBase) -> None:
         """Derived rows in a savepoint: one that cannot be derived keeps only its journal row.
 
         A bad derived row must never stall ingest (the box would re-send the same batch forever and keep
         every later measurement hostage); the journal row keeps the event for a later re-derivation.
         """
-        handler = getattr(self, f"_on_{event['kind']}", None)
+        handler = self._derivers.get(event["kind"])
         if handler is not None:
             with self.store.atomic():
                 handler(box, event)
@@ -383,12 +431,12 @@ class Ingest:
             [launch_id, box, arm or "(unknown: launched outside this state.db)"],
         )
 
-    def _on_launch_state(self, box: str, event: dict[str, Any]) -> None:
+    def _on_launch_state(self, box: str, event: LaunchState) -> None:
+        """The launch row follows the box. A state this console does not know never gets here: the
+        contract check refuses it (``LaunchStateName``), so the event is quarantined, not misread."""
         state = event["state"]
-        if state not in LAUNCH_STATES:
-            raise IngestError(f"event seq {event['seq']}: unknown launch state {state!r}")
         self._ensure_launch(box, event["launch_id"], event.get("arm"))
-        values: dict[str, Any] = {"state": state}
+        values: dict[str, object] = {"state": state}
         for src, dst in (
             ("pid", "pid"),
             ("port", "port"),
@@ -396,12 +444,19 @@ class Ingest:
             ("reason", "failure_reason"),
             ("log_path", "log_path"),
         ):
-            if event.get(src) is not None:
-                values[dst] = event[src]
+            value = event.get(src)
+            if value is not None:
+                values[dst] = value
         for src in ("gpus", "backends_accepted"):
-            if event.get(src) is not None:
-                values[src] = dumps(event[src])
-        moment = {"starting": "start_ms", "serving": "ready_ms", "failed": "stop_ms", "stopped": "stop_ms"}
+            value = event.get(src)
+            if value is not None:
+                values[src] = dumps(value)
+        moment: dict[LaunchStateName, str] = {
+            "starting": "start_ms",
+            "serving": "ready_ms",
+            "failed": "stop_ms",
+            "stopped": "stop_ms",
+        }
         if state in moment:
             values[moment[state]] = event["t_ms"]
         sets = ", ".join(f"{k} = ?" for k in values)
@@ -409,36 +464,36 @@ class Ingest:
             f"UPDATE launches SET {sets} WHERE id = ?", [*values.values(), event["launch_id"]]
         )
 
-    def _on_kernel_line(self, box: str, event: dict[str, Any]) -> None:
+    def _on_kernel_line(self, box: str, event: KernelLine) -> None:
         self.store.db.execute(
             "INSERT INTO kernel_lines(box, launch_id, t_ms, category, line) VALUES (?, ?, ?, ?, ?)",
             [box, event["launch_id"], event["t_ms"], event["category"], event["line"]],
         )
 
-    def _on_launch_budget(self, box: str, event: dict[str, Any]) -> None:
+    def _on_launch_budget(self, box: str, event: LaunchBudget) -> None:
         self._ensure_launch(box, event["launch_id"], None)
         self.store.db.execute(
             "UPDATE launches SET kv_cache_tokens = ?, max_concurrency = ? WHERE id = ?",
             [event.get("kv_cache_tokens"), event.get("max_concurrency"), event["launch_id"]],
         )
 
-    def _on_gpu_released(self, box: str, event: dict[str, Any]) -> None:
+    def _on_gpu_released(self, box: str, event: GpuReleased) -> None:
         self._ensure_launch(box, event["launch_id"], None)
         self.store.db.execute(
             "UPDATE launches SET gpu_mem_released = ? WHERE id = ?",
             [1 if event["released"] else 0, event["launch_id"]],
         )
 
-    def _on_agent_started(self, box: str, event: dict[str, Any]) -> None:
+    def _on_agent_started(self, box: str, event: AgentStarted) -> None:
         if event.get("version"):
             self.store.db.execute(
                 "UPDATE boxes SET agent_version = ? WHERE name = ?", [event["version"], box]
             )
 
-    def _on_deadline(self, box: str, event: dict[str, Any]) -> None:
-        self.store.timers.on_agent_event(box, event)
+    def _on_deadline(self, box: str, event: Deadline) -> None:
+        self.store.timers.on_agent_event(box, dict(event))
 
-    def _on_command_done(self, box: str, event: dict[str, Any]) -> None:
+    def _on_command_done(self, box: str, event: CommandDone) -> None:
         known = self.store.commands.find(event["command_id"])
         if known is not None and known.state == "failed":
             return  # the run's own result event already recorded why it failed
@@ -446,47 +501,48 @@ class Ingest:
             event["command_id"], bool(event["ok"]), event.get("result"), event.get("error"), event["t_ms"]
         )
 
-    def _on_probe(self, box: str, event: dict[str, Any]) -> None:
-        self.store.checks.add_probe(box, event["probe"])
+    def _on_probe(self, box: str, event: Probe) -> None:
+        self.store.checks.add_probe(box, dict(event["probe"]))
 
-    def _on_bench_result(self, box: str, event: dict[str, Any]) -> None:
-        if not self._run_failed(event, "bench_id"):
-            self.store.results.add_bench_run(self._result_row(box, event, "bench_id"))
+    def _on_bench_result(self, box: str, event: BenchResult) -> None:
+        if not self._run_failed(event, event["bench_id"]):
+            self.store.results.add_bench_run(self._result_row(box, event, event["bench_id"]))
 
-    def _on_tripwire_result(self, box: str, event: dict[str, Any]) -> None:
-        if not self._run_failed(event, "tripwire_id"):
-            self.store.results.add_tripwire_run(self._result_row(box, event, "tripwire_id"))
+    def _on_tripwire_result(self, box: str, event: TripwireResult) -> None:
+        if not self._run_failed(event, event["tripwire_id"]):
+            self.store.results.add_tripwire_run(self._result_row(box, event, event["tripwire_id"]))
 
-    def _on_kldiff_result(self, box: str, event: dict[str, Any]) -> None:
-        if not self._run_failed(event, "kldiff_id"):
-            self.store.kldiff.add_run(self._result_row(box, event, "kldiff_id"))
+    def _on_kldiff_result(self, box: str, event: KldiffResult) -> None:
+        if not self._run_failed(event, event["kldiff_id"]):
+            self.store.kldiff.add_run(self._result_row(box, event, event["kldiff_id"]))
 
-    def _run_failed(self, event: dict[str, Any], id_key: str) -> bool:
+    def _run_failed(self, event: RunEvent, run_id: str) -> bool:
         """A run that reported an error is a failed command with its reason, never a row without numbers."""
         error = event["result"].get("error")
         if error is None:
             return False
-        self.store.commands.record_answer(event[id_key], False, None, str(error), event["t_ms"])
+        self.store.commands.record_answer(run_id, False, None, str(error), event["t_ms"])
         return True
 
-    def _result_row(self, box: str, event: dict[str, Any], id_key: str) -> dict[str, Any]:
+    def _result_row(self, box: str, event: RunEvent, run_id: str) -> dict[str, Any]:
         """The tool's result, then what the console asked (its arguments win over the tool's echo of them).
 
         ``workload`` is the recipe shape's name: sent under its own key because the load generator only
         knows its built-in shape names, while the console sends explicit lengths for every shape.
         """
-        launch = self.store.launches.get(event["launch_id"])
-        command = self.store.commands.find(str(event[id_key]))
+        launch_id = event["launch_id"]
+        launch = self.store.launches.get(launch_id) if launch_id is not None else None
+        command = self.store.commands.find(run_id)
         row: dict[str, Any] = dict(event["result"])
         row.update(command.args if command else {})
         if "workload" in row:
             row["shape"] = row.pop("workload")
         row.update(
             box=box,
-            launch_id=event["launch_id"],
+            launch_id=launch_id,
             t_ms=event["t_ms"],
             raw=event["result"],
-            run_id=str(event[id_key]),
+            run_id=run_id,
         )
         row.setdefault("arm", launch.arm if launch else None)
         return row
