@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agents.protocol import HelloResult
 from console.fleet import BoxLink, FleetManager
 from console.service import Service
 from console.store import Store
@@ -38,10 +39,11 @@ def _payloads(store: Store, box: str, kind: str) -> list[dict[str, Any]]:
     return [json.loads(r["payload"]) for r in rows]
 
 
-async def _hello(store: Store, box: str) -> dict[str, Any]:
+async def _hello(store: Store, box: str) -> HelloResult:
     link = BoxLink(store, box, FAST)
     try:
         await link.connect()
+        assert link.last_hello is not None
         return link.last_hello
     finally:
         await link.close()

@@ -174,12 +174,14 @@ async def test_stale_agent_is_replaced_and_its_arm_keeps_running(
         },
     )
     pid = started["pid"]
+    assert link.last_hello is not None
     old_pid = link.last_hello["pid"]
     await link.close()
 
     link = BoxLink(fleet_store, "bravo", FAST, build=lambda: _retagged(current_build(), "next-version"))
     action = await link.connect()
     assert action.startswith("replaced stale agent")
+    assert link.last_hello is not None
     assert link.last_hello["version"] == "next-version" and link.last_hello["pid"] != old_pid
     Path(f"/proc/{pid}").stat()  # the arm survived the agent's replacement
     listed = await link.command("launches", {})
@@ -208,7 +210,7 @@ async def test_command_re_sent_with_its_id_runs_once(sshd_farm: SshdFarm, fleet_
     )
     fleet_store.db.conn.commit()
     assert [c.id for c in fleet_store.commands.unfinished("alpha")] == [f"launch-{launch_id}"]
-    again = await link._deliver(f"launch-{launch_id}", "launch", args, 30)
+    again = await link._deliver(f"launch-{launch_id}", "launch", args, 30, dict)
     assert again == first
     assert fleet_store.commands.get(f"launch-{launch_id}").state == "acked"
     listed = await link.command("launches", {})

@@ -10,6 +10,7 @@ import asyncssh
 import pytest
 
 import console.fleet.link as link_module
+from agents.protocol import HelloResult
 from console.backoff import Backoff
 from console.cli.launch import parse_gpus
 from console.errors import InputError
@@ -67,9 +68,9 @@ def test_journal_behind_state_db_is_refused_not_ingested(tmp_path: Path) -> None
     store.ingest.batch("pro-a", [{"seq": s, "t_ms": 1, "kind": "warning"} for s in range(1, 11)])
     link = BoxLink(store, "pro-a")
     with pytest.raises(JournalMismatch, match="ends at seq 3 but state.db committed up to seq 10"):
-        link._check_journal({"last_seq": 3, "acked_seq": 3})
+        link._check_journal(3)
     assert store.boxes.get("pro-a").status == "journal-mismatch"
-    link._check_journal({"last_seq": 12, "acked_seq": 10})  # a box ahead of us is the normal case
+    link._check_journal(12)  # a box ahead of us is the normal case
 
 
 def test_parse_gpus() -> None:
@@ -99,6 +100,8 @@ async def test_channel_matches_ids_and_reports_refusals_and_closed_streams() -> 
     assert await channel.call("hello") == {"n": 1}
     with pytest.raises(AgentError, match="agent refused kill: no launch x"):
         await channel.call("kill", {"launch_id": "x"})
+    with pytest.raises(TypeError, match="declares AckResult as the result of ack, not HelloResult"):
+        await channel.call("ack", {"seq": 1}, answer=HelloResult)  # refused before anything is sent
     with pytest.raises(ChannelClosed):
         await channel.call("hello")
     channel.close()

@@ -15,14 +15,22 @@ import logging
 import random
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import asyncssh
 
-from agents.protocol import ProtocolError, args_problem
+from agents.protocol import (
+    AckResult,
+    DetachResult,
+    EventsArgs,
+    EventsResult,
+    HelloResult,
+    ProtocolError,
+    args_problem,
+)
 from console.backoff import Backoff
 from console.errors import ConsoleError, InputError, Refused, Unreachable
 from console.fleet.hostkeys import (
@@ -43,13 +51,14 @@ from console.fleet.push import (
     resolve_home,
 )
 from console.fleet.transport import LocalTransport, RemoteCommandError, SshSettings, SshTransport, Transport
-from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, new_id
+from console.fleet.wire import AgentChannel, AgentError, ChannelClosed, declared, new_id
 from console.store import BoxNotReachable, Store, StoreFull
 from console.store.errors import full_disk_guard
 from console.store.ingest import IngestError, IngestReport, SequenceGap
 from console.timeutil import fmt_remaining
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 LINK_ERRORS = (
     OSError,
@@ -112,7 +121,8 @@ class BoxLink:
         self._fatal: Exception | None = None
         self._inflight: set[str] = set()
         self._closing = False
-        self.last_hello: dict[str, Any] = {}
+        self.last_hello: HelloResult | None = None
+        """The agent's hello on the last connect (None before one)."""
         self.box_last_seq = 0
         """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
@@ -185,7 +195,7 @@ class BoxLink:
                 transport, home, self._build(), python, self.settings.agent_timeout_s
             )
             hello = await self._register(transport, home)
-            self._check_journal(hello)
+            self._check_journal(int(hello.get("last_seq") or 0))
         except BaseException as exc:
             if transport is not None:
                 transport.close()
@@ -195,27 +205,31 @@ class BoxLink:
         self._transport, self._home, self.last_hello = transport, home, hello
         self.box_last_seq = int(hello.get("last_seq") or 0)
         self._record(agent_version=hello.get("version"), tz=hello.get("tz"), last_seen_ms=self.store.clock())
-        attached = " (this state.db attached now)" if (hello.get("consumer") or {}).get("new") else ""
+        registered = hello.get("consumer")
+        attached = " (this state.db attached now)" if registered and registered.get("new") else ""
         self._status(
             "up", f"agent {hello.get('version')} ({action}), journal at seq {hello.get('last_seq')}{attached}"
         )
         self._up.set()
         return action
 
-    async def _register(self, transport: Transport, home: AgentHome) -> dict[str, Any]:
+    async def _register(self, transport: Transport, home: AgentHome) -> HelloResult:
         """Hello as this state.db's consumer: the box holds every event from now on until this one acks it."""
         channel = await transport.open_channel(home.socket)
         try:
             label = f"{socket.gethostname()}:{self.store.path.resolve()}"
             return await channel.call(
-                "hello", {"consumer": self.consumer, "label": label}, timeout=self.settings.agent_timeout_s
+                "hello",
+                {"consumer": self.consumer, "label": label},
+                answer=HelloResult,
+                timeout=self.settings.agent_timeout_s,
             )
         finally:
             channel.close()
 
-    def _check_journal(self, hello: dict[str, Any]) -> None:
+    def _check_journal(self, last: int) -> None:
+        """Refuse a box whose journal ends (``last``, its hello's last_seq) before what state.db committed."""
         cursor = self.store.ingest.cursor(self.name)
-        last = int(hello.get("last_seq") or 0)
         if cursor > last:
             problem = JournalMismatch(
                 f"box {self.name}: its journal ends at seq {last} but state.db committed up to seq {cursor}: the "
@@ -307,13 +321,15 @@ class BoxLink:
         except BaseException:
             fetch.close()  # never left to the garbage collector: console/tui/actions.py says why
             raise
-        pending: asyncio.Future[dict[str, Any]] | None = None
+        pending: asyncio.Future[EventsResult] | None = None
         total = 0
         consumer = self.consumer
         asked_again = False  # a gap is asked for once more before it is recorded as lost
         try:
             after = self.store.ingest.cursor(self.name)
-            pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
+            pending = asyncio.ensure_future(
+                fetch.call("events", self._pull_args(after, consumer), answer=EventsResult)
+            )
             while True:
                 answer = await pending
                 pending = None
@@ -322,14 +338,16 @@ class BoxLink:
                     await self._repeat_lost_ack(ack, answer, consumer)
                     return total
                 pending = asyncio.ensure_future(
-                    fetch.call("events", self._pull_args(events[-1]["seq"], consumer))
+                    fetch.call("events", self._pull_args(events[-1]["seq"], consumer), answer=EventsResult)
                 )
                 report = self._commit(events, accept_gap=asked_again)
                 if report is None:  # a gap: ask the box once more from the cursor
                     asked_again = True
                     pending.cancel()
                     after = self.store.ingest.cursor(self.name)
-                    pending = asyncio.ensure_future(fetch.call("events", self._pull_args(after, consumer)))
+                    pending = asyncio.ensure_future(
+                        fetch.call("events", self._pull_args(after, consumer), answer=EventsResult)
+                    )
                     continue
                 asked_again = False
                 after = report.cursor
@@ -343,14 +361,15 @@ class BoxLink:
             fetch.close()
             ack.close()
 
-    def _events_of(self, answer: dict[str, Any], after: int) -> list[Any]:
-        """The events of one ``events`` answer (Detached when the box holds nothing for this state.db)."""
+    def _events_of(self, answer: EventsResult, after: int) -> list[Any]:
+        """The events of one ``events`` answer (Detached when the box holds nothing for this state.db), each
+        still unchecked JSON: ingest checks them one by one against the contract."""
         if answer.get("registered") is False:
             raise self._detached(after)
         self.box_last_seq = int(answer.get("last_seq") or 0)
         return list(answer.get("events") or [])
 
-    async def _repeat_lost_ack(self, ack: AgentChannel, answer: dict[str, Any], consumer: str) -> None:
+    async def _repeat_lost_ack(self, ack: AgentChannel, answer: EventsResult, consumer: str) -> None:
         """The ack of a committed batch was lost with a link: repeat it, or the box keeps those events (and
         their disk) until something new arrives."""
         cursor = self.store.ingest.cursor(self.name)
@@ -374,7 +393,7 @@ class BoxLink:
             self._store_full = None
         return report
 
-    def _pull_args(self, after: Any, consumer: str) -> dict[str, Any]:
+    def _pull_args(self, after: int, consumer: str) -> EventsArgs:
         return {
             "after": after,
             "limit": self.settings.batch,
@@ -383,7 +402,7 @@ class BoxLink:
         }
 
     async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> None:
-        answer = await channel.call("ack", {"seq": seq, "consumer": consumer})
+        answer = await channel.call("ack", {"seq": seq, "consumer": consumer}, answer=AckResult)
         if answer.get("registered") is False:
             raise self._detached(seq)
 
@@ -394,11 +413,11 @@ class BoxLink:
             f"`campaign box connect {self.name}` attaches it again",
         )
 
-    async def detach(self) -> dict[str, Any]:
+    async def detach(self) -> DetachResult:
         """Ingest what is pending, then unregister this state.db from the box's journal: the box stops
         holding events for it. ``campaign box connect`` attaches it again (owed only what is still held)."""
         await self.sync()
-        result = await self.command("detach", {"consumer": self.consumer})
+        result = await self.command("detach", {"consumer": self.consumer}, answer=DetachResult)
         cursor = self.store.ingest.cursor(self.name)
         self._status(
             "detached",
@@ -417,10 +436,35 @@ class BoxLink:
         return inserted
 
     # -- commands --------------------------------------------------------------------------------
+    @overload
     async def command(
-        self, op: str, args: dict[str, Any], *, command_id: str | None = None, timeout: float = 60.0
-    ) -> dict[str, Any]:
-        """Store the command, then deliver it (re-sending the same id across reconnects) and return the result."""
+        self, op: str, args: Mapping[str, object], *, command_id: str | None = None, timeout: float = 60.0
+    ) -> dict[str, Any]: ...
+
+    @overload
+    async def command(
+        self,
+        op: str,
+        args: Mapping[str, object],
+        *,
+        answer: type[R],
+        command_id: str | None = None,
+        timeout: float = 60.0,
+    ) -> R: ...
+
+    async def command(
+        self,
+        op: str,
+        args: Mapping[str, object],
+        *,
+        answer: type[Any] = dict,
+        command_id: str | None = None,
+        timeout: float = 60.0,
+    ) -> Any:
+        """Store the command, then deliver it (re-sending the same id across reconnects) and return the result,
+        read as ``answer``: the TypedDict agents.protocol ``OPS`` declares for ``op`` (by default any op's JSON;
+        AgentChannel.call says why it is not checked again)."""
+        declared(op, answer)
         problem = args_problem(op, args)
         if problem is not None:  # the contract refuses it here, before anything is stored or sent
             raise InputError(
@@ -428,11 +472,11 @@ class BoxLink:
             )
         command_id = command_id or new_id(op)
         self.store.commands.add(command_id, self.name, op, args)
-        return await self._deliver(command_id, op, args, timeout)
+        return await self._deliver(command_id, op, args, timeout, answer)
 
     async def _deliver(
-        self, command_id: str, op: str, args: dict[str, Any], timeout: float
-    ) -> dict[str, Any]:
+        self, command_id: str, op: str, args: Mapping[str, object], timeout: float, answer: type[R]
+    ) -> R:
         self._inflight.add(command_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -445,7 +489,9 @@ class BoxLink:
                 except TimeoutError as exc:
                     raise self._undelivered(command_id, op) from exc
                 try:
-                    result = await self._send(transport, home, command_id, op, args, deadline - loop.time())
+                    result = await self._send(
+                        transport, home, command_id, op, args, deadline - loop.time(), answer
+                    )
                 except AgentError as exc:
                     self.store.commands.finish(command_id, False, error=exc.reason)
                     raise
@@ -488,14 +534,15 @@ class BoxLink:
         home: AgentHome,
         command_id: str,
         op: str,
-        args: dict[str, Any],
+        args: Mapping[str, object],
         left: float,
-    ) -> dict[str, Any]:
+        answer: type[R],
+    ) -> R:
         """One delivery on a channel of its own, marked sent before the request leaves."""
         channel = await transport.open_channel(home.socket)
         try:
             self.store.commands.mark_sent(command_id)
-            return await channel.call(op, args, command_id=command_id, timeout=max(0.1, left))
+            return await channel.call(op, args, answer=answer, command_id=command_id, timeout=max(0.1, left))
         finally:
             channel.close()
 
@@ -533,7 +580,7 @@ class BoxLink:
         tasks: list[asyncio.Future[dict[str, Any]]] = []
         for command in self.store.commands.unfinished(self.name):
             if command.id not in self._inflight:
-                task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0))
+                task = asyncio.ensure_future(self._deliver(command.id, command.op, command.args, 60.0, dict))
                 task.add_done_callback(_log_failure)
                 tasks.append(task)
         return tasks

@@ -14,11 +14,11 @@ import io
 import secrets
 import zipfile
 from dataclasses import dataclass
-from typing import Any
 
 import asyncssh
 
 from agents.private import REFUSED
+from agents.protocol import HelloResult
 from console.errors import Unreachable
 from console.fleet.transport import RemoteCommandError, Transport
 from console.fleet.wire import AgentChannel, ChannelClosed
@@ -79,14 +79,14 @@ async def resolve_home(transport: Transport, configured: str | None) -> AgentHom
     return AgentHome(path)
 
 
-async def hello(transport: Transport, home: AgentHome, timeout: float = 10.0) -> dict[str, Any] | None:
+async def hello(transport: Transport, home: AgentHome, timeout: float = 10.0) -> HelloResult | None:
     """The running agent's hello, or None when nothing answers on its socket."""
     try:
         channel: AgentChannel = await asyncio.wait_for(transport.open_channel(home.socket), timeout)
     except UNREACHABLE:
         return None
     try:
-        return await channel.call("hello", timeout=timeout)
+        return await channel.call("hello", answer=HelloResult, timeout=timeout)
     except UNREACHABLE:
         return None
     finally:
@@ -109,7 +109,7 @@ async def push(transport: Transport, home: AgentHome, build: AgentBuild) -> None
     await transport.rename(tmp, home.agent)
 
 
-async def _wait(transport: Transport, home: AgentHome, up: bool, timeout: float) -> dict[str, Any] | None:
+async def _wait(transport: Transport, home: AgentHome, up: bool, timeout: float) -> HelloResult | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -163,7 +163,7 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
 
 async def ensure_agent(
     transport: Transport, home: AgentHome, build: AgentBuild, python: str = "python3", timeout: float = 30.0
-) -> tuple[dict[str, Any], str]:
+) -> tuple[HelloResult, str]:
     """Make the shipped agent version run in ``home``; returns (hello, what was done)."""
     running = await hello(transport, home)
     if running is not None and running.get("version") == build.version:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, overload
 
-from agents.protocol import ProtocolError, decode, encode
+from agents.protocol import OPS, ProtocolError, decode, encode
 from console.errors import Refused
+
+R = TypeVar("R")
 
 
 class AgentError(Refused):
@@ -31,24 +34,67 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
+def declared(op: str, answer: type[Any]) -> None:
+    """Refuse to read ``op``'s result as a TypedDict the contract does not declare for it (``dict``: any op's
+    JSON as it came): a mismatch is a bug on this side, told before anything is sent."""
+    spec = OPS.get(op)
+    if answer is not dict and (spec is None or spec.result is not answer):
+        said = spec.result.__name__ if spec else "nothing (no such op)"
+        raise TypeError(f"the contract declares {said} as the result of {op}, not {answer.__name__}")
+
+
 class AgentChannel:
     def __init__(self, reader: Any, writer: Any):
         self._reader = reader
         self._writer = writer
         self._lock = asyncio.Lock()
 
+    @overload
     async def call(
         self,
         op: str,
-        args: dict[str, Any] | None = None,
+        args: Mapping[str, object] | None = None,
         *,
         command_id: str | None = None,
         timeout: float = 30.0,
-    ) -> dict[str, Any]:
-        """Send one request and wait for its answer; AgentError on ``ok: false``."""
-        request_id = command_id or new_id(op)
+    ) -> dict[str, Any]: ...
+
+    @overload
+    async def call(
+        self,
+        op: str,
+        args: Mapping[str, object] | None = None,
+        *,
+        answer: type[R],
+        command_id: str | None = None,
+        timeout: float = 30.0,
+    ) -> R: ...
+
+    async def call(
+        self,
+        op: str,
+        args: Mapping[str, object] | None = None,
+        *,
+        answer: type[Any] = dict,
+        command_id: str | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """Send one request and wait for its answer; AgentError on ``ok: false``. The result is read as
+        ``answer``, the TypedDict agents.protocol ``OPS`` declares for ``op`` (by default any op's JSON).
+
+        It is not checked against it again: the box runs the agent this console pushed, from the same
+        contract, and an ``events`` result is checked event by event at ingest (a bad event is quarantined
+        alone, never fails its reply).
+        """
+        declared(op, answer)
+        return await self._exchange(op, args, command_id or new_id(op), timeout)
+
+    async def _exchange(
+        self, op: str, args: Mapping[str, object] | None, request_id: str, timeout: float
+    ) -> Any:
+        """One request out, its answer's result object back: JSON shaped as the op's (``answer`` names it)."""
         async with self._lock:
-            self._writer.write(encode({"id": request_id, "op": op, "args": args or {}}))
+            self._writer.write(encode({"id": request_id, "op": op, "args": dict(args or {})}))
             async with asyncio.timeout(timeout):
                 await self._writer.drain()
                 while True:
