@@ -32,7 +32,7 @@ from console.cli.common import (
 )
 from console.errors import Interrupted
 from console.progress import ProgressLine, bar
-from console.readmodel import SweepArmStatus, SweepStatus, sweep_status, sweep_statuses
+from console.readmodel import SweepArmRow, SweepEntry, sweep_status, sweep_statuses
 from console.service import DEFAULT_READY_TIMEOUT_S, SWEEP_FINISHED, Service, SweepArm, SweepRow
 from console.sweep import SweepError, SweepOptions, runner_alive
 
@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
             args.list, args.box, shapes, concurrency, bench_degenerate=args.bench_degenerate, new=args.new
         )
         status = sweep_status(store, sweep.id)
-        left = [a for a in status.arms if a.arm.state not in SWEEP_FINISHED]
+        left = [a for a in status.arms if a.state not in SWEEP_FINISHED]
         verb = "resuming" if resumed else "starting"
         say(
             f"{verb} sweep #{sweep.id}: {sweep.list_name} on {_where(status)}, {len(left)} of "
@@ -110,63 +110,47 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(status: SweepStatus) -> str:
+def _where(sweep: SweepEntry) -> str:
     """``box a`` for a one-box sweep; the boxes a queue feeds, those out of it marked."""
-    sweep = status.sweep
     if sweep.layout == "node":
         return sweep.box
     return (
-        ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in status.boxes)
+        ", ".join(b.box + ("" if b.state == "walking" else f" ({b.state})") for b in sweep.boxes)
         + " (one queue, each arm on its own GPUs)"
     )
 
 
-def _arm_json(a: SweepArmStatus) -> dict[str, Any]:
-    return {
-        **a.arm.to_dict(),
-        "benches": [asdict(b) for b in a.benches],
-        "history": [asdict(t) for t in a.history],
-    }
+def _sweep_json(sweep: SweepEntry) -> dict[str, Any]:
+    return {**asdict(sweep), "runner_alive": runner_alive(sweep)}
 
 
-def _sweep_json(status: SweepStatus) -> dict[str, Any]:
-    return {
-        **asdict(status.sweep),
-        "runner_alive": runner_alive(status.sweep),
-        "boxes": [asdict(b) for b in status.boxes],
-        "arms": [_arm_json(a) for a in status.arms],
-    }
-
-
-def _place(arm: SweepArm) -> str:
+def _place(arm: SweepArmRow) -> str:
     if arm.box is None:
         return "-"
     return str(arm.box) + (f":{','.join(map(str, arm.gpus))}" if arm.gpus else "")
 
 
-def _show(status: SweepStatus, as_json: bool) -> None:
+def _show(sweep: SweepEntry, as_json: bool) -> None:
     if as_json:
-        print_json(_sweep_json(status))
+        print_json(_sweep_json(sweep))
         return
-    sweep = status.sweep
     state = sweep.state
     if state == "running" and not runner_alive(sweep):
         state = f"stopped part-way (its console, pid {sweep.runner_pid}, is gone); `campaign sweep run` resumes it"
     print(
-        f"sweep #{sweep.id} {sweep.list_name} on {_where(status)}: {state}"
+        f"sweep #{sweep.id} {sweep.list_name} on {_where(sweep)}: {state}"
         + (f" ({sweep.detail})" if sweep.detail else "")
     )
     packed = sweep.layout == "packed"
     if packed:
-        for b in status.boxes:
+        for b in sweep.boxes:
             if b.detail:
                 print(f"  box {b.box}: {b.state}: {b.detail}")
-            for gpu, why in sorted(b.excluded.items()):
+            for gpu, why in b.excluded:
                 print(f"  box {b.box} GPU {gpu} not used: {why}")
     table = []
-    for status_arm in status.arms:
-        a = status_arm.arm
-        good = [b for b in status_arm.benches if b.out_tok_per_s is not None]
+    for a in sweep.arms:
+        good = [b for b in a.benches if b.out_tok_per_s is not None]
         best = max((b.out_tok_per_s for b in good if b.out_tok_per_s is not None), default=None)
         queued = sum(1 for b in good if b.queueing)
         table.append(

@@ -18,7 +18,6 @@ from agents import loglines
 from console.quality.stats import A_AHEAD, TIE, Paired, decide
 from console.store.conditions import join_kernel_lines
 from console.store.results import ApiPrice
-from console.store.sweeps import SweepArm, SweepAttempt, SweepBox, SweepRow
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
@@ -652,13 +651,20 @@ class ArmEntry:
 
 @dataclass(frozen=True)
 class SweepBench:
+    """One node bench a sweep ran for an arm (a ``sweep_benches`` row), with its throughput row's figures."""
+
+    launch_id: str
     shape: str
     concurrency: int
+    bench_run_id: int | None  # None: no throughput row came back (``error`` says why)
+    error: str | None
+    admitted: int | None  # streams a replica admits at once for this shape
+    t_ms: int
     out_tok_per_s: float | None
     queueing: bool  # the server could not admit the concurrency at once: TTFT is queueing
-    error: str | None
-    kernel_fallback: bool = False
-    replicas: int | None = None
+    kernel_fallback: bool
+    diagnostic_only: bool
+    replicas: int | None
 
     @property
     def marks(self) -> str:
@@ -681,6 +687,7 @@ class SweepAttemptRow:
     attempt: int
     box: str
     gpus: tuple[int, ...] | None  # None: every card of the box
+    launch_ids: tuple[str, ...]
     outcome: str | None  # None while it runs; interrupted: given back to the queue (reason says why)
     reason: str | None
     mem_before: tuple[tuple[int, float | None], ...]  # (GPU, MiB used) before the launch
@@ -698,6 +705,7 @@ class SweepBoxRow:
     """A box a sweep feeds, as of the cursor: walking, out of the run (why), or left out of a resumed run."""
 
     box: str
+    position: int
     state: str  # walking, out, left
     detail: str | None
     excluded: tuple[tuple[int, str], ...]  # GPUs this run does not use, and why
@@ -726,8 +734,12 @@ class SweepSlot:
 class SweepArmRow:
     """One arm a sweep tried (or will try), with its outcome as of the cursor and the engine's reason."""
 
+    id: int
     position: int
     arm: str
+    base: str | None  # the arm a pair or an accepted backend was derived from
+    linear_backend: str | None
+    moe_backend: str | None
     origin: str  # list, pair, accepted (named by an engine refusal)
     queued_by: str | None
     state: str  # pending, running, served, refused, degenerate, crashed, interrupted
@@ -736,14 +748,16 @@ class SweepArmRow:
     backends_accepted: tuple[str, ...] | None  # None: the engine printed no accepted set (or not refused)
     backends_potential: tuple[str, ...]
     launch_ids: tuple[str, ...]
+    gpu_mem_mib: float | None
     kv_cache_tokens: int | None
     max_concurrency: float | None
+    tripwire_run_id: int | None
     started_ms: int | None
     ended_ms: int | None
-    benches: tuple[SweepBench, ...] = ()
-    box: str | None = None  # where its attempt (as of the cursor) was claimed
-    gpus: tuple[int, ...] | None = None  # its GPUs there; None: every card of the box
-    history: tuple[SweepAttemptRow, ...] = ()  # every attempt begun by the cursor
+    benches: tuple[SweepBench, ...]
+    box: str | None  # where its attempt (as of the cursor) was claimed
+    gpus: tuple[int, ...] | None  # its GPUs there; None: every card of the box
+    history: tuple[SweepAttemptRow, ...]  # every attempt begun by the cursor
 
     @property
     def place(self) -> str:
@@ -763,7 +777,8 @@ class SweepArmRow:
 
 @dataclass(frozen=True)
 class SweepEntry:
-    """A sweep as of the cursor: its list, box, state and every arm in walk order."""
+    """A sweep as of an instant (the TUI's cursor; ``sweep status`` reads it as of now): its list, boxes,
+    state, the console walking it and every arm in walk order."""
 
     id: int
     list_name: str
@@ -772,11 +787,14 @@ class SweepEntry:
     detail: str | None
     shapes: tuple[str, ...]
     concurrency: tuple[int, ...]
+    bench_degenerate: bool
+    runner_pid: int | None  # the console walking it, on ``runner_host``
+    runner_host: str | None
     created_ms: int
     updated_ms: int
     arms: tuple[SweepArmRow, ...]
-    layout: str = "node"  # node: each arm on every card of one box; packed: one queue over several boxes
-    boxes: tuple[SweepBoxRow, ...] = ()
+    layout: str  # node: each arm on every card of one box; packed: one queue over several boxes
+    boxes: tuple[SweepBoxRow, ...]
 
     @property
     def finished(self) -> int:
@@ -821,42 +839,6 @@ class SweepEntry:
         for a in self.arms:
             seen[a.state] = seen.get(a.state, 0) + 1
         return ", ".join(f"{n} {state}" for state, n in seen.items())
-
-
-@dataclass(frozen=True)
-class SweepBenchRecord:
-    """One node bench a sweep ran for an arm, as stored, with its throughput row's figures (None: no row)."""
-
-    sweep_arm_id: int
-    launch_id: str
-    shape: str
-    concurrency: int
-    bench_run_id: int | None
-    error: str | None  # why no throughput row came back
-    admitted: int | None  # streams a replica admits at once for this shape
-    t_ms: int
-    out_tok_per_s: float | None
-    queueing: int | None  # the row's mark as stored: 1 the server queued the concurrency
-    diagnostic_only: int | None
-
-
-@dataclass(frozen=True)
-class SweepArmStatus:
-    """One arm of a sweep now: its stored record, its benches and every attempt (where, what, how it ended)."""
-
-    arm: SweepArm
-    benches: tuple[SweepBenchRecord, ...]
-    history: tuple[SweepAttempt, ...]
-
-
-@dataclass(frozen=True)
-class SweepStatus:
-    """A sweep as the store holds it now (``campaign sweep status``, the end of ``sweep run``): its row, the
-    boxes it feeds and every arm in walk order. ``SweepEntry`` is the same sweep as of the TUI's cursor."""
-
-    sweep: SweepRow
-    boxes: tuple[SweepBox, ...]
-    arms: tuple[SweepArmStatus, ...]
 
 
 TimerEntry = TimerRow

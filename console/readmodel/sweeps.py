@@ -8,22 +8,12 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from console.readmodel.records import (
-    SweepArmRow,
-    SweepArmStatus,
-    SweepAttemptRow,
-    SweepBench,
-    SweepBenchRecord,
-    SweepBoxRow,
-    SweepEntry,
-    SweepStatus,
-)
+from console.readmodel.records import SweepArmRow, SweepAttemptRow, SweepBench, SweepBoxRow, SweepEntry
 from console.recipes import Catalog, MoeEvidence
 from console.recipes.vllm_flags import flag_value
 from console.store import Store
 from console.store.jsonutil import json_list, json_tuple_or_none
 from console.store.launches import argv_flag
-from console.store.sweeps import SweepRow
 
 MOE_FLAG = "--kernel-config.moe_backend"
 
@@ -60,6 +50,10 @@ def moe_evidence(store: Store, catalog: Catalog) -> MoeEvidence:
     )
 
 
+NOW = 2**63 - 1
+"""An instant after everything stored: a sweep read as of it is the sweep as the store holds it now."""
+
+
 def _memory(text: str | None) -> tuple[tuple[int, float | None], ...]:
     return tuple(sorted((int(g), m) for g, m in json.loads(text).items())) if text else ()
 
@@ -82,6 +76,7 @@ def _attempts(store: Store, sweep_id: int, at: int) -> dict[int, list[SweepAttem
                 attempt=t["attempt"],
                 box=t["box"],
                 gpus=_gpus(t["gpus"]),
+                launch_ids=tuple(json_list(t["launch_ids"])),
                 outcome=t["outcome"] if done else None,
                 reason=t["reason"] if done else None,
                 mem_before=_memory(t["mem_before"]),
@@ -100,6 +95,7 @@ def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
         rows = [
             {
                 "box": s["box"],
+                "position": 0,
                 "state": "walking",
                 "detail": None,
                 "excluded": None,
@@ -119,6 +115,7 @@ def _boxes(store: Store, s: dict[str, Any], at: int) -> tuple[SweepBoxRow, ...]:
         out.append(
             SweepBoxRow(
                 box=b["box"],
+                position=b["position"],
                 state=b["state"] if now else "walking",
                 detail=b["detail"] if now else None,
                 excluded=tuple(sorted((int(g), str(why)) for g, why in excluded.items())),
@@ -138,118 +135,119 @@ def sweep_arm_state(row: dict[str, Any], at: int) -> str:
     return str(state)
 
 
-def sweeps(store: Store, at: int) -> list[SweepEntry]:
-    """Every sweep begun by ``at``, newest first, with each arm's outcome and benches as of ``at``."""
-    out = []
-    for s in store.rows("SELECT * FROM sweeps WHERE created_ms <= ? ORDER BY id DESC", [at]):
-        benches: dict[int, list[SweepBench]] = defaultdict(list)
-        for b in store.rows(
-            """SELECT b.sweep_arm_id, b.shape, b.concurrency, b.error, r.out_tok_per_s, r.queueing, r.kernel_fallback,
-                      r.replicas
-               FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
-               LEFT JOIN bench_runs r ON r.id = b.bench_run_id
-               WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.shape, b.concurrency""",
-            [s["id"], at],
-        ):
-            benches[b["sweep_arm_id"]].append(
-                SweepBench(
-                    b["shape"],
-                    b["concurrency"],
-                    b["out_tok_per_s"],
-                    bool(b["queueing"]),
-                    b["error"],
-                    bool(b["kernel_fallback"]),
-                    b["replicas"],
-                )
-            )
-        attempts = _attempts(store, s["id"], at)
-        arms = []
-        for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]]):
-            state = sweep_arm_state(a, at)
-            done = state not in ("pending", "running")
-            history = tuple(attempts.get(a["id"], ()))
-            last = history[-1] if history else None
-            earlier = last is not None and last.attempt < a["attempts"]  # a later attempt began after ``at``
-            if earlier and last is not None:
-                state, done = last.outcome or "running", last.outcome is not None
-            arms.append(
-                SweepArmRow(
-                    position=a["position"],
-                    arm=a["arm"],
-                    origin=a["origin"],
-                    queued_by=a["queued_by"],
-                    state=state,
-                    attempts=len(history) if earlier else a["attempts"],
-                    reason=(last.reason if earlier and last else a["reason"]) if done else None,
-                    backends_accepted=json_tuple_or_none(a["backends_accepted"]) if done else (),
-                    backends_potential=tuple(json_list(a["backends_potential"])) if done else (),
-                    launch_ids=tuple(json_list(a["launch_ids"])),
-                    kv_cache_tokens=a["kv_cache_tokens"],
-                    max_concurrency=a["max_concurrency"],
-                    started_ms=(last.started_ms if earlier and last else a["started_ms"])
-                    if state != "pending"
-                    else None,
-                    ended_ms=(last.ended_ms if earlier and last else a["ended_ms"]) if done else None,
-                    benches=tuple(benches.get(a["id"], ())),
-                    box=last.box if last else None,
-                    gpus=last.gpus if last else None,
-                    history=history,
-                )
-            )
-        state = s["state"] if s["updated_ms"] <= at else "running"
-        out.append(
-            SweepEntry(
-                id=s["id"],
-                list_name=s["list"],
-                box=s["box"],
-                state=state,
-                detail=s["detail"] if s["updated_ms"] <= at else None,
-                shapes=tuple(json_list(s["shapes"])),
-                concurrency=tuple(json_list(s["concurrency"])),
-                created_ms=s["created_ms"],
-                updated_ms=s["updated_ms"],
-                arms=tuple(arms),
-                layout=s["layout"],
-                boxes=_boxes(store, s, at),
+def _benches(store: Store, sweep_id: int, at: int) -> dict[int, list[SweepBench]]:
+    """Each arm's node benches stored by ``at``, with their throughput rows' figures."""
+    out: dict[int, list[SweepBench]] = defaultdict(list)
+    for b in store.rows(
+        """SELECT b.*, r.out_tok_per_s, r.queueing, r.kernel_fallback, r.diagnostic_only, r.replicas
+           FROM sweep_benches b JOIN sweep_arms a ON a.id = b.sweep_arm_id
+           LEFT JOIN bench_runs r ON r.id = b.bench_run_id
+           WHERE a.sweep_id = ? AND b.t_ms <= ? ORDER BY b.t_ms, b.shape, b.concurrency""",
+        [sweep_id, at],
+    ):
+        out[b["sweep_arm_id"]].append(
+            SweepBench(
+                launch_id=b["launch_id"],
+                shape=b["shape"],
+                concurrency=b["concurrency"],
+                bench_run_id=b["bench_run_id"],
+                error=b["error"],
+                admitted=b["admitted"],
+                t_ms=b["t_ms"],
+                out_tok_per_s=b["out_tok_per_s"],
+                queueing=bool(b["queueing"]),
+                kernel_fallback=bool(b["kernel_fallback"]),
+                diagnostic_only=bool(b["diagnostic_only"]),
+                replicas=b["replicas"],
             )
         )
     return out
 
 
-def sweep_status(store: Store, sweep_id: int) -> SweepStatus:
+def _arm(
+    a: dict[str, Any], at: int, history: tuple[SweepAttemptRow, ...], benches: list[SweepBench]
+) -> SweepArmRow:
+    """One arm as of ``at``: an attempt that began later does not count, so an arm retried after ``at``
+    reads as its earlier attempt left it."""
+    state = sweep_arm_state(a, at)
+    done = state not in ("pending", "running")
+    last = history[-1] if history else None
+    earlier = last is not None and last.attempt < a["attempts"]  # a later attempt began after ``at``
+    if earlier and last is not None:
+        state, done = last.outcome or "running", last.outcome is not None
+    of_last = earlier and last is not None
+    return SweepArmRow(
+        id=a["id"],
+        position=a["position"],
+        arm=a["arm"],
+        base=a["base"],
+        linear_backend=a["linear_backend"],
+        moe_backend=a["moe_backend"],
+        origin=a["origin"],
+        queued_by=a["queued_by"],
+        state=state,
+        attempts=len(history) if earlier else a["attempts"],
+        reason=(last.reason if of_last and last else a["reason"]) if done else None,
+        backends_accepted=json_tuple_or_none(a["backends_accepted"]) if done else (),
+        backends_potential=tuple(json_list(a["backends_potential"])) if done else (),
+        launch_ids=tuple(json_list(a["launch_ids"])),
+        gpu_mem_mib=a["gpu_mem_mib"],
+        kv_cache_tokens=a["kv_cache_tokens"],
+        max_concurrency=a["max_concurrency"],
+        tripwire_run_id=a["tripwire_run_id"] if done else None,
+        started_ms=(last.started_ms if of_last and last else a["started_ms"]) if state != "pending" else None,
+        ended_ms=(last.ended_ms if of_last and last else a["ended_ms"]) if done else None,
+        benches=tuple(benches),
+        box=last.box if last else None,
+        gpus=last.gpus if last else None,
+        history=history,
+    )
+
+
+def _entry(store: Store, s: dict[str, Any], at: int) -> SweepEntry:
+    benches = _benches(store, s["id"], at)
+    attempts = _attempts(store, s["id"], at)
+    arms = tuple(
+        _arm(a, at, tuple(attempts.get(a["id"], ())), benches.get(a["id"], []))
+        for a in store.rows("SELECT * FROM sweep_arms WHERE sweep_id = ? ORDER BY position", [s["id"]])
+    )
+    now = s["updated_ms"] <= at
+    return SweepEntry(
+        id=s["id"],
+        list_name=s["list"],
+        box=s["box"],
+        state=s["state"] if now else "running",
+        detail=s["detail"] if now else None,
+        shapes=tuple(json_list(s["shapes"])),
+        concurrency=tuple(json_list(s["concurrency"])),
+        bench_degenerate=bool(s["bench_degenerate"]),
+        runner_pid=s["runner_pid"],
+        runner_host=s["runner_host"],
+        created_ms=s["created_ms"],
+        updated_ms=s["updated_ms"],
+        arms=arms,
+        layout=s["layout"],
+        boxes=_boxes(store, s, at),
+    )
+
+
+def sweeps(store: Store, at: int) -> list[SweepEntry]:
+    """Every sweep begun by ``at``, newest first, with each arm's outcome and benches as of ``at``."""
+    return [
+        _entry(store, s, at)
+        for s in store.rows("SELECT * FROM sweeps WHERE created_ms <= ? ORDER BY id DESC", [at])
+    ]
+
+
+def sweep_status(store: Store, sweep_id: int) -> SweepEntry:
     """One sweep now, with the boxes it feeds and every arm's benches and attempts (an unknown id is the
     store's one-line error)."""
-    return _status(store, store.sweeps.get(sweep_id))
+    rows = store.rows("SELECT * FROM sweeps WHERE id = ?", [sweep_id])
+    if not rows:
+        store.sweeps.get(sweep_id)  # raises the store's one-line error for an unknown id
+    return _entry(store, rows[0], NOW)
 
 
-def sweep_statuses(store: Store, box: str | None = None) -> list[SweepStatus]:
+def sweep_statuses(store: Store, box: str | None = None) -> list[SweepEntry]:
     """Every sweep now, oldest first; with ``box``, those that feed it."""
-    return [_status(store, s) for s in store.sweeps.every(box)]
-
-
-def _status(store: Store, sweep: SweepRow) -> SweepStatus:
-    arms = tuple(
-        SweepArmStatus(
-            arm,
-            tuple(_bench(b) for b in store.sweeps.benches(arm.id)),
-            tuple(store.sweeps.attempts_of(arm.id)),
-        )
-        for arm in store.sweeps.arms(sweep.id)
-    )
-    return SweepStatus(sweep, tuple(store.sweeps.boxes(sweep.id)), arms)
-
-
-def _bench(row: dict[str, Any]) -> SweepBenchRecord:
-    return SweepBenchRecord(
-        sweep_arm_id=row["sweep_arm_id"],
-        launch_id=row["launch_id"],
-        shape=row["shape"],
-        concurrency=row["concurrency"],
-        bench_run_id=row["bench_run_id"],
-        error=row["error"],
-        admitted=row["admitted"],
-        t_ms=row["t_ms"],
-        out_tok_per_s=row["out_tok_per_s"],
-        queueing=row["queueing"],
-        diagnostic_only=row["diagnostic_only"],
-    )
+    return [sweep_status(store, s.id) for s in store.sweeps.every(box)]

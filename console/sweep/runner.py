@@ -16,7 +16,7 @@ import asyncio
 import os
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from console.errors import ConsoleError
 from console.store import LOCAL_BOX
@@ -35,7 +35,18 @@ def this_runner() -> tuple[int, str]:
     return os.getpid(), socket.gethostname()
 
 
-def runner_alive(sweep: SweepRow) -> bool:
+class Walked(Protocol):
+    """What ``runner_alive`` reads of a sweep: the store's row (the runner's own check) or the read model's
+    entry (``campaign sweep status``)."""
+
+    @property
+    def runner_pid(self) -> int | None: ...
+
+    @property
+    def runner_host(self) -> str | None: ...
+
+
+def runner_alive(sweep: Walked) -> bool:
     """The process recorded as walking the sweep still exists (on this host: a pid elsewhere is unknown)."""
     if sweep.runner_pid is None or sweep.runner_host != socket.gethostname():
         return False
