@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from console.errors import InputError
 from console.readmodel.records import Comparison, ControlPair, GroupStanding, RepeatGroup, ResultRow
@@ -84,7 +85,8 @@ def compare_groups(a: RepeatGroup, b: RepeatGroup, pairs: Iterable[ControlPair] 
                 f"no verdict: {side.label} has no repeats; {REPEATS_HINT}",
             )
     assert a.median is not None and b.median is not None and a.low is not None and b.low is not None
-    winner, fast, slow = ("a", a, b) if a.median >= b.median else ("b", b, a)
+    winner: Literal["a", "b"] = "a" if a.median >= b.median else "b"
+    fast, slow = (a, b) if winner == "a" else (b, a)
     assert fast.median is not None and slow.median is not None and fast.low is not None
     percent = (fast.median / slow.median - 1) * 100 if slow.median > 0 else None
     floor = noise_floor(pairs, a, b)

@@ -30,8 +30,15 @@ from console.readmodel.records import (
 from console.readmodel.results import latest_bench
 from console.store import Box, Store
 from console.store.jsonutil import json_list, json_tuple_or_none
+from console.store.launches import LaunchStatus
+from console.store.timers import TimerState
 
-_TIMER_END_EVENTS = {"fired": "fired", "cancelled": "cancelled", "failed": "failed", "firing": "firing"}
+_TIMER_END_EVENTS: dict[str, TimerState] = {
+    "fired": "fired",
+    "cancelled": "cancelled",
+    "failed": "failed",
+    "firing": "firing",
+}
 
 
 def data_span(store: Store) -> tuple[int, int] | None:
@@ -59,12 +66,13 @@ def data_span(store: Store) -> tuple[int, int] | None:
 
 
 # -- launches ----------------------------------------------------------------------------------------
-def launch_state_at(row: dict[str, Any], at: int | None) -> str | None:
+def launch_state_at(row: dict[str, Any], at: int | None) -> LaunchStatus | None:
     """The state a launch was in at ``at``, from its recorded instants; None if it had not started yet.
 
     ``at`` None asks for the record as it stands (an export), not for an instant.
     """
-    start, ready, stop, final = row["start_ms"], row["ready_ms"], row["stop_ms"], str(row["state"])
+    start, ready, stop = row["start_ms"], row["ready_ms"], row["stop_ms"]
+    final: LaunchStatus = row["state"]  # the store writes only LAUNCH_STATES
     if at is None:
         return final
     if start is not None and start > at:
@@ -173,7 +181,7 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
         events = log.get(r["id"], [])
         ended = [_TIMER_END_EVENTS[e] for e in events if e in _TIMER_END_EVENTS]
         # With no log the timers row is the only record; it describes now, not the cursor.
-        state = ended[-1] if ended else ("armed" if events else r["state"])
+        state: TimerState = ended[-1] if ended else ("armed" if events else r["state"])
         row = TimerRow.from_row(
             r,
             at=at,

@@ -12,12 +12,16 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from agents import loglines
+from agents.protocol import TimerAction
 from console.quality.stats import A_AHEAD, TIE, Paired, decide
+from console.store.checks import VerdictName
 from console.store.conditions import join_kernel_lines
+from console.store.launches import LaunchStatus
 from console.store.results import ApiPrice
+from console.store.timers import TimerState
 
 CAPPED_MARGIN_W = 1.0
 """An enforced limit this far below the board maximum counts as capped (NVML reports whole watts)."""
@@ -36,7 +40,7 @@ STALE_MS = 30_000
 @dataclass(frozen=True)
 class CheckMark:
     name: str
-    verdict: str  # ok, warn, fail
+    verdict: VerdictName
     reason: str
 
     @property
@@ -53,8 +57,8 @@ class TimerRow:
     id: int
     box: str
     deadline_ms: int
-    action: str
-    state: str  # armed, firing, fired, cancelled, failed (as of the instant)
+    action: TimerAction
+    state: TimerState  # as of the instant
     remaining_ms: int
     box_tz: str | None
     input_text: str | None = None  # what the operator typed, for the record
@@ -67,7 +71,7 @@ class TimerRow:
         *,
         at: int,
         box_tz: str | None,
-        state: str | None = None,
+        state: TimerState | None = None,
         warnings: tuple[str, ...] = (),
     ) -> TimerRow:
         """A ``timers`` row at ``at``; ``state`` as of then when the log says otherwise than the row."""
@@ -371,7 +375,7 @@ class LaunchRow:
     id: str
     box: str
     arm: str
-    state: str  # as of the cursor
+    state: LaunchStatus  # as of the cursor
     replica: int
     gpus: tuple[int, ...]
     port: int | None
@@ -1104,6 +1108,9 @@ class ControlPair:
         return hi / lo - 1 if lo > 0 else math.inf
 
 
+CompareVerdict = Literal["faster", "tie", "no-verdict"]
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Whether ``a`` is faster than ``b``, read against both spreads and the noise floor.
@@ -1114,10 +1121,10 @@ class Comparison:
 
     a: RepeatGroup
     b: RepeatGroup
-    verdict: str
+    verdict: CompareVerdict
     percent: float | None
     """How much faster the faster median is than the slower, in percent (None without medians)."""
-    winner: str | None  # "a" or "b" when the verdict is faster
+    winner: Literal["a", "b"] | None  # when the verdict is faster
     floor: ControlPair | None
     text: str
 
