@@ -127,7 +127,10 @@ class BoxLink:
         """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
         self.on_status: Callable[[str, str | None], None] | None = None
-        """Told every status the link records (``--follow`` prints the failures as they happen)."""
+        """Told every status the link records."""
+        self.on_retry: Callable[[str, str], None] | None = None
+        """Told each failed attempt, once, with its status and the line that says why and when the link retries
+        (``--follow`` prints them as they happen)."""
         self._store_full: StoreFull | None = None
 
     # -- status ----------------------------------------------------------------------------------
@@ -261,9 +264,10 @@ class BoxLink:
                 return
             delay = backoff.next()
             box = self.store.boxes.get(self.name)
-            self._status(
-                status, f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}"
-            )
+            detail = f"{box.status_detail or 'link lost'}; retry in {fmt_remaining(int(delay * 1000))}"
+            self._status(status, detail)
+            if self.on_retry is not None:
+                self.on_retry(status, detail)
             await asyncio.sleep(delay)
 
     async def _attempt(self, backoff: Backoff) -> str | None:

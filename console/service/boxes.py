@@ -149,6 +149,7 @@ class BoxIntents(ServiceBase):
         )
         link.on_ingest = watch.ingested
         link.on_status = watch.status
+        link.on_retry = watch.retrying
         while not stop.is_set() and link.fatal is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
@@ -181,9 +182,11 @@ class _FollowWatch:
             if self.failing:
                 self._say(f"{self.name}: link back up: {detail}")
             self.failing = False
-        elif detail and "; retry in " in detail:  # the link's own line for each failed attempt
-            self.failing = True
-            self._say(f"{self.name}: {state}: {detail}")
+
+    def retrying(self, state: str, detail: str) -> None:
+        """A failed attempt of the link, with why and when it retries."""
+        self.failing = True
+        self._say(f"{self.name}: {state}: {detail}")
 
     def ingested(self, report: IngestReport) -> None:
         self.progressed = time.monotonic()
