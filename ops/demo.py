@@ -19,8 +19,16 @@ from typing import Any
 from console.errors import InputError, Refused
 from console.readmodel import KldiffVerdict
 from console.store import Box, Store
+from console.store.kldiff import ImportedKldiff
 from console.store.quality import PublishedPair, PublishedRun
-from console.store.results import ApiPrice, ImportedLaunch, ImportOutcome, ImportPayload
+from console.store.results import (
+    ApiPrice,
+    ImportedBench,
+    ImportedLaunch,
+    ImportedTripwire,
+    ImportOutcome,
+    ImportPayload,
+)
 
 SEED_DIR = (
     resources.files("ops") / "data" / "seed"
@@ -121,9 +129,9 @@ def digest(data_dir: Traversable = SEED_DIR) -> str:
     return h.hexdigest()
 
 
-def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
+def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> list[ImportedKldiff]:
     """The divergence tables, each pair after its control, the verdict in the read model's words."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ImportedKldiff] = []
     floors: dict[str, float] = {}
     for c in read_tsv(data_dir / "kldiff.tsv"):
         label, role, box = c.need("label"), c.need("role"), c.text("box")
@@ -133,10 +141,6 @@ def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> lis
         mean_kl = c.need("mean_kl", float)
         if role == "control":
             floors[label] = mean_kl
-        kernels = {}
-        for side in ("a", "b"):
-            arm = arms.get((c.need(f"arm_{side}"), box or ""))
-            kernels[f"kernel_{side}"] = arm.text("kernel") if arm else None
         verdict = KldiffVerdict.of(role, mean_kl, floors[control] if control else None)
         rows.append(
             {
@@ -147,7 +151,8 @@ def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> lis
                 "box": box,
                 "arm_a": c.need("arm_a"),
                 "arm_b": c.need("arm_b"),
-                **kernels,
+                "kernel_a": _kernel(arms, c.need("arm_a"), box),
+                "kernel_b": _kernel(arms, c.need("arm_b"), box),
                 "positions": c.number("positions", int),
                 "top_k": 20,
                 "top1_agreement": c.number("top1_agreement"),
@@ -159,6 +164,12 @@ def kldiff_rows(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> lis
             }
         )
     return rows
+
+
+def _kernel(arms: dict[tuple[str, str], Cell], arm: str, box: str | None) -> str | None:
+    """The kernel arms.tsv names for ``arm`` on ``box``; None for an arm it does not list."""
+    row = arms.get((arm, box or ""))
+    return row.text("kernel") if row else None
 
 
 def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
@@ -241,7 +252,7 @@ def _arm_launch(c: Cell, key: tuple[str, str]) -> ImportedLaunch:
     return launch
 
 
-def _arm_tripwire(c: Cell, key: tuple[str, str], launch: ImportedLaunch) -> dict[str, Any]:
+def _arm_tripwire(c: Cell, key: tuple[str, str], launch: ImportedLaunch) -> ImportedTripwire:
     return {
         "box": key[1],
         "arm": key[0],
@@ -275,7 +286,7 @@ def _load_throughput(
         payload.bench_runs.append(_bench_row(c, key, arm, shape, power[key[1]]))
 
 
-def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limit_w: float) -> dict[str, Any]:
+def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limit_w: float) -> ImportedBench:
     out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
     ttft_s = c.number("ttft_p50_s")
     kernel = arm.text("kernel")
@@ -312,6 +323,7 @@ def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payloa
         if arm_name and (arm_name, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm_name} on {box} is not in arms.tsv")
         overall = c.need("overall", float)
+        families = {f: share for f in FAMILIES if (share := c.number(f)) is not None}
         payload.eval_runs.append(
             {
                 "box": box,
@@ -320,7 +332,7 @@ def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payloa
                 "configuration": c.need("configuration"),
                 "items": c.need("items", int),
                 "overall": overall,
-                "families": {f: c.number(f) for f in FAMILIES if c.number(f) is not None},
+                "families": families,
                 "note": c.text("note"),
                 "provenance": "Task accuracy, served the way each vendor says to (403 items)",
             }

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from agents import loglines
 from console.store.launches import ArmRecord, Launches
@@ -72,8 +72,8 @@ class Conditions:
     kernel_line: str | None
     """The first replica's kernel-selection lines (log noise never counts: ``loglines.parse_kernel_line``)."""
     kernel_fallback: bool
-    kernel_check: list[dict[str, Any]]
-    """Per layer kind (``loglines.KernelCheck``): requested, status, used, other_than_requested."""
+    kernel_check: tuple[loglines.KernelCheck, ...]
+    """Per layer kind: requested, status, used, other_than_requested."""
     prefix_caching: bool | None
     admitted: int | None
     """The fewest streams any replica admits at once for this request size."""
@@ -120,7 +120,7 @@ def conditions(store: HasLaunches, launch_ids: Sequence[str], request_tokens: in
     return Conditions(
         kernel_line=join_kernel_lines(first_kernels),
         kernel_fallback=loglines.kernel_fallback(checks),
-        kernel_check=[asdict(c) for c in checks],
+        kernel_check=checks,
         prefix_caching=prefix_caching(arm.argv if arm else (), config),
         admitted=min(admitted) if admitted else None,
     )

@@ -10,8 +10,8 @@ the service writes them here with ``set_verdict`` once it has the row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypedDict
 
 from console.errors import InputError
 from console.store.conditions import HasLaunches, join_kernel_lines, selected_kernel_lines
@@ -57,6 +57,29 @@ CONTROL = {
 ROLES = ("pair", "control")
 
 
+class ImportedKldiff(TypedDict):
+    """A divergence row of the write-up's tables: ``kldiff_runs`` columns plus its ``label`` and the label of
+    the ``control`` row it reads against (an earlier row of the same import)."""
+
+    label: str
+    role: str
+    control: str | None
+    model: str | None
+    box: str | None
+    arm_a: str
+    arm_b: str
+    kernel_a: str | None
+    kernel_b: str | None
+    positions: int | None
+    top_k: int
+    top1_agreement: float | None
+    top5_overlap: float | None
+    mean_kl: float
+    verdict: str
+    note: str | None
+    provenance: str
+
+
 class KldiffError(InputError, ValueError):
     """A divergence row that cannot be stored as given; the message names the field and the fix."""
 
@@ -98,21 +121,22 @@ class Kldiff:
                 control = found[0]
             return self._insert(values, control)
 
-    def add_imported(self, rows: Iterable[dict[str, Any]], import_id: int, t_ms: int) -> int:
+    def add_imported(self, rows: Iterable[ImportedKldiff], import_id: int, t_ms: int) -> int:
         """Imported comparisons in order; a row's ``control`` names the ``label`` of an earlier control row."""
         ids: dict[str, dict[str, Any]] = {}
         count = 0
         for row in rows:
-            values = {c: row[c] for c in (*IDENTITY, *FIGURES, "verdict") if row.get(c) is not None}
+            columns: Mapping[str, object] = row
+            values = {c: columns[c] for c in (*IDENTITY, *FIGURES, "verdict") if columns.get(c) is not None}
             values.update(source="imported", import_id=import_id, t_ms=t_ms)
-            control = ids.get(row["control"]) if row.get("control") else None
-            if row.get("control") and control is None:
+            control = ids.get(row["control"]) if row["control"] else None
+            if row["control"] and control is None:
                 raise KldiffError(
-                    f"imported kldiff row {row.get('label')!r}: control {row['control']!r} is not an "
+                    f"imported kldiff row {row['label']!r}: control {row['control']!r} is not an "
                     "earlier row of the import"
                 )
             row_id = self._insert(values, control)
-            ids[str(row.get("label"))] = {**values, "id": row_id}
+            ids[row["label"]] = {**values, "id": row_id}
             count += 1
         return count
 

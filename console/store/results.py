@@ -18,14 +18,16 @@ This module writes; what views, reports and exports read of these tables is cons
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from console.errors import InputError
 from console.store.boxes import Box
 from console.store.conditions import HasLaunches, conditions, streams_per_replica
 from console.store.connection import Connection
 from console.store.jsonutil import dumps
+from console.store.kldiff import ImportedKldiff
 from console.store.launches import argv_flag
 from console.store.quality import PublishedPair, PublishedRun
 from console.store.served import COMPLETIONS, NOT_APPLICABLE, sampling_sent, thinking
@@ -185,20 +187,74 @@ class ImportedLaunch:
         return f"import:{self.box}:{self.arm}"
 
 
+class ImportedTripwire(TypedDict):
+    """A tripwire verdict as the write-up printed it (the import adds launch, time and source)."""
+
+    box: str
+    arm: str
+    model: str
+    ok: int
+    degenerate: int
+    wrong: int
+    total: int
+    passed: int
+    items: dict[str, bool]  # JSON beside the verdict: whether the write-up split degenerate from wrong
+    provenance: str
+
+
+class ImportedBench(TypedDict):
+    """A throughput row of the write-up's tables: ``bench_runs`` columns (the import adds its source)."""
+
+    box: str
+    launch_id: str
+    arm: str
+    model: str
+    configuration: str | None
+    shape: str
+    concurrency: int
+    replicas: int
+    input_len: int
+    output_len: int
+    prefix_len: int
+    out_tok_per_s: float
+    in_tok_per_s: float | None
+    total_tok_per_s: float | None
+    ttft_ms_p50: float | None
+    kernel_line: str | None
+    power_limit_w: float
+    queueing: int
+    diagnostic_only: int
+    provenance: str
+
+
+class ImportedEval(TypedDict):
+    """A task-accuracy row of the write-up: ``eval_runs`` columns, ``families`` its accuracy per family."""
+
+    box: str | None
+    arm: str | None
+    model: str
+    configuration: str
+    items: int
+    overall: float
+    families: dict[str, float]
+    note: str | None
+    provenance: str
+
+
 @dataclass
 class ImportPayload:
     """Everything one import writes. Tripwire rows are keyed by launch id so bench rows can cite them."""
 
     boxes: list[Box] = field(default_factory=list)
     launches: list[ImportedLaunch] = field(default_factory=list)
-    tripwires: dict[str, dict[str, Any]] = field(default_factory=dict)
-    bench_runs: list[dict[str, Any]] = field(default_factory=list)
-    eval_runs: list[dict[str, Any]] = field(default_factory=list)
+    tripwires: dict[str, ImportedTripwire] = field(default_factory=dict)
+    bench_runs: list[ImportedBench] = field(default_factory=list)
+    eval_runs: list[ImportedEval] = field(default_factory=list)
     api_prices: list[ApiPrice] = field(default_factory=list)
     quality_runs: list[PublishedRun] = field(default_factory=list)
     quality_pairs: list[PublishedPair] = field(default_factory=list)
     box_max_power: dict[str, float] = field(default_factory=dict)  # the board maximum per GPU, by box
-    kldiff_runs: list[dict[str, Any]] = field(default_factory=list)
+    kldiff_runs: list[ImportedKldiff] = field(default_factory=list)
     """In order, a control before the pairs read against it (console/store/kldiff.py)."""
 
     @property
@@ -223,7 +279,7 @@ class ImportOutcome:
     rows: int
 
 
-def _encode(row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+def _encode(row: Mapping[str, object], columns: tuple[str, ...]) -> dict[str, Any]:
     out = {}
     for c in columns:
         if c not in row:
@@ -319,7 +375,7 @@ class Results:
         cond = conditions(self.store, launch_ids, request_tokens)
         if not values.get("kernel_line"):
             values["kernel_line"] = cond.kernel_line
-        values.setdefault("kernel_check", dumps(cond.kernel_check))
+        values.setdefault("kernel_check", dumps([asdict(c) for c in cond.kernel_check]))
         values["kernel_fallback"] = int(bool(values.get("kernel_fallback")) or cond.kernel_fallback)
         if values.get("prefix_caching") is None and cond.prefix_caching is not None:
             values["prefix_caching"] = int(cond.prefix_caching)
@@ -512,7 +568,7 @@ class Results:
         self.store.db.table("bench_runs").insert_all(
             {
                 **_encode({**row, "source": "imported", "import_id": import_id}, BENCH_COLUMNS),
-                "tripwire_id": tripwire_ids.get(row.get("launch_id", "")),
+                "tripwire_id": tripwire_ids.get(row["launch_id"]),
             }
             for row in payload.bench_runs
         )
