@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from console.store.errors import StoreError
 from console.store.jsonutil import dumps, json_list, json_list_or_none
@@ -29,6 +29,20 @@ FINISHED = ("served", "refused", "degenerate", "crashed")
 LAYOUTS = ("node", "packed")
 """node: each arm on every card of its one box, one replica per card; packed: each arm on the fewest GPUs
 its layout needs, arms side by side on separate GPUs of the sweep's boxes."""
+
+
+class Candidate(TypedDict):
+    """An arm to queue on a sweep's walk: the sweep plan's and the engine's (console/sweep/plan.py).
+
+    ``origin`` says why it is there: the list names it, a kernel pair of the list derives it from ``base``,
+    or an engine refusal by ``queued_by`` accepted its backends."""
+
+    arm: str
+    origin: Literal["list", "pair", "accepted"]
+    base: NotRequired[str]
+    linear_backend: NotRequired[str | None]
+    moe_backend: NotRequired[str | None]
+    queued_by: NotRequired[str]
 
 
 class SweepBusy(StoreError):
@@ -202,7 +216,7 @@ class Sweeps:
         shapes: list[str],
         concurrency: list[int],
         bench_degenerate: bool,
-        candidates: list[dict[str, Any]],
+        candidates: list[Candidate],
         runner: tuple[int, str],
         layout: str = "node",
     ) -> SweepRow:

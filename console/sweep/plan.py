@@ -7,12 +7,10 @@ candidate the engine itself named (its accepted backend set) is queued in the sa
 
 from __future__ import annotations
 
-from typing import Any
-
 from console.errors import InputError
 from console.recipes import Arm, Catalog, KernelPair
 from console.recipes.vllm_flags import flag_value
-from console.store.sweeps import SweepArm
+from console.store.sweeps import Candidate, SweepArm
 
 NO_SET = "the engine printed no accepted set"
 """vLLM 0.32's refusal "... does not support the deployment configuration since ..." names none (agents/loglines.py)."""
@@ -22,7 +20,7 @@ class PlanError(InputError, ValueError):
     """The sweep cannot be planned as asked; the message says what and how to fix it."""
 
 
-def candidates(catalog: Catalog, list_name: str) -> list[dict[str, Any]]:
+def candidates(catalog: Catalog, list_name: str) -> list[Candidate]:
     """The list's arms in their written order, then its kernel pairs applied to its base arm."""
     sweep = catalog.sweeps.get(list_name)
     if sweep is None:
@@ -31,7 +29,7 @@ def candidates(catalog: Catalog, list_name: str) -> list[dict[str, Any]]:
             f"no sweep list named {list_name!r} in the recipes (known: {known}); "
             "sweep lists are [sweeps.NAME] tables in recipes/*.toml"
         )
-    planned: list[dict[str, Any]] = [{"arm": name, "origin": "list"} for name in sweep.arms]
+    planned: list[Candidate] = [{"arm": name, "origin": "list"} for name in sweep.arms]
     seen = set(sweep.arms)
     for pair in sweep.pairs:
         assert sweep.base is not None  # the loader refuses pairs without a base
@@ -83,7 +81,7 @@ def refused_slot(arm: Arm, reason: str) -> str | None:
 
 def accepted_candidates(
     catalog: Catalog, candidate: SweepArm, arm: Arm, reason: str, accepted: list[str]
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[Candidate], list[str]]:
     """Candidates to queue from the set the engine said it accepts, instead of guessing (campaign rule 3).
 
     Returns (candidates, names that map to no flag value of the pinned vLLM: recorded, never queued).
@@ -93,7 +91,7 @@ def accepted_candidates(
         return [], list(accepted)
     base = candidate.base or candidate.arm
     pinned = {"linear_backend": arm.linear_backend, "moe_backend": arm.moe_backend}
-    out: list[dict[str, Any]] = []
+    out: list[Candidate] = []
     unmapped: list[str] = []
     for name in accepted:
         value = flag_value(name, slot)
