@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from console.recipes import load_catalog  # noqa: E402
 from console.service import Service  # noqa: E402
+from console.service.sweep import SweepOptions  # noqa: E402
 from console.store import Box, Store  # noqa: E402
-from console.sweep import SweepOptions  # noqa: E402
 from testbed import box_python  # noqa: E402
 from testbed.fake_engine import install, write_model  # noqa: E402
 from testbed.fake_nvidia_smi import variant  # noqa: E402

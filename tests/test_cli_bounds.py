@@ -50,8 +50,8 @@ from console.cli.quality import LIMIT
 from console.errors import InputError
 from console.recipes import load_catalog
 from console.service import KldiffOptions, Service
+from console.service.sweep import SweepOptions
 from console.store import Box, Store
-from console.sweep import SweepOptions
 from console.timeutil import MAX_DURATION_MS, deadline_words, from_ms, parse_duration, parse_instant_strict
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 

@@ -114,7 +114,7 @@ def test_a_launch_killed_twice_then_stopped_by_a_sweep_is_three_kills_not_a_cras
     local_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each kill is its own attempt with its own command id: a second ``campaign kill`` of the same launch, and a
-    sweep stopping a launch an operator killed (console/sweep/walk.py), once failed on ``commands.id``."""
+    sweep stopping a launch an operator killed (console/service/sweep/walk.py), once failed on ``commands.id``."""
     recipes = tmp_path / "kill-recipes"
     recipes.mkdir()
     (recipes / "fake.toml").write_text(KILL_RECIPES)

@@ -1,5 +1,5 @@
-"""The core imports without Textual, so the CLI, scripts and the agent never pay for (or need) the UI; and no
-two modules import each other, even only for their annotations."""
+"""The core imports without Textual, so the CLI, scripts and the agent never pay for (or need) the UI; no
+two modules import each other, even only for their annotations; and every package imports on its own."""
 
 from __future__ import annotations
 
@@ -170,6 +170,27 @@ def test_no_module_imports_itself_back() -> None:
     assert "console.store.core" in graph and "agents.protocol" in graph and "ops.providers.vast" in graph
     found = [_say(graph, circle, group) for circle, group in cycles(graph)]
     assert not found, "import circles (each arrow: the importing module and the line):\n" + "\n".join(found)
+
+
+def test_every_package_imports_first_in_a_fresh_interpreter() -> None:
+    """The walk above reads ``import a.b`` as an arrow to ``a.b`` alone, but Python runs ``a/__init__.py``
+    first: a package whose face imports a module that imports the package back fails only when it is the
+    first thing imported (``import console.sweep`` did, when the sweep lived beside the service it builds
+    on). So every package is imported first, each in its own interpreter."""
+    packages = sorted(
+        name
+        for name, path in _source_modules(ROOT, PACKAGES).items()
+        if path.name == "__init__.py" and not name.startswith("console.tui")
+    )
+    assert "console.service.sweep" in packages and "ops.providers" in packages
+    failed = {}
+    for name in packages:
+        out = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], cwd=ROOT, capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            failed[name] = out.stderr.strip().splitlines()[-1]
+    assert not failed, failed
 
 
 def test_the_walk_sees_type_only_relative_and_late_imports(tmp_path: Path) -> None:

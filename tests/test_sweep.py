@@ -21,16 +21,16 @@ import pytest
 from console.recipes import load_catalog
 from console.recipes.vllm_flags import flag_value
 from console.service import Service
-from console.store import Store
-from console.store.conditions import admitted_streams
-from console.store.served import NOT_APPLICABLE
-from console.store.sweeps import SweepArm
-from console.sweep import (
+from console.service.sweep import (
     SweepError,
     SweepOptions,
     accepted_candidates,
     candidates,
 )
+from console.store import Store
+from console.store.conditions import admitted_streams
+from console.store.served import NOT_APPLICABLE
+from console.store.sweeps import SweepArm
 from testbed import box_python
 from testbed.fake_engine import install, write_model
 from testbed.ports import free_ports

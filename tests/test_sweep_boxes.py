@@ -24,10 +24,10 @@ import pytest
 from console.readmodel.sweeps import sweeps
 from console.recipes import load_catalog
 from console.service import Service
+from console.service.sweep import SweepError, SweepOptions, SweepQueue
+from console.service.sweep.queue import BoxSlots, fits_nowhere
 from console.store import Box, Store
 from console.store.schema import MIGRATIONS
-from console.sweep import SweepError, SweepOptions, SweepQueue
-from console.sweep.queue import BoxSlots, fits_nowhere
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from testbed import box_python
 from testbed.fake_engine import install, write_model

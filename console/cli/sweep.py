@@ -34,7 +34,7 @@ from console.errors import Interrupted
 from console.progress import ProgressLine, bar
 from console.readmodel import SweepArmRow, SweepEntry, sweep_status, sweep_statuses
 from console.service import DEFAULT_READY_TIMEOUT_S, SWEEP_FINISHED, Service, SweepArm, SweepRow
-from console.sweep import SweepError, SweepOptions, runner_alive
+from console.service.sweep import SweepError, SweepOptions, runner_alive
 
 
 class ProgressBar:

@@ -60,7 +60,7 @@ class BenchOutcome:
 
 class RunIntents(LaunchIntents):
     def sweep_ledger(self, sweep_id: int) -> SweepLedger:
-        """What a sweep's walker (console/sweep/walk.py) may write of that sweep's record, and nothing else."""
+        """What a sweep's walker (console/service/sweep/walk.py) may write of that sweep's record, and nothing else."""
         return SweepLedger(self.store, sweep_id)
 
     def serving_launch(self, launch_id: str) -> Launch:

@@ -1,6 +1,6 @@
 """The sweep walker's narrow writer: what one sweep's walk may record, and nothing else of the store.
 
-``console.sweep.walk.ArmWalk`` records every step of an attempt as it happens (claimed, launched, the GPU
+``console.service.sweep.walk.ArmWalk`` records every step of an attempt as it happens (claimed, launched, the GPU
 memory around it, its benches, how it ended) so an interrupted sweep resumes where it was. It gets this
 ledger from the service (``RunIntents.sweep_ledger``) instead of the store: the writes a walk makes are
 named here, once, bound to its sweep.

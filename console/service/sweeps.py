@@ -1,14 +1,14 @@
 """Sweep intents: walk a sweep list of candidate arms on a box, or feed it as one queue to several boxes,
-resumably (the walk is ``console.sweep``)."""
+resumably (the walk is ``console.service.sweep``)."""
 
 from __future__ import annotations
 
 from console.bounds import CONCURRENCY, GRACE_S, PORT, PROMPTS, ROW_ID, WAIT_S
 from console.service.base import reaching
+from console.service.sweep.queue import QueueIntents, SweepQueue
+from console.service.sweep.runner import Progress, SweepRunner, open_sweep
+from console.service.sweep.walk import SweepOptions
 from console.store.sweeps import SweepRow
-from console.sweep.queue import QueueIntents, SweepQueue
-from console.sweep.runner import Progress, SweepRunner, open_sweep
-from console.sweep.walk import SweepOptions
 
 
 class SweepIntents(QueueIntents):

@@ -32,7 +32,7 @@ its layout needs, arms side by side on separate GPUs of the sweep's boxes."""
 
 
 class Candidate(TypedDict):
-    """An arm to queue on a sweep's walk: the sweep plan's and the engine's (console/sweep/plan.py).
+    """An arm to queue on a sweep's walk: the sweep plan's and the engine's (console/service/sweep/plan.py).
 
     ``origin`` says why it is there: the list names it, a kernel pair of the list derives it from ``base``,
     or an engine refusal by ``queued_by`` accepted its backends."""

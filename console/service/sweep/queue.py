@@ -10,7 +10,7 @@ waits. An arm no box of the sweep could ever hold is refused, as a one-box sweep
 not fit its box.
 
 Before a launch the arm's GPUs are read free on the box itself, and once it serves they must show its
-memory (console/sweep/gpumem.py): a GPU something else holds is left out of this run, with the reason
+memory (console/service/sweep/gpumem.py): a GPU something else holds is left out of this run, with the reason
 recorded, and the arm goes to another slot. Every attempt is claimed in the store (box, GPUs, then the
 launch ids) before anything is sent.
 
@@ -32,11 +32,11 @@ from console.recipes import Arm
 from console.service.base import reaching
 from console.service.checks import CheckIntents
 from console.service.runs import RunIntents
+from console.service.sweep.gpumem import GpuHeld, MemoryGuard
+from console.service.sweep.plan import PlanError, materialize
+from console.service.sweep.runner import Progress
+from console.service.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 from console.store.sweeps import SweepArm, SweepRow
-from console.sweep.gpumem import GpuHeld, MemoryGuard
-from console.sweep.plan import PlanError, materialize
-from console.sweep.runner import Progress
-from console.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 
 
 class QueueIntents(RunIntents, CheckIntents):

@@ -7,10 +7,10 @@ every one that serves, record why the rest died.
     await SweepQueue(service, sweep.id).run()
 """
 
-from console.sweep.plan import PlanError, accepted_candidates, candidates, materialize
-from console.sweep.queue import SweepQueue
-from console.sweep.runner import SweepRunner, open_sweep, runner_alive
-from console.sweep.walk import SweepError, SweepOptions
+from console.service.sweep.plan import PlanError, accepted_candidates, candidates, materialize
+from console.service.sweep.queue import SweepQueue
+from console.service.sweep.runner import SweepRunner, open_sweep, runner_alive
+from console.service.sweep.walk import SweepError, SweepOptions
 
 __all__ = [
     "PlanError",

@@ -8,8 +8,8 @@ asked), then it is killed and the GPUs confirmed free. Every outcome is committe
 (through the ledger the service gives the walk, console/service/sweep_ledger.py), so an interrupted sweep
 resumes at the arm it was on.
 
-The one-box walk (console/sweep/runner.py) gives an arm every card of its box (one replica per card);
-the queue over several boxes (console/sweep/queue.py) gives it the fewest GPUs its layout needs, books
+The one-box walk (console/service/sweep/runner.py) gives an arm every card of its box (one replica per card);
+the queue over several boxes (console/service/sweep/queue.py) gives it the fewest GPUs its layout needs, books
 its ports against the arms starting beside it, and checks the GPU memory before and after (``guard``).
 """
 
@@ -26,10 +26,10 @@ from console.errors import Refused
 from console.readmodel import bench_run, tripwire_run
 from console.recipes import ResolveError
 from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
+from console.service.sweep.gpumem import MemoryGuard
+from console.service.sweep.plan import NO_SET, PlanError, accepted_candidates, materialize, refused_slot
 from console.store.launches import Launch
 from console.store.sweeps import SweepArm, SweepRow
-from console.sweep.gpumem import MemoryGuard
-from console.sweep.plan import NO_SET, PlanError, accepted_candidates, materialize, refused_slot
 
 if TYPE_CHECKING:
     from console.service.runs import RunIntents
@@ -108,7 +108,7 @@ class ArmWalk:
         return materialize(self.service.catalog, candidate, self.sweep.list_name).name
 
     async def walk(self, candidate: SweepArm, place: Place) -> None:
-        """One attempt. Raises ``GpuHeld`` (console/sweep/gpumem.py) before claiming anything when a GPU
+        """One attempt. Raises ``GpuHeld`` (console/service/sweep/gpumem.py) before claiming anything when a GPU
         of the place is not free, ``SweepError`` or another ``ConsoleError`` when the box cannot go on."""
         ledger = self.ledger
         try:

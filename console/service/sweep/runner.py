@@ -1,8 +1,8 @@
 """The sweep runner: open (or resume) a sweep, and walk a one-box sweep one arm at a time, resumably.
 
 A one-box sweep gives each arm every card of its box: one replica per card where the arm fits one card,
-all in parallel, then the next arm once the GPUs are confirmed free (console/sweep/walk.py walks each
-arm). A sweep over several boxes is the queue's (console/sweep/queue.py): arms side by side, each on the
+all in parallel, then the next arm once the GPUs are confirmed free (console/service/sweep/walk.py walks each
+arm). A sweep over several boxes is the queue's (console/service/sweep/queue.py): arms side by side, each on the
 fewest GPUs its layout needs.
 
 WHY everything goes through ``console.service``: the sweep is an operator's sequence of intents, and the
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from console.errors import ConsoleError
+from console.service.sweep.plan import candidates
+from console.service.sweep.walk import ArmWalk, Place, SweepError, SweepOptions
 from console.store import LOCAL_BOX
 from console.store.sweeps import SweepArm, SweepBusy, SweepRow
-from console.sweep.plan import candidates
-from console.sweep.walk import ArmWalk, Place, SweepError, SweepOptions
 
 if TYPE_CHECKING:
     from console.service.runs import RunIntents
