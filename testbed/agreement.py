@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.pinning import on_cpus
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CLIENT_KEYS = (
@@ -226,14 +228,13 @@ def spawn(
     """Run a client pinned to ``cpus`` in a process session of its own, watched by ``sampler`` as
     ``client``; its stdout, or RuntimeError with its stderr's end."""
     proc = subprocess.Popen(
-        argv,
+        on_cpus(argv, cpus),
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, set(cpus)),
     )
     if sampler:
         sampler.watch("client", proc.pid)

@@ -159,7 +159,7 @@ def _unit(raw: str) -> str | None:
 
 
 def _strip_unit(raw: str) -> str:
-    return raw.split(" ")[0] if _unit(raw) else raw
+    return raw.split(" ", maxsplit=1)[0] if _unit(raw) else raw
 
 
 class Fake:

@@ -8,6 +8,7 @@ tests/conftest.py. The farm is a process-wide singleton so every module shares t
 from __future__ import annotations
 
 import atexit
+import functools
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,6 @@ from console.fleet.transport import SshSettings
 from console.store import Box, Store
 from testbed.sshd import SshBox, SshdFarm, SshdUnavailable
 
-_FARM: SshdFarm | None = None
-
 FAST = LinkSettings(
     ssh=SshSettings(connect_timeout=5.0, keepalive_interval=1.0, keepalive_count_max=2, command_timeout=30.0),
     known_hosts=None,
@@ -31,12 +30,12 @@ FAST = LinkSettings(
 """Link settings for tests: the operator's ~/.ssh/known_hosts is never consulted, reconnects are quick."""
 
 
+@functools.cache
 def farm() -> SshdFarm:
-    global _FARM
-    if _FARM is None:
-        _FARM = SshdFarm(Path(tempfile.mkdtemp(prefix="campaign-sshd-")))
-        atexit.register(_FARM.stop)
-    return _FARM
+    """The process's one farm of sshd boxes, made on first use and stopped at exit."""
+    made = SshdFarm(Path(tempfile.mkdtemp(prefix="campaign-sshd-")))
+    atexit.register(made.stop)
+    return made
 
 
 def box_started(name: str, gpu_fixture: str | None = "h200") -> SshBox:

@@ -174,7 +174,7 @@ def _bench(arm: str, shape: str, c: int, out: float, **extra: object) -> dict[st
         "box": "pro-a",
         "launch_id": None,
         "arm": arm,
-        "model": arm.split("-nvfp4")[0].split("-dp")[0],
+        "model": arm.split("-nvfp4", maxsplit=1)[0].split("-dp", maxsplit=1)[0],
         "shape": shape,
         "concurrency": c,
         "prompts": 4 * c,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.recipes import BoxSpec, Replica, load_catalog, resolve
+from testbed.pinning import on_cpus
 from testbed.ports import free_port
 from testbed.vllm_env import VllmEnv
 
@@ -46,12 +47,11 @@ def start(
     port = replica.port
     with open(log_path, "wb") as log:  # the server writes to its own copy of the file descriptor
         proc = subprocess.Popen(
-            argv,
+            on_cpus(argv, cpus),
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **replica.env},
             start_new_session=True,
-            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     deadline = time.monotonic() + timeout_s
     url = f"http://127.0.0.1:{port}"

@@ -81,7 +81,7 @@ class Side:
 
     def served(self) -> None:
         """Refuse a model name the server does not serve, naming the ones it does."""
-        models = self._call("/v1/models", lambda: self.api.models.list())
+        models = self._call("/v1/models", self.api.models.list)
         names = sorted(m.id for m in models.data)
         if self.model not in names:
             raise ServerError(f"{self.url} does not serve model {self.model!r}; it serves {names}")

@@ -54,10 +54,9 @@ def parse(value: Any, where: str) -> list[Context]:
     if not isinstance(value, list) or not value:
         raise ContextError(f"{where}: expected a non-empty JSON list of contexts")
     out = []
-    for i, entry in enumerate(value):
+    for i, given in enumerate(value):
         at = f"{where} entry {i}"
-        if isinstance(entry, str):
-            entry = {"prompt": entry}
+        entry = {"prompt": given} if isinstance(given, str) else given
         if not isinstance(entry, dict) or ("prompt" in entry) == ("messages" in entry):
             raise ContextError(
                 f"{at}: give a string, or an object with exactly one of 'prompt' and 'messages'"

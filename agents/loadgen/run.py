@@ -94,9 +94,7 @@ def _worker_entry(
     try:
         if budget is not None:
             memory.cap_worker(budget, share)
-        conn.send(
-            run_worker(spec, lambda: barrier.wait(), lambda record: count(counters, spec.worker, record))
-        )
+        conn.send(run_worker(spec, barrier.wait, lambda record: count(counters, spec.worker, record)))
     except MemoryError:  # over its cap (memory.cap_worker): one line for the parent, no traceback in the log
         memory.wind_down()
         conn.send(

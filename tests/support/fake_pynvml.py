@@ -33,9 +33,8 @@ class NVMLError(Exception):
     value: int
 
     def __new__(cls, value: int) -> NVMLError:
-        if cls is NVMLError:
-            cls = NVMLError._valClassMapping.get(value, cls)
-        obj = Exception.__new__(cls)
+        kind = NVMLError._valClassMapping.get(value, cls) if cls is NVMLError else cls
+        obj = Exception.__new__(kind)
         obj.value = value
         return obj
 
