@@ -8,7 +8,7 @@ node rows: the same load generator at C/4 against one server, measured in the sa
   ceiling. The node run's ceiling over the peer's says whether one run over four replicas costs the
   client anything per stream (4.0x: nothing) and whether it is bound on one process (it would stay 1x).
 - paced: each server sends one token every --itl-ms per stream, as a decoding server does (25 ms: 40
-  tokens a second a stream, so a node at C1024 serves about 41,000 out tok/s, the seed's busiest arms).
+  tokens a second a stream, so a node at C1024 serves about 41,000 out tok/s, the write-up's busiest arms).
   The run must keep up without flagging itself ``client_bound``; reported is what it measured over the
   servers' ideal rate, and its busiest worker's share of a core.
 

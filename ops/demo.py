@@ -33,7 +33,7 @@ from console.store.results import (
 SEED_DIR = (
     resources.files("ops") / "data" / "seed"
 )  # package data: the wheel carries it, no source tree needed
-SOURCE = "seed write-up (shared/seed/000_200e88e384b4e783.txt)"
+SOURCE = "the campaign write-up (docs/campaign.md)"
 """The import's name in state.db (the write-up's file name where it was published, not a path in this
 repository): kept as it was first released, so re-importing replaces the old import instead of doubling it."""
 PROVENANCE = (
@@ -42,7 +42,7 @@ PROVENANCE = (
     "task-accuracy tables, their paired comparisons and noise floor, the logit-level divergence tables and the "
     "Economics prices, transcribed in ops/data/seed/"
 )
-QUALITY_PROVENANCE = "the seed write-up's item-paired comparisons (ops/data/seed/quality_*.tsv)"
+QUALITY_PROVENANCE = "the campaign write-up's item-paired comparisons (ops/data/seed/quality_*.tsv)"
 FAMILIES = ("maths", "code", "tools", "long_ctx", "knowledge", "instructions")
 
 Progress = Callable[[str, int, int], None]

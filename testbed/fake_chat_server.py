@@ -1,7 +1,7 @@
 """A real HTTP chat-completions server on 127.0.0.1 that answers the tripwire's prompts in a chosen way.
 
 Modes (per item id, with a default): ``correct``, ``wrong``, ``degenerate`` (a sentence loop),
-``digits`` (the "111 222 333 444" pattern that fooled the seed's first tripwire), ``right-then-digits``
+``digits`` (the "111 222 333 444" pattern that fooled the write-up's first tripwire), ``right-then-digits``
 (the expected answer, then "111 222 333"), ``counting`` (the right answer, then "1 2 3 ... 42"), ``bang`` ("!!!!"),
 ``leak-tags`` (chain of thought then ``</think>`` in the content, no reasoning_content: no parser),
 ``leak-prose`` ("We need to answer..." reasoning without tags), ``parsed`` (reasoning_content split

@@ -1,6 +1,6 @@
 """A small, fixed campaign written through the Store, for TUI tests, snapshots and the TUI benchmark.
 
-It carries the seed's stories in miniature: a box whose GPU 2 is capped at 400 W of 600 W, a box
+It carries the write-up's stories in miniature: a box whose GPU 2 is capped at 400 W of 600 W, a box
 that went dead 20 minutes ago, an arm serving with its kernel lines, an arm the engine refused (with
 the backends it accepts), a degenerate fast layout whose numbers are diagnostic-only, a client-bound
 bench row, an imported row, and a hard stop at 01:27 UTC. Every instant is fixed, so the console
@@ -256,7 +256,7 @@ def build(path: Path) -> Fixture:
                         (
                             "power",
                             "fail",
-                            "GPU 2 capped at 400 W of 600 W max (-23% NVFP4, -34% FP8 in the seed)",
+                            "GPU 2 capped at 400 W of 600 W max (-23% NVFP4, -34% FP8 in the write-up)",
                         ),
                         ("driver", "ok", "driver 580.95 supports CUDA 13.0 of the serving env"),
                         ("topology", "warn", "no NVLink: PCIe PHB between GPU pairs"),
@@ -463,7 +463,7 @@ def build(path: Path) -> Fixture:
                         kernel_line="FP8 CUTLASS (as published)",
                         power_limit_w=400.0,
                         source="imported",
-                        provenance="seed write-up table 3",
+                        provenance="campaign write-up table 3",
                     ),
                 ]
             )
@@ -513,7 +513,7 @@ SWEEP_LIST = "glm-5.3-moe-pairs"
 
 
 def add_sweep(store: Store, refused_launch: str) -> None:
-    """A sweep half-way through its walk, as the seed's ksweep.sh night: one arm served (with benches),
+    """A sweep half-way through its walk, as the write-up's ksweep.sh night: one arm served (with benches),
     one refused by the engine (which named the backends it accepts, queued next), one crashed, one
     degenerate, one running and one still pending; a finished earlier sweep below it."""
     with store.atomic() as db:

@@ -128,7 +128,7 @@ def test_rtx5090_575_driver_with_cu130_env_fails_with_804(tmp_path: Path) -> Non
     assert [v.verdict for v in driver] == ["fail", "fail"]
     assert "575.57.08 is older than 580.65.06" in driver[0].reason
     assert "804 (CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)" in driver[1].reason
-    assert by_check(verdicts)["power"] == ["warn"]  # the seed's 5090 host was capped at 400 W too
+    assert by_check(verdicts)["power"] == ["warn"]  # the write-up's 5090 host was capped at 400 W too
 
 
 def test_rtx5090_with_a_cu129_env_and_no_compat_libs_passes_the_driver_check(tmp_path: Path) -> None:
@@ -299,7 +299,7 @@ def test_campaign_check_with_an_arm_from_the_recipes(tmp_path: Path) -> None:
 
 
 def test_model_that_does_not_fit_one_consumer_card_fails(tmp_path: Path) -> None:
-    """Seed rule 10 on the 8x RTX 5090 box: gpt-oss-120b's 61 GB as one-card replicas cannot load."""
+    """Campaign rule 10 on the 8x RTX 5090 box: gpt-oss-120b's 61 GB as one-card replicas cannot load."""
     env, prefix = box_env(tmp_path, "rtx5090-575-cu130")
     db = tmp_path / "state.db"
     with Store(db) as store:

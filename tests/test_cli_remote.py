@@ -59,7 +59,7 @@ def test_other_errors_are_not_disguised() -> None:
 @pytest.fixture
 def demo_db(tmp_path: Path) -> tuple[str, str]:
     db = tmp_path / "state.db"
-    prepare(Namespace(db=str(db)))  # a first start imports the seed campaign's boxes
+    prepare(Namespace(db=str(db)))  # a first start imports the demo campaign's boxes
     with Store(db) as store:
         imported = next(b.name for b in store.boxes.every() if b.status == "imported")
     return str(db), imported
@@ -102,7 +102,7 @@ KILL_RECIPES = (
 [arms."fake-one"]
 profile = "fake-nvfp4"
 device = "cpu"  # the fake engine on the local box, which has no GPU
-linear_backend = "b12x"  # what lint asks of an NVFP4 checkpoint (seed rule 1)
+linear_backend = "b12x"  # what lint asks of an NVFP4 checkpoint (campaign rule 1)
 replicas = 1
 max_model_len = 2048
 """

@@ -1,4 +1,4 @@
-"""The demo campaign: the seed's figures land in state.db as imported rows, checked against the write-up."""
+"""The demo campaign: the write-up's figures land in state.db as imported rows, checked against the write-up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The economics arithmetic, checked against the seed write-up's own Economics tables.
+"""The economics arithmetic, checked against the campaign write-up's own Economics tables.
 
 The reference rows are transcribed in ops/data/seed/econ_*.tsv (cost bases, the per-hour table and the
 frontier table); the throughput behind them comes from the demo import, so each check runs the same path
@@ -265,7 +265,7 @@ def test_chart_and_report_on_the_demo(
 def test_the_seeds_case_a_400_w_row_with_600_w_accuracy_never_joins_the_frontier_unmarked(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The issue as the seed's data has it: gpt-oss-20b on the 400 W box has throughput there and accuracy only
+    """The issue as the write-up's data has it: gpt-oss-20b on the 400 W box has throughput there and accuracy only
     from the 600 W box. The CLI's table, chart and report price it, mark it borrowed and capped, and keep it
     off the frontier, which holds only rows measured on their own node at full power."""
     assert main(["--db", str(store.path), "export", "economics", "--format", "csv"]) == 0

@@ -1,4 +1,4 @@
-"""Kernel selection lines (seed rule 1): real vLLM lines parsed into (layer kind, kernel), log noise
+"""Kernel selection lines (campaign rule 1): real vLLM lines parsed into (layer kind, kernel), log noise
 refused, and what an arm asked for checked against what the engine used (``kernel_fallback``)."""
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def test_a_w4a16_dequant_kernel_under_auto_is_as_asked_and_under_b12x_is_a_fallb
 
 
 def test_fp8_attention_projections_on_another_kernel_are_a_fallback_even_beside_b12x() -> None:
-    # seed rule 2: a compressed-tensors NVFP4 build has FP8 attention the b12x kernel refuses
+    # campaign rule 2: a compressed-tensors NVFP4 build has FP8 attention the b12x kernel refuses
     [linear, _, _] = check_kernels({"linear": "b12x"}, _records(NVFP4_B12X, FP8_ATTN_CUTLASS))
     assert linear.status == FALLBACK and linear.used == (
         "B12xNvFp4LinearKernel",

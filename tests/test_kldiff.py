@@ -1,5 +1,5 @@
 """Logit-level divergence without a server: the KL rule on top-k lists, the contexts, the verdict rule against
-the seed's table, the rows the journal ingest writes, the demo import, the export and the Divergence view.
+the write-up's table, the rows the journal ingest writes, the demo import, the export and the Divergence view.
 The same pieces against real CPU vLLM servers are tests/test_kldiff_vllm.py."""
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def test_every_row_of_the_seed_table_reproduces_its_verdict() -> None:
         if printed:
             assert verdict.text.startswith(printed), (c.where, verdict.text, printed)
             checked += 1
-    assert checked == 7  # the seed's four rows, the gpt-oss pair and both controls
+    assert checked == 7  # the write-up's four rows, the gpt-oss pair and both controls
 
 
 def test_verdict_words_and_order() -> None:

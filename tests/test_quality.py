@@ -2,7 +2,7 @@
 
 The harness files are written by tests/support/harness_files.py in the formats lm-evaluation-harness and
 Inspect AI write (the module says where each format comes from); nothing is downloaded. The statistics are
-checked by hand and against the seed write-up's own paired splits and noise-floor table.
+checked by hand and against the campaign write-up's own paired splits and noise-floor table.
 """
 
 from __future__ import annotations
@@ -500,7 +500,7 @@ def test_service_import_without_the_cli(campaign: Path, tmp_path: Path) -> None:
 
 def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Path) -> None:
     """The harness's switch when it sent one, else the server's template default, else the model's default as
-    the arm's profile states it (Qwen: on): the seed's house-default table compared modes unawares."""
+    the arm's profile states it (Qwen: on): the write-up's house-default table compared modes unawares."""
     log = write_inspect_json(tmp_path / "log.json", inspect_log(_inspect_samples()))
     serve = ["vllm", "serve", "/models/tiny", "--served-model-name", "tiny", "--reasoning-parser", "qwen3"]
     with Store(campaign) as store:
@@ -536,7 +536,7 @@ def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Pa
     assert off.thinking == "enable_thinking=False (server default)"
 
 
-# -- the seed's published comparisons -----------------------------------------------------------------------
+# -- the write-up's published comparisons -----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,7 @@ def rules(findings: Iterable[Finding]) -> list[str]:
 # -- loading ---------------------------------------------------------------------------------------
 
 
-# Every model the seed served or put on its roster, and its reasoning parser as the seed's per-family list
+# Every model the write-up served or put on its roster, and its reasoning parser as the write-up's per-family list
 # names it (None: the list names none for it).
 ROSTER = {
     "Qwen3.8-27B": "qwen3",
@@ -98,7 +98,7 @@ ROSTER = {
     "Ornith-1.5-397B": None,
     "K2-Horizon-375B-A23B": None,
 }
-# What the seed states, by model: thinking defaults ('How to serve a model'), sampling, weight sizes.
+# What the write-up states, by model: thinking defaults ('How to serve a model'), sampling, weight sizes.
 SEED_THINKING = {
     "Hy3": False,
     "gemma-4-26B-A4B": False,
@@ -149,7 +149,7 @@ def test_every_model_of_the_seed_roster_has_a_profile_served_the_vendors_way() -
             assert p.serving.reasoning_parser == parser, p.name
             assert p.serving.source, p.name
             if parser is None:
-                assert "reasoning" in p.serving.source and "not in the seed" in p.serving.source, p.name
+                assert "reasoning" in p.serving.source and "not in the write-up" in p.serving.source, p.name
             if model in SEED_THINKING:
                 assert p.serving.thinking_default is SEED_THINKING[model], p.name
             if model in SEED_SAMPLING:
@@ -176,7 +176,7 @@ def test_shipped_shapes_and_sweeps() -> None:
 
 
 def test_what_the_seed_does_not_state_is_said_not_invented() -> None:
-    """A value missing from a profile is named in its source as not in the seed, never silently absent."""
+    """A value missing from a profile is named in its source as not in the write-up, never silently absent."""
     for p in load_catalog().profiles.values():
         if p.local:
             continue  # the test model
@@ -189,7 +189,7 @@ def test_what_the_seed_does_not_state_is_said_not_invented() -> None:
         }
         for what, absent in missing.items():
             if absent:
-                assert what in source and "not in the seed" in source, (p.name, what)
+                assert what in source and "not in the write-up" in source, (p.name, what)
 
 
 def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ def test_shipped_recipes_lint_clean_except_documented(tmp_path: Path) -> None:
             if f.severity == "error":
                 assert f.expected, f
     expected = {(f.arm, f.rule_id) for f in lint_catalog(c) if f.expected}
-    # R3: NVFP4-expert arms pin the MoE backend the seed measured; here they launch once a sweep measured it.
+    # R3: NVFP4-expert arms pin the MoE backend the write-up measured; here they launch once a sweep measured it.
     assert expected == {
         ("qwen3.8-27b-nvfp4-auto", "R1-nvfp4-linear-backend"),
         ("qwen3.8-flash-next-tp4-marlin-auto", "R1-nvfp4-linear-backend"),
@@ -507,7 +507,7 @@ def test_box_spec_from_store_row_and_probe() -> None:
 
 
 def test_box_spec_from_the_inventory_of_a_box_never_probed() -> None:
-    """The seed's boxes: the inventory's count and card size stand in for a probe, and say so."""
+    """The write-up's boxes: the inventory's count and card size stand in for a probe, and say so."""
     seed = Box(name="seed-5090", gpu_summary="8x RTX 5090 32GB, 400 W")
     spec = box_spec(seed, None)
     assert (spec.gpu_count, spec.gpu_name, spec.gpus_from, spec.nvlink) == (
@@ -556,7 +556,7 @@ def test_r1_nvfp4_linear_backend(tmp_path: Path) -> None:
         assert (
             f.severity == "error"
             and f.blocking
-            and "seed rule 1" in f.reason
+            and "campaign rule 1" in f.reason
             and f.file is not None
             and f.file.endswith("arms.toml")
         )
@@ -605,7 +605,7 @@ def test_r3_moe_backend_unswept(tmp_path: Path) -> None:
 
 
 def test_r3_nvfp4_experts_pinned_without_a_measurement_is_an_error(tmp_path: Path) -> None:
-    """The seed: flashinfer_cutlass, right for gpt-oss, is refused outright by four-bit experts with group-16
+    """The write-up: flashinfer_cutlass, right for gpt-oss, is refused outright by four-bit experts with group-16
     scales; eleven arms died on it in one night. A listing sweep does not excuse it, a measurement does."""
     nvfp4 = MOE.replace('quantization = "mxfp4"', 'quantization = "nvfp4"')
     c = catalog_of(
@@ -700,7 +700,7 @@ def test_r6_arch_flags(
         )
     c = catalog_of(tmp_path, f'[arms.a]\nprofile = "p"\n{bad}\n', profile=profile)
     (f,) = [f for f in lint(c, "a") if f.rule_id == "R6-arch-flags"]
-    assert f.severity == "error" and needle in f.reason and "seed rule 6" in f.reason
+    assert f.severity == "error" and needle in f.reason and "campaign rule 6" in f.reason
     c = catalog_of(tmp_path, f'[arms.a]\nprofile = "p"\n{good}\n', profile=profile)
     assert "R6-arch-flags" not in rules(lint(c, "a"))
 

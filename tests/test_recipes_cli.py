@@ -138,7 +138,7 @@ def test_lint_on_a_box_adds_layout_rules(db: str, capsys: pytest.CaptureFixture[
 def test_lint_on_an_imported_seed_box_uses_its_inventory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The seed's boxes were never probed here, but the inventory knows their cards: 96 GB and 32 GB."""
+    """The write-up's boxes were never probed here, but the inventory knows their cards: 96 GB and 32 GB."""
     db = tmp_path / "state.db"
     with Store(db) as store:
         build_demo(store)
@@ -152,7 +152,7 @@ def test_lint_on_an_imported_seed_box_uses_its_inventory(
     assert out.rstrip().endswith(f"; box rules R4 and R10 on box seed-pro6000-600w, {inventory}")
     assert main(["--db", str(db), "recipe", "lint", "--box", "seed-5090x8-400w"]) == 1
     out = capsys.readouterr().out
-    # 61 GB fits a 96 GB card and not a 32 GB one (seed rule 10): one replica per card is refused there.
+    # 61 GB fits a 96 GB card and not a 32 GB one (campaign rule 10): one replica per card is refused there.
     assert "R10-fits-memory error gpt-oss-120b-replicas: 61 GB of weights over 1 card(s)" in out
     assert "GPUs from seed-5090x8-400w's inventory ('8x RTX 5090 32GB, 400 W'; never probed)" in out
     assert "R10-fits-memory error gpt-oss-120b-tp4" not in out

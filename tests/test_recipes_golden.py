@@ -12,7 +12,7 @@ import pytest
 
 from console.recipes import BoxSpec, Catalog, load_catalog, resolve
 
-# The seed's 600 W box: 4x RTX PRO 6000 (97,887 MiB each), no NVLink.
+# The write-up's 600 W box: 4x RTX PRO 6000 (97,887 MiB each), no NVLink.
 PRO = BoxSpec(
     "pro-a", 4, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, False, "/opt/vllm", "/models"
 )

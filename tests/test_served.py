@@ -1,5 +1,5 @@
 """What every bench, tripwire and quality row was served with: the server's reasoning parser, whether thinking
-was on, and the sampling sent (seed rule 9: the house-default-vs-vendor table turns on these three).
+was on, and the sampling sent (campaign rule 9: the house-default-vs-vendor table turns on these three).
 
 The rows come in through the real journal ingest, as the agent's tools report them, against a launch whose
 arm row holds the argv its server really ran."""

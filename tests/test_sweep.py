@@ -131,7 +131,7 @@ def _swept(
 
 
 def test_a_pinned_moe_backend_needs_a_sweep_that_measured_it(recipes: Path, tmp_path: Path) -> None:
-    """Seed rule 3: on NVFP4 experts a pin nobody measured is an error, whatever sweep lists the arm; what a
+    """Campaign rule 3: on NVFP4 experts a pin nobody measured is an error, whatever sweep lists the arm; what a
     sweep in this state.db served, or heard the engine accept, may be pinned by hand."""
     bf16 = PROFILE.replace('"fake-moe"]', '"fake-bf16-moe"]').replace('"fake-moe".', '"fake-bf16-moe".')
     bf16 = bf16.replace(

@@ -2,7 +2,7 @@
 
 Every test here runs once per process zone in ``TZS`` (the ``process_tz`` fixture sets TZ and calls
 ``time.tzset()``); the clocks are injected, so the instants asserted must come out identical under
-each. The seed's incident is the reference: the agreed stop was 01:27 UTC, in BST; a script read
+each. The write-up's incident is the reference: the agreed stop was 01:27 UTC, in BST; a script read
 "01:27" in local time and destroyed the box at 00:27 UTC.
 """
 
@@ -41,8 +41,8 @@ from ops.providers.vast import VastProvider
 from tests.support.fake_vast import FakeVast, FakeVastServer
 
 TZS = ["Europe/London", "America/Los_Angeles", "Asia/Kolkata", "UTC"]
-CUTOFF_MS = 1788658020000  # 2026-09-06T01:27:00Z, the seed's agreed stop (02:27 BST)
-SEED_MISREAD_MS = CUTOFF_MS - 3_600_000  # 00:27 UTC: when the seed's box was destroyed
+CUTOFF_MS = 1788658020000  # 2026-09-06T01:27:00Z, the write-up's agreed stop (02:27 BST)
+SEED_MISREAD_MS = CUTOFF_MS - 3_600_000  # 00:27 UTC: when the write-up's box was destroyed
 NOW_MS = parse_instant("2026-09-05T22:15Z")  # the operator arms it 3h12m before
 MIN = 60_000
 
@@ -93,7 +93,7 @@ def test_the_seeds_cutoff_typed_without_a_zone_is_refused_with_both_readings(typ
     text = str(err.value)
     assert "names no time zone" in text
     assert "read as UTC: 2026-09-06 01:27:00 UTC" in text
-    # The box's zone reading is the seed's misreading, shown an hour early, before anything is armed.
+    # The box's zone reading is the write-up's misreading, shown an hour early, before anything is armed.
     assert (
         "read in the box's zone (Europe/London): 2026-09-06 00:27:00 UTC = 2026-09-06 01:27:00 BST (+01:00)"
         in text

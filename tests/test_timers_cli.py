@@ -221,7 +221,7 @@ def test_watch_enforces_until_the_timers_have_fired(
 def test_a_zoned_time_of_day_means_its_next_occurrence(
     db: str, typed: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """At 22:15 UTC on the 5th, '01:27Z' is the seed's cut-off the next night, whatever zone reads it."""
+    """At 22:15 UTC on the 5th, '01:27Z' is the write-up's cut-off the next night, whatever zone reads it."""
     assert main(["--db", db, "timer", "set", "pro-a", "--at", typed, "--yes", "--no-arm"]) == 0
     err = capsys.readouterr().err
     assert "UTC        2026-09-06 01:27:00 UTC" in err  # the full date, in UTC

@@ -19,7 +19,7 @@ from console.timeutil import (
     zone,
 )
 
-CUTOFF_MS = 1788658020000  # 2026-09-06T01:27:00Z, the seed's agreed stop
+CUTOFF_MS = 1788658020000  # 2026-09-06T01:27:00Z, the write-up's agreed stop
 
 
 def test_naive_datetime_is_refused() -> None:

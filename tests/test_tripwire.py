@@ -68,13 +68,13 @@ COUNT_TO_42 = " ".join(str(n) for n in range(1, 43))
     [
         ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
         ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
-        ("111 222 333 444", "structured repeat"),  # the seed's GLM output, which passed its first tripwire
+        ("111 222 333 444", "structured repeat"),  # the write-up's GLM output, which passed its first tripwire
         ("111 222 333", "structured repeat"),
         ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
         ("Paris. 111, 222, 333.", "structured repeat"),
         ("The answer: 1111 2222 3333 4444 5555 6666", "structured repeat"),
         ("aaa bbb ccc ddd", "structured repeat"),
-        (COUNT_TO_42, "counting"),  # the seed's counting loop: every token distinct, no 6-gram repeats
+        (COUNT_TO_42, "counting"),  # the write-up's counting loop: every token distinct, no 6-gram repeats
         ("32 " + COUNT_TO_42, "counting"),
         ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", "counting"),
         ("10 - 20 - 30 - 40 - 50 - 60 - 70 - 80", "counting"),

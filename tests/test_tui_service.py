@@ -16,7 +16,7 @@ from console.tui.modals import ConfirmScreen
 from testbed import tui_fixture as F
 from testbed.tui_pilot import press, settle, table_rows
 
-NVFP4_AUTO = "qwen3.8-27b-nvfp4-auto"  # the seed's rule 1 control arm in recipes/
+NVFP4_AUTO = "qwen3.8-27b-nvfp4-auto"  # the write-up's rule 1 control arm in recipes/
 
 
 @pytest.fixture

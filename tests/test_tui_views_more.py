@@ -63,7 +63,7 @@ async def test_economics_prices_each_configuration_and_marks_the_frontier(fx: F.
 
 
 async def test_economics_marks_borrowed_and_capped_rows_and_shows_the_quality_ledger(tmp_path: Path) -> None:
-    """The seed: the 400 W and 5090 boxes are capped, arms without their own accuracy borrow one, and the
+    """The write-up: the 400 W and 5090 boxes are capped, arms without their own accuracy borrow one, and the
     write-up's paired comparisons are read against its 0.022 floor below the chart."""
     db = tmp_path / "demo.db"
     with Store(db) as store:

