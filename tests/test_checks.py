@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agents.protocol import ProbeReport
 from console.checks import CHECKS, ArmContext, GpusSeen, Verdict, evaluate, worst
 from console.checks.capacity import check_capacity
 from console.checks.clock import check_clock
@@ -21,6 +22,7 @@ from console.checks.min_driver import MAJOR_FLOOR, MIN_DRIVER
 from console.checks.power import check_power
 from console.checks.probe_view import gpu_label, version_tuple
 from console.checks.topology import check_topology
+from console.store.checks import as_probe
 
 T0 = 1_796_205_264_000  # 2026-12-02 09:54:24 UTC, the H200 capture's timestamp
 
@@ -49,7 +51,7 @@ def h200_gpu(index: int = 0, **over: Any) -> dict[str, Any]:
     return g
 
 
-def h200_probe(**over: Any) -> dict[str, Any]:
+def h200_probe(**over: Any) -> ProbeReport:
     p: dict[str, Any] = {
         "t_ms": T0,
         "console_t_ms": T0 - 150,
@@ -78,10 +80,10 @@ def h200_probe(**over: Any) -> dict[str, Any]:
         "warnings": [],
     }
     p.update(over)
-    return p
+    return as_probe(p)
 
 
-def multi_gpu_probe(n: int, link: str, **gpu_over: Any) -> dict[str, Any]:
+def multi_gpu_probe(n: int, link: str, **gpu_over: Any) -> ProbeReport:
     links = {f"{i}-{j}": link for i in range(n) for j in range(i + 1, n)}
     return h200_probe(
         gpus=[h200_gpu(i, **gpu_over) for i in range(n)],
@@ -162,9 +164,12 @@ def test_cpu_box_without_gpu_tooling_is_ok() -> None:
 
 
 # -- presence: the GPUs a box listed before --------------------------------------------------------------
-def four_h200(**over: Any) -> dict[str, Any]:
-    """Four H200s on NVLink, each its own card (UUID and bus id)."""
+def four_h200(*, uuids: bool = True, **over: Any) -> ProbeReport:
+    """Four H200s on NVLink, each its own card (its bus id, and its UUID unless ``uuids`` is false)."""
     cards = [h200_gpu(i, uuid=f"GPU-{i:08d}", pci_bus_id=f"00000000:{0x18 + i:02X}:00.0") for i in range(4)]
+    if not uuids:
+        for card in cards:
+            del card["uuid"]
     links = {f"{i}-{j}": "NV18" for i in range(4) for j in range(i + 1, 4)}
     return h200_probe(gpus=cards, topology={"raw": "", "links": links, "nvlink_all": True}, **over)
 
@@ -190,7 +195,7 @@ def test_a_box_that_listed_gpus_and_now_has_no_tooling_fails_instead_of_passing_
 def test_a_gpu_that_no_longer_answers_is_named_by_its_uuid_after_the_topology_verdicts() -> None:
     three = four_h200()
     three["gpus"] = [
-        dict(g, index=i) for i, g in enumerate(g for g in three["gpus"] if g["uuid"] != "GPU-00000002")
+        {**g, "index": i} for i, g in enumerate(g for g in three["gpus"] if g["uuid"] != "GPU-00000002")
     ]
     three["topology"]["links"] = {f"{i}-{j}": "NV18" for i in range(3) for j in range(i + 1, 3)}
     verdicts = evaluate(three, seen=SEEN)
@@ -201,9 +206,7 @@ def test_a_gpu_that_no_longer_answers_is_named_by_its_uuid_after_the_topology_ve
     assert [v.check for v in verdicts].index("clock") == [v.check for v in verdicts].index("topology") + 2
     assert worst(evaluate(four_h200(), seen=SEEN)) == "ok"  # the same four cards: nothing to say
     # Without UUIDs the bus id names a card; indexes renumber when one drops, so they are the last resort.
-    bare = four_h200()
-    for g in bare["gpus"]:
-        del g["uuid"]
+    bare = four_h200(uuids=False)
     moved = copy.deepcopy(bare)
     moved["gpus"][3]["pci_bus_id"] = "00000000:99:00.0"
     without_uuid = GpusSeen.of(3, bare)
@@ -263,7 +266,7 @@ def test_power_rounding_within_a_watt_is_not_a_cap() -> None:
 
 def test_power_gpus_that_differ_are_flagged() -> None:
     probe = multi_gpu_probe(4, "NODE")
-    probe["gpus"][2].update(power_limit_w=400.0, enforced_limit_w=400.0)
+    probe["gpus"][2].update({"power_limit_w": 400.0, "enforced_limit_w": 400.0})
     verdicts = check_power(probe)
     assert [v.verdict for v in verdicts] == ["warn", "warn"]
     assert "GPU2 capped at 400 W" in verdicts[0].reason
@@ -315,7 +318,7 @@ def test_driver_ok_with_cuinit_zero() -> None:
     assert "580.159.04 >= 580.65.06" in v.reason and "cuInit(0) = 0" in v.reason
 
 
-def rtx5090_probe(**env: Any) -> dict[str, Any]:
+def rtx5090_probe(**env: Any) -> ProbeReport:
     serving = {
         "prefix": "/opt/vllm-cu130",
         "python": "/opt/vllm-cu130/bin/python",
@@ -375,7 +378,7 @@ def test_datacentre_gpu_with_compat_libs_is_not_refused() -> None:
 )
 def test_cuinit_codes_are_explained(code: int, name: str, words: str) -> None:
     probe = h200_probe()
-    probe["serving_env"].update(cuinit=code, cuinit_name=name)
+    probe["serving_env"].update({"cuinit": code, "cuinit_name": name})
     (v,) = check_driver_cuda(probe)
     assert v.verdict == "fail" and f"returned {code} ({name})" in v.reason and words in v.reason
 
@@ -402,20 +405,22 @@ def test_unknown_cuda_major_warns() -> None:
 
 
 def test_serving_env_unknown_warns_and_says_how_to_fix() -> None:
-    probe = h200_probe()
-    probe["serving_env"] = {
-        "prefix": None,
-        "torch_cuda": None,
-        "cuinit": None,
-        "error": "no torch in /usr/bin/python3",
-    }
+    """An agent's serving env holding only these four fields: the rest read as unknown."""
+    probe = h200_probe(
+        serving_env={
+            "prefix": None,
+            "torch_cuda": None,
+            "cuinit": None,
+            "error": "no torch in /usr/bin/python3",
+        }
+    )
     (v,) = check_driver_cuda(probe)
     assert (
         v.verdict == "warn"
         and "no torch in /usr/bin/python3" in v.reason
         and "fix the serving env" in v.reason
     )
-    probe["serving_env"] = {"prefix": None, "torch_cuda": None, "cuinit": None, "error": None}
+    probe = h200_probe(serving_env={"prefix": None, "torch_cuda": None, "cuinit": None, "error": None})
     (v,) = check_driver_cuda(probe)
     assert "no serving environment is configured" in v.reason and "--serving-env" in v.reason
 
@@ -423,14 +428,14 @@ def test_serving_env_unknown_warns_and_says_how_to_fix() -> None:
 def test_serving_env_without_torch_cuda_names_the_env() -> None:
     """What the real H200 probe showed: the probe ran in a venv, but torch's CUDA was not read."""
     probe = h200_probe()
-    probe["serving_env"].update(prefix="/opt/torch/.venv", torch_cuda=None)
+    probe["serving_env"].update({"prefix": "/opt/torch/.venv", "torch_cuda": None})
     (v,) = check_driver_cuda(probe)
     assert v.verdict == "warn" and "/opt/torch/.venv reports no torch CUDA build" in v.reason
 
 
 def test_cuinit_not_run_warns() -> None:
     probe = h200_probe()
-    probe["serving_env"].update(cuinit=None, error="libcuda.so.1 not found")
+    probe["serving_env"].update({"cuinit": None, "error": "libcuda.so.1 not found"})
     verdicts = check_driver_cuda(probe)
     assert [v.verdict for v in verdicts] == ["warn"] and "libcuda.so.1 not found" in verdicts[0].reason
 
@@ -478,8 +483,7 @@ def test_partial_nvlink_is_not_all_nvlink() -> None:
 
 
 def test_missing_topology_warns() -> None:
-    probe = multi_gpu_probe(4, "NODE")
-    probe["topology"] = None
+    probe = as_probe({**multi_gpu_probe(4, "NODE"), "topology": None})
     (v,) = check_topology(probe)
     assert v.verdict == "warn" and "0 of 6 GPU pairs" in v.reason
 

@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from agents.protocol import ProbeReport
 from console.checks import ArmContext, evaluate
 from console.checks.capacity import DISK_LOW_GB, GB
 from console.checks.run import CheckRun, judge, local_probe
 from console.service import Service
 from console.store import Store
+from console.store.checks import as_probe
 from console.timeutil import system_clock
 from testbed.fake_nvidia_smi import FIXTURES, build_libcuda, install
 
@@ -55,7 +57,7 @@ def box_env(tmp: Path, fixture: str, torch_version: str = "2.9.0+cu130") -> tupl
     return env, prefix
 
 
-def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int) -> dict[str, Any]:
+def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int) -> ProbeReport:
     out = subprocess.run(
         [
             sys.executable,
@@ -77,8 +79,7 @@ def agent_probe(env: dict[str, str], prefix: Path, disk: Path, console_t_ms: int
         timeout=120,
         check=True,
     )
-    probe: dict[str, Any] = json.loads(out.stdout)
-    return probe
+    return as_probe(json.loads(out.stdout))
 
 
 def by_check(verdicts: list[Any]) -> dict[str, list[str]]:

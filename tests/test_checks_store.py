@@ -46,7 +46,7 @@ def test_probe_round_trip_and_box_row_updated(store: Store) -> None:
 def test_same_probe_twice_is_one_row(store: Store) -> None:
     """The op's result and the ingested journal event carry the same probe."""
     probe = h200_probe()
-    assert store.checks.add_probe("pro-a", probe) == store.checks.add_probe("pro-a", dict(probe))
+    assert store.checks.add_probe("pro-a", probe) == store.checks.add_probe("pro-a", probe.copy())
     assert store.scalar("SELECT count(*) FROM probes") == 1
     later = h200_probe(t_ms=T0 + 5000)
     assert store.checks.add_probe("pro-a", later) != store.checks.add_probe("pro-a", probe)
@@ -125,7 +125,7 @@ def test_a_check_remembers_the_gpus_a_box_listed_until_the_box_is_added_again(st
     )
     first = judge(store, "pro-a", multi_gpu_probe(2, "NV18") | {"t_ms": asked, "console_t_ms": asked})
     assert first.verdict == "ok" and store.boxes.get("pro-a").gpu_summary == "2x NVIDIA H200, 700 W"
-    for later in (cpu_like, dict(cpu_like, t_ms=T0 - 3_600_000)):  # the box clock jumped back an hour
+    for later in (cpu_like, cpu_like | {"t_ms": T0 - 3_600_000}):  # the box clock jumped back an hour
         run = judge(store, "pro-a", later)
         (driver,) = [v for v in run.verdicts if v.check == "driver"]
         assert driver.verdict == "fail" and f"yet probe {first.probe_id} (" in driver.reason
@@ -134,7 +134,7 @@ def test_a_check_remembers_the_gpus_a_box_listed_until_the_box_is_added_again(st
     assert [v.verdict for v in again.verdicts if v.check == "driver"] == ["fail"]
     store.boxes.remove("pro-a")
     store.boxes.add(Box(name="pro-a", host="203.0.113.7", ssh_user="root"))
-    fresh = judge(store, "pro-a", dict(cpu_like, console_t_ms=store.clock() + 1))
+    fresh = judge(store, "pro-a", cpu_like | {"console_t_ms": store.clock() + 1})
     assert [v.verdict for v in fresh.verdicts if v.check == "driver"] == ["ok"]
 
 

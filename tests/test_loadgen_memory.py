@@ -20,7 +20,6 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +28,7 @@ from hypothesis import strategies as st
 from agents.loadgen import main, memory
 from agents.loadgen.shapes import SHAPES
 from agents.probe import probe
+from agents.protocol import ProbeReport
 from console.errors import InputError
 from console.recipes import load_catalog
 from console.service import Service
@@ -323,18 +323,19 @@ def test_the_load_generator_accepts_within_the_bound_or_refuses_in_one_line(
 
 
 @pytest.fixture(scope="module")
-def sized_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, dict[str, Any]]]:
+def sized_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, ProbeReport]]:
     """A service whose ``local`` box has this machine's real probe stored (with its memory figures)."""
     db = tmp_path_factory.mktemp("sized") / "state.db"
     with Store(db) as store:
         store.boxes.ensure_local()
-        figures: dict[str, Any] = dict(probe(console_t_ms=store.clock()))  # as the console stores any probe
+        figures = probe(console_t_ms=store.clock())
         store.checks.add_probe("local", figures)
         yield Service(store, catalog=load_catalog([ROOT / "recipes"])), figures
 
 
-def test_the_probe_reports_the_boxs_memory(sized_service: tuple[Service, dict[str, Any]]) -> None:
+def test_the_probe_reports_the_boxs_memory(sized_service: tuple[Service, ProbeReport]) -> None:
     figures = sized_service[1]["memory"]
+    assert figures is not None  # a Linux box with MemAvailable
     assert figures == {"total_bytes": figures["total_bytes"], "available_bytes": figures["available_bytes"]}
     assert 0 < figures["available_bytes"] <= figures["total_bytes"]
 
@@ -345,11 +346,13 @@ def test_the_probe_reports_the_boxs_memory(sized_service: tuple[Service, dict[st
     prompts=st.none() | st.integers(min_value=-5, max_value=10**9),
 )
 def test_the_console_accepts_within_the_bound_or_refuses_with_input_error(
-    sized_service: tuple[Service, dict[str, Any]], concurrency: int, prompts: int | None
+    sized_service: tuple[Service, ProbeReport], concurrency: int, prompts: int | None
 ) -> None:
     service, figures = sized_service
     shape = service.catalog.shapes["router"]
-    budget = memory.budget_of(figures["memory"]["available_bytes"])
+    box_memory = figures["memory"]
+    assert box_memory is not None  # a Linux box with MemAvailable
+    budget = memory.budget_of(box_memory["available_bytes"])
     try:
         service.check_bench_size("local", "router", concurrency, prompts)
     except InputError as exc:

@@ -30,6 +30,7 @@ from console.recipes import (
 )
 from console.recipes.toml_lines import key_lines
 from console.store import Box
+from console.store.checks import as_probe
 
 PROFILE = """
 [profiles.p]
@@ -492,7 +493,7 @@ def test_sweep_variant_swaps_kernels_and_counts_as_swept() -> None:
 def test_box_spec_from_store_row_and_probe() -> None:
     box = Box(name="pro-a", serving_env="/opt/vllm", model_root="/models")
     gpu = {"index": 0, "name": "NVIDIA H200", "mem_total_mib": 143771.0}
-    probe = {"gpus": [gpu, {**gpu, "index": 1}], "topology": {"nvlink_all": True}}
+    probe = as_probe({"gpus": [gpu, {**gpu, "index": 1}], "topology": {"nvlink_all": True}})
     spec = box_spec(box, probe)
     assert (spec.gpu_count, spec.gpu_name, spec.gpu_mem_mib, spec.nvlink) == (
         2,
@@ -502,7 +503,7 @@ def test_box_spec_from_store_row_and_probe() -> None:
     )
     assert (spec.serving_env, spec.model_root) == ("/opt/vllm", "/models")
     assert box_spec(box, None).gpu_count == 0 and box_spec(box, None).gpus_from is None
-    assert box_spec(box, {"gpus": [gpu], "topology": {"nvlink_all": True}}).nvlink is False
+    assert box_spec(box, as_probe({"gpus": [gpu], "topology": {"nvlink_all": True}})).nvlink is False
     assert spec.gpus_from == "probe" and spec.gpus_basis == "pro-a's latest probe"
 
 
@@ -519,7 +520,7 @@ def test_box_spec_from_the_inventory_of_a_box_never_probed() -> None:
     assert spec.gpu_mem_mib is not None and spec.gpu_mem_mib < 32607  # under what the card reports: errs safe
     assert spec.gpus_basis == "seed-5090's inventory ('8x RTX 5090 32GB, 400 W'; never probed)"
     gpu = {"index": 0, "name": "NVIDIA GeForce RTX 5090", "mem_total_mib": 32607.0}
-    assert box_spec(seed, {"gpus": [gpu]}).gpus_from == "probe"  # a probe wins over the listing
+    assert box_spec(seed, as_probe({"gpus": [gpu]})).gpus_from == "probe"  # a probe wins over the listing
     probed_summary = Box(name="b", gpu_summary="4x NVIDIA RTX PRO 6000 Blackwell Server Edition, 600 W")
     assert box_spec(probed_summary, None).gpu_mem_mib is None  # no size in it: R10 checks the count only
     assert box_spec(Box(name="c", gpu_summary="no GPU info"), None).gpu_count == 0

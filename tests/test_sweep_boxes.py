@@ -27,6 +27,7 @@ from console.service import Service
 from console.service.sweep import SweepError, SweepOptions, SweepQueue
 from console.service.sweep.queue import BoxSlots, fits_nowhere
 from console.store import Box, Store
+from console.store.checks import as_probe
 from console.store.schema import MIGRATIONS
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from testbed import box_python
@@ -206,7 +207,9 @@ def test_the_sweep_view_shows_each_box_and_gpu_what_waits_and_where_each_attempt
     with Store(tmp_path / "state.db", clock=lambda: now[0]) as store:
         for name, cards in (("a", 4), ("b", 2)):
             store.boxes.add(Box(name=name, ssh_user="u", host="127.0.0.1", port=22))
-            store.checks.add_probe(name, {"t_ms": 500, "gpus": [{"index": i} for i in range(cards)]})
+            store.checks.add_probe(
+                name, as_probe({"t_ms": 500, "gpus": [{"index": i} for i in range(cards)]})
+            )
         sweep = store.sweeps.create(
             "q",
             ["a", "b"],

@@ -7,8 +7,7 @@ fresh probe, a stored one, or one replayed offline. ``console.checks.run`` adds 
 
 from __future__ import annotations
 
-from typing import Any
-
+from agents.protocol import ProbeReport
 from console.checks.capacity import check_capacity
 from console.checks.clock import check_clock
 from console.checks.driver_cuda import check_driver_cuda
@@ -16,17 +15,17 @@ from console.checks.power import check_power
 from console.checks.presence import GpusSeen, judge_presence
 from console.checks.topology import check_topology
 from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, VerdictName, worst
+from console.store.checks import as_probe
 
 CHECKS = ("power", "driver", "topology", "clock", "capacity")
 
 
 def evaluate(
-    probe: dict[str, Any], arm: ArmContext | None = None, seen: GpusSeen | None = None
+    probe: ProbeReport, arm: ArmContext | None = None, seen: GpusSeen | None = None
 ) -> list[Verdict]:
     """Every check, in a fixed order, on one probe; ``seen``: the GPUs the box listed before, which must
     still answer (console/checks/presence.py)."""
-    if not isinstance(probe, dict):
-        raise TypeError(f"a probe is a dict (the agent's probe JSON), not {type(probe).__name__}")
+    probe = as_probe(probe)  # an untyped caller's list or text is refused here, not deep in a check
     gpu_checks = [*check_power(probe), *check_driver_cuda(probe), *check_topology(probe, arm)]
     return [
         *judge_presence(probe, seen, gpu_checks),

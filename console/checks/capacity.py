@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.protocol import GpuHolder, ProbeReport
 from console.checks.probe_view import gpu_label, gpus, num
 from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict
 
@@ -24,8 +25,8 @@ DISK_HEADROOM_GB = 20.0
 DISK_LOW_GB = 20.0
 
 
-def _gpu_rows(probe: dict[str, Any]) -> list[dict[str, Any]]:
-    procs: dict[int, list[dict[str, Any]]] = {}
+def _gpu_rows(probe: ProbeReport) -> list[dict[str, Any]]:
+    procs: dict[int, list[GpuHolder]] = {}
     for p in probe.get("processes") or []:
         if isinstance(p, dict) and isinstance(p.get("gpu"), int):
             procs.setdefault(p["gpu"], []).append(p)
@@ -44,16 +45,16 @@ def _gpu_rows(probe: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _proc_text(p: dict[str, Any]) -> str:
+def _proc_text(p: GpuHolder) -> str:
     used = num(p.get("used_mib"))
     return f"pid {p.get('pid')} {p.get('name') or '?'}" + (f" {used:,.0f} MiB" if used is not None else "")
 
 
-def check_capacity(probe: dict[str, Any], arm: ArmContext | None = None) -> list[Verdict]:
+def check_capacity(probe: ProbeReport, arm: ArmContext | None = None) -> list[Verdict]:
     return _gpu_verdicts(probe, arm) + _disk_verdicts(probe, arm)
 
 
-def _gpu_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict]:
+def _gpu_verdicts(probe: ProbeReport, arm: ArmContext | None) -> list[Verdict]:
     rows = _gpu_rows(probe)
     if not rows:
         return []
@@ -189,14 +190,15 @@ def _all_free_verdict(rows: list[dict[str, Any]], wanted: set[int]) -> Verdict:
     )
 
 
-def _disk_verdicts(probe: dict[str, Any], arm: ArmContext | None) -> list[Verdict]:
-    disk = probe.get("disk") or {}
-    free, total = num(disk.get("free_bytes")), num(disk.get("total_bytes"))
-    path = disk.get("path") or "?"
+def _disk_verdicts(probe: ProbeReport, arm: ArmContext | None) -> list[Verdict]:
+    disk = probe.get("disk")
+    free_bytes, total_bytes = (disk.get("free_bytes"), disk.get("total_bytes")) if disk else (None, None)
+    free, total = num(free_bytes), num(total_bytes)
+    path = (disk.get("path") if disk else None) or "?"
     numbers = {
         "path": path,
-        "free_bytes": disk.get("free_bytes"),
-        "total_bytes": disk.get("total_bytes"),
+        "free_bytes": free_bytes,
+        "total_bytes": total_bytes,
         "weights_gb": arm.weights_gb if arm else None,
         "headroom_gb": DISK_HEADROOM_GB,
     }

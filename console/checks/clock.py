@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.protocol import ProbeReport
 from console.checks.probe_view import num
 from console.checks.verdict import FAIL, OK, WARN, Verdict
 
@@ -35,7 +36,7 @@ def _offset(offset_s: int | None) -> str:
     return f"UTC{sign}{h:02d}:{m:02d}"
 
 
-def zone_note(probe: dict[str, Any]) -> str:
+def zone_note(probe: ProbeReport) -> str:
     tz = probe.get("tz") or "unknown"
     offset = probe.get("utc_offset_s")
     text = f"box time zone {tz} ({_offset(offset)})"
@@ -48,7 +49,7 @@ def zone_note(probe: dict[str, Any]) -> str:
     return text
 
 
-def check_clock(probe: dict[str, Any]) -> list[Verdict]:
+def check_clock(probe: ProbeReport) -> list[Verdict]:
     box_ms = num(probe.get("t_ms"))
     console_ms = num(probe.get("console_t_ms"))
     numbers: dict[str, Any] = {

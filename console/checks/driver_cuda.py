@@ -11,11 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.protocol import ProbeReport, ServingEnv
 from console.checks.min_driver import MAJOR_FLOOR, MIN_DRIVER
 from console.checks.probe_view import gpus, no_gpu_tooling, version_tuple
 from console.checks.verdict import FAIL, OK, WARN, Verdict, VerdictName
 
 CHECK = "driver"
+NO_SERVING_ENV: ServingEnv = {
+    "prefix": None,
+    "python": None,
+    "torch_cuda": None,
+    "vllm_version": None,
+    "cuinit": None,
+    "cuinit_name": None,
+    "libcuda_path": None,
+    "compat_libs": [],
+    "cuda_driver_version": None,
+    "error": None,
+}
+"""What a probe without a serving environment says of it: nothing (every reader below treats None as unknown)."""
 
 CUINIT_CODES: dict[int, tuple[str, str]] = {
     802: (
@@ -104,10 +118,10 @@ def _driver_vs_cuda(driver: str, cuda: str) -> tuple[VerdictName, str, dict[str,
     return OK, f"driver {driver} >= {need} needed by CUDA {cuda}", numbers
 
 
-def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
+def check_driver_cuda(probe: ProbeReport) -> list[Verdict]:
     if no_gpu_tooling(probe):
         return [Verdict(CHECK, OK, "no NVIDIA GPU on this box: no driver/CUDA pairing to check", {})]
-    env = probe.get("serving_env") or {}
+    env = probe.get("serving_env") or NO_SERVING_ENV
     driver = probe.get("driver_version")
     cuda = env.get("torch_cuda")
     names = sorted({g.get("name") or "?" for g in gpus(probe)})
@@ -134,7 +148,7 @@ def check_driver_cuda(probe: dict[str, Any]) -> list[Verdict]:
     return [Verdict(CHECK, OK, "; ".join(v.reason for v in findings if v is not None), base)]
 
 
-def _compat_libs(env: dict[str, Any]) -> list[str]:
+def _compat_libs(env: ServingEnv) -> list[str]:
     """The forward-compatibility libraries on the loader path, counting a libcuda loaded from a compat dir."""
     compat = list(env.get("compat_libs") or [])
     libcuda = env.get("libcuda_path")
@@ -143,9 +157,7 @@ def _compat_libs(env: dict[str, Any]) -> list[str]:
     return compat
 
 
-def _driver_finding(
-    driver: str | None, cuda: str | None, env: dict[str, Any], base: dict[str, Any]
-) -> Verdict:
+def _driver_finding(driver: str | None, cuda: str | None, env: ServingEnv, base: dict[str, Any]) -> Verdict:
     """The host driver judged against the CUDA the serving environment was built for."""
     if driver is None:
         return Verdict(
@@ -164,10 +176,10 @@ def _driver_finding(
     return Verdict(CHECK, verdict, text, {**base, **numbers})
 
 
-def _unknown_cuda_cause(env: dict[str, Any]) -> tuple[str, str]:
+def _unknown_cuda_cause(env: ServingEnv) -> tuple[str, str]:
     """Why the serving environment's CUDA is unknown, and what to do about it."""
-    if env.get("error"):
-        return env["error"], "fix the serving env so torch's CUDA and cuInit can be checked before a launch"
+    if error := env.get("error"):
+        return error, "fix the serving env so torch's CUDA and cuInit can be checked before a launch"
     if env.get("prefix"):
         return (
             f"the Python in {env['prefix']} reports no torch CUDA build (torch missing or a CPU build)",
@@ -180,7 +192,9 @@ def _unknown_cuda_cause(env: dict[str, Any]) -> tuple[str, str]:
     )
 
 
-def _cuinit_finding(code: Any, cuda: str | None, env: dict[str, Any], base: dict[str, Any]) -> Verdict | None:
+def _cuinit_finding(
+    code: int | None, cuda: str | None, env: ServingEnv, base: dict[str, Any]
+) -> Verdict | None:
     """cuInit(0) in the serving environment, the definitive evidence; its absence matters only when the
     serving environment's CUDA is known (otherwise that is already the warning)."""
     if isinstance(code, int) and code != 0:
@@ -204,7 +218,7 @@ def _cuinit_finding(code: Any, cuda: str | None, env: dict[str, Any], base: dict
 
 
 def _consumer_compat_finding(
-    names: list[str], compat: list[str], code: Any, base: dict[str, Any]
+    names: list[str], compat: list[str], code: int | None, base: dict[str, Any]
 ) -> Verdict | None:
     """Refuse compat libraries on a consumer GPU before launch, even when cuInit was not run; a cuInit
     that already returned 804 says the same and is enough."""

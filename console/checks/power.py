@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from agents.protocol import ProbeGpu, ProbeReport
 from console.checks.probe_view import gpu_label, gpus, no_gpu_tooling, num, watts
 from console.checks.verdict import FAIL, OK, WARN, Verdict
 
@@ -24,7 +25,7 @@ SEED_CAP_COST = (
 )
 
 
-def _row(g: dict[str, Any]) -> dict[str, Any]:
+def _row(g: ProbeGpu) -> dict[str, Any]:
     return {
         "gpu": g.get("index"),
         "name": g.get("name"),
@@ -35,7 +36,7 @@ def _row(g: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_power(probe: dict[str, Any]) -> list[Verdict]:
+def check_power(probe: ProbeReport) -> list[Verdict]:
     if no_gpu_tooling(probe):
         return [Verdict(CHECK, OK, "no NVIDIA GPU on this box: no power limits to check", {"gpus": []})]
     rows = [_row(g) for g in gpus(probe)]

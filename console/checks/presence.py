@@ -10,8 +10,8 @@ and GPU checks that could not look are not called "ok".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from agents.protocol import ProbeGpu, ProbeReport
 from console.checks.probe_view import gpus, no_gpu_tooling
 from console.checks.verdict import FAIL, WARN, Verdict
 from console.store.checks import gpu_summary
@@ -21,7 +21,7 @@ GPU_CHECKS = ("power", "driver", "topology")
 """The checks that look at GPUs; the clock and the disk are judged whatever the GPUs do."""
 
 
-def gpu_identity(g: dict[str, Any]) -> str:
+def gpu_identity(g: ProbeGpu) -> str:
     """What names one card across probes: its UUID, else its PCI bus id (indexes renumber when one drops)."""
     return str(g.get("uuid") or g.get("pci_bus_id") or f"GPU{g.get('index')}")
 
@@ -36,7 +36,7 @@ class GpusSeen:
     identities: tuple[str, ...]
 
     @classmethod
-    def of(cls, probe_id: int, probe: dict[str, Any]) -> GpusSeen:
+    def of(cls, probe_id: int, probe: ProbeReport) -> GpusSeen:
         """From a stored probe that listed GPUs (``store.checks.last_probe_with_gpus`` returns no other)."""
         summary = gpu_summary(probe)
         if summary is None:
@@ -48,7 +48,7 @@ class GpusSeen:
         return f"probe {self.probe_id} ({fmt_utc(self.t_ms)}) listed {self.summary}"
 
 
-def judge_presence(probe: dict[str, Any], seen: GpusSeen | None, verdicts: list[Verdict]) -> list[Verdict]:
+def judge_presence(probe: ProbeReport, seen: GpusSeen | None, verdicts: list[Verdict]) -> list[Verdict]:
     """The GPU checks' ``verdicts`` read against what the box listed before.
 
     No tooling at all where GPUs were listed: the driver check fails and power and topology say they

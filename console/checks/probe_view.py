@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.protocol import ProbeGpu, ProbeReport
 
-def gpus(probe: dict[str, Any]) -> list[dict[str, Any]]:
+
+def gpus(probe: ProbeReport) -> list[ProbeGpu]:
     return [g for g in probe.get("gpus") or [] if isinstance(g, dict)]
 
 
@@ -42,6 +44,6 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def no_gpu_tooling(probe: dict[str, Any]) -> bool:
+def no_gpu_tooling(probe: ProbeReport) -> bool:
     """The box has no NVIDIA tooling at all (e.g. the local CPU box): GPU checks have nothing to check."""
     return probe.get("source") is None and not gpus(probe)

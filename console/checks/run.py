@@ -17,11 +17,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agents.environ import allowed_env
+from agents.protocol import ProbeReport
 from console.checks import ArmContext, GpusSeen, Verdict, VerdictName, evaluate, worst
 from console.errors import InputError
 from console.store import Box, Store
+from console.store.checks import is_probe
 
-ArmResolver = Callable[[Box, dict[str, Any]], ArmContext]
+ArmResolver = Callable[[Box, ProbeReport], ArmContext]
 """(box, probe) -> what the arm would ask of this box; the probe says how many GPUs of which kind."""
 
 PROBE_TIMEOUT_S = 180.0
@@ -37,7 +39,7 @@ class CheckRun:
     box: str
     probe_id: int
     t_ms: int
-    probe: dict[str, Any]
+    probe: ProbeReport
     arm: ArmContext | None
     verdicts: list[Verdict]
 
@@ -59,9 +61,7 @@ class CheckRun:
         }
 
 
-def judge(
-    store: Store, box_name: str, probe: dict[str, Any] | None, arm: ArmResolver | None = None
-) -> CheckRun:
+def judge(store: Store, box_name: str, probe: ProbeReport | None, arm: ArmResolver | None = None) -> CheckRun:
     """Judge ``probe`` (None: the newest stored probe) and store the probe and the verdicts."""
     box = store.boxes.get(box_name)
     if probe is None:
@@ -73,7 +73,7 @@ def judge(
             )
         probe, probe_id = stored.data, stored.id
     else:
-        if not isinstance(probe, dict):
+        if not is_probe(probe):  # an untyped caller's answer
             raise CheckError(f"box {box.name}: the probe answered {type(probe).__name__}, not a probe object")
         probe_id = store.checks.add_probe(box.name, probe)  # the journal's copy of it may be stored already
     before = store.checks.last_probe_with_gpus(box.name, before_id=probe_id)
@@ -85,7 +85,7 @@ def judge(
     return CheckRun(box.name, probe_id, t_ms, probe, context, verdicts)
 
 
-def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
+def local_probe(box: Box, console_now_ms: int) -> ProbeReport:
     """The agent's probe run as a process on this machine (the ``local`` box), exactly as on a box."""
     argv = [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_now_ms)]
     python = serving_python(box)
@@ -109,7 +109,7 @@ def local_probe(box: Box, console_now_ms: int) -> dict[str, Any]:
         raise CheckError(
             f"box {box.name}: the agent probe printed something that is not JSON ({proc.stdout[:200]!r})"
         ) from exc
-    if not isinstance(probe, dict):
+    if not is_probe(probe):
         raise CheckError(
             f"box {box.name}: the agent probe answered {type(probe).__name__}, not a probe object"
         )
@@ -129,7 +129,7 @@ def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
     cat = catalog if catalog is not None else load_catalog()
     get_arm(cat, arm_name)  # an unknown arm is refused now, before a probe that can take minutes
 
-    def resolver(box: Box, probe: dict[str, Any]) -> ArmContext:
+    def resolver(box: Box, probe: ProbeReport) -> ArmContext:
         try:
             a, profile = effective_arm(cat, arm_name)
             resolved = resolve(cat, a, box_spec(box, probe))

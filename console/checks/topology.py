@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from agents.protocol import ProbeReport
 from console.checks.probe_view import gpus, no_gpu_tooling
 from console.checks.verdict import OK, WARN, ArmContext, Verdict
 
@@ -40,7 +41,7 @@ def _describe(links: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
-def check_topology(probe: dict[str, Any], arm: ArmContext | None = None) -> list[Verdict]:
+def check_topology(probe: ProbeReport, arm: ArmContext | None = None) -> list[Verdict]:
     n = len(gpus(probe))
     if no_gpu_tooling(probe) or n <= 1:
         return [
@@ -48,13 +49,13 @@ def check_topology(probe: dict[str, Any], arm: ArmContext | None = None) -> list
                 CHECK, OK, f"{n} GPU{'s' if n != 1 else ''}: no links between GPUs to check", {"gpu_count": n}
             )
         ]
-    topo = probe.get("topology") or {}
-    links: dict[str, str] = {str(k): str(v) for k, v in (topo.get("links") or {}).items()}
+    topo = probe.get("topology")
+    links: dict[str, str] = {str(k): str(v) for k, v in ((topo.get("links") if topo else None) or {}).items()}
     tp = arm.tensor_parallel if arm else 1
     numbers: dict[str, Any] = {
         "gpu_count": n,
         "links": links,
-        "nvlink_all": topo.get("nvlink_all"),
+        "nvlink_all": topo.get("nvlink_all") if topo else None,
         "tensor_parallel": tp,
         "arm": arm.name if arm else None,
     }

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from console.recipes.model import BoxSpec
 
 if TYPE_CHECKING:  # the recipes engine stays stdlib-only: the extractor imports it inside the vLLM venv
+    from agents.protocol import ProbeReport
     from console.store import Box
 
 _COUNT = re.compile(r"^\s*(\d+)\s*x\s*([^,]+)")
@@ -35,19 +36,20 @@ def inventory_gpus(summary: str | None) -> tuple[int, str, float | None] | None:
     return int(m.group(1)), name, float(memory.group(1)) * 1024 * LISTED_SHARE if memory else None
 
 
-def box_spec(box: Box, probe: dict[str, Any] | None) -> BoxSpec:
+def box_spec(box: Box, probe: ProbeReport | None) -> BoxSpec:
     """The probe's GPUs; else the inventory's; else the box counts as having none (``campaign check`` probes it)."""
-    gpus = (probe or {}).get("gpus") or []
+    probed: ProbeReport = probe or {}
+    gpus = probed.get("gpus") or []
     spec = BoxSpec(name=box.name, gpu_count=0, serving_env=box.serving_env, model_root=box.model_root)
     if gpus:
-        mems = [g["mem_total_mib"] for g in gpus if g.get("mem_total_mib") is not None]
-        topology = (probe or {}).get("topology") or {}
+        mems = [m for g in gpus if (m := g.get("mem_total_mib")) is not None]
+        topology = probed.get("topology")
         return replace(
             spec,
             gpu_count=len(gpus),
             gpu_name=gpus[0].get("name"),
             gpu_mem_mib=min(mems) if mems else None,
-            nvlink=bool(topology.get("nvlink_all")) and len(gpus) > 1,
+            nvlink=bool(topology and topology.get("nvlink_all")) and len(gpus) > 1,
             gpus_from="probe",
         )
     listed = inventory_gpus(box.gpu_summary)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
+from agents.protocol import ProbeArgs, ProbeReport, ProbeResult
 from console.checks.run import CheckRun, judge, local_probe, recipe_arm, serving_python
 from console.errors import InputError
 from console.service.base import ServiceBase, reaching
@@ -16,16 +16,16 @@ PROBE_COMMAND_TIMEOUT_S = 120.0
 
 
 class CheckIntents(ServiceBase):
-    async def probe(self, box: str, serving_python: str | None = None) -> dict[str, Any]:
+    async def probe(self, box: str, serving_python: str | None = None) -> ProbeReport:
         """A fresh probe through the box's agent; it also lands in the store through the journal."""
         link = await self.link(box)
-        args: dict[str, Any] = {"console_t_ms": self.store.clock()}
+        args: ProbeArgs = {"console_t_ms": self.store.clock()}
         if serving_python:
             args["serving_python"] = serving_python
         with reaching(box):
-            result = await link.command("probe", args, timeout=PROBE_COMMAND_TIMEOUT_S)
+            result = await link.command("probe", args, answer=ProbeResult, timeout=PROBE_COMMAND_TIMEOUT_S)
         await self.settle(box)
-        return dict(result["probe"])
+        return result["probe"].copy()
 
     async def check(
         self,
@@ -43,7 +43,7 @@ class CheckIntents(ServiceBase):
         # The machine the console runs on is always checkable, registered or not yet.
         box = self.store.boxes.ensure_local() if box_name == LOCAL_BOX else self.store.boxes.get(box_name)
         resolver = recipe_arm(arm, self.catalog) if arm else None  # an unknown arm is refused before probing
-        probe: dict[str, Any] | None
+        probe: ProbeReport | None
         if not stored and progress is not None:
             progress(f"probing box {box.name} ...")
         if stored:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard
 
+from agents.protocol import ProbeReport
 from console.store.jsonutil import dumps
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class StoredProbe:
     box: str
     t_ms: int
     console_t_ms: int | None
-    data: dict[str, Any]
+    data: ProbeReport
 
 
 @dataclass(frozen=True)
@@ -74,15 +75,28 @@ class VerdictRow:
         )
 
 
-def gpu_summary(probe: dict[str, Any]) -> str | None:
+def is_probe(value: object) -> TypeGuard[ProbeReport]:
+    """Whether ``value`` can be read as a probe: a JSON object. Its fields are not checked here: every one may be
+    absent (``ProbeReport`` is total=False) and each reader tolerates another type, so a probe of an older or
+    newer agent is judged field by field (console/checks/probe_view.py) instead of refused whole."""
+    return isinstance(value, dict)
+
+
+def as_probe(value: object) -> ProbeReport:
+    """``value`` (read back from the database or a JSON answer) as a probe; TypeError for anything that is not
+    a JSON object (``is_probe``)."""
+    if not is_probe(value):
+        raise TypeError(f"a probe is a dict (the agent's probe JSON), not {type(value).__name__}")
+    return value
+
+
+def gpu_summary(probe: ProbeReport) -> str | None:
     """``4x NVIDIA RTX PRO 6000 ... 400 W`` for the box list; None when the probe saw no GPU."""
     gpus = [g for g in probe.get("gpus") or [] if isinstance(g, dict)]
     if not gpus:
         return None
     names = sorted({g.get("name") or "?" for g in gpus})
-    limits = sorted(
-        {float(g["enforced_limit_w"]) for g in gpus if isinstance(g.get("enforced_limit_w"), int | float)}
-    )
+    limits = sorted({float(w) for g in gpus if isinstance(w := g.get("enforced_limit_w"), int | float)})
     power = f", {'/'.join(f'{w:.0f}' for w in limits)} W" if limits else ""
     return f"{len(gpus)}x {' + '.join(names)}{power}"
 
@@ -91,7 +105,7 @@ def _stored(rows: list[dict[str, Any]]) -> StoredProbe | None:
     if not rows:
         return None
     r = rows[0]
-    return StoredProbe(r["id"], r["box"], r["t_ms"], r["console_t_ms"], json.loads(r["data"]))
+    return StoredProbe(r["id"], r["box"], r["t_ms"], r["console_t_ms"], as_probe(json.loads(r["data"])))
 
 
 class Checks:
@@ -99,7 +113,7 @@ class Checks:
         self.store = store
 
     # -- writers ---------------------------------------------------------------------------------
-    def add_probe(self, box: str, probe: dict[str, Any]) -> int:
+    def add_probe(self, box: str, probe: ProbeReport) -> int:
         """Keep a probe as it came; also note the box's time zone and GPUs on its row when it exists.
 
         Called by ``campaign check`` and by the fleet's ingest of ``probe`` journal events, inside the

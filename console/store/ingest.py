@@ -502,7 +502,7 @@ class Ingest:
         )
 
     def _on_probe(self, box: str, event: Probe) -> None:
-        self.store.checks.add_probe(box, dict(event["probe"]))
+        self.store.checks.add_probe(box, event["probe"])
 
     def _on_bench_result(self, box: str, event: BenchResult) -> None:
         if not self._run_failed(event, event["bench_id"]):

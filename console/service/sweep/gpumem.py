@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agents.protocol import GpuHolder, ProbeReport
 
 if TYPE_CHECKING:
     from console.service.checks import CheckIntents
@@ -43,8 +45,8 @@ class GpuHeld(Exception):
 class _Probes:
     """One box's probes: the one running, and the next one, which every request arriving meanwhile shares."""
 
-    running: asyncio.Task[dict[str, Any]] | None = None
-    next: asyncio.Task[dict[str, Any]] | None = None
+    running: asyncio.Task[ProbeReport] | None = None
+    next: asyncio.Task[ProbeReport] | None = None
 
 
 class MemoryGuard:
@@ -52,7 +54,7 @@ class MemoryGuard:
         self.service = service
         self._probes: dict[str, _Probes] = {}
 
-    async def probe(self, box: str) -> dict[str, Any]:
+    async def probe(self, box: str) -> ProbeReport:
         """A probe of ``box`` that began after this call: the next one, shared by every caller until it starts."""
         state = self._probes.setdefault(box, _Probes())
         if state.next is None:
@@ -60,8 +62,8 @@ class MemoryGuard:
         return await asyncio.shield(state.next)
 
     async def _after(
-        self, box: str, state: _Probes, previous: asyncio.Task[dict[str, Any]] | None
-    ) -> dict[str, Any]:
+        self, box: str, state: _Probes, previous: asyncio.Task[ProbeReport] | None
+    ) -> ProbeReport:
         if previous is not None:
             await asyncio.wait({previous})  # its outcome is its own callers'
         state.running, state.next = state.next, None
@@ -71,10 +73,10 @@ class MemoryGuard:
             if state.running is asyncio.current_task():
                 state.running = None
 
-    async def _read(self, box: str) -> tuple[Reading, dict[int, list[dict[str, Any]]]]:
+    async def _read(self, box: str) -> tuple[Reading, dict[int, list[GpuHolder]]]:
         probe = await self.probe(box)
         used: Reading = {int(g["index"]): g.get("mem_used_mib") for g in probe.get("gpus") or []}
-        processes: dict[int, list[dict[str, Any]]] = {}
+        processes: dict[int, list[GpuHolder]] = {}
         for p in probe.get("processes") or []:
             processes.setdefault(int(p.get("gpu", -1)), []).append(p)
         return used, processes
@@ -112,5 +114,5 @@ class MemoryGuard:
         return after, None
 
 
-def _mib(value: Any) -> str:
+def _mib(value: float | None) -> str:
     return "an unknown amount" if value is None else f"{float(value):.0f} MiB"

@@ -351,6 +351,6 @@ class ArmWalk:
     # -- helpers ---------------------------------------------------------------------------------
     def _gpu_mem(self, box: str) -> float | None:
         probe = self.store.checks.latest_probe(box)
-        mems = [g.get("mem_total_mib") for g in (probe.data.get("gpus") or [])] if probe else []
-        mems = [m for m in mems if m is not None]
+        gpus = (probe.data.get("gpus") or []) if probe else []
+        mems = [m for g in gpus if (m := g.get("mem_total_mib")) is not None]
         return min(mems) if mems else None
