@@ -16,11 +16,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pytest
 
-from agents.protocol import TimerAction
+from agents.protocol import Deadline, TimerAction, event_problem
 from agents.watchdog import Watchdog
 from console.store import Box, Store
 from console.timers import (
@@ -510,6 +510,18 @@ async def test_a_stop_across_the_end_of_bst_fires_at_its_utc_instant(
     assert [c for c, t in local_box.calls if t < deadline - 31 * MIN] == ["arm_watchdog"]
 
 
+def is_deadline(event: dict[str, Any]) -> TypeGuard[Deadline]:
+    return event.get("kind") == "deadline" and event_problem(event) is None
+
+
+def ingested(entry: dict[str, Any], seq: int) -> Deadline:
+    """A watchdog journal entry as the ingest hands it to the timers: numbered, stamped, and checked against
+    the protocol's deadline event first."""
+    event = entry | {"seq": seq, "t_ms": CUTOFF_MS}
+    assert is_deadline(event), event_problem(event)
+    return event
+
+
 def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(
     store: Store, clock: FakeClock, local_box: LocalBox
 ) -> None:
@@ -520,8 +532,8 @@ def test_the_box_watchdog_events_are_mirrored_into_the_timer_log(
     clock.now_ms = CUTOFF_MS
     local_box.watchdog.tick()
     for seq, event in enumerate(local_box.journal, 1):
-        store.timers.on_agent_event("pro-a", event | {"seq": seq, "t_ms": CUTOFF_MS})
-    store.timers.on_agent_event("other-box", local_box.journal[-1] | {"seq": 99, "t_ms": CUTOFF_MS})
+        store.timers.on_agent_event("pro-a", ingested(event, seq))
+    store.timers.on_agent_event("other-box", ingested(local_box.journal[-1], 99))
     assert store.timers.get(stop.id).state == "fired"  # the box did it with the console away
     assert store.timers.get(destroy.id).state == "armed"  # only the console can finish a destroy
     agent_events = [e["event"] for e in store.timers.log_for(stop.id) if e["enforcer"] == "agent"]

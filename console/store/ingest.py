@@ -491,7 +491,7 @@ class Ingest:
             )
 
     def _on_deadline(self, box: str, event: Deadline) -> None:
-        self.store.timers.on_agent_event(box, dict(event))
+        self.store.timers.on_agent_event(box, event)
 
     def _on_command_done(self, box: str, event: CommandDone) -> None:
         known = self.store.commands.find(event["command_id"])

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, Protocol, TypedDict
 
-from agents.protocol import TIMER_ACTIONS, TimerAction
+from agents.protocol import TIMER_ACTIONS, Deadline, TimerAction
 from console.errors import ConsoleError, InputError
 from console.store.connection import Connection
 from console.store.jsonutil import dumps
@@ -245,7 +245,7 @@ class Timers:
             return None
         return int(number)
 
-    def on_agent_event(self, box: str, event: dict[str, Any]) -> None:
+    def on_agent_event(self, box: str, event: Deadline) -> None:
         """Mirror a box watchdog's ``deadline`` journal event into the timer's log (enforcer 'agent').
 
         Called by the fleet's ingest, inside its transaction. When the box fired a stop-arms or shutdown
