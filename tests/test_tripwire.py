@@ -68,7 +68,10 @@ COUNT_TO_42 = " ".join(str(n) for n in range(1, 43))
     [
         ("The answer is the answer is the answer. " * 20, "repeated 6-grams"),
         ("yes no " * 40 + "maybe " * 40, "distinct-token ratio"),
-        ("111 222 333 444", "structured repeat"),  # the write-up's GLM output, which passed its first tripwire
+        (
+            "111 222 333 444",
+            "structured repeat",
+        ),  # the write-up's GLM output, which passed its first tripwire
         ("111 222 333", "structured repeat"),
         ("Paris 111 222 333", "structured repeat"),  # the right answer does not excuse the rest
         ("Paris. 111, 222, 333.", "structured repeat"),
