@@ -9,8 +9,9 @@ code exactly (mlcommons-loadgen 6.0.17: ``early_stopping.cc`` and ``results.cc``
 the one LoadGen would print for the same latencies; tests/test_tails.py checks it against a table captured
 from the C++ itself (tests/fixtures/loadgen/).
 
-Standard library only, and no other part of the console: the read model, reports and the bench can all
-import it.
+It imports no other part of the console (the read model, reports and the bench can all import it), and its
+plain percentile is the load generator's own (``agents.loadgen.metrics.percentile``), so the "empirical"
+figure beside an estimate is the p99 the bench reported.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from agents.loadgen.metrics import percentile
 
 __all__ = [
     "SLO_KEYS",
@@ -187,17 +190,6 @@ def _overlatency_allowance(n: int, p: float, c: float) -> int:
         if n < _sequence(i, p, 0.0, c) + i:
             return i - 1
     return 1
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float | None:
-    """The plain percentile the bench reports (a copy of agents/loadgen/metrics.py ``percentile``, q in
-    percent, linear between the two nearest ranks), so the console's "empirical" equals the bench's p99."""
-    if not sorted_values:
-        return None
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def _label(p: float) -> str:
