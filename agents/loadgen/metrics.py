@@ -31,6 +31,9 @@ DEFINITIONS = {
     "tpot": "per request, (E2E - TTFT) / (output tokens - 1)",
     "itl": "gaps between token events pooled over requests; events that arrived in one socket read share its stamp",
     "e2e": "request sent to its last token event",
+    "request_timings": "one row per measured request, sorted by start: start_ms from the timed run's start, "
+    "TTFT, TPOT, E2E by the definitions above, itl_p50_ms/itl_max_ms the median and largest of that request's "
+    "ITL gaps; a failed request's times cover what arrived before its error",
 }
 """Which figure is which, carried in every result (a run's JSON says what its numbers mean)."""
 
@@ -71,6 +74,60 @@ def itl_gaps(r: Record, gaps: list[float], lo: float = -math.inf, hi: float = ma
                 zeros += n - 1
         prev = t
     return zeros
+
+
+TIMING_COLUMNS = (
+    "start_ms",
+    "target",
+    "ttft_ms",
+    "tpot_ms",
+    "itl_p50_ms",
+    "itl_max_ms",
+    "e2e_ms",
+    "in_tokens",
+    "out_tokens",
+    "error",
+)
+"""The columns of a result's ``request_timings`` rows (``request_timing``), in their order."""
+TimingRow = list[float | int | str | None]
+"""One request's values in TIMING_COLUMNS order."""
+
+
+def _ms(seconds: float | None) -> float | None:
+    """Seconds as ms to the microsecond: finer than the clock's worth here, and 3 digits of JSON at most."""
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+def _ms_of(ms: float | None) -> float | None:
+    """A value already in ms (an ITL gap), rounded as ``_ms`` rounds."""
+    return None if ms is None else round(ms, 3)
+
+
+def request_timing(r: Record, t0: float) -> TimingRow:
+    """One request's row of TIMING_COLUMNS, by the same definitions as ``summarize`` (its TTFT, TPOT, E2E and
+    ITL gaps come from the same fields and helpers), so a figure computed later from the rows is the one the
+    run reported. Why per request: a new SLO or tail is then read from the stored rows, never re-measured.
+
+    ``t0`` is the timed run's start (the records file's origin); TPOT is None with one output token or none,
+    TTFT, E2E and the ITL summary None without a token event."""
+    first, last = (r.times[0], r.times[-1]) if r.times else (None, None)
+    n_out = tokens_out(r)
+    gaps: list[float] = []
+    zeros = itl_gaps(r, gaps)
+    gaps.sort()
+    tpot = (last - first) / (n_out - 1) if first is not None and last is not None and n_out > 1 else None
+    return [
+        _ms(r.start - t0),
+        r.target,
+        _ms(None if first is None else first - r.start),
+        _ms(tpot),
+        _ms_of(pooled_percentile(zeros, gaps, 50)),
+        _ms_of(pooled_percentile(zeros, gaps, 100)),
+        _ms(None if last is None else last - r.start),
+        r.prompt_tokens,
+        n_out,
+        r.error,
+    ]
 
 
 def pooled_percentile(zeros: int, sorted_gaps: Sequence[float], q: float) -> float | None:

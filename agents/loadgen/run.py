@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from agents.journal import MAX_EVENT_BYTES
 from agents.loadgen import memory, metrics
 from agents.loadgen.prompts import PromptPlan
 from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, request_fields, run_worker
@@ -376,6 +377,44 @@ def write_records(path: Path, records: list[Record], t0: float, header: dict[str
     os.replace(tmp, path)
 
 
+TIMINGS_RESERVE_BYTES = 64 << 10
+"""Room in the ``bench_result`` event kept for what is not measured when the timings are sized: what the CLI
+adds to the result afterwards (``memory``, ``vocab_source``) and the event's own fields (ids, exit code)."""
+
+
+def request_timings(records: list[Record], t0: float, budget_bytes: int) -> dict[str, Any]:
+    """Every measured request's timings as one columnar block (``metrics.TIMING_COLUMNS``), sorted by start,
+    within ``budget_bytes`` of compact JSON: rows past it are counted in ``omitted``, never a failed event.
+
+    Why a bound: the whole result rides in one journal event of at most MAX_EVENT_BYTES (8 MiB), and an
+    event over it is replaced by a warning, so the run's row would be lost. The arithmetic: a row is 60-75
+    bytes of JSON (``[183422.716,1,412.093,23.581,23.102,61.877,3407.211,1024,128,null],`` is 67; 20,000
+    synthetic requests of a 10-minute run averaged 66.8, at most 68), so 8 MiB less the rest of the result
+    (a few KiB) and TIMINGS_RESERVE_BYTES (64 KiB) holds 110,000 (at 75 bytes) to 124,000 (at 67) rows.
+    The largest bench console/bounds.py admits is C16384 at the default 8 prompts a stream (131,072
+    requests), or 1,000,000 with an explicit ``--prompts``: rows could exceed the cap, hence ``omitted``
+    (the latest-started rows are the ones left out). In practice none is: the default 8 prompts a stream
+    fit up to C13,000 or more, far above what one node's servers admit at once, and an explicit
+    ``--prompts`` up to 110,000. Every request is in the records file regardless. Each kept row is measured
+    as the journal writes it (compact, ASCII), so the bound is exact, not an estimate; past the budget
+    rows are only counted, so a huge run spends no time or memory on them."""
+    rows: list[metrics.TimingRow] = []
+    used = len('{"columns":[],"rows":[],"omitted":0000000}') + sum(len(c) + 3 for c in metrics.TIMING_COLUMNS)
+    ordered = sorted(records, key=lambda r: r.start)
+    for n, r in enumerate(ordered):
+        row = metrics.request_timing(r, t0)
+        used += len(json.dumps(row, separators=(",", ":"))) + 1
+        if used > budget_bytes:
+            return {"columns": list(metrics.TIMING_COLUMNS), "rows": rows, "omitted": len(ordered) - n}
+        rows.append(row)
+    return {"columns": list(metrics.TIMING_COLUMNS), "rows": rows, "omitted": 0}
+
+
+def timings_budget(out: dict[str, Any]) -> int:
+    """The bytes left for the timings block in one journal event beside the rest of the result ``out``."""
+    return MAX_EVENT_BYTES - len(json.dumps(out, separators=(",", ":"))) - TIMINGS_RESERVE_BYTES
+
+
 def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: float) -> dict[str, Any]:
     records = [rec for r in results for rec in r.records]
     t0 = min(r.t_start for r in results)
@@ -406,5 +445,6 @@ def result(cfg: RunConfig, results: list[WorkerResult], wall0: float, perf0: flo
         "mismatches": checks(records, cfg),
         "per_url": per_url(cfg, records, duration),
     }
+    out["request_timings"] = request_timings(records, t0, timings_budget(out))
     write_records(cfg.records_path, records, t0, header)
     return out
