@@ -69,6 +69,7 @@ from console.readmodel.records import (
     TripwireRun,
     TripwireVerdict,
 )
+from console.readmodel.requests import RequestTiming, bench_request_count, bench_requests
 from console.readmodel.results import (
     RESULT_SORTS,
     bench_rows,
@@ -118,6 +119,7 @@ __all__ = [
     "QualityRun",
     "ReadModel",
     "RepeatGroup",
+    "RequestTiming",
     "ReplicaResult",
     "ResultRow",
     "Series",
@@ -135,6 +137,8 @@ __all__ = [
     "TripwireRun",
     "TripwireVerdict",
     "api_prices",
+    "bench_request_count",
+    "bench_requests",
     "bench_rows",
     "bench_run",
     "best_by",

@@ -143,6 +143,29 @@ EVAL_COLUMNS = (
     "import_id",
 )
 JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check", "sampling"})
+TIMINGS_KEY = "request_timings"
+"""The load generator's per-request block in a bench result (agents/loadgen/run.py: ``request_timings``)."""
+_REAL: tuple[type, ...] = (float, int)
+_INTEGER: tuple[type, ...] = (int,)
+_TEXT: tuple[type, ...] = (str,)
+TIMING_COLUMNS: dict[str, tuple[type, ...]] = {
+    "start_ms": _REAL,
+    "target": _INTEGER,
+    "ttft_ms": _REAL,
+    "tpot_ms": _REAL,
+    "itl_p50_ms": _REAL,
+    "itl_max_ms": _REAL,
+    "e2e_ms": _REAL,
+    "in_tokens": _INTEGER,
+    "out_tokens": _INTEGER,
+    "error": _TEXT,
+}
+"""``bench_requests``' columns besides its key, and the JSON types each takes (None aside): the block's
+``columns`` (agents/loadgen/metrics.py: TIMING_COLUMNS; a test keeps the two lists equal)."""
+_TIMINGS_INSERT = (
+    f"INSERT INTO bench_requests (bench_run_id, i, {', '.join(TIMING_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(TIMING_COLUMNS) + 2))})"
+)
 
 
 class ResultError(InputError, ValueError):
@@ -293,6 +316,85 @@ def _encode(row: Mapping[str, object], columns: tuple[str, ...]) -> dict[str, An
     return out
 
 
+class TimingsError(ValueError):
+    """A ``request_timings`` block that cannot be stored as given: the bench row is kept without it."""
+
+
+def _timing_positions(columns: object) -> list[int]:
+    """Where each of TIMING_COLUMNS sits in the block's ``columns`` (a block may order them as it likes)."""
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise TimingsError("its columns are not a list of names")
+    missing = [c for c in TIMING_COLUMNS if c not in columns]
+    if missing or len(set(columns)) != len(columns):
+        raise TimingsError(f"its columns {columns} lack {missing} or repeat a name")
+    return [columns.index(c) for c in TIMING_COLUMNS]
+
+
+def _typed(value: object, kinds: tuple[type, ...]) -> bool:
+    """None, or one of ``kinds`` (never a bool), an integer within SQLite's 64 bits (a bigger one would fail
+    the insert, and with it the bench row)."""
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        return False
+    return not isinstance(value, int) or -(2**63) <= value < 2**63
+
+
+def timing_rows(block: object) -> list[tuple[object, ...]]:
+    """The ``bench_requests`` rows (``i`` and TIMING_COLUMNS) of a result's ``request_timings`` block, each
+    checked for its shape and
+    types; raises TimingsError naming the first problem. Why check at all: the block comes off the wire, and
+    a wrong type stored would surface only later, as a wrong tail or SLO verdict."""
+    if not isinstance(block, dict):
+        raise TimingsError(f"it is {type(block).__name__}, not an object")
+    positions = _timing_positions(block.get("columns"))
+    rows = block.get("rows")
+    if not isinstance(rows, list):
+        raise TimingsError("its rows are not a list")
+    width = len(block["columns"])
+    kinds = list(TIMING_COLUMNS.values())
+    out: list[tuple[object, ...]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != width:
+            raise TimingsError(f"row {i} is not a list of {width} values")
+        values = [row[p] for p in positions]
+        bad = [c for c, v, k in zip(TIMING_COLUMNS, values, kinds, strict=True) if not _typed(v, k)]
+        if bad:
+            raise TimingsError(f"row {i} has a value of the wrong type in {', '.join(bad)}")
+        out.append((i, *values))
+    return out
+
+
+def _omitted(block: object) -> int:
+    """How many requests the load generator left out of the block (its size bound); 0 if it says nothing."""
+    omitted = block.get("omitted") if isinstance(block, dict) else None
+    return omitted if isinstance(omitted, int) and not isinstance(omitted, bool) and omitted > 0 else 0
+
+
+def _timings(row: Mapping[str, object]) -> tuple[list[tuple[object, ...]], dict[str, object]]:
+    """A bench result's request rows and what ``raw`` keeps of its block; a malformed block gives no rows and
+    the reason, never an error: the run's own figures are worth storing without its per-request detail."""
+    block = row.get(TIMINGS_KEY)
+    summary: dict[str, object] = {"stored": 0, "omitted": _omitted(block)}
+    if block is None:
+        return [], summary
+    try:
+        rows = timing_rows(block)
+    except TimingsError as exc:
+        summary["skipped"] = f"request timings not stored: {exc}"
+        return [], summary
+    summary["stored"] = len(rows)
+    return rows, summary
+
+
+def _without_timings(raw: object, summary: dict[str, object]) -> object:
+    """The result as ``raw`` keeps it: the timings block replaced by ``summary`` (rows stored, rows the load
+    generator omitted, or why none was stored), since its rows are in ``bench_requests`` already."""
+    if not isinstance(raw, dict) or TIMINGS_KEY not in raw:
+        return raw
+    return {**{k: v for k, v in raw.items() if k != TIMINGS_KEY}, TIMINGS_KEY: summary}
+
+
 class ResultsConnection(Connection, HasLaunches, Protocol):
     """What ``Results`` needs of the store: its connection, the launches a row's conditions come from, and the
     repositories an import fills beside the results."""
@@ -320,10 +422,16 @@ class Results:
         (see console.store.ingest). A node run names every replica it measured in ``launch_ids`` (in
         the order of its base URLs) and the load generator's ``per_url`` holds each one's share; a row
         naming only ``launch_id`` measured that one replica. Keys that are not columns stay in ``raw``.
+
+        Its ``request_timings`` block becomes ``bench_requests`` rows in the same transaction; ``raw`` keeps
+        only a summary in its place (rows stored, rows omitted, or why none was), not the rows twice. A
+        malformed block loses only itself: the bench row is stored, and the summary says why it was skipped.
         """
         for key in ("arm", "shape", "concurrency"):
             if row.get(key) in (None, ""):
                 raise ResultError(f"bench result without {key!r}: the bench command must name it")
+        timings, summary = _timings(row)
+        row = {**row, "raw": _without_timings(row.get("raw"), summary)}
         values = _encode(row, BENCH_COLUMNS)
         values.setdefault("started_ms", row.get("t_ms"))
         if (
@@ -367,6 +475,7 @@ class Results:
                 }
                 for i, share in enumerate(row.get("per_url") or [])
             )
+            self.store.db.conn.executemany(_TIMINGS_INSERT, ((bench_id, *t) for t in timings))
             return bench_id
 
     def _conditions(self, values: dict[str, Any], launch_ids: list[str]) -> None:

@@ -569,5 +569,29 @@ V13 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13)
+V14 = Migration(
+    14,
+    "every measured request's timings of a bench run: any latency definition or SLO is computed afterwards",
+    (
+        # The load generator's request_timings block (agents/loadgen/run.py), one row per request; durations
+        # and offsets in ms (REAL, not instants); NULL where the request had nothing to measure.
+        """CREATE TABLE bench_requests (
+            bench_run_id INTEGER NOT NULL REFERENCES bench_runs(id) ON DELETE CASCADE,
+            i INTEGER NOT NULL,                         -- the row's place in the block: requests sorted by start
+            start_ms REAL,                              -- sent, ms after the timed run's start
+            target INTEGER,                             -- the base URL (replica) that served it, 0..replicas-1
+            ttft_ms REAL,                               -- sent to its first token event
+            tpot_ms REAL,                               -- (e2e - ttft) / (out_tokens - 1); NULL at one token or none
+            itl_p50_ms REAL,                            -- median gap between its token events
+            itl_max_ms REAL,                            -- largest gap between its token events
+            e2e_ms REAL,                                -- sent to its last token event
+            in_tokens INTEGER,                          -- prompt tokens the server counted; NULL: not reported
+            out_tokens INTEGER,                         -- completion tokens (server's count, else token events)
+            error TEXT,                                 -- why it failed; NULL: it succeeded
+            PRIMARY KEY (bench_run_id, i)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14)
 LATEST = MIGRATIONS[-1].version
