@@ -18,7 +18,7 @@ from agents.journal import MAX_EVENT_BYTES
 from agents.loadgen import metrics
 from agents.loadgen.run import TIMINGS_RESERVE_BYTES, request_timings
 from agents.loadgen.worker import Record
-from console.readmodel import RequestTiming, bench_request_count, bench_requests
+from console.readmodel import RequestTiming, bench_request_count, bench_requests, request_figures
 from console.store import Box, Store
 from console.store.results import TIMING_COLUMNS
 from console.store.schema import MIGRATIONS
@@ -290,6 +290,7 @@ def test_a_real_bench_through_the_agent_stores_one_row_per_request(zero_server: 
         rows = bench_requests(store, bench_id)
         raw = json.loads(store.scalar("SELECT raw FROM bench_runs WHERE id = ?", [bench_id]))
         stored = store.scalar("SELECT requests FROM bench_runs WHERE id = ?", [bench_id])
+        figures = request_figures(store, "bench-e2e", {"e2el": 60_000.0})
 
     assert len(rows) == result["requests"] == stored == 40
     assert raw["request_timings"] == {"stored": 40, "omitted": 0}
@@ -303,3 +304,9 @@ def test_a_real_bench_through_the_agent_stores_one_row_per_request(zero_server: 
     assert sum(r.out_tokens or 0 for r in ok) == 40 * 24 == round(result["out_tok_per_s"] * duration)
     assert sum(r.in_tokens or 0 for r in ok) == round(result["in_tok_per_s"] * duration)
     assert all(r.tpot_ms is not None and r.target == 0 for r in ok)
+    # The figures `campaign requests` shows come from these rows: 40 requests claim a p90 (64 needed: too few)
+    # and the run's own p50 TTFT; every request met a one-minute E2E limit.
+    ttft = next(t for t in figures.tails if t.name == "ttft")
+    assert figures.requests == 40 and ttft.n == 40 and ttft.p90.estimate is None and ttft.p90.needed == 64
+    assert ttft.p50 == pytest.approx(result["ttft_ms_p50"], rel=1e-3, abs=0.01)
+    assert figures.slo is not None and (figures.slo.good, figures.slo.n) == (40, 40)

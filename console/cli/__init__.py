@@ -24,6 +24,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kill", "kill a launch or an arm on a box (confirms)"),
     ("bench", "benchmark the node: every serving replica of an arm at once"),
     ("compare", "is one configuration faster than another, or a tie inside the spread"),
+    ("requests", "one bench run from its requests: honest tails, interactivity, SLO goodput"),
     ("tripwire", "run the corruption tripwire against a launch"),
     ("quality", "task accuracy per item: import, run, compare, list, pairs"),
     ("kldiff", "logit-level divergence of two launches, read against a control pair"),

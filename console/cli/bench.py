@@ -55,6 +55,7 @@ def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
     admits = f", a replica admits {row.admitted} streams" if row.admitted is not None else ""
     print(f"  seed {row.seed}, {row.prompts} prompts, prefix caching {_caching(row.prefix_caching)}{admits}")
     print(f"  {row.served}")
+    print(f"  row {row.id}: `campaign requests {row.id} --slo ttft:MS,tpot:MS` reads its requests")
     for r in replicas if len(replicas) > 1 else []:
         print(
             f"    replica {r.replica} {r.launch_id}: {r.streams} streams, {r.requests} requests, "

@@ -69,9 +69,17 @@ from console.readmodel.records import (
     TripwireRun,
     TripwireVerdict,
 )
+from console.readmodel.request_figures import (
+    DEFINITIONS,
+    MetricTails,
+    RequestFigures,
+    SloFigures,
+    request_figures,
+)
 from console.readmodel.requests import RequestTiming, bench_request_count, bench_requests
 from console.readmodel.results import (
     RESULT_SORTS,
+    bench_row,
     bench_rows,
     bench_run,
     best_by,
@@ -84,6 +92,12 @@ from console.readmodel.results import (
 from console.readmodel.sweeps import moe_evidence, sweep_status, sweep_statuses
 
 __all__ = [
+    "DEFINITIONS",
+    "MetricTails",
+    "RequestFigures",
+    "SloFigures",
+    "request_figures",
+    "bench_row",
     "NOT_RECORDED",
     "box_list",
     "box_named",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from console.errors import InputError
 from console.readmodel.records import (
     KernelUse,
     ReplicaResult,
@@ -91,6 +92,17 @@ def bench_run(store: Store, run_id: str) -> ResultRow | None:
     """The bench row of the bench command ``run_id`` (what ``campaign bench`` shows), once ingested."""
     rows = store.rows(f"{_BENCH_SELECT} WHERE b.run_id = ? ORDER BY b.id", [run_id])
     return _result(rows[0]) if rows else None
+
+
+def bench_row(store: Store, spec: str) -> ResultRow:
+    """The bench row named by its id or its bench command's run id; an unknown one is a one-line InputError."""
+    rows = store.rows(f"{_BENCH_SELECT} WHERE b.id = ? OR b.run_id = ? ORDER BY b.id LIMIT 1", [spec, spec])
+    if not rows:
+        raise InputError(
+            f"no bench row {spec!r} in {store.path}",
+            "`campaign export summary` lists the rows with their ids; a run id is what `campaign bench` printed",
+        )
+    return _result(rows[0])
 
 
 def latest_bench(store: Store, box: str, start: int, at: int) -> ResultRow | None:
