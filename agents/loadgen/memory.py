@@ -60,9 +60,11 @@ response (wire.TAIL), the prompt aside (measured 29.6 KB at one process, 33.2 KB
 PROMPT_TOKEN_BYTES = 10
 """Per prompt token of each stream's request in flight: the token ids as JSON text, about 7 bytes an id
 of a 150k vocabulary, and the transport's copy while the socket is full (measured 7.7 to 9.3)."""
-RECORD_BYTES = 1280
+RECORD_BYTES = 1780
 """Each measured request's record, in worker and parent, and its share of the statistics and of the
-records file's writing (measured 977 B peak RSS at one process, 1,182 B PSS at two)."""
+records file's writing (measured 977 B peak RSS at one process, 1,182 B PSS at two), plus its row of the
+result's ``request_timings`` (run.request_timings: 289 B held a row, 497 B at the peak of encoding the
+block as JSON, traced with tracemalloc over 20,000 requests of 128 tokens)."""
 EVENT_BYTES = 72
 """Each token event of each record, at one socket read per token (a decode pace): its stamp and count
 in worker and parent, and its gap in the pooled ITL list (measured 68 B peak RSS at one process, 43 B
