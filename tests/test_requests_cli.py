@@ -84,6 +84,7 @@ def test_a_p99_from_too_few_requests_says_so_and_a_p90_has_its_estimate(db: Path
     assert "(1000/median TPOT)" in out and "(output tok/s / C)" in out
     assert "100.0 tok/s/user (1000/median TPOT)" in out  # TPOT 10 ms
     assert "100.0 tok/s/user (output tok/s / C)" in out  # 800 out tok/s over 8 streams
+    assert "energy" not in out  # no launch, no GPU samples: nothing to integrate, nothing said
 
 
 def test_an_slo_given_afterwards_counts_every_request_and_rests_its_verdict_on_the_estimate(db: Path) -> None:

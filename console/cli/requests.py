@@ -4,7 +4,9 @@ Tails as honest as the request count allows: beside each empirical p90/p99 of TT
 LoadGen's early-stopping estimate for that many requests (a p99 from too few requests says so and how many
 it needs); interactivity by both of the field's definitions; throughput per GPU; and, with ``--slo``, the
 share of requests meeting every limit (with its Wilson interval), the goodput, and a p99 verdict per limit
-that rests on the estimate. Computed from the stored timings: a new SLO needs no re-run. Only reads.
+that rests on the estimate. Computed from the stored timings: a new SLO needs no re-run. Beside them, the
+GPUs' energy over the run's window, integrated from the agent's 1 Hz power samples (NVML's energy counter is
+not journaled yet), or why it is not valid. Only reads.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from console.cli.common import open_store, print_json, print_table
 from console.errors import InputError
-from console.readmodel import DEFINITIONS, RequestFigures, request_figures
+from console.readmodel import DEFINITIONS, ENERGY_SOURCE, RequestFigures, request_figures
 from console.tails import TailEstimate, parse_slo
 
 
@@ -59,8 +61,32 @@ def _show(f: RequestFigures) -> None:
     )
     gpus = f"{f.gpus} GPU{'s' if f.gpus != 1 else ''}" if f.gpus else "GPUs not known"
     print(f"  per GPU ({gpus}): {_rate(f.out_per_gpu, 'out tok/s')}, {_rate(f.total_per_gpu, 'total tok/s')}")
+    _show_energy(f)
     if f.slo is not None:
         _show_slo(f)
+
+
+def _show_energy(f: RequestFigures) -> None:
+    """One line labelled with its source, or the reasons it is not valid, one a line; nothing at all for a run
+    without GPU samples (a CPU box, an imported row)."""
+    e = f.energy
+    label = f"energy ({ENERGY_SOURCE})"
+    if e is None:
+        if f.energy_note:
+            print(f"  {label}: not computed: {f.energy_note}")
+        return
+    if not e.valid:
+        print(f"  {label}: not valid, the samples cannot support it:")
+        for reason in e.reasons:
+            print(f"    {reason}")
+        return
+    per_token = "-" if e.j_per_out_token is None else f"{e.j_per_out_token:,.4g} J/out token"
+    per_watt = "-" if e.out_tok_per_s_per_w is None else f"{e.out_tok_per_s_per_w:,.4g} out tok/s per W"
+    gpus = f"{len(e.gpus)} GPU{'s' if len(e.gpus) != 1 else ''}"
+    print(
+        f"  {label}: {e.joules:,.0f} J over the {e.window_s:,.1f} s window, {per_token}, {per_watt}, "
+        f"{e.avg_power_w:,.0f} W average ({gpus})"
+    )
 
 
 def _show_slo(f: RequestFigures) -> None:
@@ -93,6 +119,8 @@ def _json(f: RequestFigures) -> dict[str, Any]:
         "out_tok_per_s_per_gpu": f.out_per_gpu,
         "total_tok_per_s_per_gpu": f.total_per_gpu,
         "slo": None if f.slo is None else {**asdict(f.slo), "verdict": f.slo.verdict},
+        "energy": None if f.energy is None else {**asdict(f.energy), "label": f"energy ({ENERGY_SOURCE})"},
+        "energy_note": f.energy_note,
         "definitions": DEFINITIONS,
     }
 

@@ -15,6 +15,7 @@ from console.readmodel.campaign import (
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
 from console.readmodel.database import database_path, now_ms
 from console.readmodel.deadlines import timer_entries, timer_entry, timer_log
+from console.readmodel.energy import ENERGY_SOURCE, GpuEnergy, RunEnergy, energy_note, run_energy
 from console.readmodel.inventory import box_list, box_named, box_status, ingest_health, lint_box
 from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
@@ -93,6 +94,11 @@ from console.readmodel.sweeps import moe_evidence, sweep_status, sweep_statuses
 
 __all__ = [
     "DEFINITIONS",
+    "ENERGY_SOURCE",
+    "GpuEnergy",
+    "RunEnergy",
+    "energy_note",
+    "run_energy",
     "MetricTails",
     "RequestFigures",
     "SloFigures",

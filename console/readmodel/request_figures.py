@@ -2,8 +2,9 @@
 definitions the field uses, throughput per GPU, and, for any SLO, attainment, goodput and a verdict.
 
 Every figure is computed here from the stored request timings (``bench_requests``), never re-measured: a new
-SLO asks nothing of the box. Which definition each figure uses travels with it (``DEFINITIONS``), since the
-field's tools disagree (vLLM's plot_pareto divides output tok/s by the concurrency; InferenceX inverts the
+SLO asks nothing of the box; the energy is integrated from the journaled GPU power samples
+(``console/readmodel/energy.py``). Which definition each figure uses travels with it (``DEFINITIONS``), since
+the field's tools disagree (vLLM's plot_pareto divides output tok/s by the concurrency; InferenceX inverts the
 median TPOT; ``console/tails.py`` says how an early-stopping estimate differs from a plain percentile).
 """
 
@@ -15,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from console.errors import InputError
+from console.readmodel.energy import ENERGY_SOURCE, RunEnergy, energy_note, measured_gpus, run_energy
 from console.readmodel.records import ResultRow
 from console.readmodel.requests import RequestTiming, bench_requests
 from console.readmodel.results import bench_row
 from console.store import Store
-from console.store.jsonutil import json_list
 from console.tails import SloVerdict, TailEstimate, slo_verdict, tail, wilson
 
 METRICS: tuple[tuple[str, str], ...] = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("e2el", "e2e_ms"))
@@ -37,6 +38,11 @@ DEFINITIONS: dict[str, str] = {
     "per GPU": "the run's tok/s divided by the GPUs of the replicas it measured",
     "attainment": "share of all requests (errors count against) meeting every limit, Wilson 95% interval",
     "goodput": "requests meeting every limit per second of the run (vLLM --goodput, DistServe)",
+    "energy": "each measured GPU's power integrated over the run's window by the trapezoidal rule, edges "
+    f"interpolated, GPUs summed (InferenceX aggregate_power); from {ENERGY_SOURCE}; invalid past a 3 s "
+    "sample gap, under 2 samples a GPU, or a power limit change",
+    "J/out token": "joules / (output tok/s x duration): the load generator's output tokens",
+    "out tok/s per W": "output tok/s / average power of the measured GPUs together: output tokens per joule",
 }
 
 
@@ -80,6 +86,10 @@ class RequestFigures:
     interactivity_per_slot: float | None
     gpus: int | None  # GPUs of the replicas measured; None: not known (or CPU replicas)
     slo: SloFigures | None
+    energy: RunEnergy | None = (
+        None  # None: no window, no samples (a CPU box, an imported row) or GPUs unknown
+    )
+    energy_note: str | None = None  # why a box with power samples over the run still gives no energy figure
 
     @property
     def out_per_gpu(self) -> float | None:
@@ -159,15 +169,11 @@ def _slo(rows: Sequence[RequestTiming], limits: dict[str, float], duration_s: fl
     )
 
 
-def _gpus(store: Store, bench_id: int) -> int | None:
-    """The GPUs of the replicas a run measured, from their launches; None when any is unknown or none has one."""
-    rows = store.rows(
-        """SELECT l.gpus FROM bench_replicas r JOIN launches l ON l.id = r.launch_id
-           WHERE r.bench_run_id = ?""",
-        [bench_id],
-    )
-    counts = [len(json_list(r["gpus"])) for r in rows]
-    return sum(counts) if counts and all(counts) else None
+def _gpus(store: Store, bench: ResultRow) -> int | None:
+    """The GPUs of the replicas a run measured (``energy.measured_gpus``, the same ones its energy sums);
+    None when any is unknown or none has one."""
+    keys = measured_gpus(store, bench)
+    return len(keys) if keys else None
 
 
 def request_figures(store: Store, spec: str, limits: dict[str, float] | None = None) -> RequestFigures:
@@ -191,6 +197,8 @@ def request_figures(store: Store, spec: str, limits: dict[str, float] | None = N
         interactivity_per_slot=(bench.out_tok_per_s / bench.concurrency)
         if bench.out_tok_per_s is not None and bench.concurrency
         else None,
-        gpus=_gpus(store, bench.id),
+        gpus=_gpus(store, bench),
         slo=_slo(rows, limits, bench.duration_s) if limits else None,
+        energy=run_energy(store, bench),
+        energy_note=energy_note(store, bench),
     )
