@@ -1,6 +1,7 @@
 """``campaign``: one entry point, a subcommand per capability.
 
-Each subcommand lives in its own module with ``register(subparsers)``; plain ``campaign`` opens the TUI.
+Each subcommand lives in its own module with ``register(subparsers)`` (named as the command, or as
+``MODULES`` says); plain ``campaign`` opens the TUI.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kill", "kill a launch or an arm on a box (confirms)"),
     ("bench", "benchmark the node: every serving replica of an arm at once"),
     ("compare", "is one configuration faster than another, or a tie inside the spread"),
+    ("import", "import another client's runs (vllm bench serve, vllm bench sweep) as imported bench rows"),
     ("requests", "one bench run from its requests: honest tails, interactivity, SLO goodput"),
     ("tripwire", "run the corruption tripwire against a launch"),
     ("quality", "task accuracy per item: import, run, compare, list, pairs"),
@@ -35,6 +37,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("report", "write a markdown handover of the campaign"),
     ("demo", "build a state.db from the campaign write-up's published figures"),
 )
+MODULES: dict[str, str] = {"import": "imports"}
+"""A command whose name is a Python keyword lives in a module of another name (``console.cli.<module>``)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -71,7 +75,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     chosen = _chosen_command(argv)
     for name, help_text in COMMANDS:
         if name == chosen:
-            module = importlib.import_module(f"console.cli.{name}")
+            module = importlib.import_module(f"console.cli.{MODULES.get(name, name)}")
             module.register(sub, help_text)
         else:
             sub.add_parser(name, help=help_text, add_help=False)

@@ -7,9 +7,9 @@ console.store.conditions; the box's enforced power limit, the launch's tripwire)
 written bare; a failed tripwire marks every throughput row of that launch diagnostic-only. A bench row is
 a node row: every serving replica measured at once, each one's share in ``bench_replicas``.
 
-Imported figures (the demo campaign) are written by ``record_import`` in one transaction, traced to an
-``imports`` row by ``import_id``: the same files imported twice change nothing, changed files replace
-their own rows and nothing else.
+Imported figures (the demo campaign; another client's runs, ``campaign import vllm-bench``) are written by
+``record_import`` in one transaction, traced to an ``imports`` row by ``import_id``: the same files imported
+twice change nothing, changed files replace their own rows and nothing else.
 
 This module writes; what views, reports and exports read of these tables is console.readmodel's
 (results.py and campaign.py there), as records.
@@ -279,6 +279,11 @@ class ImportPayload:
     box_max_power: dict[str, float] = field(default_factory=dict)  # the board maximum per GPU, by box
     kldiff_runs: list[ImportedKldiff] = field(default_factory=list)
     """In order, a control before the pairs read against it (console/store/kldiff.py)."""
+    client_runs: list[dict[str, Any]] = field(default_factory=list)
+    """Bench rows another client measured (``vllm bench serve``: ops/vllm_bench.py), as ``bench_runs`` columns
+    with a ``request_timings`` block. No imported launch stands behind them, so kernel line, tripwire and
+    power limit are what the row gives (unknown unless the operator said); each one's requests are stored
+    as ``bench_requests`` rows, as a measured run's are."""
 
     @property
     def row_count(self) -> int:
@@ -292,6 +297,7 @@ class ImportPayload:
             + len(self.quality_runs)
             + len(self.quality_pairs)
             + len(self.kldiff_runs)
+            + len(self.client_runs)
         )
 
 
@@ -683,6 +689,27 @@ class Results:
         )
         for row in payload.eval_runs:
             self.add_eval_run({**row, "t_ms": now, "source": "imported", "import_id": import_id})
+        for client_run in payload.client_runs:
+            self._import_client_run(client_run, import_id)
+
+    def _import_client_run(self, row: Mapping[str, Any], import_id: int) -> None:
+        """One row another client measured, with its requests: the same checks and ``raw`` summary as
+        ``add_bench_run`` gives a measured row, none of the conditions only this console's launches know."""
+        for key in ("arm", "shape", "concurrency"):
+            if row.get(key) in (None, ""):
+                raise ResultError(f"imported bench row without {key!r}: the import must name it")
+        timings, summary = _timings(row)
+        values = _encode(
+            {
+                **row,
+                "raw": _without_timings(row.get("raw"), summary),
+                "source": "imported",
+                "import_id": import_id,
+            },
+            BENCH_COLUMNS,
+        )
+        bench_id = self.store.insert("bench_runs", values)
+        self.store.db.conn.executemany(_TIMINGS_INSERT, ((bench_id, *t) for t in timings))
 
     def _import_box(self, box: Box) -> None:
         existing = self.store.rows("SELECT status FROM boxes WHERE name = ?", [box.name])
