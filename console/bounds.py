@@ -152,6 +152,15 @@ PRICE_PER_HOUR = FloatBound(
     " USD per hour",
     "give what the box costs per hour, e.g. 2.74 (0 for an owned box)",
 )
+POWER_LIMIT_W = FloatBound(
+    "a power limit",
+    0.0,
+    5000.0,
+    " W",
+    "give the enforced limit per GPU the runs ran under, e.g. 600",
+    above=True,
+)
+"""``--power-limit``: per GPU, as the console's own rows record it (the box's enforced limit)."""
 UTILISATION = FloatBound(
     "a utilisation", 0.0, 1.0, "", "give the share of paid hours worked, e.g. 0.7", above=True
 )

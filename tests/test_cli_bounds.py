@@ -31,6 +31,7 @@ from console.bounds import (
     MAX_TOKENS,
     PORT,
     POSITIONS,
+    POWER_LIMIT_W,
     PRICE_PER_HOUR,
     PROMPTS,
     REPEAT,
@@ -159,6 +160,16 @@ OPTIONS = [
     ),
     Option(("quality", "compare", "--", "{v}", "1"), "a", ROW_ID.parse),
     Option(("quality", "compare", "--", "1", "{v}"), "b", ROW_ID.parse),
+    Option(
+        ("import", "vllm-bench", "r.json", "--shape", "tiny", "--concurrency={v}"),
+        "concurrency",
+        CONCURRENCY.parse,
+    ),
+    Option(
+        ("import", "vllm-bench", "r.json", "--shape", "tiny", "--power-limit={v}"),
+        "power_limit",
+        POWER_LIMIT_W.parse,
+    ),
 ]
 
 

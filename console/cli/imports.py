@@ -14,23 +14,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from console.bounds import FloatBound
+from console.bounds import POWER_LIMIT_W
 from console.cli.common import argument, concurrency_arg, open_store, print_json, say
 from console.errors import InputError
 from console.recipes import load_catalog
 from console.recipes.model import Shape
 from console.timeutil import zone
 from ops.vllm_bench import Imported, Options, import_vllm_bench
-
-POWER_LIMIT_W = FloatBound(
-    "a power limit",
-    0.0,
-    5000.0,
-    " W",
-    "give the enforced limit per GPU the runs ran under, e.g. 600",
-    above=True,
-)
-"""``--power-limit``: per GPU, as the console's own rows record it (the box's enforced limit)."""
 
 
 def _shape(name: str) -> Shape:
