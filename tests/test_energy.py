@@ -5,10 +5,8 @@ leaves the joules unknown. The state.db is built through the store's own ingest,
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.loadgen.metrics import TIMING_COLUMNS
-from console.cli import main
 from console.readmodel import ENERGY_SOURCE, bench_row, energy_note, request_figures, run_energy
 from console.readmodel.energy import integrate_power, power_at
 from console.store import Box, Store
+from tests.support.cli import run_cli
 
 T0 = 1_788_658_020_000  # 2026-09-06 01:27:00 UTC: the run's window is [T0, T0 + 10 s]
 WINDOW_MS = 10_000
@@ -94,13 +92,6 @@ STRADDLING = [-500 + 1000 * k for k in range(12)]
 """1 Hz samples from 0.5 s before the window to 0.5 s after it: both edges fall between two samples."""
 
 
-def _campaign(db: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(["--db", str(db), *argv])
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "state.db"
@@ -126,7 +117,7 @@ def test_constant_300_w_on_two_gpus_over_10_s_is_6000_j_and_per_token_figures_fo
     assert e.out_tok_per_s_per_w == pytest.approx(OUT_TOK_PER_S / 600.0)
     assert e.source == ENERGY_SOURCE and "not the NVML energy counter" in e.source
 
-    code, out, _ = _campaign(db, "requests", "bench-1")
+    code, out, _ = run_cli(db, "requests", "bench-1")
     assert code == 0
     line = next(x for x in out.splitlines() if x.strip().startswith("energy"))
     assert "GPU samples, 1 Hz; not the NVML energy counter" in line
@@ -134,7 +125,7 @@ def test_constant_300_w_on_two_gpus_over_10_s_is_6000_j_and_per_token_figures_fo
     assert "1.333 out tok/s per W" in line and "600 W average (2 GPUs)" in line
     assert "per GPU (2 GPUs): 400.0 out tok/s" in out  # the same GPUs as the energy sums
 
-    code, out, _ = _campaign(db, "requests", "bench-1", "--json")
+    code, out, _ = run_cli(db, "requests", "bench-1", "--json")
     data = json.loads(out)
     assert data["energy"]["joules"] == pytest.approx(6_000.0) and data["energy"]["valid"] is True
     assert "not the NVML energy counter" in data["energy"]["label"] and data["energy_note"] is None
@@ -173,7 +164,7 @@ def test_a_5_s_gap_inside_the_window_makes_it_invalid_with_the_reason(db: Path) 
     assert e.joules == pytest.approx(6_000.0)  # integrated all the same, and shown as invalid
     assert any("GPU 0 on b1" in r and "5 s gap" in r for r in e.reasons), e.reasons
     assert any("GPU 1 on b1" in r for r in e.reasons)
-    code, out, _ = _campaign(db, "requests", "bench-1")
+    code, out, _ = run_cli(db, "requests", "bench-1")
     energy = out[out.index("  energy (") :]
     assert "not valid" in energy and " J over" not in energy
     assert "    GPU 0 on b1: a 5 s gap between power samples (over 3 s)" in energy.splitlines()
@@ -207,9 +198,9 @@ def test_a_cpu_run_has_no_energy_and_the_cli_says_nothing_about_it(db: Path) -> 
         assert run_energy(store, bench) is None and energy_note(store, bench) is None
         figures = request_figures(store, "bench-1")
     assert figures.energy is None and figures.energy_note is None
-    code, out, _ = _campaign(db, "requests", "bench-1")
+    code, out, _ = run_cli(db, "requests", "bench-1")
     assert code == 0 and "energy" not in out.lower()
-    code, out, _ = _campaign(db, "requests", "bench-1", "--json")
+    code, out, _ = run_cli(db, "requests", "bench-1", "--json")
     assert json.loads(out)["energy"] is None
 
 
@@ -222,7 +213,7 @@ def test_gpus_not_recorded_are_not_guessed_and_the_cli_says_why(db: Path) -> Non
         assert run_energy(store, bench) is None
         note = energy_note(store, bench)
     assert note is not None and "not recorded" in note
-    code, out, _ = _campaign(db, "requests", "bench-1")
+    code, out, _ = run_cli(db, "requests", "bench-1")
     assert "not computed" in out and "not recorded" in out
 
 

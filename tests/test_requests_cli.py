@@ -5,20 +5,18 @@ per limit, with no re-run."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agents.loadgen.metrics import TIMING_COLUMNS
-from console.cli import main
 from console.readmodel import request_figures
 from console.store import Box, Store
 from console.tails import min_queries, wilson
+from tests.support.cli import run_cli
 
 T0 = 1_788_658_020_000
 
@@ -61,13 +59,6 @@ def _store_bench(db: Path, rows: list[list[Any]], run_id: str = "bench-1") -> in
         )
 
 
-def _campaign(db: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = main(["--db", str(db), *argv])
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "state.db"
@@ -75,7 +66,7 @@ def db(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_p99_from_too_few_requests_says_so_and_a_p90_has_its_estimate(db: Path) -> None:
     bench_id = _store_bench(db, _rows(200, slow_every=50))
-    code, out, _ = _campaign(db, "requests", str(bench_id))
+    code, out, _ = run_cli(db, "requests", str(bench_id))
     assert code == 0, out
     assert f"row {bench_id}: tiny-cpu short C8 on b1: 200 requests (200 ok, 0 failed)" in out
     ttft = next(line for line in out.splitlines() if line.strip().startswith("ttft"))
@@ -105,7 +96,7 @@ def test_an_slo_given_afterwards_counts_every_request_and_rests_its_verdict_on_t
     assert verdicts["tpot"].needed_more > 0
     assert slo.verdict == "misses"
 
-    code, out, _ = _campaign(db, "requests", "bench-1", "--slo", "ttft:300,tpot:50", "--json")
+    code, out, _ = run_cli(db, "requests", "bench-1", "--slo", "ttft:300,tpot:50", "--json")
     assert code == 0
     data = json.loads(out)
     assert (
@@ -116,7 +107,7 @@ def test_an_slo_given_afterwards_counts_every_request_and_rests_its_verdict_on_t
 
 def test_a_p99_verdict_with_too_few_requests_says_how_many_more(db: Path) -> None:
     bench_id = _store_bench(db, _rows(100))
-    code, out, _ = _campaign(db, "requests", str(bench_id), "--slo", "e2el:1000")
+    code, out, _ = run_cli(db, "requests", str(bench_id), "--slo", "e2el:1000")
     assert code == 0
     assert "SLO e2el <= 1000 ms: too-few" in out
     assert "100 of 100 requests meet every limit: 100.0% (Wilson 95%:" in out
@@ -133,7 +124,7 @@ def test_a_p99_verdict_with_too_few_requests_says_how_many_more(db: Path) -> Non
 )
 def test_bad_input_is_one_line_and_exit_2(db: Path, argv: list[str], said: str) -> None:
     _store_bench(db, _rows(10))
-    code, out, err = _campaign(db, *argv)
+    code, out, err = run_cli(db, *argv)
     assert code == 2 and out == ""
     assert said in err and len(err.strip().splitlines()) <= 2, err
 
@@ -143,5 +134,5 @@ def test_a_row_without_timings_says_why_and_what_to_do(db: Path) -> None:
         bench_id = store.results.add_bench_run(
             {"arm": "a", "shape": "short", "concurrency": 2, "t_ms": T0, "out_tok_per_s": 5.0, "raw": {}}
         )
-    code, _, err = _campaign(db, "requests", str(bench_id))
+    code, _, err = run_cli(db, "requests", str(bench_id))
     assert code == 2 and "has no request timings" in err and "campaign bench" in err
