@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kill", "kill a launch or an arm on a box (confirms)"),
     ("bench", "benchmark the node: every serving replica of an arm at once"),
     ("compare", "is one configuration faster than another, or a tie inside the spread"),
+    ("pareto", "the throughput-per-GPU vs interactivity frontier across arms, ties inside the spread"),
     ("import", "import another client's runs (vllm bench serve, vllm bench sweep) as imported bench rows"),
     ("requests", "one bench run from its requests: honest tails, interactivity, SLO goodput"),
     ("tripwire", "run the corruption tripwire against a launch"),

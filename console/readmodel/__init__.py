@@ -19,6 +19,7 @@ from console.readmodel.energy import ENERGY_SOURCE, GpuEnergy, RunEnergy, energy
 from console.readmodel.inventory import box_list, box_named, box_status, ingest_health, lint_box
 from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
+from console.readmodel.pareto import Frontier, ParetoPoint, Spread, pareto
 from console.readmodel.quality import (
     compare_runs,
     noise_floor,
@@ -181,6 +182,10 @@ __all__ = [
     "moe_evidence",
     "launches",
     "noise_floor",
+    "pareto",
+    "Frontier",
+    "ParetoPoint",
+    "Spread",
     "published_comparisons",
     "quality_ledger",
     "quality_run",
