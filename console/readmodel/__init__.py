@@ -13,6 +13,7 @@ from console.readmodel.campaign import (
     imports,
 )
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
+from console.readmodel.curves import CURVE_DEFINITIONS, CurvePointView, CurveView, RunPoint, curve, curves
 from console.readmodel.database import database_path, now_ms
 from console.readmodel.deadlines import timer_entries, timer_entry, timer_log
 from console.readmodel.energy import ENERGY_SOURCE, GpuEnergy, RunEnergy, energy_note, run_energy
@@ -94,6 +95,12 @@ from console.readmodel.results import (
 from console.readmodel.sweeps import moe_evidence, sweep_status, sweep_statuses
 
 __all__ = [
+    "CURVE_DEFINITIONS",
+    "CurvePointView",
+    "CurveView",
+    "RunPoint",
+    "curve",
+    "curves",
     "DEFINITIONS",
     "ENERGY_SOURCE",
     "GpuEnergy",

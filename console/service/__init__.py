@@ -11,6 +11,7 @@ one fleet of box links.
 from console.service.base import ServiceError, describe
 from console.service.boxes import BoxIntents, Connected, HostKey
 from console.service.checks import CheckIntents
+from console.service.curves import CurveIntents, CurvePlan, CurveWalk
 from console.service.kldiff import KldiffIntents, KldiffOptions, KldiffOutcome
 from console.service.launches import (
     DEFAULT_READY_TIMEOUT_S,
@@ -33,7 +34,9 @@ from console.store.timers import ACTIONS as TIMER_ACTIONS
 from console.store.timers import Timer
 
 
-class Service(BoxIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents, CheckIntents):
+class Service(
+    BoxIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents, CurveIntents, CheckIntents
+):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
 
@@ -45,6 +48,8 @@ __all__ = [
     "Box",
     "DEFAULT_READY_TIMEOUT_S",
     "Connected",
+    "CurvePlan",
+    "CurveWalk",
     "HostKey",
     "KillPlan",
     "KldiffOptions",

@@ -21,6 +21,7 @@ import sqlite_utils
 from console.store.boxes import Boxes
 from console.store.checks import Checks
 from console.store.commands import Commands
+from console.store.curves import Curves
 from console.store.errors import ReadOnlyStore, StoreError, StoreTooNew, disk_full, full_disk_guard
 from console.store.ingest import Ingest
 from console.store.kldiff import Kldiff
@@ -179,6 +180,7 @@ class Store:
         self.sweeps = Sweeps(self)
         self.quality = Quality(self)
         self.kldiff = Kldiff(self)
+        self.curves = Curves(self)
 
     # -- opening ---------------------------------------------------------------------------------
     def _check_path(self) -> None:

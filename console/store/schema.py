@@ -593,5 +593,44 @@ V14 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14)
+V15 = Migration(
+    15,
+    "curves: one arm measured at a list of concurrencies, each point a node row, resumable point by point",
+    (
+        # A curve is identified by (arm, box, shape, concurrency, repeat): the same command resumes the newest
+        # one not done. Each point is measured by the bench (`Service.bench`), its rows in bench_runs.
+        """CREATE TABLE curves (
+            id INTEGER PRIMARY KEY,
+            arm TEXT NOT NULL,                          -- the arm's name (a launch id given resolves to its arm)
+            box TEXT NOT NULL,                          -- the box its node was measured on
+            shape TEXT NOT NULL,                        -- the workload shape (recipes/shapes.toml)
+            concurrency TEXT NOT NULL,                  -- JSON list of the points' C, ascending, no repeats
+            repeat INTEGER NOT NULL,                    -- runs per point: above 1, each point is a repeat group
+            prompts_per_slot INTEGER,                   -- measured requests per stream (prompts = K x C);
+                                                        -- NULL: the bench's default
+            created_ms INTEGER NOT NULL,                -- when the curve was first asked for
+            updated_ms INTEGER NOT NULL,                -- its latest change of state or point
+            -- running (or its console died), done (every point stored), interrupted (stopped, or a point
+            -- failed: the same command measures the points not yet stored)
+            state TEXT NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'done', 'interrupted'))
+        )""",
+        "CREATE INDEX curves_identity ON curves(arm, box, shape, state)",
+        """CREATE TABLE curve_points (
+            curve_id INTEGER NOT NULL REFERENCES curves(id) ON DELETE CASCADE,
+            concurrency INTEGER NOT NULL,               -- the streams in flight at this point (its -c)
+            position INTEGER NOT NULL,                  -- 0.. in the curve's concurrency list
+            state TEXT NOT NULL DEFAULT 'pending'       -- pending, running (or its console died), done, failed
+                CHECK (state IN ('pending', 'running', 'done', 'failed')),
+            reason TEXT,                                -- why it failed or was interrupted; NULL otherwise
+            repeat_group TEXT,                          -- bench_runs.repeat_group of its runs (repeat above 1)
+            bench_run_ids TEXT,                         -- JSON list of its bench_runs ids, in run order
+            started_ms INTEGER,                         -- when its latest measurement began
+            ended_ms INTEGER,                           -- when it was stored, failed or interrupted
+            PRIMARY KEY (curve_id, position),
+            UNIQUE (curve_id, concurrency)
+        )""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15)
 LATEST = MIGRATIONS[-1].version

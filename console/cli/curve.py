@@ -1,0 +1,211 @@
+"""``campaign curve ARM|LAUNCH [--box NAME] --shape SHAPE (--concurrency 1,2,4,8 | --ladder 1:64:x2)
+[--repeat N] [--prompts-per-slot K] [--new] [--json]``: the arm's curve, measured point by point.
+
+Each point is one ``campaign bench`` at that concurrency (a node row; with ``--repeat N`` a repeat group),
+and the curve's record links them. Interrupted (Ctrl-C, a killed console, a failed point), the same command
+again measures only the points not yet stored; ``--new`` starts another curve instead. Printed: one row per
+point (out tok/s as the median of its repeats with their min-max, per GPU where the GPUs are known, both
+interactivity definitions labelled, TTFT and TPOT p50, its state), then throughput against interactivity
+(1000/TPOT), one point per concurrency. ``--json``: the curve, its points and the definitions of each figure.
+Progress, one line per point, goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from console import bounds
+from console.cli.common import (
+    Column,
+    print_json,
+    print_table,
+    run,
+    say,
+    store_and_service,
+)
+from console.cli.measure import progress_line, ticker
+from console.errors import InputError
+from console.readmodel import CURVE_DEFINITIONS, CurvePointView, CurveView, curve
+from console.service import CurvePlan, CurveWalk, Service
+from console.service.curves import concurrency_list, ladder
+
+CHART_WIDTH = 72
+DEFAULT_TIMEOUT_S = 3600.0
+T = TypeVar("T")
+CHART_HEIGHT = 18
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _out(p: CurvePointView) -> str:
+    if p.out_tok_per_s is None:
+        return "-"
+    if len(p.runs) < 2:
+        return _num(p.out_tok_per_s)
+    return f"{_num(p.out_tok_per_s)} ({_num(p.out_low)}-{_num(p.out_high)})"
+
+
+def _row(p: CurvePointView) -> dict[str, object]:
+    return {
+        "c": p.concurrency,
+        "out": _out(p),
+        "gpu": _num(p.out_per_gpu) if p.out_per_gpu is not None else "",
+        "itpot": _num(p.interactivity_tpot),
+        "islot": _num(p.interactivity_per_slot),
+        "ttft": _num(p.ttft_ms_p50),
+        "tpot": _num(p.tpot_ms_p50),
+        "state": p.state if p.reason is None else f"{p.state}: {p.reason}",
+    }
+
+
+COLUMNS = [
+    Column("c", "C", right=True),
+    Column("out", "OUT TOK/S (MIN-MAX)", right=True),
+    Column("gpu", "PER GPU", right=True),
+    Column("itpot", "TOK/S/USER 1000/TPOT", right=True),
+    Column("islot", "TOK/S/USER OUT/C", right=True),
+    Column("ttft", "TTFT P50 MS", right=True),
+    Column("tpot", "TPOT P50 MS", right=True),
+    Column("state", "STATE"),
+]
+
+
+def chart(view: CurveView, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> list[str]:
+    """Throughput (per GPU when every plotted point knows its GPUs) against interactivity (1000/TPOT), one
+    point per concurrency, labelled with it; no lines when fewer than two points have both figures."""
+    shown = [p for p in view.points if p.out_tok_per_s is not None and p.interactivity_tpot is not None]
+    if len(shown) < 2:
+        return []
+    per_gpu = all(p.out_per_gpu is not None for p in shown)
+    ys = [(p.out_per_gpu if per_gpu else p.out_tok_per_s) or 0.0 for p in shown]
+    xs = [p.interactivity_tpot or 0.0 for p in shown]
+    import plotext
+
+    plotext.terminal.limit(False, False)  # the size asked for, not the terminal's (as console/charts.py)
+    f = plotext.figure
+    f.clear()
+    f.plot_size(width, height)
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    pad_x, pad_y = (x1 - x0) * 0.15 or 1.0, (y1 - y0) * 0.08 or 1.0
+    f.ruler("x").lim(x0 - pad_x, x1 + pad_x)
+    f.ruler("y").lim(y0 - pad_y, y1 + pad_y)
+    for x, y, p in zip(xs, ys, shown, strict=True):  # the mark is the label's first (or last) cell
+        right = x > (x0 + x1) / 2
+        label = f"C{p.concurrency}*" if right else f"*C{p.concurrency}"
+        f.draw(f.text(x, y, label, alignment="right" if right else "left"))
+    f.label("interactivity: 1000 / median TPOT (tok/s/user)", "x")
+    f.title(f"{'out tok/s per GPU' if per_gpu else 'out tok/s (node)'} against interactivity, * a point")
+    rows = str(f.build().string(colorless=True)).rstrip("\n").split("\n")
+    f.clear()
+    return rows
+
+
+def show(view: CurveView, walk: CurveWalk | None) -> None:
+    print(
+        f"curve #{view.id}: {view.arm} {view.shape} on {view.box}, C {','.join(map(str, view.concurrency))}, "
+        f"{view.repeat} run(s) a point, {view.done}/{len(view.points)} stored ({view.state})"
+    )
+    if walk is not None:
+        measured = ", ".join(f"C{c}" for c in walk.measured) or "nothing (every point was stored)"
+        print(f"  measured now: {measured}")
+    print_table([_row(p) for p in view.points], COLUMNS, indent=2)
+    for line in chart(view):
+        print(line)
+
+
+async def _walk(service: Service, plan: CurvePlan, timeout_s: float) -> CurveWalk:
+    """The walk, with SIGTERM read as an operator's interrupt: the running point is recorded as interrupted."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        with progress_line() as line:
+            return await service.walk_curve(plan, timeout_s=timeout_s, tick=ticker("bench"), said=line.say)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _levels(args: argparse.Namespace) -> list[int]:
+    if args.ladder is not None:
+        return ladder(args.ladder)
+    return concurrency_list(args.concurrency)
+
+
+def _option(text: str | None, name: str, parse: Callable[[str], T]) -> T | None:
+    """A number as typed, read through its bound (console/bounds.py): a refusal is one line naming the option."""
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except InputError as exc:
+        raise InputError(f"curve: argument {name}: {exc.message}", exc.hint) from exc
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Everything typed is read before the store opens: a refusal stores nothing (exit 2)."""
+    levels = _levels(args)
+    repeat = _option(args.repeat, "--repeat", bounds.REPEAT.parse) or 1
+    per_slot = _option(args.prompts_per_slot, "--prompts-per-slot", bounds.PROMPTS.parse)
+    timeout_s = _option(args.timeout, "--timeout", bounds.WAIT_S.parse) or DEFAULT_TIMEOUT_S
+    with store_and_service(args) as (store, service):
+        plan = service.open_curve(args.target, args.box, args.shape, levels, repeat, per_slot, new=args.new)
+        word = "resuming" if plan.resumed else "started"
+        say(f"{word} curve #{plan.curve.id} ({len(plan.curve.concurrency)} points)")
+        try:
+            walk = run(service, lambda: _walk(service, plan, timeout_s))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            say(f"curve #{plan.curve.id} interrupted: run the same command again to resume it")
+            return 130
+        view = curve(store, plan.curve.id)
+    if args.json:
+        print_json(
+            {
+                "curve": view.summary(),
+                "measured_now": list(walk.measured),
+                "points": [p.summary() for p in view.points],
+                "definitions": CURVE_DEFINITIONS,
+            }
+        )
+        return 0
+    show(view, walk)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
+    p = sub.add_parser(
+        "curve", help=help_text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("target", metavar="ARM_OR_LAUNCH", help="an arm (its live launch on --box) or a launch id")
+    p.add_argument("--box", metavar="NAME", help="the box (required for an arm; a launch id names its own)")
+    p.add_argument("--shape", required=True, help="a workload shape from recipes/shapes.toml")
+    levels = p.add_mutually_exclusive_group(required=True)
+    levels.add_argument("--concurrency", metavar="C,C,...", help="the points, e.g. 1,2,4,8")
+    levels.add_argument(
+        "--ladder",
+        metavar="START:END:xF",
+        help="START, START*F, ... up to END (END included), e.g. 1:64:x2",
+    )
+    p.add_argument("--repeat", metavar="N", help="runs per point, stored as a repeat group (default 1)")
+    p.add_argument(
+        "--prompts-per-slot",
+        metavar="K",
+        help="measured requests per stream: K x C a point (default: the bench's 8 x C)",
+    )
+    p.add_argument(
+        "--new", action="store_true", help="start a new curve even if one of the same is unfinished"
+    )
+    p.add_argument(
+        "--timeout",
+        metavar="S",
+        help="how long to wait for each run's row (default 3600 s)",
+    )
+    p.add_argument("--json", action="store_true", help="print the curve as JSON (and nothing else) on stdout")
+    p.set_defaults(func=_run)

@@ -1,0 +1,218 @@
+"""Curves read from the store: each point's bench rows summarised the way a curve is plotted.
+
+A point is the median of its repeats (with their min-max), its latencies and interactivity from the stored
+request timings (``request_figures``: the same definitions ``campaign requests`` prints, labelled), and its
+throughput per GPU only where the GPUs of the measured replicas are known (``request_figures``' count, never
+re-derived here). A row without request timings falls back to the row's own p50 columns.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from console.errors import InputError
+from console.readmodel.records import ResultRow
+from console.readmodel.request_figures import DEFINITIONS as REQUEST_DEFINITIONS
+from console.readmodel.request_figures import request_figures
+from console.readmodel.results import bench_row
+from console.store import Store
+
+CURVE_DEFINITIONS: dict[str, str] = {
+    "out tok/s": "output tokens per second of the node, the median of the point's repeats (min-max beside it)",
+    "out tok/s per GPU": REQUEST_DEFINITIONS["per GPU"] + "; blank where they are not known (CPU replicas)",
+    "interactivity (1000/TPOT)": REQUEST_DEFINITIONS["interactivity (1000/TPOT)"] + ", median of the repeats",
+    "interactivity (per slot)": REQUEST_DEFINITIONS["interactivity (per slot)"] + ", median of the repeats",
+    "ttft p50": "median time to the first token over the run's requests, ms, median of the repeats",
+    "tpot p50": "median " + REQUEST_DEFINITIONS["tpot"] + ", ms, median of the repeats",
+}
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One bench row of a point, read as a curve needs it."""
+
+    row_id: int
+    out_tok_per_s: float | None
+    gpus: int | None
+    interactivity_tpot: float | None
+    interactivity_per_slot: float | None
+    ttft_ms_p50: float | None
+    tpot_ms_p50: float | None
+
+
+@dataclass(frozen=True)
+class CurvePointView:
+    concurrency: int
+    position: int
+    state: str  # pending, running, done, failed
+    reason: str | None
+    repeat_group: str | None
+    runs: tuple[RunPoint, ...]
+    started_ms: int | None
+    ended_ms: int | None
+
+    @property
+    def out_tok_per_s(self) -> float | None:
+        return _median([r.out_tok_per_s for r in self.runs])
+
+    @property
+    def out_low(self) -> float | None:
+        values = [r.out_tok_per_s for r in self.runs if r.out_tok_per_s is not None]
+        return min(values) if values else None
+
+    @property
+    def out_high(self) -> float | None:
+        values = [r.out_tok_per_s for r in self.runs if r.out_tok_per_s is not None]
+        return max(values) if values else None
+
+    @property
+    def gpus(self) -> int | None:
+        """The GPUs of the measured replicas when every run knows the same count; None otherwise."""
+        counts = {r.gpus for r in self.runs}
+        return counts.pop() if len(counts) == 1 else None
+
+    @property
+    def out_per_gpu(self) -> float | None:
+        out, gpus = self.out_tok_per_s, self.gpus
+        return None if out is None or not gpus else out / gpus
+
+    @property
+    def interactivity_tpot(self) -> float | None:
+        return _median([r.interactivity_tpot for r in self.runs])
+
+    @property
+    def interactivity_per_slot(self) -> float | None:
+        return _median([r.interactivity_per_slot for r in self.runs])
+
+    @property
+    def ttft_ms_p50(self) -> float | None:
+        return _median([r.ttft_ms_p50 for r in self.runs])
+
+    @property
+    def tpot_ms_p50(self) -> float | None:
+        return _median([r.tpot_ms_p50 for r in self.runs])
+
+    def summary(self) -> dict[str, object]:
+        """The point as ``campaign curve --json`` gives it: figures named as in CURVE_DEFINITIONS."""
+        return {
+            "concurrency": self.concurrency,
+            "state": self.state,
+            "reason": self.reason,
+            "repeat_group": self.repeat_group,
+            "bench_run_ids": [r.row_id for r in self.runs],
+            "out_tok_per_s": self.out_tok_per_s,
+            "out_tok_per_s_min": self.out_low,
+            "out_tok_per_s_max": self.out_high,
+            "gpus": self.gpus,
+            "out_tok_per_s_per_gpu": self.out_per_gpu,
+            "interactivity_tpot": self.interactivity_tpot,
+            "interactivity_per_slot": self.interactivity_per_slot,
+            "ttft_ms_p50": self.ttft_ms_p50,
+            "tpot_ms_p50": self.tpot_ms_p50,
+            "started_ms": self.started_ms,
+            "ended_ms": self.ended_ms,
+        }
+
+
+@dataclass(frozen=True)
+class CurveView:
+    id: int
+    arm: str
+    box: str
+    shape: str
+    concurrency: tuple[int, ...]
+    repeat: int
+    prompts_per_slot: int | None
+    state: str  # running, done, interrupted
+    created_ms: int
+    updated_ms: int
+    points: tuple[CurvePointView, ...]
+
+    @property
+    def done(self) -> int:
+        return sum(1 for p in self.points if p.state == "done")
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "arm": self.arm,
+            "box": self.box,
+            "shape": self.shape,
+            "concurrency": list(self.concurrency),
+            "repeat": self.repeat,
+            "prompts_per_slot": self.prompts_per_slot,
+            "state": self.state,
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+        }
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _run_point(store: Store, row_id: int) -> RunPoint:
+    """One row's figures from its request timings; a row without them (none stored) from its own columns."""
+    try:
+        f = request_figures(store, str(row_id))
+    except InputError:
+        row: ResultRow = bench_row(store, str(row_id))
+        tpot = row.tpot_ms_p50
+        per_slot = (
+            row.out_tok_per_s / row.concurrency if row.out_tok_per_s is not None and row.concurrency else None
+        )
+        return RunPoint(
+            row.id, row.out_tok_per_s, None, 1000 / tpot if tpot else None, per_slot, row.ttft_ms_p50, tpot
+        )
+    tails = {t.name: t for t in f.tails}
+    return RunPoint(
+        row_id=f.bench.id,
+        out_tok_per_s=f.bench.out_tok_per_s,
+        gpus=f.gpus,
+        interactivity_tpot=f.interactivity_tpot,
+        interactivity_per_slot=f.interactivity_per_slot,
+        ttft_ms_p50=tails["ttft"].p50,
+        tpot_ms_p50=tails["tpot"].p50,
+    )
+
+
+def curve(store: Store, curve_id: int) -> CurveView:
+    """The curve ``curve_id`` with each point's figures; an unknown id is a one-line InputError."""
+    rows = store.rows("SELECT * FROM curves WHERE id = ?", [curve_id])
+    if not rows:
+        raise InputError(f"no curve #{curve_id} in {store.path}", "`campaign curve ARM ...` starts one")
+    c = store.curves.get(curve_id)
+    points = tuple(
+        CurvePointView(
+            concurrency=p.concurrency,
+            position=p.position,
+            state=p.state,
+            reason=p.reason,
+            repeat_group=p.repeat_group,
+            runs=tuple(_run_point(store, i) for i in p.bench_run_ids) if p.state == "done" else (),
+            started_ms=p.started_ms,
+            ended_ms=p.ended_ms,
+        )
+        for p in store.curves.points(curve_id)
+    )
+    return CurveView(
+        c.id,
+        c.arm,
+        c.box,
+        c.shape,
+        c.concurrency,
+        c.repeat,
+        c.prompts_per_slot,
+        c.state,
+        c.created_ms,
+        c.updated_ms,
+        points,
+    )
+
+
+def curves(store: Store) -> list[CurveView]:
+    """Every curve, oldest first."""
+    return [curve(store, c.id) for c in store.curves.all()]

@@ -1,0 +1,187 @@
+"""Curve intents: one arm measured at a list of concurrencies, point by point, through the bench.
+
+Why a curve and not a point: one concurrency says nothing of the trade the operator buys, throughput against
+the speed each user sees; a curve does. Each point is exactly a ``campaign bench`` (``Service.bench``: the
+same node, the same checks, the same rows, a repeat group with ``--repeat N``), so a curve's points are
+bench rows like any other and ``campaign compare``/``requests`` read them as such. The curve's record
+(``store.curves``) links them and says which are stored, so running the same command again after an
+interruption measures only the points not yet stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from console import bounds
+from console.errors import ConsoleError, InputError
+from console.service.runs import DEFAULT_BENCH_TIMEOUT_S, RunIntents
+from console.store.curves import CurveRow
+
+MAX_POINTS = 64
+"""A curve's points at most: a list longer than this is a typo, not a measurement plan."""
+
+_LADDER = re.compile(r"\s*([^:]+):([^:]+):[xX]([^:]+)\s*")
+
+
+def ladder(text: str) -> list[int]:
+    """``START:END:xF`` as the concurrencies START, START*F, ... up to END, END included even when it is not a
+    power of F. START and END are concurrencies (console/bounds.py), F a whole factor of 2 or more; any
+    other text is refused in one line (an ``InputError``, also a ``ValueError`` where a bound refused it)."""
+    match = _LADDER.fullmatch(text)
+    if match is None:
+        raise InputError(
+            f"--ladder {bounds.shown(text)}: expected START:END:xFACTOR", "e.g. --ladder 1:64:x2"
+        )
+    start = bounds.CONCURRENCY.parse(match.group(1))
+    end = bounds.CONCURRENCY.parse(match.group(2))
+    factor_text = match.group(3).strip()
+    if not re.fullmatch(r"[0-9]{1,3}", factor_text, re.ASCII) or int(factor_text) < 2:
+        raise InputError(
+            f"--ladder {bounds.shown(text)}: the factor must be a whole number of 2 or more", "e.g. x2"
+        )
+    if end < start:
+        raise InputError(f"--ladder {bounds.shown(text)}: END {end} is below START {start}")
+    factor = int(factor_text)
+    points = []
+    c = start
+    while c < end:
+        points.append(c)
+        c *= factor
+    points.append(end)
+    return points
+
+
+def concurrency_list(text: str) -> list[int]:
+    """``1,2,4,8`` as a curve's concurrencies: each a concurrency (console/bounds.py), none twice, at most
+    MAX_POINTS; sorted ascending, since a curve is read along its concurrency."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise InputError(f"--concurrency {bounds.shown(text)}: expected a comma-separated list, e.g. 1,2,4,8")
+    if len(parts) > MAX_POINTS:
+        raise InputError(f"--concurrency: {len(parts)} values", f"give at most {MAX_POINTS}")
+    return checked_levels([bounds.CONCURRENCY.parse(p) for p in parts])
+
+
+def checked_levels(levels: list[int]) -> list[int]:
+    """The concurrencies as the service accepts them (any adapter's): bounded, none twice, ascending."""
+    if not levels:
+        raise InputError("a curve needs at least one concurrency", "give --concurrency 1,2,4,8")
+    if len(levels) > MAX_POINTS:
+        raise InputError(f"a curve of {len(levels)} points", f"give at most {MAX_POINTS}")
+    for c in levels:
+        bounds.CONCURRENCY.check(c, "concurrency")
+    twice = sorted({c for c in levels if levels.count(c) > 1})
+    if twice:
+        raise InputError(f"concurrency {twice[0]} is given twice", "name each concurrency once")
+    return sorted(levels)
+
+
+@dataclass(frozen=True)
+class CurvePlan:
+    """What ``open_curve`` settled: the curve to walk and whether it is one resumed."""
+
+    curve: CurveRow
+    resumed: bool
+    target: str
+    given_box: str | None
+
+    @property
+    def prompts_per_slot(self) -> int | None:
+        return self.curve.prompts_per_slot
+
+
+@dataclass(frozen=True)
+class CurveWalk:
+    """What one walk of a curve did: the concurrencies it measured now (none when it was stored already)."""
+
+    curve_id: int
+    measured: tuple[int, ...]
+
+
+class CurveIntents(RunIntents):
+    def open_curve(
+        self,
+        target: str,
+        box: str | None,
+        shape: str,
+        concurrency: list[int],
+        repeat: int = 1,
+        prompts_per_slot: int | None = None,
+        *,
+        new: bool = False,
+    ) -> CurvePlan:
+        """The curve this command walks: the newest unfinished one of the same identity (arm, box, shape,
+        concurrency list, repeat), else (or with ``new``) a new one. Every point is checked as the bench would
+        check it before anything is stored, so a refusal stores nothing."""
+        levels = checked_levels(list(concurrency))
+        bounds.REPEAT.check(repeat, "--repeat")
+        node = self.bench_node(target, box)
+        existing = None if new else self.store.curves.unfinished(node.arm, node.box, shape, levels, repeat)
+        if existing is not None and prompts_per_slot not in (None, existing.prompts_per_slot):
+            raise InputError(
+                f"curve #{existing.id} was started with --prompts-per-slot {existing.prompts_per_slot or 'default'}",
+                "resume it without --prompts-per-slot, or give --new to start another curve",
+            )
+        per_slot = existing.prompts_per_slot if existing is not None else prompts_per_slot
+        for c in levels:
+            prompts = (
+                None if per_slot is None else bounds.PROMPTS.check(per_slot * c, f"--prompts-per-slot x C{c}")
+            )
+            if c < len(node.replicas):
+                raise InputError(
+                    f"concurrency {c} is below the {len(node.replicas)} replicas of {node.arm} on {node.box}",
+                    f"give every replica a stream: start the curve at {len(node.replicas)} or more",
+                )
+            self.check_bench_size(node.box, shape, c, prompts)
+        if existing is not None:
+            return CurvePlan(existing, True, target, box)
+        created = self.store.curves.create(node.arm, node.box, shape, levels, repeat, prompts_per_slot)
+        return CurvePlan(created, False, target, box)
+
+    async def walk_curve(
+        self,
+        plan: CurvePlan,
+        *,
+        timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
+        tick: Callable[[float], None] | None = None,
+        said: Callable[[str], None] | None = None,
+    ) -> CurveWalk:
+        """Measure every point of the curve not yet stored, in order, each through ``bench``; each stored point
+        is committed at once. A failed bench marks its point failed and stops the curve (the error raised);
+        an interruption (Ctrl-C, cancellation) puts the running point back to pending, the curve interrupted."""
+        curve = plan.curve
+        say = said or (lambda _: None)
+        todo = [p for p in self.store.curves.points(curve.id) if p.state != "done"]
+        total = len(curve.concurrency)
+        measured: list[int] = []
+        for point in todo:
+            c = point.concurrency
+            say(f"curve #{curve.id}: C{c} ({point.position + 1}/{total}) measuring, {curve.repeat} run(s)")
+            self.store.curves.start_point(curve.id, point.position)
+            prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
+            try:
+                outcome = await self.bench(
+                    plan.target, plan.given_box, curve.shape, c, prompts, None, curve.repeat,
+                    timeout_s=timeout_s, tick=tick,
+                )  # fmt: skip
+            except ConsoleError as exc:
+                self.store.curves.fail_point(curve.id, point.position, str(exc))
+                say(f"curve #{curve.id}: C{c} failed: {exc}")
+                raise
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                self.store.curves.interrupt_point(
+                    curve.id, point.position, "interrupted while it was measured; measured again on resume"
+                )
+                raise
+            group = outcome.group.id if outcome.group else None
+            self.store.curves.finish_point(curve.id, point.position, group, [r.id for r in outcome.rows])
+            measured.append(c)
+            best = outcome.group.median if outcome.group else outcome.rows[0].out_tok_per_s
+            say(
+                f"curve #{curve.id}: C{c} stored: out {best or 0:,.1f} tok/s (rows {', '.join(str(r.id) for r in outcome.rows)})"
+            )
+        self.store.curves.set_state(curve.id, "done")
+        return CurveWalk(curve.id, tuple(measured))

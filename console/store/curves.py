@@ -1,0 +1,209 @@
+"""``store.curves``: the record of a curve, one arm measured at a list of concurrencies, point by point.
+
+Why the curve's progress lives in state.db and not in the command's memory: a curve is many benches in a row
+on a rented box, and the console may die half-way (Ctrl-C, a dropped laptop, a killed process). Each point
+is committed the moment its rows are stored, so running the same command again measures only the points
+not yet stored; a point that was running when the console stopped reads ``running`` (or ``pending`` with the
+reason, when the console saw the interruption) and is measured again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from console.store.errors import StoreError
+from console.store.jsonutil import dumps, json_list
+
+if TYPE_CHECKING:
+    from console.store.connection import Connection
+
+CURVE_STATES = ("running", "done", "interrupted")
+POINT_STATES = ("pending", "running", "done", "failed")
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    id: int
+    arm: str
+    box: str
+    shape: str
+    concurrency: tuple[int, ...]
+    repeat: int
+    prompts_per_slot: int | None
+    created_ms: int
+    updated_ms: int
+    state: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CurveRow:
+        return cls(
+            id=row["id"],
+            arm=row["arm"],
+            box=row["box"],
+            shape=row["shape"],
+            concurrency=tuple(int(c) for c in json_list(row["concurrency"])),
+            repeat=row["repeat"],
+            prompts_per_slot=row["prompts_per_slot"],
+            created_ms=row["created_ms"],
+            updated_ms=row["updated_ms"],
+            state=row["state"],
+        )
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    curve_id: int
+    concurrency: int
+    position: int
+    state: str
+    reason: str | None
+    repeat_group: str | None
+    bench_run_ids: tuple[int, ...]
+    started_ms: int | None
+    ended_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CurvePoint:
+        return cls(
+            curve_id=row["curve_id"],
+            concurrency=row["concurrency"],
+            position=row["position"],
+            state=row["state"],
+            reason=row["reason"],
+            repeat_group=row["repeat_group"],
+            bench_run_ids=tuple(int(i) for i in json_list(row["bench_run_ids"])),
+            started_ms=row["started_ms"],
+            ended_ms=row["ended_ms"],
+        )
+
+
+class Curves:
+    def __init__(self, store: Connection):
+        self.store = store
+
+    def create(
+        self,
+        arm: str,
+        box: str,
+        shape: str,
+        concurrency: list[int],
+        repeat: int,
+        prompts_per_slot: int | None,
+    ) -> CurveRow:
+        """A new curve with every point pending, in the order of ``concurrency``, in one transaction: a curve
+        is never stored without its points."""
+        now = self.store.clock()
+        with self.store.atomic():
+            curve_id = self.store.insert(
+                "curves",
+                {
+                    "arm": arm,
+                    "box": box,
+                    "shape": shape,
+                    "concurrency": dumps(concurrency),
+                    "repeat": repeat,
+                    "prompts_per_slot": prompts_per_slot,
+                    "created_ms": now,
+                    "updated_ms": now,
+                    "state": "running",
+                },
+            )
+            for position, c in enumerate(concurrency):
+                self.store.insert(
+                    "curve_points",
+                    {"curve_id": curve_id, "concurrency": c, "position": position, "state": "pending"},
+                )
+        return self.get(curve_id)
+
+    def get(self, curve_id: int) -> CurveRow:
+        rows = self.store.rows("SELECT * FROM curves WHERE id = ?", [curve_id])
+        if not rows:
+            raise StoreError(f"no curve #{curve_id} in {self.store.path}")
+        return CurveRow.from_row(rows[0])
+
+    def unfinished(
+        self, arm: str, box: str, shape: str, concurrency: list[int], repeat: int
+    ) -> CurveRow | None:
+        """The newest curve of this identity that is not done: the one the same command resumes."""
+        rows = self.store.rows(
+            "SELECT * FROM curves WHERE arm = ? AND box = ? AND shape = ? AND concurrency = ? AND repeat = ? "
+            "AND state != 'done' ORDER BY id DESC LIMIT 1",
+            [arm, box, shape, dumps(concurrency), repeat],
+        )
+        return CurveRow.from_row(rows[0]) if rows else None
+
+    def points(self, curve_id: int) -> list[CurvePoint]:
+        rows = self.store.rows("SELECT * FROM curve_points WHERE curve_id = ? ORDER BY position", [curve_id])
+        return [CurvePoint.from_row(r) for r in rows]
+
+    def set_state(self, curve_id: int, state: str) -> None:
+        if state not in CURVE_STATES:
+            raise ValueError(f"curve state {state!r}: one of {', '.join(CURVE_STATES)}")
+        with self.store.atomic():
+            self.store.db.execute(
+                "UPDATE curves SET state = ?, updated_ms = ? WHERE id = ?",
+                [state, self.store.clock(), curve_id],
+            )
+
+    def _point(
+        self, curve_id: int, position: int, values: dict[str, Any], curve_state: str | None = None
+    ) -> None:
+        """Change one point and touch its curve (its state too, when given), in one transaction."""
+        now = self.store.clock()
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self.store.atomic():
+            self.store.db.execute(
+                f"UPDATE curve_points SET {sets} WHERE curve_id = ? AND position = ?",
+                [*values.values(), curve_id, position],
+            )
+            self.store.db.execute(
+                "UPDATE curves SET updated_ms = ?, state = coalesce(?, state) WHERE id = ?",
+                [now, curve_state, curve_id],
+            )
+
+    def start_point(self, curve_id: int, position: int) -> None:
+        """The point is being measured now (its curve running): a console that dies leaves it ``running``."""
+        self._point(
+            curve_id,
+            position,
+            {"state": "running", "reason": None, "started_ms": self.store.clock(), "ended_ms": None},
+            "running",
+        )
+
+    def finish_point(
+        self, curve_id: int, position: int, repeat_group: str | None, bench_run_ids: list[int]
+    ) -> None:
+        """The point's rows are stored: it links them (their group, their ids) and is never measured again."""
+        self._point(
+            curve_id,
+            position,
+            {
+                "state": "done",
+                "reason": None,
+                "repeat_group": repeat_group,
+                "bench_run_ids": dumps(bench_run_ids),
+                "ended_ms": self.store.clock(),
+            },
+        )
+
+    def fail_point(self, curve_id: int, position: int, reason: str) -> None:
+        """The point's bench failed: recorded with the reason; the curve stops, interrupted, to be resumed."""
+        self._point(
+            curve_id,
+            position,
+            {"state": "failed", "reason": reason, "ended_ms": self.store.clock()},
+            "interrupted",
+        )
+
+    def interrupt_point(self, curve_id: int, position: int, reason: str) -> None:
+        """The console was stopped while the point ran: back to pending with the reason, the curve interrupted."""
+        self._point(
+            curve_id,
+            position,
+            {"state": "pending", "reason": reason, "ended_ms": self.store.clock()},
+            "interrupted",
+        )
+
+    def all(self) -> list[CurveRow]:
+        return [CurveRow.from_row(r) for r in self.store.rows("SELECT * FROM curves ORDER BY id")]
