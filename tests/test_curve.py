@@ -134,7 +134,7 @@ def test_migrating_from_the_previous_version_gives_the_fresh_schema(tmp_path: Pa
         fresh.close()
 
 
-def test_a_curve_records_its_points_and_the_newest_unfinished_one_is_resumed(tmp_path: Path) -> None:
+def test_a_curve_records_its_points_and_the_newest_of_its_identity_is_resumed(tmp_path: Path) -> None:
     with Store(tmp_path / "state.db", clock=lambda: 1_000) as store:
         first = store.curves.create("a", "b", "tiny", [1, 2, 4], 2, None)
         points = store.curves.points(first.id)
@@ -143,18 +143,18 @@ def test_a_curve_records_its_points_and_the_newest_unfinished_one_is_resumed(tmp
             (2, 1, "pending"),
             (4, 2, "pending"),
         ]
-        assert store.curves.unfinished("a", "b", "tiny", [1, 2, 4], 2).id == first.id  # type: ignore[union-attr]
-        assert (
-            store.curves.unfinished("a", "b", "tiny", [1, 2, 4], 1) is None
-        )  # repeat is part of the identity
+        assert store.curves.latest("a", "b", "tiny", [1, 2, 4], 2) == first
+        assert store.curves.latest("a", "b", "tiny", [1, 2, 4], 1) is None  # repeat is part of the identity
         store.curves.start_point(first.id, 0)
         store.curves.interrupt_point(first.id, 0, "interrupted")
         assert store.curves.get(first.id).state == "interrupted"
         assert store.curves.points(first.id)[0].state == "pending"
-        second = store.curves.create("a", "b", "tiny", [1, 2, 4], 2, None)
-        assert store.curves.unfinished("a", "b", "tiny", [1, 2, 4], 2) == second  # the newest
+        second = store.curves.create("a", "b", "tiny", [1, 2, 4], 2, None)  # --new
         store.curves.set_state(second.id, "done")
-        assert store.curves.unfinished("a", "b", "tiny", [1, 2, 4], 2).id == first.id  # type: ignore[union-attr]
+        found = store.curves.latest("a", "b", "tiny", [1, 2, 4], 2)
+        assert (
+            found is not None and found.id == second.id
+        )  # the newest, done: the same command measures nothing
         view = curve(store, first.id)
         assert view.done == 0 and [p.concurrency for p in view.points] == [1, 2, 4]
         with pytest.raises(InputError):
@@ -163,7 +163,7 @@ def test_a_curve_records_its_points_and_the_newest_unfinished_one_is_resumed(tmp
 
 # ---------------------------------------------------------------- end to end on the CPU vLLM
 
-CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "tiny", "--concurrency", "1,2,4,8")
+CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--concurrency", "1,2,4,8")
 
 
 def _campaign(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -211,7 +211,7 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
 
         # A fresh server's first requests are slow (allocation, first batches): warmed up before the curve, so
         # its C1 is decode at C1, not warm-up.
-        await service.bench("tiny-cpu", "local", "tiny", 8, prompts=32, timeout_s=300)
+        await service.bench("tiny-cpu", "local", "short", 8, prompts=32, timeout_s=300)
         warm = store.scalar("SELECT count(*) FROM bench_runs")
 
         # (b) The whole curve through the operator's command: every point a stored repeat group, linked.
@@ -229,7 +229,18 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
                 p["out_tok_per_s"] > 0
                 and p["out_tok_per_s_min"] <= p["out_tok_per_s"] <= p["out_tok_per_s_max"]
             )
-            assert p["interactivity_tpot"] > 0 and p["interactivity_per_slot"] > 0
+            assert (p["interactivity_tpot"] or 0) > 0 and (p["interactivity_per_slot"] or 0) > 0, (
+                p,
+                store.rows(
+                    "SELECT bench_run_id, count(*) n, min(tpot_ms), max(tpot_ms), min(out_tokens), max(out_tokens),"
+                    " count(error) FROM bench_requests WHERE bench_run_id IN (?, ?) GROUP BY bench_run_id",
+                    p["bench_run_ids"],
+                ),
+                store.rows(
+                    "SELECT id, tpot_ms_p50, raw IS NULL FROM bench_runs WHERE id IN (?, ?)",
+                    p["bench_run_ids"],
+                ),
+            )
             assert p["gpus"] is None and p["out_tok_per_s_per_gpu"] is None  # CPU replicas: no GPUs
             rows = store.rows(
                 "SELECT concurrency, prompts, repeat_group FROM bench_runs WHERE id IN (?, ?)",
@@ -240,7 +251,10 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
         assert "interactivity (1000/TPOT)" in body["definitions"]
         assert done.stderr.count("stored: out") == 4  # one progress line per point
         assert store.scalar("SELECT count(*) FROM bench_runs") == warm + 8
-        print(f"curve of 4 points x 2 runs: {took:.0f} s")
+        print(
+            f"curve of 4 points x 2 runs: {took:.0f} s, TPOT p50",
+            {c: p["tpot_ms_p50"] for c, p in points.items()},
+        )
 
         again = _campaign(db, *CURVE, "--repeat", "2", "--prompts-per-slot", "4")
         assert again.returncode == 0, again.stderr

@@ -113,13 +113,14 @@ class CurveIntents(RunIntents):
         *,
         new: bool = False,
     ) -> CurvePlan:
-        """The curve this command walks: the newest unfinished one of the same identity (arm, box, shape,
-        concurrency list, repeat), else (or with ``new``) a new one. Every point is checked as the bench would
+        """The curve this command walks: the newest one of the same identity (arm, box, shape, concurrency list,
+        repeat), which measures only its points not yet stored (none, when it is done), else (or with ``new``)
+        a new one. Every point is checked as the bench would
         check it before anything is stored, so a refusal stores nothing."""
         levels = checked_levels(list(concurrency))
         bounds.REPEAT.check(repeat, "--repeat")
         node = self.bench_node(target, box)
-        existing = None if new else self.store.curves.unfinished(node.arm, node.box, shape, levels, repeat)
+        existing = None if new else self.store.curves.latest(node.arm, node.box, shape, levels, repeat)
         if existing is not None and prompts_per_slot not in (None, existing.prompts_per_slot):
             raise InputError(
                 f"curve #{existing.id} was started with --prompts-per-slot {existing.prompts_per_slot or 'default'}",

@@ -122,13 +122,12 @@ class Curves:
             raise StoreError(f"no curve #{curve_id} in {self.store.path}")
         return CurveRow.from_row(rows[0])
 
-    def unfinished(
-        self, arm: str, box: str, shape: str, concurrency: list[int], repeat: int
-    ) -> CurveRow | None:
-        """The newest curve of this identity that is not done: the one the same command resumes."""
+    def latest(self, arm: str, box: str, shape: str, concurrency: list[int], repeat: int) -> CurveRow | None:
+        """The newest curve of this identity, whatever its state: the one the same command resumes (when it is
+        done, the same command measures nothing and shows it; ``--new`` measures another)."""
         rows = self.store.rows(
             "SELECT * FROM curves WHERE arm = ? AND box = ? AND shape = ? AND concurrency = ? AND repeat = ? "
-            "AND state != 'done' ORDER BY id DESC LIMIT 1",
+            "ORDER BY id DESC LIMIT 1",
             [arm, box, shape, dumps(concurrency), repeat],
         )
         return CurveRow.from_row(rows[0]) if rows else None
