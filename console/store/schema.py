@@ -598,7 +598,7 @@ V15 = Migration(
     "curves: one arm measured at a list of concurrencies, each point a node row, resumable point by point",
     (
         # A curve is identified by (arm, box, shape, concurrency, repeat): the same command resumes the newest
-        # one not done. Each point is measured by the bench (`Service.bench`), its rows in bench_runs.
+        # one (nothing, once it is done). Each point is measured by the bench (`Service.bench`), rows in bench_runs.
         """CREATE TABLE curves (
             id INTEGER PRIMARY KEY,
             arm TEXT NOT NULL,                          -- the arm's name (a launch id given resolves to its arm)
