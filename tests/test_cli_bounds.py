@@ -117,6 +117,7 @@ def _list(bound: IntBound, what: str) -> Callable[[str], Any]:
 
 
 BENCH = ("bench", "L-1", "--shape", "router")
+CURVE = ("curve", "L-1", "--shape", "router")
 SWEEP = ("sweep", "run", "fake-test", "--box", "local")
 OPTIONS = [
     Option((*BENCH, "--concurrency={v}"), "concurrency", CONCURRENCY.parse),
@@ -124,6 +125,10 @@ OPTIONS = [
     Option((*BENCH, "-c", "1", "--seed={v}"), "seed", SEED.parse),
     Option((*BENCH, "-c", "1", "--repeat={v}"), "repeat", REPEAT.parse),
     Option((*BENCH, "-c", "1", "--timeout={v}"), "timeout", WAIT_S.parse),
+    Option((*CURVE, "--concurrency={v}"), "concurrency", _list(CONCURRENCY, "concurrency"), raw=True),
+    Option((*CURVE, "--concurrency", "1", "--repeat={v}"), "repeat", REPEAT.parse),
+    Option((*CURVE, "--concurrency", "1", "--prompts-per-slot={v}"), "prompts_per_slot", PROMPTS.parse),
+    Option((*CURVE, "--concurrency", "1", "--timeout={v}"), "timeout", WAIT_S.parse),
     Option(
         ("box", "add", "pro-z", "--ssh", "root@203.0.113.9", "--price-per-hour={v}"),
         "price_per_hour",

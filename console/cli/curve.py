@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from console import bounds
 from console.cli.common import (
     Column,
+    argument,
     print_json,
     print_table,
     run,
@@ -28,14 +28,12 @@ from console.cli.common import (
     store_and_service,
 )
 from console.cli.measure import progress_line, ticker
-from console.errors import InputError
 from console.readmodel import CURVE_DEFINITIONS, CurvePointView, CurveView, curve
 from console.service import CurvePlan, CurveWalk, Service
 from console.service.curves import concurrency_list, ladder
 
 CHART_WIDTH = 72
 DEFAULT_TIMEOUT_S = 3600.0
-T = TypeVar("T")
 CHART_HEIGHT = 18
 
 
@@ -139,22 +137,12 @@ def _levels(args: argparse.Namespace) -> list[int]:
     return concurrency_list(args.concurrency)
 
 
-def _option(text: str | None, name: str, parse: Callable[[str], T]) -> T | None:
-    """A number as typed, read through its bound (console/bounds.py): a refusal is one line naming the option."""
-    if text is None:
-        return None
-    try:
-        return parse(text)
-    except InputError as exc:
-        raise InputError(f"curve: argument {name}: {exc.message}", exc.hint) from exc
-
-
 def _run(args: argparse.Namespace) -> int:
     """Everything typed is read before the store opens: a refusal stores nothing (exit 2)."""
     levels = _levels(args)
-    repeat = _option(args.repeat, "--repeat", bounds.REPEAT.parse) or 1
-    per_slot = _option(args.prompts_per_slot, "--prompts-per-slot", bounds.PROMPTS.parse)
-    timeout_s = _option(args.timeout, "--timeout", bounds.WAIT_S.parse) or DEFAULT_TIMEOUT_S
+    repeat = args.repeat or 1
+    per_slot = args.prompts_per_slot
+    timeout_s = args.timeout or DEFAULT_TIMEOUT_S
     with store_and_service(args) as (store, service):
         plan = service.open_curve(args.target, args.box, args.shape, levels, repeat, per_slot, new=args.new)
         word = "resuming" if plan.resumed else "started"
@@ -193,9 +181,15 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         metavar="START:END:xF",
         help="START, START*F, ... up to END (END included), e.g. 1:64:x2",
     )
-    p.add_argument("--repeat", metavar="N", help="runs per point, stored as a repeat group (default 1)")
+    p.add_argument(
+        "--repeat",
+        type=argument(bounds.REPEAT.parse),
+        metavar="N",
+        help="runs per point, stored as a repeat group (default 1)",
+    )
     p.add_argument(
         "--prompts-per-slot",
+        type=argument(bounds.PROMPTS.parse),
         metavar="K",
         help="measured requests per stream: K x C a point (default: the bench's 8 x C)",
     )
@@ -204,6 +198,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     )
     p.add_argument(
         "--timeout",
+        type=argument(bounds.WAIT_S.parse),
         metavar="S",
         help="how long to wait for each run's row (default 3600 s)",
     )
