@@ -33,9 +33,15 @@ def build_and_run(sdist: Path) -> str:
     with tempfile.TemporaryDirectory() as scratch:
         binary = Path(scratch) / "harness"
         compile_argv = [
-            "g++", "-O2", "-std=c++17", f"-I{sdist}", str(HARNESS), str(sdist / "early_stopping.cc"),
-            "-o", str(binary),
-        ]  # fmt: skip
+            "g++",
+            "-O2",
+            "-std=c++17",
+            f"-I{sdist}",
+            str(HARNESS),
+            str(sdist / "early_stopping.cc"),
+            "-o",
+            str(binary),
+        ]
         subprocess.run(compile_argv, check=True)
         return subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout
 

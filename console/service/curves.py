@@ -165,9 +165,16 @@ class CurveIntents(RunIntents):
             prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
             try:
                 outcome = await self.bench(
-                    plan.target, plan.given_box, curve.shape, c, prompts, None, curve.repeat,
-                    timeout_s=timeout_s, tick=tick,
-                )  # fmt: skip
+                    plan.target,
+                    plan.given_box,
+                    curve.shape,
+                    c,
+                    prompts,
+                    None,
+                    curve.repeat,
+                    timeout_s=timeout_s,
+                    tick=tick,
+                )
             except ConsoleError as exc:
                 self.store.curves.fail_point(curve.id, point.position, str(exc))
                 say(f"curve #{curve.id}: C{c} failed: {exc}")
