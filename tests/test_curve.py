@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -25,7 +24,6 @@ from console.readmodel import curve
 from console.service import Service
 from console.service.curves import checked_levels, concurrency_list, ladder
 from console.store import Box, Store
-from console.store.schema import MIGRATIONS
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
@@ -105,33 +103,6 @@ def test_the_cli_refuses_a_bad_ladder_with_exit_2_and_stores_nothing(
 
 
 # ---------------------------------------------------------------- the record
-
-
-def _schema(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    return sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL").fetchall())
-
-
-def test_migrating_from_the_previous_version_gives_the_fresh_schema(tmp_path: Path) -> None:
-    old = tmp_path / "old.db"
-    conn = sqlite3.connect(old)
-    conn.execute(
-        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ms INTEGER NOT NULL)"
-    )
-    for m in MIGRATIONS[:-1]:
-        for statement in m.statements:
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", [m.version, m.name])
-    conn.commit()
-    conn.close()
-    Store(old).close()
-    Store(tmp_path / "fresh.db").close()
-    migrated, fresh = sqlite3.connect(old), sqlite3.connect(tmp_path / "fresh.db")
-    try:
-        assert _schema(migrated) == _schema(fresh)
-        assert {"curves", "curve_points"} <= set(dict(_schema(fresh)))
-    finally:
-        migrated.close()
-        fresh.close()
 
 
 def test_a_curve_records_its_points_and_the_newest_of_its_identity_is_resumed(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ against the zero-cost server."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
@@ -21,7 +20,6 @@ from agents.loadgen.worker import Record
 from console.readmodel import RequestTiming, bench_request_count, bench_requests, request_figures
 from console.store import Box, Store
 from console.store.results import TIMING_COLUMNS
-from console.store.schema import MIGRATIONS
 from testbed.agent_box import AgentBox
 from tests.support.listening import start_listening, stop
 from tests.test_loadgen import ZERO_SERVER
@@ -206,39 +204,6 @@ def test_a_result_without_timings_stores_as_before(store: Store) -> None:
     )
     assert bench_requests(store, bench_id) == []
     assert json.loads(store.scalar("SELECT raw FROM bench_runs WHERE id = ?", [bench_id])) == result
-
-
-def _schema(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    return sorted(
-        (name, " ".join(sql.split()))
-        for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL")
-    )
-
-
-def test_migrating_from_the_previous_version_gives_the_fresh_schema(tmp_path: Path) -> None:
-    old = tmp_path / "old.db"
-    conn = sqlite3.connect(old)
-    conn.execute(
-        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-        "applied_ms INTEGER NOT NULL)"
-    )
-    for m in MIGRATIONS[:-1]:
-        for statement in m.statements:
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", [m.version, m.name])
-    conn.commit()
-    conn.close()
-    Store(old).close()
-    Store(tmp_path / "fresh.db").close()
-    migrated, fresh = sqlite3.connect(old), sqlite3.connect(tmp_path / "fresh.db")
-    try:
-        assert _schema(migrated) == _schema(fresh)
-        assert "bench_requests" in dict(_schema(fresh))
-        versions = [r[0] for r in migrated.execute("SELECT version FROM schema_migrations ORDER BY version")]
-        assert versions == [m.version for m in MIGRATIONS]
-    finally:
-        migrated.close()
-        fresh.close()
 
 
 # ---------------------------------------------------------------- end to end

@@ -10,6 +10,7 @@ import pytest
 
 from console.store import Box, ReadOnlyStore, Store, StoreError, StoreTooNew
 from console.store.schema import LATEST, MIGRATIONS
+from tests.support.schema import database_at, schema_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -57,6 +58,24 @@ def test_v1_file_is_upgraded_with_its_rows_and_a_backup(tmp_path: Path) -> None:
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
     old = sqlite3.connect(backup)
     assert old.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("version", [m.version for m in MIGRATIONS[:-1]])
+def test_every_earlier_version_migrates_to_the_fresh_schema(tmp_path: Path, version: int) -> None:
+    """A state.db any earlier console left, opened today, ends with exactly the schema of a new one and every
+    migration recorded (v14's bench_requests and v15's curves included)."""
+    database_at(tmp_path / "old.db", version).close()
+    Store(tmp_path / "old.db").close()
+    Store(tmp_path / "fresh.db").close()
+    migrated, fresh = sqlite3.connect(tmp_path / "old.db"), sqlite3.connect(tmp_path / "fresh.db")
+    try:
+        assert schema_of(migrated) == schema_of(fresh)
+        assert {"bench_requests", "curves", "curve_points"} <= set(dict(schema_of(fresh)))
+        versions = [r[0] for r in migrated.execute("SELECT version FROM schema_migrations ORDER BY version")]
+        assert versions == [m.version for m in MIGRATIONS]
+    finally:
+        migrated.close()
+        fresh.close()
 
 
 def test_reopening_latest_does_not_migrate_again(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -28,12 +27,12 @@ from console.service.sweep import SweepError, SweepOptions, SweepQueue
 from console.service.sweep.queue import BoxSlots, fits_nowhere
 from console.store import Box, Store
 from console.store.checks import as_probe
-from console.store.schema import MIGRATIONS
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from testbed import box_python
 from testbed.fake_engine import install, write_model
 from testbed.ports import free_ports
 from tests import test_sweep
+from tests.support.schema import database_at
 
 ROOT = Path(__file__).resolve().parent.parent
 recipes = test_sweep.recipes
@@ -139,15 +138,7 @@ def test_fits_nowhere_waits_for_boxes_whose_size_is_unknown() -> None:
 # -- the store ---------------------------------------------------------------------------------------
 def test_a_v9_sweep_gets_its_box_and_its_last_attempt(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    conn = sqlite3.connect(path)
-    conn.execute(
-        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-        "applied_ms INTEGER NOT NULL)"
-    )
-    for m in MIGRATIONS[:9]:
-        for statement in m.statements:
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", [m.version, m.name])
+    conn = database_at(path, 9)
     conn.execute(
         "INSERT INTO sweeps(id, list, box, shapes, concurrency, state, created_ms, updated_ms) "
         "VALUES (1, 'l', 'pro-a', '[]', '[]', 'interrupted', 10, 20)"
