@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.errors import InputError
-from console.readmodel.records import ResultRow
 from console.readmodel.request_figures import DEFINITIONS as REQUEST_DEFINITIONS
 from console.readmodel.request_figures import request_figures
 from console.readmodel.results import bench_row
-from console.store import Store
+from console.store import Store, StoreError
 
 CURVE_DEFINITIONS: dict[str, str] = {
     "out tok/s": "output tokens per second of the node, the median of the point's repeats (min-max beside it)",
@@ -159,13 +158,9 @@ def _run_point(store: Store, row_id: int) -> RunPoint:
     try:
         f = request_figures(store, str(row_id))
     except InputError:
-        row: ResultRow = bench_row(store, str(row_id))
-        tpot = row.tpot_ms_p50
-        per_slot = (
-            row.out_tok_per_s / row.concurrency if row.out_tok_per_s is not None and row.concurrency else None
-        )
+        row = bench_row(store, str(row_id))
         return RunPoint(
-            row.id, row.out_tok_per_s, None, 1000 / tpot if tpot else None, per_slot, row.ttft_ms_p50, tpot
+            row.id, row.out_tok_per_s, None, row.per_tpot_p50, row.per_slot, row.ttft_ms_p50, row.tpot_ms_p50
         )
     tails = {t.name: t for t in f.tails}
     return RunPoint(
@@ -181,10 +176,12 @@ def _run_point(store: Store, row_id: int) -> RunPoint:
 
 def curve(store: Store, curve_id: int) -> CurveView:
     """The curve ``curve_id`` with each point's figures; an unknown id is a one-line InputError."""
-    rows = store.rows("SELECT * FROM curves WHERE id = ?", [curve_id])
-    if not rows:
-        raise InputError(f"no curve #{curve_id} in {store.path}", "`campaign curve ARM ...` starts one")
-    c = store.curves.get(curve_id)
+    try:
+        c = store.curves.get(curve_id)
+    except StoreError as exc:
+        raise InputError(
+            f"no curve #{curve_id} in {store.path}", "`campaign curve ARM ...` starts one"
+        ) from exc
     points = tuple(
         CurvePointView(
             concurrency=p.concurrency,

@@ -216,11 +216,7 @@ class Frontier:
 
 
 def _x(row: ResultRow, interactivity: Interactivity) -> float | None:
-    if interactivity == "tpot":
-        tpot = row.tpot_ms_p50
-        return 1000.0 / tpot if tpot else None
-    out = row.out_tok_per_s
-    return out / row.concurrency if out is not None and row.concurrency > 0 else None
+    return row.per_tpot_p50 if interactivity == "tpot" else row.per_slot
 
 
 def _denominators(store: Store, group: RepeatGroup) -> tuple[Per | None, list[int]]:

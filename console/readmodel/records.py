@@ -558,6 +558,17 @@ class ResultRow:
         return served_words(self.reasoning_parser, self.thinking, self.sampling)
 
     @property
+    def per_slot(self) -> float | None:
+        """Output tok/s / concurrency: interactivity as vLLM's plot_pareto defines it (prefill and tails in)."""
+        out = self.out_tok_per_s
+        return out / self.concurrency if out is not None and self.concurrency > 0 else None
+
+    @property
+    def per_tpot_p50(self) -> float | None:
+        """1000 / the row's TPOT p50: interactivity as InferenceX defines it, from the row's own column."""
+        return 1000.0 / self.tpot_ms_p50 if self.tpot_ms_p50 else None
+
+    @property
     def marks(self) -> str:
         """The words that must travel with the number (never a colour alone)."""
         words = []

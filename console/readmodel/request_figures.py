@@ -194,9 +194,7 @@ def request_figures(store: Store, spec: str, limits: dict[str, float] | None = N
         ok=sum(1 for r in rows if r.error is None),
         tails=_tails(rows),
         interactivity_tpot=1000 / statistics.median(tpot) if tpot else None,
-        interactivity_per_slot=(bench.out_tok_per_s / bench.concurrency)
-        if bench.out_tok_per_s is not None and bench.concurrency
-        else None,
+        interactivity_per_slot=bench.per_slot,
         gpus=_gpus(store, bench),
         slo=_slo(rows, limits, bench.duration_s) if limits else None,
         energy=run_energy(store, bench),
