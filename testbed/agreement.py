@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.pinning import on_cpus
+from testbed.vllm_bench import bench_serve_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -319,46 +320,21 @@ def run_reference(
     """One run of `vllm bench serve` (``seed`` None: its default, 0): its result under this load generator's
     keys, and its timed ``window`` in perf_counter seconds."""
     name = "vllm.json"
-    argv = [
-        str(target.vllm_python),
-        "-m",
-        "vllm.entrypoints.cli.main",
-        "bench",
-        "serve",
-        "--backend",
-        "vllm",
-        "--base-url",
+    argv = bench_serve_argv(
+        target.vllm_python,
         target.base_url,
-        "--endpoint",
-        "/v1/completions",
-        "--model",
         target.model,
-        "--tokenizer",
-        str(target.tokenizer),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(shape.input_len),
-        "--random-output-len",
-        str(shape.output_len),
-        "--num-prompts",
-        str(shape.prompts),
-        "--max-concurrency",
-        str(shape.concurrency),
-        "--request-rate",
-        "inf",
-        "--ignore-eos",
-        "--percentile-metrics",
-        "ttft,tpot,itl,e2el",
-        "--disable-tqdm",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        str(tmp),
-        "--result-filename",
-        name,
-        *(["--seed", str(seed)] if seed is not None else []),
-    ]
+        target.tokenizer,
+        input_len=shape.input_len,
+        output_len=shape.output_len,
+        prompts=shape.prompts,
+        concurrency=shape.concurrency,
+        result_dir=tmp,
+        result_filename=name,
+        seed=seed,
+        detailed=True,
+        extra=("--percentile-metrics", "ttft,tpot,itl,e2el"),
+    )
     spawn("vllm bench serve", argv, cpus, sampler, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     r = json.loads((tmp / name).read_text())
     # Its request start times are perf_counter readings, CLOCK_MONOTONIC: the same clock in every process.

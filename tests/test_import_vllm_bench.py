@@ -24,6 +24,7 @@ from console.readmodel import ResultRow, bench_requests, bench_rows
 from console.recipes.model import Shape
 from console.store import Store
 from ops.vllm_bench import Options, read_runs, to_row
+from testbed.vllm_bench import bench_serve_argv
 from testbed.vllm_env import VllmEnv
 from testbed.vllm_server import TinyServer
 
@@ -348,43 +349,19 @@ def _console_point(server: TinyServer, tmp_path: Path) -> dict[str, Any]:
 
 def _vllm_bench_serve(server: TinyServer, env: VllmEnv, result_dir: Path) -> Path:
     seed = secrets.randbelow(2**31)
-    argv = [
-        str(env.python),
-        "-m",
-        "vllm.entrypoints.cli.main",
-        "bench",
-        "serve",
-        "--backend",
-        "vllm",
-        "--base-url",
+    argv = bench_serve_argv(
+        env.python,
         server.base_url,
-        "--endpoint",
-        "/v1/completions",
-        "--model",
         server.model,
-        "--tokenizer",
-        str(server.model_dir),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(TINY.input_len),
-        "--random-output-len",
-        str(TINY.output_len),
-        "--ignore-eos",
-        "--num-prompts",
-        "8",
-        "--max-concurrency",
-        "2",
-        "--request-rate",
-        "inf",
-        "--seed",
-        str(seed),
-        "--disable-tqdm",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        str(result_dir),
-    ]
+        server.model_dir,
+        input_len=TINY.input_len,
+        output_len=TINY.output_len,
+        prompts=8,
+        concurrency=2,
+        result_dir=result_dir,
+        seed=seed,
+        detailed=True,
+    )
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"}
     )
