@@ -63,7 +63,7 @@ def test_v1_file_is_upgraded_with_its_rows_and_a_backup(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", [m.version for m in MIGRATIONS[:-1]])
 def test_every_earlier_version_migrates_to_the_fresh_schema(tmp_path: Path, version: int) -> None:
     """A state.db any earlier console left, opened today, ends with exactly the schema of a new one and every
-    migration recorded (v14's bench_requests and v15's curves included)."""
+    migration recorded (v14's bench_requests, v15's curves and v16's rebuilt curve_points included)."""
     database_at(tmp_path / "old.db", version).close()
     Store(tmp_path / "old.db").close()
     Store(tmp_path / "fresh.db").close()

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console.store.errors import StoreError
-from console.store.jsonutil import dumps, json_list
+from console.store.jsonutil import dumps, json_dict_or_none, json_list, json_list_or_none
 
 if TYPE_CHECKING:
     from console.store.connection import Connection
 
 CURVE_STATES = ("running", "done", "interrupted")
+CURVE_SOURCES = ("console", "sweep", "imported")
 POINT_STATES = ("pending", "running", "done", "failed")
 
 
@@ -34,9 +35,16 @@ class CurveRow:
     created_ms: int
     updated_ms: int
     state: str
+    rate: tuple[float, ...] | None  # the points' request rates (req/s); None: closed loop at each concurrency
+    burstiness: float | None  # gamma shape of paced arrivals (1: Poisson); None: not paced
+    source: str  # console, sweep or imported (CURVE_SOURCES)
+    sweep_id: int | None
+    import_id: int | None
+    plan: dict[str, Any] | None  # how points are chosen when not a given list (schema.py V16)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CurveRow:
+        rate = json_list_or_none(row["rate"])
         return cls(
             id=row["id"],
             arm=row["arm"],
@@ -48,6 +56,12 @@ class CurveRow:
             created_ms=row["created_ms"],
             updated_ms=row["updated_ms"],
             state=row["state"],
+            rate=None if rate is None else tuple(float(r) for r in rate),
+            burstiness=row["burstiness"],
+            source=row["source"],
+            sweep_id=row["sweep_id"],
+            import_id=row["import_id"],
+            plan=json_dict_or_none(row["plan"]),
         )
 
 
@@ -62,6 +76,8 @@ class CurvePoint:
     bench_run_ids: tuple[int, ...]
     started_ms: int | None
     ended_ms: int | None
+    rate: float | None  # requests/s the point's arrivals were paced at; None: closed loop at its concurrency
+    replaced_run_ids: tuple[int, ...]  # rows of earlier, invalid measurements of this point, no longer linked
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CurvePoint:
@@ -75,6 +91,8 @@ class CurvePoint:
             bench_run_ids=tuple(int(i) for i in json_list(row["bench_run_ids"])),
             started_ms=row["started_ms"],
             ended_ms=row["ended_ms"],
+            rate=row["rate"],
+            replaced_run_ids=tuple(int(i) for i in json_list(row["replaced_run_ids"])),
         )
 
 

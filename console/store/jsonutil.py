@@ -28,3 +28,11 @@ def json_tuple_or_none(text: str | None) -> tuple[Any, ...] | None:
     """``json_list_or_none`` for frozen records."""
     found = json_list_or_none(text)
     return None if found is None else tuple(found)
+
+
+def json_dict_or_none(text: str | None) -> dict[str, Any] | None:
+    """A JSON object column read back; NULL (or anything that is not an object) reads as None."""
+    if not text:
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None

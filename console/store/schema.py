@@ -632,5 +632,56 @@ V15 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15)
+V16 = Migration(
+    16,
+    "curves paced by request rate and made by sweeps or imports; GPU throttle reasons and energy counter",
+    (
+        # A curve's points are concurrencies (closed loop: C streams, each sending its next request when the
+        # last ends) or request rates (open loop: arrivals paced at R requests/s, at most C in flight).
+        "ALTER TABLE curves ADD COLUMN rate TEXT",  # JSON list of the points' rates (req/s); NULL: closed loop
+        "ALTER TABLE curves ADD COLUMN burstiness REAL",  # gamma shape of the arrivals (1: Poisson); NULL: closed
+        # console (campaign curve), sweep (a sweep's arm x shape over its concurrency list), imported
+        "ALTER TABLE curves ADD COLUMN source TEXT NOT NULL DEFAULT 'console' "
+        "CHECK (source IN ('console', 'sweep', 'imported'))",
+        "ALTER TABLE curves ADD COLUMN sweep_id INTEGER",  # the sweep whose walk measured it (source sweep)
+        "ALTER TABLE curves ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        # How the points were chosen: NULL, the list given; else JSON, e.g. {"mode": "workload", "iters": 4} or
+        # {"mode": "slo", "limits": {"ttft": 500.0}}: their points are added as the walk measures them.
+        "ALTER TABLE curves ADD COLUMN plan TEXT",
+        # curve_points loses UNIQUE (curve_id, concurrency): a rate curve's points share their cap C.
+        """CREATE TABLE curve_points_v16 (
+            curve_id INTEGER NOT NULL REFERENCES curves(id) ON DELETE CASCADE,
+            concurrency INTEGER NOT NULL,               -- the streams in flight at this point (its -c; a rate
+                                                        -- point's cap)
+            position INTEGER NOT NULL,                  -- 0.. in the order the points were planned
+            state TEXT NOT NULL DEFAULT 'pending'       -- pending, running (or its console died), done, failed
+                CHECK (state IN ('pending', 'running', 'done', 'failed')),
+            reason TEXT,                                -- why it failed or was interrupted; NULL otherwise
+            repeat_group TEXT,                          -- bench_runs.repeat_group of its runs (repeat above 1)
+            bench_run_ids TEXT,                         -- JSON list of its bench_runs ids, in run order
+            started_ms INTEGER,                         -- when its latest measurement began
+            ended_ms INTEGER,                           -- when it was stored, failed or interrupted
+            rate REAL,                                  -- requests/s its arrivals were paced at; NULL: closed loop
+            replaced_run_ids TEXT,                      -- JSON list of the rows of earlier, invalid measurements
+                                                        -- of this point (kept, no longer linked); NULL: none
+            PRIMARY KEY (curve_id, position)
+        )""",
+        """INSERT INTO curve_points_v16 (curve_id, concurrency, position, state, reason, repeat_group,
+                                        bench_run_ids, started_ms, ended_ms)
+           SELECT curve_id, concurrency, position, state, reason, repeat_group, bench_run_ids, started_ms,
+                  ended_ms FROM curve_points""",
+        "DROP TABLE curve_points",
+        "ALTER TABLE curve_points_v16 RENAME TO curve_points",
+        # How a bench run was paced: NULL rate, every request at once up to C (vLLM's --request-rate inf).
+        "ALTER TABLE bench_runs ADD COLUMN request_rate REAL",  # requests/s of its arrivals
+        "ALTER TABLE bench_runs ADD COLUMN burstiness REAL",  # gamma shape of its arrivals (1: Poisson)
+        # NVML's clocks event (throttle) reasons bitmask at the sample (nvmlDeviceGetCurrentClocksEventReasons);
+        # NULL: not read. And its total energy counter since the driver loaded (nvmlDeviceGetTotalEnergyConsumption),
+        # mJ; NULL: the GPU has none.
+        "ALTER TABLE gpu_samples ADD COLUMN throttle_reasons INTEGER",
+        "ALTER TABLE gpu_samples ADD COLUMN energy_mj INTEGER",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16)
 LATEST = MIGRATIONS[-1].version
