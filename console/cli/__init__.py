@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kill", "kill a launch or an arm on a box (confirms)"),
     ("bench", "benchmark the node: every serving replica of an arm at once"),
     ("curve", "measure an arm's curve: a bench per concurrency, linked and resumable"),
+    ("curves", "the curves in state.db, each point valid or invalid with its reasons, offline"),
     ("compare", "is one configuration faster than another, or a tie inside the spread"),
     ("pareto", "the throughput-per-GPU vs interactivity frontier across arms, ties inside the spread"),
     ("import", "import another client's runs (vllm bench serve, vllm bench sweep) as imported bench rows"),

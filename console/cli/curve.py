@@ -1,5 +1,5 @@
 """``campaign curve ARM|LAUNCH [--box NAME] --shape SHAPE (--concurrency 1,2,4,8 | --ladder 1:64:x2)
-[--repeat N] [--prompts-per-slot K] [--new] [--json]``: the arm's curve, measured point by point.
+[--repeat N] [--prompts-per-slot K] [--new | --rerun-invalid] [--json]``: the arm's curve, measured point by point.
 
 Each point is one ``campaign bench`` at that concurrency (a node row; with ``--repeat N`` a repeat group),
 and the curve's record links them. Interrupted (Ctrl-C, a killed console, a failed point), the same command
@@ -58,7 +58,7 @@ def _row(p: CurvePointView) -> dict[str, object]:
         "islot": _num(p.interactivity_per_slot),
         "ttft": _num(p.ttft_ms_p50),
         "tpot": _num(p.tpot_ms_p50),
-        "state": p.state if p.reason is None else f"{p.state}: {p.reason}",
+        "state": p.state_text,
     }
 
 
@@ -147,6 +147,13 @@ def _run(args: argparse.Namespace) -> int:
         plan = service.open_curve(args.target, args.box, args.shape, levels, repeat, per_slot, new=args.new)
         word = "resuming" if plan.resumed else "started"
         say(f"{word} curve #{plan.curve.id} ({len(plan.curve.concurrency)} points)")
+        if args.rerun_invalid:
+            reopened = service.reopen_invalid(plan)
+            for point in store.curves.points(plan.curve.id):
+                if point.position in reopened:
+                    say(f"C{point.concurrency} is measured again: {point.reason}")
+            if not reopened:
+                say(f"curve #{plan.curve.id}: no stored point is invalid")
         try:
             walk = run(service, lambda: _walk(service, plan, timeout_s))
         except (KeyboardInterrupt, asyncio.CancelledError):
@@ -193,8 +200,14 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         metavar="K",
         help="measured requests per stream: K x C a point (default: the bench's 8 x C)",
     )
-    p.add_argument(
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
         "--new", action="store_true", help="start a new curve even if one of the same is unfinished"
+    )
+    again.add_argument(
+        "--rerun-invalid",
+        action="store_true",
+        help="measure again the stored points judged invalid (their rows are kept, unlinked), then the rest",
     )
     p.add_argument(
         "--timeout",

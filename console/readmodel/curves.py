@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.errors import InputError
+from console.readmodel.curve_validity import PointValidity, point_validity
 from console.readmodel.request_figures import DEFINITIONS as REQUEST_DEFINITIONS
 from console.readmodel.request_figures import request_figures
 from console.readmodel.results import bench_row
@@ -51,6 +52,16 @@ class CurvePointView:
     runs: tuple[RunPoint, ...]
     started_ms: int | None
     ended_ms: int | None
+    validity: PointValidity | None = None  # None until the point has rows (curve_validity.py)
+    replaced_run_ids: tuple[int, ...] = ()  # rows of its earlier, invalid measurements (--rerun-invalid)
+
+    @property
+    def state_text(self) -> str:
+        """The point's state as every view says it: a stored point is valid, or invalid with its reasons (kept
+        and shown either way); any other state with its reason."""
+        if self.state == "done" and self.validity is not None:
+            return "valid" if self.validity.valid else f"invalid: {'; '.join(self.validity.reasons)}"
+        return self.state if self.reason is None else f"{self.state}: {self.reason}"
 
     @property
     def out_tok_per_s(self) -> float | None:
@@ -112,6 +123,10 @@ class CurvePointView:
             "tpot_ms_p50": self.tpot_ms_p50,
             "started_ms": self.started_ms,
             "ended_ms": self.ended_ms,
+            "valid": None if self.validity is None else self.validity.valid,
+            "invalid_reasons": [] if self.validity is None else list(self.validity.reasons),
+            "notes": [] if self.validity is None else list(self.validity.notes),
+            "replaced_run_ids": list(self.replaced_run_ids),
         }
 
 
@@ -192,6 +207,10 @@ def curve(store: Store, curve_id: int) -> CurveView:
             runs=tuple(_run_point(store, i) for i in p.bench_run_ids) if p.state == "done" else (),
             started_ms=p.started_ms,
             ended_ms=p.ended_ms,
+            validity=point_validity(store, p.bench_run_ids, paced=p.rate is not None)
+            if p.state == "done"
+            else None,
+            replaced_run_ids=p.replaced_run_ids,
         )
         for p in store.curves.points(curve_id)
     )

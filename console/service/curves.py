@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from console import bounds
 from console.errors import ConsoleError, InputError
+from console.readmodel.curve_validity import point_validity
 from console.service.runs import DEFAULT_BENCH_TIMEOUT_S, RunIntents
 from console.store.curves import CurveRow
 
@@ -141,6 +142,22 @@ class CurveIntents(RunIntents):
             return CurvePlan(existing, True, target, box)
         created = self.store.curves.create(node.arm, node.box, shape, levels, repeat, prompts_per_slot)
         return CurvePlan(created, False, target, box)
+
+    def reopen_invalid(self, plan: CurvePlan) -> tuple[int, ...]:
+        """Put the curve's stored points judged invalid (``readmodel.curve_validity``) back to pending, their rows
+        kept but unlinked, so the walk measures only them again; the positions reopened, in order. Valid points
+        and points not yet stored are left as they are."""
+        reopened = []
+        for point in self.store.curves.points(plan.curve.id):
+            if point.state != "done":
+                continue
+            judged = point_validity(self.store, point.bench_run_ids, paced=point.rate is not None)
+            if judged is None or judged.valid:
+                continue
+            why = "; ".join(judged.reasons)
+            self.store.curves.reopen_point(plan.curve.id, point.position, f"measured again: invalid ({why})")
+            reopened.append(point.position)
+        return tuple(reopened)
 
     async def walk_curve(
         self,

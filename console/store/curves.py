@@ -213,6 +213,30 @@ class Curves:
             "interrupted",
         )
 
+    def reopen_point(self, curve_id: int, position: int, reason: str) -> None:
+        """A stored point judged invalid is to be measured again: back to pending with the reason, its rows moved
+        to ``replaced_run_ids`` (kept in bench_runs, no longer the point's) and the curve to resume."""
+        held = self.store.rows(
+            "SELECT bench_run_ids, replaced_run_ids FROM curve_points WHERE curve_id = ? AND position = ?",
+            [curve_id, position],
+        )
+        if not held:
+            raise StoreError(f"curve #{curve_id} has no point at position {position}")
+        replaced = json_list(held[0]["replaced_run_ids"]) + json_list(held[0]["bench_run_ids"])
+        self._point(
+            curve_id,
+            position,
+            {
+                "state": "pending",
+                "reason": reason,
+                "repeat_group": None,
+                "bench_run_ids": None,
+                "replaced_run_ids": dumps(replaced),
+                "ended_ms": None,
+            },
+            "interrupted",
+        )
+
     def interrupt_point(self, curve_id: int, position: int, reason: str) -> None:
         """The console was stopped while the point ran: back to pending with the reason, the curve interrupted."""
         self._point(
