@@ -165,7 +165,7 @@ def test_failures_a_client_bound_run_and_a_short_concurrency_each_say_why(tmp_pa
     failed = _closed_loop(32, C, [400.0])
     failed[-1][-1] = "HTTP 500: boom"
     failed[-1][2:7] = [None] * 5
-    runs = [
+    runs: list[dict[str, Any]] = [
         {"concurrency": C, "rows": failed},
         {"concurrency": 2 * C, "client_bound": True, "client_cpu": 0.97},
         {"concurrency": 3 * C, "rows": _closed_loop(24 * C, C, [400.0])},  # only C of 3C in flight
