@@ -118,7 +118,7 @@ def show(view: CurveView, walk: CurveWalk | None) -> None:
         print(line)
 
 
-async def _walk(service: Service, plan: CurvePlan, timeout_s: float) -> CurveWalk:
+async def _walk(service: Service, plan: CurvePlan, timeout_s: float, rerun_invalid: bool) -> CurveWalk:
     """The walk, with SIGTERM read as an operator's interrupt: the running point is recorded as interrupted."""
     task = asyncio.current_task()
     assert task is not None
@@ -126,7 +126,9 @@ async def _walk(service: Service, plan: CurvePlan, timeout_s: float) -> CurveWal
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         with progress_line() as line:
-            return await service.walk_curve(plan, timeout_s=timeout_s, tick=ticker("bench"), said=line.say)
+            return await service.walk_curve(
+                plan, timeout_s=timeout_s, tick=ticker("bench"), said=line.say, rerun_invalid=rerun_invalid
+            )
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
 
@@ -147,15 +149,8 @@ def _run(args: argparse.Namespace) -> int:
         plan = service.open_curve(args.target, args.box, args.shape, levels, repeat, per_slot, new=args.new)
         word = "resuming" if plan.resumed else "started"
         say(f"{word} curve #{plan.curve.id} ({len(plan.curve.concurrency)} points)")
-        if args.rerun_invalid:
-            reopened = service.reopen_invalid(plan)
-            for point in store.curves.points(plan.curve.id):
-                if point.position in reopened:
-                    say(f"C{point.concurrency} is measured again: {point.reason}")
-            if not reopened:
-                say(f"curve #{plan.curve.id}: no stored point is invalid")
         try:
-            walk = run(service, lambda: _walk(service, plan, timeout_s))
+            walk = run(service, lambda: _walk(service, plan, timeout_s, args.rerun_invalid))
         except (KeyboardInterrupt, asyncio.CancelledError):
             say(f"curve #{plan.curve.id} interrupted: run the same command again to resume it")
             return 130

@@ -143,7 +143,7 @@ class CurveIntents(RunIntents):
         created = self.store.curves.create(node.arm, node.box, shape, levels, repeat, prompts_per_slot)
         return CurvePlan(created, False, target, box)
 
-    def reopen_invalid(self, plan: CurvePlan) -> tuple[int, ...]:
+    def reopen_invalid(self, plan: CurvePlan, said: Callable[[str], None] | None = None) -> tuple[int, ...]:
         """Put the curve's stored points judged invalid (``readmodel.curve_validity``) back to pending, their rows
         kept but unlinked, so the walk measures only them again; the positions reopened, in order. Valid points
         and points not yet stored are left as they are."""
@@ -157,6 +157,10 @@ class CurveIntents(RunIntents):
             why = "; ".join(judged.reasons)
             self.store.curves.reopen_point(plan.curve.id, point.position, f"measured again: invalid ({why})")
             reopened.append(point.position)
+            if said:
+                said(f"curve #{plan.curve.id}: C{point.concurrency} is invalid, measured again: {why}")
+        if said and not reopened:
+            said(f"curve #{plan.curve.id}: no stored point is invalid")
         return tuple(reopened)
 
     async def walk_curve(
@@ -166,10 +170,25 @@ class CurveIntents(RunIntents):
         timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
         tick: Callable[[float], None] | None = None,
         said: Callable[[str], None] | None = None,
+        rerun_invalid: bool = False,
     ) -> CurveWalk:
         """Measure every point of the curve not yet stored, in order, each through ``bench``; each stored point
         is committed at once. A failed bench marks its point failed and stops the curve (the error raised);
-        an interruption (Ctrl-C, cancellation) puts the running point back to pending, the curve interrupted."""
+        an interruption (Ctrl-C, cancellation) puts the running point back to pending, the curve interrupted.
+        ``rerun_invalid``: first reopen the stored points judged invalid (``reopen_invalid``), so they are
+        measured again. The curve is held for the walk (``store.curves.walking``): a second console is refused."""
+        with self.store.curves.walking(plan.curve.id):
+            if rerun_invalid:
+                self.reopen_invalid(plan, said)
+            return await self._walk_points(plan, timeout_s, tick, said)
+
+    async def _walk_points(
+        self,
+        plan: CurvePlan,
+        timeout_s: float,
+        tick: Callable[[float], None] | None,
+        said: Callable[[str], None] | None,
+    ) -> CurveWalk:
         curve = plan.curve
         say = said or (lambda _: None)
         todo = [p for p in self.store.curves.points(curve.id) if p.state != "done"]

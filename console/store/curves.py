@@ -9,6 +9,10 @@ reason, when the console saw the interruption) and is measured again.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,9 +100,37 @@ class CurvePoint:
         )
 
 
+class CurveBusy(StoreError):
+    """Another console is measuring this curve right now."""
+
+
 class Curves:
     def __init__(self, store: Connection):
         self.store = store
+
+    @contextmanager
+    def walking(self, curve_id: int) -> Iterator[None]:
+        """Hold curve ``curve_id`` while this process measures it: a second console walking the same curve at the
+        same time (two terminals, the TUI beside the CLI) is refused, since both would measure the same points
+        on the same server and link whichever finished last.
+
+        Why a lock on a file beside state.db (one byte of ``state.db.curves.lock`` per curve, POSIX record
+        locks) and not a row: the system drops it the moment its process dies, so a killed console never
+        leaves its curve held, and nothing has to guess whether a ``running`` point's console is still alive.
+        """
+        path = self.store.path.with_name(f"{self.store.path.name}.curves.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, curve_id)
+            except OSError as exc:
+                raise CurveBusy(
+                    f"curve #{curve_id} is being measured by another console on {self.store.path}",
+                    "let it finish, or stop it (Ctrl-C) and run the same command again: it resumes the curve",
+                ) from exc
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def create(
         self,
