@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import secrets
 import sys
@@ -22,8 +23,8 @@ from agents.loadgen.shapes import SHAPES
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m agents.loadgen",
-        description="Closed-loop streaming load at fixed concurrency against an OpenAI-compatible "
-        "/v1/completions server (vLLM), with exact token lengths and vLLM's metric definitions.",
+        description="Streaming load at fixed concurrency (closed loop) or paced at a request rate against an "
+        "OpenAI-compatible /v1/completions server (vLLM), with exact token lengths and vLLM's metric definitions.",
     )
     p.add_argument(
         "--base-url",
@@ -46,7 +47,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input-len", type=int, help="unique prompt tokens per request, after the shared prefix")
     p.add_argument("--output-len", type=int, help="generated tokens per request")
     p.add_argument("--prefix-len", type=int, help="tokens of the input shared by all requests of the run")
-    p.add_argument("--concurrency", type=int, required=True, help="requests in flight (closed loop)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        required=True,
+        help="requests in flight (closed loop); with --request-rate, the most in flight at once (the cap)",
+    )
+    p.add_argument(
+        "--request-rate",
+        type=float,
+        metavar="R",
+        help="release the measured requests at R per second (a float, below 1 too), at seeded gamma "
+        "intervals (agents/loadgen/arrivals.py), instead of the closed loop",
+    )
+    p.add_argument(
+        "--burstiness",
+        type=float,
+        metavar="K",
+        help="gamma shape of the intervals with --request-rate (default 1: Poisson; below 1 burstier)",
+    )
     p.add_argument(
         "--prompts", type=int, help=f"measured requests (default {PROMPTS_PER_STREAM} x concurrency)"
     )
@@ -98,6 +117,7 @@ def config(args: argparse.Namespace) -> RunConfig:
     prefix_len = args.prefix_len if args.prefix_len is not None else shape.prefix_len if shape else 0
     if args.concurrency < 1:
         raise ValueError(f"--concurrency {args.concurrency}: must be at least 1")
+    rate, burstiness = pacing(args.request_rate, args.burstiness)
     prompts = args.prompts if args.prompts is not None else PROMPTS_PER_STREAM * args.concurrency
     if prompts < 1:
         raise ValueError(f"--prompts {prompts}: must be at least 1")
@@ -123,7 +143,23 @@ def config(args: argparse.Namespace) -> RunConfig:
         progress=not args.quiet,
         samples_path=args.samples,
         mem_budget_bytes=budget(args)[0],
+        request_rate=rate,
+        burstiness=burstiness,
     )
+
+
+def pacing(rate: float | None, burstiness: float | None) -> tuple[float | None, float | None]:
+    """(rate, burstiness) of the run: both None for the closed loop; a rate's burstiness defaults to 1."""
+    if rate is None:
+        if burstiness is not None:
+            raise ValueError(
+                f"--burstiness {burstiness} without --request-rate: it shapes paced arrivals only"
+            )
+        return None, None
+    for flag, value in (("--request-rate", rate), ("--burstiness", burstiness)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag} {value}: must be a finite number above 0")
+    return rate, 1.0 if burstiness is None else burstiness
 
 
 def budget(args: argparse.Namespace) -> tuple[int, str]:
@@ -170,8 +206,13 @@ def table(out: dict[str, Any]) -> str:
     flag = "  CLIENT-BOUND: these numbers are the client's ceiling" if out["client_bound"] else ""
     return "\n".join(
         [
-            f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}, "
-            f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
+            f"{out['requests']} requests ({out['failed']} failed) in {out['duration_s']:.1f} s at C{out['concurrency']}"
+            + (
+                f" paced at {out['request_rate']:g} req/s (burstiness {out['burstiness']:g}), "
+                if out["request_rate"] is not None
+                else ", "
+            )
+            + f"{out['prefix_len']}+{out['input_len']}/{out['output_len']} tokens, seed {out['seed']}",
             *rows,
             *(
                 f"  {u['base_url']}: {u['streams']} streams, {u['requests']} requests ({u['failed']} failed), "

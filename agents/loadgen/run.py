@@ -7,6 +7,10 @@ each URL's share.
 
 Workers are forked (Linux) and meet at a barrier after warm-up, so the timed phase starts together;
 perf_counter is CLOCK_MONOTONIC, one clock for every process, so their records merge directly.
+
+A rate-paced run draws one arrival schedule for the whole run from its seed (agents/loadgen/arrivals.py) and
+deals its requests to the workers in turn (request i to worker i mod N, with its arrival time), so every
+worker paces an even share of the schedule with its share of the concurrency cap.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit
 
 from agents.journal import MAX_EVENT_BYTES
 from agents.loadgen import memory, metrics
+from agents.loadgen.arrivals import arrival_offsets
 from agents.loadgen.prompts import PromptPlan
 from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, request_fields, run_worker
 
@@ -54,6 +59,11 @@ class RunConfig:
     samples_path: Path | None = None
     mem_budget_bytes: int | None = None
     """The run's memory budget: each worker process is capped at its share (agents/loadgen/memory.py)."""
+    request_rate: float | None = None
+    """Requests/s the timed requests are released at (agents/loadgen/arrivals.py), at most ``concurrency`` in
+    flight; None: the closed loop, ``concurrency`` streams back to back."""
+    burstiness: float | None = None
+    """The gamma shape of the arrival intervals (1: Poisson) of a rate-paced run; None without a rate."""
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -207,7 +217,17 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
     conc, counts, warm = split(cfg.concurrency, nproc), split(cfg.prompts, nproc), split(cfg.warmup, nproc)
     streams = slot_targets(cfg.concurrency, len(targets))
     specs, first, wfirst, sfirst = [], 0, cfg.prompts, 0
+    schedule = (
+        None
+        if cfg.request_rate is None
+        else arrival_offsets(cfg.prompts, cfg.request_rate, cfg.burstiness or 1.0, cfg.seed)
+    )
     for w in range(nproc):
+        indices = (
+            tuple(range(first, first + counts[w]))
+            if schedule is None
+            else tuple(range(w, cfg.prompts, nproc))
+        )
         specs.append(
             WorkerSpec(
                 w,
@@ -215,11 +235,12 @@ def execute(cfg: RunConfig, plan: PromptPlan) -> tuple[list[WorkerResult], float
                 tuple(streams[sfirst : sfirst + conc[w]]),
                 plan,
                 cfg.output_len,
-                tuple(range(first, first + counts[w])),
+                indices,
                 conc[w],
                 tuple(range(wfirst, wfirst + warm[w])),
                 cfg.timeout_s,
                 cfg.exact_output,
+                None if schedule is None else tuple(schedule[i] for i in indices),
             )
         )
         first += counts[w]

@@ -1,4 +1,5 @@
-"""One worker process: a closed loop of ``concurrency`` slots, each a keep-alive connection to one target.
+"""One worker process: ``concurrency`` slots, each a keep-alive connection to one target, in a closed loop
+or paced by an arrival schedule.
 
 A node's replicas are several targets: each slot is bound to one of them (``slot_targets``, assigned
 round-robin over the whole run by ``agents.loadgen.run``), and each record says which target served it.
@@ -6,6 +7,11 @@ Slots pull the next prompt index as soon as their previous request ends (closed 
 a few requests runs first and is drained; then all workers meet at a barrier so the timed phase starts
 together. The worker measures itself (CPU seconds through getrusage, event-loop lag with a 10 ms
 sleeper) over the timed phase only, and turns each exchange into a compact record the parent merges.
+
+With ``arrivals`` (a rate-paced run, agents/loadgen/arrivals.py) the timed phase is open-loop instead: each
+request is released at its offset from the phase's start and then takes the first free slot, so the slots
+are a cap on the requests in flight; one whose time came while every slot was busy goes as soon as one
+frees (no request is skipped). The warm-up stays a closed loop, uncounted.
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ class WorkerSpec:
     ignore_eos alone, as `vllm bench serve` sends it: vLLM then stops on no EOS id at all (the generation
     config's extra EOS ids join the stop ids only without it), so min_tokens as well would only add a
     sampling parameter the reference does not send (its cost measured within noise: bench/agreement.py)."""
+    arrivals: tuple[float, ...] | None = None
+    """Seconds from the timed phase's start at which each of ``indices`` is released (a rate-paced run);
+    None: the closed loop."""
 
 
 @dataclass
@@ -246,6 +255,33 @@ class Worker:
         )
         return records
 
+    async def _paced(self, t_start: float) -> list[Record]:
+        """The timed phase of a rate-paced run: request ``indices[i]`` released at ``t_start + arrivals[i]``,
+        then sent on the first free slot (a FIFO of free slots, so the targets keep their round-robin share)."""
+        spec = self.spec
+        assert spec.arrivals is not None
+        free: asyncio.Queue[int] = asyncio.Queue()
+        for s in range(spec.concurrency):
+            free.put_nowait(s)
+        records: list[Record] = []
+
+        async def send(s: int, index: int) -> None:
+            try:
+                record = await self._request(self._slots[s], spec.slot_targets[s], index)
+                records.append(record)
+                self.progress(record)
+            finally:
+                free.put_nowait(s)
+
+        sent = []
+        for index, offset in zip(spec.indices, spec.arrivals, strict=True):
+            wait = t_start + offset - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            sent.append(asyncio.ensure_future(send(await free.get(), index)))
+        await asyncio.gather(*sent)
+        return records
+
     async def _lag_probe(self) -> None:
         while self._lagging:
             t = time.perf_counter()
@@ -288,7 +324,10 @@ class Worker:
         lag_task = asyncio.ensure_future(self._lag_probe())
         usage0 = resource.getrusage(resource.RUSAGE_SELF)
         t_start = time.perf_counter()
-        records = await self._phase(spec.indices, spec.concurrency, count=True)
+        if spec.arrivals is None:
+            records = await self._phase(spec.indices, spec.concurrency, count=True)
+        else:
+            records = await self._paced(t_start)
         t_end = time.perf_counter()
         usage1 = resource.getrusage(resource.RUSAGE_SELF)
         self._lagging = False
