@@ -651,6 +651,11 @@ class BenchArgs(_BenchKey, total=False):
     timeout: float | None
     mem_budget_bytes: int | None
     """The load generator's memory budget (default: a share of the box's MemAvailable, agents/loadgen/memory.py)."""
+    request_rate: float | None
+    """Requests/s the measured requests are released at, ``concurrency`` the cap (agents/loadgen/arrivals.py);
+    absent: the closed loop."""
+    burstiness: float | None
+    """The gamma shape of a rate's arrival intervals (1: Poisson)."""
 
 
 class _TripwireKey(TypedDict):

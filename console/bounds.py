@@ -145,6 +145,14 @@ GPU_INDEX = IntBound("a GPU index", 0, 1023, "give the indexes nvidia-smi shows,
 WAIT_S = FloatBound("a timeout", 0.0, 7 * 86400.0, " seconds (7 days)", "give seconds, e.g. 900", above=True)
 GRACE_S = FloatBound("a grace", 0.0, 3600.0, " seconds", "give seconds between SIGTERM and SIGKILL, e.g. 30")
 INTERVAL_S = FloatBound("an interval", 0.0, 3600.0, " seconds", "give seconds, e.g. 1", above=True)
+REQUEST_RATE = FloatBound(
+    "a request rate", 0.01, 10_000.0, " requests/s", "give arrivals per second, e.g. 0.5 or 20"
+)
+"""``--rate``: open-loop arrivals (agents/loadgen/arrivals.py); below 1 request/s is a rate like any other."""
+BURSTINESS = FloatBound(
+    "a burstiness", 0.01, 100.0, "", "give the gamma shape of the arrivals: 1 is Poisson, below 1 burstier"
+)
+"""``--burstiness``: the gamma shape of the arrival intervals (their CV is 1/sqrt(K))."""
 PRICE_PER_HOUR = FloatBound(
     "a price",
     0.0,

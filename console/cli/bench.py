@@ -1,10 +1,13 @@
-"""``campaign bench ARM_OR_LAUNCH [--box B] --shape S -c C [--repeat N]``: the node, measured on the box.
+"""``campaign bench ARM_OR_LAUNCH [--box B] --shape S -c C [--rate R [--burstiness K]] [--repeat N]``: the node,
+measured on the box.
 
 Every serving replica of the arm's launch on the box is benchmarked at once (one load-generator run, the C
 streams dealt round-robin over them) and stored as one node row, with each replica's share as detail.
 Each run gets its own seed unless ``--seed`` is given; ``--repeat N`` stores N runs as one group with its
 median, min-max and coefficient of variation, which ``campaign compare`` reads. With ``--json`` stdout
 is the stored row (``per_replica`` added), or for ``--repeat`` above 1 ``{"group": ..., "rows": [...]}``.
+``--rate R`` releases the requests open-loop at R a second (a float; Poisson, or gamma of shape K with
+``--burstiness K``), ``-c C`` then the most in flight at once; without it the C streams run back to back.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
+from console import bounds
 from console.cli.common import (
+    argument,
     concurrency_arg,
     ms,
     print_json,
@@ -38,7 +43,12 @@ def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
         if row.replicas
         else "replicas not recorded"
     )
-    print(f"{row.arm}  {row.shape} C{row.concurrency}  {node}  {row.marks}".rstrip())
+    paced = (
+        f" paced at {row.request_rate:g} req/s (burstiness {row.burstiness or 1:g})"
+        if row.request_rate is not None
+        else ""
+    )
+    print(f"{row.arm}  {row.shape} C{row.concurrency}{paced}  {node}  {row.marks}".rstrip())
     print(
         f"  out {row.out_tok_per_s or 0:,.0f} tok/s  in {row.in_tok_per_s or 0:,.0f} tok/s  "
         f"{row.req_per_s or 0:.2f} req/s  ({row.requests} requests, {row.failed} failed)"
@@ -87,6 +97,8 @@ def _run(args: argparse.Namespace) -> int:
                     wait=not args.no_wait,
                     timeout_s=args.timeout,
                     tick=ticker("bench"),
+                    rate=args.rate,
+                    burstiness=args.burstiness,
                 ),
             )
         if not outcome.rows:
@@ -128,6 +140,18 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         required=True,
         metavar="C",
         help="streams in flight on the node, dealt round-robin over its replicas",
+    )
+    p.add_argument(
+        "--rate",
+        type=argument(bounds.REQUEST_RATE.parse),
+        metavar="R",
+        help="release the requests at R a second (open loop, e.g. 0.5), -c C the most in flight",
+    )
+    p.add_argument(
+        "--burstiness",
+        type=argument(bounds.BURSTINESS.parse),
+        metavar="K",
+        help="with --rate: the gamma shape of the arrival intervals (default 1, Poisson; below 1 burstier)",
     )
     p.add_argument("--prompts", type=prompts_arg, metavar="N", help="measured requests (default 8 x C)")
     p.add_argument(

@@ -548,6 +548,10 @@ class ResultRow:
     reasoning_parser: str | None  # the server's --reasoning-parser (/v1/completions does not apply it)
     thinking: str | None  # whether thinking was on and what decided it; None: not recorded
     sampling: str | None  # JSON of the sampling fields the load generator sent; "{}": none
+    request_rate: float | None = None
+    """Requests/s its arrivals were paced at, ``concurrency`` the cap; None: the closed loop (C streams)."""
+    burstiness: float | None = None
+    """The gamma shape of its paced arrivals (1: Poisson); None: not paced."""
 
     @property
     def fallbacks(self) -> tuple[KernelUse, ...]:

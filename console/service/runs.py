@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.loadgen import memory as loadgen_memory
+from console import bounds
 from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel import RepeatGroup, ResultRow, TripwireRun, bench_run, repeat_groups, tripwire_run
@@ -56,6 +57,21 @@ class BenchOutcome:
     rows: tuple[ResultRow, ...]
     group: RepeatGroup | None
     """The repeats as one group, with their spread (``repeat`` above 1 only)."""
+
+
+def check_pacing(rate: float | None, burstiness: float | None) -> None:
+    """Refuse, before anything is stored or sent, a rate or burstiness outside console/bounds.py, or a
+    burstiness without a rate (it shapes paced arrivals only)."""
+    if rate is None:
+        if burstiness is not None:
+            raise InputError(
+                f"--burstiness {burstiness} without --rate: it shapes paced arrivals only",
+                "give --rate R too",
+            )
+        return
+    bounds.REQUEST_RATE.check(rate, "--rate")
+    if burstiness is not None:
+        bounds.BURSTINESS.check(burstiness, "--burstiness")
 
 
 class RunIntents(LaunchIntents):
@@ -173,10 +189,14 @@ class RunIntents(LaunchIntents):
         prompts: int | None = None,
         seed: int | None = None,
         repeat_group: str | None = None,
+        rate: float | None = None,
+        burstiness: float | None = None,
     ) -> str:
         """Start one load-generator run on the box against every replica of ``node`` at once, the
         ``concurrency`` streams dealt round-robin to them; returns the run id. Its node row lands through
-        the journal. ``seed`` None: a new seed for this run (recorded with the row)."""
+        the journal. ``seed`` None: a new seed for this run (recorded with the row). ``rate``: the requests
+        are released at that many a second (``burstiness`` the gamma shape, 1 Poisson), ``concurrency`` the
+        most in flight; None: the closed loop."""
         self.check_bench_size(node.box, shape, concurrency, prompts)
         if concurrency < len(node.replicas):
             raise InputError(
@@ -209,6 +229,8 @@ class RunIntents(LaunchIntents):
             "seed": secrets.randbelow(2**31) if seed is None else seed,
             "repeat_group": repeat_group,
         }
+        if rate is not None:  # a closed-loop command stays as it was: no pacing keys
+            args.update(request_rate=rate, burstiness=1.0 if burstiness is None else burstiness)
         link = await self.link(node.box)
         with reaching(node.box):
             await link.command("bench", args, command_id=bench_id)
@@ -227,12 +249,17 @@ class RunIntents(LaunchIntents):
         wait: bool = True,
         timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
         tick: Callable[[float], None] | None = None,
+        rate: float | None = None,
+        burstiness: float | None = None,
     ) -> BenchOutcome:
         """Benchmark the node: every serving replica of the arm on the box (or of the launch id's launch) at once.
 
         ``repeat`` runs one after another, each with its own seed unless ``seed`` is given, stored as one
-        repeat group; ``wait`` False starts one run and returns (its row lands at the next sync).
+        repeat group; ``wait`` False starts one run and returns (its row lands at the next sync). ``rate``
+        (requests/s, console/bounds.py) paces the requests open-loop with ``concurrency`` as the cap,
+        ``burstiness`` (default 1, Poisson) the gamma shape of their intervals; None: the closed loop.
         """
+        check_pacing(rate, burstiness)
         if repeat < 1:
             raise InputError(f"--repeat {repeat}: must be 1 or more")
         if repeat > 1 and not wait:
@@ -244,7 +271,9 @@ class RunIntents(LaunchIntents):
         run_ids: list[str] = []
         rows: list[ResultRow] = []
         for _ in range(repeat):
-            run_ids.append(await self.start_bench(node, shape, concurrency, prompts, seed, group))
+            run_ids.append(
+                await self.start_bench(node, shape, concurrency, prompts, seed, group, rate, burstiness)
+            )
             if wait:
                 rows.append(await self.bench_result(node.box, run_ids[-1], timeout_s, tick))
         groups = repeat_groups(rows)

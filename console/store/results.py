@@ -88,6 +88,8 @@ BENCH_COLUMNS = (
     "kernel_check",
     "admitted",
     "repeat_group",
+    "request_rate",
+    "burstiness",
     *SERVED_COLUMNS,
 )
 REPLICA_COLUMNS = (
