@@ -169,6 +169,24 @@ POWER_LIMIT_W = FloatBound(
     above=True,
 )
 """``--power-limit``: per GPU, as the console's own rows record it (the box's enforced limit)."""
+INTERACTIVITY = FloatBound(
+    "an interactivity",
+    0.0,
+    1_000_000.0,
+    " tok/s/user",
+    "give output tokens per second per user, e.g. 40",
+    above=True,
+)
+"""``campaign compare --at-interactivity``: the operating point the curves are read at."""
+AVG_POWER_W = FloatBound(
+    "an average power",
+    0.0,
+    1_000_000.0,
+    " W",
+    "give the measured GPUs' average power together, e.g. 1200",
+    above=True,
+)
+"""``campaign compare --at-power``: all the measured GPUs together, as a run's energy figure sums them."""
 UTILISATION = FloatBound(
     "a utilisation", 0.0, 1.0, "", "give the share of paid hours worked, e.g. 0.7", above=True
 )

@@ -6,7 +6,8 @@ A point is dominated only when another beats it beyond both spreads (better on o
 other, min against max); points on the frontier whose spreads overlap share a rank. DIAGNOSTIC-ONLY and
 CLIENT-BOUND groups are shown with their mark, never on the frontier. Where a run's GPUs are not recorded
 (imported rows, CPU arms) y is per replica, labelled so, on a frontier of its own. The rule with a worked
-example: console/readmodel/pareto.py. Only reads.
+example: console/readmodel/pareto.py. Where a box has a price, $/M output and total tokens at its rental
+price (console/readmodel/curve_cost.py) stand beside each point. Only reads.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 from typing import Any
 
 from console.cli.common import Column, open_store, print_json, print_table
+from console.readmodel.curve_cost import COST_DEFINITIONS
 from console.readmodel.pareto import INTERACTIVITIES, Frontier, ParetoPoint, pareto
 
 CHART_WIDTH = 72
@@ -29,7 +31,17 @@ def _spread(p: ParetoPoint, axis: str) -> str:
     return "-" if s is None else s.text()
 
 
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.3f}"
+
+
 def _table(f: Frontier) -> None:
+    priced = any(p.usd_per_m_out is not None for p in f.points)
+    money: list[str | Column] = (
+        [Column("usd_out", "$/M OUT", right=True), Column("usd_total", "$/M TOTAL", right=True)]
+        if priced
+        else []
+    )
     print_table(
         [
             {
@@ -40,6 +52,8 @@ def _table(f: Frontier) -> None:
                 "y": _spread(p, "y"),
                 "standing": p.standing,
                 "marks": p.group.marks,
+                "usd_out": _money(p.usd_per_m_out),
+                "usd_total": _money(p.usd_per_m_total),
             }
             for p in sorted(f.points, key=lambda p: (p.rank is None, p.x.median if p.x else 0.0))
         ],
@@ -49,6 +63,7 @@ def _table(f: Frontier) -> None:
             Column("c", "C", right=True),
             Column("x", "X (INTERACTIVITY)", right=True),
             Column("y", f"Y (OUT TOK/S PER {(f.per or 'row').upper()})", right=True),
+            *money,
             Column("standing", "FRONTIER"),
             "marks",
         ],
@@ -85,6 +100,9 @@ def _show(f: Frontier) -> None:
     print(f"  x: {f.x_label}")
     print(f"  y: {f.y_label}")
     _table(f)
+    unpriced = sorted({p.price.why_not for p in f.points if p.price is not None and p.price.why_not})
+    for why in unpriced:
+        print(f"  no $/M: {why}")
     frontier = ", ".join(f"{p.name} ({p.standing})" for p in f.frontier) or "none"
     print(f"  frontier by x: {frontier}")
     rows = _chart(f)
@@ -108,6 +126,7 @@ def _run(args: argparse.Namespace) -> int:
                     "one's max on the other (min-max of the repeats; one run: its value)",
                     "rank": "frontier points sorted by median x; consecutive ones overlapping on both axes tie",
                     "left_off": "DIAGNOSTIC-ONLY or CLIENT-BOUND groups, or groups missing a figure",
+                    **{k: COST_DEFINITIONS[k] for k in ("$/M out", "$/M total")},
                 },
             }
         )

@@ -40,6 +40,9 @@ Worked example (x, y as median [min-max]):
 - E: x 20 [20-20], y 600 [600-600], one run: B's x low 38 > 20 and 590 >= 600? no; D's x low 30 > 20 and
   D's y low 600 >= 600: yes. E is "dominated by D", the equal-y, lower-x case vllm#55561 keeps.
 
+Cost beside each point (``curve_cost.py``): $/M output and total tokens at the median output and total
+tok/s of its runs and the box's price per hour; blank, with the reason, where the box has no price.
+
 Only reads.
 """
 
@@ -51,6 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 from console.readmodel.compare import repeat_groups
+from console.readmodel.curve_cost import BoxPrice, box_price, usd_per_m
 from console.readmodel.energy import measured_gpus
 from console.readmodel.records import RepeatGroup, ResultRow
 from console.readmodel.results import bench_rows
@@ -147,12 +151,28 @@ class ParetoPoint:
     y: Spread | None
     per: Per | None
     left_off: str | None
+    price: BoxPrice | None = None
     rank: int | None = None
     dominated_by: ParetoPoint | None = None
 
     @property
     def name(self) -> str:
         return f"{self.group.arm} C{self.group.concurrency}"
+
+    def _usd_per_m(self, field: str) -> float | None:
+        values = [getattr(r, field) for r in self.group.rows if getattr(r, field) is not None]
+        price = None if self.price is None else self.price.per_hour
+        return usd_per_m(price, statistics.median(values)) if values else None
+
+    @property
+    def usd_per_m_out(self) -> float | None:
+        """USD per million output tokens at the runs' median output tok/s and the box's price."""
+        return self._usd_per_m("out_tok_per_s")
+
+    @property
+    def usd_per_m_total(self) -> float | None:
+        """USD per million input and output tokens at the runs' median total tok/s and the box's price."""
+        return self._usd_per_m("total_tok_per_s")
 
     @property
     def standing(self) -> str:
@@ -179,6 +199,9 @@ class ParetoPoint:
             "left_off": self.left_off,
             "marks": self.group.marks,
             "standing": self.standing,
+            "usd_per_m_out": self.usd_per_m_out,
+            "usd_per_m_total": self.usd_per_m_total,
+            "no_price": None if self.price is None else self.price.why_not,
         }
 
 
@@ -233,7 +256,11 @@ def _denominators(store: Store, group: RepeatGroup) -> tuple[Per | None, list[in
 def _point(store: Store, group: RepeatGroup, interactivity: Interactivity) -> ParetoPoint:
     per, counts = _denominators(store, group)
     xs = [x for x in (_x(r, interactivity) for r in group.rows) if x is not None]
-    ys = [r.out_tok_per_s / n for r, n in zip(group.rows, counts, strict=True) if r.out_tok_per_s is not None]
+    ys = (
+        [r.out_tok_per_s / n for r, n in zip(group.rows, counts, strict=True) if r.out_tok_per_s is not None]
+        if counts
+        else []  # no denominator: no y, and the point is left off with the reason below
+    )
     x, y = Spread.of(xs), Spread.of(ys)
     marks = [m for m in EXCLUDING_MARKS if m in group.marks.split()]
     reasons = marks + [
@@ -245,7 +272,9 @@ def _point(store: Store, group: RepeatGroup, interactivity: Interactivity) -> Pa
         )
         if missing
     ]
-    return ParetoPoint(group, x, y, per, ", ".join(dict.fromkeys(reasons)) or None)
+    return ParetoPoint(
+        group, x, y, per, ", ".join(dict.fromkeys(reasons)) or None, box_price(store, group.box)
+    )
 
 
 def _ranked(points: Sequence[ParetoPoint]) -> list[ParetoPoint]:
