@@ -1,5 +1,6 @@
-"""``campaign curve ARM|LAUNCH [--box NAME] --shape SHAPE (--concurrency 1,2,4,8 | --ladder 1:64:x2)
-[--repeat N] [--prompts-per-slot K] [--new | --rerun-invalid] [--json]``: the arm's curve, measured point by point.
+"""``campaign curve ARM|LAUNCH [--box NAME] --shape SHAPE (--concurrency 1,2,4,8 | --ladder 1:64:x2 |
+--rate 0.5,1.5 [--burstiness K] [--concurrency C]) [--repeat N] [--prompts-per-slot K] [--new | --rerun-invalid]
+[--json]``: the arm's curve, measured point by point.
 
 Each point is one ``campaign bench`` at that concurrency (a node row; with ``--repeat N`` a repeat group),
 and the curve's record links them. Interrupted (Ctrl-C, a killed console, a failed point), the same command
@@ -8,6 +9,12 @@ point (out tok/s as the median of its repeats with their min-max, per GPU where 
 interactivity definitions labelled, TTFT and TPOT p50, its state), then throughput against interactivity
 (1000/TPOT), one point per concurrency. ``--json``: the curve, its points and the definitions of each figure.
 Progress, one line per point, goes to stderr.
+
+``--rate R1,R2,...`` makes a rate curve: one point per rate (ascending, floats, below 1 req/s too), its requests
+released open-loop (Poisson; gamma of shape K with ``--burstiness K``), ``--concurrency C`` (one value) the
+most in flight at every rate; without it a point is uncapped (its cap is its request count). A rate point
+sends K x ceil(R) requests (``--prompts-per-slot K``, default 8). The table adds each point's rate; the chart
+labels points by rate.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ from console.cli.common import (
     store_and_service,
 )
 from console.cli.measure import progress_line, ticker
+from console.errors import InputError
 from console.readmodel import CURVE_DEFINITIONS, CurvePointView, CurveView, curve
 from console.service import CurvePlan, CurveWalk, Service
-from console.service.curves import concurrency_list, ladder
+from console.service.curves import concurrency_list, ladder, rate_list
 
 CHART_WIDTH = 72
 DEFAULT_TIMEOUT_S = 3600.0
@@ -51,6 +59,7 @@ def _out(p: CurvePointView) -> str:
 
 def _row(p: CurvePointView) -> dict[str, object]:
     return {
+        "rate": "" if p.rate is None else f"{p.rate:g}",
         "c": p.concurrency,
         "out": _out(p),
         "gpu": _num(p.out_per_gpu) if p.out_per_gpu is not None else "",
@@ -72,6 +81,12 @@ COLUMNS = [
     Column("tpot", "TPOT P50 MS", right=True),
     Column("state", "STATE"),
 ]
+RATE_COLUMN = Column("rate", "REQ/S", right=True)
+"""A rate curve's first column: the rate each point's arrivals were paced at (its C is then the cap)."""
+
+
+def _label(p: CurvePointView) -> str:
+    return f"C{p.concurrency}" if p.rate is None else f"{p.rate:g}/s"
 
 
 def chart(view: CurveView, width: int = CHART_WIDTH, height: int = CHART_HEIGHT) -> list[str]:
@@ -96,7 +111,7 @@ def chart(view: CurveView, width: int = CHART_WIDTH, height: int = CHART_HEIGHT)
     f.ruler("y").lim(y0 - pad_y, y1 + pad_y)
     for x, y, p in zip(xs, ys, shown, strict=True):  # the mark is the label's first (or last) cell
         right = x > (x0 + x1) / 2
-        label = f"C{p.concurrency}*" if right else f"*C{p.concurrency}"
+        label = f"{_label(p)}*" if right else f"*{_label(p)}"
         f.draw(f.text(x, y, label, alignment="right" if right else "left"))
     f.label("interactivity: 1000 / median TPOT (tok/s/user)", "x")
     f.title(f"{'out tok/s per GPU' if per_gpu else 'out tok/s (node)'} against interactivity, * a point")
@@ -106,14 +121,22 @@ def chart(view: CurveView, width: int = CHART_WIDTH, height: int = CHART_HEIGHT)
 
 
 def show(view: CurveView, walk: CurveWalk | None) -> None:
+    if view.rate is None:
+        points = f"C {','.join(map(str, view.concurrency))}"
+    else:
+        cap = f"cap C{view.concurrency[0]}" if view.concurrency else "no cap"
+        points = (
+            f"rate {','.join(f'{r:g}' for r in view.rate)} req/s (burstiness {view.burstiness or 1:g}), {cap}"
+        )
     print(
-        f"curve #{view.id}: {view.arm} {view.shape} on {view.box}, C {','.join(map(str, view.concurrency))}, "
+        f"curve #{view.id}: {view.arm} {view.shape} on {view.box}, {points}, "
         f"{view.repeat} run(s) a point, {view.done}/{len(view.points)} stored ({view.state})"
     )
     if walk is not None:
-        measured = ", ".join(f"C{c}" for c in walk.measured) or "nothing (every point was stored)"
-        print(f"  measured now: {measured}")
-    print_table([_row(p) for p in view.points], COLUMNS, indent=2)
+        said = [f"{r:g} req/s" for r in walk.measured_rates] or [f"C{c}" for c in walk.measured]
+        print(f"  measured now: {', '.join(said) or 'nothing (every point was stored)'}")
+    columns = COLUMNS if view.rate is None else [RATE_COLUMN, *COLUMNS]
+    print_table([_row(p) for p in view.points], columns, indent=2)
     for line in chart(view):
         print(line)
 
@@ -134,19 +157,47 @@ async def _walk(service: Service, plan: CurvePlan, timeout_s: float, rerun_inval
 
 
 def _levels(args: argparse.Namespace) -> list[int]:
+    if (
+        args.rate is not None
+    ):  # a rate curve's --concurrency is its cap: one value (Service.open_curve checks)
+        if args.ladder is not None:
+            raise InputError(
+                "--rate with --ladder: a rate curve's points are its rates",
+                "give --concurrency C as the cap, or none",
+            )
+        return [] if args.concurrency is None else concurrency_list(args.concurrency)
+    if args.burstiness is not None:
+        raise InputError(
+            "--burstiness without --rate: it shapes paced arrivals only", "give --rate R1,R2,... too"
+        )
     if args.ladder is not None:
         return ladder(args.ladder)
+    if args.concurrency is None:
+        raise InputError(
+            "a curve needs its points", "give --concurrency 1,2,4,8, --ladder 1:64:x2 or --rate 0.5,1.5"
+        )
     return concurrency_list(args.concurrency)
 
 
 def _run(args: argparse.Namespace) -> int:
     """Everything typed is read before the store opens: a refusal stores nothing (exit 2)."""
     levels = _levels(args)
+    rates = None if args.rate is None else rate_list(args.rate)
     repeat = args.repeat or 1
     per_slot = args.prompts_per_slot
     timeout_s = args.timeout or DEFAULT_TIMEOUT_S
     with store_and_service(args) as (store, service):
-        plan = service.open_curve(args.target, args.box, args.shape, levels, repeat, per_slot, new=args.new)
+        plan = service.open_curve(
+            args.target,
+            args.box,
+            args.shape,
+            levels,
+            repeat,
+            per_slot,
+            new=args.new,
+            rate=rates,
+            burstiness=args.burstiness,
+        )
         word = "resuming" if plan.resumed else "started"
         say(f"{word} curve #{plan.curve.id} ({len(plan.curve.concurrency)} points)")
         try:
@@ -176,12 +227,25 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument("target", metavar="ARM_OR_LAUNCH", help="an arm (its live launch on --box) or a launch id")
     p.add_argument("--box", metavar="NAME", help="the box (required for an arm; a launch id names its own)")
     p.add_argument("--shape", required=True, help="a workload shape from recipes/shapes.toml")
-    levels = p.add_mutually_exclusive_group(required=True)
-    levels.add_argument("--concurrency", metavar="C,C,...", help="the points, e.g. 1,2,4,8")
+    levels = p.add_mutually_exclusive_group()
+    levels.add_argument(
+        "--concurrency", metavar="C,C,...", help="the points, e.g. 1,2,4,8; with --rate, one value: the cap"
+    )
     levels.add_argument(
         "--ladder",
         metavar="START:END:xF",
         help="START, START*F, ... up to END (END included), e.g. 1:64:x2",
+    )
+    p.add_argument(
+        "--rate",
+        metavar="R,R,...",
+        help="a rate curve: one point per request rate (req/s, e.g. 0.5,1.5), arrivals paced open-loop",
+    )
+    p.add_argument(
+        "--burstiness",
+        type=argument(bounds.BURSTINESS.parse),
+        metavar="K",
+        help="with --rate: the gamma shape of the arrival intervals (default 1, Poisson; below 1 burstier)",
     )
     p.add_argument(
         "--repeat",

@@ -24,6 +24,8 @@ CURVE_DEFINITIONS: dict[str, str] = {
     "out tok/s per GPU": REQUEST_DEFINITIONS["per GPU"] + "; blank where they are not known (CPU replicas)",
     "interactivity (1000/TPOT)": REQUEST_DEFINITIONS["interactivity (1000/TPOT)"] + ", median of the repeats",
     "interactivity (per slot)": REQUEST_DEFINITIONS["interactivity (per slot)"] + ", median of the repeats",
+    "rate": "requests/s a rate point's arrivals were paced at (Poisson, or gamma of the curve's burstiness), "
+    "its concurrency the cap on requests in flight; null: a closed loop of C streams",
     "ttft p50": "median time to the first token over the run's requests, ms, median of the repeats",
     "tpot p50": "median " + REQUEST_DEFINITIONS["tpot"] + ", ms, median of the repeats",
 }
@@ -54,6 +56,9 @@ class CurvePointView:
     ended_ms: int | None
     validity: PointValidity | None = None  # None until the point has rows (curve_validity.py)
     replaced_run_ids: tuple[int, ...] = ()  # rows of its earlier, invalid measurements (--rerun-invalid)
+    rate: float | None = (
+        None  # requests/s its arrivals were paced at (concurrency: the cap); None: closed loop
+    )
 
     @property
     def state_text(self) -> str:
@@ -108,6 +113,7 @@ class CurvePointView:
         """The point as ``campaign curve --json`` gives it: figures named as in CURVE_DEFINITIONS."""
         return {
             "concurrency": self.concurrency,
+            "rate": self.rate,
             "state": self.state,
             "reason": self.reason,
             "repeat_group": self.repeat_group,
@@ -143,6 +149,8 @@ class CurveView:
     created_ms: int
     updated_ms: int
     points: tuple[CurvePointView, ...]
+    rate: tuple[float, ...] | None = None  # a rate curve's rates (req/s), ``concurrency`` its cap or none
+    burstiness: float | None = None  # gamma shape of a rate curve's arrivals (1: Poisson)
 
     @property
     def done(self) -> int:
@@ -157,6 +165,8 @@ class CurveView:
             "concurrency": list(self.concurrency),
             "repeat": self.repeat,
             "prompts_per_slot": self.prompts_per_slot,
+            "rate": None if self.rate is None else list(self.rate),
+            "burstiness": self.burstiness,
             "state": self.state,
             "created_ms": self.created_ms,
             "updated_ms": self.updated_ms,
@@ -211,6 +221,7 @@ def curve(store: Store, curve_id: int) -> CurveView:
             if p.state == "done"
             else None,
             replaced_run_ids=p.replaced_run_ids,
+            rate=p.rate,
         )
         for p in store.curves.points(curve_id)
     )
@@ -226,6 +237,8 @@ def curve(store: Store, curve_id: int) -> CurveView:
         c.created_ms,
         c.updated_ms,
         points,
+        c.rate,
+        c.burstiness,
     )
 
 

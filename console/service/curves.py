@@ -3,7 +3,9 @@
 Why a curve and not a point: one concurrency says nothing of the trade the operator buys, throughput against
 the speed each user sees; a curve does. Each point is exactly a ``campaign bench`` (``Service.bench``: the
 same node, the same checks, the same rows, a repeat group with ``--repeat N``), so a curve's points are
-bench rows like any other and ``campaign compare``/``requests`` read them as such. The curve's record
+bench rows like any other and ``campaign compare``/``requests`` read them as such. A rate curve's points are
+request rates instead (open-loop arrivals, Poisson or gamma, under one cap C); each is still one bench. The
+curve's record
 (``store.curves``) links them and says which are stored, so running the same command again after an
 interruption measures only the points not yet stored.
 """
@@ -11,6 +13,7 @@ interruption measures only the points not yet stored.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from console import bounds
 from console.errors import ConsoleError, InputError
 from console.readmodel.curve_validity import point_validity
-from console.service.runs import DEFAULT_BENCH_TIMEOUT_S, RunIntents
+from console.service.runs import DEFAULT_BENCH_TIMEOUT_S, PROMPTS_PER_STREAM, RunIntents, check_pacing
 from console.store.curves import CurveRow
 
 MAX_POINTS = 64
@@ -80,6 +83,38 @@ def checked_levels(levels: list[int]) -> list[int]:
     return sorted(levels)
 
 
+def rate_list(text: str) -> list[float]:
+    """``0.5,1.5,4`` as a rate curve's request rates (req/s, floats): each a request rate (console/bounds.py),
+    none twice, at most MAX_POINTS; sorted ascending, since a curve is read along its load."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise InputError(f"--rate {bounds.shown(text)}: expected a comma-separated list, e.g. 0.5,1.5,4")
+    if len(parts) > MAX_POINTS:
+        raise InputError(f"--rate: {len(parts)} values", f"give at most {MAX_POINTS}")
+    return checked_rates([bounds.REQUEST_RATE.parse(p) for p in parts])
+
+
+def checked_rates(rates: list[float]) -> list[float]:
+    """The rates as the service accepts them (any adapter's): bounded, none twice, ascending."""
+    if not rates:
+        raise InputError("a rate curve needs at least one rate", "give --rate 0.5,1,2")
+    if len(rates) > MAX_POINTS:
+        raise InputError(f"a curve of {len(rates)} points", f"give at most {MAX_POINTS}")
+    for r in rates:
+        bounds.REQUEST_RATE.check(r, "--rate")
+    twice = sorted({r for r in rates if rates.count(r) > 1})
+    if twice:
+        raise InputError(f"rate {twice[0]:g} is given twice", "name each rate once")
+    return sorted(rates)
+
+
+def rate_requests(prompts_per_slot: int | None, rate: float) -> int:
+    """The measured requests of a rate point: K per started request/s of its rate (K x ceil(R), K the curve's
+    prompts per slot, default the bench's 8), so about K seconds of arrivals from 1 req/s up and K requests
+    below it (a 0.5 req/s point lasts 2K seconds)."""
+    return (prompts_per_slot or PROMPTS_PER_STREAM) * math.ceil(rate)
+
+
 @dataclass(frozen=True)
 class CurvePlan:
     """What ``open_curve`` settled: the curve to walk and whether it is one resumed."""
@@ -100,6 +135,8 @@ class CurveWalk:
 
     curve_id: int
     measured: tuple[int, ...]
+    measured_rates: tuple[float, ...] = ()
+    """A rate curve's: the rates of the points it measured now (``measured`` holds their caps)."""
 
 
 class CurveIntents(RunIntents):
@@ -113,11 +150,22 @@ class CurveIntents(RunIntents):
         prompts_per_slot: int | None = None,
         *,
         new: bool = False,
+        rate: list[float] | None = None,
+        burstiness: float | None = None,
     ) -> CurvePlan:
         """The curve this command walks: the newest one of the same identity (arm, box, shape, concurrency list,
-        repeat), which measures only its points not yet stored (none, when it is done), else (or with ``new``)
-        a new one. Every point is checked as the bench would
-        check it before anything is stored, so a refusal stores nothing."""
+        repeat; a rate curve's rates and burstiness too), which measures only its points not yet stored (none,
+        when it is done), else (or with ``new``) a new one. Every point is checked as the bench would
+        check it before anything is stored, so a refusal stores nothing.
+
+        ``rate``: one point per rate (ascending), its requests paced open-loop (``burstiness`` the gamma shape,
+        default 1: Poisson); ``concurrency`` is then the cap, one value or none (each point uncapped: every one
+        of its requests, ``rate_requests``, may be in flight at once)."""
+        if rate is not None:
+            return self._open_rate_curve(
+                target, box, shape, concurrency, rate, burstiness, repeat, prompts_per_slot, new
+            )
+        check_pacing(None, burstiness)
         levels = checked_levels(list(concurrency))
         bounds.REPEAT.check(repeat, "--repeat")
         node = self.bench_node(target, box)
@@ -141,6 +189,59 @@ class CurveIntents(RunIntents):
         if existing is not None:
             return CurvePlan(existing, True, target, box)
         created = self.store.curves.create(node.arm, node.box, shape, levels, repeat, prompts_per_slot)
+        return CurvePlan(created, False, target, box)
+
+    def _open_rate_curve(
+        self,
+        target: str,
+        box: str | None,
+        shape: str,
+        cap: list[int],
+        rate: list[float],
+        burstiness: float | None,
+        repeat: int,
+        prompts_per_slot: int | None,
+        new: bool,
+    ) -> CurvePlan:
+        """``open_curve`` of a rate curve: the same resume and checks, each point a (cap, rate)."""
+        rates = checked_rates(list(rate))
+        if len(cap) > 1:
+            raise InputError(
+                f"--concurrency {','.join(map(str, cap))} with --rate: the concurrency of a rate curve is its cap",
+                "give one value (the most requests in flight at every rate), or none for no cap",
+            )
+        for c in cap:
+            bounds.CONCURRENCY.check(c, "--concurrency")
+        shape_k = 1.0 if burstiness is None else bounds.BURSTINESS.check(burstiness, "--burstiness")
+        bounds.REPEAT.check(repeat, "--repeat")
+        node = self.bench_node(target, box)
+        existing = (
+            None
+            if new
+            else self.store.curves.latest(node.arm, node.box, shape, list(cap), repeat, rates, shape_k)
+        )
+        if existing is not None and prompts_per_slot not in (None, existing.prompts_per_slot):
+            raise InputError(
+                f"curve #{existing.id} was started with --prompts-per-slot {existing.prompts_per_slot or 'default'}",
+                "resume it without --prompts-per-slot, or give --new to start another curve",
+            )
+        per_slot = existing.prompts_per_slot if existing is not None else prompts_per_slot
+        points = []
+        for r in rates:
+            prompts = bounds.PROMPTS.check(rate_requests(per_slot, r), f"--prompts-per-slot x {r:g} req/s")
+            c = cap[0] if cap else min(prompts, bounds.CONCURRENCY.high)
+            if c < len(node.replicas):
+                raise InputError(
+                    f"--concurrency {c} is below the {len(node.replicas)} replicas of {node.arm} on {node.box}",
+                    f"give every replica a stream: a cap of {len(node.replicas)} or more",
+                )
+            self.check_bench_size(node.box, shape, c, prompts)
+            points.append((c, r))
+        if existing is not None:
+            return CurvePlan(existing, True, target, box)
+        created = self.store.curves.create(
+            node.arm, node.box, shape, list(cap), repeat, prompts_per_slot, rates, shape_k, points
+        )
         return CurvePlan(created, False, target, box)
 
     def reopen_invalid(self, plan: CurvePlan, said: Callable[[str], None] | None = None) -> tuple[int, ...]:
@@ -192,13 +293,18 @@ class CurveIntents(RunIntents):
         curve = plan.curve
         say = said or (lambda _: None)
         todo = [p for p in self.store.curves.points(curve.id) if p.state != "done"]
-        total = len(curve.concurrency)
+        total = len(curve.concurrency if curve.rate is None else curve.rate)
         measured: list[int] = []
+        rates: list[float] = []
         for point in todo:
             c = point.concurrency
-            say(f"curve #{curve.id}: C{c} ({point.position + 1}/{total}) measuring, {curve.repeat} run(s)")
+            name = f"C{c}" if point.rate is None else f"{point.rate:g} req/s (cap C{c})"
+            say(f"curve #{curve.id}: {name} ({point.position + 1}/{total}) measuring, {curve.repeat} run(s)")
             self.store.curves.start_point(curve.id, point.position)
-            prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
+            if point.rate is not None:
+                prompts: int | None = rate_requests(curve.prompts_per_slot, point.rate)
+            else:
+                prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
             try:
                 outcome = await self.bench(
                     plan.target,
@@ -210,10 +316,12 @@ class CurveIntents(RunIntents):
                     curve.repeat,
                     timeout_s=timeout_s,
                     tick=tick,
+                    rate=point.rate,
+                    burstiness=None if point.rate is None else curve.burstiness,
                 )
             except ConsoleError as exc:
                 self.store.curves.fail_point(curve.id, point.position, str(exc))
-                say(f"curve #{curve.id}: C{c} failed: {exc}")
+                say(f"curve #{curve.id}: {name} failed: {exc}")
                 raise
             except (asyncio.CancelledError, KeyboardInterrupt):
                 self.store.curves.interrupt_point(
@@ -223,9 +331,11 @@ class CurveIntents(RunIntents):
             group = outcome.group.id if outcome.group else None
             self.store.curves.finish_point(curve.id, point.position, group, [r.id for r in outcome.rows])
             measured.append(c)
+            if point.rate is not None:
+                rates.append(point.rate)
             best = outcome.group.median if outcome.group else outcome.rows[0].out_tok_per_s
             say(
-                f"curve #{curve.id}: C{c} stored: out {best or 0:,.1f} tok/s (rows {', '.join(str(r.id) for r in outcome.rows)})"
+                f"curve #{curve.id}: {name} stored: out {best or 0:,.1f} tok/s (rows {', '.join(str(r.id) for r in outcome.rows)})"
             )
         self.store.curves.set_state(curve.id, "done")
-        return CurveWalk(curve.id, tuple(measured))
+        return CurveWalk(curve.id, tuple(measured), tuple(rates))

@@ -140,9 +140,13 @@ class Curves:
         concurrency: list[int],
         repeat: int,
         prompts_per_slot: int | None,
+        rate: list[float] | None = None,
+        burstiness: float | None = None,
+        points: list[tuple[int, float]] | None = None,
     ) -> CurveRow:
         """A new curve with every point pending, in the order of ``concurrency``, in one transaction: a curve
-        is never stored without its points."""
+        is never stored without its points. A rate curve (``rate``: its rates, ``concurrency`` the cap given,
+        if any) has ``points``: each point's (cap, rate) in order."""
         now = self.store.clock()
         with self.store.atomic():
             curve_id = self.store.insert(
@@ -157,12 +161,23 @@ class Curves:
                     "created_ms": now,
                     "updated_ms": now,
                     "state": "running",
+                    "rate": None if rate is None else dumps(rate),
+                    "burstiness": burstiness,
                 },
             )
-            for position, c in enumerate(concurrency):
+            planned: list[tuple[int, float | None]] = (
+                [(c, None) for c in concurrency] if points is None else [*points]
+            )
+            for position, (c, r) in enumerate(planned):
                 self.store.insert(
                     "curve_points",
-                    {"curve_id": curve_id, "concurrency": c, "position": position, "state": "pending"},
+                    {
+                        "curve_id": curve_id,
+                        "concurrency": c,
+                        "position": position,
+                        "state": "pending",
+                        "rate": r,
+                    },
                 )
         return self.get(curve_id)
 
@@ -172,13 +187,23 @@ class Curves:
             raise StoreError(f"no curve #{curve_id} in {self.store.path}")
         return CurveRow.from_row(rows[0])
 
-    def latest(self, arm: str, box: str, shape: str, concurrency: list[int], repeat: int) -> CurveRow | None:
+    def latest(
+        self,
+        arm: str,
+        box: str,
+        shape: str,
+        concurrency: list[int],
+        repeat: int,
+        rate: list[float] | None = None,
+        burstiness: float | None = None,
+    ) -> CurveRow | None:
         """The newest curve of this identity, whatever its state: the one the same command resumes (when it is
-        done, the same command measures nothing and shows it; ``--new`` measures another)."""
+        done, the same command measures nothing and shows it; ``--new`` measures another). A rate curve's
+        identity adds its rates and burstiness (a closed-loop curve has neither)."""
         rows = self.store.rows(
             "SELECT * FROM curves WHERE arm = ? AND box = ? AND shape = ? AND concurrency = ? AND repeat = ? "
-            "ORDER BY id DESC LIMIT 1",
-            [arm, box, shape, dumps(concurrency), repeat],
+            "AND rate IS ? AND burstiness IS ? ORDER BY id DESC LIMIT 1",
+            [arm, box, shape, dumps(concurrency), repeat, None if rate is None else dumps(rate), burstiness],
         )
         return CurveRow.from_row(rows[0]) if rows else None
 

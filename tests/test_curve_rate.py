@@ -1,0 +1,237 @@
+"""Request-rate curves: `campaign curve --rate R1,R2 [--burstiness K] [--concurrency C]` and `campaign bench --rate`.
+
+The rate parser and the bounds refuse in one line (exit 2) and store nothing; a rate curve's record carries its
+rates, burstiness and each point's (cap, rate), and its identity (what the same command resumes) includes them.
+End to end on the suite's real CPU vLLM of the tiny model: a `--rate 0.5,1.5` curve stores two done points
+whose rows carry their request rate, the 1.5 req/s point sends faster than the 0.5 one and neither faster than
+asked, and a `--burstiness` bench is stored with its burstiness.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from console.errors import InputError
+from console.readmodel import bench_row, curve
+from console.service import Service
+from console.service.curves import rate_list, rate_requests
+from console.store import Box, Store
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_ports
+from testbed.vllm_env import VllmEnv
+from tests.support.cli import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# ---------------------------------------------------------------- parsing and bounds
+
+
+def test_a_rate_list_is_floats_bounded_sorted_and_without_repeats() -> None:
+    assert rate_list("1.5,0.5") == [0.5, 1.5]
+    assert rate_list(" 0.01 , 10000 ") == [0.01, 10000.0]
+    for bad in ("0.5,0.5", "0", "-1", "0.001", "10001", "nan", "inf", "1,,2", "", "1,x"):
+        with pytest.raises(InputError) as refused:
+            rate_list(bad)
+        assert "\n" not in str(refused.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789,.-+eEinfa ", max_size=24) | st.text(max_size=24))
+@example("0.5,1.5")
+@example("1e400")
+def test_the_rate_parser_gives_a_sorted_bounded_list_or_a_refusal(text: str) -> None:
+    try:
+        rates = rate_list(text)
+    except InputError:
+        return
+    assert rates == sorted(set(rates)) and all(math.isfinite(r) and 0.01 <= r <= 10_000 for r in rates)
+
+
+def test_a_rate_point_sends_k_requests_per_started_request_a_second() -> None:
+    assert [rate_requests(None, r) for r in (0.5, 1.0, 1.5, 20.0)] == [8, 8, 16, 160]
+    assert rate_requests(3, 0.5) == 3 and rate_requests(3, 1.5) == 6
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--rate", "0.5,0.5"], "given twice"),
+        (["--rate", "0"], "out of range"),
+        (["--rate", "0.5", "--ladder", "1:4:x2"], "--rate with --ladder"),
+        (["--rate", "0.5", "--burstiness", "0"], "a burstiness must be"),
+        (["--concurrency", "1,2", "--burstiness", "2"], "--burstiness without --rate"),
+        ([], "a curve needs its points"),
+    ],
+)
+def test_the_curve_command_refuses_bad_pacing_in_one_line_and_stores_nothing(
+    tmp_path: Path, argv: list[str], said: str
+) -> None:
+    db = tmp_path / "state.db"
+    code, out, err = run_cli(db, "curve", "tiny-cpu", "--box", "local", "--shape", "tiny", *argv)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and out == ""
+    assert not db.exists()
+
+
+def test_a_rate_curve_with_a_concurrency_list_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    code, _, err = run_cli(
+        db,
+        "curve",
+        "tiny-cpu",
+        "--box",
+        "local",
+        "--shape",
+        "tiny",
+        "--rate",
+        "0.5,1.5",
+        "--concurrency",
+        "1,2",
+    )
+    assert code == 2 and "is its cap" in err and len(err.strip().splitlines()) == 1
+    with Store(db) as store:
+        assert store.scalar("SELECT count(*) FROM curves") == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--rate", "0"], "a request rate must be"),
+        (["--rate", "nan"], "not a finite number"),
+        (["--rate", "1", "--burstiness", "101"], "a burstiness must be"),
+    ],
+)
+def test_the_bench_command_refuses_a_bad_rate_or_burstiness_with_exit_2(
+    tmp_path: Path, argv: list[str], said: str
+) -> None:
+    db = tmp_path / "state.db"
+    code, _, err = run_cli(db, "bench", "tiny-cpu", "--box", "local", "--shape", "tiny", "-c", "1", *argv)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_a_burstiness_without_a_rate_is_refused_by_the_bench_and_nothing_is_sent(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    code, _, err = run_cli(
+        db, "bench", "tiny-cpu", "--box", "local", "--shape", "tiny", "-c", "1", "--burstiness", "2"
+    )
+    assert code == 2 and "--burstiness 2.0 without --rate" in err
+    with Store(db) as store:
+        assert store.scalar("SELECT count(*) FROM commands") == 0
+
+
+# ---------------------------------------------------------------- the record
+
+
+def test_a_rate_curve_records_its_rates_and_they_are_part_of_its_identity(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db", clock=lambda: 1_000) as store:
+        closed = store.curves.create("a", "b", "tiny", [4], 1, None)
+        paced = store.curves.create("a", "b", "tiny", [4], 1, 3, [0.5, 1.5], 1.0, [(4, 0.5), (4, 1.5)])
+        assert (paced.rate, paced.burstiness, closed.rate, closed.burstiness) == ((0.5, 1.5), 1.0, None, None)
+        points = store.curves.points(paced.id)
+        assert [(p.concurrency, p.rate, p.state) for p in points] == [
+            (4, 0.5, "pending"),
+            (4, 1.5, "pending"),
+        ]
+        assert store.curves.latest("a", "b", "tiny", [4], 1, [0.5, 1.5], 1.0) == paced
+        assert store.curves.latest("a", "b", "tiny", [4], 1) == closed  # a closed loop of C4: another curve
+        assert store.curves.latest("a", "b", "tiny", [4], 1, [0.5, 1.5], 2.0) is None  # burstiness counts
+        assert store.curves.latest("a", "b", "tiny", [4], 1, [0.5], 1.0) is None  # so do the rates
+        view = curve(store, paced.id)
+        assert view.rate == (0.5, 1.5) and [p.rate for p in view.points] == [0.5, 1.5]
+        assert view.summary()["rate"] == [0.5, 1.5] and view.points[0].summary()["rate"] == 0.5
+
+
+# ---------------------------------------------------------------- end to end on the CPU vLLM
+
+
+def _campaign(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+RATE_CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--rate", "0.5,1.5")
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_path: Path) -> None:
+    home = tmp_path / "agent-home"
+    db = tmp_path / "state.db"
+    store = Store(db)
+    store.boxes.add(
+        Box(
+            name="local",
+            kind="local",
+            agent_home=str(home),
+            serving_env=str(vllm_env.prefix),
+            model_root=str(vllm_env.model_root),
+        )
+    )
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")
+        launched = await service.launch(
+            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
+        )
+        assert launched.serving, launched.replicas
+
+        # --rate 0.5,1.5 capped at C4, 3 requests per started req/s: 3 requests at 0.5/s, 6 at 1.5/s.
+        done = _campaign(db, *RATE_CURVE, "--concurrency", "4", "--prompts-per-slot", "3", "--json")
+        assert done.returncode == 0, done.stderr
+        body = json.loads(done.stdout)
+        assert body["curve"]["rate"] == [0.5, 1.5] and body["curve"]["burstiness"] == 1.0
+        points = body["points"]
+        assert [(p["rate"], p["concurrency"], p["state"]) for p in points] == [
+            (0.5, 4, "done"),
+            (1.5, 4, "done"),
+        ]
+        rows = [bench_row(store, str(p["bench_run_ids"][0])) for p in points]
+        assert [(r.request_rate, r.burstiness, r.concurrency, r.prompts) for r in rows] == [
+            (0.5, 1.0, 4, 3),
+            (1.5, 1.0, 4, 6),
+        ]
+        slow, fast = (r.req_per_s or 0.0 for r in rows)
+        # the last request is released at n/R: no point sends faster than asked, and 1.5/s faster than 0.5/s
+        assert 0 < slow <= 0.5 and slow < fast <= 1.5, (slow, fast)
+        print(f"achieved request rates: {slow:.3f} req/s at 0.5, {fast:.3f} req/s at 1.5")
+
+        # The same command again measures nothing and shows each point's rate.
+        before = store.scalar("SELECT count(*) FROM bench_runs")
+        again = _campaign(db, *RATE_CURVE, "--concurrency", "4")
+        assert again.returncode == 0, again.stderr
+        assert "measured now: nothing" in again.stdout and "REQ/S" in again.stdout
+        assert "rate 0.5,1.5 req/s (burstiness 1), cap C4" in again.stdout
+        assert store.scalar("SELECT count(*) FROM bench_runs") == before
+
+        # A bursty bench: gamma arrivals of shape 0.5, stored with it.
+        bursty = _campaign(
+            db, "bench", "tiny-cpu", "--box", "local", "--shape", "short", "-c", "2", "--prompts", "4",
+            "--rate", "2", "--burstiness", "0.5", "--json",
+        )  # fmt: skip
+        assert bursty.returncode == 0, bursty.stderr
+        row = json.loads(bursty.stdout)
+        assert (row["request_rate"], row["burstiness"], row["requests"], row["failed"]) == (2.0, 0.5, 4, 0)
+        stored = store.rows("SELECT request_rate, burstiness FROM bench_runs WHERE id = ?", [row["id"]])
+        assert stored == [{"request_rate": 2.0, "burstiness": 0.5}]
+    finally:
+        live = [row.id for row in store.launches.live("local")]
+        if live:  # never leave a vLLM behind a failed test
+            await service.stop_launches("local", live, grace_s=5)
+        await service.close()
+        store.close()
+        stop_agent(home)
