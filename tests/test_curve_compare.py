@@ -49,6 +49,7 @@ def _requests(streams: int, tpot: float, ttft: float = 50.0) -> list[list[Any]]:
 
 
 def _bench(store: Store, arm: str, c: int, k: int, out: float, rows: list[list[Any]], **extra: Any) -> int:
+    """Run ``k`` of ``arm`` at C ``c``, measured over window ``k`` (WINDOW_MS long from T0)."""
     start = T0 + k * WINDOW_MS
     result: dict[str, Any] = {
         "requests": len(rows),
@@ -75,16 +76,63 @@ def _bench(store: Store, arm: str, c: int, k: int, out: float, rows: list[list[A
     )
 
 
-def _curve(db: Path, arm: str, points: Sequence[Point], box: str = "b1", price: float | None = PRICE) -> int:
-    """A done curve of ``arm`` on ``box`` (added with ``price`` if new), one repeat group per point."""
+def _journal_power(store: Store, box: str, arm: str, watts: Sequence[float], repeats: int) -> None:
+    """Launch L-``arm`` serving on GPU 0 of ``box``, and GPU 0 drawing ``watts[p]`` at 1 Hz through the
+    windows of point ``p``'s runs (``_curve`` gives point p windows p x repeats onwards)."""
+    events: list[dict[str, Any]] = [
+        {
+            "kind": "launch_state",
+            "launch_id": f"L-{arm}",
+            "arm": arm,
+            "state": "serving",
+            "t_ms": T0 - 60_000,
+            "gpus": [0],
+        }
+    ]
+    for p, w in enumerate(watts):
+        reading = {"gpu": 0, "power_w": w, "enforced_limit_w": 600.0, "power_limit_w": 600.0}
+        first, last = p * repeats * WINDOW_MS, (p + 1) * repeats * WINDOW_MS
+        events += [
+            {"kind": "gpu_sample", "t_ms": T0 + t, "gpus": [reading]} for t in range(first, last, 1000)
+        ]
+    report = store.ingest.batch(box, [{"v": 1, "seq": i + 1, **e} for i, e in enumerate(events)])
+    assert not report.quarantined, report.quarantined
+
+
+def _curve(
+    db: Path,
+    arm: str,
+    points: Sequence[Point],
+    box: str = "b1",
+    price: float | None = PRICE,
+    watts: Sequence[float] | None = None,
+) -> int:
+    """A done curve of ``arm`` on ``box`` (added with ``price`` if new), one repeat group per point; with
+    ``watts``, its launch on GPU 0 of ``box`` drawing ``watts[p]`` through point p's runs."""
+    repeats = len(points[0][1])
     with Store(db, clock=lambda: T0) as store:
         if box not in {b.name for b in store.boxes.every()}:
             store.boxes.add(Box(name=box, host="127.0.0.1", ssh_user="u", price_per_hour=price))
-        made = store.curves.create(arm, box, "short", [c for c, _, _ in points], len(points[0][1]), None)
+        launch = {}
+        if watts is not None:
+            _journal_power(store, box, arm, watts, repeats)
+            launch = {"launch_id": f"L-{arm}"}
+        made = store.curves.create(arm, box, "short", [c for c, _, _ in points], repeats, None)
         for position, (c, outs, tpot) in enumerate(points):
             group = f"group-{arm}-{made.id}-C{c}"
             ids = [
-                _bench(store, arm, c, k, out, _requests(c, tpot), box=box, tag=made.id, repeat_group=group)
+                _bench(
+                    store,
+                    arm,
+                    c,
+                    position * repeats + k,
+                    out,
+                    _requests(c, tpot),
+                    box=box,
+                    tag=made.id,
+                    repeat_group=group,
+                    **launch,
+                )
                 for k, out in enumerate(outs)
             ]
             store.curves.finish_point(made.id, position, group, ids)
@@ -292,6 +340,23 @@ def test_at_power_without_energy_figures_is_refused_saying_why(tmp_path: Path) -
     code, out, err = run_cli(db, "compare", "a", "b", "--at-power", "300")
     assert code == 2 and out == ""
     assert "curve #1 (a) C1 has no average GPU power: no GPU power samples" in err
+
+
+def test_at_power_each_curve_is_read_at_its_average_gpu_power_per_gpu(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    _curve(db, "p", A, box="g1", watts=[200.0, 300.0, 400.0])  # at 350 W: midway C2-C4, 400 [390-410]
+    _curve(db, "q", A, box="g2", watts=[250.0, 350.0, 450.0])  # at 350 W: its C2, 300 [290-310]
+    code, data, err = _compare(db, "p", "q", "--shape", "short", "--box", "g1", "--at-power", "350")
+    assert code == 2 and "'q' is no arm with a done curve on g1 at short" in err
+    code, data, err = _compare(db, "p", "q", "--at-power", "350")
+    assert code == 0, err
+    assert data["per"] == "GPU" and data["a"]["gpus"] == 1 and data["a"]["measured_range"] == [200.0, 400.0]
+    assert data["a"]["out_tok_per_s"] == {"median": 400.0, "min": 390.0, "max": 410.0, "n": 3}
+    assert data["b"]["out_tok_per_s"]["median"] == pytest.approx(300.0)
+    assert data["ratio_b_over_a"]["median"] == pytest.approx(0.75)
+    assert data["verdict"] == "faster" and data["winner"] == "a"
+    code, _, err = run_cli(db, "compare", "p", "q", "--at-power", "220")
+    assert code == 2 and "curve #2 (q)'s measured range 250.0-450.0 W" in err
 
 
 def test_the_operating_points_are_exclusive_and_bounded(tmp_path: Path) -> None:

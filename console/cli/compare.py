@@ -22,7 +22,7 @@ from console import bounds
 from console.cli.common import Column, argument, concurrency_arg, open_store, print_json, print_table
 from console.errors import InputError
 from console.readmodel import compare
-from console.readmodel.curve_compare import AXES, ArmAt, CurveComparison, compare_at, compare_at_slo
+from console.readmodel.curve_compare import AXES, UNITS, ArmAt, CurveComparison, compare_at, compare_at_slo
 from console.readmodel.curve_cost import COST_DEFINITIONS
 from console.tails import parse_slo
 
@@ -49,11 +49,12 @@ def _side_row(name: str, s: ArmAt, per_gpu: bool) -> dict[str, object]:
 
 def _show_curves(r: CurveComparison, slo: bool) -> None:
     print(f"at {r.at}")
+    print(f"  x: {AXES[r.axis]}")
     columns: list[str | Column] = [
         "side",
         "arm",
         "curve",
-        Column("range", "MEASURED X", right=True),
+        Column("range", f"MEASURED X ({UNITS[r.axis]})", right=True),
         Column("from", "POINTS"),
         Column("y", f"OUT TOK/S PER {r.per.upper()} [MIN-MAX]", right=True),
         Column("out", "$/M OUT", right=True),

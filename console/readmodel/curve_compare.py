@@ -164,6 +164,7 @@ class CurveComparison:
     (``faster``, ``tie``, ``no-verdict``: ``readmodel/compare.py``'s words)."""
 
     at: str
+    axis: Axis  # the x the measured ranges are in (an SLO's points: tpot)
     per_gpu: bool
     a: ArmAt
     b: ArmAt
@@ -180,6 +181,7 @@ class CurveComparison:
     def summary(self) -> dict[str, object]:
         return {
             "at": self.at,
+            "x": AXES[self.axis],
             "per": self.per,
             "a": self.a.summary(),
             "b": self.b.summary(),
@@ -385,7 +387,7 @@ def _floor(store: Store, a: ArmAt, b: ArmAt) -> ControlPair | None:
     return max(fitting, key=lambda p: p.floor, default=None)
 
 
-def verdict(at: str, a: ArmAt, b: ArmAt, floor: ControlPair | None) -> CurveComparison:
+def verdict(at: str, axis: Axis, a: ArmAt, b: ArmAt, floor: ControlPair | None) -> CurveComparison:
     """B against A at ``at``: the ratio with its spread, tie inside the spreads or the noise floor."""
     per_gpu = bool(a.gpus and b.gpus)
     ya, yb = a.per(per_gpu), b.per(per_gpu)
@@ -397,7 +399,7 @@ def verdict(at: str, a: ArmAt, b: ArmAt, floor: ControlPair | None) -> CurveComp
     )
 
     def made(word: CompareVerdict, winner: Literal["a", "b"] | None, text: str) -> CurveComparison:
-        return CurveComparison(at, per_gpu, a, b, ratio, word, winner, floor, text)
+        return CurveComparison(at, axis, per_gpu, a, b, ratio, word, winner, floor, text)
 
     lone = next((s for s in (a, b) if s.runs < 2), None)
     if lone is not None:
@@ -436,7 +438,7 @@ def compare_at(
     """``campaign compare A B --at-interactivity X`` (``axis`` tpot or per-slot) or ``--at-power W``."""
     sides = [arm_at(store, resolve_curve(store, s, box, shape), axis, x) for s in (a, b)]
     return verdict(
-        f"{x:g} {UNITS[axis]} ({NAMES[axis]})", sides[0], sides[1], _floor(store, sides[0], sides[1])
+        f"{x:g} {UNITS[axis]} ({NAMES[axis]})", axis, sides[0], sides[1], _floor(store, sides[0], sides[1])
     )
 
 
@@ -451,4 +453,4 @@ def compare_at_slo(
 ) -> CurveComparison:
     """``campaign compare A B --at-slo ttft:MS,...``: each arm's best point meeting the SLO at p99."""
     sides = [arm_at_slo(store, resolve_curve(store, s, box, shape), limits, slo_text) for s in (a, b)]
-    return verdict(f"SLO {slo_text} (p99)", sides[0], sides[1], _floor(store, sides[0], sides[1]))
+    return verdict(f"SLO {slo_text} (p99)", "tpot", sides[0], sides[1], _floor(store, sides[0], sides[1]))
