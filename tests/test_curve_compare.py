@@ -65,7 +65,7 @@ def _bench(store: Store, arm: str, c: int, k: int, out: float, rows: list[list[A
         {
             **result,
             "arm": arm,
-            "shape": "short",
+            "shape": extra.pop("shape", "short"),
             "concurrency": c,
             "box": extra.pop("box", "b1"),
             "run_id": f"{arm}-{extra.pop('tag', '')}-C{c}-{k}",
@@ -106,6 +106,7 @@ def _curve(
     box: str = "b1",
     price: float | None = PRICE,
     watts: Sequence[float] | None = None,
+    shape: str = "short",
 ) -> int:
     """A done curve of ``arm`` on ``box`` (added with ``price`` if new), one repeat group per point; with
     ``watts``, its launch on GPU 0 of ``box`` drawing ``watts[p]`` through point p's runs."""
@@ -117,7 +118,7 @@ def _curve(
         if watts is not None:
             _journal_power(store, box, arm, watts, repeats)
             launch = {"launch_id": f"L-{arm}"}
-        made = store.curves.create(arm, box, "short", [c for c, _, _ in points], repeats, None)
+        made = store.curves.create(arm, box, shape, [c for c, _, _ in points], repeats, None)
         for position, (c, outs, tpot) in enumerate(points):
             group = f"group-{arm}-{made.id}-C{c}"
             ids = [
@@ -131,6 +132,7 @@ def _curve(
                     box=box,
                     tag=made.id,
                     repeat_group=group,
+                    shape=shape,
                     **launch,
                 )
                 for k, out in enumerate(outs)
@@ -247,6 +249,39 @@ def test_a_difference_inside_the_noise_floor_is_a_tie_and_outside_it_is_not(tmp_
     assert code == 0, err
     assert data["verdict"] == "tie" and data["noise_floor"] == pytest.approx(0.08)
     assert "inside the noise floor of 8.0%" in data["text"]
+
+
+def test_two_curves_of_one_arm_are_not_their_own_noise_floor(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    first = _curve(db, "a", _scaled(A, spread=1.0))
+    second = _curve(db, "a", _scaled(A, by=1.05, spread=1.0))  # 315 [314-316] against 300 [299-301] at C2
+    code, data, err = _compare(db, f"#{first}", f"#{second}", "--at-interactivity", "50")
+    assert code == 0, err
+    assert data["verdict"] == "faster" and data["noise_floor"] is None, data["text"]
+
+
+def test_per_slot_interactivity_reads_the_envelope_of_out_over_c(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    # out / C: C1 100, C2 150, C4 125 tok/s/user. C1 is beaten by C2 (more of both): the envelope is
+    # C4 (125, 500 [490-510]) and C2 (150, 300 [290-310]); at 140, 3/5 of the way: 380 [370-390].
+    _curve(db, "a", A)
+    _curve(db, "b", A)
+    code, data, err = _compare(db, "a", "b", "--interactivity", "per-slot", "--at-interactivity", "140")
+    assert code == 0, err
+    assert data["a"]["out_tok_per_s"]["median"] == pytest.approx(380.0)
+    assert data["a"]["out_tok_per_s"]["min"] == pytest.approx(370.0)
+    assert data["a"]["measured_range"] == [125.0, 150.0] and "output tok/s / concurrency" in data["x"]
+    assert data["a"]["dropped"] == ["C1: below the curve's envelope (beaten by C2 on both medians)"]
+    code, _, err = run_cli(db, "compare", "a", "b", "--interactivity", "per-slot", "--at-slo", "tpot:30")
+    assert code == 2 and "--interactivity says how --at-interactivity's X is defined" in err
+
+
+def test_curves_of_two_shapes_are_refused(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    _curve(db, "a", A)
+    _curve(db, "b", A, shape="long")
+    code, _, err = run_cli(db, "compare", "a", "b", "--at-interactivity", "50")
+    assert code == 2 and "curve #1 (a) ran shape short and curve #2 (b) shape long" in err
 
 
 def test_one_run_a_point_gives_no_verdict(tmp_path: Path) -> None:

@@ -22,7 +22,15 @@ from console import bounds
 from console.cli.common import Column, argument, concurrency_arg, open_store, print_json, print_table
 from console.errors import InputError
 from console.readmodel import compare
-from console.readmodel.curve_compare import AXES, UNITS, ArmAt, CurveComparison, compare_at, compare_at_slo
+from console.readmodel.curve_compare import (
+    AXES,
+    UNITS,
+    ArmAt,
+    Axis,
+    CurveComparison,
+    compare_at,
+    compare_at_slo,
+)
 from console.readmodel.curve_cost import COST_DEFINITIONS
 from console.tails import parse_slo
 
@@ -92,7 +100,7 @@ def _curves(args: argparse.Namespace) -> int:
         elif args.at_power is not None:
             result = compare_at(store, args.a, args.b, "power", args.at_power, args.box, args.shape)
         else:
-            axis = args.interactivity
+            axis: Axis = args.interactivity or "tpot"
             result = compare_at(store, args.a, args.b, axis, args.at_interactivity, args.box, args.shape)
     if args.json:
         print_json({**result.summary(), "definitions": {**COST_DEFINITIONS, **AXES}})
@@ -102,6 +110,11 @@ def _curves(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.interactivity is not None and args.at_interactivity is None:
+        raise InputError(
+            "--interactivity says how --at-interactivity's X is defined; it was given without it",
+            "add --at-interactivity X, or leave --interactivity out",
+        )
     if args.at_interactivity is not None or args.at_slo is not None or args.at_power is not None:
         return _curves(args)
     with open_store(args, read_only=True) as store:
@@ -164,7 +177,6 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p.add_argument(
         "--interactivity",
         choices=("tpot", "per-slot"),
-        default="tpot",
         help="x of --at-interactivity: tpot = 1000 / TPOT p50 (the default); per-slot = output tok/s / C",
     )
     p.add_argument("--json", action="store_true", help="the verdict and both sides as JSON on stdout")

@@ -375,16 +375,37 @@ def arm_at_slo(store: Store, view: CurveView, limits: dict[str, float], slo_text
 # -- the verdict ----------------------------------------------------------------------------------------
 
 
+def _groups(side: ArmAt) -> set[str | None]:
+    return {k.point.repeat_group for k in side.neighbours}
+
+
 def _floor(store: Store, a: ArmAt, b: ArmAt) -> ControlPair | None:
     """The widest control pair at the curves' shape on one of their boxes, at a concurrency of a point either
-    side was read from: the noise floor ``campaign compare`` would use there."""
+    side was read from: the noise floor ``campaign compare`` would use there. As there, a pair made of the
+    points being compared (two curves of one arm) is not their floor: compared with itself, always a tie."""
     levels = {k.point.concurrency for side in (a, b) for k in side.neighbours}
+    ga, gb = _groups(a), _groups(b)
     fitting = [
         p
         for p in control_pairs(repeat_groups(bench_rows(store)))
-        if p.a.shape == a.curve.shape and p.a.box in (a.curve.box, b.curve.box) and p.a.concurrency in levels
+        if p.a.shape == a.curve.shape
+        and p.a.box in (a.curve.box, b.curve.box)
+        and p.a.concurrency in levels
+        and not ({p.a.id, p.b.id} & ga and {p.a.id, p.b.id} & gb)
     ]
     return max(fitting, key=lambda p: p.floor, default=None)
+
+
+def _curves(store: Store, a: str, b: str, box: str | None, shape: str | None) -> tuple[CurveView, CurveView]:
+    """The curves ``a`` and ``b`` name, when they ran one workload; a refusal otherwise, as ``campaign
+    compare`` refuses groups of two workloads."""
+    ca, cb = resolve_curve(store, a, box, shape), resolve_curve(store, b, box, shape)
+    if ca.shape != cb.shape:
+        raise InputError(
+            f"curve #{ca.id} ({ca.arm}) ran shape {ca.shape} and curve #{cb.id} ({cb.arm}) shape {cb.shape}",
+            "compare curves of one shape: pass --shape, or #N of two curves at it",
+        )
+    return ca, cb
 
 
 def verdict(at: str, axis: Axis, a: ArmAt, b: ArmAt, floor: ControlPair | None) -> CurveComparison:
@@ -436,10 +457,8 @@ def compare_at(
     shape: str | None = None,
 ) -> CurveComparison:
     """``campaign compare A B --at-interactivity X`` (``axis`` tpot or per-slot) or ``--at-power W``."""
-    sides = [arm_at(store, resolve_curve(store, s, box, shape), axis, x) for s in (a, b)]
-    return verdict(
-        f"{x:g} {UNITS[axis]} ({NAMES[axis]})", axis, sides[0], sides[1], _floor(store, sides[0], sides[1])
-    )
+    sa, sb = (arm_at(store, c, axis, x) for c in _curves(store, a, b, box, shape))
+    return verdict(f"{x:g} {UNITS[axis]} ({NAMES[axis]})", axis, sa, sb, _floor(store, sa, sb))
 
 
 def compare_at_slo(
@@ -452,5 +471,5 @@ def compare_at_slo(
     shape: str | None = None,
 ) -> CurveComparison:
     """``campaign compare A B --at-slo ttft:MS,...``: each arm's best point meeting the SLO at p99."""
-    sides = [arm_at_slo(store, resolve_curve(store, s, box, shape), limits, slo_text) for s in (a, b)]
-    return verdict(f"SLO {slo_text} (p99)", "tpot", sides[0], sides[1], _floor(store, sides[0], sides[1]))
+    sa, sb = (arm_at_slo(store, c, limits, slo_text) for c in _curves(store, a, b, box, shape))
+    return verdict(f"SLO {slo_text} (p99)", "tpot", sa, sb, _floor(store, sa, sb))
