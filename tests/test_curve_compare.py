@@ -386,6 +386,7 @@ def test_at_power_each_curve_is_read_at_its_average_gpu_power_per_gpu(tmp_path: 
     code, data, err = _compare(db, "p", "q", "--at-power", "350")
     assert code == 0, err
     assert data["per"] == "GPU" and data["a"]["gpus"] == 1 and data["a"]["measured_range"] == [200.0, 400.0]
+    assert data["a"]["conditions"].startswith("kernel: none reported; power limit: 600 W; tripwire: ")
     assert data["a"]["out_tok_per_s"] == {"median": 400.0, "min": 390.0, "max": 410.0, "n": 3}
     assert data["b"]["out_tok_per_s"]["median"] == pytest.approx(300.0)
     assert data["ratio_b_over_a"]["median"] == pytest.approx(0.75)

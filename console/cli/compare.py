@@ -72,6 +72,7 @@ def _show_curves(r: CurveComparison, slo: bool) -> None:
         columns.append(Column("good", "$/M GOOD OUT", right=True))
     print_table([_side_row(n, s, r.per_gpu) for n, s in (("A", r.a), ("B", r.b))], columns, indent=2)
     for name, s in (("A", r.a), ("B", r.b)):
+        print(f"  {name}: {s.conditions}")
         if s.price.why_not:
             print(f"  {name}: no cost: {s.price.why_not}")
         for why in s.dropped:

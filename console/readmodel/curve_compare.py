@@ -52,7 +52,7 @@ from console.readmodel.curve_cost import BoxPrice, Goodput, box_price, goodput, 
 from console.readmodel.curves import CurvePointView, CurveView, curve
 from console.readmodel.energy import energy_note, run_energy
 from console.readmodel.pareto import Spread
-from console.readmodel.records import CompareVerdict, ControlPair
+from console.readmodel.records import CompareVerdict, ControlPair, ResultRow
 from console.readmodel.results import bench_row, bench_rows
 from console.store import Store
 
@@ -70,12 +70,13 @@ NO_ENERGY = "no GPU power samples over its runs (a CPU box, or an imported row)"
 @dataclass(frozen=True)
 class Knot:
     """One valid point of a curve on the compared axes: x (median of the repeats) and the node's output
-    tok/s (median with min-max), its total tok/s median and the GPUs its runs measured."""
+    tok/s (median with min-max), its total tok/s median, and its runs' rows (what travels with a number)."""
 
     point: CurvePointView
     x: float
     out: Spread
     total: float | None
+    rows: tuple[ResultRow, ...]
 
     @property
     def name(self) -> str:
@@ -109,6 +110,26 @@ class ArmAt:
     @property
     def label(self) -> str:
         return f"{self.curve.arm} (curve #{self.curve.id}, {self.curve.box}, {self.curve.shape})"
+
+    @property
+    def rows(self) -> tuple[ResultRow, ...]:
+        return tuple(r for k in self.neighbours for r in k.rows)
+
+    @property
+    def conditions(self) -> str:
+        """What travels with the throughput (DESIGN.md's invariant): the kernel lines, power limits and
+        tripwire verdicts of the runs it was read from, each distinct one once, and their marks."""
+        rows = self.rows
+        kernels = dict.fromkeys(r.kernel_line or "none reported" for r in rows)
+        limits = dict.fromkeys(
+            "no GPU limit recorded" if r.power_limit_w is None else f"{r.power_limit_w:.0f} W" for r in rows
+        )
+        tripwires = dict.fromkeys(r.tripwire.text for r in rows)
+        marks = " ".join(dict.fromkeys(w for r in rows for w in r.marks.split()))
+        return (
+            f"kernel: {', '.join(kernels)}; power limit: {', '.join(limits)}; "
+            f"tripwire: {', '.join(tripwires)}" + (f"; {marks}" if marks else "")
+        )
 
     @property
     def usd_per_m_out(self) -> float | None:
@@ -155,6 +176,8 @@ class ArmAt:
             "attainment": None if slo is None else slo.attainment,
             "goodput_req_per_s": None if slo is None else slo.goodput_req_per_s,
             "dropped": list(self.dropped),
+            "bench_run_ids": [r.id for r in self.rows],
+            "conditions": self.conditions,
         }
 
 
@@ -281,11 +304,10 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def _power(store: Store, view: CurveView, p: CurvePointView) -> float:
+def _power(store: Store, view: CurveView, p: CurvePointView, rows: Sequence[ResultRow]) -> float:
     """The point's median average GPU power; a refusal naming the point when a run has no energy figure."""
     watts = []
-    for run in p.runs:
-        bench = bench_row(store, str(run.row_id))
+    for bench in rows:
         energy = run_energy(store, bench)
         if energy is None:
             why = energy_note(store, bench) or NO_ENERGY
@@ -297,9 +319,11 @@ def _power(store: Store, view: CurveView, p: CurvePointView) -> float:
     return statistics.median(watts)
 
 
-def _x(store: Store, view: CurveView, p: CurvePointView, axis: Axis) -> float | None:
+def _x(
+    store: Store, view: CurveView, p: CurvePointView, rows: Sequence[ResultRow], axis: Axis
+) -> float | None:
     if axis == "power":
-        return _power(store, view, p)
+        return _power(store, view, p, rows)
     return p.interactivity_tpot if axis == "tpot" else p.interactivity_per_slot
 
 
@@ -316,12 +340,12 @@ def knots(store: Store, view: CurveView, axis: Axis) -> tuple[list[Knot], list[s
         if p.validity is not None and not p.validity.valid:
             left.append(f"{name}: {p.state_text}")
             continue
-        x = _x(store, view, p, axis)
+        rows = tuple(bench_row(store, str(r.row_id)) for r in p.runs)
+        x = _x(store, view, p, rows, axis)
         if x is None:
             left.append(f"{name}: no {UNITS[axis]} figure")
             continue
-        total = _median([bench_row(store, str(r.row_id)).total_tok_per_s for r in p.runs])
-        out.append(Knot(p, x, y, total))
+        out.append(Knot(p, x, y, _median([r.total_tok_per_s for r in rows]), rows))
     return out, left
 
 
