@@ -18,8 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.loadgen.metrics import TIMING_COLUMNS
-from console.readmodel.curve_compare import interpolate
+from console.readmodel.curve_compare import Knot, envelope, interpolate
 from console.readmodel.curve_cost import box_price, goodput, usd_per_m
+from console.readmodel.curves import CurvePointView
+from console.readmodel.pareto import Spread
 from console.store import Box, Store
 from tests.support.cli import run_cli
 
@@ -406,6 +408,13 @@ def test_the_operating_points_are_exclusive_and_bounded(tmp_path: Path) -> None:
     assert code == 2 and "-c does not apply" in err
     code, _, err = run_cli(db, "compare", "nope", "a", "--at-interactivity", "50")
     assert code == 2 and "'nope' is no arm with a done curve" in err
+    code, _, err = run_cli(db, "compare", "#9", "a", "--at-interactivity", "50")
+    assert code == 2 and "no curve #9" in err
+    _curve(db, "a", A, box="b2")
+    code, _, err = run_cli(db, "compare", "a", "a", "--at-interactivity", "50")
+    assert code == 2 and "arm a has done curves on b1 at short, b2 at short" in err
+    code, data, err = _compare(db, "a", "#1", "--box", "b2", "--at-interactivity", "50")
+    assert code == 0 and data["a"]["curve_id"] == 2 and data["b"]["curve_id"] == 1, err
 
 
 @settings(max_examples=200, deadline=None)
@@ -428,3 +437,36 @@ def test_the_interpolated_value_lies_between_its_two_neighbours(
     j = min(i + 1, len(xs) - 1)
     low, high = min(ys[i], ys[j]), max(ys[i], ys[j])
     assert low - 1e-6 * max(1.0, abs(low)) <= value <= high + 1e-6 * max(1.0, abs(high))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    points=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 40)), min_size=1, max_size=10),
+    lower_x_better=st.booleans(),
+)
+def test_the_envelope_is_strictly_monotone_and_every_dropped_point_is_beaten(
+    points: list[tuple[int, int]], lower_x_better: bool
+) -> None:
+    knots = [
+        Knot(
+            CurvePointView(c, c, "done", None, None, (), None, None),
+            float(x),
+            Spread(float(y), float(y), float(y), 1),
+            None,
+            (),
+        )
+        for c, (x, y) in enumerate(points, start=1)
+    ]
+    kept, dropped = envelope(knots, lower_x_better)
+    assert len(kept) + len(dropped) == len(knots) and kept
+    ys = [k.out.median for k in kept]
+    xs = [k.x for k in kept]
+    assert xs == sorted(set(xs))  # distinct x, ascending
+    # along x, throughput strictly falls as interactivity rises, strictly rises with power
+    assert all((b > a) if lower_x_better else (b < a) for a, b in zip(ys, ys[1:], strict=False))
+    best = max(y for _, y in points)
+    assert best in ys  # the point with the most throughput is never dropped
+    sign = -1 if lower_x_better else 1
+    for k in knots:
+        if k not in kept:  # some kept point is at least as good on both axes
+            assert any(sign * q.x >= sign * k.x and q.out.median >= k.out.median for q in kept), k
