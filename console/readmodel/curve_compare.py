@@ -24,7 +24,8 @@ Ratio and verdict: throughput B / A, per GPU when both curves know their GPUs (e
 with its spread from the bounds (B min / A max to B max / A min). ``tie`` when the two interpolated
 spreads overlap, or when the difference (faster over slower, minus one) is within the noise floor
 ``campaign compare`` uses: the widest control pair (``readmodel/compare.py``) at the curves' shape on one
-of their boxes, at a concurrency of the points x lies between. ``no-verdict`` when a neighbour point has
+of their boxes, at a concurrency of the points x lies between (never a pair made of the points compared:
+two curves of one arm). The two curves must be of one shape. ``no-verdict`` when a neighbour point has
 one run (no spread), as ``campaign compare`` says of a lone run.
 
 ``--at-slo ttft:MS,...``: each arm's point with the most output tok/s among its valid points whose pooled
@@ -35,7 +36,8 @@ says where the SLO breaks. ``--at-power W``: x is the measured GPUs' average pow
 imported row, a sample gap) is refused with the point's reason.
 
 Cost at the point (``curve_cost.py``): $/M output and total tokens at the box's price, interpolated
-throughput; at an SLO also at goodput. Only reads.
+throughput; at an SLO also at goodput. Each side carries the kernel lines, power limits, tripwire verdicts
+and marks of the runs it was read from (``ArmAt.conditions``). Only reads.
 """
 
 from __future__ import annotations
