@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.readmodel.campaign import box_prices
-from console.readmodel.request_figures import SloFigures, _meets, _slo
+from console.readmodel.request_figures import SloFigures, meets_slo, slo_figures
 from console.readmodel.requests import RequestTiming, bench_requests
 from console.readmodel.results import bench_row
 from console.store import Store
@@ -80,7 +80,7 @@ class Goodput:
 
 
 def _tokens(rows: Sequence[RequestTiming], limits: dict[str, float]) -> tuple[int, int]:
-    meets = _meets(limits)
+    meets = meets_slo(limits)
     good = [r for r in rows if meets(r)]
     out = sum(r.out_tokens or 0 for r in good)
     return out, out + sum(r.in_tokens or 0 for r in good)
@@ -101,4 +101,4 @@ def goodput(store: Store, row_ids: Sequence[int], limits: dict[str, float]) -> G
     if not rows:
         return None
     out, total = _tokens(rows, limits)
-    return Goodput(_slo(rows, limits, duration), duration, out, total)
+    return Goodput(slo_figures(rows, limits, duration), duration, out, total)

@@ -129,7 +129,7 @@ def _tails(rows: Sequence[RequestTiming]) -> tuple[MetricTails, ...]:
     return tuple(out)
 
 
-def _meets(limits: dict[str, float]) -> Callable[[RequestTiming], bool]:
+def meets_slo(limits: dict[str, float]) -> Callable[[RequestTiming], bool]:
     fields = dict(METRICS)
 
     def meets(r: RequestTiming) -> bool:
@@ -151,8 +151,10 @@ def _with_failures(rows: Sequence[RequestTiming], field: str) -> list[float]:
     return _values(rows, field) + [math.inf] * sum(1 for r in rows if r.error is not None)
 
 
-def _slo(rows: Sequence[RequestTiming], limits: dict[str, float], duration_s: float | None) -> SloFigures:
-    good = sum(1 for r in rows if _meets(limits)(r))
+def slo_figures(
+    rows: Sequence[RequestTiming], limits: dict[str, float], duration_s: float | None
+) -> SloFigures:
+    good = sum(1 for r in rows if meets_slo(limits)(r))
     n = len(rows)
     fields = dict(METRICS)
     return SloFigures(
@@ -196,7 +198,7 @@ def request_figures(store: Store, spec: str, limits: dict[str, float] | None = N
         interactivity_tpot=1000 / statistics.median(tpot) if tpot else None,
         interactivity_per_slot=bench.per_slot,
         gpus=_gpus(store, bench),
-        slo=_slo(rows, limits, bench.duration_s) if limits else None,
+        slo=slo_figures(rows, limits, bench.duration_s) if limits else None,
         energy=run_energy(store, bench),
         energy_note=energy_note(store, bench),
     )
