@@ -3,7 +3,9 @@
 A newcomer's first start should show a real campaign, not an empty screen. The figures live in
 ``ops/data/seed/`` (TSV/TOML files that say which table of the write-up each came from); this module
 only reads them, checks that they hang together and hands them to ``store.results.record_import``,
-which marks every row ``source='imported'`` with its provenance. No number is typed in here.
+which marks every row ``source='imported'`` with its provenance. No number is typed in here. Its throughput
+rows become curves (``source='imported'``), one per (arm, box, shape) at the concurrencies the write-up
+measured: mostly a one-point curve, never an invented point.
 """
 
 from __future__ import annotations
@@ -420,6 +422,8 @@ def build_demo(
     payload = load_payload(data_dir)
     report(f"writing {payload.row_count} rows", 1, 3)
     outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
+    # The write-up's points as measured: a curve per (arm, box, shape) over its own concurrencies (mostly one).
+    store.curves.add_imported(outcome.import_id)
     report(outcome.state, 3, 3)
     return outcome
 

@@ -31,7 +31,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -155,6 +155,8 @@ def _read(path: Path) -> bytes:
 def _file_runs(path: Path, combination: str | None) -> list[Run]:
     """The runs of one file: a saved result, several appended ones, or a sweep's ``summary.json`` list."""
     docs, sha = _documents(path)
+    if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("curves"), list):
+        return _exported_runs(docs[0]["curves"], path, sha)
     listed = len(docs) == 1 and isinstance(docs[0], list)
     if isinstance(docs[0], list) and listed:
         docs = list(docs[0])
@@ -165,6 +167,26 @@ def _file_runs(path: Path, combination: str | None) -> list[Run]:
     for k, doc in enumerate(docs):
         where = f"{path}[{k}]" if many else str(path)
         runs.append(Run(_checked(doc, where), where, combination, sha))
+    return runs
+
+
+def _exported_runs(curves: list[Any], path: Path, sha: str) -> list[Run]:
+    """The runs of ``campaign export curves --format json``: each point's ``runs`` are saved results, filed
+    under their curve's arm (as a sweep's combination is) unless the operator gives another."""
+    runs = []
+    for i, curve in enumerate(curves):
+        if not isinstance(curve, dict) or not isinstance(curve.get("points"), list):
+            raise VllmBenchError(f"{path}: curves[{i}] has no list of points", WANTS)
+        arm = curve.get("arm") if isinstance(curve.get("arm"), str) else None
+        for j, point in enumerate(curve["points"]):
+            records = point.get("runs") if isinstance(point, dict) else None
+            if not isinstance(records, list):
+                raise VllmBenchError(f"{path}: curves[{i}].points[{j}] has no list of runs", WANTS)
+            for k, doc in enumerate(records):
+                where = f"{path}[curves {i} points {j} runs {k}]"
+                runs.append(Run(_checked(doc, where), where, arm, sha))
+    if not runs:
+        raise VllmBenchError(f"{path}: an export of no curve point, no run in it", WANTS)
     return runs
 
 
@@ -261,11 +283,28 @@ def _arm(run: Run, given: str | None) -> str:
     if given:
         return given
     if run.combination:
-        return run.combination
+        return serve_part(run.combination)
     raise VllmBenchError(
         f"{run.where}: a single run names no arm (vLLM's file records no serving configuration)",
         "give --arm NAME: the configuration it measured, as it should read beside yours",
     )
+
+
+def serve_part(combination: str) -> str:
+    """The arm of a sweep combination: its server's part. vLLM names a combination's folder
+    ``SERVE--<serve overrides>-BENCH--<bench overrides>`` (sweep/serve.py), so the runs of one server at
+    several concurrencies or rates are one arm's curve; a combination without a bench part is itself."""
+    serve, sep, _bench = combination.partition("-BENCH--")
+    return serve if sep and serve else combination
+
+
+def _pacing(result: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(request rate, burstiness) of a run paced by rate; (None, None) for ``inf``: every request at once up
+    to ``max_concurrency``, a closed loop."""
+    rate = _number(result.get("request_rate"))
+    if rate is None:
+        return None, None
+    return rate, _number(result.get("burstiness"))
 
 
 def _instants(run: Run, tz: tzinfo | None) -> tuple[int | None, int | None]:
@@ -326,6 +365,8 @@ def to_row(run: Run, options: Options) -> dict[str, Any]:
         "configuration": run.combination or (r.get("label") if isinstance(r.get("label"), str) else None),
         "shape": options.shape.name,
         "concurrency": _concurrency(run, options.concurrency),
+        "request_rate": _pacing(r)[0],
+        "burstiness": _pacing(r)[1],
         "prompts": r.get("num_prompts") if isinstance(r.get("num_prompts"), int) else None,
         "input_len": options.shape.input_len,
         "output_len": options.shape.output_len,
@@ -439,12 +480,31 @@ def _described(runs: Sequence[Run]) -> str:
     return f"{len(runs)} run(s) of vllm bench serve from {len(files)} file(s)"
 
 
+def _grouped(rows: Iterable[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+    """The rows, the repeats of one point (same arm, shape, concurrency and rate: a sweep's run=0,1,2 of a
+    combination) tied by a ``repeat_group`` as the console ties its own repeats; a lone run has none. ``tag``
+    (the import's digest) keeps two imports' groups apart."""
+    rows = list(rows)
+    points: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["arm"], row["shape"], row["concurrency"], row["request_rate"], row["burstiness"])
+        points.setdefault(key, []).append(row)
+    for (arm, shape, c, rate, burst), members in points.items():
+        if len(members) > 1:
+            paced = "" if rate is None else f" rate {rate:g} burstiness {burst}"
+            for row in members:
+                row["repeat_group"] = f"imported {tag}: {arm} {shape} C={c}{paced}"
+    return rows
+
+
 def import_vllm_bench(store: Store, path: Path, options: Options) -> Imported:
     """Read every run at ``path``, map each to a bench row, and write them as one import (or nothing: the
     first file or run that cannot be filed is refused before anything is written)."""
     runs = read_runs(path)
-    rows = [to_row(run, options) for run in runs]
+    key = digest(runs, options)
+    rows = _grouped((to_row(run, options) for run in runs), key[:12])
     payload = ImportPayload(client_runs=rows)
     source = SOURCE_PREFIX + str(path.resolve())
-    outcome = store.results.record_import(source, digest(runs, options), _described(runs), payload)
+    outcome = store.results.record_import(source, key, _described(runs), payload)
+    store.curves.add_imported(outcome.import_id)
     return Imported(outcome, rows)

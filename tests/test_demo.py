@@ -197,3 +197,31 @@ def test_inconsistent_data_names_file_and_line(tmp_path: Path) -> None:
     )
     with pytest.raises(DemoDataError, match="column 'out_tok_s' is 'fast'"):
         load_payload(data)
+
+
+def test_the_write_ups_points_are_curves_at_exactly_their_measured_concurrencies(demo: Path) -> None:
+    """One imported curve per (arm, box, shape) of the demo's rows, its points those rows' concurrencies and
+    each point linking exactly its rows: mostly one point, never one the write-up did not measure."""
+    with Store(demo) as store:
+        rows = [r for r in bench_rows(store) if r.source == "imported"]
+        stored = store.curves.all()
+        points = {c.id: store.curves.points(c.id) for c in stored}
+    measured: dict[tuple[str, str, str], dict[int, set[int]]] = {}
+    for r in rows:
+        assert r.box is not None
+        measured.setdefault((r.arm, r.box, r.shape), {}).setdefault(r.concurrency, set()).add(r.id)
+    assert {(c.arm, c.box, c.shape) for c in stored} == set(measured)
+    assert len(stored) == len(measured)
+    for c in stored:
+        assert (c.source, c.state, c.rate) == ("imported", "done", None) and c.import_id is not None
+        want = measured[(c.arm, c.box, c.shape)]
+        assert list(c.concurrency) == sorted(want)
+        assert {p.concurrency: set(p.bench_run_ids) for p in points[c.id]} == want
+        assert all(p.state == "done" for p in points[c.id])
+    assert any(len(p) == 1 for p in points.values())  # the write-up's single-concurrency arms
+    # Building the demo again replaces nothing and doubles nothing.
+    with Store(demo) as store:
+        build_demo(store, force=True)
+        assert [(c.arm, c.box, c.shape, c.concurrency) for c in store.curves.all()] == [
+            (c.arm, c.box, c.shape, c.concurrency) for c in stored
+        ]

@@ -111,6 +111,16 @@ def counts(db: Path) -> tuple[int, int, int]:
         )
 
 
+def curve_points(db: Path) -> list[tuple[str, tuple[int, float | None, int]]]:
+    """Each stored curve's arm with each point's (concurrency, rate, runs), in point order."""
+    with Store(db) as store:
+        return [
+            (c.arm, (p.concurrency, p.rate, len(p.bench_run_ids)))
+            for c in store.curves.all()
+            for p in store.curves.points(c.id)
+        ]
+
+
 # ---------------------------------------------------------------- the mapping
 
 
@@ -195,20 +205,68 @@ def test_a_sweep_tree_one_row_per_run(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     assert campaign(db, str(exp), "--shape", "tiny") == 0
     rows = imported(db)
-    assert sorted((r.arm, r.concurrency) for r in rows) == [
-        ("SERVE--max_num_seqs=16", 8),
-        ("SERVE--max_num_seqs=8-BENCH--max_concurrency=2", 2),
-        ("SERVE--max_num_seqs=8-BENCH--max_concurrency=2", 2),
-        ("SERVE--max_num_seqs=8-BENCH--max_concurrency=4", 4),
-        ("SERVE--max_num_seqs=8-BENCH--max_concurrency=4", 4),
+    # The arm is the combination's server part: one server's runs at several concurrencies are one arm.
+    assert sorted((r.arm, r.configuration, r.concurrency) for r in rows) == [
+        ("SERVE--max_num_seqs=16", "SERVE--max_num_seqs=16", 8),
+        ("SERVE--max_num_seqs=8", "SERVE--max_num_seqs=8-BENCH--max_concurrency=2", 2),
+        ("SERVE--max_num_seqs=8", "SERVE--max_num_seqs=8-BENCH--max_concurrency=2", 2),
+        ("SERVE--max_num_seqs=8", "SERVE--max_num_seqs=8-BENCH--max_concurrency=4", 4),
+        ("SERVE--max_num_seqs=8", "SERVE--max_num_seqs=8-BENCH--max_concurrency=4", 4),
     ]
-    assert all(r.configuration == r.arm for r in rows)
+    # ... and a curve per server: its points the concurrencies, run=0 and run=1 one point's repeats.
+    by_id = {r.id: r for r in rows}
+    with Store(db) as store:
+        curves = {c.arm: (c, store.curves.points(c.id)) for c in store.curves.all()}
+    assert set(curves) == {"SERVE--max_num_seqs=8", "SERVE--max_num_seqs=16"}
+    c8, points8 = curves["SERVE--max_num_seqs=8"]
+    assert (c8.source, c8.state, c8.box, c8.shape, c8.concurrency, c8.repeat, c8.rate) == (
+        "imported",
+        "done",
+        "unknown",
+        "tiny",
+        (2, 4),
+        2,
+        None,
+    )
+    assert [(p.concurrency, p.state, len(p.bench_run_ids)) for p in points8] == [
+        (2, "done", 2),
+        (4, "done", 2),
+    ]
+    for p in points8:
+        assert {by_id[i].concurrency for i in p.bench_run_ids} == {p.concurrency}
+        assert p.repeat_group is not None
+        assert {by_id[i].repeat_group for i in p.bench_run_ids} == {p.repeat_group}
+    assert points8[0].repeat_group != points8[1].repeat_group
+    c16, points16 = curves["SERVE--max_num_seqs=16"]
+    assert c16.concurrency == (8,) and c16.repeat == 1 and points16[0].repeat_group is None
     assert any("run=1.json" in (r.provenance or "") for r in rows)
     assert any("summary.json[0]" in (r.provenance or "") for r in rows)
     # --arm files every run under one arm; the combination stays as its configuration.
     db2 = tmp_path / "s2.db"
     assert campaign(db2, str(exp), "--shape", "tiny", "--arm", "theirs") == 0
     assert {r.arm for r in imported(db2)} == {"theirs"}
+
+
+def test_runs_paced_by_rate_are_a_rate_curve(tmp_path: Path) -> None:
+    """Appended runs of one server at two request rates (capped at C=4): a curve whose points are the rates."""
+    f = tmp_path / "rates.json"
+    f.write_text(
+        "\n".join(
+            json.dumps(saved_result(4, detailed=False, request_rate=r, burstiness=1.0))
+            for r in (1.5, 0.5, 1.5)
+        )
+    )
+    db = tmp_path / "s.db"
+    assert campaign(db, str(f), "--arm", "paced", "--shape", "tiny") == 0
+    assert sorted(curve_points(db)) == [("paced", (4, 0.5, 1)), ("paced", (4, 1.5, 2))]
+    with Store(db) as store:
+        (curve,) = store.curves.all()
+    assert (curve.concurrency, curve.burstiness, sorted(curve.rate or ())) == ((4,), 1.0, [0.5, 1.5])
+    assert sorted((r.request_rate, r.burstiness) for r in imported(db)) == [
+        (0.5, 1.0),
+        (1.5, 1.0),
+        (1.5, 1.0),
+    ]
 
 
 def test_appended_results_and_summary_files(tmp_path: Path) -> None:
@@ -301,11 +359,19 @@ def test_the_same_files_again_change_nothing_and_changed_ones_replace(
     capsys.readouterr()
     assert campaign(db, str(f), "--arm", "a", "--shape", "tiny") == 0
     assert capsys.readouterr().out.startswith("already imported")
-    assert counts(db) == before
+    assert counts(db) == before and len(curve_points(db)) == 1
+    assert curve_points(db) == [("a", (2, None, 1))]  # a single result: a one-point curve
     write(f, saved_result(output_throughput=20.0))
     assert campaign(db, str(f), "--arm", "a", "--shape", "tiny", "--json") == 0
-    assert json.loads(capsys.readouterr().out)["state"] == "replaced"
+    replaced = json.loads(capsys.readouterr().out)
+    assert replaced["state"] == "replaced"
     assert counts(db) == before and [r.out_tok_per_s for r in imported(db)] == [20.0]
+    # The changed file's curve replaced the old one: one curve, of the new import, its point the new row.
+    (row,) = imported(db)
+    with Store(db) as store:
+        (curve,) = store.curves.all()
+        assert curve.import_id == replaced["import_id"]
+        assert store.curves.points(curve.id)[0].bench_run_ids == (row.id,)
     # Another arm for the same files is another filing of them: it replaces, never doubles.
     assert campaign(db, str(f), "--arm", "b", "--shape", "tiny") == 0
     assert [r.arm for r in imported(db)] == ["b"]

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 CURVE_STATES = ("running", "done", "interrupted")
 CURVE_SOURCES = ("console", "sweep", "imported")
 POINT_STATES = ("pending", "running", "done", "failed")
+UNKNOWN_BOX = "unknown"
+"""The box of an imported curve whose rows name none (a ``vllm bench serve`` file records no machine)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,61 @@ class Curves:
                     },
                 )
         return self.get(curve_id)
+
+    def add_imported(self, import_id: int) -> list[CurveRow]:
+        """The curves of import ``import_id``'s bench rows, each point already done, in one transaction: one
+        curve per (arm, box, shape, burstiness) with a point per (concurrency, request rate) its rows cover
+        (repeats of a point: its several rows), never a point the rows do not have. Called again for the same
+        import it adds nothing; a re-import's new import id replaces them (``import_id`` cascades).
+
+        A row of no known box (another client's file names none) is filed under ``UNKNOWN_BOX``."""
+        if self.store.rows("SELECT 1 FROM curves WHERE import_id = ? LIMIT 1", [import_id]):
+            return [c for c in self.all() if c.import_id == import_id]
+        rows = self.store.rows(
+            "SELECT id, arm, coalesce(box, ?) AS box, shape, concurrency, request_rate, burstiness, repeat_group "
+            "FROM bench_runs WHERE import_id = ? "
+            "ORDER BY arm, box, shape, burstiness, concurrency, request_rate, id",
+            [UNKNOWN_BOX, import_id],
+        )
+        grouped: dict[tuple[Any, ...], dict[tuple[int, float | None], list[dict[str, Any]]]] = {}
+        for r in rows:
+            key = (r["arm"], r["box"], r["shape"], r["burstiness"])
+            grouped.setdefault(key, {}).setdefault((r["concurrency"], r["request_rate"]), []).append(r)
+        now = self.store.clock()
+        with self.store.atomic():
+            for (arm, box, shape, burstiness), points in grouped.items():
+                rates = [rate for _, rate in points]
+                curve_id = self.store.insert(
+                    "curves",
+                    {
+                        "arm": arm,
+                        "box": box,
+                        "shape": shape,
+                        "concurrency": dumps(sorted({c for c, _ in points})),
+                        "repeat": max(len(runs) for runs in points.values()),
+                        "created_ms": now,
+                        "updated_ms": now,
+                        "state": "done",
+                        "rate": None if all(r is None for r in rates) else dumps(rates),
+                        "burstiness": burstiness,
+                        "source": "imported",
+                        "import_id": import_id,
+                    },
+                )
+                for position, ((c, rate), runs) in enumerate(points.items()):
+                    self.store.insert(
+                        "curve_points",
+                        {
+                            "curve_id": curve_id,
+                            "concurrency": c,
+                            "position": position,
+                            "state": "done",
+                            "repeat_group": runs[0]["repeat_group"],
+                            "bench_run_ids": dumps([r["id"] for r in runs]),
+                            "rate": rate,
+                        },
+                    )
+        return [c for c in self.all() if c.import_id == import_id]
 
     def get(self, curve_id: int) -> CurveRow:
         rows = self.store.rows("SELECT * FROM curves WHERE id = ?", [curve_id])
