@@ -145,6 +145,7 @@ class Curves:
         rate: list[float] | None = None,
         burstiness: float | None = None,
         points: list[tuple[int, float]] | None = None,
+        plan: dict[str, Any] | None = None,
     ) -> CurveRow:
         """A new curve with every point pending, in the order of ``concurrency``, in one transaction: a curve
         is never stored without its points. A rate curve (``rate``: its rates, ``concurrency`` the cap given,
@@ -165,6 +166,7 @@ class Curves:
                     "state": "running",
                     "rate": None if rate is None else dumps(rate),
                     "burstiness": burstiness,
+                    "plan": None if plan is None else dumps(plan),
                 },
             )
             planned: list[tuple[int, float | None]] = (
@@ -263,6 +265,32 @@ class Curves:
             [arm, box, shape, dumps(concurrency), repeat, None if rate is None else dumps(rate), burstiness],
         )
         return CurveRow.from_row(rows[0]) if rows else None
+
+    def add_point(self, curve_id: int, concurrency: int, rate: float | None = None) -> CurvePoint:
+        """A pending point at the curve's next position, its concurrency appended to the curve's list, in one
+        transaction: a planned curve (``plan``) grows point by point as its planner chooses them."""
+        with self.store.atomic():
+            position = int(
+                self.store.scalar(
+                    "SELECT coalesce(max(position) + 1, 0) FROM curve_points WHERE curve_id = ?", [curve_id]
+                )
+            )
+            levels = [*self.get(curve_id).concurrency, concurrency]
+            self.store.db.execute(
+                "UPDATE curves SET concurrency = ?, updated_ms = ? WHERE id = ?",
+                [dumps(levels), self.store.clock(), curve_id],
+            )
+            self.store.insert(
+                "curve_points",
+                {
+                    "curve_id": curve_id,
+                    "concurrency": concurrency,
+                    "position": position,
+                    "state": "pending",
+                    "rate": rate,
+                },
+            )
+        return self.points(curve_id)[position]
 
     def points(self, curve_id: int) -> list[CurvePoint]:
         rows = self.store.rows("SELECT * FROM curve_points WHERE curve_id = ? ORDER BY position", [curve_id])
