@@ -16,16 +16,20 @@ import csv
 import io
 import json
 import os
+import statistics
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from console.economics import EconomicsRow
 from console.errors import InputError
-from console.readmodel import KldiffRun, LaunchRow, ResultRow
+from console.readmodel import KldiffRun, LaunchRow, ResultRow, bench_requests, bench_row
+from console.readmodel.curves import CurvePointView, CurveView, curves
+from console.readmodel.requests import RequestTiming
+from console.store import Store
 from console.timeutil import from_ms
 
 FORMATS = ("tsv", "csv", "json")
@@ -118,6 +122,16 @@ KLDIFF_COLUMNS = (
     "run_id",
     "provenance",
 )
+CURVE_COLUMNS = (
+    "curve_id",
+    "curve_source",
+    "position",
+    "rate",
+    "run_index",
+    "bench_run_id",
+    *SUMMARY_COLUMNS,
+)
+"""``export curves`` as CSV/TSV: one line per run of each curve point, the summary's figures beside it."""
 FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queueing", "on_frontier", "capped"})
 UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
 """Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
@@ -128,6 +142,45 @@ not four."""
 
 class ExportError(InputError, ValueError):
     """An export that cannot be written as asked (format, destination)."""
+
+
+@dataclass(frozen=True)
+class ExportedPoint:
+    """A curve point as read for export: its view and each run's row with its stored requests."""
+
+    view: CurvePointView
+    runs: tuple[tuple[ResultRow, tuple[RequestTiming, ...]], ...]
+
+
+@dataclass(frozen=True)
+class ExportedCurve:
+    """A curve as read for export: its view, where it came from (console, sweep, imported) and its points."""
+
+    view: CurveView
+    source: str
+    points: tuple[ExportedPoint, ...]
+
+
+def read_curves(store: Store) -> list[ExportedCurve]:
+    """Every curve with its done points' rows and requests (console/readmodel's readers), oldest first."""
+    return [
+        ExportedCurve(
+            view,
+            store.curves.get(view.id).source,
+            tuple(
+                ExportedPoint(
+                    p,
+                    tuple(
+                        (bench_row(store, str(r.row_id)), tuple(bench_requests(store, r.row_id)))
+                        for r in p.runs
+                    ),
+                )
+                for p in view.points
+                if p.state == "done"
+            ),
+        )
+        for view in curves(store)
+    ]
 
 
 def summary_rows(rows: Iterable[ResultRow]) -> list[dict[str, Any]]:
@@ -184,6 +237,100 @@ def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
         d["api_usd_per_mtok"] = d.pop("api_per_mtok")
         out.append({c: d[c] for c in ECONOMICS_COLUMNS})
     return out
+
+
+def curve_rows(curves: Iterable[ExportedCurve]) -> list[dict[str, Any]]:
+    """One row per run of each curve point, in the curve's point order and the point's run order."""
+    out = []
+    for c in curves:
+        for p in c.points:
+            for k, (row, _requests) in enumerate(p.runs):
+                (summary,) = summary_rows([row])
+                out.append(
+                    {
+                        "curve_id": c.view.id,
+                        "curve_source": c.source,
+                        "position": p.view.position,
+                        "rate": p.view.rate,
+                        "run_index": k,
+                        "bench_run_id": row.id,
+                        **summary,
+                    }
+                )
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def save_result(
+    row: ResultRow, requests: Sequence[RequestTiming], burstiness: float | None
+) -> dict[str, Any]:
+    """One run as ``vllm bench serve --save-result`` writes it (vllm/benchmarks/serve.py's field names, as
+    ops/vllm_bench.py reads them), so ``campaign import vllm-bench`` reads it back; the console's own
+    conditions under ``console``. With the run's stored requests: their lists (``ttfts``, ``latencies``,
+    ``start_times`` in s, ``input_lens``, ``output_lens``, ``errors``) and the means; ``itls`` is left out,
+    since the console keeps each request's ITL median and maximum, not every gap."""
+    ok = [q for q in requests if q.ok]
+    duration = row.duration_s
+    completed = None if row.requests is None else row.requests - (row.failed or 0)
+
+    def total(tokens: str, rate: float | None) -> int | None:
+        if requests:
+            return sum(getattr(q, tokens) or 0 for q in ok)
+        return None if rate is None or duration is None else round(rate * duration)
+
+    record: dict[str, Any] = {
+        "model_id": row.model,
+        "num_prompts": row.prompts,
+        "request_rate": "inf" if row.request_rate is None else row.request_rate,
+        "burstiness": 1.0 if burstiness is None else burstiness,
+        "max_concurrency": row.concurrency,
+        "duration": duration,
+        "completed": completed,
+        "failed": row.failed,
+        "total_input_tokens": total("in_tokens", row.in_tok_per_s),
+        "total_output_tokens": total("out_tokens", row.out_tok_per_s),
+        "request_throughput": row.req_per_s,
+        "output_throughput": row.out_tok_per_s,
+        "total_token_throughput": row.total_tok_per_s,
+    }
+    for theirs, ours in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2el", "e2e")):
+        if ok and ours != "itl":  # a mean of per-request ITL medians is not vLLM's mean ITL
+            record[f"mean_{theirs}_ms"] = _mean(
+                [v for q in ok if (v := getattr(q, f"{ours}_ms")) is not None]
+            )
+        record[f"median_{theirs}_ms"] = getattr(row, f"{ours}_ms_p50")
+        record[f"p99_{theirs}_ms"] = getattr(row, f"{ours}_ms_p99")
+    if requests:
+        record |= {
+            "ttfts": [_s(q.ttft_ms) or 0.0 for q in requests],
+            "latencies": [_s(q.e2e_ms) or 0.0 for q in requests],
+            "start_times": [_s(q.start_ms) for q in requests],
+            "input_lens": [q.in_tokens or 0 for q in requests],
+            "output_lens": [q.out_tokens or 0 for q in requests],
+            "errors": [q.error or "" for q in requests],
+        }
+    (summary,) = summary_rows([row])
+    record["console"] = {"bench_run_id": row.id, **{k: v for k, v in summary.items() if k not in record}}
+    return record
+
+
+def curves_json(curves: Iterable[ExportedCurve]) -> str:
+    """``{"curves": [{curve..., "points": [{point..., "runs": [save_result, ...]}]}]}``."""
+    out = []
+    for c in curves:
+        points = []
+        for p in c.points:
+            runs = [save_result(row, requests, c.view.burstiness) for row, requests in p.runs]
+            points.append({**p.view.summary(), "runs": runs})
+        out.append({**c.view.summary(), "source": c.source, "points": points})
+    return json.dumps({"curves": out}, indent=2, ensure_ascii=False) + "\n"
 
 
 def _cell(column: str, value: Any) -> str:

@@ -1,10 +1,12 @@
-"""``campaign export summary|kernels|economics|kldiff``: the campaign's figures as TSV (default), CSV or JSON.
+"""``campaign export summary|kernels|economics|kldiff|curves``: the campaign's figures as TSV (default), CSV or JSON.
 
 ``summary`` is the write-up's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
 client_bound and diagnostic-only mark; ``kernels`` is kernels_by_server.tsv; ``economics`` prices every
 configuration on its box and against API prices (``--api-price MODEL=IN/OUT[/CACHED]``, USD per million
 tokens) and marks the quality/cost frontier; ``kldiff`` is every logit-level divergence row with its
-control's figures and verdict. ``-o FILE`` writes atomically.
+control's figures and verdict; ``curves`` is every curve, one line per run of each point (JSON: the curves,
+their points and each run as ``vllm bench serve --save-result`` names its fields, which ``campaign import
+vllm-bench`` reads back). ``-o FILE`` writes atomically.
 """
 
 from __future__ import annotations
@@ -24,14 +26,18 @@ from console.economics import (
 )
 from console.readmodel import bench_rows, economics_inputs, kldiff_runs, launches
 from ops.export import (
+    CURVE_COLUMNS,
     ECONOMICS_COLUMNS,
     FORMATS,
     KERNEL_COLUMNS,
     KLDIFF_COLUMNS,
     SUMMARY_COLUMNS,
+    curve_rows,
+    curves_json,
     economics_rows,
     kernel_rows,
     kldiff_rows,
+    read_curves,
     render,
     summary_rows,
     write_atomic,
@@ -67,6 +73,14 @@ def _kldiff(args: argparse.Namespace) -> int:
     return _emit(args, rows, KLDIFF_COLUMNS)
 
 
+def _curves(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        exported = read_curves(store)
+    if args.format == "json":
+        return _write(curves_json(exported), args.output, f"{len(exported)} curves")
+    return _emit(args, curve_rows(exported), CURVE_COLUMNS)
+
+
 def _economics(args: argparse.Namespace) -> int:
     prices = [parse_api_price(text) for text in args.api_price]
     utilisation = check_utilisation(args.utilisation)
@@ -91,6 +105,11 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         ("kernels", _kernels, "the kernel line each server selected: kernels_by_server.tsv"),
         ("economics", _economics, "cost per million tokens on the node and from APIs; the frontier"),
         ("kldiff", _kldiff, "logit-level divergence rows, each with its control and verdict"),
+        (
+            "curves",
+            _curves,
+            "every curve: a line per run of each point; JSON: vllm bench serve's field names",
+        ),
     ):
         k = kinds.add_parser(name, help=text, description=text)
         k.add_argument("--format", choices=FORMATS, default="tsv", help="output format (default tsv)")
