@@ -133,6 +133,7 @@ ROW_ID = IntBound("an id", 1, SQLITE_INT_MAX, "give an id the matching list or s
 CONCURRENCY = IntBound("a concurrency", 1, 16384, "give the streams in flight, e.g. 1, 8 or 64")
 PROMPTS = IntBound("a prompt count", 1, 1_000_000, "give the measured requests, e.g. 256")
 REPEAT = IntBound("a repeat count", 1, 100, "give the runs to store as one group, e.g. 3")
+WORKLOAD_ITERS = IntBound("a level count", 1, 32, "give the levels between a curve's anchors, e.g. 4")
 MAX_TOKENS = IntBound("a token cap", 1, 1_000_000, "give tokens per answer, or none for the default")
 POSITIONS = IntBound("a position count", 1, 10_000_000, "give the positions to sample, or none for all")
 TOP_K = IntBound("a top-k", 1, 1000, "give the log-probabilities per position the servers return, e.g. 20")

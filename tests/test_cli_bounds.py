@@ -45,6 +45,7 @@ from console.bounds import (
     TOP_K,
     UTILISATION,
     WAIT_S,
+    WORKLOAD_ITERS,
     FloatBound,
     IntBound,
     OutOfBounds,
@@ -136,6 +137,8 @@ OPTIONS = [
     Option((*CURVE, "--concurrency", "1", "--prompts-per-slot={v}"), "prompts_per_slot", PROMPTS.parse),
     Option((*CURVE, "--concurrency", "1", "--timeout={v}"), "timeout", WAIT_S.parse),
     Option((*CURVE, "--rate", "1", "--burstiness={v}"), "burstiness", BURSTINESS.parse),
+    Option((*CURVE, "--workload-iters={v}"), "workload_iters", WORKLOAD_ITERS.parse),
+    Option((*CURVE, "--slo", "ttft:1", "--max-concurrency={v}"), "max_concurrency", CONCURRENCY.parse),
     Option(("curves", "{v}"), "id", ROW_ID.parse),
     Option(
         ("box", "add", "pro-z", "--ssh", "root@203.0.113.9", "--price-per-hour={v}"),

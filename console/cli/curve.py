@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from console import bounds
 from console.cli.common import (
@@ -38,8 +39,10 @@ from console.cli.measure import progress_line, ticker
 from console.errors import InputError
 from console.readmodel import CURVE_DEFINITIONS, CurvePointView, CurveView, curve
 from console.service import CurvePlan, CurveWalk, Service
-from console.service.curves import concurrency_list, ladder, rate_list
+from console.service.curves import SearchWalk, SloPoint, concurrency_list, ladder, rate_list
+from console.tails import parse_slo
 
+T = TypeVar("T")
 CHART_WIDTH = 72
 DEFAULT_TIMEOUT_S = 3600.0
 CHART_HEIGHT = 18
@@ -143,17 +146,146 @@ def show(view: CurveView, walk: CurveWalk | None) -> None:
 
 async def _walk(service: Service, plan: CurvePlan, timeout_s: float, rerun_invalid: bool) -> CurveWalk:
     """The walk, with SIGTERM read as an operator's interrupt: the running point is recorded as interrupted."""
+    return await _interruptible(
+        lambda say: service.walk_curve(
+            plan, timeout_s=timeout_s, tick=ticker("bench"), said=say, rerun_invalid=rerun_invalid
+        )
+    )
+
+
+async def _interruptible(step: Callable[[Callable[[str], None]], Awaitable[T]]) -> T:
+    """``step`` (given the progress line's say) with SIGTERM read as an operator's interrupt."""
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         with progress_line() as line:
-            return await service.walk_curve(
-                plan, timeout_s=timeout_s, tick=ticker("bench"), said=line.say, rerun_invalid=rerun_invalid
-            )
+            return await step(line.say)
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def _limits(limits: dict[str, float]) -> str:
+    return ", ".join(f"{k} p99<={v:g} ms" for k, v in limits.items())
+
+
+def _p99s(point: SloPoint, only_missed: bool = False) -> str:
+    return ", ".join(f"{m.metric} p99 {_ms(m.p99_ms)}" for m in point.p99s if not (only_missed and m.meets))
+
+
+def slo_lines(walk: SearchWalk) -> list[str]:
+    """The answer of an SLO curve, then each stored point's pooled p99s beside LoadGen's estimate and verdict."""
+    by_c = {p.concurrency: p for p in walk.points}
+    limits = _limits(walk.limits or {})
+    if walk.meeting is None:
+        head = f"no C meets {limits}: C1 misses ({_p99s(by_c[1], True)})" if 1 in by_c else "nothing measured"
+    else:
+        head = f"largest C meeting {limits}: C{walk.meeting} ({_p99s(by_c[walk.meeting])}); "
+        head += (
+            f"C{walk.missing} misses ({_p99s(by_c[walk.missing], True)})"
+            if walk.missing is not None
+            else f"the search stopped at --max-concurrency {walk.maximum}"
+        )
+    lines = [head]
+    for p in walk.points:
+        figures = "; ".join(
+            f"{m.metric} p99 {_ms(m.p99_ms)} (estimate {_ms(m.estimate_ms) if m.estimate_ms is not None else 'too few'}, "
+            f"verdict {m.verdict}, {m.n} requests)"
+            for m in p.p99s
+        )
+        lines.append(f"  C{p.concurrency} {'meets' if p.meets else 'misses'}: {figures}")
+    return lines
+
+
+def _slo_json(walk: SearchWalk) -> dict[str, object]:
+    return {
+        "limits": walk.limits,
+        "largest_meeting_concurrency": walk.meeting,
+        "next_probe_missing": walk.missing,
+        "max_concurrency": walk.maximum,
+        "points": [
+            {
+                "concurrency": p.concurrency,
+                "meets": p.meets,
+                "p99": [
+                    {
+                        "metric": m.metric,
+                        "limit_ms": m.limit_ms,
+                        "p99_ms": m.p99_ms,
+                        "estimate_ms": m.estimate_ms,
+                        "verdict": m.verdict,
+                        "requests": m.n,
+                    }
+                    for m in p.p99s
+                ],
+            }
+            for p in walk.points
+        ],
+    }
+
+
+def _run_search(args: argparse.Namespace) -> int:
+    """``--workload-iters N`` or ``--slo``: the points chosen as measured (Service.open_search_curve)."""
+    for name, given in (
+        ("--rate", args.rate),
+        ("--burstiness", args.burstiness),
+        ("--rerun-invalid", args.rerun_invalid),
+    ):
+        if given:
+            raise InputError(
+                f"{name} with --workload-iters/--slo: a planned curve chooses its concurrencies",
+                f"drop {name}",
+            )
+    limits = None if args.slo is None else parse_slo(args.slo)
+    timeout_s = args.timeout or DEFAULT_TIMEOUT_S
+    with store_and_service(args) as (store, service):
+        plan = service.open_search_curve(
+            args.target,
+            args.box,
+            args.shape,
+            iters=args.workload_iters,
+            limits=limits,
+            maximum=args.max_concurrency,
+            repeat=args.repeat or 1,
+            prompts_per_slot=args.prompts_per_slot,
+            new=args.new,
+        )
+        say(f"{'resuming' if plan.resumed else 'started'} curve #{plan.curve.id} ({plan.curve.plan})")
+        try:
+            walk = run(
+                service,
+                lambda: _interruptible(
+                    lambda line: service.walk_search(
+                        plan, timeout_s=timeout_s, tick=ticker("bench"), said=line
+                    )
+                ),
+            )
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            say(f"curve #{plan.curve.id} interrupted: run the same command again to resume it")
+            return 130
+        view = curve(store, plan.curve.id)
+    if args.json:
+        print_json(
+            {
+                "curve": view.summary(),
+                "plan": plan.curve.plan,
+                "measured_now": list(walk.measured),
+                "points": [p.summary() for p in view.points],
+                "slo": _slo_json(walk) if walk.mode == "slo" else None,
+                "definitions": CURVE_DEFINITIONS,
+            }
+        )
+        return 0
+    show(view, CurveWalk(walk.curve_id, walk.measured))
+    if walk.mode == "slo":
+        for line in slo_lines(walk):
+            print(line)
+    return 0
 
 
 def _levels(args: argparse.Namespace) -> list[int]:
@@ -181,6 +313,10 @@ def _levels(args: argparse.Namespace) -> list[int]:
 
 def _run(args: argparse.Namespace) -> int:
     """Everything typed is read before the store opens: a refusal stores nothing (exit 2)."""
+    if args.workload_iters is not None or args.slo is not None:
+        return _run_search(args)
+    if args.max_concurrency is not None:
+        raise InputError("--max-concurrency bounds --workload-iters or --slo", "give one of them, or drop it")
     levels = _levels(args)
     rates = None if args.rate is None else rate_list(args.rate)
     repeat = args.repeat or 1
@@ -235,6 +371,23 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         "--ladder",
         metavar="START:END:xF",
         help="START, START*F, ... up to END (END included), e.g. 1:64:x2",
+    )
+    levels.add_argument(
+        "--workload-iters",
+        type=argument(bounds.WORKLOAD_ITERS.parse),
+        metavar="N",
+        help="C=1, the saturated anchor (--max-concurrency), then N levels between them (serve_workload)",
+    )
+    levels.add_argument(
+        "--slo",
+        metavar="ttft:MS,tpot:MS,e2el:MS",
+        help="find the largest C whose pooled p99s meet every limit: doubling from 1, then bisection",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=argument(bounds.CONCURRENCY.parse),
+        metavar="C",
+        help="with --workload-iters: the saturated anchor; with --slo: the largest C probed (default 256)",
     )
     p.add_argument(
         "--rate",

@@ -27,25 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from console import bounds
-from console.errors import InputError
 from console.readmodel.request_figures import METRICS, SLO_PERCENTILE, slo_figures
 from console.readmodel.requests import RequestTiming
 from console.tails import tail
 
 DEFAULT_MAXIMUM = 256
 """The saturated anchor of a workload curve, and the ceiling of an SLO search, when no --max-concurrency is given."""
-MIN_ITERS = 1
-MAX_ITERS = 32
-"""--workload-iters bounds: at least one level between the anchors; more than 32 is a typo, not a plan."""
-
-
-def checked_iters(iters: int) -> int:
-    if not MIN_ITERS <= iters <= MAX_ITERS:
-        raise InputError(
-            f"--workload-iters {iters}: outside {MIN_ITERS}..{MAX_ITERS}",
-            "give the levels between the anchors, e.g. 4",
-        )
-    return iters
 
 
 def checked_maximum(maximum: int) -> int:

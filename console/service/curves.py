@@ -17,12 +17,16 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from console import bounds
 from console.errors import ConsoleError, InputError
 from console.readmodel.curve_validity import point_validity
+from console.readmodel.requests import RequestTiming, bench_requests
+from console.service import curve_search
+from console.service.curve_search import MetricP99
 from console.service.runs import DEFAULT_BENCH_TIMEOUT_S, PROMPTS_PER_STREAM, RunIntents, check_pacing
-from console.store.curves import CurveRow
+from console.store.curves import CurvePoint, CurveRow
 
 MAX_POINTS = 64
 """A curve's points at most: a list longer than this is a typo, not a measurement plan."""
@@ -139,6 +143,36 @@ class CurveWalk:
     """A rate curve's: the rates of the points it measured now (``measured`` holds their caps)."""
 
 
+@dataclass(frozen=True)
+class SloPoint:
+    """One stored point of an SLO curve: its concurrency and each limit's pooled p99 (``curve_search``)."""
+
+    concurrency: int
+    p99s: tuple[MetricP99, ...]
+
+    @property
+    def meets(self) -> bool:
+        return all(m.meets for m in self.p99s)
+
+
+@dataclass(frozen=True)
+class SearchWalk:
+    """What a walk of a planned curve (``--workload-iters`` or ``--slo``) did, and for ``--slo`` its answer."""
+
+    curve_id: int
+    mode: str
+    measured: tuple[int, ...]
+    """The concurrencies measured now, in the order probed (none when the curve was done already)."""
+    maximum: int
+    limits: dict[str, float] | None
+    points: tuple[SloPoint, ...]
+    """An SLO curve's stored points, ascending C, each with its pooled p99s; empty for a workload curve."""
+    meeting: int | None
+    """The largest C meeting every limit below ``missing``; None: not even C=1 (or not an SLO curve)."""
+    missing: int | None
+    """The probe above it that missed a limit; None: none missed up to ``maximum``."""
+
+
 class CurveIntents(RunIntents):
     def open_curve(
         self,
@@ -244,6 +278,128 @@ class CurveIntents(RunIntents):
         )
         return CurvePlan(created, False, target, box)
 
+    def open_search_curve(
+        self,
+        target: str,
+        box: str | None,
+        shape: str,
+        *,
+        iters: int | None = None,
+        limits: dict[str, float] | None = None,
+        maximum: int | None = None,
+        repeat: int = 1,
+        prompts_per_slot: int | None = None,
+        new: bool = False,
+    ) -> CurvePlan:
+        """A curve whose points are chosen as measured (console/service/curve_search.py): ``iters`` levels
+        between a serial and a saturated anchor, or with ``limits`` the largest C whose pooled p99s meet them,
+        up to ``maximum`` (default ``curve_search.DEFAULT_MAXIMUM``). The newest curve of the same arm, box,
+        shape, repeat and plan is resumed (re-planned from its stored points), else (or with ``new``) a new one.
+        The largest point is checked as the bench would check it before anything is stored."""
+        if (iters is None) == (limits is None):
+            raise InputError("a planned curve takes either --workload-iters or --slo", "give one of them")
+        top = curve_search.checked_maximum(curve_search.DEFAULT_MAXIMUM if maximum is None else maximum)
+        planned: dict[str, Any] = (
+            {"mode": "workload", "iters": bounds.WORKLOAD_ITERS.check(iters, "--workload-iters"), "max": top}
+            if iters is not None
+            else {"mode": "slo", "limits": dict(limits or {}), "max": top}
+        )
+        if iters is not None and top < 2:
+            raise InputError(f"--max-concurrency {top}: a workload curve needs a saturated anchor above C=1")
+        bounds.REPEAT.check(repeat, "--repeat")
+        node = self.bench_node(target, box)
+        if len(node.replicas) > 1:
+            raise InputError(
+                f"{node.arm} on {node.box} has {len(node.replicas)} replicas: a planned curve starts at C=1",
+                "give the points with --concurrency instead",
+            )
+        same = [
+            c
+            for c in self.store.curves.all()
+            if (c.arm, c.box, c.shape, c.repeat, c.plan, c.source)
+            == (node.arm, node.box, shape, repeat, planned, "console")
+        ]
+        existing = None if new or not same else same[-1]
+        if existing is not None and prompts_per_slot not in (None, existing.prompts_per_slot):
+            raise InputError(
+                f"curve #{existing.id} was started with --prompts-per-slot {existing.prompts_per_slot or 'default'}",
+                "resume it without --prompts-per-slot, or give --new to start another curve",
+            )
+        per_slot = existing.prompts_per_slot if existing is not None else prompts_per_slot
+        prompts = (
+            None if per_slot is None else bounds.PROMPTS.check(per_slot * top, f"--prompts-per-slot x C{top}")
+        )
+        self.check_bench_size(node.box, shape, top, prompts)
+        if existing is not None:
+            return CurvePlan(existing, True, target, box)
+        created = self.store.curves.create(
+            node.arm, node.box, shape, [], repeat, prompts_per_slot, plan=planned
+        )
+        return CurvePlan(created, False, target, box)
+
+    def _pooled(self, point: CurvePoint) -> list[RequestTiming]:
+        return [r for run_id in point.bench_run_ids for r in bench_requests(self.store, run_id)]
+
+    def _slo_points(self, curve_id: int, limits: dict[str, float]) -> tuple[SloPoint, ...]:
+        done = sorted(
+            (p for p in self.store.curves.points(curve_id) if p.state == "done"), key=lambda p: p.concurrency
+        )
+        return tuple(SloPoint(p.concurrency, curve_search.pooled_p99s(self._pooled(p), limits)) for p in done)
+
+    def _next_planned(self, curve: CurveRow) -> int | None:
+        plan = curve.plan or {}
+        top = int(plan["max"])
+        if plan["mode"] == "slo":
+            meets = {p.concurrency: p.meets for p in self._slo_points(curve.id, plan["limits"])}
+            return curve_search.slo_next(meets, top)
+        achieved: dict[int, float | None] = {}
+        for p in self.store.curves.points(curve.id):
+            if p.state == "done":
+                runs = [
+                    curve_search.littles_concurrency(bench_requests(self.store, i)) for i in p.bench_run_ids
+                ]
+                known = [a for a in runs if a is not None]
+                achieved[p.concurrency] = sum(known) / len(known) if known else None
+        return curve_search.workload_next(achieved, int(plan["iters"]), top)
+
+    async def walk_search(
+        self,
+        plan: CurvePlan,
+        *,
+        timeout_s: float = DEFAULT_BENCH_TIMEOUT_S,
+        tick: Callable[[float], None] | None = None,
+        said: Callable[[str], None] | None = None,
+    ) -> SearchWalk:
+        """Measure a planned curve: first any stored point not done (an interrupted probe), then each point its
+        planner asks for, added as it is chosen (``store.curves.add_point``) and stored at once, until the
+        planner is done. Interrupted, the same command re-plans from the stored points and goes on."""
+        curve = plan.curve
+        say = said or (lambda _: None)
+        mode = str((curve.plan or {})["mode"])
+        measured: list[int] = []
+        with self.store.curves.walking(curve.id):
+            while True:
+                pending = [p for p in self.store.curves.points(curve.id) if p.state != "done"]
+                if pending:
+                    point = pending[0]
+                else:
+                    nxt = self._next_planned(curve)
+                    if nxt is None:
+                        break
+                    point = self.store.curves.add_point(curve.id, nxt)
+                await self._measure_point(
+                    plan, point, f"{mode} probe {point.position + 1}", timeout_s, tick, say
+                )
+                measured.append(point.concurrency)
+            self.store.curves.set_state(curve.id, "done")
+        top = int((curve.plan or {})["max"])
+        if mode != "slo":
+            return SearchWalk(curve.id, mode, tuple(measured), top, None, (), None, None)
+        limits = {str(k): float(v) for k, v in (curve.plan or {})["limits"].items()}
+        points = self._slo_points(curve.id, limits)
+        b = curve_search.slo_bracket({p.concurrency: p.meets for p in points})
+        return SearchWalk(curve.id, mode, tuple(measured), top, limits, points, b.meeting, b.missing)
+
     def reopen_invalid(self, plan: CurvePlan, said: Callable[[str], None] | None = None) -> tuple[int, ...]:
         """Put the curve's stored points judged invalid (``readmodel.curve_validity``) back to pending, their rows
         kept but unlinked, so the walk measures only them again; the positions reopened, in order. Valid points
@@ -297,45 +453,59 @@ class CurveIntents(RunIntents):
         measured: list[int] = []
         rates: list[float] = []
         for point in todo:
-            c = point.concurrency
-            name = f"C{c}" if point.rate is None else f"{point.rate:g} req/s (cap C{c})"
-            say(f"curve #{curve.id}: {name} ({point.position + 1}/{total}) measuring, {curve.repeat} run(s)")
-            self.store.curves.start_point(curve.id, point.position)
-            if point.rate is not None:
-                prompts: int | None = rate_requests(curve.prompts_per_slot, point.rate)
-            else:
-                prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
-            try:
-                outcome = await self.bench(
-                    plan.target,
-                    plan.given_box,
-                    curve.shape,
-                    c,
-                    prompts,
-                    None,
-                    curve.repeat,
-                    timeout_s=timeout_s,
-                    tick=tick,
-                    rate=point.rate,
-                    burstiness=None if point.rate is None else curve.burstiness,
-                )
-            except ConsoleError as exc:
-                self.store.curves.fail_point(curve.id, point.position, str(exc))
-                say(f"curve #{curve.id}: {name} failed: {exc}")
-                raise
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                self.store.curves.interrupt_point(
-                    curve.id, point.position, "interrupted while it was measured; measured again on resume"
-                )
-                raise
-            group = outcome.group.id if outcome.group else None
-            self.store.curves.finish_point(curve.id, point.position, group, [r.id for r in outcome.rows])
-            measured.append(c)
+            await self._measure_point(plan, point, f"{point.position + 1}/{total}", timeout_s, tick, say)
+            measured.append(point.concurrency)
             if point.rate is not None:
                 rates.append(point.rate)
-            best = outcome.group.median if outcome.group else outcome.rows[0].out_tok_per_s
-            say(
-                f"curve #{curve.id}: {name} stored: out {best or 0:,.1f} tok/s (rows {', '.join(str(r.id) for r in outcome.rows)})"
-            )
         self.store.curves.set_state(curve.id, "done")
         return CurveWalk(curve.id, tuple(measured), tuple(rates))
+
+    async def _measure_point(
+        self,
+        plan: CurvePlan,
+        point: CurvePoint,
+        where: str,
+        timeout_s: float,
+        tick: Callable[[float], None] | None,
+        say: Callable[[str], None],
+    ) -> None:
+        """Measure one point through ``bench`` and store it, committed at once; a failed bench marks it failed
+        (the error raised), an interruption puts it back to pending. ``where``: its place, for the progress line."""
+        curve = plan.curve
+        c = point.concurrency
+        name = f"C{c}" if point.rate is None else f"{point.rate:g} req/s (cap C{c})"
+        say(f"curve #{curve.id}: {name} ({where}) measuring, {curve.repeat} run(s)")
+        self.store.curves.start_point(curve.id, point.position)
+        if point.rate is not None:
+            prompts: int | None = rate_requests(curve.prompts_per_slot, point.rate)
+        else:
+            prompts = None if curve.prompts_per_slot is None else curve.prompts_per_slot * c
+        try:
+            outcome = await self.bench(
+                plan.target,
+                plan.given_box,
+                curve.shape,
+                c,
+                prompts,
+                None,
+                curve.repeat,
+                timeout_s=timeout_s,
+                tick=tick,
+                rate=point.rate,
+                burstiness=None if point.rate is None else curve.burstiness,
+            )
+        except ConsoleError as exc:
+            self.store.curves.fail_point(curve.id, point.position, str(exc))
+            say(f"curve #{curve.id}: {name} failed: {exc}")
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.store.curves.interrupt_point(
+                curve.id, point.position, "interrupted while it was measured; measured again on resume"
+            )
+            raise
+        group = outcome.group.id if outcome.group else None
+        self.store.curves.finish_point(curve.id, point.position, group, [r.id for r in outcome.rows])
+        best = outcome.group.median if outcome.group else outcome.rows[0].out_tok_per_s
+        say(
+            f"curve #{curve.id}: {name} stored: out {best or 0:,.1f} tok/s (rows {', '.join(str(r.id) for r in outcome.rows)})"
+        )
