@@ -20,6 +20,12 @@ With ``--save-detailed`` the file also holds every request (``input_lens``, ``ou
 (E2E = TTFT + the sum of the ITLs, i.e. the last token event; TPOT = (E2E - TTFT) / (tokens - 1)), so
 ``campaign requests`` reads an imported run as it reads a measured one.
 
+Once stored, the runs are filed as curves marked imported (``store.curves.add_imported``): one per arm, box
+and shape, a point per concurrency (or request rate) the runs cover, a combination's ``run=0,1,2`` one point's
+repeats (a ``repeat_group``). A sweep's arm is its combination's server part (``SERVE--...``), so one server's
+runs at several concurrencies are one curve. The JSON of ``campaign export curves`` (ops/export.py) is read
+too: each point's ``runs`` are saved results, filed under their curve's arm.
+
 Everything is read and checked before anything is written; ``store.results.record_import`` writes it in one
 transaction, and the same files with the same options again change nothing.
 """
