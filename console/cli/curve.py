@@ -241,7 +241,10 @@ def _run_search(args: argparse.Namespace) -> int:
                 f"{name} with --workload-iters/--slo: a planned curve chooses its concurrencies",
                 f"drop {name}",
             )
-    limits = None if args.slo is None else parse_slo(args.slo)
+    try:
+        limits = None if args.slo is None else parse_slo(args.slo)
+    except ValueError as exc:
+        raise InputError(f"--slo {args.slo!r}: {exc}", "write it as ttft:300,tpot:50,e2el:2000 (ms)") from exc
     timeout_s = args.timeout or DEFAULT_TIMEOUT_S
     with store_and_service(args) as (store, service):
         plan = service.open_search_curve(
