@@ -471,3 +471,19 @@ def test_a_real_vllm_bench_serve_result_sits_beside_the_consoles_own_point(
     )
     assert campaign(db, str(path), "--arm", "tiny-cpu (vllm bench serve)", "--shape", "tiny") == 0
     assert len(imported(db)) == 1
+    # The real result is a one-point imported curve, and `export curves` brings it back to the same point.
+    assert curve_points(db) == [("tiny-cpu (vllm bench serve)", (2, None, 1))]
+    exported = tmp_path / "curves.json"
+    assert main(["--db", str(db), "export", "curves", "--format", "json", "-o", str(exported)]) == 0
+    (run,) = json.loads(exported.read_text())["curves"][0]["points"][0]["runs"]
+    for key in ("max_concurrency", "completed", "output_throughput", "median_ttft_ms", "p99_tpot_ms"):
+        assert run[key] == pytest.approx(theirs[key]), key
+    fresh = tmp_path / "fresh.db"
+    assert campaign(fresh, str(exported), "--shape", "tiny") == 0
+    (back,) = imported(fresh)
+    assert curve_points(fresh) == curve_points(db)
+    assert (back.out_tok_per_s, back.ttft_ms_p50, back.tpot_ms_p50) == (
+        row.out_tok_per_s,
+        row.ttft_ms_p50,
+        row.tpot_ms_p50,
+    )
