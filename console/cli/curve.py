@@ -1,5 +1,5 @@
 """``campaign curve ARM|LAUNCH [--box NAME] --shape SHAPE (--concurrency 1,2,4,8 | --ladder 1:64:x2 |
---rate 0.5,1.5 [--burstiness K] [--concurrency C]) [--repeat N] [--prompts-per-slot K] [--new | --rerun-invalid]
+--rate 0.5,1.5 [--burstiness K] [--concurrency C] | --workload-iters N | --slo LIMITS [--max-concurrency C]) [--repeat N] [--prompts-per-slot K] [--new | --rerun-invalid]
 [--json]``: the arm's curve, measured point by point.
 
 Each point is one ``campaign bench`` at that concurrency (a node row; with ``--repeat N`` a repeat group),
@@ -15,6 +15,11 @@ released open-loop (Poisson; gamma of shape K with ``--burstiness K``), ``--conc
 most in flight at every rate; without it a point is uncapped (its cap is its request count). A rate point
 sends K x ceil(R) requests (``--prompts-per-slot K``, default 8). The table adds each point's rate; the chart
 labels points by rate.
+
+``--workload-iters N`` or ``--slo ttft:MS,tpot:MS,e2el:MS`` (instead of the points, bounded by
+``--max-concurrency C``, default 256) choose the points as they are measured (console/service/curve_search.py):
+C=1, the saturated anchor C, then N levels between; or the largest C whose pooled p99s meet every limit,
+doubling then bisection, printed with the next probe that misses and each point's p99s (``slo`` in --json).
 """
 
 from __future__ import annotations
