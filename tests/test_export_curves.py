@@ -10,10 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from console.readmodel import bench_row
 from console.store import Store
@@ -160,3 +163,29 @@ def test_the_demos_one_point_curves_export(tmp_path: Path) -> None:
     assert {int(r["curve_id"]) for r in lines} == {c.id for c in stored}
     assert len(lines) == len({(r["curve_id"], r["position"], r["run_index"]) for r in lines})
     assert all(r["power_limit_w"] and r["box"] for r in lines)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    runs=st.dictionaries(
+        st.integers(min_value=1, max_value=512),
+        st.lists(st.floats(min_value=0.1, max_value=1e5, allow_nan=False), min_size=1, max_size=3),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_sweep_round_trips_to_the_same_points(runs: dict[int, list[float]], tmp_path: Path) -> None:
+    """Whatever concurrencies and repeats a sweep has, export then import gives the same curve points."""
+    with tempfile.TemporaryDirectory(dir=tmp_path) as work:
+        root = Path(work)
+        for c, throughputs in runs.items():
+            for i, out in enumerate(throughputs):
+                run = {**saved_result(c), "run_number": i, "output_throughput": out}
+                write(root / "exp" / f"SERVE--tp=1-BENCH--max_concurrency={c}" / f"run={i}.json", run)
+        db, fresh, exported = root / "a.db", root / "b.db", root / "curves.json"
+        assert run_cli(db, "import", "vllm-bench", str(root / "exp"), "--shape", "tiny")[0] == 0
+        assert run_cli(db, "export", "curves", "--format", "json", "-o", str(exported))[0] == 0
+        assert run_cli(fresh, "import", "vllm-bench", str(exported), "--shape", "tiny")[0] == 0
+        want = [("SERVE--tp=1", c, None, len(runs[c])) for c in sorted(runs)]
+        assert [(arm, c, rate, len(r)) for arm, c, rate, r in points(db)] == want
+        assert points(fresh) == points(db)

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.readmodel import ResultRow, bench_requests, bench_rows
 from console.recipes.model import Shape
 from console.store import Store
-from ops.vllm_bench import Options, read_runs, to_row
+from ops.vllm_bench import Options, read_runs, serve_part, to_row
 from testbed.vllm_bench import bench_serve_argv
 from testbed.vllm_env import VllmEnv
 from testbed.vllm_server import TinyServer
@@ -487,3 +489,15 @@ def test_a_real_vllm_bench_serve_result_sits_beside_the_consoles_own_point(
         row.ttft_ms_p50,
         row.tpot_ms_p50,
     )
+
+
+_override = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_=0123456789.", min_size=1, max_size=30)
+
+
+@given(serve=_override, bench=_override)
+def test_a_combinations_arm_is_its_server_part(serve: str, bench: str) -> None:
+    """vLLM names a combination SERVE--<serve>-BENCH--<bench>: the arm is the SERVE part whatever the overrides;
+    a combination of only one side is its own arm."""
+    assert serve_part(f"SERVE--{serve}-BENCH--{bench}") == f"SERVE--{serve}"
+    assert serve_part(f"SERVE--{serve}") == f"SERVE--{serve}"
+    assert serve_part(f"BENCH--{bench}") == f"BENCH--{bench}"
