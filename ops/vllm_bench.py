@@ -46,6 +46,7 @@ from typing import Any
 from console.errors import InputError
 from console.recipes.model import Shape
 from console.store import Store
+from console.store.curves import CurveRow
 from console.store.results import TIMING_COLUMNS, TIMINGS_KEY, ImportOutcome, ImportPayload
 from console.timeutil import to_ms
 
@@ -124,6 +125,8 @@ class Imported:
     outcome: ImportOutcome
     rows: list[dict[str, Any]]
     """The bench rows as mapped (``bench_runs`` columns), in the order read."""
+    curves: list[CurveRow]
+    """The curves the import's rows were filed as (``store.curves.add_imported``)."""
 
 
 # -- reading -----------------------------------------------------------------------------------------------
@@ -512,5 +515,4 @@ def import_vllm_bench(store: Store, path: Path, options: Options) -> Imported:
     payload = ImportPayload(client_runs=rows)
     source = SOURCE_PREFIX + str(path.resolve())
     outcome = store.results.record_import(source, key, _described(runs), payload)
-    store.curves.add_imported(outcome.import_id)
-    return Imported(outcome, rows)
+    return Imported(outcome, rows, store.curves.add_imported(outcome.import_id))

@@ -29,6 +29,7 @@ from ops.vllm_bench import Options, read_runs, serve_part, to_row
 from testbed.vllm_bench import bench_serve_argv
 from testbed.vllm_env import VllmEnv
 from testbed.vllm_server import TinyServer
+from tests.support.cli import run_cli
 
 TINY = Shape("tiny", 64, 16)
 
@@ -205,7 +206,10 @@ def test_a_sweep_tree_one_row_per_run(tmp_path: Path) -> None:
     )
     write(exp / "SERVE--max_num_seqs=16" / "run=1.failure.json", {"run_number": 1, "error": "boom"})
     db = tmp_path / "s.db"
-    assert campaign(db, str(exp), "--shape", "tiny") == 0
+    code, out, err = run_cli(db, "import", "vllm-bench", str(exp), "--shape", "tiny")
+    assert code == 0, err
+    assert "filed as curve #1: SERVE--max_num_seqs=16 tiny on unknown, C8 (`campaign curves 1`)" in out, out
+    assert "filed as curve #2: SERVE--max_num_seqs=8 tiny on unknown, C2, C4" in out, out
     rows = imported(db)
     # The arm is the combination's server part: one server's runs at several concurrencies are one arm.
     assert sorted((r.arm, r.configuration, r.concurrency) for r in rows) == [

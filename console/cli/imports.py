@@ -4,7 +4,8 @@ PATH is a file ``vllm bench serve --save-result`` wrote (one run, or several wit
 ``vllm bench sweep serve`` experiment folder (``<combination>/run=<i>.json``, ``summary.json``). Each run
 becomes one bench row marked ``imported`` (ops/vllm_bench.py has the mapping): the Results view, ``campaign
 compare`` and ``campaign requests`` read it beside the measured rows of the same arm, shape and
-concurrency. vLLM's files name neither the arm nor the shape, so the operator does; kernel line, tripwire
+concurrency. The rows are filed as curves marked imported (one per arm, box and shape; a sweep's arm is its
+combination's server part), which ``campaign curves``, ``pareto`` and ``compare --at-*`` read. vLLM's files name neither the arm nor the shape, so the operator does; kernel line, tripwire
 and power limit stay unknown unless given. Importing the same files again changes nothing.
 """
 
@@ -42,7 +43,8 @@ def _show(done: Imported, path: str, as_json: bool) -> None:
     o = done.outcome
     if as_json:
         rows = [{k: v for k, v in r.items() if k not in ("raw", "request_timings")} for r in done.rows]
-        print_json({"import_id": o.import_id, "state": o.state, "rows": rows})
+        curves = [{"id": c.id, "arm": c.arm, "box": c.box, "shape": c.shape} for c in done.curves]
+        print_json({"import_id": o.import_id, "state": o.state, "rows": rows, "curves": curves})
         return
     verb = {
         "imported": "imported",
@@ -58,6 +60,9 @@ def _show(done: Imported, path: str, as_json: bool) -> None:
             f"{_fmt(r['out_tok_per_s'])} out tok/s, TTFT p50 {_fmt(r['ttft_ms_p50'])} ms, "
             f"TPOT p50 {_fmt(r['tpot_ms_p50'], '.2f')} ms{kept}"
         )
+    for c in done.curves:
+        points = ", ".join(f"C{x:g}" if c.rate is None else f"{x:g}/s" for x in (c.rate or c.concurrency))
+        print(f"  filed as curve #{c.id}: {c.arm} {c.shape} on {c.box}, {points} (`campaign curves {c.id}`)")
     if done.rows and done.rows[0]["started_ms"] is None:
         say("no instant stored: vLLM's date is local time without its zone (give --tz ZONE to store one)")
 
@@ -86,7 +91,10 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         description=__doc__,
     )
     v.add_argument("path", metavar="PATH", help="a result file, a sweep's summary.json, or a sweep folder")
-    v.add_argument("--arm", help="the arm to file the runs under (default for a sweep: its combination name)")
+    v.add_argument(
+        "--arm",
+        help="the arm to file the runs under (default for a sweep: its combination's server part, SERVE--...)",
+    )
     v.add_argument("--shape", required=True, help="the recipes' shape the runs used (e.g. tiny, router)")
     v.add_argument(
         "-c",
