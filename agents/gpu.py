@@ -8,6 +8,10 @@ process instead of a subprocess per sample (docs/facts.md, GPUs). Real output ha
 may be None and an unknown field is dropped with a warning rather than killing the sampler. On the NVML path
 a value NVML says does not exist here reads None in silence; any other failed call reads None too but is
 journaled, naming the call (``NV_ABSENT``, ``NvFaults``): a broken binding must not pass for an idle GPU.
+
+Each sample also carries the clocks-event (throttle) reasons bitmask, on both paths, and NVML's total energy
+counter (mJ since driver load), on the NVML path only: two more calls of a few us each, and the counter lets
+console/readmodel/energy.py read a run's joules instead of integrating 1 Hz power.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ SAMPLE_FIELDS: dict[str, str] = {
 }
 """gpu_sample keys (agents/protocol.py) and the ``--query-gpu`` field each comes from."""
 
+THROTTLE_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+"""The ``--query-gpu`` field of the clocks-event (throttle) reasons bitmask, in hex: its current name, then
+the older name a driver that rejects it may still know (both in tests/fixtures/nvidia-smi/h200's
+``smi_help_query_gpu.txt``). nvidia-smi offers no energy counter field there, so that path has none."""
+
 PROBE_NUMERIC: dict[str, str] = {
     **SAMPLE_FIELDS,
     "default_limit_w": "power.default_limit",
@@ -69,6 +78,15 @@ def value(raw: str | None) -> float | None:
         return None
     try:
         return float(text.split()[0])
+    except ValueError:
+        return None
+
+
+def hex_value(raw: str | None) -> int | None:
+    """A bitmask nvidia-smi prints in hex (``0x0000000000000004``); placeholders read None."""
+    text = (raw or "").strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else None
     except ValueError:
         return None
 
@@ -250,9 +268,15 @@ def nvml_text(v: Any) -> str | None:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def reading(index: int, figure: Callable[[str], float | None]) -> GpuReading:
-    """One GPU's ``gpu_sample`` entry, each figure looked up by its name (a key of ``SAMPLE_FIELDS``): the
-    one place both sources (NVML, nvidia-smi) build the contract's shape."""
+def reading(
+    index: int,
+    figure: Callable[[str], float | None],
+    throttle_reasons: int | None = None,
+    energy_mj: int | None = None,
+) -> GpuReading:
+    """One GPU's ``gpu_sample`` entry, each figure looked up by its name (a key of ``SAMPLE_FIELDS``), with
+    its throttle reasons bitmask and energy counter: the one place both sources (NVML, nvidia-smi) build
+    the contract's shape."""
     return {
         "gpu": index,
         "power_w": figure("power_w"),
@@ -264,6 +288,8 @@ def reading(index: int, figure: Callable[[str], float | None]) -> GpuReading:
         "mem_used_mib": figure("mem_used_mib"),
         "mem_total_mib": figure("mem_total_mib"),
         "temp_c": figure("temp_c"),
+        "throttle_reasons": throttle_reasons,
+        "energy_mj": energy_mj,
     }
 
 
@@ -319,6 +345,19 @@ def _nvml_figures(nvml: Any, h: Any, call: Callable[..., Any]) -> dict[str, floa
     }
 
 
+def _nvml_counters(nvml: Any, h: Any, call: Callable[..., Any]) -> tuple[int | None, int | None]:
+    """(clocks-event reasons bitmask, total energy in mJ since driver load): two calls of a few us each.
+    nvidia-ml-py 12.535+ names the first ``...ClocksEventReasons``; older bindings ``...ThrottleReasons``.
+    A binding without a call, or a GPU where NVML says it does not exist (``NV_ABSENT``), reads None."""
+    reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    energy = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)
+    mask = None if reasons is None else call(reasons, h)
+    mj = None if energy is None else call(energy, h)
+    return (None if mask is None else int(mask)), (None if mj is None else int(mj))
+
+
 def nvml_gpu(nvml: Any, index: int, faults: NvFaults | None = None) -> GpuReading:
     """One GPU's sample from NVML; a GPU whose handle cannot be had reads as None throughout."""
 
@@ -326,8 +365,9 @@ def nvml_gpu(nvml: Any, index: int, faults: NvFaults | None = None) -> GpuReadin
         return nv(fn, *args, faults=faults)
 
     h = call(nvml.nvmlDeviceGetHandleByIndex, index)
-    figures = {} if h is None else _nvml_figures(nvml, h, call)
-    return reading(index, figures.get)
+    if h is None:
+        return reading(index, lambda _: None)
+    return reading(index, _nvml_figures(nvml, h, call).get, *_nvml_counters(nvml, h, call))
 
 
 def nvml_probe_gpu(nvml: Any, index: int, faults: NvFaults | None = None) -> ProbeGpu:
@@ -398,7 +438,8 @@ def _sample_from_row(row: dict[str, str]) -> GpuReading | None:
     index = value(row.get("index"))
     if index is None:
         return None
-    return reading(int(index), lambda key: value(row.get(SAMPLE_FIELDS[key])))
+    mask = next((hex_value(row[f]) for f in THROTTLE_FIELDS if f in row), None)
+    return reading(int(index), lambda key: value(row.get(SAMPLE_FIELDS[key])), throttle_reasons=mask)
 
 
 class SmiLoop:
@@ -412,7 +453,7 @@ class SmiLoop:
         self.warn = warn
         self.smi = smi
         self.interval_ms = interval_ms
-        self.fields = ["index", *SAMPLE_FIELDS.values()]
+        self.fields = ["index", *SAMPLE_FIELDS.values(), THROTTLE_FIELDS[0]]
         self._lock = threading.Lock()
         self._latest: dict[int, GpuReading] = {}
         self._fresh = False
@@ -461,7 +502,10 @@ class SmiLoop:
         bad = _BAD_FIELD.search(text)
         if bad and bad.group(1) in self.fields and bad.group(1) != "index":
             self.warn("nvidia-smi", f'this driver does not know field "{bad.group(1)}"; sampling without it')
+            at = self.fields.index(bad.group(1))
             self.fields.remove(bad.group(1))
+            if bad.group(1) == THROTTLE_FIELDS[0]:  # an older driver: its name for the same bitmask
+                self.fields.insert(at, THROTTLE_FIELDS[1])
             self._restart_at = time.monotonic()
         else:
             self.warn("nvidia-smi", f"nvidia-smi -lms exited {rc}: {text[:300]}; restarting in 30 s")
@@ -566,5 +610,5 @@ def sample_once(warn: Warn, source: str = "auto") -> tuple[str | None, list[GpuR
     if smi_path() is None or source not in ("auto", "nvidia-smi"):
         warn("gpu", "no GPU tooling on this box (nvidia-ml-py not importable, nvidia-smi not on PATH)")
         return None, []
-    rows = smi_query(["index", *SAMPLE_FIELDS.values()], warn)
+    rows = smi_query(["index", *SAMPLE_FIELDS.values(), THROTTLE_FIELDS[0]], warn)
     return "nvidia-smi", [s for s in map(_sample_from_row, rows) if s is not None]

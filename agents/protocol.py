@@ -142,6 +142,11 @@ class GpuReading(_GpuKey, total=False):
     mem_used_mib: float | None
     mem_total_mib: float | None
     temp_c: float | None
+    throttle_reasons: int | None
+    """NVML's clocks-event (throttle) reasons bitmask (0x1 idle, 0x4 software power cap...); absent from
+    agents older than schema V16."""
+    energy_mj: int | None
+    """NVML's total energy counter, mJ since the driver loaded; None where the GPU lacks it."""
 
 
 GPU_COLUMNS: tuple[str, ...] = tuple(

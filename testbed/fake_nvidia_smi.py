@@ -15,6 +15,16 @@ hold nothing. A test server (testbed/fake_engine.py with ``FAKE_ENGINE_GPU_MIB``
 the servers it starts share). While that process lives (its pid, with the start time it had), it is listed
 by ``--query-compute-apps`` and its memory is added to ``memory.used`` of its GPUs, as a real driver shows a
 serving engine; once it exits it is gone from both, as a real driver frees the memory of a dead process.
+
+Changes a test makes mid-run: ``control({0: {"enforced.power.limit": "350.00 W", "power.limit": "350.00 W",
+"clocks_event_reasons.active": "0x0000000000000004"}})`` (run as the box user, e.g. over ssh:
+``python3 -c 'from testbed.fake_nvidia_smi import control; control({...})'``, or by writing the same JSON,
+GPU index as a string key, to ``$HOME/.fake-nvidia-smi/control.values`` of the box user) makes every later
+answer, including the next row of a running ``-lms`` loop, read those fields of those GPUs with these values
+(any ``--query-gpu`` field name, values as the fixture writes them); ``control({})`` returns to the fixture.
+The file is re-read on every query, so the change lands at the moment the test chooses (within one period).
+Throttle reasons use the real bitmask (0x1 GPU idle, 0x4 software power cap, 0x8 hardware slowdown, 0x20
+software thermal slowdown, 0x40 hardware thermal slowdown: nvidia-smi -q's "Clocks Event Reasons").
 """
 
 from __future__ import annotations
@@ -133,6 +143,26 @@ def tell(gpus: list[int], used_mib: float, name: str | None = None) -> Path:
     return path
 
 
+def control(values: dict[int, dict[str, str]]) -> Path:
+    """Make later answers read ``values`` ({gpu index: {field: value}}) over the fixture (module docstring)."""
+    folder = _told_dir()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / "control.values"
+    tmp = folder / "control.tmp"
+    tmp.write_text(json.dumps({str(k): v for k, v in values.items()}))
+    os.replace(tmp, path)
+    return path
+
+
+def controlled() -> dict[str, dict[str, str]]:
+    """The values a test set with ``control``, by GPU index as a string; {} when none (or unreadable)."""
+    try:
+        values: dict[str, dict[str, str]] = json.loads((_told_dir() / "control.values").read_text())
+    except (OSError, ValueError):
+        return {}
+    return values
+
+
 def told() -> list[dict[str, Any]]:
     """The live processes the fake was told about (a dead one, or a reused pid, is not listed)."""
     out = []
@@ -171,7 +201,18 @@ class Fake:
         gpus = self.fx["gpus"]
         return [g for g in gpus if select is None or int(g["index"]) in select]
 
-    def gpu_value(self, gpu: dict[str, Any], field: str, canonical: str, told: list[dict[str, Any]]) -> str:
+    def gpu_value(
+        self,
+        gpu: dict[str, Any],
+        field: str,
+        canonical: str,
+        told: list[dict[str, Any]],
+        overrides: dict[str, dict[str, str]] | None = None,
+    ) -> str:
+        mine = (overrides or {}).get(str(gpu["index"]), {})
+        for key in (field, canonical):
+            if key in mine:
+                return str(mine[key])
         if field == "timestamp":
             return datetime.now(UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
         if field == "driver_version":
@@ -192,8 +233,10 @@ class Fake:
         for f in fields:
             if f not in known or f in unknown:
                 return f'Field "{f}" is not a valid field to query.\n\n'
-        now_told = told()
-        rows = [[self.gpu_value(g, f, known[f], now_told) for f in fields] for g in self.gpus(select)]
+        now_told, overrides = told(), controlled()
+        rows = [
+            [self.gpu_value(g, f, known[f], now_told, overrides) for f in fields] for g in self.gpus(select)
+        ]
         return self._csv(fields, rows, fmt)
 
     def apps(self, fields: list[str], fmt: set[str]) -> str:

@@ -277,6 +277,8 @@ def test_gpu_samples_from_one_long_running_nvidia_smi(box: AgentBox) -> None:
         "mem_used_mib": 0.0,
         "mem_total_mib": 143771.0,
         "temp_c": 36.0,
+        "throttle_reasons": 0x1,  # clocks_event_reasons.active: GPU idle
+        "energy_mj": None,  # nvidia-smi offers no energy counter field
     }
     assert {s["gpus"][0]["power_w"] for s in samples} <= {79.18, 79.22, 79.21, 79.12, 79.11, 79.10}
     fallback = [e for e in box.events() if e["kind"] == "warning" and e["where"] == "nvml"]

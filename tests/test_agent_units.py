@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agents import gpu, loglines, metrics, package, probe
+from agents.protocol import GPU_COLUMNS
 from testbed.fake_nvidia_smi import build_libcuda
 
 H200 = Path(__file__).parent / "fixtures" / "nvidia-smi" / "h200"  # real captures from an H200
@@ -558,5 +559,5 @@ def test_an_nvml_handle_that_cannot_be_had_reads_as_unknown(monkeypatch: pytest.
     )
     said: list[str] = []
     sampler = gpu.GpuSampler(lambda where, message: said.append(where), "nvml")
-    assert sampler.read() == [{"gpu": 0, **dict.fromkeys(gpu.SAMPLE_FIELDS)}]
+    assert sampler.read() == [{"gpu": 0, **dict.fromkeys(GPU_COLUMNS)}]  # every figure, counters too
     assert sampler.processes() == [] and said == ["nvml:nvmlDeviceGetHandleByIndex"]

@@ -1,7 +1,7 @@
-"""A bench run's GPU energy from the agent's power samples: the trapezoid over the run's window with its
-edges interpolated, summed over the GPUs the run measured, J/out token and out tok/s per W beside the
-throughput, and an invalid figure (with its reasons) when a gap, too few samples or a power limit change
-leaves the joules unknown. The state.db is built through the store's own ingest, as a box journals it."""
+"""A bench run's GPU energy: NVML's energy counter difference where every measured GPU journals it across the
+window, else the trapezoid over the agent's power samples with its edges interpolated, summed over the GPUs
+the run measured, J/out token and out tok/s per W beside the throughput, and an invalid figure (with its
+reasons) when a gap, too few samples, a power limit change or a counter reset leaves the joules unknown. The state.db is built through the store's own ingest, as a box journals it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from agents.loadgen.metrics import TIMING_COLUMNS
 from console.readmodel import ENERGY_SOURCE, bench_row, energy_note, request_figures, run_energy
-from console.readmodel.energy import integrate_power, power_at
+from console.readmodel.energy import COUNTER_SOURCE, SAMPLES_SOURCE, integrate_power, power_at
 from console.store import Box, Store
 from tests.support.cli import run_cli
 
@@ -115,12 +115,12 @@ def test_constant_300_w_on_two_gpus_over_10_s_is_6000_j_and_per_token_figures_fo
     assert e.j_per_out_token == pytest.approx(6_000.0 / (OUT_TOK_PER_S * 10.0))
     assert e.j_per_total_token == pytest.approx(6_000.0 / ((OUT_TOK_PER_S + IN_TOK_PER_S) * 10.0))
     assert e.out_tok_per_s_per_w == pytest.approx(OUT_TOK_PER_S / 600.0)
-    assert e.source == ENERGY_SOURCE and "not the NVML energy counter" in e.source
+    assert e.source == SAMPLES_SOURCE and e.source_note is None  # no GPU journals a counter here
 
     code, out, _ = run_cli(db, "requests", "bench-1")
     assert code == 0
     line = next(x for x in out.splitlines() if x.strip().startswith("energy"))
-    assert "GPU samples, 1 Hz; not the NVML energy counter" in line
+    assert ENERGY_SOURCE in line
     assert "6,000 J over the 10.0 s window" in line and "0.75 J/out token" in line
     assert "1.333 out tok/s per W" in line and "600 W average (2 GPUs)" in line
     assert "per GPU (2 GPUs): 400.0 out tok/s" in out  # the same GPUs as the energy sums
@@ -128,7 +128,7 @@ def test_constant_300_w_on_two_gpus_over_10_s_is_6000_j_and_per_token_figures_fo
     code, out, _ = run_cli(db, "requests", "bench-1", "--json")
     data = json.loads(out)
     assert data["energy"]["joules"] == pytest.approx(6_000.0) and data["energy"]["valid"] is True
-    assert "not the NVML energy counter" in data["energy"]["label"] and data["energy_note"] is None
+    assert data["energy"]["source"] == SAMPLES_SOURCE and data["energy_note"] is None
     assert "energy" in data["definitions"] and "J/out token" in data["definitions"]
 
 
@@ -238,3 +238,86 @@ def test_the_trapezoid_lies_between_min_and_max_power_times_the_window(
     window_s = length / 1000
     assert min(powers) * window_s - 1e-6 <= joules <= max(powers) * window_s + 1e-6
     assert min(powers) - 1e-9 <= power_at(samples, start) <= max(powers) + 1e-9
+
+
+E0_MJ = 9_876_543_210
+"""An energy counter's value at T0: mJ since the driver loaded, as large as a box up for days reads."""
+
+
+def _with_counter(watts: float, counter_w: dict[int, float], limit: float = 600.0) -> Power:
+    """Power samples of ``watts`` and, for each GPU in ``counter_w``, an energy counter rising at that many W
+    (W x ms = mJ): a counter that disagrees with the samples shows which one a figure came from."""
+
+    def reading(gpu: int, t: int) -> dict[str, float]:
+        counter = {"energy_mj": E0_MJ + int(counter_w[gpu] * t)} if gpu in counter_w else {}
+        return {**_constant(watts, limit)(gpu, t), **counter}
+
+    return reading
+
+
+def test_the_counter_difference_is_the_joules_where_every_gpu_has_one(db: Path) -> None:
+    _state(db, _with_counter(300.0, {0: 310.0, 1: 320.0}), STRADDLING, {"L1": [0, 1]})
+    e = _energy(db)
+    assert e is not None and e.valid and e.source == COUNTER_SOURCE and e.source_note is None
+    # 310 W and 320 W for 10 s from the counters (the 300 W samples would give 3,000 J each)
+    assert [(g.gpu, g.joules) for g in e.gpus] == [(0, pytest.approx(3_100.0)), (1, pytest.approx(3_200.0))]
+    assert e.j_per_out_token == pytest.approx(6_300.0 / (OUT_TOK_PER_S * 10.0))
+    code, out, _ = run_cli(db, "requests", "bench-1", "--json")
+    assert code == 0 and json.loads(out)["energy"]["source"] == COUNTER_SOURCE
+
+
+def test_the_counter_is_interpolated_at_the_window_edges(db: Path) -> None:
+    # the counter jumps 1,000 J between the two readings straddling the start (-500 ms, +500 ms), then
+    # stays still: half the jump lies inside the window
+    def power(gpu: int, t: int) -> dict[str, float]:
+        return {**_constant(300.0)(gpu, t), "energy_mj": E0_MJ + (1_000_000 if t >= 500 else 0)}
+
+    _state(db, power, STRADDLING, {"L1": [0]})
+    e = _energy(db)
+    assert e is not None and e.valid and e.source == COUNTER_SOURCE
+    assert e.joules == pytest.approx(500.0)
+
+
+def test_one_gpu_without_a_counter_means_samples_for_all_and_says_which(db: Path) -> None:
+    _state(db, _with_counter(300.0, {0: 310.0}), STRADDLING, {"L1": [0, 1]})
+    e = _energy(db)
+    assert e is not None and e.valid and e.source == SAMPLES_SOURCE
+    assert e.joules == pytest.approx(6_000.0)  # both from the 300 W samples, alike
+    assert e.source_note is not None and "GPU 1 on b1 has no NVML energy counter" in e.source_note
+
+
+def test_a_counter_that_does_not_straddle_the_window_end_means_samples(db: Path) -> None:
+    def power(gpu: int, t: int) -> dict[str, float]:
+        counter = {"energy_mj": E0_MJ + 310 * t} if t < 5_000 else {}  # an agent without it took over
+        return {**_constant(300.0)(gpu, t), **counter}
+
+    _state(db, power, STRADDLING, {"L1": [0]})
+    e = _energy(db)
+    assert e is not None and e.valid and e.source == SAMPLES_SOURCE
+    assert e.joules == pytest.approx(3_000.0)
+
+
+def test_a_counter_that_goes_backwards_makes_the_figure_invalid_saying_so(db: Path) -> None:
+    def power(gpu: int, t: int) -> dict[str, float]:
+        restarted = t >= 4_500  # the driver reloaded: the counter starts again from near 0
+        counter = 310 * (t - 4_500) if restarted else E0_MJ + 310 * t
+        return {**_constant(300.0)(gpu, t), "energy_mj": counter}
+
+    _state(db, power, STRADDLING, {"L1": [0]})
+    e = _energy(db)
+    assert e is not None and not e.valid and e.source == COUNTER_SOURCE
+    assert len(e.reasons) == 1 and "GPU 0 on b1: the NVML energy counter went backwards" in e.reasons[0]
+    code, out, _ = run_cli(db, "requests", "bench-1")
+    assert code == 0 and "went backwards" in out
+
+
+def test_a_power_limit_change_is_judged_on_the_counter_path_too(db: Path) -> None:
+    _state(
+        db,
+        lambda gpu, t: _with_counter(300.0, {0: 310.0}, limit=600.0 if t < 5_000 else 400.0)(gpu, t),
+        STRADDLING,
+        {"L1": [0]},
+    )
+    e = _energy(db)
+    assert e is not None and not e.valid and e.source == COUNTER_SOURCE
+    assert any("from 600 W to 400 W" in r for r in e.reasons)

@@ -2,7 +2,8 @@
 
 Why: every other test reads GPUs through fakes (testbed/fake_nvidia_smi.py, fake_pynvml.py). These
 run the real NVML binding, the probe's power limits and its ``cuInit(0)`` through the real libcuda, a
-kill through the agent daemon that must give a torch process's memory back, and power idle vs loaded.
+kill through the agent daemon that must give a torch process's memory back, power idle vs loaded, and the
+energy counter's joules against the 1 Hz power samples' trapezoid under load.
 Where no NVIDIA GPU or NVML exists (CI) every test here skips, saying why; a ``gpu`` skip never fails CI
 (tests/conftest.py fails skips of sshd and vllm tests only). On a GPU machine:
 ``python3 -m pytest -m gpu -s -q tests/test_gpu_tier.py`` (``-s`` shows the figures).
@@ -26,6 +27,7 @@ import pytest
 
 from agents.gpu import GpuSampler
 from agents.probe import probe
+from console.readmodel.energy import counter_joules, counter_span, integrate_power
 from testbed.agent_box import AgentBox
 from testbed.ports import free_ports
 
@@ -305,3 +307,63 @@ def test_power_idle_vs_a_matmul_loop(sampler: tuple[GpuSampler, list[str]]) -> N
     assert said == []
     assert loaded_w > idle_w + 50.0, "a matmul loop should draw well above idle"
     assert max(steady) <= limit * 1.05, "power above the limit NVML reports"
+
+
+# -- (5) energy: NVML's counter vs the 1 Hz power samples, and the throttle reasons -----------------------
+
+COUNTER_VS_SAMPLES = 0.15
+"""How far the 1 Hz trapezoid may stray from the counter's joules over a steady load (the issue's bound)."""
+
+
+def test_energy_counter_agrees_with_the_power_samples_under_a_matmul_loop(
+    sampler: tuple[GpuSampler, list[str]],
+) -> None:
+    _needs_torch_cuda()
+    s, said = sampler
+    load_s = 12.0
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _LOAD, str(load_s)],
+        env={**os.environ, **_cuda_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    power: list[tuple[int, float]] = []
+    counter: list[tuple[int, float]] = []
+    masks: list[int] = []
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.strip() == "loaded", first + proc.stdout.read()
+        end = time.monotonic() + load_s - 1.0
+        while time.monotonic() < end:  # 1 Hz, as the agent samples
+            row = s.read()[0]
+            t_ms = time.time_ns() // 1_000_000
+            assert row["power_w"] is not None and row["energy_mj"] is not None, row
+            assert isinstance(row["throttle_reasons"], int), row
+            power.append((t_ms, row["power_w"]))
+            counter.append((t_ms, float(row["energy_mj"])))
+            masks.append(row["throttle_reasons"])
+            time.sleep(1.0)
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0, rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # a window inside the samples, past the ramp, with edges between samples as a bench window's are
+    start, stop = power[2][0] + 300, power[-1][0] - 300
+    span = counter_span(counter, start, stop)
+    assert span is not None
+    by_counter = counter_joules(span, start, stop)
+    by_samples = integrate_power(power, start, stop)
+    window_s = (stop - start) / 1000
+    apart = abs(by_samples - by_counter) / by_counter
+    print(
+        f"\n[energy] GPU 0 over {window_s:.1f} s of a bf16 matmul loop: counter {by_counter:.0f} J "
+        f"({by_counter / window_s:.0f} W), 1 Hz samples {by_samples:.0f} J ({by_samples / window_s:.0f} W), "
+        f"{apart:.1%} apart; throttle reasons seen {sorted({hex(m) for m in masks})}; {rest.strip()}"
+    )
+    assert said == []
+    assert by_counter > 0 and apart <= COUNTER_VS_SAMPLES
+    assert all(c1[1] >= c0[1] for c0, c1 in zip(counter, counter[1:], strict=False)), "the counter went back"

@@ -1,12 +1,16 @@
-"""A bench run's GPU energy, integrated from the agent's 1 Hz power samples over the run's measurement window.
+"""A bench run's GPU energy over the run's measurement window: NVML's energy counter where it exists, else
+the agent's 1 Hz power samples integrated.
 
-Why from samples: the agent journals each GPU's instantaneous board power (``gpu_samples.power_w``) once a
-second; NVML's cumulative energy counter (``nvmlDeviceGetTotalEnergyConsumption``), which would need no
-integration at all, is not journaled yet. Until it is, every figure here says it comes from samples
-(``ENERGY_SOURCE``), and a window the samples cannot honestly cover is marked invalid with its reasons
-rather than quietly integrated.
+Why the counter first: the agent journals each GPU's cumulative energy (``gpu_samples.energy_mj``, NVML's
+``nvmlDeviceGetTotalEnergyConsumption``, which the driver updates every 100 ms) beside its instantaneous
+board power (``power_w``) once a second. The counter needs no integration and sees the spikes between
+samples; when every measured GPU has counter readings straddling both window edges, a GPU's joules are the
+counter's difference, its value at each edge interpolated linearly between the readings that straddle it.
+A counter that goes backwards there (the driver reloaded) makes the figure invalid, saying so. Where any
+GPU lacks the counter (nvidia-smi boxes, older agents, GPUs without it) every GPU is integrated from samples,
+so the GPUs' joules are measured alike, and ``RunEnergy.source_note`` names the GPU that forced it.
 
-The method is InferenceX's (``utils/aggregate_power.py``): each GPU is integrated on its own by the
+The samples method is InferenceX's (``utils/aggregate_power.py``): each GPU is integrated on its own by the
 trapezoidal rule, its power at the window's two edges linearly interpolated between the samples that
 straddle them, and the GPUs' joules summed. Its validity rule is kept too: a sample gap over 3 s inside the
 window makes the figure invalid. Two rules are added: fewer than 2 samples inside the window on a GPU (1 Hz
@@ -31,9 +35,11 @@ from console.store import Store
 from console.store.jsonutil import json_list_or_none
 from console.timeutil import fmt_utc, from_ms
 
-ENERGY_SOURCE = "GPU samples, 1 Hz; not the NVML energy counter"
-"""Where the joules come from, said beside every figure: a counter would be read, not integrated, and is not
-journaled yet."""
+COUNTER_SOURCE = "NVML energy counter"
+SAMPLES_SOURCE = "GPU samples, 1 Hz"
+ENERGY_SOURCE = f"{COUNTER_SOURCE} where every measured GPU has one, else {SAMPLES_SOURCE}"
+"""Where the joules come from: the counter read (not integrated) when all of a run's GPUs journal it over the
+window, else the power samples integrated. A figure's own ``RunEnergy.source`` says which of the two."""
 MAX_GAP_MS = 3_000
 """InferenceX's rule: a gap between two samples (or a window edge and its nearest sample) over 3 s inside the
 window leaves the power there unknown, and the figure invalid."""
@@ -43,7 +49,7 @@ MIN_SAMPLES = 2
 GpuKey = tuple[str, int]
 """(box, GPU index): how ``gpu_samples`` names a GPU."""
 Sample = tuple[int, float]
-"""(t_ms, power_w): one power reading of one GPU."""
+"""(t_ms, power_w): one power reading of one GPU; (t_ms, energy_mj) for its energy counter."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,8 @@ class GpuEnergy:
 class RunEnergy:
     """A run's GPU energy over its measurement window, summed over the GPUs it measured.
 
-    ``joules``: the trapezoidal integral of each GPU's power over [started_ms, ended_ms], summed (J).
+    ``joules``: each GPU's energy counter difference over [started_ms, ended_ms] (``source`` is
+    ``COUNTER_SOURCE``), else the trapezoidal integral of its power (``SAMPLES_SOURCE``), summed (J).
     ``avg_power_w``: joules / window seconds, the measured GPUs together (W); InferenceX's ``avg_power_w`` is
     per GPU (here ``avg_power_per_gpu_w``) and its ``avg_total_gpu_power_w`` is this one.
     ``j_per_out_token``: joules / output tokens, the tokens being out_tok_per_s x duration_s, the load
@@ -82,6 +89,8 @@ class RunEnergy:
     out_tok_per_s_per_w: float | None
     valid: bool
     reasons: tuple[str, ...]
+    source_note: str | None
+    """Why samples were used although some GPU had a counter (the GPUs without one), else None."""
 
     @property
     def window_s(self) -> float:
@@ -194,7 +203,7 @@ def _window(bench: ResultRow) -> tuple[int, int] | None:
 def _readings(store: Store, key: GpuKey, start: int, end: int) -> list[dict[str, Any]]:
     """One GPU's readings inside the window and within ``MAX_GAP_MS`` of it (the edges' neighbours)."""
     return store.rows(
-        """SELECT t_ms, power_w, coalesce(enforced_limit_w, power_limit_w) AS limit_w FROM gpu_samples
+        """SELECT t_ms, power_w, energy_mj, coalesce(enforced_limit_w, power_limit_w) AS limit_w FROM gpu_samples
            WHERE box = ? AND gpu = ? AND t_ms BETWEEN ? AND ? ORDER BY t_ms""",
         [key[0], key[1], start - MAX_GAP_MS, end + MAX_GAP_MS],
     )
@@ -208,23 +217,78 @@ def _limits(rows: Sequence[dict[str, Any]], start: int, end: int) -> list[tuple[
     return before + [x for x in read if start <= x[0] <= end]
 
 
-def _per_gpu(store: Store, key: GpuKey, start: int, end: int) -> tuple[GpuEnergy, list[str]]:
-    """One GPU's energy over the window and what invalidates it (no sample near it at all, among others)."""
+def counter_span(counter: Sequence[Sample], started_ms: int, ended_ms: int) -> Sequence[Sample] | None:
+    """The counter readings from the last at or before the window's start to the first at or after its end;
+    None when the readings do not straddle both edges. ``counter`` is sorted by time."""
+    times = [t for t, _ in counter]
+    first = bisect.bisect_right(times, started_ms) - 1
+    last = bisect.bisect_left(times, ended_ms)
+    return None if first < 0 or last >= len(times) else counter[first : last + 1]
+
+
+def counter_joules(span: Sequence[Sample], started_ms: int, ended_ms: int) -> float:
+    """Joules of one GPU from its energy counter: its value at the end minus at the start, each interpolated
+    (``power_at`` works on any reading) within ``span`` (``counter_span``), mJ to J."""
+    return (power_at(span, ended_ms) - power_at(span, started_ms)) / 1000
+
+
+def _counter_reset(key: GpuKey, span: Sequence[Sample]) -> str | None:
+    back = [(a, b) for a, b in pairwise(span) if b[1] < a[1]]
+    if not back:
+        return None
+    (_, v0), (t1, v1) = back[0]
+    return (
+        f"GPU {key[1]} on {key[0]}: the NVML energy counter went backwards from {v0:.0f} to {v1:.0f} mJ "
+        f"at {fmt_utc(t1)} (the driver reloaded): its joules over the window are unknown"
+    )
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    """One GPU's readings near the window, as ``_per_gpu`` turns them into joules either way."""
+
+    key: GpuKey
+    rows: list[dict[str, Any]]
+    span: Sequence[Sample] | None  # energy counter readings straddling the window, None when they do not
+
+
+def _gpu(store: Store, key: GpuKey, start: int, end: int) -> _Gpu:
     rows = _readings(store, key, start, end)
+    counter = [(int(r["t_ms"]), float(r["energy_mj"])) for r in rows if r["energy_mj"] is not None]
+    return _Gpu(key, rows, counter_span(counter, start, end))
+
+
+def _per_gpu(gpu: _Gpu, start: int, end: int, by_counter: bool) -> tuple[GpuEnergy, list[str]]:
+    """One GPU's energy over the window and what invalidates it: by its counter (a reset), or by its
+    samples (no sample near it at all, too few, a gap); a power limit changed, either way."""
+    key, rows = gpu.key, gpu.rows
     samples = [(int(r["t_ms"]), float(r["power_w"])) for r in rows if r["power_w"] is not None]
     inside = sum(1 for t, _ in samples if start <= t <= end)
     gap = max_gap_ms(samples, start, end) if samples else end - start
-    reasons = _gpu_reasons(key, samples, inside, gap)
+    if by_counter and gpu.span is not None:
+        reset = _counter_reset(key, gpu.span)
+        reasons = [reset] if reset else []
+        joules = 0.0 if reset else counter_joules(gpu.span, start, end)
+    else:
+        reasons = _gpu_reasons(key, samples, inside, gap)
+        joules = integrate_power(samples, start, end) if samples else 0.0
     change = _limit_change(key, _limits(rows, start, end))
     if change:
         reasons.append(change)
-    joules = integrate_power(samples, start, end) if samples else 0.0
+    sampled = bool(samples) or (by_counter and gpu.span is not None)
     return (
-        GpuEnergy(
-            box=key[0], gpu=key[1], joules=joules, samples=inside, max_gap_ms=gap, sampled=bool(samples)
-        ),
+        GpuEnergy(box=key[0], gpu=key[1], joules=joules, samples=inside, max_gap_ms=gap, sampled=sampled),
         reasons,
     )
+
+
+def _samples_note(gpus: Sequence[_Gpu]) -> str | None:
+    """Why samples for all although some GPU journals its counter: the GPUs whose counter misses the window."""
+    without = [g.key for g in gpus if g.span is None]
+    if len(without) == len(gpus):
+        return None
+    named = ", ".join(f"GPU {gpu} on {box}" for box, gpu in without)
+    return f"{SAMPLES_SOURCE} for every GPU: {named} has no NVML energy counter reading on both sides of the window"
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -232,7 +296,8 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def run_energy(store: Store, bench: ResultRow) -> RunEnergy | None:
-    """The run's GPU energy from its GPUs' power samples over [started_ms, ended_ms] (see ``RunEnergy``).
+    """The run's GPU energy over [started_ms, ended_ms] from its GPUs' energy counters, else their power
+    samples (module docstring; see ``RunEnergy``).
 
     None when there is nothing to integrate: no measurement window, GPUs not recorded (``energy_note`` says
     so), CPU replicas, or no sample of any of its GPUs near the window (a CPU box, an imported row)."""
@@ -241,7 +306,9 @@ def run_energy(store: Store, bench: ResultRow) -> RunEnergy | None:
     if window is None or not keys:
         return None
     start, end = window
-    found = [_per_gpu(store, key, start, end) for key in keys]
+    readings = [_gpu(store, key, start, end) for key in keys]
+    by_counter = all(g.span is not None for g in readings)
+    found = [_per_gpu(g, start, end, by_counter) for g in readings]
     gpus = [g for g, _ in found]
     if not any(g.sampled for g in gpus):
         return None
@@ -252,7 +319,7 @@ def run_energy(store: Store, bench: ResultRow) -> RunEnergy | None:
     out_tokens = None if bench.out_tok_per_s is None else bench.out_tok_per_s * duration_s
     all_tokens = None if bench.total_tok_per_s is None else bench.total_tok_per_s * duration_s
     return RunEnergy(
-        source=ENERGY_SOURCE,
+        source=COUNTER_SOURCE if by_counter else SAMPLES_SOURCE,
         started_ms=start,
         ended_ms=end,
         gpus=tuple(gpus),
@@ -263,6 +330,7 @@ def run_energy(store: Store, bench: ResultRow) -> RunEnergy | None:
         out_tok_per_s_per_w=_ratio(bench.out_tok_per_s, avg_w),
         valid=not reasons,
         reasons=tuple(reasons),
+        source_note=None if by_counter else _samples_note(readings),
     )
 
 

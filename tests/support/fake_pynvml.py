@@ -6,7 +6,15 @@ module where ``load_nvml`` looks for the binding (``import pynvml``, i.e. ``sys.
 
 The error classes copy nvidia-ml-py 13.x's shape (pynvml.py, "Error Checking"): ``NVMLError(code)``
 constructs the code's subclass (``NVMLError_NotSupported`` for 3...), each carrying the code as ``.value``.
-Readings are an idle H200's (tests/fixtures/gpus/h200.json), in NVML's units (mW, bytes).
+Readings are an idle H200's (tests/fixtures/gpus/h200.json), in NVML's units (mW, bytes, mJ); the clocks-event
+reasons 0x1 (GPU idle) and an energy counter as an H200 reads them idle (/work/shared/FACTS.md's measurement).
+
+How a test drives it: ``binding(...).readings`` is the module's own copy of ``IDLE_H200``, read at each call,
+so a test changes a reading at the moment it chooses by assigning to it, e.g.
+``nvml.readings["nvmlDeviceGetPowerManagementLimit"] = 350000`` (a cap change) or
+``nvml.readings["nvmlDeviceGetCurrentClocksEventReasons"] = 0x4`` (software power cap). A value that is a
+callable is called with the call's arguments (the handle first): ``lambda h: energy[h.index]`` gives
+each GPU its own counter.
 """
 
 from __future__ import annotations
@@ -71,6 +79,8 @@ IDLE_H200: dict[str, Any] = {
     "nvmlDeviceGetUtilizationRates": _Struct(gpu=0, memory=0),
     "nvmlDeviceGetMemoryInfo": _Struct(total=143771 * 1024 * 1024, used=0, free=143771 * 1024 * 1024),
     "nvmlDeviceGetTemperature": 36,
+    "nvmlDeviceGetCurrentClocksEventReasons": 0x1,
+    "nvmlDeviceGetTotalEnergyConsumption": 1_234_567_890,
     "nvmlDeviceGetCudaComputeCapability": (9, 0),
     "nvmlDeviceGetName": "NVIDIA H200",
     "nvmlDeviceGetUUID": "GPU-00000000-0000-0000-0000-000000000000",
@@ -81,9 +91,20 @@ IDLE_H200: dict[str, Any] = {
 }
 
 
+def _answer(readings: dict[str, Any], name: str) -> Callable[..., Any]:
+    """The call ``name`` answering from ``readings`` as it is at call time (a callable is called)."""
+
+    def answer(*args: Any) -> Any:
+        got = readings[name]
+        return got(*args) if callable(got) else got
+
+    return answer
+
+
 def binding(gpus: int = 1, failing: dict[str, BaseException] | None = None) -> types.ModuleType:
     """A ``pynvml`` module over ``gpus`` idle H200s; each call named in ``failing`` raises its exception
-    every time it is called. ``calls`` on the module counts the calls made, by name."""
+    every time it is called. ``calls`` on the module counts the calls made, by name; ``readings`` holds the
+    answers, which a test may change at any time (module docstring)."""
     failing = dict(failing or {})
     module = types.ModuleType("pynvml", "fake nvidia-ml-py (tests/support/fake_pynvml.py)")
     calls: dict[str, int] = {}
@@ -110,8 +131,9 @@ def binding(gpus: int = 1, failing: dict[str, BaseException] | None = None) -> t
         "nvmlDeviceGetHandleByIndex": handle,
         "nvmlSystemGetProcessName": lambda pid: f"process-{pid}",
     }
-    for name, reading in IDLE_H200.items():
-        functions[name] = lambda *args, _r=reading: _r
+    readings = dict(IDLE_H200)
+    for name in IDLE_H200:
+        functions[name] = _answer(readings, name)
     for name, answer in functions.items():
         setattr(module, name, fn(name, answer))
     module.NVMLError = NVMLError  # type: ignore[attr-defined]
@@ -122,4 +144,5 @@ def binding(gpus: int = 1, failing: dict[str, BaseException] | None = None) -> t
     module.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
     module.nvmlMemory_v2 = 0x02000028  # type: ignore[attr-defined]
     module.calls = calls  # type: ignore[attr-defined]
+    module.readings = readings  # type: ignore[attr-defined]
     return module
