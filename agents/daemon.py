@@ -37,6 +37,7 @@ from agents.package import agent_version
 from agents.private import private_home
 from agents.probe import probe, time_zone
 from agents.supervisor import Supervisor
+from agents.uv import run_uv
 from agents.watchdog import BOOT_ID_PATH, Watchdog, read_boot_id
 
 DISK_FLOOR_BYTES = 512 * 1024 * 1024
@@ -434,6 +435,9 @@ class Agent:
         if self.watchdog is None:
             raise ValueError("the agent's watchdog has not started yet; try again in a moment")
         return self.watchdog.cancel(args["timer_id"])
+
+    def op_uv(self, args: protocol.UvArgs, command_id: str) -> protocol.UvResult:
+        return run_uv(args)
 
     def op_shutdown_agent(self, args: protocol.NoArgs, command_id: str) -> protocol.NoArgs:
         self.journal.append(

@@ -723,6 +723,22 @@ class CancelDeadlineResult(TypedDict):
     cancelled: bool
 
 
+class _UvKey(TypedDict):
+    args: list[str]
+
+
+class UvArgs(_UvKey, total=False):
+    """``uv`` run with ``args`` (an argv list, never shell text: agents/uv.py); ``timeout_s`` stops it."""
+
+    timeout_s: float | None
+
+
+class UvResult(TypedDict):
+    rc: int
+    stdout: str
+    stderr: str
+
+
 class OpSpec(NamedTuple):
     args: type[Any]
     result: type[Any]
@@ -746,6 +762,7 @@ OPS: dict[str, OpSpec] = {
     "set_deadline": OpSpec(SetDeadlineArgs, SetDeadlineResult, False),
     "cancel_deadline": OpSpec(CancelDeadlineArgs, CancelDeadlineResult, False),
     "shutdown_agent": OpSpec(NoArgs, NoArgs, False),
+    "uv": OpSpec(UvArgs, UvResult, True),  # each step converges (agents/uv.py): a re-send is safe
 }
 """Every op the agent answers: its arguments and its result (agents/daemon.py ``op_<name>`` runs it)."""
 IDEMPOTENT_OPS = frozenset(op for op, spec in OPS.items() if spec.idempotent)

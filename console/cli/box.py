@@ -217,6 +217,28 @@ def _set(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup(args: argparse.Namespace) -> int:
+    with service_for(args) as service:
+        done = run(
+            service,
+            lambda: service.setup_box(
+                args.name,
+                env_dir=args.env_dir,
+                index=args.index,
+                lock_path=args.lock,
+                dry_run=args.dry_run,
+                progress=say,
+            ),
+        )
+    if args.json:
+        print_json(asdict(done))
+        return 0
+    print(done)
+    for step in done.steps:
+        print("  uv " + " ".join(step))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("box", help=help_text, description=help_text)
     boxsub = p.add_subparsers(dest="box_command", metavar="ACTION", required=True)
@@ -279,3 +301,27 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     )
     trust.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     trust.set_defaults(func=_trust)
+
+    setup = boxsub.add_parser(
+        "setup",
+        help="build the locked serving env on the box with uv (refuses a driver too old for its CUDA)",
+        description="Probe the box; refuse before installing when its driver cannot run the lock's CUDA "
+        "(error 804); install the lock's pinned vLLM/torch/FlashInfer with uv through the agent (an env "
+        "already at the lock is left as it is); check FlashInfer's cubin/jit-cache match it and torch's CUDA; "
+        "set the box's serving env.",
+    )
+    setup.add_argument("name")
+    setup.add_argument(
+        "--env-dir", metavar="PATH", help="absolute path of the env on the box (default: its serving env)"
+    )
+    setup.add_argument(
+        "--index",
+        metavar="URL",
+        help="a flat index of wheels (page or file:// dir) used instead of the lock's",
+    )
+    setup.add_argument(
+        "--lock", metavar="FILE", help="a serving-env lock (default: the shipped recipes/serving-env.lock)"
+    )
+    setup.add_argument("--dry-run", action="store_true", help="probe and show the uv steps; install nothing")
+    setup.add_argument("--json", action="store_true")
+    setup.set_defaults(func=_setup)

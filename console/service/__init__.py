@@ -22,6 +22,7 @@ from console.service.launches import (
 )
 from console.service.quality import QualityImported, QualityIntents
 from console.service.runs import BenchNode, BenchOutcome
+from console.service.setup import SetupIntents, SetupOutcome
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
@@ -35,7 +36,14 @@ from console.store.timers import Timer
 
 
 class Service(
-    BoxIntents, TimerIntents, SweepIntents, QualityIntents, KldiffIntents, CurveIntents, CheckIntents
+    BoxIntents,
+    TimerIntents,
+    SweepIntents,
+    QualityIntents,
+    KldiffIntents,
+    CurveIntents,
+    SetupIntents,
+    CheckIntents,
 ):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
 
@@ -61,6 +69,7 @@ __all__ = [
     "QualityImported",
     "Service",
     "ServiceError",
+    "SetupOutcome",
     "SweepArm",
     "SweepRow",
     "Timer",
