@@ -21,6 +21,7 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_GPU_MIB``: MiB it holds on each GPU of ``CUDA_VISIBLE_DEVICES`` once loaded, told to the fake
   nvidia-smi of its box (testbed/fake_nvidia_smi.py ``tell``), which reports it while the process lives;
   unset: it holds nothing, as a server that is not on the GPU it was given.
+- ``FAKE_ENGINE_ITL_MS``: ms between the token events of a streamed completion (default 0: all at once);
 - ``FAKE_ENGINE_LINEAR_KERNEL``: the linear kernel it says it selected for NVFP4 GEMMs whatever was asked
   (a GPU engine that fell back, e.g. ``MarlinNvFp4LinearKernel`` when b12x was asked); unset: no line.
 
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from testbed.fake_chat_server import BY_PROMPT, answer_for  # noqa: E402
 from testbed.fake_nvidia_smi import tell  # noqa: E402
-from testbed.zero_server import prompt_tokens, stream_body  # noqa: E402
+from testbed.zero_server import SSE_HEAD, chunk, prompt_tokens, stream_body, stream_events  # noqa: E402
 
 
 def install(env_dir: Path, python: str = sys.executable) -> Path:
@@ -272,11 +273,25 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = json.loads(raw)
         if self.path == "/v1/completions":
-            self.wfile.write(stream_body(self.args.served, int(body["max_tokens"]), prompt_tokens(raw)))
+            self._complete(int(body["max_tokens"]), prompt_tokens(raw))
         elif self.path == "/v1/chat/completions":
             self._send(200, json.dumps(_chat(body, self.args.served, self.mode)).encode())
         else:
             self._send(404, b'{"error": "not found"}')
+
+    def _complete(self, max_tokens: int, prompt: int) -> None:
+        """The streamed completion: in one write, or one token event every FAKE_ENGINE_ITL_MS ms, as a server
+        that decodes takes time (a run then lasts long enough for its box's 1 Hz samples to cover it)."""
+        itl_s = float(os.environ.get("FAKE_ENGINE_ITL_MS", "0")) / 1000
+        if not itl_s:
+            self.wfile.write(stream_body(self.args.served, max_tokens, prompt))
+            return
+        self.wfile.write(SSE_HEAD)
+        for event in stream_events(self.args.served, max_tokens, prompt):
+            self.wfile.write(chunk(event))
+            self.wfile.flush()
+            time.sleep(itl_s)
+        self.wfile.write(b"0\r\n\r\n")
 
     def _send(self, status: int, data: bytes, ctype: str = "application/json") -> None:
         self.send_response(status)
