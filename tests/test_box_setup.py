@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import shutil
 import threading
 import zipfile
@@ -77,6 +78,14 @@ def _box(store: Store, name: str, fixture: str) -> SshBox:
     return box
 
 
+def _uv_commands(store: Store, box: str) -> list[list[str]]:
+    """The argv of every uv step sent to the box, in order."""
+    rows = store.rows(
+        "SELECT args FROM commands WHERE box = ? AND op = 'uv' ORDER BY created_ms, rowid", [box]
+    )
+    return [json.loads(r["args"])["args"] for r in rows]
+
+
 @pytest.mark.sshd
 @pytest.mark.timeout(300)
 def test_setup_installs_then_changes_nothing_and_sets_the_serving_env(
@@ -100,10 +109,13 @@ def test_setup_installs_then_changes_nothing_and_sets_the_serving_env(
         "flashinfer_cubin-0.6.18.dist-info"
     ]
 
+    before = _uv_commands(fleet_store, box.name)
+    assert [a[:2] for a in before].count(["pip", "install"]) == 2
     code, out, err = run_cli(db, "box", "setup", box.name, "--index", index, "--json")
     assert code == 0, err
     assert '"action": "unchanged"' in out and '"steps": []' in out
     assert '"torch": "2.13.0+cu130"' in out
+    assert [a[:2] for a in _uv_commands(fleet_store, box.name)[len(before) :]] == [["pip", "list"]]
 
 
 @pytest.mark.sshd
@@ -120,6 +132,7 @@ def test_a_driver_too_old_for_the_locks_cuda_is_refused_before_anything_is_insta
     assert "driver 575.57.08 supports CUDA 12.9, the lock needs CUDA 13.0" in err
     assert "error 804" in err
     assert not env.exists()
+    assert _uv_commands(fleet_store, box.name) == []
     assert fleet_store.boxes.get(box.name).serving_env is None
 
 
