@@ -209,3 +209,26 @@ def test_any_version_text_is_pinned_exactly_or_refused_in_one_line(version: str)
 def _toml_string(text: str) -> str:
     escaped = "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" for c in text)
     return f'"{escaped}"'
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--env-dir", "relative/env"], "--env-dir 'relative/env': not a plain absolute path"),
+        (["--env-dir", "/opt/env;reboot"], "not a plain absolute path"),
+        (["--env-dir", "/opt/../etc"], "not a plain absolute path"),
+        ([], "box far: no serving env to set up"),
+        (
+            ["--env-dir", "/opt/env", "--index", "ftp://x"],
+            "--index 'ftp://x': not an http(s):// or file:// URL",
+        ),
+    ],
+)
+def test_bad_setup_input_is_refused_before_the_box_is_contacted(
+    tmp_path: Path, flags: list[str], said: str
+) -> None:
+    db = tmp_path / "state.db"
+    assert run_cli(db, "box", "add", "far", "--ssh", "op@192.0.2.1")[0] == 0
+    code, out, err = run_cli(db, "box", "setup", "far", *flags)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1
+    assert Store(db).scalar("SELECT count(*) FROM commands") == 0
