@@ -5,8 +5,8 @@ LoadGen's early-stopping estimate for that many requests (a p99 from too few req
 it needs); interactivity by both of the field's definitions; throughput per GPU; and, with ``--slo``, the
 share of requests meeting every limit (with its Wilson interval), the goodput, and a p99 verdict per limit
 that rests on the estimate. Computed from the stored timings: a new SLO needs no re-run. Beside them, the
-GPUs' energy over the run's window, integrated from the agent's 1 Hz power samples (NVML's energy counter is
-not journaled yet), or why it is not valid. Only reads.
+GPUs' energy over the run's window, from NVML's energy counter where every measured GPU journals one, else
+integrated from the agent's 1 Hz power samples (each figure says which), or why it is not valid. Only reads.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _show_energy(f: RequestFigures) -> None:
     """One line labelled with its source, or the reasons it is not valid, one a line; nothing at all for a run
     without GPU samples (a CPU box, an imported row)."""
     e = f.energy
-    label = f"energy ({ENERGY_SOURCE})"
+    label = f"energy ({ENERGY_SOURCE if e is None else e.source})"
     if e is None:
         if f.energy_note:
             print(f"  {label}: not computed: {f.energy_note}")
@@ -87,6 +87,8 @@ def _show_energy(f: RequestFigures) -> None:
         f"  {label}: {e.joules:,.0f} J over the {e.window_s:,.1f} s window, {per_token}, {per_watt}, "
         f"{e.avg_power_w:,.0f} W average ({gpus})"
     )
+    if e.source_note:
+        print(f"    {e.source_note}")
 
 
 def _show_slo(f: RequestFigures) -> None:
@@ -119,7 +121,7 @@ def _json(f: RequestFigures) -> dict[str, Any]:
         "out_tok_per_s_per_gpu": f.out_per_gpu,
         "total_tok_per_s_per_gpu": f.total_per_gpu,
         "slo": None if f.slo is None else {**asdict(f.slo), "verdict": f.slo.verdict},
-        "energy": None if f.energy is None else {**asdict(f.energy), "label": f"energy ({ENERGY_SOURCE})"},
+        "energy": None if f.energy is None else {**asdict(f.energy), "label": f"energy ({f.energy.source})"},
         "energy_note": f.energy_note,
         "definitions": DEFINITIONS,
     }
