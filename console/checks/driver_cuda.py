@@ -70,7 +70,7 @@ def newest_cuda_for(driver: str) -> str | None:
     return max(fits, key=version_tuple) if fits else None
 
 
-def _driver_vs_cuda(driver: str, cuda: str) -> tuple[VerdictName, str, dict[str, Any]]:
+def driver_vs_cuda(driver: str, cuda: str) -> tuple[VerdictName, str, dict[str, Any]]:
     have = version_tuple(driver)
     major = version_tuple(cuda)[0]
     floor = MIN_DRIVER.get(".".join(str(p) for p in version_tuple(cuda)[:2]))
@@ -170,7 +170,7 @@ def _driver_finding(driver: str | None, cuda: str | None, env: ServingEnv, base:
         why, fix = _unknown_cuda_cause(env)
         return Verdict(CHECK, WARN, f"CUDA of the serving environment unknown ({why}); {fix}", base)
     try:
-        verdict, text, numbers = _driver_vs_cuda(driver, cuda)
+        verdict, text, numbers = driver_vs_cuda(driver, cuda)
     except ValueError as exc:
         return Verdict(CHECK, WARN, f"cannot compare driver and CUDA: {exc}", base)
     return Verdict(CHECK, verdict, text, {**base, **numbers})

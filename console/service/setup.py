@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.protocol import UvArgs, UvResult
-from console.checks.driver_cuda import _driver_vs_cuda, newest_cuda_for
+from console.checks.driver_cuda import driver_vs_cuda, newest_cuda_for
 from console.checks.min_driver import MIN_DRIVER
 from console.checks.verdict import FAIL
 from console.errors import InputError
@@ -142,7 +142,7 @@ def _driver_for(name: str, lock: ServingLock, probe: Any) -> str:
             f"(driver >= {MIN_DRIVER[lock.cuda]})",
             "install the driver (nvidia-smi must answer on the box), then run setup again",
         )
-    verdict, _text, _numbers = _driver_vs_cuda(driver, lock.cuda)
+    verdict, _text, _numbers = driver_vs_cuda(driver, lock.cuda)
     if verdict == FAIL:
         newest = newest_cuda_for(driver) or "none in the table"
         raise InputError(
