@@ -211,6 +211,12 @@ def test_the_curve_json_says_valid_or_why_not_and_the_table_marks_invalid(tmp_pa
     first, second = body["points"]
     assert first["valid"] is True and first["invalid_reasons"] == []
     assert second["valid"] is False and "changed from 600 W to 400 W" in second["invalid_reasons"][0]
+    # Each point states what it rests on: 8 x C requests here, too few for a p90 (64) or a p99 (662).
+    assert (first["requests"], second["requests"]) == (32, 64)
+    assert first["tails_supported"] == "none (p90 needs 64)"
+    assert second["tails_supported"] == "p90 (p99 needs 662)"
+    assert first["shortest_window_s"] == WINDOW_MS / 1000
+    assert "a p99 needs at least 662" in json.loads(out)["definitions"]["requests"]
 
     code, out, err = run_cli(db, "curves")
     assert code == 0, err
@@ -219,6 +225,7 @@ def test_the_curve_json_says_valid_or_why_not_and_the_table_marks_invalid(tmp_pa
     code, out, err = run_cli(db, "curves", "1")
     assert code == 0, err
     assert "valid" in out and "invalid: GPU 0 on b1: the power limit read back changed" in out, out
+    assert "REQS" in out and "each point states what it rests on" in out, out
     code, out, err = run_cli(db, "curves", "7")
     assert code == 2 and "no curve #7" in err, err
 

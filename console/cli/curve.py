@@ -43,6 +43,7 @@ from console.cli.common import (
 from console.cli.measure import progress_line, ticker
 from console.errors import InputError
 from console.readmodel import CURVE_DEFINITIONS, CurvePointView, CurveView, curve
+from console.readmodel.curves import MINIMUMS
 from console.service import CurvePlan, CurveWalk, Service
 from console.service.curves import SearchWalk, SloPoint, concurrency_list, ladder, rate_list
 from console.tails import parse_slo
@@ -75,6 +76,8 @@ def _row(p: CurvePointView) -> dict[str, object]:
         "islot": _num(p.interactivity_per_slot),
         "ttft": _num(p.ttft_ms_p50),
         "tpot": _num(p.tpot_ms_p50),
+        "reqs": "-" if p.requests is None else p.requests,
+        "tails": p.tail_claim,
         "state": p.state_text,
     }
 
@@ -87,6 +90,8 @@ COLUMNS = [
     Column("islot", "TOK/S/USER OUT/C", right=True),
     Column("ttft", "TTFT P50 MS", right=True),
     Column("tpot", "TPOT P50 MS", right=True),
+    Column("reqs", "REQS", right=True),
+    Column("tails", "TAILS"),
     Column("state", "STATE"),
 ]
 RATE_COLUMN = Column("rate", "REQ/S", right=True)
@@ -145,6 +150,7 @@ def show(view: CurveView, walk: CurveWalk | None) -> None:
         print(f"  measured now: {', '.join(said) or 'nothing (every point was stored)'}")
     columns = COLUMNS if view.rate is None else [RATE_COLUMN, *COLUMNS]
     print_table([_row(p) for p in view.points], columns, indent=2)
+    print(f"  {MINIMUMS}")
     for line in chart(view):
         print(line)
 

@@ -14,10 +14,22 @@ from dataclasses import dataclass
 
 from console.errors import InputError
 from console.readmodel.curve_validity import PointValidity, point_validity
+from console.readmodel.energy import MIN_SAMPLES
 from console.readmodel.request_figures import DEFINITIONS as REQUEST_DEFINITIONS
 from console.readmodel.request_figures import request_figures
 from console.readmodel.results import bench_row
 from console.store import Store, StoreError
+from console.tails import min_queries
+
+P99_REQUESTS = min_queries(0.99)
+P90_REQUESTS = min_queries(0.90)
+MINIMUMS = (
+    f"each point states what it rests on: its succeeded requests pooled over its repeats (a p99 needs at least "
+    f"{P99_REQUESTS}, a p90 {P90_REQUESTS}: MLPerf LoadGen's early-stopping minimum at 99% confidence) and its "
+    f"shortest measurement window (energy and validity need {MIN_SAMPLES} GPU samples inside it, 1 Hz, where the "
+    "GPUs are sampled)"
+)
+"""The minimum request count and duration every point is held to, said once beside every curve."""
 
 CURVE_DEFINITIONS: dict[str, str] = {
     "out tok/s": "output tokens per second of the node, the median of the point's repeats (min-max beside it)",
@@ -28,6 +40,7 @@ CURVE_DEFINITIONS: dict[str, str] = {
     "its concurrency the cap on requests in flight; null: a closed loop of C streams",
     "ttft p50": "median time to the first token over the run's requests, ms, median of the repeats",
     "tpot p50": "median " + REQUEST_DEFINITIONS["tpot"] + ", ms, median of the repeats",
+    "requests": MINIMUMS,
 }
 
 
@@ -42,6 +55,10 @@ class RunPoint:
     interactivity_per_slot: float | None
     ttft_ms_p50: float | None
     tpot_ms_p50: float | None
+    requests: int | None = (
+        None  # requests that succeeded, from its timings (else the row's count less failed)
+    )
+    window_s: float | None = None  # its measurement window, as the load generator timed it
 
 
 @dataclass(frozen=True)
@@ -59,6 +76,28 @@ class CurvePointView:
     rate: float | None = (
         None  # requests/s its arrivals were paced at (concurrency: the cap); None: closed loop
     )
+
+    @property
+    def requests(self) -> int | None:
+        """Succeeded requests pooled over the point's repeats: what its tails rest on."""
+        counts = [r.requests for r in self.runs]
+        return None if not counts or None in counts else sum(c for c in counts if c is not None)
+
+    @property
+    def shortest_window_s(self) -> float | None:
+        windows = [r.window_s for r in self.runs if r.window_s is not None]
+        return min(windows) if windows else None
+
+    @property
+    def tail_claim(self) -> str:
+        """Which tail the pooled requests can support (console/tails.py ``min_queries``): a p99 needs
+        P99_REQUESTS, a p90 P90_REQUESTS; fewer, and the tail is shown but bounds nothing."""
+        n = self.requests
+        if n is None:
+            return "-"
+        if n >= P99_REQUESTS:
+            return "p99"
+        return f"p90 (p99 needs {P99_REQUESTS})" if n >= P90_REQUESTS else f"none (p90 needs {P90_REQUESTS})"
 
     @property
     def state_text(self) -> str:
@@ -133,6 +172,9 @@ class CurvePointView:
             "invalid_reasons": [] if self.validity is None else list(self.validity.reasons),
             "notes": [] if self.validity is None else list(self.validity.notes),
             "replaced_run_ids": list(self.replaced_run_ids),
+            "requests": self.requests,
+            "shortest_window_s": self.shortest_window_s,
+            "tails_supported": self.tail_claim,
         }
 
 
@@ -184,8 +226,17 @@ def _run_point(store: Store, row_id: int) -> RunPoint:
         f = request_figures(store, str(row_id))
     except InputError:
         row = bench_row(store, str(row_id))
+        ok = None if row.requests is None else row.requests - (row.failed or 0)
         return RunPoint(
-            row.id, row.out_tok_per_s, None, row.per_tpot_p50, row.per_slot, row.ttft_ms_p50, row.tpot_ms_p50
+            row.id,
+            row.out_tok_per_s,
+            None,
+            row.per_tpot_p50,
+            row.per_slot,
+            row.ttft_ms_p50,
+            row.tpot_ms_p50,
+            ok,
+            row.duration_s,
         )
     tails = {t.name: t for t in f.tails}
     return RunPoint(
@@ -196,6 +247,8 @@ def _run_point(store: Store, row_id: int) -> RunPoint:
         interactivity_per_slot=f.interactivity_per_slot,
         ttft_ms_p50=tails["ttft"].p50,
         tpot_ms_p50=tails["tpot"].p50,
+        requests=f.ok,
+        window_s=f.bench.duration_s,
     )
 
 
