@@ -349,7 +349,60 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
         assert store.scalar("SELECT count(*) FROM bench_runs WHERE arm = 'fake-serve'") == bench_rows  # kept
         assert store.sweeps.get(1).state == "done"
         assert store.rows("SELECT id FROM launches WHERE state NOT IN ('failed', 'stopped')") == []
+        # The served arm's points are one sweep curve, measured before the kill and kept by the resume:
+        # its point links the one bench row, never a second measurement.
+        curves = [c for c in store.curves.all() if c.arm == "fake-serve"]
+        assert [(c.source, c.sweep_id, c.shape, c.concurrency, c.state) for c in curves] == [
+            ("sweep", 1, "short", (1,), "done")
+        ]
+        [point] = store.curves.points(curves[0].id)
+        serve_rows = store.rows("SELECT id FROM bench_runs WHERE arm = 'fake-serve' AND concurrency = 1")
+        assert point.state == "done" and point.bench_run_ids == tuple(r["id"] for r in serve_rows)
+        assert len(serve_rows) == 1
     assert "fake-refused@auto+triton" in out and "served" in out
+
+
+def test_a_sweep_killed_between_curve_points_resumes_the_same_curve_point_by_point(
+    local_db: Path, recipes: Path
+) -> None:
+    (recipes / "slow.toml").write_text(
+        '[arms."slow-serve"]\nprofile = "fake-moe"\ndevice = "cpu"\nmax_model_len = 2048\nmax_num_seqs = 2\n'
+        'env = { FAKE_ENGINE_ITL_MS = "30" }\n[sweeps."slow"]\narms = ["slow-serve"]\n'
+    )
+    args = ("sweep", "run", "slow", "--box", "local", "--shapes", "short", "--concurrency", "1,2")
+    first = _campaign(local_db, recipes, *args, "--prompts", "4", "--kill-grace", "2")
+
+    def first_point_done() -> bool:
+        with Store(local_db) as store:
+            curves = store.curves.all()
+            return bool(curves) and [p.state for p in store.curves.points(curves[0].id)][0] == "done"
+
+    deadline = time.monotonic() + 120
+    while not first_point_done():  # killed once C=1 is linked, while C=2 is pending or measuring
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    with Store(local_db) as store:
+        [curve] = store.curves.all()
+        before = store.curves.points(curve.id)
+        assert before[1].state != "done"  # the kill came before the second point was linked
+        kept = before[0].bench_run_ids
+
+    again = _campaign(local_db, recipes, "sweep", "run", "slow", "--box", "local", "--prompts", "4")
+    _, err = again.communicate(timeout=200)
+    assert again.returncode == 0, err
+    with Store(local_db) as store:
+        [resumed] = store.curves.all()  # the same curve, not a second one
+        assert (resumed.id, resumed.source, resumed.sweep_id, resumed.state) == (curve.id, "sweep", 1, "done")
+        points = store.curves.points(curve.id)
+        assert [p.state for p in points] == ["done", "done"]
+        assert points[0].bench_run_ids == kept  # C=1 was not measured again
+        rows = store.rows("SELECT id, concurrency FROM bench_runs WHERE arm = 'slow-serve' ORDER BY id")
+        assert [r["concurrency"] for r in rows].count(1) == 1
+        assert {p.concurrency: p.bench_run_ids for p in points} == {
+            r["concurrency"]: (r["id"],) for r in rows
+        }
 
 
 def test_a_terminated_sweep_records_the_running_arm_as_interrupted_and_stops_its_server(

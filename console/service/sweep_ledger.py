@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from console.store.curves import CurveRow
 from console.store.sweeps import SweepArm, Sweeps
 
 if TYPE_CHECKING:
+    from console.readmodel.records import ResultRow
     from console.store import Store
 
 
@@ -79,6 +81,26 @@ class SweepLedger:
     ) -> None:
         """One node bench of the attempt (``launch_id``: its first replica), or why it has no row."""
         self._sweeps.add_bench(sweep_arm_id, launch_id, shape, concurrency, bench_run_id, error, admitted)
+
+    def curve(self, arm: str, box: str, shape: str, concurrency: list[int], prompts: int | None) -> CurveRow:
+        """The arm's curve at ``shape`` on ``box`` (its points: the sweep's concurrency list), created pending
+        the first time the arm benches there, the same one when a resumed sweep benches it again."""
+        curves = self._store.curves
+        found = curves.of_sweep(self.sweep_id, arm, box, shape)
+        if found is not None:
+            return found
+        return curves.create(arm, box, shape, concurrency, 1, prompts, sweep_id=self.sweep_id)
+
+    def curve_point(self, curve: CurveRow, position: int, run: ResultRow | None, error: str | None) -> None:
+        """Point ``position`` of ``curve`` ends with its bench row ``run`` linked, or failed with ``error``;
+        the curve is done once no point of it is left pending."""
+        curves = self._store.curves
+        if run is not None and error is None:
+            curves.finish_point(curve.id, position, run.repeat_group, [run.id])
+        else:
+            curves.fail_point(curve.id, position, error or "the bench stored no row")
+        if all(p.state in ("done", "failed") for p in curves.points(curve.id)):
+            curves.set_state(curve.id, "done")
 
     def finish(
         self,

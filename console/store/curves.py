@@ -146,10 +146,12 @@ class Curves:
         burstiness: float | None = None,
         points: list[tuple[int, float]] | None = None,
         plan: dict[str, Any] | None = None,
+        sweep_id: int | None = None,
     ) -> CurveRow:
         """A new curve with every point pending, in the order of ``concurrency``, in one transaction: a curve
         is never stored without its points. A rate curve (``rate``: its rates, ``concurrency`` the cap given,
-        if any) has ``points``: each point's (cap, rate) in order."""
+        if any) has ``points``: each point's (cap, rate) in order. ``sweep_id``: a sweep's walk measures it
+        (source ``sweep``)."""
         now = self.store.clock()
         with self.store.atomic():
             curve_id = self.store.insert(
@@ -167,6 +169,8 @@ class Curves:
                     "rate": None if rate is None else dumps(rate),
                     "burstiness": burstiness,
                     "plan": None if plan is None else dumps(plan),
+                    "source": "console" if sweep_id is None else "sweep",
+                    "sweep_id": sweep_id,
                 },
             )
             planned: list[tuple[int, float | None]] = (
@@ -263,6 +267,15 @@ class Curves:
             "SELECT * FROM curves WHERE arm = ? AND box = ? AND shape = ? AND concurrency = ? AND repeat = ? "
             "AND rate IS ? AND burstiness IS ? ORDER BY id DESC LIMIT 1",
             [arm, box, shape, dumps(concurrency), repeat, None if rate is None else dumps(rate), burstiness],
+        )
+        return CurveRow.from_row(rows[0]) if rows else None
+
+    def of_sweep(self, sweep_id: int, arm: str, box: str, shape: str) -> CurveRow | None:
+        """The curve sweep ``sweep_id`` measures for ``arm`` on ``box`` at ``shape``: a resumed sweep finishes
+        it point by point instead of starting another."""
+        rows = self.store.rows(
+            "SELECT * FROM curves WHERE sweep_id = ? AND arm = ? AND box = ? AND shape = ? ORDER BY id DESC LIMIT 1",
+            [sweep_id, arm, box, shape],
         )
         return CurveRow.from_row(rows[0]) if rows else None
 

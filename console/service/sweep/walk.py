@@ -32,6 +32,7 @@ from console.store.launches import Launch
 from console.store.sweeps import SweepArm, SweepRow
 
 if TYPE_CHECKING:
+    from console.readmodel.records import ResultRow
     from console.service.runs import RunIntents
 
 
@@ -277,25 +278,24 @@ class ArmWalk:
         """Every shape x concurrency not benched in an earlier attempt: one node run each, every replica at once."""
         done = self.ledger.benched(candidate.id)
         node = self.service.bench_node(plan.launch_ids[0], plan.box)
+        levels = list(self.sweep.concurrency)
         for shape in self.sweep.shapes:
-            for conc in self.sweep.concurrency:
+            # The arm's points at this shape are one curve (console/store/curves.py, source sweep): created
+            # pending the first time, the same one on a resumed sweep, each point linked to its bench row.
+            curve = self.ledger.curve(plan.resolved.arm, plan.box, shape, levels, self.options.prompts)
+            for position, conc in enumerate(levels):
                 if (shape, conc) in done:
                     continue
                 if conc < len(node.replicas):  # a node row with idle replicas would not be the node's
-                    self.ledger.add_bench(
-                        candidate.id,
-                        node.launch_ids[0],
-                        shape,
-                        conc,
-                        None,
-                        f"concurrency {conc} is below the {len(node.replicas)} replicas",
-                        None,
-                    )
+                    why = f"concurrency {conc} is below the {len(node.replicas)} replicas"
+                    self.ledger.add_bench(candidate.id, node.launch_ids[0], shape, conc, None, why, None)
+                    self.ledger.curve_point(curve, position, None, why)
                     continue
                 self._say(f"{plan.resolved.arm}: bench {shape} x{conc} on {len(node.replicas)} replica(s)")
                 bench_id = await self.service.start_bench(node, shape, conc, self.options.prompts)
                 error = await self.service.until_job_ends(plan.box, bench_id, self.options.job_timeout_s)
-                self._record_bench(candidate, node.launch_ids[0], bench_id, shape, conc, error)
+                run, error = self._record_bench(candidate, node.launch_ids[0], bench_id, shape, conc, error)
+                self.ledger.curve_point(curve, position, run, error)
                 died = self._died(plan.launch_ids)
                 if died is not None:
                     return died
@@ -303,7 +303,8 @@ class ArmWalk:
 
     def _record_bench(
         self, candidate: SweepArm, launch_id: str, bench_id: str, shape: str, conc: int, error: str | None
-    ) -> None:
+    ) -> tuple[ResultRow | None, str | None]:
+        """Record the bench with its row, or why it has none; (its row, the error)."""
         run = bench_run(self.store, bench_id)
         if run is None and error is None:
             error = "the bench finished without a throughput row in the store"
@@ -316,6 +317,7 @@ class ArmWalk:
             error,
             run.admitted if run else None,
         )
+        return run, error
 
     def _died(self, launch_ids: list[str]) -> str | None:
         for launch_id in launch_ids:
