@@ -383,6 +383,28 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
         )
         assert {x["box"] for x in served} == {"qa", "qb"}
         assert all(x["stop_ms"] for x in launches)  # every server was stopped
+        # One sweep curve per served arm x shape, on the box it ran on, its point linked to the bench row there.
+        curves = {c.arm: c for c in store.curves.all()}
+        assert sorted(curves) == sorted([f"g{i}" for i in range(1, 6)] + ["pair"])
+        assert {c.box for c in curves.values()} == {"qa", "qb"}
+        for name, curve in curves.items():
+            assert (curve.source, curve.sweep_id, curve.shape, curve.box, curve.state) == (
+                "sweep",
+                1,
+                "short",
+                arms[name].box,
+                "done",
+            )
+            [point] = store.curves.points(curve.id)
+            rows = store.rows(
+                "SELECT id FROM bench_runs WHERE arm = ? AND box = ? AND shape = 'short' AND concurrency = 2",
+                [name, curve.box],
+            )
+            assert (
+                point.state == "done"
+                and point.bench_run_ids == tuple(r["id"] for r in rows)
+                and len(rows) == 1
+            )
         sweep = store.sweeps.get(1)
         assert sweep.state == "interrupted" and "qa GPU 3 left out" in (sweep.detail or "")
 
