@@ -504,6 +504,12 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(
             "SELECT replicas, concurrency FROM bench_runs WHERE id = ?", [bench["bench_run_id"]]
         )
         assert node == {"replicas": 4, "concurrency": 6}
+        # Its curve keeps both points: the idle one failed with the same reason, the node row linked.
+        [curve] = store.curves.all()
+        low, high = store.curves.points(curve.id)
+        assert (low.concurrency, low.state, low.bench_run_ids) == (2, "failed", ())
+        assert "below the 4 replicas" in (low.reason or "") and curve.state == "done"
+        assert (high.concurrency, high.state, high.bench_run_ids) == (6, "done", (bench["bench_run_id"],))
         detail = store.rows(
             "SELECT launch_id, streams FROM bench_replicas WHERE bench_run_id = ? ORDER BY replica",
             [bench["bench_run_id"]],
