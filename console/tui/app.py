@@ -27,6 +27,7 @@ from console.tui.actions import Actions, Recipes, ServiceActions
 from console.tui.modals import HelpScreen
 from console.tui.views.arms import ArmsScreen
 from console.tui.views.base import ConsoleHost, ViewScreen
+from console.tui.views.curves import CurvesScreen
 from console.tui.views.divergence import DivergenceScreen
 from console.tui.views.economics import EconomicsScreen
 from console.tui.views.fleet import FleetScreen
@@ -36,8 +37,8 @@ from console.tui.views.sweeps import SweepScreen
 
 T = TypeVar("T")
 
-VIEWS = ("fleet", "live", "arms", "results", "economics", "sweep", "divergence")
-"""``divergence`` has no number key: it is reached from Results (`d`), where its question arises."""
+VIEWS = ("fleet", "live", "arms", "results", "economics", "sweep", "curves", "divergence")
+"""In number-key order: Curves on 7, Divergence on 8 (also reached from Results with `d`)."""
 
 
 class ConsoleApp(App[None]):
@@ -51,6 +52,7 @@ class ConsoleApp(App[None]):
         "results": ResultsScreen,
         "economics": EconomicsScreen,
         "sweep": SweepScreen,
+        "curves": CurvesScreen,
         "divergence": DivergenceScreen,
     }
 

@@ -43,6 +43,8 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("view.results", "4", "app.view('results')", "results", APP),
     KeySpec("view.economics", "5", "app.view('economics')", "economics", APP),
     KeySpec("view.sweep", "6", "app.view('sweep')", "sweep", APP),
+    KeySpec("view.curves", "7", "app.view('curves')", "curves", APP),
+    KeySpec("view.divergence", "8", "app.view('divergence')", "divergence (kldiff)", APP),
     KeySpec("app.help", "question_mark", "app.help", "help", APP),
     KeySpec("app.filter", "slash", "app.filter", "filter", APP),
     KeySpec("app.back", "escape", "app.back", "back", APP, show=False),
@@ -98,10 +100,11 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("results.groups", "g", "groups", "groups", "results"),
     KeySpec("results.divergence", "d", "app.view('divergence')", "kldiff", "results"),
     KeySpec("divergence.results", "d", "app.view('results')", "throughput results", "divergence"),
+    KeySpec("curves.interactivity", "i", "interactivity", "interactivity: 1000/TPOT or per slot", "curves"),
     KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
 )
 
-SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep", "divergence")
+SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep", "curves", "divergence")
 
 
 class KeymapError(InputError, ValueError):
