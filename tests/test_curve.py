@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,13 +20,13 @@ from console.errors import InputError
 from console.readmodel import curve
 from console.service import Service
 from console.service.curves import checked_levels, concurrency_list, ladder
-from console.store import Box, Store
+from console.store import Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.cli import run_campaign
+from tests.support.local_box import add_vllm_box
 
 # ---------------------------------------------------------------- parsing
 
@@ -137,17 +134,6 @@ def test_a_curve_records_its_points_and_the_newest_of_its_identity_is_resumed(tm
 CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--concurrency", "1,2,4,8")
 
 
-def _campaign(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "console", "--db", str(db), *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
-
-
 async def _until(what: str, predicate: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -163,15 +149,7 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
     home = tmp_path / "agent-home"
     db = tmp_path / "state.db"
     store = Store(db)
-    store.boxes.add(
-        Box(
-            name="local",
-            kind="local",
-            agent_home=str(home),
-            serving_env=str(vllm_env.prefix),
-            model_root=str(vllm_env.model_root),
-        )
-    )
+    add_vllm_box(store, vllm_env, home)
     service = Service(store, settings=FAST)
     try:
         service.fleet.start("local")
@@ -187,7 +165,7 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
 
         # (b) The whole curve through the operator's command: every point a stored repeat group, linked.
         started = time.monotonic()
-        done = _campaign(db, *CURVE, "--repeat", "2", "--prompts-per-slot", "4", "--json")
+        done = run_campaign(db, *CURVE, "--repeat", "2", "--prompts-per-slot", "4", "--json")
         assert done.returncode == 0, done.stderr
         took = time.monotonic() - started
         body = json.loads(done.stdout)
@@ -220,7 +198,7 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
             {c: p["tpot_ms_p50"] for c, p in points.items()},
         )
 
-        again = _campaign(db, *CURVE, "--repeat", "2", "--prompts-per-slot", "4")
+        again = run_campaign(db, *CURVE, "--repeat", "2", "--prompts-per-slot", "4")
         assert again.returncode == 0, again.stderr
         assert "measured now: nothing" in again.stdout and "TOK/S/USER 1000/TPOT" in again.stdout
         assert "C8" in again.stdout  # the chart labels each point
@@ -246,7 +224,7 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
             and store.curves.get(plan.curve.id).state == "interrupted"
         )
         before = store.scalar("SELECT count(*) FROM bench_runs")
-        resumed = _campaign(
+        resumed = run_campaign(
             db, "curve", "tiny-cpu", "--box", "local", "--shape", "tiny", "--ladder", "1:4:x2", "--json"
         )
         assert resumed.returncode == 0, resumed.stderr

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,9 +22,9 @@ from console.recipes import load_catalog
 from console.service import Service
 from console.store import Store
 from testbed.ports import free_ports
+from tests.support.cli import campaign_argv, campaign_env, run_campaign
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(420)
 
 RECIPES = (
@@ -46,14 +44,6 @@ output_len = 64
 )
 LEVELS = "1,2,3,4,5,6"
 CURVE = ("curve", "fake-curve", "--box", "local", "--shape", "short", "--concurrency", LEVELS)
-
-
-def _env(recipes: Path) -> dict[str, str]:
-    return {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
-
-
-def _argv(db: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "console", "--db", str(db), *args]
 
 
 def _states(db: Path) -> list[str]:
@@ -90,8 +80,8 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
 
     asyncio.run(launch())
     walking = subprocess.Popen(
-        _argv(db, *CURVE, "--prompts-per-slot", "40"),
-        env=_env(recipes),
+        campaign_argv(db, *CURVE, "--prompts-per-slot", "40"),
+        env=campaign_env(recipes),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -102,13 +92,7 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
             lambda: db.exists() and "running" in _states(db)[1:] and _states(db)[0] == "done",
         )
         # (a) A second console on the same curve is refused while the first holds it, storing nothing.
-        second = subprocess.run(
-            _argv(db, *CURVE, "--prompts-per-slot", "40"),
-            env=_env(recipes),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        second = run_campaign(db, *CURVE, "--prompts-per-slot", "40", recipes=recipes, timeout=120)
         assert second.returncode == 2, second.stderr
         assert "is being measured by another console" in second.stderr, second.stderr
         assert len(second.stderr.strip().splitlines()) <= 2, second.stderr  # resuming line + the refusal
@@ -127,13 +111,7 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
         linked_before = {p.position: p.bench_run_ids for p in store.curves.points(made.id)}
 
     # (c) The same command resumes: only the points not stored are measured, the killed one again.
-    resumed = subprocess.run(
-        _argv(db, *CURVE, "--prompts-per-slot", "40", "--json"),
-        env=_env(recipes),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = run_campaign(db, *CURVE, "--prompts-per-slot", "40", "--json", recipes=recipes, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     body = json.loads(resumed.stdout)
     levels = [int(c) for c in LEVELS.split(",")]

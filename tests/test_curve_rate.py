@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,14 +21,13 @@ from console.errors import InputError
 from console.readmodel import bench_row, curve
 from console.service import Service
 from console.service.curves import rate_list, rate_requests
-from console.store import Box, Store
+from console.store import Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
-from tests.support.cli import run_cli
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.cli import run_campaign, run_cli
+from tests.support.local_box import add_vllm_box
 
 # ---------------------------------------------------------------- parsing and bounds
 
@@ -154,17 +150,6 @@ def test_a_rate_curve_records_its_rates_and_they_are_part_of_its_identity(tmp_pa
 # ---------------------------------------------------------------- end to end on the CPU vLLM
 
 
-def _campaign(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "console", "--db", str(db), *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
-
-
 RATE_CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--rate", "0.5,1.5")
 
 
@@ -174,15 +159,7 @@ async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv
     home = tmp_path / "agent-home"
     db = tmp_path / "state.db"
     store = Store(db)
-    store.boxes.add(
-        Box(
-            name="local",
-            kind="local",
-            agent_home=str(home),
-            serving_env=str(vllm_env.prefix),
-            model_root=str(vllm_env.model_root),
-        )
-    )
+    add_vllm_box(store, vllm_env, home)
     service = Service(store, settings=FAST)
     try:
         service.fleet.start("local")
@@ -192,7 +169,7 @@ async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv
         assert launched.serving, launched.replicas
 
         # --rate 0.5,1.5 capped at C4, 3 requests per started req/s: 3 requests at 0.5/s, 6 at 1.5/s.
-        done = _campaign(db, *RATE_CURVE, "--concurrency", "4", "--prompts-per-slot", "3", "--json")
+        done = run_campaign(db, *RATE_CURVE, "--concurrency", "4", "--prompts-per-slot", "3", "--json")
         assert done.returncode == 0, done.stderr
         body = json.loads(done.stdout)
         assert body["curve"]["rate"] == [0.5, 1.5] and body["curve"]["burstiness"] == 1.0
@@ -213,14 +190,14 @@ async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv
 
         # The same command again measures nothing and shows each point's rate.
         before = store.scalar("SELECT count(*) FROM bench_runs")
-        again = _campaign(db, *RATE_CURVE, "--concurrency", "4")
+        again = run_campaign(db, *RATE_CURVE, "--concurrency", "4")
         assert again.returncode == 0, again.stderr
         assert "measured now: nothing" in again.stdout and "REQ/S" in again.stdout
         assert "rate 0.5,1.5 req/s (burstiness 1), cap C4" in again.stdout
         assert store.scalar("SELECT count(*) FROM bench_runs") == before
 
         # A bursty bench: gamma arrivals of shape 0.5, stored with it.
-        bursty = _campaign(
+        bursty = run_campaign(
             db, "bench", "tiny-cpu", "--box", "local", "--shape", "short", "-c", "2", "--prompts", "4",
             "--rate", "2", "--burstiness", "0.5", "--json",
         )  # fmt: skip

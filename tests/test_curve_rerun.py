@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,8 @@ from testbed import box_python
 from testbed.fake_engine import install, write_model
 from testbed.ports import free_ports
 from tests import test_sweep
+from tests.support.cli import campaign_argv, campaign_env, run_campaign
 
-ROOT = Path(__file__).resolve().parent.parent
 recipes = test_sweep.recipes
 """A user recipes layer with the fake engine's profile ``fake-moe`` (tests/test_sweep.py)."""
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(420)]
@@ -94,17 +93,12 @@ def _points(db: Path) -> list[dict[str, Any]]:
         return store.rows("SELECT position, state, bench_run_ids FROM curve_points ORDER BY position")
 
 
-def _campaign(db: Path, recipes: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "console", "--db", str(db), *args]
-
-
 def test_a_power_cap_changed_mid_point_is_invalid_and_only_invalid_points_are_measured_again(
     recipes: Path, tmp_path: Path
 ) -> None:
     box = _box()
     (recipes / "paced.toml").write_text(ARM)
     db = tmp_path / "state.db"
-    env = {**os.environ, "CAMPAIGN_RECIPES": str(recipes), "PYTHONPATH": str(ROOT)}
 
     async def launch() -> int:
         from testbed.fleet_fixtures import FAST, register
@@ -129,7 +123,11 @@ def test_a_power_cap_changed_mid_point_is_invalid_and_only_invalid_points_are_me
     try:
         gpu = asyncio.run(launch())
         walking = subprocess.Popen(
-            _campaign(db, recipes, *CURVE), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            campaign_argv(db, *CURVE),
+            env=campaign_env(recipes),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             deadline = time.monotonic() + 240
@@ -162,18 +160,10 @@ def test_a_power_cap_changed_mid_point_is_invalid_and_only_invalid_points_are_me
         invalid = sorted(p for p, v in judged.items() if v is not None and not v.valid)
         print("invalid points:", invalid, {p: v.reasons for p, v in judged.items() if v is not None})
         before = {p["position"]: json.loads(p["bench_run_ids"]) for p in _points(db)}
-        shown = subprocess.run(
-            _campaign(db, recipes, "curves", str(made.id)), env=env, capture_output=True, text=True
-        )
+        shown = run_campaign(db, "curves", str(made.id), recipes=recipes)
         assert "invalid: GPU" in shown.stdout, shown.stdout
 
-        again = subprocess.run(
-            _campaign(db, recipes, *CURVE, "--rerun-invalid", "--json"),
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        again = run_campaign(db, *CURVE, "--rerun-invalid", "--json", recipes=recipes, timeout=300)
         assert again.returncode == 0, again.stderr
         body = json.loads(again.stdout)
         levels = [1, 2, 4]

@@ -4,9 +4,6 @@ answer and probes for any monotone latency, the workload levels' order and place
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +20,13 @@ from console.service.curve_search import (
     workload_levels,
     workload_next,
 )
-from console.store import Box, Store
+from console.store import Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
-from tests.support.cli import run_cli
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.cli import run_campaign, run_cli
+from tests.support.local_box import add_vllm_box
 
 
 def _search(threshold: int, maximum: int) -> tuple[list[int], dict[int, bool]]:
@@ -124,17 +120,6 @@ def test_the_cli_refuses_a_search_with_explicit_points_and_stores_nothing(tmp_pa
     assert not db.exists()
 
 
-def _campaign(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "console", "--db", str(db), *args],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=900,
-    )
-
-
 def _stored_p99s(store: Store, point: dict[str, Any], limits: dict[str, float]) -> list[float | None]:
     rows = [r for run_id in point["bench_run_ids"] for r in bench_requests(store, run_id)]
     return [m.p99_ms for m in pooled_p99s(rows, limits)]
@@ -146,15 +131,7 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_pa
     home = tmp_path / "agent-home"
     db = tmp_path / "state.db"
     store = Store(db)
-    store.boxes.add(
-        Box(
-            name="local",
-            kind="local",
-            agent_home=str(home),
-            serving_env=str(vllm_env.prefix),
-            model_root=str(vllm_env.model_root),
-        )
-    )
+    add_vllm_box(store, vllm_env, home)
     service = Service(store, settings=FAST)
     try:
         service.fleet.start("local")
@@ -171,7 +148,7 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_pa
         slo = f"e2el:{limits['e2el']:g}"
 
         base = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--prompts-per-slot", "2")
-        done = _campaign(db, *base, "--slo", slo, "--max-concurrency", "64", "--json")
+        done = run_campaign(db, *base, "--slo", slo, "--max-concurrency", "64", "--json")
         assert done.returncode == 0, done.stderr
         body = json.loads(done.stdout)["slo"]
         meeting, missing = body["largest_meeting_concurrency"], body["next_probe_missing"]
@@ -187,13 +164,13 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_pa
         assert any(
             p99 is None or p99 > limits["e2el"] for p99 in _stored_p99s(store, points[missing], limits)
         )
-        text = _campaign(db, *base, "--slo", slo, "--max-concurrency", "64")
+        text = run_campaign(db, *base, "--slo", slo, "--max-concurrency", "64")
         assert text.returncode == 0 and "measured now: nothing" in text.stdout  # resumed: done already
         assert f"largest C meeting e2el p99<={limits['e2el']:g} ms: C{meeting}" in text.stdout
         assert f"C{missing} misses (e2el p99" in text.stdout
         print(f"--slo {slo}: C{meeting} meets, C{missing} misses; probes {probed}")
 
-        wl = _campaign(db, *base, "--workload-iters", "2", "--max-concurrency", "8", "--json")
+        wl = run_campaign(db, *base, "--workload-iters", "2", "--max-concurrency", "8", "--json")
         assert wl.returncode == 0, wl.stderr
         wl_body = json.loads(wl.stdout)
         order = wl_body["measured_now"]

@@ -18,11 +18,12 @@ from console.readmodel import replica_results
 from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service, released
-from console.store import Box, Store
+from console.store import Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
+from tests.support.local_box import add_vllm_box
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -76,15 +77,7 @@ async def test_recipe_to_node_bench_rows_through_the_fleet(vllm_env: VllmEnv, tm
     recipes.mkdir()
     (recipes / "tiny-x2.toml").write_text(TWO_REPLICAS)
     store = Store(tmp_path / "state.db")
-    store.boxes.add(
-        Box(
-            name="local",
-            kind="local",
-            agent_home=str(home),
-            serving_env=str(vllm_env.prefix),
-            model_root=str(vllm_env.model_root),
-        )
-    )
+    add_vllm_box(store, vllm_env, home)
     service = Service(store, catalog=load_catalog([shipped_recipe_dir(), recipes]), settings=FAST)
     try:
         service.fleet.start("local")  # supervised: the journal flows into state.db while we act

@@ -26,12 +26,13 @@ import pytest
 from console.recipes import load_catalog
 from console.recipes.load import shipped_recipe_dir
 from console.service import Service
-from console.store import Box, Store
+from console.store import Store
 from console.store.conditions import join_kernel_lines, selected_kernel_lines
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_port
 from testbed.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
+from tests.support.local_box import add_vllm_box
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -109,15 +110,7 @@ def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
     catalog = load_catalog([shipped_recipe_dir(), tmp / "recipes"])
     db, home = tmp / "state.db", tmp / "agent-home"
     with Store(db) as store:
-        store.boxes.add(
-            Box(
-                name="local",
-                kind="local",
-                agent_home=str(home),
-                serving_env=str(vllm_env.prefix),
-                model_root=str(vllm_env.model_root),
-            )
-        )
+        add_vllm_box(store, vllm_env, home)
 
     async def launch() -> list[str]:
         with Store(db) as store:
