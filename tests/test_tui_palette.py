@@ -191,6 +191,7 @@ async def test_help_lists_each_heading_once(fx: F.Fixture) -> None:
             "[arms]",
             "[results]",
             "[economics]",
+            "[curves]",
             "[divergence]",
         ]
         palette_row = next(i for i, line in enumerate(lines) if "ctrl+p" in line)

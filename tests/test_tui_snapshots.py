@@ -18,6 +18,7 @@ from syrupy.location import PyTestLocation
 
 from console.tui.app import ConsoleApp
 from testbed import tui_fixture as F
+from tests.test_tui_curves import store_curve
 
 
 class TuiSnapshots(SVGImageExtension):  # type: ignore[misc]  # its base is untyped (no py.typed)
@@ -39,9 +40,12 @@ def shoot(tmp_path: Path, snapshot: SnapshotAssertion) -> Callable[..., None]:
         size: tuple[int, int] = (80, 24),
         read_only: bool = False,
         economics: bool = False,
+        curves: bool = False,
     ) -> None:
         if economics:
             F.add_economics(fx.path)
+        if curves:
+            store_curve(fx.path)
         app = ConsoleApp(
             fx.path,
             read_only=read_only,
@@ -125,6 +129,10 @@ def test_economics_frontier_chart_120x36(shoot: Callable[..., None]) -> None:
 
 def test_sweep_80x24(shoot: Callable[..., None]) -> None:
     shoot(["6"])
+
+
+def test_curves_140x42(shoot: Callable[..., None]) -> None:
+    shoot(["7"], size=(140, 42), curves=True)
 
 
 def test_sweep_refused_arm_120x36(shoot: Callable[..., None]) -> None:
