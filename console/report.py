@@ -3,7 +3,8 @@ campaign up.
 
 Boxes and their last checks, what runs where, armed timers (UTC, box-local and the operator's zone),
 open failures with their reasons, best rows per model, each divergence pair against its noise floor and
-the quality/cost frontier. Measured and imported figures are never mixed in one table: an imported
+the quality/cost frontier, and each curve's points with
+its shape's frontier. Measured and imported figures are never mixed in one table: an imported
 number is someone else's claim.
 """
 
@@ -33,6 +34,8 @@ from console.readmodel import (
     launches,
     timers,
 )
+from console.readmodel.curve_frontier import chart_points, frontier
+from console.readmodel.curves import CurveView, curves
 from console.store import Store
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
@@ -277,6 +280,55 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
     ]
 
 
+def _curves(rows: Sequence[CurveView]) -> list[str]:
+    """Each curve's points (load, out tok/s with its repeats' min-max, both interactivities, TTFT/TPOT p50,
+    state), then each shape's frontier over all its curves (console/readmodel/curve_frontier.py)."""
+    if not rows:
+        return []
+    out = [
+        "## Curves",
+        "",
+        "interactivity 1000/TPOT: 1000 / TPOT p50; per slot: output tok/s / concurrency (tok/s/user).",
+        "",
+    ]
+    header = ("load", "out tok/s", "min-max", "1000/TPOT", "per slot", "TTFT p50 ms", "TPOT p50 ms", "state")
+    for c in rows:
+        out += [
+            f"### #{c.id} {c.arm} on {c.box} at {c.shape}: {c.state}, {c.done}/{len(c.points)} points",
+            "",
+        ]
+        table = [
+            (
+                f"C={p.concurrency}" if p.rate is None else f"rate {p.rate:g}/s",
+                _num(p.out_tok_per_s),
+                "-" if p.out_low is None else f"{p.out_low:,.1f}-{_num(p.out_high)}",
+                _num(p.interactivity_tpot),
+                _num(p.interactivity_per_slot),
+                _num(p.ttft_ms_p50),
+                _num(p.tpot_ms_p50),
+                p.state_text,
+            )
+            for p in c.points
+        ]
+        out += [*_table(table, header), ""]
+    for shape in dict.fromkeys(c.shape for c in rows):
+        points, gpu = chart_points([c for c in rows if c.shape == shape], "tpot")
+        on = sorted(frontier(points), key=lambda i: points[i].x.median)
+        per = "per GPU" if gpu else "per node"
+        out.append(f"Frontier at {shape} (out tok/s {per} against 1000/TPOT):")
+        out += [
+            f"- #{points[i].curve.id} {points[i].curve.arm} C={points[i].point.concurrency}: "
+            f"{points[i].y.text()} out tok/s {per}, interactivity {points[i].x.text()}"
+            for i in on
+        ] or ["- no measured point yet"]
+        out.append("")
+    return out
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def _imports(rows: Sequence[ImportRow]) -> list[str]:
     if not rows:
         return []
@@ -321,6 +373,7 @@ def build_report(
             "Logit-level divergence (imported: someone else's measurements)",
         ),
         *_frontier(economics, utilisation),
+        *_curves(curves(store)),
         *_imports(imports(store)),
     ]
     return "\n".join(parts).rstrip() + "\n"

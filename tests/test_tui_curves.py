@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from console.report import build_report
 from console.store import Store
 from console.tui.app import ConsoleApp
 from testbed import tui_fixture as F
@@ -112,3 +113,17 @@ async def test_key_8_opens_divergence(fx: F.Fixture) -> None:
         assert app.current_mode == "divergence"
         await press(pilot, "7")
         assert app.current_mode == "curves"
+
+
+def test_the_report_lists_a_curves_points_and_its_frontier(fx: F.Fixture) -> None:
+    curve_id = store_curve(fx.path)
+    with Store(fx.path) as store:
+        text = build_report(store, now_ms=F.NOW, operator_tz="UTC")
+    section = text[text.index("## Curves") :]
+    assert f"### #{curve_id} {F.QWEN} on pro-a at chat-1k" in section
+    for load in ("C=64", "C=256", "C=512"):
+        assert load in section
+    assert "| pending" in section or "pending |" in section
+    frontier = section[section.index("Frontier at chat-1k") :].splitlines()
+    assert frontier[1].startswith(f"- #{curve_id} {F.QWEN} C=")
+    assert "C=512" not in "\n".join(frontier)  # a pending point stands on no frontier

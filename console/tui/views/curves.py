@@ -1,23 +1,22 @@
 """Curves: every stored curve (arm, box, shape, points done/total, state) and, for the shape under the cursor,
 out tok/s against interactivity, one series per curve, its Pareto frontier marked, each point's state beneath.
 
-Reads console/readmodel/curves.py (``curves``) and ranks the frontier with console/readmodel/pareto.py
-(``places``, the spreads' dominance), so the view, ``campaign curve`` and the report say the same thing.
+Reads console/readmodel/curves.py (``curves``) and ranks the frontier with console/readmodel/curve_frontier.py
+(pareto.py's ``places`` over the repeats' spreads), so the view, ``campaign curve`` and the report say the same thing.
 A curve walked by ``campaign curve`` in another process updates on the app's refresh tick; browse mode reads
 the same state.db read-only. `i` toggles interactivity between 1000/TPOT and the per-slot definition.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.charts import PlotPoint, scatter
-from console.readmodel.curves import CurvePointView, CurveView, curves
-from console.readmodel.pareto import X_DEFINITIONS, Interactivity, Spread, places
+from console.readmodel.curve_frontier import chart_points, frontier
+from console.readmodel.curves import CurveView, curves
+from console.readmodel.pareto import X_DEFINITIONS, Interactivity
 from console.tui import keymap
 from console.tui.render import num
 from console.tui.views.base import Cell, TableView, toned
@@ -28,48 +27,6 @@ SERIES_MARKS = "oxs+*#@%"
 """One mark per curve of a shape; the frontier is drawn over them with FRONTIER_MARK."""
 FRONTIER_MARK = "F"
 EMPTY = "no curve in this state.db: `campaign curve ARM --box NAME --shape SHAPE`"
-
-
-@dataclass(frozen=True)
-class ChartPoint:
-    curve: CurveView
-    point: CurvePointView
-    x: Spread
-    y: Spread
-
-
-def per_gpu(c: CurveView) -> bool:
-    """Out tok/s is divided per GPU only when every measured run knows its GPUs; else it is per node."""
-    runs = [r for p in c.points for r in p.runs]
-    return bool(runs) and all(r.gpus for r in runs)
-
-
-def chart_points(
-    shape_curves: list[CurveView], interactivity: Interactivity
-) -> tuple[list[ChartPoint], bool]:
-    """The measured points of one shape's curves as (interactivity, out tok/s) spreads over their repeats."""
-    gpu = all(per_gpu(c) for c in shape_curves)
-    out = []
-    for c in shape_curves:
-        for p in c.points:
-            xs = [
-                v
-                for r in p.runs
-                if (v := r.interactivity_tpot if interactivity == "tpot" else r.interactivity_per_slot)
-                is not None
-            ]
-            ys = [
-                r.out_tok_per_s / (r.gpus or 1 if gpu else 1) for r in p.runs if r.out_tok_per_s is not None
-            ]
-            x, y = Spread.of(xs), Spread.of(ys)
-            if x is not None and y is not None:
-                out.append(ChartPoint(c, p, x, y))
-    return out, gpu
-
-
-def frontier(points: list[ChartPoint]) -> set[int]:
-    """Indexes of the points on the Pareto frontier (pareto.py ``places``: rank set, not dominated)."""
-    return {i for i, pl in enumerate(places([(p.x, p.y) for p in points])) if pl.rank is not None}
 
 
 def chart_lines(shape_curves: list[CurveView], interactivity: Interactivity, width: int) -> list[str]:
