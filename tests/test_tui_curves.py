@@ -33,17 +33,18 @@ def make_app(path: Path) -> ConsoleApp:
 
 
 def store_curve(path: Path) -> int:
-    """A QWEN curve at chat-1k: C=64 and C=256 linked to the fixture's rows, C=512 still pending."""
+    """A QWEN curve at chat-1k: C=64 (invalid: a gap in its GPU samples) and C=1024 (valid) linked to the
+    fixture's rows, C=2048 still pending."""
     with Store(path) as store:
         rows = [
             r["id"]
             for r in store.rows(
-                "SELECT id FROM bench_runs WHERE arm = ? AND shape = 'chat-1k' AND concurrency IN (64, 256) "
+                "SELECT id FROM bench_runs WHERE arm = ? AND shape = 'chat-1k' AND concurrency IN (64, 1024) "
                 "ORDER BY concurrency",
                 [F.QWEN],
             )
         ]
-        c = store.curves.create(F.QWEN, "pro-a", "chat-1k", [64, 256, 512], 1, None)
+        c = store.curves.create(F.QWEN, "pro-a", "chat-1k", [64, 1024, 2048], 1, None)
         for position, row in enumerate(rows):
             store.curves.start_point(c.id, position)
             store.curves.finish_point(c.id, position, None, [row])
@@ -62,8 +63,11 @@ async def test_key_7_lists_the_curve_draws_it_and_marks_the_frontier(fx: F.Fixtu
         assert "1000 / TPOT" in chart and "F on the Pareto frontier" in chart
         assert "F" in "\n".join(chart.splitlines()[1:-1])  # the frontier mark is drawn in the plot
         detail = text_of(app, "#curves-detail")
-        assert "C=512" in detail and "pending" in detail and "frontier" in detail
+        assert "C=2048" in detail and "pending" in detail and "frontier" in detail
         assert "invalid: " in detail  # the validity reader's verdict, with its reason
+        lines = {x.split()[0]: x for x in detail.splitlines() if x.strip().startswith("C=")}
+        assert "frontier" in lines["C=1024"] and "invalid" not in lines["C=1024"]
+        assert "frontier" not in lines["C=64"]  # invalid: shown with its reason, never ranked
 
 
 async def test_a_point_started_in_another_process_shows_running_after_the_tick(fx: F.Fixture) -> None:
@@ -72,13 +76,13 @@ async def test_a_point_started_in_another_process_shows_running_after_the_tick(f
     async with app.run_test(size=(140, 42)) as pilot:
         await settle(pilot)
         await press(pilot, "7")
-        line = next(x for x in text_of(app, "#curves-detail").splitlines() if "C=512" in x)
+        line = next(x for x in text_of(app, "#curves-detail").splitlines() if "C=2048" in x)
         assert line.endswith("pending")
         with Store(fx.path) as store:
             store.curves.start_point(curve_id, 2)
         app.redraw_visible()
         await settle(pilot)
-        line = next(x for x in text_of(app, "#curves-detail").splitlines() if "C=512" in x)
+        line = next(x for x in text_of(app, "#curves-detail").splitlines() if "C=2048" in x)
         assert "running" in line
 
 
@@ -121,9 +125,10 @@ def test_the_report_lists_a_curves_points_and_its_frontier(fx: F.Fixture) -> Non
         text = build_report(store, now_ms=F.NOW, operator_tz="UTC")
     section = text[text.index("## Curves") :]
     assert f"### #{curve_id} {F.QWEN} on pro-a at chat-1k" in section
-    for load in ("C=64", "C=256", "C=512"):
+    for load in ("C=64", "C=1024", "C=2048"):
         assert load in section
     assert "| pending" in section or "pending |" in section
     frontier = section[section.index("Frontier at chat-1k") :].splitlines()
     assert frontier[1].startswith(f"- #{curve_id} {F.QWEN} C=")
-    assert "C=512" not in "\n".join(frontier)  # a pending point stands on no frontier
+    assert "C=2048" not in "\n".join(frontier)  # a pending point stands on no frontier
+    assert "C=64 " not in "\n".join(frontier)  # nor an invalid one

@@ -49,6 +49,17 @@ def chart_points(
     return out, gpu
 
 
+def ranked(p: ChartPoint) -> bool:
+    """Whether the point may stand on the frontier: an invalid point (console/readmodel/curve_validity.py) is
+    drawn and listed with its reasons but never ranked, as pareto.py never ranks a DIAGNOSTIC-ONLY row: a
+    frontier is what an operator would buy, and a point measured under a changed cap or a starved client is
+    not on sale."""
+    return p.point.validity is None or p.point.validity.valid
+
+
 def frontier(points: list[ChartPoint]) -> set[int]:
-    """Indexes of the points on the Pareto frontier (pareto.py ``places``: rank set, not dominated)."""
-    return {i for i, pl in enumerate(places([(p.x, p.y) for p in points])) if pl.rank is not None}
+    """Indexes of the points on the Pareto frontier among the ranked ones (pareto.py ``places``: rank set,
+    not dominated)."""
+    kept = [i for i, p in enumerate(points) if ranked(p)]
+    placed = places([(points[i].x, points[i].y) for i in kept])
+    return {i for i, pl in zip(kept, placed, strict=True) if pl.rank is not None}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from console.readmodel import queries
 from console.readmodel.campaign import economics_inputs
+from console.readmodel.curves import CurveView, curves
 from console.readmodel.kldiff import kldiff_runs
 from console.readmodel.quality import quality_ledger
 from console.readmodel.records import (
@@ -161,6 +162,11 @@ class ReadModel:
 
     def sweeps(self) -> list[SweepEntry]:
         return sweeps(self.store, self.now())
+
+    def curves(self) -> list[CurveView]:
+        """Every curve with its points as stored now: a curve is a record of what was measured, read whole (its
+        points' states change live while a console walks it)."""
+        return curves(self.store)
 
     def economics_inputs(self) -> EconomicsInputs:
         """What console.economics prices: the campaign's whole record, not the cursor's slice (a price is

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 
 from console.charts import PlotPoint, scatter
 from console.readmodel.curve_frontier import chart_points, frontier
-from console.readmodel.curves import CurveView, curves
+from console.readmodel.curves import CurveView
 from console.readmodel.pareto import X_DEFINITIONS, Interactivity
 from console.tui import keymap
 from console.tui.render import num
@@ -78,7 +78,7 @@ class CurvesScreen(TableView):
             yield from super().below_table()
 
     def load(self) -> list[CurveView]:
-        return curves(self.console.model.store)
+        return self.console.model.curves()
 
     def topbar_extra(self) -> str:
         extra = f"interactivity {'1000/TPOT' if self.interactivity == 'tpot' else 'per slot'} (i)"
