@@ -31,7 +31,11 @@ Run = tuple[float, float]
 
 
 def _store(
-    db: Path, arms: dict[str, Sequence[Run]], concurrency: int = 64, diagnostic: frozenset[str] = frozenset()
+    db: Path,
+    arms: dict[str, Sequence[Run]],
+    concurrency: int = 64,
+    diagnostic: frozenset[str] = frozenset(),
+    failing: frozenset[str] = frozenset(),
 ) -> None:
     """Each arm launched on ``GPUS`` GPUs of box b1 and benched once per run, the runs one repeat group
     (a single run: no group); the arms in ``diagnostic`` have their rows marked DIAGNOSTIC-ONLY."""
@@ -65,7 +69,7 @@ def _store(
                     "out_tok_per_s": out,
                     "tpot_ms_p50": tpot,
                     "requests": 100,
-                    "failed": 0,
+                    "failed": 3 if arm in failing else 0,
                     **({"repeat_group": f"group-{arm}-C{concurrency}"} if len(runs) > 1 else {}),
                     "diagnostic_only": int(arm in diagnostic),
                 }
@@ -164,6 +168,15 @@ def test_a_diagnostic_only_row_is_shown_with_its_mark_but_never_on_the_frontier(
     assert arms["plain"].rank == 1 and [p.group.arm for p in f.frontier] == ["plain"]
     code, out = _campaign(db, "pareto")
     assert code == 0 and "off: DIAGNOSTIC-ONLY" in out
+
+
+def test_an_invalid_run_is_shown_with_its_reason_but_never_on_the_frontier(db: Path) -> None:
+    # lossy is better on both axes, but 3 of its 100 requests failed (console/readmodel/curve_validity.py)
+    _store(db, {"plain": [(1000, 50)], "lossy": [(9000, 5)]}, failing=frozenset({"lossy"}))
+    f = _frontier(db)
+    arms = _by_arm(f)
+    assert arms["lossy"].rank is None and arms["lossy"].left_off == "invalid: 3 of 100 requests failed"
+    assert [p.group.arm for p in f.frontier] == ["plain"]
 
 
 def test_per_slot_interactivity_is_output_over_concurrency(db: Path) -> None:

@@ -27,7 +27,9 @@ The frontier is the set of non-dominated eligible points, sorted by median x (th
 Ranks count along it; consecutive frontier points whose spreads overlap on both axes are a tie and share a
 rank (a point that overlaps any point of the current rank joins it). Rows marked DIAGNOSTIC-ONLY (a failed
 tripwire) or CLIENT-BOUND (the load generator was the bottleneck) are shown with their mark and never on
-the frontier; neither do they dominate anything.
+the frontier; neither do they dominate anything. So is a group with a run the curve validity rules judge
+invalid (console/readmodel/curve_validity.py: a power limit changed, samples missing, clocks slowed by
+heat, a concurrency not achieved, failed requests), shown with its first reason.
 
 Worked example (x, y as median [min-max]):
 
@@ -55,6 +57,7 @@ from typing import Literal, NamedTuple
 
 from console.readmodel.compare import repeat_groups
 from console.readmodel.curve_cost import BoxPrice, box_price, usd_per_m
+from console.readmodel.curve_validity import run_validity
 from console.readmodel.energy import measured_gpus
 from console.readmodel.records import RepeatGroup, ResultRow
 from console.readmodel.results import bench_rows
@@ -263,15 +266,21 @@ def _point(store: Store, group: RepeatGroup, interactivity: Interactivity) -> Pa
     )
     x, y = Spread.of(xs), Spread.of(ys)
     marks = [m for m in EXCLUDING_MARKS if m in group.marks.split()]
-    reasons = marks + [
-        why
-        for why, missing in (
-            ("no TPOT p50" if interactivity == "tpot" else "no output tok/s", x is None),
-            ("no output tok/s", y is None and per is not None),
-            ("GPUs and replicas not recorded", per is None),
-        )
-        if missing
-    ]
+    judged = [run_validity(store, r, paced=r.request_rate is not None) for r in group.rows]
+    invalid = [f"invalid: {reason}" for v in judged for reason in v.reasons[:1]]  # curve_validity.py's rules
+    reasons = (
+        marks
+        + (invalid[:1] if not marks else [])
+        + [
+            why
+            for why, missing in (
+                ("no TPOT p50" if interactivity == "tpot" else "no output tok/s", x is None),
+                ("no output tok/s", y is None and per is not None),
+                ("GPUs and replicas not recorded", per is None),
+            )
+            if missing
+        ]
+    )
     return ParetoPoint(
         group, x, y, per, ", ".join(dict.fromkeys(reasons)) or None, box_price(store, group.box)
     )
