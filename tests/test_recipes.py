@@ -826,3 +826,76 @@ def test_expected_findings_still_block() -> None:
     (f,) = lint(c, "qwen3.8-27b-nvfp4-auto")
     assert f.expected and f.blocking and f.rule_id == "R1-nvfp4-linear-backend"
     assert f.to_dict()["expected"] is True
+
+
+def test_r11_drafter_baseline(tmp_path: Path) -> None:
+    spec = """'{"method":"ngram","num_speculative_tokens":3}'"""
+    other = PROFILE.replace("profiles.p", "profiles.q").replace("org/Model-NVFP4", "org/Other-NVFP4")
+    c = catalog_of(
+        tmp_path,
+        f"""
+        [arms.base]
+        profile = "p"
+        [arms.good]
+        profile = "p"
+        baseline = "base"
+        flags = {{ "--speculative-config" = {spec} }}
+        [arms.orphan]
+        profile = "p"
+        flags = {{ "--speculative-config" = {spec} }}
+        [arms.on-spec]
+        profile = "p"
+        baseline = "good"
+        flags = {{ "--speculative-config" = {spec} }}
+        [arms.other-model]
+        profile = "q"
+        [arms.cross]
+        profile = "p"
+        baseline = "other-model"
+        flags = {{ "--speculative-config" = {spec} }}
+        [arms.wider]
+        profile = "p"
+        max_num_seqs = 64
+        [arms.two-changes]
+        profile = "p"
+        max_num_seqs = 128
+        baseline = "wider"
+        flags = {{ "--speculative-config" = {spec} }}
+        [arms.plain-with-baseline]
+        profile = "p"
+        baseline = "base"
+        """,
+        profile=PROFILE + other,
+    )
+
+    def r11(arm: str) -> list[str]:
+        return [f.reason for f in lint(c, arm) if f.rule_id == "R11-drafter-baseline"]
+
+    assert r11("good") == [] and r11("base") == []
+    assert r11("orphan") == [
+        "drafter arm orphan has no baseline: name its non-speculative control arm as `baseline`: "
+        "the same arm without the speculative config"
+    ]
+    assert r11("on-spec")[0].startswith("baseline good is itself a drafter arm")
+    assert r11("cross")[0].startswith("baseline other-model serves org/Other-NVFP4, not org/Model-NVFP4")
+    assert r11("two-changes")[0].startswith("baseline wider differs from two-changes in --max-num-seqs,")
+    assert r11("plain-with-baseline")[0].startswith("arm plain-with-baseline sets a baseline but no")
+    with pytest.raises(RecipeError, match="no arm named 'nowhere' to be its baseline"):
+        catalog_of(tmp_path, '[arms.x]\nprofile = "p"\nbaseline = "nowhere"\n')
+
+
+def test_shipped_drafter_arms_name_clean_baselines() -> None:
+    shipped = load_catalog()
+    drafters = sorted(a.name for a in shipped.arms.values() if a.speculative_config is not None)
+    assert drafters == [
+        "deepseek-v4-flash-tp4-dspark",
+        "gemma-4-26b-a4b-mtp",
+        "glm-5.3-flash-tp4-mtp",
+        "laguna-s-2.1-dflash",
+        "nemotron-3.5-lightning-30b-dspark",
+        "qwen3.8-27b-bf16-dflash2",
+        "tiny-cpu-ngram",
+    ]
+    assert shipped.arms["tiny-cpu-ngram"].baseline == "tiny-cpu"
+    for name in drafters:
+        assert "R11-drafter-baseline" not in rules(lint(shipped, name)), name

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from console.recipes.model import Arm, BoxSpec, Catalog, Finding, MoeEvidence, Profile
+from console.recipes.model import SPECULATIVE_FLAG, Arm, BoxSpec, Catalog, Finding, MoeEvidence, Profile
 from console.recipes.resolve import ResolveError, effective_arm, gpu_groups, server_args
 from console.recipes.vllm_flags import known_flags
 
@@ -31,6 +31,7 @@ RULES = {
     "R8-vllm-flag": "error",
     "R9-vendor-profile": "warn",
     "R10-fits-memory": "error",
+    "R11-drafter-baseline": "error",
 }
 
 
@@ -310,6 +311,56 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
         )
 
 
+def r11_drafter_baseline(c: _Ctx) -> Iterator[Finding]:
+    """A drafter arm names its baseline: the same arm, same model, without the speculative config. The
+    write-up's drafters lost 35-50% output tok/s at saturation while cutting TTFT 2-5x; neither half is
+    readable without the control beside it, and a control differing in anything else measures that too."""
+    spec, base = c.arm.speculative_config, c.arm.baseline
+    fix = "name its non-speculative control arm as `baseline`: the same arm without the speculative config"
+    if spec is None:
+        if base is not None:
+            yield c.at_arm(
+                "R11-drafter-baseline",
+                "baseline",
+                f"arm {c.arm.name} sets a baseline but no {SPECULATIVE_FLAG}: only a drafter arm has one; "
+                "remove the key",
+            )
+        return
+    if base is None:
+        yield c.at_arm(
+            "R11-drafter-baseline",
+            ("flags", SPECULATIVE_FLAG),
+            f"drafter arm {c.arm.name} has no baseline: {fix}",
+        )
+        return
+    b, b_profile = effective_arm(c.catalog, base)
+    if b.speculative_config is not None:
+        yield c.at_arm("R11-drafter-baseline", "baseline", f"baseline {base} is itself a drafter arm: {fix}")
+        return
+    if b_profile.checkpoint != c.profile.checkpoint:
+        yield c.at_arm(
+            "R11-drafter-baseline",
+            "baseline",
+            f"baseline {base} serves {b_profile.checkpoint}, not {c.profile.checkpoint}: {fix}",
+        )
+        return
+    own = {k: v for k, v in c.args.items() if k != SPECULATIVE_FLAG}
+    theirs = dict(server_args(b, b_profile))
+    differ = sorted(k for k in own.keys() | theirs.keys() if own.get(k) != theirs.get(k))
+    if b.env != c.arm.env:
+        differ.append("env")
+    if b.device != c.arm.device:
+        differ.append("device")
+    if differ:
+        yield c.at_arm(
+            "R11-drafter-baseline",
+            "baseline",
+            f"baseline {base} differs from {c.arm.name} in {', '.join(differ)}, not only {SPECULATIVE_FLAG}: "
+            "the comparison would measure that too; make the arms differ only in the speculative config "
+            "(campaign rule 11)",
+        )
+
+
 RULE_FUNCS: tuple[Rule, ...] = (
     r1_nvfp4_linear_backend,
     r2_compressed_tensors,
@@ -321,6 +372,7 @@ RULE_FUNCS: tuple[Rule, ...] = (
     r8_vllm_flags,
     r9_vendor_profile,
     r10_fits_memory,
+    r11_drafter_baseline,
 )
 
 

@@ -400,6 +400,7 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         flags=r.flags(),
         env=r.env(),
         expected_findings=r.str_list("expected_findings"),
+        baseline=r.text("baseline"),
     )
     unknown = [rule for rule in arm.expected_findings if rule not in RULES]
     if unknown:
@@ -581,6 +582,13 @@ def _check_references(catalog: Catalog) -> None:
                 arm.line_of("profile"),
                 f"arms.{arm.name}.profile",
                 f"arm {arm.name!r}: no profile named {arm.profile!r}{hint}",
+            )
+        if arm.baseline is not None and arm.baseline not in catalog.arms:
+            raise RecipeError(
+                arm.origin.file,
+                arm.line_of("baseline"),
+                f"arms.{arm.name}.baseline",
+                f"arm {arm.name!r}: no arm named {arm.baseline!r} to be its baseline",
             )
     for sweep in catalog.sweeps.values():
         for name in [*sweep.arms, *([sweep.base] if sweep.base else [])]:

@@ -15,6 +15,9 @@ from typing import Any
 FlagValue = str | int | float | bool | list[str]
 """A flag's value in a recipe: ``true`` is a bare switch, ``false`` removes it, a list repeats values."""
 
+SPECULATIVE_FLAG = "--speculative-config"
+"""The vLLM flag that makes an arm a drafter arm (MTP heads, DSpark, DFlash, ngram)."""
+
 LAYOUT_KEYS = (
     "max_num_seqs",
     "max_model_len",
@@ -156,7 +159,15 @@ class Arm:
     """Rule ids this arm is shipped to trigger on purpose (a control the write-up measured); still blocking."""
     sweep: str | None = None
     """Set on arms derived from a sweep's kernel pairs (``Catalog.variant``)."""
+    baseline: str | None = None
+    """A drafter arm's non-speculative control: the same arm without ``--speculative-config``. A drafter's
+    figures only mean something beside its baseline's at the same shape (lint rule R11)."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    @property
+    def speculative_config(self) -> FlagValue | None:
+        """vLLM's ``--speculative-config`` as the recipe wrote it; None on a non-speculative arm."""
+        return self.flags.get(SPECULATIVE_FLAG)
 
     @property
     def gpus_per_server(self) -> int:
