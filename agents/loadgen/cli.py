@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.loadgen import memory, metrics
+from agents.loadgen import memory, metrics, specdecode
 from agents.loadgen.memory import PROMPTS_PER_STREAM, STREAMS_PER_PROCESS
 from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, served_model
 from agents.loadgen.prompts import PromptPlan, VocabError
@@ -248,8 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     assert cfg.mem_budget_bytes is not None
     try:
         with memory.capped(cfg.mem_budget_bytes) as cap:
+            spec_before = specdecode.read(cfg.base_urls)
             results, wall0, perf0 = execute(cfg, plan)
             out = result(cfg, results, wall0, perf0)
+            spec = specdecode.over_run(spec_before, specdecode.read(cfg.base_urls))
     except MemoryError:
         return fail(
             f"ran out of memory at its cap of {memory.size(cap or 0)} (RLIMIT_DATA: its use at start plus "
@@ -267,5 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "cap_bytes": cap,
     }
     out["vocab_source"] = vocab.source
+    if spec is not None:  # a drafter's servers: drafted and accepted tokens beside the throughput
+        out.update(spec.as_row())
     print(json.dumps(out, allow_nan=False) if args.json else table(out))
     return 0 if out["completed"] else 1

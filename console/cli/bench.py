@@ -53,6 +53,8 @@ def show(row: ResultRow, replicas: list[ReplicaResult]) -> None:
         f"  out {row.out_tok_per_s or 0:,.0f} tok/s  in {row.in_tok_per_s or 0:,.0f} tok/s  "
         f"{row.req_per_s or 0:.2f} req/s  ({row.requests} requests, {row.failed} failed)"
     )
+    if row.speculation:  # a drafter row: its acceptance beside the throughput it bought
+        print(f"  speculation: {row.speculation}")
     print(
         f"  TTFT p50/p99 {ms(row.ttft_ms_p50)} / {ms(row.ttft_ms_p99)}  TPOT {ms(row.tpot_ms_p50)} / "
         f"{ms(row.tpot_ms_p99)}  E2E {ms(row.e2e_ms_p50)} / {ms(row.e2e_ms_p99)}"

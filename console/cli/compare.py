@@ -32,6 +32,7 @@ from console.readmodel.curve_compare import (
     compare_at_slo,
 )
 from console.readmodel.curve_cost import COST_DEFINITIONS
+from console.recipes import load_catalog
 from console.tails import parse_slo
 
 
@@ -119,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.at_interactivity is not None or args.at_slo is not None or args.at_power is not None:
         return _curves(args)
     with open_store(args, read_only=True) as store:
-        result = compare(store, args.a, args.b, args.shape, args.concurrency, args.box)
+        result = compare(store, args.a, args.b, args.shape, args.concurrency, args.box, load_catalog())
     if args.json:
         floor = result.floor
         print_json(

@@ -17,6 +17,7 @@ from typing import Literal
 from console.errors import InputError
 from console.readmodel.records import Comparison, ControlPair, GroupStanding, RepeatGroup, ResultRow
 from console.readmodel.results import bench_rows
+from console.recipes.model import Arm, Catalog
 from console.store import Store
 
 REPEATS_HINT = "bench it again with `campaign bench ... --repeat 3`: one run has no spread"
@@ -168,14 +169,47 @@ def compare(
     shape: str | None = None,
     concurrency: int | None = None,
     box: str | None = None,
+    catalog: Catalog | None = None,
 ) -> Comparison:
-    """``campaign compare A B``: rows, groups or arms, against the noise floor when a control pair exists."""
+    """``campaign compare A B``: rows, groups or arms, against the noise floor when a control pair exists.
+
+    With ``catalog``, a drafter arm (one with ``--speculative-config``) compares only with its baseline arm
+    at the same shape and concurrency: its throughput and TTFT mean nothing against anything else."""
     rows = bench_rows(store)
     groups = repeat_groups(rows)
-    return compare_groups(
-        resolve_side(rows, a, shape, concurrency, box),
-        resolve_side(rows, b, shape, concurrency, box),
-        control_pairs(groups),
+    side_a = resolve_side(rows, a, shape, concurrency, box)
+    drafter = _drafter(catalog, side_a.arm)
+    if drafter is None:
+        side_b = resolve_side(rows, b, shape, concurrency, box)
+        drafter = _drafter(catalog, side_b.arm)
+        if drafter is not None and side_a.arm != drafter.baseline:
+            raise _no_baseline(drafter, side_b, side_a.arm)
+    else:  # the baseline is taken at the drafter's shape and concurrency
+        try:
+            side_b = resolve_side(rows, b, side_a.shape, side_a.concurrency, box)
+        except InputError:
+            if b != drafter.baseline:
+                raise
+            raise _no_baseline(drafter, side_a) from None
+        if side_b.arm != drafter.baseline:
+            raise _no_baseline(drafter, side_a, side_b.arm)
+    return compare_groups(side_a, side_b, control_pairs(groups))
+
+
+def _drafter(catalog: Catalog | None, arm: str) -> Arm | None:
+    found = catalog.arms.get(arm) if catalog is not None else None
+    return found if found is not None and found.speculative_config is not None else None
+
+
+def _no_baseline(drafter: Arm, side: RepeatGroup, other: str | None = None) -> InputError:
+    at = f"{side.shape} -c {side.concurrency}"
+    against = (
+        f", not {other}" if other is not None else f"; it has no rows at {side.shape} C{side.concurrency}"
+    )
+    return InputError(
+        f"{drafter.name} is a drafter arm: it compares only with its baseline {drafter.baseline}{against}",
+        f"bench the baseline alike (`campaign bench {drafter.baseline} --box BOX --shape {at}`) and compare "
+        f"`{drafter.name} {drafter.baseline}`",
     )
 
 

@@ -552,6 +552,35 @@ class ResultRow:
     """Requests/s its arrivals were paced at, ``concurrency`` the cap; None: the closed loop (C streams)."""
     burstiness: float | None = None
     """The gamma shape of its paced arrivals (1: Poisson); None: not paced."""
+    spec_drafts: int | None = None
+    """vLLM's spec-decode counters over the run (agents/loadgen/specdecode.py): drafts proposed, tokens
+    drafted, tokens accepted, accepted per draft position; None: its servers do not speculate."""
+    spec_draft_tokens: int | None = None
+    spec_accepted: int | None = None
+    spec_accepted_per_pos: tuple[int, ...] = ()
+
+    @property
+    def acceptance(self) -> float | None:
+        """Accepted / drafted tokens: vLLM's draft acceptance rate (its SpecDecodingProm docstring)."""
+        if self.spec_accepted is None or not self.spec_draft_tokens:
+            return None
+        return self.spec_accepted / self.spec_draft_tokens
+
+    @property
+    def mean_accepted_length(self) -> float | None:
+        """1 + accepted / drafts: tokens each verification step emits, the bonus token included (vLLM's
+        mean acceptance length)."""
+        if self.spec_accepted is None or not self.spec_drafts:
+            return None
+        return 1 + self.spec_accepted / self.spec_drafts
+
+    @property
+    def speculation(self) -> str:
+        """The acceptance words beside a drafter row's throughput; empty for a row without counters."""
+        rate, length = self.acceptance, self.mean_accepted_length
+        if rate is None or length is None:
+            return ""
+        return f"accepted {rate:.0%} of {self.spec_draft_tokens:,} drafted, mean length {length:.2f}"
 
     @property
     def fallbacks(self) -> tuple[KernelUse, ...]:

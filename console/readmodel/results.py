@@ -39,7 +39,9 @@ _BENCH_SELECT = """SELECT b.*, t.ok AS tw_ok, t.degenerate AS tw_degenerate, t.w
                    FROM bench_runs b LEFT JOIN tripwire_runs t ON t.id = b.tripwire_id"""
 _FLAGS = ("client_bound", "diagnostic_only", "queueing", "kernel_fallback")
 _PLAIN = tuple(
-    f.name for f in fields(ResultRow) if f.name not in (*_FLAGS, "tripwire", "prefix_caching", "kernel_check")
+    f.name
+    for f in fields(ResultRow)
+    if f.name not in (*_FLAGS, "tripwire", "prefix_caching", "kernel_check", "spec_accepted_per_pos")
 )
 """The record's other fields are bench_runs columns of the same name."""
 
@@ -63,6 +65,7 @@ def _result(r: dict[str, Any]) -> ResultRow:
     values.update({flag: bool(r[flag]) for flag in _FLAGS})
     values["prefix_caching"] = None if r["prefix_caching"] is None else bool(r["prefix_caching"])
     values["kernel_check"] = _kernel_check(r["kernel_check"])
+    values["spec_accepted_per_pos"] = tuple(int(x) for x in json_list(r["spec_accepted_per_pos"]))
     values["tripwire"] = TripwireVerdict.of(
         r["tw_ok"], r["tw_degenerate"], r["tw_wrong"], r["tw_total"], r["tw_passed"], r["tw_leak"]
     )

@@ -90,6 +90,10 @@ BENCH_COLUMNS = (
     "repeat_group",
     "request_rate",
     "burstiness",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted",
+    "spec_accepted_per_pos",
     *SERVED_COLUMNS,
 )
 REPLICA_COLUMNS = (
@@ -144,7 +148,9 @@ EVAL_COLUMNS = (
     "provenance",
     "import_id",
 )
-JSON_COLUMNS = frozenset({"steady", "raw", "items", "families", "kernel_check", "sampling"})
+JSON_COLUMNS = frozenset(
+    {"steady", "raw", "items", "families", "kernel_check", "sampling", "spec_accepted_per_pos"}
+)
 TIMINGS_KEY = "request_timings"
 """The load generator's per-request block in a bench result (agents/loadgen/run.py: ``request_timings``)."""
 _REAL: tuple[type, ...] = (float, int)

@@ -683,5 +683,37 @@ V16 = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16)
+V17 = Migration(
+    17,
+    "speculative decoding counters per bench run",
+    (
+        # vLLM's spec-decode counters over the run, summed over its servers (agents/loadgen/specdecode.py);
+        # NULL: the servers export none (no --speculative-config). Acceptance rate is accepted / draft tokens,
+        # mean accepted length 1 + accepted / drafts (vLLM's definitions, console/readmodel/records.py).
+        "ALTER TABLE bench_runs ADD COLUMN spec_drafts INTEGER",  # draft proposals (one per sequence and step)
+        "ALTER TABLE bench_runs ADD COLUMN spec_draft_tokens INTEGER",  # tokens proposed by the drafter
+        "ALTER TABLE bench_runs ADD COLUMN spec_accepted INTEGER",  # of those, tokens the target accepted
+        "ALTER TABLE bench_runs ADD COLUMN spec_accepted_per_pos TEXT",  # JSON list: accepted at draft position i
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9,
+    V10,
+    V11,
+    V12,
+    V13,
+    V14,
+    V15,
+    V16,
+    V17,
+)
 LATEST = MIGRATIONS[-1].version

@@ -98,6 +98,7 @@ def detail_line(r: ResultRow) -> str:
     node = f" on {r.replicas} replicas" if r.replicas and r.replicas > 1 else ""
     parts = [
         f"{r.arm} {r.shape} C{r.concurrency}: out {num(r.out_tok_per_s)} tok/s{node}",
+        *([r.speculation] if r.speculation else []),
         f"tripwire {r.tripwire.word}",
         f"limit {num(r.power_limit_w)} W",
         f"kernel {r.kernel_line or 'not recorded'}",
