@@ -2,9 +2,10 @@
 the row (V17), the acceptance figures derived as vLLM defines them, and `campaign compare` refusing a drafter
 arm against anything but its baseline at the same shape.
 
-The fixtures are one CPU vLLM 0.32 server of the tiny model (tiny-cpu-ngram's flags: ngram, 3 draft tokens,
-prompt lookup 2-4) captured with ``curl /metrics`` right after start-up (``vllm_metrics_ngram_before.txt``) and
-after four greedy 64-token completions of a repetitive prompt (``..._after.txt``).
+The fixtures are one CPU vLLM 0.32 server of the tiny model (ngram, 3 draft tokens, prompt lookup 2-4)
+captured with ``curl /metrics`` right after start-up (``vllm_metrics_ngram_before.txt``) and after four greedy
+64-token completions of a repetitive prompt (``..._after.txt``); tests/fixtures/README-vllm_metrics_ngram.md
+has the commands.
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from hypothesis import strategies as st
 from agents.loadgen.specdecode import SpecCounts, over_run, parse
 from console.cli.bench import show
 from console.readmodel.results import bench_rows
+from console.service import Service
 from console.store import Store
 from console.tui.views.results import detail_line
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_ports
+from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_cli
+from tests.support.local_box import add_vllm_box
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BEFORE = (FIXTURES / "vllm_metrics_ngram_before.txt").read_text()
@@ -162,3 +169,36 @@ def test_compare_refuses_a_drafter_whose_baseline_has_no_row_at_its_shape(tmp_pa
     code, out, err = run_cli(db, "compare", "tiny-cpu-ngram", "tiny-cpu")
     assert code == 2 and out == ""
     assert "its baseline tiny-cpu; it has no rows at router C16" in err
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+async def test_a_bench_of_the_ngram_arm_on_cpu_vllm_stores_its_counters(
+    vllm_env: VllmEnv, tmp_path: Path
+) -> None:
+    """The shipped tiny-cpu-ngram arm launched through the agent and benched: the row carries the drafts and
+    accepted tokens of its own requests (the tiny model repeats itself over 128 tokens: ngram lookup hits)."""
+    home = tmp_path / "agent-home"
+    store = Store(tmp_path / "state.db")
+    add_vllm_box(store, vllm_env, home)
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")
+        launched = await service.launch(
+            service.plan_launch("tiny-cpu-ngram", "local", base_port=free_ports(1)), ready_timeout_s=600
+        )
+        assert launched.serving, launched.replicas
+        await service.bench("tiny-cpu-ngram", "local", "router", 4, prompts=8, timeout_s=300)
+        (row,) = bench_rows(store)
+        assert row.spec_drafts and row.spec_draft_tokens and row.spec_accepted, row
+        assert row.spec_draft_tokens <= 3 * row.spec_drafts  # 3 draft tokens at most per draft
+        assert len(row.spec_accepted_per_pos) == 3 and sum(row.spec_accepted_per_pos) == row.spec_accepted
+        assert row.acceptance is not None and 0 < row.acceptance <= 1
+        print(f"tiny-cpu-ngram router C4: {row.speculation}, out {row.out_tok_per_s:.0f} tok/s")
+    finally:
+        live = [launch.id for launch in store.launches.live("local")]
+        if live:  # never leave a vLLM behind a failed test
+            await service.stop_launches("local", live, grace_s=5)
+        await service.close()
+        stop_agent(home)
+        store.close()
