@@ -35,6 +35,18 @@ The clients:
     python bench/agreement.py --rounds 12 --json out.json
     python bench/agreement.py --no-prefix-caching --clients ours,ours-again,vllm --rounds 10   # the same work
     python bench/agreement.py --base-url http://127.0.0.1:8000 --model tiny-llama   # a running server
+    python bench/agreement.py --curve 1,2,4,8 --repeat 3 --json curve.json       # a whole curve
+
+Curve mode (``--curve``) compares the console's curve points instead of one load-generator run: the
+tiny-cpu arm is launched through the console (a fresh state.db in a temporary directory, this machine
+registered as box ``local``) and warmed up with one bench; then ``campaign curve tiny-cpu --box local
+--shape SHAPE --concurrency LIST --repeat N --prompts-per-slot K --json`` runs as its own process (the real
+CLI), and afterwards, at each C, `vllm bench serve --max-concurrency C --request-rate inf` N times against
+the same server with the same shape and K x C prompts, a fresh ``--seed`` each run. Per C: both sides'
+output tok/s, TTFT p50 and TPOT p50 (medians of the N runs), ours over vllm's, and pass/fail against
+``--bound-tok-s`` (25 %) and ``--bound-latency`` (40 %); whether TPOT p50 rises with C on each side; and
+``campaign pareto --shape SHAPE``. Nothing is pinned here: the console's launch and the load generator
+its agent runs choose their own CPUs, so `vllm bench serve` runs unpinned too.
 
 Needs the CPU vLLM venv and the tiny model (testbed/vllm_env.py). The first round warms the
 server and is not counted.
@@ -43,13 +55,17 @@ server and is not counted.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import itertools
 import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -250,6 +266,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tries", type=int, default=3)
     p.add_argument("--json", type=Path, help="also write every run and the medians here")
+    curve = p.add_argument_group("curve mode")
+    curve.add_argument(
+        "--curve",
+        metavar="C1,C2,...",
+        help="compare a console curve at these concurrencies instead of one run (see above)",
+    )
+    curve.add_argument("--repeat", type=int, default=3, help="runs per point, each side")
+    curve.add_argument("--prompts-per-slot", type=int, default=4, help="prompts per run: this x C")
+    curve.add_argument(
+        "--shape", default="short", help="a shape of the recipes (default short: 256 in, 64 out)"
+    )
+    curve.add_argument("--bound-tok-s", type=float, default=0.25, help="agreement bound on output tok/s")
+    curve.add_argument("--bound-latency", type=float, default=0.40, help="agreement bound on TTFT/TPOT p50")
     return p
 
 
@@ -348,9 +377,249 @@ def run_rounds(
     return runs, set_aside
 
 
+CURVE_KEYS = ("out_tok_per_s", "ttft_ms_p50", "tpot_ms_p50")
+"""The figures a curve point is compared on: ours (the console's stored runs) against `vllm bench serve`'s."""
+
+
+def campaign(db: Path, *argv: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+    """``campaign --db DB ARGV...`` as its own process, the operator's CLI of this checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(db), *argv],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def served_model(base_url: str) -> str:
+    with urllib.request.urlopen(base_url + "/v1/models", timeout=30) as response:
+        return str(json.load(response)["data"][0]["id"])
+
+
+def within(ratio: float | None, bound: float) -> bool:
+    return ratio is not None and abs(ratio - 1.0) <= bound
+
+
+def rises(values: Sequence[float | None]) -> bool:
+    """Each value above the one before (every one known)."""
+    known = [v for v in values if v is not None]
+    return len(known) == len(values) and all(b > a for a, b in itertools.pairwise(known))
+
+
+async def curve_session(args: argparse.Namespace, env: VllmEnv, tmp: Path) -> dict[str, Any]:
+    """Launch the tiny-cpu arm through the console, warm it, run the console's curve through its CLI, then
+    `vllm bench serve` at each of its concurrencies: every figure, both sides."""
+    from console.service import Service
+    from console.store import Box, Store
+    from testbed.agent_box import stop_agent
+    from testbed.fleet_fixtures import FAST
+    from testbed.ports import free_ports
+
+    levels = [int(c) for c in args.curve.split(",")]
+    db, home = tmp / "state.db", tmp / "agent-home"
+    store = Store(db)
+    # This machine as box ``local``, serving from the CPU vLLM environment and its models.
+    store.boxes.add(
+        Box(
+            name="local",
+            kind="local",
+            agent_home=str(home),
+            serving_env=str(env.prefix),
+            model_root=str(env.model_root),
+        )
+    )
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")
+        log("launching the tiny-cpu arm through the console")
+        launched = await service.launch(
+            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
+        )
+        if not launched.serving:
+            raise RuntimeError(f"tiny-cpu did not serve: {launched.replicas}")
+        port = launched.replicas[0].port
+        base_url = f"http://127.0.0.1:{port}"
+        model = served_model(base_url)
+        log(f"serving {model} at {base_url}; warming up (one bench, C8, 32 prompts)")
+        await service.bench("tiny-cpu", "local", args.shape, 8, prompts=32, timeout_s=600)
+
+        argv = (
+            "curve", "tiny-cpu", "--box", "local", "--shape", args.shape, "--concurrency", args.curve,
+            "--repeat", str(args.repeat), "--prompts-per-slot", str(args.prompts_per_slot), "--json",
+        )  # fmt: skip
+        log(f"campaign {' '.join(argv)}")
+        load_before = os.getloadavg()
+        done = await asyncio.to_thread(campaign, db, *argv)
+        if done.returncode != 0:
+            raise RuntimeError(f"campaign curve failed ({done.returncode}): {done.stderr[-3000:]}")
+        body = json.loads(done.stdout)
+        points = {p["concurrency"]: p for p in body["points"]}
+        ours: dict[int, list[dict[str, Any]]] = {}
+        for c in levels:
+            ids = points[c]["bench_run_ids"]
+            rows = store.rows(
+                "SELECT id, concurrency, prompts, out_tok_per_s, ttft_ms_p50, tpot_ms_p50 FROM bench_runs "
+                f"WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id",
+                ids,
+            )
+            ours[c] = rows
+        log(f"the curve stored {sum(len(r) for r in ours.values())} runs; now vllm bench serve")
+
+        target = Target(base_url, model, env.model_dir, env.python)
+        shape_len = shape_lengths(args.shape)
+        rng = random.Random()
+        theirs: dict[int, list[dict[str, Any]]] = {}
+        for c in levels:
+            shape = Shape(shape_len[0], shape_len[1], args.prompts_per_slot * c, c)
+            theirs[c] = []
+            for i in range(args.repeat):
+                seed = rng.randrange(1, 2**31)
+                log(f"vllm bench serve C{c} run {i + 1}/{args.repeat} --seed {seed}")
+                got = await asyncio.to_thread(run_reference, target, shape, [], tmp, seed)
+                got.pop("decode_gaps_ms", None)
+                got.pop("window", None)
+                theirs[c].append(got)
+        load_after = os.getloadavg()
+
+        pareto = await asyncio.to_thread(campaign, db, "pareto", "--shape", args.shape)
+        if pareto.returncode != 0 and "upgrade it once" in pareto.stderr:
+            # this checkout's schema moved on while the run went (a shared work tree): upgrade, read again
+            await asyncio.to_thread(campaign, db, "box", "list")
+            pareto = await asyncio.to_thread(campaign, db, "pareto", "--shape", args.shape)
+        pareto_json = await asyncio.to_thread(campaign, db, "pareto", "--shape", args.shape, "--json")
+        return {
+            "shape": args.shape,
+            "input_len": shape_len[0],
+            "output_len": shape_len[1],
+            "prompts_per_slot": args.prompts_per_slot,
+            "repeat": args.repeat,
+            "concurrencies": levels,
+            "base_url": base_url,
+            "model": model,
+            "load_before": load_before,
+            "load_after": load_after,
+            "curve": body,
+            "curve_stderr": done.stderr,
+            "ours_runs": ours,
+            "vllm_runs": theirs,
+            "pareto": pareto.stdout + pareto.stderr,
+            "pareto_json": json.loads(pareto_json.stdout) if pareto_json.returncode == 0 else None,
+        }
+    finally:
+        live = [row.id for row in store.launches.live("local")]
+        if live:
+            await service.stop_launches("local", live, grace_s=5)
+        await service.close()
+        store.close()
+        stop_agent(home)
+
+
+def shape_lengths(name: str) -> tuple[int, int]:
+    """A shape's input and output lengths, from the recipes the console reads."""
+    from console.recipes import load_catalog
+
+    shape = load_catalog().shapes[name]
+    return shape.input_len, shape.output_len
+
+
+def curve_summary(data: dict[str, Any], bounds: dict[str, float]) -> dict[str, Any]:
+    """Per C: medians of each side's runs, ours over vllm's, pass/fail; and whether TPOT p50 rises with C."""
+    per_c: dict[str, Any] = {}
+    for c in data["concurrencies"]:
+        ours, theirs = data["ours_runs"][c], data["vllm_runs"][c]
+        row: dict[str, Any] = {"prompts": data["prompts_per_slot"] * c}
+        for k in CURVE_KEYS:
+            a = median_known([r[k] for r in ours])
+            b = median_known([r[k] for r in theirs])
+            ratio = a / b if a is not None and b else None
+            row[k] = {
+                "ours": a,
+                "vllm": b,
+                "ours_runs": [r[k] for r in ours],
+                "vllm_runs": [r[k] for r in theirs],
+                "ratio": ratio,
+                "bound": bounds[k],
+                "pass": within(ratio, bounds[k]),
+            }
+        per_c[str(c)] = row
+    levels = [str(c) for c in data["concurrencies"]]
+    return {
+        "points": per_c,
+        "tpot_rises_ours": rises([per_c[c]["tpot_ms_p50"]["ours"] for c in levels]),
+        "tpot_rises_vllm": rises([per_c[c]["tpot_ms_p50"]["vllm"] for c in levels]),
+        "all_pass": all(per_c[c][k]["pass"] for c in levels for k in CURVE_KEYS),
+        "every_point_stored": all(
+            p["state"] == "done" and len(p["bench_run_ids"]) == data["repeat"]
+            for p in data["curve"]["points"]
+        ),
+    }
+
+
+def median_known(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def curve_table(data: dict[str, Any], summary: dict[str, Any]) -> str:
+    labels = {"out_tok_per_s": "out tok/s", "ttft_ms_p50": "TTFT p50 ms", "tpot_ms_p50": "TPOT p50 ms"}
+    lines = [
+        f"shape {data['shape']} ({data['input_len']} in, {data['output_len']} out), "
+        f"{data['prompts_per_slot']} prompts a slot, {data['repeat']} runs a point each side, medians; "
+        "ours = campaign curve's stored runs, vllm = vllm bench serve --request-rate inf --max-concurrency C "
+        "(fresh --seed each run)",
+        f"{'C':>3} {'figure':12} {'ours':>9} {'vllm':>9} {'ours/vllm':>10} {'bound':>6}  verdict",
+    ]
+    for c in data["concurrencies"]:
+        point = summary["points"][str(c)]
+        for k in CURVE_KEYS:
+            f = point[k]
+            lines.append(
+                f"{c:>3} {labels[k]:12} {fmt(f['ours']):>9} {fmt(f['vllm']):>9} {fmt(f['ratio'], '.3f'):>10} "
+                f"{'±' + format(f['bound'], '.0%'):>6}  {'pass' if f['pass'] else 'FAIL'}"
+            )
+    lines.append(
+        f"TPOT p50 rises with C: ours {'yes' if summary['tpot_rises_ours'] else 'no'}, "
+        f"vllm {'yes' if summary['tpot_rises_vllm'] else 'no'}; every point stored with "
+        f"{data['repeat']} runs: {'yes' if summary['every_point_stored'] else 'no'}; "
+        f"all within bounds: {'yes' if summary['all_pass'] else 'no'}"
+    )
+    lb, la = data["load_before"], data["load_after"]
+    lines.append(
+        f"load average (1/5/15 min) before the curve {lb[0]:.2f}/{lb[1]:.2f}/{lb[2]:.2f}, "
+        f"after the last vllm run {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}; {os.cpu_count()} CPUs"
+    )
+    lines.append("")
+    lines.append(f"$ campaign pareto --shape {data['shape']}")
+    lines.append(data["pareto"].rstrip())
+    return "\n".join(lines)
+
+
+def run_curve_mode(args: argparse.Namespace) -> int:
+    from testbed import vllm_env
+
+    env = vllm_env.ensure()
+    bounds = {
+        "out_tok_per_s": args.bound_tok_s,
+        "ttft_ms_p50": args.bound_latency,
+        "tpot_ms_p50": args.bound_latency,
+    }
+    with tempfile.TemporaryDirectory() as tmpdir:
+        data = asyncio.run(curve_session(args, env, Path(tmpdir)))
+    summary = curve_summary(data, bounds)
+    print(curve_table(data, summary))
+    if args.json:
+        args.json.write_text(json.dumps({**data, "summary": summary}, indent=2, default=str))
+    return 0 if summary["all_pass"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.curve:
+        return run_curve_mode(args)
     names = client_names(p, args)
     from testbed import vllm_env, vllm_server  # the cached CPU vLLM venv and the tiny-cpu arm
 
