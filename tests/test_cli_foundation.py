@@ -124,3 +124,17 @@ def test_imported_demo_boxes_are_never_connected(tmp_path: Path, capsys: pytest.
             fleet.link(imported[0].name)
     assert main(["--db", str(db), "box", "connect", imported[0].name]) != 0
     assert "cannot be reached" in capsys.readouterr().err
+
+
+def test_every_command_renders_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse expands ``%`` in help texts only when --help is asked: a stray one breaks that command's help
+    and nothing else, so every command's (each registered as it is used) and the load generator's is asked."""
+    from agents.loadgen.cli import parser as loadgen_parser
+    from console.cli import COMMANDS, main
+
+    for name, _ in COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            main([name, "--help"])
+        assert done.value.code == 0, name
+        assert capsys.readouterr().out.startswith("usage: campaign " + name), name
+    assert "(default 25% of MemAvailable)" in " ".join(loadgen_parser().format_help().split())

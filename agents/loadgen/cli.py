@@ -94,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help=f"refuse a run whose estimated memory exceeds N bytes, and cap the run's memory there "
-        f"(default {memory.MEMORY_SHARE:.0%} of MemAvailable)",
+        f"(default {memory.MEMORY_SHARE * 100:.0f}%% of MemAvailable)",
     )
     p.add_argument(
         "--api-key-env", default="OPENAI_API_KEY", help="environment variable holding a bearer token"
