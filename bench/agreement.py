@@ -447,9 +447,9 @@ async def curve_session(args: argparse.Namespace, env: VllmEnv, tmp: Path) -> di
         await service.bench("tiny-cpu", "local", args.shape, 8, prompts=32, timeout_s=600)
 
         argv = (
-            "curve", "tiny-cpu", "--box", "local", "--shape", args.shape, "--concurrency", args.curve,
-            "--repeat", str(args.repeat), "--prompts-per-slot", str(args.prompts_per_slot), "--json",
-        )  # fmt: skip
+            *f"curve tiny-cpu --box local --shape {args.shape} --concurrency {args.curve}".split(),
+            *f"--repeat {args.repeat} --prompts-per-slot {args.prompts_per_slot} --json".split(),
+        )
         log(f"campaign {' '.join(argv)}")
         load_before = os.getloadavg()
         done = await asyncio.to_thread(campaign, db, *argv)

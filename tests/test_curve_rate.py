@@ -151,6 +151,8 @@ def test_a_rate_curve_records_its_rates_and_they_are_part_of_its_identity(tmp_pa
 
 
 RATE_CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--rate", "0.5,1.5")
+BURSTY_BENCH = "bench tiny-cpu --box local --shape short -c 2 --prompts 4 --rate 2 --burstiness 0.5"
+"""A bench of gamma arrivals of shape 0.5 (bursty), as an operator types it."""
 
 
 @pytest.mark.vllm
@@ -197,10 +199,7 @@ async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv
         assert store.scalar("SELECT count(*) FROM bench_runs") == before
 
         # A bursty bench: gamma arrivals of shape 0.5, stored with it.
-        bursty = run_campaign(
-            db, "bench", "tiny-cpu", "--box", "local", "--shape", "short", "-c", "2", "--prompts", "4",
-            "--rate", "2", "--burstiness", "0.5", "--json",
-        )  # fmt: skip
+        bursty = run_campaign(db, *BURSTY_BENCH.split(), "--json")
         assert bursty.returncode == 0, bursty.stderr
         row = json.loads(bursty.stdout)
         assert (row["request_rate"], row["burstiness"], row["requests"], row["failed"]) == (2.0, 0.5, 4, 0)

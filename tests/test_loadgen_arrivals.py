@@ -95,13 +95,11 @@ def paced_server() -> Iterator[str]:
 def paced_run(
     capsys: pytest.CaptureFixture[str], url: str, records: Path, *extra: str, prompts: int = 30, c: int = 4
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    fixed = "--model zero --vocab-size 1000 --input-len 8 --output-len 8 --warmup 2 --seed 5 --json --quiet"
     rc = main(
-        [
-            "--base-url", url, "--model", "zero", "--vocab-size", "1000", "--input-len", "8",
-            "--output-len", "8", "--concurrency", str(c), "--prompts", str(prompts), "--warmup", "2",
-            "--seed", "5", "--records", str(records), "--json", "--quiet", *extra,
-        ]
-    )  # fmt: skip
+        ["--base-url", url, "--concurrency", str(c), "--prompts", str(prompts), "--records", str(records)]
+        + [*fixed.split(), *extra]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
     lines = [json.loads(line) for line in records.read_text().splitlines()[1:]]
