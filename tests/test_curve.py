@@ -18,15 +18,11 @@ from hypothesis import strategies as st
 from console.cli import main
 from console.errors import InputError
 from console.readmodel import curve
-from console.service import Service
 from console.service.curves import checked_levels, concurrency_list, ladder
 from console.store import Store
-from testbed.agent_box import stop_agent
-from testbed.fleet_fixtures import FAST
-from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_campaign
-from tests.support.local_box import add_vllm_box
+from tests.support.local_box import serving_tiny_cpu
 
 # ---------------------------------------------------------------- parsing
 
@@ -146,18 +142,7 @@ async def _until(what: str, predicate: Any, timeout: float) -> None:
 async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
     vllm_env: VllmEnv, tmp_path: Path
 ) -> None:
-    home = tmp_path / "agent-home"
-    db = tmp_path / "state.db"
-    store = Store(db)
-    add_vllm_box(store, vllm_env, home)
-    service = Service(store, settings=FAST)
-    try:
-        service.fleet.start("local")
-        launched = await service.launch(
-            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
-        )
-        assert launched.serving, launched.replicas
-
+    async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
         # A fresh server's first requests are slow (allocation, first batches): warmed up before the curve, so
         # its C1 is decode at C1, not warm-up.
         await service.bench("tiny-cpu", "local", "short", 8, prompts=32, timeout_s=300)
@@ -239,10 +224,3 @@ async def test_a_curve_on_the_cpu_vllm_is_stored_linked_and_resumed(
             3,
         )  # C2, C4 (+ C2's cancelled run)
         assert [p["bench_run_ids"] for p in body["points"]][0] == list(first.bench_run_ids)
-    finally:
-        live = [row.id for row in store.launches.live("local")]
-        if live:  # never leave a vLLM behind a failed test
-            await service.stop_launches("local", live, grace_s=5)
-        await service.close()
-        store.close()
-        stop_agent(home)

@@ -19,15 +19,11 @@ from hypothesis import strategies as st
 
 from console.errors import InputError
 from console.readmodel import bench_row, curve
-from console.service import Service
 from console.service.curves import rate_list, rate_requests
 from console.store import Store
-from testbed.agent_box import stop_agent
-from testbed.fleet_fixtures import FAST
-from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_campaign, run_cli
-from tests.support.local_box import add_vllm_box
+from tests.support.local_box import serving_tiny_cpu
 
 # ---------------------------------------------------------------- parsing and bounds
 
@@ -158,18 +154,7 @@ BURSTY_BENCH = "bench tiny-cpu --box local --shape short -c 2 --prompts 4 --rate
 @pytest.mark.vllm
 @pytest.mark.timeout(900)
 async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_path: Path) -> None:
-    home = tmp_path / "agent-home"
-    db = tmp_path / "state.db"
-    store = Store(db)
-    add_vllm_box(store, vllm_env, home)
-    service = Service(store, settings=FAST)
-    try:
-        service.fleet.start("local")
-        launched = await service.launch(
-            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
-        )
-        assert launched.serving, launched.replicas
-
+    async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
         # --rate 0.5,1.5 capped at C4, 3 requests per started req/s: 3 requests at 0.5/s, 6 at 1.5/s.
         done = run_campaign(db, *RATE_CURVE, "--concurrency", "4", "--prompts-per-slot", "3", "--json")
         assert done.returncode == 0, done.stderr
@@ -205,10 +190,3 @@ async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv
         assert (row["request_rate"], row["burstiness"], row["requests"], row["failed"]) == (2.0, 0.5, 4, 0)
         stored = store.rows("SELECT request_rate, burstiness FROM bench_runs WHERE id = ?", [row["id"]])
         assert stored == [{"request_rate": 2.0, "burstiness": 0.5}]
-    finally:
-        live = [row.id for row in store.launches.live("local")]
-        if live:  # never leave a vLLM behind a failed test
-            await service.stop_launches("local", live, grace_s=5)
-        await service.close()
-        store.close()
-        stop_agent(home)

@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.readmodel.requests import RequestTiming, bench_requests
-from console.service import Service
 from console.service.curve_search import (
     pooled_p99s,
     slo_bracket,
@@ -21,12 +20,9 @@ from console.service.curve_search import (
     workload_next,
 )
 from console.store import Store
-from testbed.agent_box import stop_agent
-from testbed.fleet_fixtures import FAST
-from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_campaign, run_cli
-from tests.support.local_box import add_vllm_box
+from tests.support.local_box import serving_tiny_cpu
 
 
 def _search(threshold: int, maximum: int) -> tuple[list[int], dict[int, bool]]:
@@ -128,17 +124,7 @@ def _stored_p99s(store: Store, point: dict[str, Any], limits: dict[str, float]) 
 @pytest.mark.vllm
 @pytest.mark.timeout(1500)
 async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_path: Path) -> None:
-    home = tmp_path / "agent-home"
-    db = tmp_path / "state.db"
-    store = Store(db)
-    add_vllm_box(store, vllm_env, home)
-    service = Service(store, settings=FAST)
-    try:
-        service.fleet.start("local")
-        launched = await service.launch(
-            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
-        )
-        assert launched.serving, launched.replicas
+    async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
         # Warmed up, and the limit read off the server itself: 3x the E2E p99 of serial requests, which C=1
         # meets comfortably while 64 streams sharing this CPU server cannot.
         warm = await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300)
@@ -179,10 +165,3 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_pa
         assert wl_body["plan"] == {"mode": "workload", "iters": 2, "max": 8}
         assert [p["state"] for p in wl_body["points"]] == ["done"] * len(order)
         print(f"--workload-iters 2 up to C8: {order}")
-    finally:
-        live = [row.id for row in store.launches.live("local")]
-        if live:
-            await service.stop_launches("local", live, grace_s=5)
-        await service.close()
-        store.close()
-        stop_agent(home)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+from console.service import Service
 from console.store import Box, Store
+from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import FAST
+from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
 
 
@@ -20,3 +26,28 @@ def add_vllm_box(store: Store, vllm_env: VllmEnv, agent_home: Path) -> Box:
             model_root=str(vllm_env.model_root),
         )
     )
+
+
+@asynccontextmanager
+async def serving_tiny_cpu(vllm_env: VllmEnv, tmp_path: Path) -> AsyncIterator[tuple[Path, Store, Service]]:
+    """A fresh state.db at ``tmp_path`` whose ``local`` box serves the ``tiny-cpu`` arm on the CPU vLLM, launched
+    through the console: (state.db, its store, the service). On the way out, whatever the test did, every live
+    launch is stopped (never a vLLM left behind a failed test) and the test's agent with it."""
+    home, db = tmp_path / "agent-home", tmp_path / "state.db"
+    store = Store(db)
+    add_vllm_box(store, vllm_env, home)
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")
+        launched = await service.launch(
+            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
+        )
+        assert launched.serving, launched.replicas
+        yield db, store, service
+    finally:
+        live = [row.id for row in store.launches.live("local")]
+        if live:
+            await service.stop_launches("local", live, grace_s=5)
+        await service.close()
+        store.close()
+        stop_agent(home)
