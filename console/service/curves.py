@@ -65,12 +65,17 @@ def ladder(text: str) -> list[int]:
 def concurrency_list(text: str) -> list[int]:
     """``1,2,4,8`` as a curve's concurrencies: each a concurrency (console/bounds.py), none twice, at most
     MAX_POINTS; sorted ascending, since a curve is read along its concurrency."""
+    return checked_levels([bounds.CONCURRENCY.parse(p) for p in _points_of(text, "--concurrency", "1,2,4,8")])
+
+
+def _points_of(text: str, flag: str, example: str) -> list[str]:
+    """A curve's comma-separated points as typed, each stripped: none empty, at most MAX_POINTS."""
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p for p in parts):
-        raise InputError(f"--concurrency {bounds.shown(text)}: expected a comma-separated list, e.g. 1,2,4,8")
+        raise InputError(f"{flag} {bounds.shown(text)}: expected a comma-separated list, e.g. {example}")
     if len(parts) > MAX_POINTS:
-        raise InputError(f"--concurrency: {len(parts)} values", f"give at most {MAX_POINTS}")
-    return checked_levels([bounds.CONCURRENCY.parse(p) for p in parts])
+        raise InputError(f"{flag}: {len(parts)} values", f"give at most {MAX_POINTS}")
+    return parts
 
 
 def checked_levels(levels: list[int]) -> list[int]:
@@ -90,12 +95,7 @@ def checked_levels(levels: list[int]) -> list[int]:
 def rate_list(text: str) -> list[float]:
     """``0.5,1.5,4`` as a rate curve's request rates (req/s, floats): each a request rate (console/bounds.py),
     none twice, at most MAX_POINTS; sorted ascending, since a curve is read along its load."""
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(not p for p in parts):
-        raise InputError(f"--rate {bounds.shown(text)}: expected a comma-separated list, e.g. 0.5,1.5,4")
-    if len(parts) > MAX_POINTS:
-        raise InputError(f"--rate: {len(parts)} values", f"give at most {MAX_POINTS}")
-    return checked_rates([bounds.REQUEST_RATE.parse(p) for p in parts])
+    return checked_rates([bounds.REQUEST_RATE.parse(p) for p in _points_of(text, "--rate", "0.5,1.5,4")])
 
 
 def checked_rates(rates: list[float]) -> list[float]:
