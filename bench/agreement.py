@@ -45,8 +45,12 @@ CLI), and afterwards, at each C, `vllm bench serve --max-concurrency C --request
 the same server with the same shape and K x C prompts, a fresh ``--seed`` each run. Per C: both sides'
 output tok/s, TTFT p50 and TPOT p50 (medians of the N runs), ours over vllm's, and pass/fail against
 ``--bound-tok-s`` (25 %) and ``--bound-latency`` (40 %); whether TPOT p50 rises with C on each side; and
-``campaign pareto --shape SHAPE``. Nothing is pinned here: the console's launch and the load generator
-its agent runs choose their own CPUs, so `vllm bench serve` runs unpinned too.
+``campaign pareto --shape SHAPE``. The CPUs are split as in the rounds: the agent daemon starts on
+``--server-cpus``, so the server it launches runs there, and is then moved (every thread) to ``--client-cpus``,
+so the load generators it spawns for the curve run there, as does `vllm bench serve`. Unpinned, the 2-core
+machine's engine, API server and client share both cores; the API server then misses its turn for whole
+responses and vLLM merges their tokens into one chunk (``RequestOutputCollector``): TTFT becomes the whole
+response and TPOT 0 for either client, at random, run by run (bench/results/curve_agreement.txt).
 
 Needs the CPU vLLM venv and the tiny model (testbed/vllm_env.py). The first round warms the
 server and is not counted.
@@ -399,6 +403,13 @@ def served_model(base_url: str) -> str:
         return str(json.load(response)["data"][0]["id"])
 
 
+def pin_all_threads(pid: int, cpus: set[int]) -> None:
+    """Every thread of a running process onto ``cpus`` (sched_setaffinity moves one thread; children spawned
+    later inherit the spawning thread's)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+
+
 def within(ratio: float | None, bound: float) -> bool:
     return ratio is not None and abs(ratio - 1.0) <= bound
 
@@ -432,14 +443,20 @@ async def curve_session(args: argparse.Namespace, env: VllmEnv, tmp: Path) -> di
         )
     )
     service = Service(store, settings=FAST)
+    server_cpus, client_cpus = set(cpu_list(args.server_cpus)), set(cpu_list(args.client_cpus))
     try:
+        os.sched_setaffinity(0, server_cpus)  # the agent daemon, and so the server it launches, start here
         service.fleet.start("local")
-        log("launching the tiny-cpu arm through the console")
+        log(f"launching the tiny-cpu arm through the console, on CPU {sorted(server_cpus)}")
         launched = await service.launch(
             service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
         )
         if not launched.serving:
             raise RuntimeError(f"tiny-cpu did not serve: {launched.replicas}")
+        agent_pid = int((home / "agent.pid").read_text().split()[0])
+        pin_all_threads(agent_pid, client_cpus)  # the load generators it spawns from now on run there
+        os.sched_setaffinity(0, client_cpus)  # the curve's CLI and `vllm bench serve`
+        log(f"agent {agent_pid}, its load generators and vllm bench serve on CPU {sorted(client_cpus)}")
         port = launched.replicas[0].port
         base_url = f"http://127.0.0.1:{port}"
         model = served_model(base_url)
