@@ -3,7 +3,7 @@
 Subcommands: ``daemon`` (start detached, or ``--foreground``), ``call`` (stdio <-> unix socket proxy,
 for SSH exec when streamlocal forwarding is off), ``version``, ``probe --json`` and ``sample --json``
 (usable by hand on a box, no daemon needed), ``build`` (write the zipapp), and ``loadgen`` / ``tripwire`` /
-``kldiff`` which hand their arguments to those packages.
+``kldiff`` / ``specdiff`` which hand their arguments to those packages.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.gpu import SOURCES
+from agents.protocol import PatchProbe, ProbeArgs, check
 
 
 def _daemon_options(ns: argparse.Namespace) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def _proxy(home: Path) -> int:
 
 
 # Subcommands that parse their own arguments: everything after the name goes to their ``main``.
-_PASSTHROUGH = ("loadgen", "tripwire", "kldiff")
+_PASSTHROUGH = ("loadgen", "tripwire", "kldiff", "specdiff")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--console-t-ms", type=int)
     p.add_argument("--disk-path", help="where free disk is measured (default: current directory)")
     p.add_argument("--gpu-source", choices=SOURCES, default="auto")
+    p.add_argument(
+        "--patches",
+        type=_patch_list,
+        default=[],
+        metavar="JSON",
+        help='engine patches to look for: [{"name": ..., "module": ... or null, "file": ... or null}]',
+    )
     s = sub.add_parser("sample", help="print one GPU sample (no daemon needed)")
     s.add_argument("--json", action="store_true", required=True)
     s.add_argument("--gpu-source", choices=SOURCES, default="auto")
@@ -142,14 +150,25 @@ def _cmd_version(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _patch_list(text: str) -> list[PatchProbe]:
+    """``--patches``: a JSON list of PatchProbe objects, checked against the contract (agents/protocol.py)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    problem = check({"patches": value}, ProbeArgs, "--patches")
+    if problem:
+        raise argparse.ArgumentTypeError(problem.replace("--patches.patches", "--patches", 1))
+    return list(value)
+
+
 def _cmd_probe(ns: argparse.Namespace) -> int:
     from agents.probe import probe
 
-    print(
-        json.dumps(
-            probe(ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source), indent=2
-        )
+    report = probe(
+        ns.console_t_ms, ns.serving_python, ns.disk_path, gpu_source=ns.gpu_source, patches=ns.patches
     )
+    print(json.dumps(report, indent=2))
     return 0
 
 

@@ -408,6 +408,7 @@ class Agent:
             disk_path=str(self.home),
             serving_env_vars=args.get("serving_env"),
             gpu_source=self.gpu_source,
+            patches=args.get("patches"),
         )
         self.journal.append("probe", probe=result)
         return {"probe": result}
@@ -420,6 +421,9 @@ class Agent:
 
     def op_kldiff(self, args: protocol.KldiffArgs, command_id: str) -> protocol.RunStarted:
         return self.jobs.start("kldiff", args, command_id)
+
+    def op_specdiff(self, args: protocol.SpecdiffArgs, command_id: str) -> protocol.RunStarted:
+        return self.jobs.start("specdiff", args, command_id)
 
     def op_set_deadline(self, args: protocol.SetDeadlineArgs, command_id: str) -> protocol.SetDeadlineResult:
         if self.watchdog is None:

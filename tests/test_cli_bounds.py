@@ -54,6 +54,7 @@ from console.cli import build_parser, main
 from console.cli.common import csv_values
 from console.cli.quality import LIMIT
 from console.errors import InputError
+from console.quality.suites.runner import parse_cap
 from console.recipes import load_catalog
 from console.service import KldiffOptions, Service
 from console.service.sweep import SweepOptions
@@ -154,6 +155,10 @@ OPTIONS = [
     Option(("kldiff", "L-1", "L-2", "--top-k={v}"), "top_k", TOP_K.parse),
     Option(("kldiff", "L-1", "L-2", "--seed={v}"), "seed", SEED.parse),
     Option(("kldiff", "L-1", "L-2", "--timeout={v}"), "timeout", WAIT_S.parse),
+    Option(("specdiff", "L-1", "L-2", "--max-tokens={v}"), "max_tokens", MAX_TOKENS.parse),
+    Option(("specdiff", "L-1", "L-2", "--seed={v}"), "seed", SEED.parse),
+    Option(("specdiff", "L-1", "L-2", "--min-control={v}"), "min_control", PROMPTS.parse),
+    Option(("specdiff", "L-1", "L-2", "--timeout={v}"), "timeout", WAIT_S.parse),
     Option(("launch", "fake-serve", "--box", "local", "--ready-timeout={v}"), "ready_timeout", WAIT_S.parse),
     Option(
         ("launch", "fake-serve", "--box", "local", "--gpus={v}"), "gpus", _list(GPU_INDEX, "gpus"), raw=True
@@ -176,6 +181,15 @@ OPTIONS = [
     Option(
         ("quality", "run", "L-1", "--tasks", "gsm8k", "--concurrency={v}"), "concurrency", CONCURRENCY.parse
     ),
+    Option(("quality", "run", "L-1", "--suite", "seed6", "--cap={v}"), "cap", lambda t: [parse_cap(t)]),
+    Option(
+        ("quality", "run", "L-1", "--suite", "seed6", "--request-timeout={v}"),
+        "request_timeout",
+        WAIT_S.parse,
+    ),
+    Option(("quality", "run", "--complete={v}"), "complete", ROW_ID.parse),
+    Option((*SWEEP, "--mode", "eval", "--cap={v}"), "cap", lambda t: [parse_cap(t)]),
+    Option((*SWEEP, "--request-timeout={v}"), "request_timeout", WAIT_S.parse),
     Option(("quality", "compare", "--", "{v}", "1"), "a", ROW_ID.parse),
     Option(("quality", "compare", "--", "1", "{v}"), "b", ROW_ID.parse),
     Option(
@@ -263,6 +277,7 @@ HUGE = "99999999999999999999"
         ["bench", HUGE, "-c", "1", "--shape", "router"],
         ["tripwire", HUGE],
         ["kldiff", HUGE, HUGE + "1"],
+        ["specdiff", HUGE, HUGE + "1", "--control", HUGE, HUGE],
         ["compare", HUGE, HUGE],
         ["launch", HUGE, "--box", "local"],
         ["quality", "compare", HUGE, "1"],

@@ -64,7 +64,9 @@ def journaled_kinds() -> set[str]:
                         and isinstance(value, ast.Constant)
                     ):
                         kinds.add(str(value.value))
-    kinds |= {f"{op}_result" for op in ("bench", "tripwire", "kldiff")}  # agents/jobs.py: f"{job.op}_result"
+    kinds |= {
+        f"{op}_result" for op in ("bench", "tripwire", "kldiff", "specdiff")
+    }  # agents/jobs.py: f"{job.op}_result"
     kinds.add("launch_state")  # agents/supervisor.py journals it beside the launches row, by keyword
     return kinds
 

@@ -33,6 +33,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("tripwire", "run the corruption tripwire against a launch"),
     ("quality", "task accuracy per item: import, run, compare, list, pairs"),
     ("kldiff", "logit-level divergence of two launches, read against a control pair"),
+    ("specdiff", "greedy output of a speculative launch against its base, read against a control"),
     ("sweep", "walk a sweep list of arms on a box or several as one queue, resumably"),
     ("timer", "guarded hard-stop timers: set, list, cancel"),
     ("browse", "open a state.db read-only in the console, offline"),

@@ -20,9 +20,11 @@ from console.service.launches import (
     LaunchPlan,
     released,
 )
+from console.service.multinode import MultiNodeIntents, MultiNodeLaunchPlan, MultiNodeOutcome
 from console.service.quality import QualityImported, QualityIntents
 from console.service.runs import BenchNode, BenchOutcome
 from console.service.setup import SetupIntents, SetupOutcome
+from console.service.specdiff import SpecdiffIntents, SpecdiffOptions
 from console.service.sweeps import SweepIntents
 from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
 
@@ -41,8 +43,10 @@ class Service(
     SweepIntents,
     QualityIntents,
     KldiffIntents,
+    SpecdiffIntents,
     CurveIntents,
     SetupIntents,
+    MultiNodeIntents,
     CheckIntents,
 ):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
@@ -65,11 +69,14 @@ __all__ = [
     "Launch",
     "LaunchOutcome",
     "LaunchPlan",
+    "MultiNodeLaunchPlan",
+    "MultiNodeOutcome",
     "OnBox",
     "QualityImported",
     "Service",
     "ServiceError",
     "SetupOutcome",
+    "SpecdiffOptions",
     "SweepArm",
     "SweepRow",
     "Timer",

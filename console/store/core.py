@@ -27,8 +27,10 @@ from console.store.ingest import Ingest
 from console.store.kldiff import Kldiff
 from console.store.launches import Launches
 from console.store.quality import Quality
+from console.store.queued import Queued
 from console.store.results import Results
 from console.store.schema import LATEST, MIGRATIONS
+from console.store.specdiff import Specdiff
 from console.store.sweeps import Sweeps
 from console.store.timers import Timers
 from console.timeutil import Clock, system_clock
@@ -180,7 +182,9 @@ class Store:
         self.sweeps = Sweeps(self)
         self.quality = Quality(self)
         self.kldiff = Kldiff(self)
+        self.specdiff = Specdiff(self)
         self.curves = Curves(self)
+        self.queued = Queued(self)
 
     # -- opening ---------------------------------------------------------------------------------
     def _check_path(self) -> None:

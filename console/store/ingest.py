@@ -46,6 +46,7 @@ from agents.protocol import (
     LaunchStateName,
     Probe,
     ServerSample,
+    SpecdiffResult,
     TripwireResult,
     event_problem,
 )
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from console.store.kldiff import Kldiff
     from console.store.launches import Launches
     from console.store.results import Results
+    from console.store.specdiff import Specdiff
     from console.store.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -122,7 +124,7 @@ _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 Row = tuple[object, ...]
 """One row's values for an ``executemany``, in its statement's column order."""
 E = TypeVar("E", bound=EventBase)
-RunEvent = BenchResult | TripwireResult | KldiffResult
+RunEvent = BenchResult | TripwireResult | KldiffResult | SpecdiffResult
 """A box-side run's result: a row of figures, or the reason the run failed."""
 Deriver = Callable[[str, Any], None]
 """A kind's handler: (box, the event as its kind's TypedDict). ``Any`` because Python cannot tie a TypedDict
@@ -209,6 +211,9 @@ class IngestConnection(Connection, Protocol):
     def results(self) -> Results: ...
 
     @property
+    def specdiff(self) -> Specdiff: ...
+
+    @property
     def timers(self) -> Timers: ...
 
 
@@ -229,6 +234,7 @@ class Ingest:
             "bench_result": self._on_bench_result,
             "tripwire_result": self._on_tripwire_result,
             "kldiff_result": self._on_kldiff_result,
+            "specdiff_result": self._on_specdiff_result,
         }
         """The kinds that add rows beyond their journal row (samples aside: ``_add`` batches those)."""
 
@@ -515,6 +521,10 @@ class Ingest:
     def _on_kldiff_result(self, box: str, event: KldiffResult) -> None:
         if not self._run_failed(event, event["kldiff_id"]):
             self.store.kldiff.add_run(self._result_row(box, event, event["kldiff_id"]))
+
+    def _on_specdiff_result(self, box: str, event: SpecdiffResult) -> None:
+        if not self._run_failed(event, event["specdiff_id"]):
+            self.store.specdiff.add_run(self._result_row(box, event, event["specdiff_id"]))
 
     def _run_failed(self, event: RunEvent, run_id: str) -> bool:
         """A run that reported an error is a failed command with its reason, never a row without numbers."""

@@ -697,6 +697,152 @@ V17 = Migration(
     ),
 )
 
+V18 = Migration(
+    18,
+    "a demo's recorded history traces to its import: GPU and server samples, check verdicts, timers, sweeps",
+    (
+        # NULL: recorded by this console. Set: built by ops/demo_history.py from the import's published figures
+        # (imports.provenance says which), deleted with it; never read as a measurement of this campaign.
+        "ALTER TABLE gpu_samples ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        "ALTER TABLE server_samples ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        "ALTER TABLE check_verdicts ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        "ALTER TABLE timers ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+        "ALTER TABLE sweeps ADD COLUMN import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE",
+    ),
+)
+
+V19 = Migration(
+    19,
+    "economics as published: what a box's price is, the run an API price was scored by, the model index, "
+    "published figures",
+    (
+        # What price_per_hour is: a basis of the cost model (console/economics/costs.py: list, committed,
+        # fully_loaded, vast_on_demand) that economics prices the box on, or NULL: the operator's own price.
+        "ALTER TABLE boxes ADD COLUMN price_basis TEXT",
+        "ALTER TABLE boxes ADD COLUMN price_provenance TEXT",  # where the price comes from, in words
+        # The quality run (quality_runs.label) that scored the endpoint this price buys, on the suite's items.
+        "ALTER TABLE api_prices ADD COLUMN accuracy_run TEXT",
+        """CREATE TABLE model_index (
+            model TEXT PRIMARY KEY,
+            value REAL,                                 -- NULL: absent from the index's view (printed "-")
+            estimate INTEGER NOT NULL DEFAULT 0,        -- 1: the publisher's value is an estimate
+            index_name TEXT NOT NULL,                   -- e.g. Artificial Analysis Intelligence Index
+            version TEXT NOT NULL,                      -- e.g. v4.2
+            as_of TEXT NOT NULL,                        -- the index's date, YYYY-MM-DD
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
+        )""",
+        # A figure someone published that is read beside the console's own (a frontier row's printed cost, a
+        # per-hour row, a table column that conflicts with another table), never priced or ranked.
+        """CREATE TABLE published_figures (
+            id INTEGER PRIMARY KEY,
+            source_table TEXT NOT NULL,                 -- the table of the write-up it was printed in
+            arm TEXT NOT NULL,
+            box TEXT,
+            shape TEXT,
+            concurrency INTEGER,
+            figures TEXT NOT NULL,                      -- JSON object: name -> number as printed
+            note TEXT,                                  -- why it differs from what the data gives, if it does
+            provenance TEXT,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE
+        )""",
+    ),
+)
+
+V20 = Migration(
+    20,
+    "what a serving env carried: each launch's engine-patch digests, each box's engine versions",
+    (
+        # JSON {patch: sha256 or null} the box's probe found for the patches the arm needed
+        # (console/checks/serving_env.py); NULL: the arm needed none.
+        "ALTER TABLE launches ADD COLUMN patch_digests TEXT",
+        # JSON {package: version} of vllm, torch, flashinfer-python/-jit-cache/-cubin at the box's newest
+        # check; NULL: never read (an older agent, or never checked).
+        "ALTER TABLE boxes ADD COLUMN serving_versions TEXT",
+    ),
+)
+
+V21 = Migration(
+    21,
+    "house-suite runs: the caps and request timeout sent, and which items have no score and why",
+    (
+        # JSON {"*": N or "window", family: N}: the generation caps the console sent ("window": the context
+        # window minus the prompt); NULL: a harness file's run (its own settings are in sampling).
+        "ALTER TABLE quality_runs ADD COLUMN caps TEXT",
+        "ALTER TABLE quality_runs ADD COLUMN request_timeout_s REAL",  # seconds one request was given
+        # JSON {"family/item_id": why}: items that timed out or failed, left out of the accuracy (seed-gaps
+        # F20) and run again by `campaign quality run --complete`; NULL: not listed (a harness file's run).
+        "ALTER TABLE quality_runs ADD COLUMN unscored_items TEXT",
+    ),
+)
+
+V22 = Migration(
+    22,
+    "queued work: what a campaign queued and had not run, with the words that queued it; published speculation",
+    (
+        # Never a launch or a bench row (console/store/queued.py): a queued item is neither a result nor a
+        # failure. Read only by the handover's "Queued / open" section.
+        """CREATE TABLE queued_work (
+            id INTEGER PRIMARY KEY,
+            import_id INTEGER REFERENCES imports(id) ON DELETE CASCADE,  -- the import that listed it
+            box TEXT,                                   -- where it is queued; NULL: the source names no box
+            arm TEXT,                                   -- the arm to run; NULL: several (what says which)
+            model TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('launch', 'repeat', 'eval')),  -- launch: an arm never served;
+                                                        -- repeat: another run of an arm with figures; eval: a
+                                                        -- quality run
+            list TEXT,                                  -- the queue list it is on (box/lists/control600w.txt)
+            what TEXT NOT NULL,                         -- the item in words
+            sentence TEXT NOT NULL,                     -- the source's own words that queue it
+            section TEXT NOT NULL,                      -- where the source says it
+            t_ms INTEGER NOT NULL                       -- when it was stored
+        )""",
+        # A drafter arm's speculation as someone else published it, where the counters (V17) are unknown: the
+        # tokens drafted per step and the share of drafted tokens accepted (the write-up's "3 draft tokens, 10%
+        # accepted"). NULL: not published; a row measured here has its counters instead.
+        "ALTER TABLE bench_runs ADD COLUMN spec_tokens INTEGER",
+        "ALTER TABLE bench_runs ADD COLUMN spec_acceptance_published REAL",
+    ),
+)
+
+V23 = Migration(
+    23,
+    "specdiff: greedy sequence comparisons of a speculative server against its base, read against a control",
+    (
+        """CREATE TABLE specdiff_runs (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL UNIQUE,                -- the specdiff command's id (specdiff-...)
+            box TEXT,
+            model TEXT,
+            spec_launch TEXT, base_launch TEXT,         -- the speculative server and the same without speculation
+            control_launch_a TEXT, control_launch_b TEXT,  -- the control's two captures (equal: one server twice)
+            spec_arm TEXT NOT NULL, base_arm TEXT NOT NULL, control_arm TEXT NOT NULL,
+            speculative_config TEXT,                    -- SPEC's --speculative-config as its argv gave it
+            t_ms INTEGER NOT NULL,
+            prompt_count INTEGER NOT NULL,
+            max_tokens INTEGER, seed INTEGER,           -- every generation: greedy (temperature 0), this seed
+            pair_matched INTEGER NOT NULL,              -- prompts whose spec and base token ids are identical
+            control_matched INTEGER NOT NULL,           -- prompts the control reproduced
+            min_control INTEGER NOT NULL,               -- reproductions a verdict needs (default: every prompt)
+            duration_s REAL,
+            verdict TEXT,                               -- the read model's words (docs/specdiff.md)
+            raw TEXT                                    -- the tool's JSON as it came, its items aside
+        )""",
+        "CREATE INDEX specdiff_runs_t ON specdiff_runs(t_ms)",
+        """CREATE TABLE specdiff_items (
+            run INTEGER NOT NULL REFERENCES specdiff_runs(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,                       -- the prompt's place in the run's list
+            prompt TEXT NOT NULL,
+            spec_tokens TEXT NOT NULL, base_tokens TEXT NOT NULL,  -- JSON lists of generated token ids
+            control_a_tokens TEXT NOT NULL, control_b_tokens TEXT NOT NULL,
+            spec_text TEXT, base_text TEXT,
+            pair_diverge_at INTEGER,                    -- first generated token where spec and base differ; NULL: identical
+            control_diverge_at INTEGER,                 -- the same for the control's two captures
+            PRIMARY KEY (run, idx)
+        )""",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     V1,
     V2,
@@ -715,5 +861,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     V15,
     V16,
     V17,
+    V18,
+    V19,
+    V20,
+    V21,
+    V22,
+    V23,
 )
 LATEST = MIGRATIONS[-1].version
