@@ -128,13 +128,17 @@ def test_a_drafter_row_stores_its_counters_and_shows_acceptance(
     assert spec.spec_accepted_per_pos == (44, 28, 4)
     assert spec.acceptance == pytest.approx(76 / 176)
     assert spec.mean_accepted_length == pytest.approx(1 + 76 / 72)  # vLLM's: the bonus token counted
-    assert spec.speculation == "accepted 43% of 176 drafted, mean length 2.06"
+    assert spec.acceptance_per_position == pytest.approx((44 / 72, 28 / 72, 4 / 72))  # vLLM's: per draft
+    assert spec.speculation == "accepted 43% of 176 drafted, mean length 2.06, per position 61% 39% 6%"
     assert plain.spec_drafts is None and plain.acceptance is None and plain.speculation == ""
     show(spec, [])
-    assert "  speculation: accepted 43% of 176 drafted, mean length 2.06\n" in capsys.readouterr().out
+    assert (
+        "  speculation: accepted 43% of 176 drafted, mean length 2.06, per position 61% 39% 6%\n"
+        in capsys.readouterr().out
+    )
     show(plain, [])
     assert "speculation" not in capsys.readouterr().out
-    assert "accepted 43% of 176 drafted" in detail_line(spec)
+    assert "accepted 43% of 176 drafted, mean length 2.06, per position 61% 39% 6%" in detail_line(spec)
 
 
 def test_compare_refuses_a_drafter_against_anything_but_its_baseline(tmp_path: Path) -> None:
@@ -158,6 +162,10 @@ def test_compare_refuses_a_drafter_against_anything_but_its_baseline(tmp_path: P
     code, out, err = run_cli(db, "compare", "tiny-cpu-ngram", "tiny-cpu", "--shape", "router", "--json")
     assert code in (0, 1), err
     assert json.loads(out)["a"] and json.loads(out)["b"]
+    code, out, err = run_cli(db, "compare", "tiny-cpu-ngram", "tiny-cpu", "--shape", "router")
+    assert code in (0, 1), err  # each drafter run's acceptance, per position too, beside the throughput
+    assert out.count("speculation: accepted 43% of 176 drafted") == 1, out  # A's newest run; B has none
+    assert "per position 61% 39% 6%" in out
 
 
 def test_compare_refuses_a_drafter_whose_baseline_has_no_row_at_its_shape(tmp_path: Path) -> None:

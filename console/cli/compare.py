@@ -32,6 +32,7 @@ from console.readmodel.curve_compare import (
     compare_at_slo,
 )
 from console.readmodel.curve_cost import COST_DEFINITIONS
+from console.readmodel.published import PublishedComparison, published_comparison
 from console.recipes import load_catalog
 from console.tails import parse_slo
 
@@ -111,6 +112,32 @@ def _curves(args: argparse.Namespace) -> int:
     return 1 if result.verdict == "no-verdict" else 0
 
 
+def _show_published(r: PublishedComparison, as_json: bool) -> int:
+    """Two imported configurations: every published reading pair, A over B, with each table's note."""
+    if as_json:
+        print_json(
+            {
+                "verdict": "published readings",
+                "a": r.a,
+                "b": r.b,
+                "readings": [
+                    {"shape": p.shape, "ratio": p.ratio, "a": p.a.text, "b": p.b.text, "text": p.text}
+                    for p in r.pairs
+                ],
+                "notes": list(r.notes),
+            }
+        )
+        return 0
+    print(f"A {r.a}, B {r.b}: imported rows only, no repeats to judge; the published readings, A over B:")
+    for p in r.pairs:
+        print(f"  {p.text}")
+    for note in r.notes:
+        print(f"  note: {note}")
+    if not r.pairs:
+        print("  no shape was printed for both")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.interactivity is not None and args.at_interactivity is None:
         raise InputError(
@@ -120,6 +147,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.at_interactivity is not None or args.at_slo is not None or args.at_power is not None:
         return _curves(args)
     with open_store(args, read_only=True) as store:
+        published = None
+        if args.shape is None and args.concurrency is None:
+            published = published_comparison(store, args.a, args.b, args.box)
+        if published is not None:
+            return _show_published(published, args.json)
         result = compare(store, args.a, args.b, args.shape, args.concurrency, args.box, load_catalog())
     if args.json:
         floor = result.floor
@@ -139,6 +171,9 @@ def _run(args: argparse.Namespace) -> int:
     else:
         for name, side in (("A", result.a), ("B", result.b)):
             print(f"{name}: {side.label}: {side.spread_text}  {side.marks}".rstrip())
+            for row in side.rows:  # a drafter's acceptance (per position too) beside the throughput it bought
+                if row.speculation:
+                    print(f"  {name} run {row.id} speculation: {row.speculation}")
         print(result.text)
     return 1 if result.verdict == "no-verdict" else 0
 

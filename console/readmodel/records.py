@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from agents import loglines
 from agents.protocol import TimerAction
-from console.quality.stats import A_AHEAD, TIE, Paired, decide
+from console.quality.stats import A_AHEAD, TIE, Paired, decide, wilson, wilson_text
 from console.store.checks import VerdictName
 from console.store.conditions import join_kernel_lines
 from console.store.launches import LaunchStatus
-from console.store.results import ApiPrice
+from console.store.results import ApiPrice, ModelIndexEntry, PublishedFigure
 from console.store.timers import TimerState
 
 CAPPED_MARGIN_W = 1.0
@@ -270,6 +270,8 @@ class TripwireVerdict:
             return "ok"
         if self.reasoning_leak:
             return "LEAK"
+        if self.ok + self.degenerate + self.wrong != self.total:
+            return "FAIL"  # printed as ok/total only: what the other items were is not known
         return "DEGEN" if self.degenerate >= self.wrong else "WRONG"
 
     @property
@@ -558,6 +560,10 @@ class ResultRow:
     spec_draft_tokens: int | None = None
     spec_accepted: int | None = None
     spec_accepted_per_pos: tuple[int, ...] = ()
+    spec_tokens: int | None = None
+    """A drafter's tokens drafted per step and the share of them accepted as someone else published them
+    (an imported row: its counters are unknown); None: not published."""
+    spec_acceptance_published: float | None = None
 
     @property
     def acceptance(self) -> float | None:
@@ -575,12 +581,28 @@ class ResultRow:
         return 1 + self.spec_accepted / self.spec_drafts
 
     @property
+    def acceptance_per_position(self) -> tuple[float, ...]:
+        """Accepted at draft position i / drafts: the share of verification steps whose i-th drafted token
+        was accepted (vLLM's per-position acceptance rate, its SpecDecodingLogging); () without counters."""
+        if not self.spec_drafts:
+            return ()
+        return tuple(n / self.spec_drafts for n in self.spec_accepted_per_pos)
+
+    @property
     def speculation(self) -> str:
-        """The acceptance words beside a drafter row's throughput; empty for a row without counters."""
+        """The acceptance words beside a drafter row's throughput (the per-position rates where the servers
+        export them); empty for a row without counters."""
         rate, length = self.acceptance, self.mean_accepted_length
         if rate is None or length is None:
-            return ""
-        return f"accepted {rate:.0%} of {self.spec_draft_tokens:,} drafted, mean length {length:.2f}"
+            if self.spec_acceptance_published is None:
+                return ""
+            drafted = f"{self.spec_tokens} draft tokens per step, " if self.spec_tokens else ""
+            return f"{drafted}accepted {self.spec_acceptance_published:.0%} (as published, no counters)"
+        words = f"accepted {rate:.0%} of {self.spec_draft_tokens:,} drafted, mean length {length:.2f}"
+        per_position = self.acceptance_per_position
+        if per_position:
+            words += ", per position " + " ".join(f"{r:.0%}" for r in per_position)
+        return words
 
     @property
     def fallbacks(self) -> tuple[KernelUse, ...]:
@@ -681,6 +703,53 @@ class EconomicsInputs:
     api_prices: tuple[ApiPrice, ...]
     box_prices: Mapping[str, float | None]
     box_max_power: Mapping[str, float | None] = field(default_factory=dict)  # board maximum per GPU, by box
+    box_price_basis: Mapping[str, str | None] = field(default_factory=dict)  # cost-model basis, by box
+    box_price_provenance: Mapping[str, str | None] = field(default_factory=dict)
+    model_index: Mapping[str, ModelIndexEntry] = field(default_factory=dict)
+    api_accuracy: Mapping[str, ApiAccuracy] = field(default_factory=dict)  # by quality run label
+    published: tuple[PublishedFigure, ...] = ()
+    arm_precision: Mapping[str, ArmPrecision] = field(default_factory=dict)  # arms the recipes define
+    quality_pairs: frozenset[tuple[str, str]] = frozenset()  # (arm, arm) with a paired quality comparison
+
+
+@dataclass(frozen=True)
+class ApiAccuracy:
+    """What an API endpoint scored on the suite's items (a quality run), shown beside the price it buys."""
+
+    label: str
+    accuracy: float
+    items: int
+
+
+@dataclass(frozen=True)
+class ArmPrecision:
+    """What decides an arm's numerics, read from its recipe: accuracy measured on one arm speaks for another
+    only when all of these match (the write-up: "change precision and require their own paired quality
+    gate"). ``None`` fields are the engine's default."""
+
+    arm: str
+    profile: str
+    checkpoint: str
+    quantization: str
+    kv_cache_dtype: str | None
+    mamba_ssm_cache_dtype: str | None
+    dtype: str | None
+    drafter: bool  # a speculative arm: its accuracy is its target's, but it is not the plain serving
+    tensor_parallel: int
+    expert_parallel: bool
+
+    @property
+    def keys(self) -> tuple[str | None, ...]:
+        return (self.checkpoint, self.quantization, self.kv_cache_dtype, self.mamba_ssm_cache_dtype, self.dtype)
+
+    def differences(self, other: ArmPrecision) -> list[str]:
+        """The precision keys that differ, as ``name a -> b``."""
+        names = ("checkpoint", "quantization", "kv_cache_dtype", "--mamba-ssm-cache-dtype", "dtype")
+        return [
+            f"{n} {b or 'auto'} -> {a or 'auto'}"
+            for n, a, b in zip(names, self.keys, other.keys, strict=True)
+            if a != b
+        ]
 
 
 @dataclass
@@ -944,10 +1013,46 @@ class QualityRun:
     provenance: str | None
     source_file: str | None
     eval_run_id: int | None
+    caps: Mapping[str, Any] | None = None  # caps sent ({"*": N or "window", family: N}); None: not set
+    request_timeout_s: float | None = None  # seconds each request was given; None: the harness's own
+    unscored_items: Mapping[str, str] = field(default_factory=dict)  # "task/item_id" -> why it has no score
+    families: tuple[FamilyScore, ...] = ()  # per task (the house suite's families), where scored per item
 
     @property
     def per_item(self) -> bool:
         return self.harness != "published"
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The Wilson 95% interval of the accuracy over the scored items."""
+        return wilson(self.accuracy * self.items, self.items)
+
+    @property
+    def accuracy_text(self) -> str:
+        """``0.725 [0.679, 0.766]``: the accuracy with its Wilson interval, as lists print it."""
+        return wilson_text(self.accuracy * self.items, self.items)
+
+    @property
+    def short(self) -> str | None:
+        """``short: 3 unscored (flattered)``: items left out (timed out, errors) make the accuracy read high."""
+        return f"short: {self.unscored} unscored (flattered)" if self.unscored else None
+
+
+@dataclass(frozen=True)
+class FamilyScore:
+    """One family (task) of a run scored per item: its items, the sum of their scores, the Wilson interval."""
+
+    family: str
+    items: int
+    right: float
+
+    @property
+    def accuracy(self) -> float:
+        return self.right / self.items if self.items else 0.0
+
+    @property
+    def text(self) -> str:
+        return wilson_text(self.right, self.items)
 
 
 @dataclass(frozen=True)
@@ -1033,6 +1138,31 @@ class QualityComparison:
         if interval is not None and interval[0] <= 0 <= interval[1]:
             words += ", but its 95% interval includes 0"
         return words
+
+    @property
+    def policy_warnings(self) -> tuple[str, ...]:
+        """The runs were generated under different caps or request timeouts (seed-gaps F20: a cap cut 51% of one
+        model's maths; a 600 s timeout dropped the hardest items), or one is short of unscored items."""
+        a, b = self.a, self.b
+        out = []
+        if a.per_item and b.per_item and (a.caps or b.caps) and a.caps != b.caps:
+            out.append(f"caps differ: A {_caps_words(a.caps)}, B {_caps_words(b.caps)}")
+        if a.request_timeout_s != b.request_timeout_s and a.per_item and b.per_item:
+            out.append(
+                f"request timeouts differ: A {_seconds(a.request_timeout_s)}, B {_seconds(b.request_timeout_s)}"
+            )
+        out += [f"{side} is {r.short}" for side, r in (("A", a), ("B", b)) if r.short]
+        return tuple(out)
+
+
+def _caps_words(caps: Mapping[str, Any] | None) -> str:
+    if not caps:
+        return "not recorded"
+    return ", ".join(f"{'every family' if k == '*' else k} {v}" for k, v in caps.items())
+
+
+def _seconds(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:g} s"
 
 
 @dataclass(frozen=True)
