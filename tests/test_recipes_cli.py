@@ -11,7 +11,7 @@ import pytest
 from console.cli import main
 from console.store import Box, Store
 from ops.demo import build_demo
-from tests.test_recipes import PROFILE, write
+from tests.test_recipes import ON_5090, PROFILE, write
 
 
 def out_json(capsys: pytest.CaptureFixture[str]) -> Any:
@@ -26,7 +26,7 @@ def test_lint_shipped_recipes_passes_with_documented_findings(capsys: pytest.Cap
         and "(expected: shipped on purpose)" in out
     )
     assert "R2-compressed-tensors-nvfp4 warn qwen3.8-27b-nvfp4-redhat-auto:" in out
-    assert "6 errors (6 expected)" in out
+    assert "17 errors (17 expected)" in out
 
 
 def test_lint_exits_1_on_an_error_and_names_rule_arm_reason(
@@ -119,7 +119,11 @@ def test_show_refusals(db: str, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_lint_on_a_box_adds_layout_rules(db: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", db, "recipe", "lint", "--box", "pro-a"]) == 0
+    # Exit 1 only for the arms laid out for an 8-card box: pro-a has 4 GPUs.
+    assert main(["--db", db, "recipe", "lint", "--box", "pro-a", "--json"]) == 1
+    errors = {f["arm"] for f in out_json(capsys) if f["severity"] == "error" and not f["expected"]}
+    assert errors == ON_5090
+    assert main(["--db", db, "recipe", "lint", "--box", "pro-a"]) == 1
     out = capsys.readouterr().out
     assert "R4-tp-without-nvlink warn gpt-oss-120b-tp4:" in out
     assert "R10-fits-memory warn minimax-m3-tp4: weight size unknown" in out
@@ -142,7 +146,16 @@ def test_lint_on_an_imported_seed_box_uses_its_inventory(
     db = tmp_path / "state.db"
     with Store(db) as store:
         build_demo(store)
-    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-pro6000-600w"]) == 0
+    # Exit 1: the arms laid out for the 8-card box need more GPUs than this one has; the models beyond the node
+    # are refused with the figures (shipped to show it, so expected).
+    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-pro6000-600w", "--json"]) == 1
+    errors = {f["arm"]: f for f in out_json(capsys) if f["severity"] == "error"}
+    assert {a for a, f in errors.items() if not f["expected"] and a in ON_5090} == ON_5090
+    assert errors["glm-5.3-flash-tp8"]["reason"].startswith("arm 'glm-5.3-flash-tp8' needs 8 GPUs")
+    assert errors["kimi-k3-w4a4-tp4"]["reason"].startswith(
+        "1400 GB of weights does not fit 4 x 96 GB (344 GB usable on all of seed-pro6000-600w)"
+    )
+    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-pro6000-600w"]) == 1
     out = capsys.readouterr().out
     inventory = (
         "GPUs from seed-pro6000-600w's inventory ('4x RTX PRO 6000 Blackwell Server Edition 96GB, 600 W'; "
@@ -156,3 +169,12 @@ def test_lint_on_an_imported_seed_box_uses_its_inventory(
     assert "R10-fits-memory error gpt-oss-120b-replicas: 61 GB of weights over 1 card(s)" in out
     assert "GPUs from seed-5090x8-400w's inventory ('8x RTX 5090 32GB, 400 W'; never probed)" in out
     assert "R10-fits-memory error gpt-oss-120b-tp4" not in out
+    # The TP8 arms the write-up queued there fit: 167 / 8 and 198 / 8 GB per 32 GB card, and rule 6 is met.
+    assert main(["--db", str(db), "recipe", "lint", "--box", "seed-5090x8-400w", "--json"]) == 1
+    tp8 = [f for f in out_json(capsys) if f["arm"] in ("deepseek-v4-flash-tp8", "glm-5.3-flash-tp8")]
+    assert not [f for f in tp8 if f["severity"] == "error"], tp8
+    show = ["recipe", "show", "deepseek-v4-flash-tp8", "--box", "seed-5090x8-400w", "--json"]
+    assert main(["--db", str(db), *show]) == 0
+    shown = out_json(capsys)
+    assert shown["gpus"] == [list(range(8))] and "--no-enable-flashinfer-autotune" in shown["argv"]
+    assert shown["env"]["VLLM_DSV4_OPROJ_SM120_FALLBACK"] == "1"

@@ -19,6 +19,9 @@ from testbed.vllm_server import TinyServer
 pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parent.parent
 PRO = BoxSpec("pro-a", 4, "NVIDIA RTX PRO 6000", 97887, False, "/opt/vllm", "/models")
+RTX5090 = BoxSpec("rtx5090", 8, "NVIDIA GeForce RTX 5090", 32607, False, "/opt/vllm", "/models")
+ON_5090 = {"deepseek-v4-flash-tp8", "glm-5.3-flash-tp8", "qwen3.8-27b-fp8-tp2"}
+"""Arms laid out for the write-up's 8-card box: resolved there, as a 4-card box cannot hold them."""
 
 # Runs inside the vLLM venv: regenerate the flag data, and parse each argv with `vllm serve`'s own parser.
 PARSE = """
@@ -42,7 +45,7 @@ json.dump({"flags": extract(), "parsed": parsed}, sys.stdout)
 def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env: VllmEnv) -> None:
     catalog = load_catalog()
     cpu = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
-    argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else PRO).replicas[0].argv for n in catalog.arms}
+    argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else RTX5090 if n in ON_5090 else PRO).replicas[0].argv for n in catalog.arms}
     out = subprocess.run(
         [str(vllm_env.python), "-c", PARSE],
         input=json.dumps(argvs),

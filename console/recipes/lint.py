@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from math import ceil
 from typing import Any
 
 from console.recipes.model import SPECULATIVE_FLAG, Arm, BoxSpec, Catalog, Finding, MoeEvidence, Profile
@@ -19,6 +20,21 @@ from console.recipes.vllm_flags import known_flags
 W4A4_LINEAR = ("b12x", "flashinfer_b12x")
 FIT_FRACTION = 0.9
 """vLLM's default gpu_memory_utilization: the share of a card weights and KV cache may use."""
+
+
+def node_overflow(weights_gb: float, box: BoxSpec, utilisation: float | None = None) -> str | None:
+    """Why ``weights_gb`` fits no layout on ``box`` (more than every card of it can hold), in words; None when
+    some layout might. The cards read as their listed size ('4 x 96 GB': a card reports a little below it)."""
+    if box.gpu_count == 0 or box.gpu_mem_gb is None:
+        return None
+    usable = box.gpu_count * box.gpu_mem_gb * (utilisation or FIT_FRACTION)
+    if weights_gb <= usable:
+        return None
+    return (
+        f"{weights_gb:g} GB of weights does not fit {box.gpu_count} x {ceil(box.gpu_mem_gb)} GB "
+        f"({usable:.0f} GB usable on all of {box.name}): it overflows the node, whatever the layout"
+    )
+
 
 RULES = {
     "R1-nvfp4-linear-backend": "error",
@@ -297,6 +313,14 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
         )
         return
     if box.gpu_mem_gb is None:
+        return
+    overflow = node_overflow(weights, box, c.arm.gpu_memory_utilization)
+    if overflow:
+        yield c.at_arm(
+            "R10-fits-memory",
+            "tensor_parallel",
+            f"{overflow}; serve it across several boxes (campaign rule 10){_basis(box)}",
+        )
         return
     shards = c.arm.tensor_parallel * (c.arm.data_parallel if c.arm.expert_parallel else 1)
     per_card = weights / shards
