@@ -36,6 +36,8 @@ from console.readmodel import (
 )
 from console.readmodel.curve_frontier import chart_points, frontier
 from console.readmodel.curves import CurveView, curves
+from console.readmodel.queued import Overflow, QueuedRow, overflowing_profiles, queued_work
+from console.recipes import RecipeError, load_catalog
 from console.store import Store
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
@@ -155,6 +157,46 @@ def _failures(
     if not rows:
         return out + ["None.", ""]
     return out + _table(rows, ("box", "what", "reason")) + [""]
+
+
+def _queued(rows: Sequence[QueuedRow], overflow: Sequence[Overflow] | str) -> list[str]:
+    """Work queued and not run, and the models no box here holds: open, never a result or a failure."""
+    out = ["## Queued / open", ""]
+    if rows:
+        out += [
+            f"Queued and not run ({len(rows)}): none of these is a result or a failure; each is listed with the "
+            "words that queued it.",
+            "",
+            *_table(
+                [(r.box, r.list, r.kind, r.arm, r.what, f"{r.sentence} ({r.section})") for r in rows],
+                ("box", "list", "kind", "arm", "what", "queued by"),
+            ),
+            "",
+        ]
+    else:
+        out += ["Nothing is queued.", ""]
+    if isinstance(overflow, str):
+        return out + [f"Models that overflow the node: not judged ({overflow}).", ""]
+    if overflow:
+        out += [
+            "Models that overflow the node (no layout on one box here holds their weights; serving one takes "
+            "several boxes):",
+            "",
+            *_table(
+                [(o.profile, o.weights_gb, o.reason, o.description) for o in overflow],
+                ("profile", "weights GB", "why", "profile's description"),
+            ),
+            "",
+        ]
+    return out
+
+
+def _overflow(store: Store) -> list[Overflow] | str:
+    """The recipes' profiles too large for any one box; the recipes' problem in words when they do not load."""
+    try:
+        return overflowing_profiles(store, load_catalog())
+    except RecipeError as exc:
+        return f"recipes not loaded: {exc}"
 
 
 def _best(rows: Sequence[ResultRow], title: str) -> list[str]:
@@ -358,6 +400,7 @@ def build_report(
         *_running(launches(store, now_ms, with_kernels=True)),
         *_timers(timer_rows, mine),
         *_failures(boxes, failed_launches(store, now_ms), failed_tripwires(store, now_ms), timer_rows),
+        *_queued(queued_work(store), _overflow(store)),
         *(
             _best([r for r in best if r.source == "measured"], "Best measured rows per model")
             or ["## Best measured rows per model", "", "Nothing measured yet.", ""]

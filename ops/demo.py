@@ -23,6 +23,7 @@ from console.readmodel import KldiffVerdict
 from console.store import Box, Store
 from console.store.kldiff import ImportedKldiff
 from console.store.quality import PublishedPair, PublishedRun
+from console.store.queued import QUEUED_KINDS, QueuedItem
 from console.store.results import (
     ApiPrice,
     ImportedBench,
@@ -46,6 +47,8 @@ PROVENANCE = (
 )
 QUALITY_PROVENANCE = "the campaign write-up's item-paired comparisons (ops/data/seed/quality_*.tsv)"
 FAMILIES = ("maths", "code", "tools", "long_ctx", "knowledge", "instructions")
+LAUNCH_STATES = ("stopped", "failed", "queued")
+"""arms.tsv launch_state: it ran and stopped, the engine refused it, or it was queued and never ran (no launch)."""
 
 Progress = Callable[[str, int, int], None]
 """(step, done, total): the CLI draws it as a bar on stderr."""
@@ -181,6 +184,7 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     shapes = {c.need("shape"): c for c in read_tsv(data_dir / "shapes.tsv")}
     arms = _load_arms(data_dir, power, payload)
     _load_throughput(data_dir, arms, shapes, power, payload)
+    _load_speculation(data_dir, arms, payload)
     _load_evals(data_dir, arms, payload)
     _load_quality(data_dir, arms, payload)
     payload.api_prices.extend(_api_price(c) for c in read_tsv(data_dir / "api_prices.tsv"))
@@ -228,6 +232,12 @@ def _load_arms(
                 f"{c.where}: arm {key[0]} on {key[1]} is listed twice (first at {arms[key].where})"
             )
         arms[key] = c
+        if c.need("launch_state") not in LAUNCH_STATES:
+            raise DemoDataError(
+                f"{c.where}: launch_state {c.need('launch_state')!r} is not one of {', '.join(LAUNCH_STATES)}"
+            )
+        if c.need("launch_state") == "queued":
+            continue  # never ran: its queued_work.tsv item is the record (load_queued), not a launch
         launch = _arm_launch(c, key)
         payload.launches.append(launch)
         if c.text("tw_total"):
@@ -282,6 +292,11 @@ def _load_throughput(
         arm = arms.get(key)
         if arm is None:
             raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is not in arms.tsv")
+        if arm.need("launch_state") == "queued":
+            raise DemoDataError(
+                f"{c.where}: arm {key[0]} on {key[1]} is queued in arms.tsv ({arm.where}): a queued arm has no "
+                "figures; give it a launch_state it ran with, or drop this row"
+            )
         shape = shapes.get(c.need("shape"))
         if shape is None:
             raise DemoDataError(f"{c.where}: shape {c.need('shape')!r} is not in shapes.tsv")
@@ -316,6 +331,57 @@ def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limi
         "diagnostic_only": c.number("diagnostic_only", int) or 0,
         "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
     }
+
+
+@dataclass(frozen=True)
+class _Speculation:
+    """One speculation.tsv row: a drafter arm's published draft tokens and accepted share, for one row or all."""
+
+    where: str
+    key: tuple[str, str]
+    tokens: int
+    share: float
+    row: tuple[str, int] | None  # (shape, concurrency); None: the arm's figure
+    note: str | None
+
+
+def _speculation(c: Cell, arms: dict[tuple[str, str], Cell]) -> _Speculation:
+    key = (c.need("arm"), c.need("box"))
+    if key not in arms:
+        raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is not in arms.tsv")
+    tokens, share = c.need("draft_tokens", int), c.need("acceptance", float)
+    if tokens < 1 or not 0 <= share <= 1:
+        raise DemoDataError(
+            f"{c.where}: {tokens} draft tokens, acceptance {share}: give at least one token per step and the "
+            "accepted share of drafted tokens, 0 to 1"
+        )
+    shape, concurrency = c.text("shape"), c.number("concurrency", int)
+    if (shape is None) != (concurrency is None):
+        raise DemoDataError(f"{c.where}: give both shape and concurrency (one row), or neither (the arm)")
+    row = None if shape is None else (shape, concurrency)
+    return _Speculation(c.where, key, tokens, share, row, c.text("note"))
+
+
+def _load_speculation(
+    data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload
+) -> None:
+    """A drafter arm's published draft tokens and acceptance (speculation.tsv) onto its throughput rows: a figure
+    with a shape and concurrency on that row, one without on each row of the arm no figure is tied to; where every
+    row has its own, beside them in their provenance, in words."""
+    figures = [_speculation(c, arms) for c in read_tsv(data_dir / "speculation.tsv")]
+    for f in sorted(figures, key=lambda f: f.row is None):  # the rows' own figures first
+        rows = [r for r in payload.bench_runs if (r["arm"], r["box"]) == f.key]
+        if f.row is not None:
+            rows = [r for r in rows if (r["shape"], r["concurrency"]) == f.row]
+            if not rows:
+                raise DemoDataError(
+                    f"{f.where}: throughput.tsv has no row of {f.key[0]} on {f.key[1]} at {f.row}"
+                )
+        free = [r for r in rows if f.row is not None or "spec_acceptance_published" not in r]
+        for r in free:
+            r["spec_tokens"], r["spec_acceptance_published"] = f.tokens, f.share
+        for r in rows if not free else ():
+            r["provenance"] += f"; also published: {f.tokens} draft tokens, {f.share:.0%} accepted ({f.note})"
 
 
 def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
@@ -408,6 +474,45 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
         )
 
 
+def load_queued(data_dir: Traversable = SEED_DIR) -> list[QueuedItem]:
+    """The write-up's queued work (queued_work.tsv), checked against arms.tsv: a queued launch is an arms.tsv
+    row in launch_state 'queued' and each such row has its item; a repeat or eval names an arm that ran."""
+    states = {(c.need("arm"), c.need("box")): c for c in read_tsv(data_dir / "arms.tsv")}
+    items: list[QueuedItem] = []
+    launched: set[tuple[str, str]] = set()
+    for c in read_tsv(data_dir / "queued_work.tsv"):
+        kind, arm, box = c.need("kind"), c.text("arm"), c.text("box")
+        if kind not in QUEUED_KINDS:
+            raise DemoDataError(f"{c.where}: kind {kind!r} is not one of {', '.join(QUEUED_KINDS)}")
+        row = states.get((arm, box)) if arm and box else None
+        if kind == "launch":
+            if row is None or row.need("launch_state") != "queued":
+                raise DemoDataError(
+                    f"{c.where}: a queued launch of {arm} on {box} needs its arms.tsv row in launch_state 'queued'"
+                )
+            launched.add((row.need("arm"), row.need("box")))
+        elif arm and box and (row is None or row.need("launch_state") == "queued"):
+            raise DemoDataError(f"{c.where}: a {kind} of {arm} on {box} needs an arms.tsv row of it that ran")
+        items.append(
+            QueuedItem(
+                model=c.need("model"),
+                kind=kind,
+                what=c.need("what"),
+                sentence=c.need("sentence"),
+                section=c.need("section"),
+                box=box,
+                arm=arm,
+                list=c.text("list"),
+            )
+        )
+    for key, row in states.items():
+        if row.need("launch_state") == "queued" and key not in launched:
+            raise DemoDataError(
+                f"{row.where}: arm {key[0]} on {key[1]} is queued but queued_work.tsv has no item for it"
+            )
+    return items
+
+
 def build_demo(
     store: Store, *, force: bool = False, progress: Progress | None = None, data_dir: Traversable = SEED_DIR
 ) -> ImportOutcome:
@@ -420,10 +525,12 @@ def build_demo(
         )
     report("reading ops/data/seed", 0, 3)
     payload = load_payload(data_dir)
+    queued = load_queued(data_dir)
     report(f"writing {payload.row_count} rows", 1, 3)
     outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
     # The write-up's points as measured: a curve per (arm, box, shape) over its own concurrencies (mostly one).
     store.curves.add_imported(outcome.import_id)
+    store.queued.add_imported(outcome.import_id, queued)  # open work: never a launch, a result or a failure
     report(outcome.state, 3, 3)
     return outcome
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from console.errors import InputError
 from console.store.boxes import Box
@@ -94,6 +94,8 @@ BENCH_COLUMNS = (
     "spec_draft_tokens",
     "spec_accepted",
     "spec_accepted_per_pos",
+    "spec_tokens",
+    "spec_acceptance_published",
     *SERVED_COLUMNS,
 )
 REPLICA_COLUMNS = (
@@ -256,6 +258,8 @@ class ImportedBench(TypedDict):
     queueing: int
     diagnostic_only: int
     provenance: str
+    spec_tokens: NotRequired[int | None]  # a drafter's tokens per step and accepted share, as published
+    spec_acceptance_published: NotRequired[float | None]
 
 
 class ImportedEval(TypedDict):
