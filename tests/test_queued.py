@@ -84,6 +84,8 @@ def test_a_queued_arm_is_never_a_result_a_launch_or_a_failure(demo: Path) -> Non
         entries = {e.name: e for e in ReadModel(store).arms({a: None for a in catalog.arms})}
         for arm in queued_arms:
             assert entries[arm].in_recipes and entries[arm].latest is None  # listed, never launched
+        # The Arms view: every arm the demo launched is a recipe, none "(not in recipes)".
+        assert [name for name, e in entries.items() if not e.in_recipes] == []
         # A repeat or an eval of an arm that ran keeps that arm's figures as they were.
         assert {q.kind for q in items} == set(QUEUED_KINDS)
         assert all(q.imported and q.sentence and q.section for q in items)
