@@ -10,11 +10,19 @@ number is someone else's claim.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 from typing import Any
 
-from console.economics import DEFAULT_UTILISATION, EconomicsRow, economics_table, frontier_chart
+from console.economics import (
+    DEFAULT_UTILISATION,
+    CostModel,
+    EconomicsRow,
+    default_cost_model,
+    economics_table,
+    frontier_chart,
+    index_text,
+)
 from console.readmodel import (
     EvalRow,
     FleetRow,
@@ -39,6 +47,7 @@ from console.readmodel.curves import CurveView, curves
 from console.readmodel.queued import Overflow, QueuedRow, overflowing_profiles, queued_work
 from console.recipes import RecipeError, load_catalog
 from console.store import Store
+from console.store.results import ModelIndexEntry
 from console.timeutil import fmt_remaining, fmt_utc, fmt_zone, zone
 
 
@@ -240,10 +249,19 @@ def _best(rows: Sequence[ResultRow], title: str) -> list[str]:
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 
-def _quality(evals: Sequence[EvalRow]) -> list[str]:
+def _named(model: str, index: Mapping[str, ModelIndexEntry]) -> str:
+    """A model with its intelligence index in brackets, as the write-up names it: ``GLM-5.3-Flash (46)``."""
+    printed = index_text(index.get(model))
+    return model if printed is None else f"{model} ({printed})"
+
+
+def _quality(evals: Sequence[EvalRow], index: Mapping[str, ModelIndexEntry]) -> list[str]:
     if not evals:
         return []
-    table = [(e.model, e.configuration, e.items, f"{e.overall:.3f}", e.source, e.note) for e in evals]
+    table = [
+        (_named(e.model, index), e.configuration, e.items, f"{e.overall:.3f}", e.source, e.note)
+        for e in evals
+    ]
     return [
         "## Task accuracy",
         "",
@@ -308,7 +326,7 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
     return [
         "## Quality/cost frontier",
         "",
-        f"Nothing is both cheaper and better than these (node cost at {utilisation:.0%} utilisation, USD per "
+        f"Nothing is both cheaper and better than these (node cost {_basis(rows, utilisation)}, USD per "
         "million tokens averaged per request over router and promptopt), each with accuracy measured on its "
         "own box and arm at full power: borrowed accuracy (b) and capped boxes (c) are drawn but never on it. "
         "`campaign export economics` has every configuration and its API prices.",
@@ -320,6 +338,54 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
         "```",
         "",
     ]
+
+
+def _basis(rows: Sequence[EconomicsRow], utilisation: float) -> str:
+    """The cost basis the boxes bought on the cost model were priced on, in words (the first such row's)."""
+    named = next((r.node_basis for r in rows if r.node_basis and "own price" not in r.node_basis), None)
+    return named or f"at {utilisation:.0%} utilisation"
+
+
+def _economics_as_published(rows: Sequence[EconomicsRow], cost: CostModel) -> list[str]:
+    """Each frontier configuration against its API prices: the API's accuracy on the same items, the ratio at
+    the chosen basis and fully loaded; then the write-up's fully-loaded factor and break-even beside the
+    computed ones, and every row whose computed cost differs from the printed one, with the reason."""
+    on = [r for r in rows if r.on_frontier and r.api_provider]
+    if not on:
+        return []
+    u = DEFAULT_UTILISATION
+    table = [
+        (
+            r.arm,
+            r.api_provider,
+            f"${r.api_per_mtok:.3f}" if r.api_per_mtok is not None else None,
+            "-" if r.api_accuracy is None else f"{r.api_accuracy:.3f} ({r.api_accuracy_items})",
+            None if r.api_over_node is None else f"{r.api_over_node:.1f}x",
+            None if r.api_over_node_fully_loaded is None else f"{r.api_over_node_fully_loaded:.1f}x",
+        )
+        for r in sorted(on, key=lambda r: (r.node_per_mtok, r.api_provider or ""))
+    ]
+    factor = cost.fully_loaded_factor(u)
+    published = cost.published_fully_loaded_multiplier
+    out = [
+        "### Against the API",
+        "",
+        f"Node cost {_basis(rows, u)}; fully loaded, the same ratio times x{factor:.3f} "
+        f"(${cost.quoted_usd('list', u):.2f} / ${cost.quoted_usd('fully_loaded', u):.2f} an active hour"
+        + (f"; the write-up rounds it to x{published:g})." if published is not None else ")."),
+        f"Break-even resale fill: {cost.break_even().text}.",
+        "",
+        *_table(table, ("arm", "API", "API $/M tok", "API accuracy (items)", "API / node", "fully loaded")),
+        "",
+    ]
+    differ = {(r.box, r.arm): r.published_note for r in rows if r.published_note}
+    if differ:
+        out += ["Published and computed differ:", ""]
+        out += [
+            f"- {arm} ({box}): {note}" for (box, arm), note in sorted(differ.items(), key=lambda kv: kv[0][1])
+        ]
+        out.append("")
+    return out
 
 
 def _curves(rows: Sequence[CurveView]) -> list[str]:
@@ -380,7 +446,12 @@ def _imports(rows: Sequence[ImportRow]) -> list[str]:
 
 
 def build_report(
-    store: Store, *, now_ms: int, operator_tz: str | None = None, utilisation: float = DEFAULT_UTILISATION
+    store: Store,
+    *,
+    now_ms: int,
+    operator_tz: str | None = None,
+    utilisation: float = DEFAULT_UTILISATION,
+    basis: str = "list",
 ) -> str:
     """The whole handover as markdown. ``now_ms`` fixes 'remaining' so a report is reproducible."""
     mine = zone(operator_tz)  # an unknown zone is refused before anything is written, timers or not
@@ -388,7 +459,8 @@ def build_report(
     timer_rows = timers(store, now_ms)
     inputs = economics_inputs(store)
     best = best_per_model(inputs.bench)
-    economics, _ = economics_table(inputs, utilisation=utilisation)
+    cost = default_cost_model()
+    economics, _ = economics_table(inputs, utilisation=utilisation, basis=basis, cost=cost)
     divergence = kldiff_runs(store, at=now_ms)
     parts = [
         "# Campaign handover",
@@ -409,13 +481,14 @@ def build_report(
             [r for r in best if r.source == "imported"],
             "Best imported rows per model (someone else's measurements)",
         ),
-        *_quality(inputs.evals),
+        *_quality(inputs.evals, inputs.model_index),
         *_divergence([r for r in divergence if r.source == "measured"], "Logit-level divergence (measured)"),
         *_divergence(
             [r for r in divergence if r.source != "measured"],
             "Logit-level divergence (imported: someone else's measurements)",
         ),
         *_frontier(economics, utilisation),
+        *_economics_as_published(economics, cost),
         *_curves(curves(store)),
         *_imports(imports(store)),
     ]

@@ -18,6 +18,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from console.economics import COST_BASES, DEFAULT_UTILISATION
+from console.economics.hour import PER_HOUR_TABLE
+from console.economics.table import FRONTIER_TABLE
 from console.errors import InputError, Refused
 from console.readmodel import KldiffVerdict
 from console.store import Box, Store
@@ -31,6 +34,8 @@ from console.store.results import (
     ImportedTripwire,
     ImportOutcome,
     ImportPayload,
+    ModelIndexEntry,
+    PublishedFigure,
 )
 
 SEED_DIR = (
@@ -187,7 +192,10 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     _load_speculation(data_dir, arms, payload)
     _load_evals(data_dir, arms, payload)
     _load_quality(data_dir, arms, payload)
-    payload.api_prices.extend(_api_price(c) for c in read_tsv(data_dir / "api_prices.tsv"))
+    runs = {r.label for r in payload.quality_runs}
+    payload.api_prices.extend(_api_price(c, runs) for c in read_tsv(data_dir / "api_prices.tsv"))
+    payload.model_index.extend(_model_index(c) for c in read_tsv(data_dir / "aa_index.tsv"))
+    payload.published_figures.extend(_published_economics(data_dir, arms))
     payload.kldiff_runs = kldiff_rows(data_dir, arms)
     return payload
 
@@ -210,11 +218,23 @@ def _load_boxes(data_dir: Traversable, payload: ImportPayload) -> dict[str, floa
                 status_detail=f"imported figures, not reachable: {b['provenance']}",
                 tz=b.get("tz"),
                 gpu_summary=b.get("gpu_summary"),
+                price_basis=_price_basis(b),
+                price_provenance=b.get("price_provenance"),
             )
         )
         power[b["name"]] = float(b["power_limit_w"])
         payload.box_max_power[b["name"]] = float(b["max_power_w"])
     return power
+
+
+def _price_basis(box: dict[str, Any]) -> str | None:
+    """What the box's price is (console/economics/costs.py reads it); a basis the cost model lacks is refused."""
+    basis = box.get("price_basis")
+    if basis is not None and basis not in COST_BASES:
+        raise DemoDataError(
+            f"boxes.toml: box {box['name']!r} has price_basis {basis!r}; use one of {', '.join(COST_BASES)}"
+        )
+    return None if basis is None else str(basis)
 
 
 def _load_arms(
@@ -300,12 +320,43 @@ def _load_throughput(
         shape = shapes.get(c.need("shape"))
         if shape is None:
             raise DemoDataError(f"{c.where}: shape {c.need('shape')!r} is not in shapes.tsv")
+        table = c.text("published_table")
+        if table is not None:  # another table's reading of a measured configuration: read beside it
+            payload.published_figures.append(_published_reading(c, key, table))
+            continue
         payload.bench_runs.append(_bench_row(c, key, arm, shape, power[key[1]]))
+
+
+def _published_reading(c: Cell, key: tuple[str, str], table: str) -> PublishedFigure:
+    ttft_s = c.number("ttft_p50_s")
+    figures = {"out_tok_s": c.need("out_tok_s", float)}
+    if ttft_s is not None:
+        figures["ttft_p50_s"] = ttft_s
+    return PublishedFigure(
+        source_table=table,
+        arm=key[0],
+        box=key[1],
+        shape=c.need("shape"),
+        concurrency=c.need("concurrency", int),
+        figures=figures,
+        note=c.text("note"),
+        provenance=f"{table} ({c.where})",
+    )
+
+
+def _text_provenance(c: Cell) -> str | None:
+    """'text: ...' for a row or cells the write-up's prose gives rather than a table."""
+    cells = c.text("from_text")
+    if cells is None:
+        return None
+    what = "the whole row" if cells == "row" else cells
+    return f"text ({what} from the write-up's prose)"
 
 
 def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limit_w: float) -> ImportedBench:
     out_tok, in_tok = c.need("out_tok_s", float), c.number("in_tok_s")
     ttft_s = c.number("ttft_p50_s")
+    notes = (arm.text("table"), _text_provenance(c), c.text("note"), c.text("step_note"))
     kernel = arm.text("kernel")
     return {
         "box": key[1],
@@ -323,13 +374,14 @@ def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limi
         "in_tok_per_s": in_tok,
         "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
         "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
+        "tpot_ms_p50": c.number("tpot_ms_p50"),
         "kernel_line": f"{kernel} (as the write-up names it)"
         if kernel and arm.text("kernel_source") != "engine"
         else kernel,
         "power_limit_w": power_limit_w,
         "queueing": c.number("queueing", int) or 0,
         "diagnostic_only": c.number("diagnostic_only", int) or 0,
-        "provenance": "; ".join(x for x in (arm.text("table"), c.text("note")) if x),
+        "provenance": "; ".join(x for x in notes if x),
     }
 
 
@@ -407,7 +459,10 @@ def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payloa
         )
 
 
-def _api_price(c: Cell) -> ApiPrice:
+def _api_price(c: Cell, runs: set[str]) -> ApiPrice:
+    run = c.text("accuracy_run")
+    if run is not None and run not in runs:
+        raise DemoDataError(f"{c.where}: accuracy_run {run!r} is not a run of quality_runs.tsv")
     return ApiPrice(
         c.need("model"),
         c.need("provider"),
@@ -415,7 +470,60 @@ def _api_price(c: Cell) -> ApiPrice:
         c.need("out_per_mtok", float),
         c.number("cached_in_per_mtok"),
         c.text("note"),
+        run,
     )
+
+
+def _model_index(c: Cell) -> ModelIndexEntry:
+    """A model's Artificial Analysis index as the write-up prints it (empty: the dash, absent)."""
+    return ModelIndexEntry(
+        model=c.need("model"),
+        value=c.number("aa_index"),
+        estimate=bool(c.number("estimate", int)),
+        index_name=c.need("index"),
+        version=c.need("version"),
+        as_of=c.need("as_of"),
+        provenance="; ".join(x for x in (f"the write-up's preamble ({c.where})", c.text("note")) if x),
+    )
+
+
+FRONTIER_FIGURES = (
+    "accuracy",
+    "node_per_m",
+    "api_median_per_m",
+    "api_cheapest_per_m",
+    "median_ratio",
+    "api_accuracy",
+)
+PER_HOUR_FIGURES = ("in_m", "out_m", "api_in", "api_out", "api_bill", "ratio_list70", "ratio_fully70")
+
+
+def _published_economics(data_dir: Traversable, arms: dict[tuple[str, str], Cell]) -> list[PublishedFigure]:
+    """The Economics tables' printed figures per configuration (frontier and per-hour), with the reason the
+    data file gives where the console's own figure differs; every row must name an arm of arms.tsv."""
+    out = []
+    for name, table, columns in (
+        ("econ_frontier.tsv", FRONTIER_TABLE, FRONTIER_FIGURES),
+        ("econ_per_hour.tsv", PER_HOUR_TABLE, PER_HOUR_FIGURES),
+    ):
+        for c in read_tsv(data_dir / name):
+            key = (c.need("arm"), c.need("box"))
+            if key not in arms:
+                raise DemoDataError(f"{c.where}: arm {key[0]} on {key[1]} is not in arms.tsv")
+            figures = {k: v for k in columns if (v := c.number(k)) is not None}
+            out.append(
+                PublishedFigure(
+                    source_table=table,
+                    arm=key[0],
+                    box=key[1],
+                    shape=c.text("shape"),
+                    concurrency=c.number("concurrency", int),
+                    figures={**figures, "utilisation": DEFAULT_UTILISATION},
+                    note=c.text("reason") or c.text("note"),
+                    provenance=f"Economics, '{table}' ({c.where}), at Scan list and {DEFAULT_UTILISATION:.0%} use",
+                )
+            )
+    return out
 
 
 def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:

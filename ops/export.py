@@ -24,12 +24,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from console.economics import EconomicsRow
+from console.economics import (
+    DEFAULT_UTILISATION,
+    BreakEven,
+    CostModel,
+    EconomicsRow,
+    PerHourRow,
+    cost_basis_rows,
+    index_text,
+)
 from console.errors import InputError
 from console.readmodel import KldiffRun, LaunchRow, ResultRow, bench_requests, bench_row
 from console.readmodel.curves import CurvePointView, CurveView, curves
 from console.readmodel.requests import RequestTiming
 from console.store import Store
+from console.store.results import ModelIndexEntry
 from console.timeutil import from_ms
 
 FORMATS = ("tsv", "csv", "json")
@@ -38,6 +47,7 @@ SUMMARY_COLUMNS = (
     "arm",
     "box",
     "model",
+    "aa_index",
     "configuration",
     "shape",
     "concurrency",
@@ -86,14 +96,52 @@ ECONOMICS_COLUMNS = (
     "accuracy_box",
     "api_provider",
     "api_usd_per_mtok",
+    "api_accuracy",
+    "api_accuracy_items",
     "api_over_node",
+    "api_over_node_fully_loaded",
     "on_frontier",
     "diagnostic_only",
     "power_limit_w",
     "max_power_w",
     "capped",
     "source",
+    "aa_index",
+    "node_basis",
+    "price_provenance",
+    "shapes_note",
+    "held",
+    "published_node_usd_per_mtok",
+    "published_note",
 )
+"""``export economics``: the accuracy the API endpoint scored on the same items beside each API price, the
+ratio at the fully-loaded basis beside the one at the chosen basis, the basis in words, and the write-up's
+printed figure with the reason whenever the computed one differs."""
+PER_HOUR_COLUMNS = (
+    "box",
+    "arm",
+    "model",
+    "shape",
+    "concurrency",
+    "in_mtok_per_node_hour",
+    "out_mtok_per_node_hour",
+    "api_provider",
+    "api_in_usd_per_mtok",
+    "api_out_usd_per_mtok",
+    "api_bill_usd",
+    "node_usd_per_hour",
+    "node_basis",
+    "api_over_node",
+    "api_over_node_fully_loaded",
+    "diagnostic_only",
+    "capped",
+    "published",
+    "note",
+    "source",
+)
+"""``export economics --per-hour``: the write-up's 'The same hour of output, bought from an API'."""
+COSTBASE_COLUMNS = ("basis", "label", "utilisation", "gbp_per_node_hour", "usd_per_node_hour", "note")
+"""``export costbases``: the write-up's cost-basis table, then its two stated figures beside the computed."""
 KLDIFF_COLUMNS = (
     "role",
     "box",
@@ -136,6 +184,8 @@ FLAGS = frozenset({"client_bound", "kernel_fallback", "diagnostic_only", "queuei
 UNKNOWN_OR_FLAG = frozenset({"prefix_caching"})
 """Yes, no, or not known (empty in TSV/CSV, null in JSON)."""
 FINE = frozenset({"mean_kl", "p50_kl", "p99_kl", "control_mean_kl", "excess_kl"})
+PENCE = frozenset({"gbp_per_node_hour", "usd_per_node_hour"})
+"""Cost bases print to the penny and the cent, as the write-up's table does (3.08, not 3.0822)."""
 """Divergences are read in thousandths of a nat and below (the campaign write-up's 0.00158): six decimals,
 not four."""
 
@@ -183,14 +233,18 @@ def read_curves(store: Store) -> list[ExportedCurve]:
     ]
 
 
-def summary_rows(rows: Iterable[ResultRow]) -> list[dict[str, Any]]:
-    """One row per (arm, box, shape, concurrency) run, measured first, imported after."""
+def summary_rows(
+    rows: Iterable[ResultRow], index: dict[str, ModelIndexEntry] | None = None
+) -> list[dict[str, Any]]:
+    """One row per (arm, box, shape, concurrency) run, measured first, imported after; ``aa_index`` is the
+    model's intelligence index as printed (console.economics.index_text) when ``index`` lists it."""
     out = []
     for r in sorted(
         rows, key=lambda r: (r.source != "measured", r.box or "", r.arm, r.shape, r.concurrency, r.id)
     ):
         row = {c: getattr(r, c, None) for c in SUMMARY_COLUMNS}
         row["tripwire"] = r.tripwire.text
+        row["aa_index"] = index_text((index or {}).get(r.model or ""))
         row["kernel_line"] = r.kernel_line or "not recorded"
         row["started_utc"] = from_ms(r.started_ms).isoformat() if r.started_ms is not None else None
         out.append(row)
@@ -235,8 +289,64 @@ def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
         d["capped"] = e.capped
         d["node_usd_per_mtok"] = d.pop("node_per_mtok")
         d["api_usd_per_mtok"] = d.pop("api_per_mtok")
+        d["published_node_usd_per_mtok"] = d.pop("published_node_per_mtok")
+        d["shapes_note"] = e.shapes_note
         out.append({c: d[c] for c in ECONOMICS_COLUMNS})
     return out
+
+
+def per_hour_rows(table: Iterable[PerHourRow]) -> list[dict[str, Any]]:
+    """console.economics' per-hour table under the export's column names (units made explicit)."""
+    out = []
+    for h in table:
+        d = asdict(h)
+        d["in_mtok_per_node_hour"] = d.pop("in_m")
+        d["out_mtok_per_node_hour"] = d.pop("out_m")
+        d["api_in_usd_per_mtok"] = d.pop("api_in_per_mtok")
+        d["api_out_usd_per_mtok"] = d.pop("api_out_per_mtok")
+        out.append({c: d[c] for c in PER_HOUR_COLUMNS})
+    return out
+
+
+def costbase_rows(cost: CostModel) -> list[dict[str, Any]]:
+    """The cost-basis table as the write-up prints it, then the break-even resale fill and the fully-loaded
+    multiplier: each figure the write-up states, beside the one its parameters give and how."""
+    rows: list[dict[str, Any]] = [
+        {
+            "basis": r.basis,
+            "label": r.label,
+            "utilisation": r.utilisation,
+            "gbp_per_node_hour": r.gbp_per_node_hour,
+            "usd_per_node_hour": r.usd_per_node_hour,
+            "note": None,
+        }
+        for r in cost_basis_rows(cost)
+    ]
+    even: BreakEven = cost.break_even()
+    rows.append(
+        {
+            "basis": "break_even_fill",
+            "label": "resale fill of the idle hours at which the fully-loaded node costs nothing",
+            "utilisation": even.utilisation,
+            "note": even.text,
+        }
+    )
+    u = DEFAULT_UTILISATION
+    factor = cost.fully_loaded_factor(u)
+    published = cost.published_fully_loaded_multiplier
+    computed = (
+        f"computed x{factor:.3f} = ${cost.quoted_usd('list', u):.2f} / ${cost.quoted_usd('fully_loaded', u):.2f} "
+        f"(Scan list / fully loaded, each at {u:.0%} use, to the cent)"
+    )
+    rows.append(
+        {
+            "basis": "fully_loaded_multiplier",
+            "label": "what turns an API / node ratio at Scan list into one fully loaded",
+            "utilisation": u,
+            "note": computed if published is None else f"x{published:g} (published; {computed})",
+        }
+    )
+    return rows
 
 
 def curve_rows(curves: Iterable[ExportedCurve]) -> list[dict[str, Any]]:
@@ -338,6 +448,8 @@ def _cell(column: str, value: Any) -> str:
         return "yes" if value else "no"
     if value is None:
         return ""
+    if isinstance(value, float) and column in PENCE:
+        return f"{value:.2f}"
     if isinstance(value, float):
         return f"{value:.{6 if column in FINE else 4}f}".rstrip("0").rstrip(".")
     return str(value)

@@ -112,7 +112,7 @@ def test_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str
                 "imports",
             )
         ]
-    assert counts[0] == 109 and counts[-1] == 1
+    assert counts[0] == 111 and counts[-1] == 1
 
 
 def test_changed_data_replaces_its_own_rows(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_frontier_table_node_and_api_cost(store: Store, row) -> None:  # type: i
     """'Every configuration on one chart': node $/M per request over router + promptopt (router alone for
     gpt-oss-20b), the API at market median and cheapest tier with cached prefixes at cache-read prices."""
     rows, _ = economics_table(economics_inputs(store), utilisation=0.7)
-    mine = {r.api_provider: r for r in rows if (r.box, r.arm) == (SEED_BOX, row.need("arm"))}
+    mine = {r.api_provider: r for r in rows if (r.box, r.arm) == (row.need("box"), row.need("arm"))}
     assert mine, row.need("arm")
     any_row = next(iter(mine.values()))
     assert _as_printed(any_row.node_per_mtok, row.need("node_per_m"))

@@ -1,9 +1,11 @@
-"""``campaign export summary|kernels|economics|kldiff|curves``: the campaign's figures as TSV (default), CSV or JSON.
+"""``campaign export summary|kernels|economics|costbases|kldiff|curves``: the campaign's figures as TSV (default), CSV
+or JSON.
 
 ``summary`` is the write-up's summary_all.tsv plus the kernel line, tripwire verdict, power limit,
 client_bound and diagnostic-only mark; ``kernels`` is kernels_by_server.tsv; ``economics`` prices every
 configuration on its box and against API prices (``--api-price MODEL=IN/OUT[/CACHED]``, USD per million
-tokens) and marks the quality/cost frontier; ``kldiff`` is every logit-level divergence row with its
+tokens) and marks the quality/cost frontier, on a named cost basis (``--basis``; ``--per-hour``: an hour of
+output bought from an API); ``costbases`` is the cost-basis table and the break-even; ``kldiff`` is every logit-level divergence row with its
 control's figures and verdict; ``curves`` is every curve, one line per run of each point (JSON: the curves,
 their points and each run as ``vllm bench serve --save-result`` names its fields, which ``campaign import
 vllm-bench`` reads back). ``-o FILE`` writes atomically.
@@ -17,26 +19,35 @@ from typing import Any
 
 from console.cli.common import open_store, utilisation_arg
 from console.economics import (
+    COST_BASES,
     DEFAULT_SHAPES,
     DEFAULT_UTILISATION,
+    Pricing,
     check_utilisation,
+    default_cost_model,
     economics_table,
     frontier_chart,
     parse_api_price,
+    per_hour_table,
 )
-from console.readmodel import bench_rows, economics_inputs, kldiff_runs, launches
+from console.errors import InputError
+from console.readmodel import bench_rows, economics_inputs, kldiff_runs, launches, model_index
 from ops.export import (
+    COSTBASE_COLUMNS,
     CURVE_COLUMNS,
     ECONOMICS_COLUMNS,
     FORMATS,
     KERNEL_COLUMNS,
     KLDIFF_COLUMNS,
+    PER_HOUR_COLUMNS,
     SUMMARY_COLUMNS,
+    costbase_rows,
     curve_rows,
     curves_json,
     economics_rows,
     kernel_rows,
     kldiff_rows,
+    per_hour_rows,
     read_curves,
     render,
     summary_rows,
@@ -57,7 +68,7 @@ def _emit(args: argparse.Namespace, rows: list[dict[str, Any]], columns: tuple[s
 
 def _summary(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
-        rows = summary_rows(bench_rows(store))
+        rows = summary_rows(bench_rows(store), model_index(store))
     return _emit(args, rows, SUMMARY_COLUMNS)
 
 
@@ -85,14 +96,30 @@ def _economics(args: argparse.Namespace) -> int:
     prices = [parse_api_price(text) for text in args.api_price]
     utilisation = check_utilisation(args.utilisation)
     shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
+    if args.chart and args.per_hour:
+        raise InputError("--chart and --per-hour are two outputs", "give one of them")
+    cost = default_cost_model()
     with open_store(args, read_only=True) as store:
         inputs = economics_inputs(store)
-    table, skipped = economics_table(inputs, utilisation=utilisation, extra_prices=prices, shapes=shapes)
+    print(f"node cost basis: {cost.basis_text(args.basis, utilisation)}", file=sys.stderr)
+    if args.per_hour:
+        pricing = Pricing(args.basis, utilisation, shapes, tuple(prices), cost)
+        hours, skipped = per_hour_table(inputs, pricing)
+        for reason in skipped:
+            print(f"left out: {reason}", file=sys.stderr)
+        return _emit(args, per_hour_rows(hours), PER_HOUR_COLUMNS)
+    table, skipped = economics_table(
+        inputs, utilisation=utilisation, extra_prices=prices, shapes=shapes, basis=args.basis, cost=cost
+    )
     if args.chart:
         return _write(frontier_chart(table), args.output, "the frontier chart")
     for reason in skipped:
         print(f"left out: {reason}", file=sys.stderr)
     return _emit(args, economics_rows(table), ECONOMICS_COLUMNS)
+
+
+def _costbases(args: argparse.Namespace) -> int:
+    return _emit(args, costbase_rows(default_cost_model()), COSTBASE_COLUMNS)
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
@@ -104,6 +131,7 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         ("summary", _summary, "one row per (arm, shape, concurrency) run: summary_all.tsv"),
         ("kernels", _kernels, "the kernel line each server selected: kernels_by_server.tsv"),
         ("economics", _economics, "cost per million tokens on the node and from APIs; the frontier"),
+        ("costbases", _costbases, "the node's cost bases (GBP and USD an active hour) and the break-even"),
         ("kldiff", _kldiff, "logit-level divergence rows, each with its control and verdict"),
         (
             "curves",
@@ -141,4 +169,16 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
                 "--chart",
                 action="store_true",
                 help="draw the quality/cost frontier as a text chart instead of the table",
+            )
+            k.add_argument(
+                "--basis",
+                choices=COST_BASES,
+                default="list",
+                help="the cost basis of boxes bought on the cost model (default list: Scan list); rented and "
+                "own-priced boxes keep their price",
+            )
+            k.add_argument(
+                "--per-hour",
+                action="store_true",
+                help="an hour of each configuration's output at each shape, bought from each API price",
             )

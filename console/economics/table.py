@@ -1,129 +1,34 @@
-"""What a token costs on the node and from an API, and the quality/cost frontier.
-
-The arithmetic is the campaign write-up's Economics section, so its tables can be re-derived from the
-store and checked (tests/test_economics.py cites the rows):
-
-- A node costs its price per hour divided by the owner's utilisation: USD 3.08 an hour of the month
-  at 70% use is USD 4.40 per active hour. The fully-loaded basis subtracts tax relief and the resale of
-  idle GPU-hours (``CostModel``).
-- An hour of output at one shape is ``in_tok/s x 3600`` and ``out_tok/s x 3600`` tokens; the API bill
-  for the same tokens is their list price.
-- Blended over shapes, cost is averaged per request: the node's hour divided by the requests it
-  serves at each shape; the API prices each request's input, cached prefix and output separately.
-- The frontier keeps configurations that nothing beats on both axes (cheaper and at least as good,
-  or as cheap and better). Diagnostic-only rows (a failed tripwire) never enter it.
-- Accuracy is ``measured`` only when it was measured on the exact (box, arm); one found for the same arm
-  on another box, or only by model name, is ``borrowed`` (the campaign write-up's DP2 x TP2 point
-  borrowed TP4's accuracy and had to leave the chart). Rows from a box whose power limit is below its board
-  maximum are ``capped`` (the 400 W host). Borrowed and capped rows are priced and drawn, marked, but never
-  stand on the frontier.
-"""
+"""The priced table: what a token costs on each configuration's node and from an API, and the quality/cost
+frontier (the package docstring, console/economics/__init__.py, gives the arithmetic)."""
 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib.resources.abc import Traversable
 from typing import Any
 
 from console.charts import PlotPoint, scatter
-from console.errors import InputError
+from console.economics.accuracy import BORROWED, MEASURED, Found, Lenders
+from console.economics.costs import (
+    DEFAULT_UTILISATION,
+    FOLLOWS_BASIS,
+    CostModel,
+    EconomicsError,
+    NodePrice,
+    check_basis,
+    check_utilisation,
+    default_cost_model,
+    node_price,
+)
+from console.readmodel.campaign import index_text
 from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow, below_maximum
 from console.readmodel.results import best_by
 from console.store.results import ApiPrice
 
-DEFAULT_UTILISATION = 0.70
 DEFAULT_SHAPES = ("router", "promptopt")
-COST_BASES = ("list", "committed", "fully_loaded", "vast_on_demand")
-MEASURED, BORROWED = "measured", "borrowed"
-
-
-class EconomicsError(InputError, ValueError):
-    """Input the arithmetic cannot use; the message says which value and what is allowed."""
-
-
-def check_utilisation(utilisation: float) -> float:
-    if not 0.0 < utilisation <= 1.0:
-        raise EconomicsError(f"utilisation {utilisation} must be above 0 and at most 1 (0.7 means 70%)")
-    return utilisation
-
-
-def node_cost_per_active_hour(price_per_hour: float, utilisation: float) -> float:
-    """A box paid by the hour of the month costs more per hour the owner actually uses it."""
-    return price_per_hour / check_utilisation(utilisation)
-
-
-@dataclass(frozen=True)
-class CostModel:
-    """The campaign write-up's cost bases: Scan list, committed, fully loaded (relief and resale) and Vast on
-    demand."""
-
-    monthly_gbp: float
-    hours_per_month: float
-    usd_per_gbp: float
-    commitment_discount: float
-    eris_per_gbp: float
-    eris_qualifying: float
-    resale_usd_per_gpu_hour: float
-    resale_fill: float
-    resale_platform_take: float
-    gpus: int
-    storage_gbp_per_month: float
-    vast_usd_per_gpu_hour: float
-    vast_gpus: int
-
-    @classmethod
-    def from_toml(cls, path: Traversable) -> CostModel:
-        try:
-            data = tomllib.loads(path.read_text())
-            scan, full, vast = data["scan"], data["fully_loaded"], data["vast_on_demand"]
-            return cls(
-                monthly_gbp=scan["monthly_gbp"],
-                hours_per_month=scan["hours_per_month"],
-                usd_per_gbp=scan["usd_per_gbp"],
-                commitment_discount=scan["commitment_discount"],
-                eris_per_gbp=full["eris_per_gbp"],
-                eris_qualifying=full["eris_qualifying"],
-                resale_usd_per_gpu_hour=full["resale_usd_per_gpu_hour"],
-                resale_fill=full["resale_fill"],
-                resale_platform_take=full["resale_platform_take"],
-                gpus=full["gpus"],
-                storage_gbp_per_month=full["storage_gbp_per_month"],
-                vast_usd_per_gpu_hour=vast["usd_per_gpu_hour"],
-                vast_gpus=vast["gpus"],
-            )
-        except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
-            raise EconomicsError(
-                f"{path}: cannot read the cost model ({exc!r}); see ops/data/seed/cost_model.toml for the keys"
-            ) from exc
-
-    def gbp_per_active_hour(self, basis: str, utilisation: float = 1.0) -> float:
-        check_utilisation(utilisation)
-        active_hours = self.hours_per_month * utilisation
-        committed = self.monthly_gbp * (1 - self.commitment_discount)
-        if basis == "list":
-            return self.monthly_gbp / active_hours
-        if basis == "committed":
-            return committed / active_hours
-        if basis == "fully_loaded":
-            relief = committed * self.eris_qualifying * self.eris_per_gbp
-            idle_gpu_hours = self.gpus * self.hours_per_month * (1 - utilisation)
-            resale_usd = (
-                idle_gpu_hours
-                * self.resale_fill
-                * self.resale_usd_per_gpu_hour
-                * (1 - self.resale_platform_take)
-            )
-            monthly = committed - relief - resale_usd / self.usd_per_gbp + self.storage_gbp_per_month
-            return monthly / active_hours
-        if basis == "vast_on_demand":
-            return self.vast_usd_per_gpu_hour * self.vast_gpus / self.usd_per_gbp
-        raise EconomicsError(f"unknown cost basis {basis!r}; choose one of {', '.join(COST_BASES)}")
-
-    def usd_per_active_hour(self, basis: str, utilisation: float = 1.0) -> float:
-        return self.gbp_per_active_hour(basis, utilisation) * self.usd_per_gbp
+FRONTIER_TABLE = "Every configuration on one chart"
+"""The write-up's table the published frontier figures come from (ops/demo.py files them under this name)."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +184,17 @@ class EconomicsRow:
     power_limit_w: float | None  # the lowest limit the priced rows ran under
     max_power_w: float | None  # the box's board maximum
     source: str
+    node_basis: str = ""  # the node's cost basis in words, e.g. "Scan list, 70 %: $4.40/h"
+    price_provenance: str | None = None  # where the box's price comes from
+    api_over_node_fully_loaded: float | None = None  # the ratio with the node at the fully-loaded basis
+    api_accuracy: float | None = None  # what the endpoint this price buys scored on the suite's items
+    api_accuracy_items: int | None = None
+    api_accuracy_run: str | None = None
+    missing_shapes: tuple[str, ...] = ()  # asked-for shapes the configuration has no row at
+    held: str | None = None  # why it cannot stand on the frontier, e.g. "precision changed: ..."
+    aa_index: str | None = None  # the model's intelligence index as printed: "46", "16 (estimate)", "-"
+    published_node_per_mtok: float | None = None  # the write-up's printed node $/M for this configuration
+    published_note: str | None = None  # published and computed differ: both, and why
 
     @property
     def capped(self) -> bool:
@@ -300,7 +216,18 @@ class EconomicsRow:
             return "frontier"
         if self.capped:
             return "CAPPED"
+        if self.held:
+            return "held"
         return "borrowed" if self.borrowed else "dominated"
+
+    @property
+    def shapes_note(self) -> str | None:
+        """The write-up's footnote for a row priced on fewer shapes than asked: "router only: promptopt not
+        measured"."""
+        if not self.missing_shapes:
+            return None
+        present = " + ".join(dict.fromkeys(part.split(" ")[0] for part in self.rows.split(" + ")))
+        return f"{present} only: {', '.join(self.missing_shapes)} not measured"
 
     @property
     def marks(self) -> str:
@@ -314,6 +241,10 @@ class EconomicsRow:
             words.append(
                 f"accuracy borrowed from {self.accuracy_arm} on {self.accuracy_box or 'an unnamed box'}"
             )
+        if self.held:
+            words.append(self.held)
+        if self.shapes_note:
+            words.append(self.shapes_note)
         return "; ".join(words)
 
 
@@ -331,36 +262,75 @@ def _throughput(row: ResultRow) -> Throughput | None:
     )
 
 
+@dataclass(frozen=True)
+class Pricing:
+    """How a table is priced: the cost basis of the boxes bought on the cost model, the owner's utilisation,
+    the shapes averaged per request and the operator's own API prices."""
+
+    basis: str = "list"
+    utilisation: float = DEFAULT_UTILISATION
+    shapes: tuple[str, ...] = DEFAULT_SHAPES
+    extra_prices: tuple[ApiPrice, ...] = ()
+    cost: CostModel | None = None
+
+    def model(self) -> CostModel:
+        return self.cost if self.cost is not None else default_cost_model()
+
+
 def economics_table(
     inputs: EconomicsInputs,
     *,
     utilisation: float = DEFAULT_UTILISATION,
     extra_prices: Sequence[ApiPrice] = (),
     shapes: Sequence[str] = DEFAULT_SHAPES,
+    basis: str = "list",
+    cost: CostModel | None = None,
 ) -> tuple[list[EconomicsRow], list[str]]:
     """Every configuration with throughput at ``shapes``, priced on its box and against each API price.
 
     ``inputs`` is the campaign's record as the read model gathers it (console.readmodel.economics_inputs).
     Returns the rows and the configurations left out, each with the reason (no price, no such shape).
     For each shape the configuration's fastest usable row counts; a configuration whose rows are all
-    diagnostic-only is priced but marked and kept off the frontier.
+    diagnostic-only is priced but marked and kept off the frontier. A box bought on the cost model is priced
+    on ``basis`` (console/economics/costs.py says how each box's price is read).
     """
     check_utilisation(utilisation)
-    prices = _api_prices(inputs.api_prices, extra_prices)
-    accuracy = _Accuracy.of(inputs.evals)
+    check_basis(basis)
+    pricing = Pricing(basis, utilisation, tuple(shapes), tuple(extra_prices), cost)
     skipped: list[str] = []
     priced: list[_Priced] = []
-    for (box, arm), rows in sorted(
-        _bench_groups(inputs.bench, shapes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
-    ):
-        configuration = _price_configuration(inputs, box, arm, rows, shapes, accuracy, utilisation)
+    for configuration in priced_configurations(inputs, pricing):
         if isinstance(configuration, str):
             skipped.append(configuration)
         else:
             priced.append(configuration)
     on = _frontier_keys(priced)
-    out = [row for c in priced for row in _economics_rows(c, prices.get(c.first.model or "", []), on)]
+    prices = _api_prices(inputs.api_prices, pricing.extra_prices)
+    out = [row for c in priced for row in _economics_rows(c, prices.get(c.first.model or "", []), on, inputs)]
     return out, skipped
+
+
+def priced_configurations(inputs: EconomicsInputs, pricing: Pricing) -> list[_Priced | str]:
+    """Each (box, arm) with rows at the shapes, priced on its box with its accuracy found, or why it is left
+    out; in box, arm order."""
+    lenders = Lenders.of(
+        inputs.evals, dict(inputs.arm_precision), _refused_arms(inputs.bench), inputs.quality_pairs
+    )
+    cost = pricing.model()
+    return [
+        _price_configuration(inputs, box, arm, rows, pricing, lenders, cost)
+        for (box, arm), rows in sorted(
+            _bench_groups(inputs.bench, pricing.shapes).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+        )
+    ]
+
+
+def _refused_arms(bench: Sequence[ResultRow]) -> frozenset[str]:
+    """Arms whose every bench row failed its tripwire: their accuracy is not lent to anything."""
+    seen: dict[str, bool] = {}
+    for r in bench:
+        seen[r.arm] = seen.get(r.arm, True) and r.diagnostic_only
+    return frozenset(arm for arm, all_failed in seen.items() if all_failed)
 
 
 def _api_prices(stored: Sequence[ApiPrice], extra: Sequence[ApiPrice]) -> dict[str, list[ApiPrice]]:
@@ -373,35 +343,6 @@ def _api_prices(stored: Sequence[ApiPrice], extra: Sequence[ApiPrice]) -> dict[s
         if not any(e.model == p.model for e in extra):
             prices.setdefault(p.model, []).append(p)
     return prices
-
-
-@dataclass(frozen=True)
-class _Accuracy:
-    """The eval rows a configuration's accuracy can come from, the first of each kind as the inputs list them."""
-
-    exact: dict[tuple[str | None, str], EvalRow]  # measured on this box and arm
-    by_arm: dict[str, EvalRow]  # the same arm on another box
-    by_model: dict[str, EvalRow]  # the same model, any arm
-
-    @classmethod
-    def of(cls, evals: Sequence[EvalRow]) -> _Accuracy:
-        exact: dict[tuple[str | None, str], EvalRow] = {}
-        by_arm: dict[str, EvalRow] = {}
-        by_model: dict[str, EvalRow] = {}
-        for e in evals:
-            by_model.setdefault(e.model, e)
-            if e.arm:
-                exact.setdefault((e.box, e.arm), e)
-                by_arm.setdefault(e.arm, e)
-        return cls(exact, by_arm, by_model)
-
-    def find(self, box: str | None, arm: str, model: str | None) -> tuple[EvalRow | None, str | None]:
-        """The eval row and its basis: measured on this box and arm, else borrowed from the arm or model."""
-        ev = self.exact.get((box, arm))
-        if ev is not None:
-            return ev, MEASURED
-        ev = self.by_arm.get(arm) or self.by_model.get(model or "")
-        return ev, BORROWED if ev else None
 
 
 def _bench_groups(
@@ -420,67 +361,114 @@ def _price_configuration(
     box: str | None,
     arm: str,
     rows: list[ResultRow],
-    shapes: Sequence[str],
-    accuracy: _Accuracy,
-    utilisation: float,
+    pricing: Pricing,
+    lenders: Lenders,
+    cost: CostModel,
 ) -> _Priced | str:
     """One configuration priced on its box, or why it is left out."""
     diagnostic = all(r.diagnostic_only for r in rows)
     usable = [r for r in rows if (diagnostic or not r.diagnostic_only) and _throughput(r) is not None]
     fastest = best_by(usable, lambda r: r.shape)
-    chosen = [fastest[shape] for shape in shapes if shape in fastest]
+    chosen = [fastest[shape] for shape in pricing.shapes if shape in fastest]
     if not chosen:
-        return f"{box}/{arm}: no row with token lengths at {', '.join(shapes)}"
+        return f"{box}/{arm}: no row with token lengths at {', '.join(pricing.shapes)}"
     price = inputs.box_prices.get(box) if box else None
-    if price is None:
+    price_basis = inputs.box_price_basis.get(box) if box else None
+    if price is None and price_basis != FOLLOWS_BASIS:
         return f"{box}/{arm}: box has no price per hour (campaign box add --price-per-hour)"
     tps = [t for t in map(_throughput, chosen) if t is not None]
-    ev, basis = accuracy.find(box, arm, chosen[0].model)
+    found = lenders.find(box, arm, chosen[0].model)
     limits = [r.power_limit_w for r in chosen if r.power_limit_w is not None]
+    node = node_price(
+        cost,
+        price or 0.0,
+        price_basis,
+        inputs.box_price_provenance.get(box) if box else None,
+        pricing.basis,
+        pricing.utilisation,
+    )
     return _Priced(
         box,
         arm,
         chosen[0],
         tps,
         diagnostic,
-        ev,
-        basis,
+        found,
         min(limits) if limits else None,
         inputs.box_max_power.get(box) if box else None,
-        node_cost_per_active_hour(price, utilisation),
+        node,
+        tuple(s for s in pricing.shapes if s not in fastest),
+        pricing.utilisation,
     )
 
 
 def _frontier_keys(priced: Sequence[_Priced]) -> set[tuple[str | None, str]]:
-    """The (box, arm) on the cost/accuracy frontier: only measured accuracy on an uncapped box competes."""
+    """The (box, arm) on the cost/accuracy frontier: only measured accuracy on an uncapped box, held back by
+    nothing, competes."""
     return frontier(
-        Point((c.box, c.arm), blended(c.tps, c.node_hour, None).node_per_mtok, c.ev.overall, c.diagnostic)
+        Point(
+            (c.box, c.arm),
+            blended(c.tps, c.node.usd_per_active_hour, None).node_per_mtok,
+            c.ev.overall,
+            c.diagnostic,
+        )
         for c in priced
-        if c.ev is not None and c.basis == MEASURED and not below_maximum(c.power_limit_w, c.max_power_w)
+        if c.ev is not None
+        and c.found.basis == MEASURED
+        and c.found.held is None
+        and not below_maximum(c.power_limit_w, c.max_power_w)
     )
 
 
+def _published(c: _Priced, node_per_mtok: float, inputs: EconomicsInputs) -> tuple[float | None, str | None]:
+    """The write-up's printed node $/M for this configuration and, where the computed figure differs from
+    it at the printed precision under the write-up's conditions (Scan list, its utilisation), both figures
+    and the reason the data file records."""
+    for f in inputs.published:
+        printed = f.figures.get("node_per_m")
+        if f.source_table != FRONTIER_TABLE or (f.arm, f.box) != (c.arm, c.box) or printed is None:
+            continue
+        same_conditions = c.node.basis == "list" and math.isclose(
+            f.figures.get("utilisation", DEFAULT_UTILISATION), c.utilisation
+        )
+        if not same_conditions or abs(node_per_mtok - printed) <= 0.5e-3 + 1e-9:
+            return printed, None
+        why = f.note or "the data file gives no reason"
+        return printed, f"published ${printed:.3f}, computed ${node_per_mtok:.3f}: {why}"
+    return None, None
+
+
 def _economics_rows(
-    c: _Priced, api_prices: Sequence[ApiPrice], on: set[tuple[str | None, str]]
+    c: _Priced, api_prices: Sequence[ApiPrice], on: set[tuple[str | None, str]], inputs: EconomicsInputs
 ) -> list[EconomicsRow]:
     """The configuration's row against each API price of its model, or one row without an API price."""
     rows: list[EconomicsRow] = []
     offers: list[ApiPrice | None] = [*api_prices]
+    node = c.node
+    fully_factor = (
+        round(node.usd_per_active_hour, 2) / round(node.fully_loaded_usd, 2)
+        if node.fully_loaded_usd and round(node.fully_loaded_usd, 2) > 0
+        else None
+    )
+    model = c.first.model or ""
     for offer in offers or [None]:
-        b = blended(c.tps, c.node_hour, offer)
+        b = blended(c.tps, node.usd_per_active_hour, offer)
+        api_acc = inputs.api_accuracy.get(offer.accuracy_run or "") if offer else None
+        published, published_note = _published(c, b.node_per_mtok, inputs)
+        ev = c.ev
         rows.append(
             EconomicsRow(
                 box=c.box,
                 arm=c.arm,
                 model=c.first.model,
                 rows=" + ".join(f"{t.shape} C{t.concurrency}" for t in c.tps),
-                node_usd_per_hour=c.node_hour,
+                node_usd_per_hour=node.usd_per_active_hour,
                 node_per_mtok=b.node_per_mtok,
-                accuracy=c.ev.overall if c.ev else None,
-                accuracy_items=c.ev.items if c.ev else None,
-                accuracy_box=c.ev.box if c.ev else None,
-                accuracy_basis=c.basis,
-                accuracy_arm=c.ev.arm if c.ev else None,
+                accuracy=ev.overall if ev else None,
+                accuracy_items=ev.items if ev else None,
+                accuracy_box=ev.box if ev else None,
+                accuracy_basis=c.found.basis,
+                accuracy_arm=ev.arm if ev else None,
                 api_provider=offer.provider if offer else None,
                 api_per_mtok=b.api_per_mtok,
                 api_over_node=b.ratio,
@@ -489,6 +477,19 @@ def _economics_rows(
                 power_limit_w=c.power_limit_w,
                 max_power_w=c.max_power_w,
                 source=c.first.source,
+                node_basis=node.text,
+                price_provenance=node.provenance,
+                api_over_node_fully_loaded=None
+                if b.ratio is None or fully_factor is None
+                else b.ratio * fully_factor,
+                api_accuracy=api_acc.accuracy if api_acc else None,
+                api_accuracy_items=api_acc.items if api_acc else None,
+                api_accuracy_run=api_acc.label if api_acc else None,
+                missing_shapes=c.missing_shapes,
+                held=c.found.held,
+                aa_index=index_text(inputs.model_index.get(model)),
+                published_node_per_mtok=published,
+                published_note=published_note,
             )
         )
     return rows
@@ -501,20 +502,32 @@ class _Priced:
     first: ResultRow
     tps: list[Throughput]
     diagnostic: bool
-    ev: EvalRow | None
-    basis: str | None
+    found: Found
     power_limit_w: float | None
     max_power_w: float | None
-    node_hour: float
+    node: NodePrice
+    missing_shapes: tuple[str, ...]
+    utilisation: float
+
+    @property
+    def ev(self) -> EvalRow | None:
+        return self.found.ev
 
 
-CHART_MARKS = {"frontier": "*", "dominated": "o", "borrowed": "b", "CAPPED": "c", "DIAGNOSTIC-ONLY": "x"}
+CHART_MARKS = {
+    "frontier": "*",
+    "dominated": "o",
+    "borrowed": "b",
+    "held": "h",
+    "CAPPED": "c",
+    "DIAGNOSTIC-ONLY": "x",
+}
 """The mark of each place on the chart (``EconomicsRow.place``), drawn in this order so the frontier is on top."""
 
 
 FRONTIER_LEGEND = (
     "node USD per million tokens (log scale) across, accuracy up.  * frontier  o dominated  "
-    "b accuracy borrowed  c capped box  x tripwire failed"
+    "b accuracy borrowed  c capped box  x tripwire failed  h precision changed, unpaired"
 )
 
 

@@ -11,6 +11,8 @@ from console.readmodel.campaign import (
     eval_runs,
     imported_counts,
     imports,
+    model_index,
+    published_figures,
 )
 from console.readmodel.compare import compare, compare_groups, control_pairs, repeat_groups, standings
 from console.readmodel.curves import CURVE_DEFINITIONS, CurvePointView, CurveView, RunPoint, curve, curves
@@ -185,6 +187,8 @@ __all__ = [
     "imports",
     "kldiff_run",
     "kldiff_runs",
+    "model_index",
+    "published_figures",
     "latest_tripwires",
     "moe_evidence",
     "launches",

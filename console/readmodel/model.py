@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.readmodel import queries
-from console.readmodel.campaign import economics_inputs
+from console.readmodel.campaign import economics_inputs, index_text, model_index
 from console.readmodel.curves import CurveView, curves
 from console.readmodel.kldiff import kldiff_runs
 from console.readmodel.quality import quality_ledger
@@ -172,6 +172,11 @@ class ReadModel:
         """What console.economics prices: the campaign's whole record, not the cursor's slice (a price is
         a summary of the runs)."""
         return economics_inputs(self.store)
+
+    def model_named(self, model: str | None) -> str:
+        """A model with its published intelligence index, as the write-up names it: ``GLM-5.3-Flash (46)``."""
+        printed = index_text(model_index(self.store).get(model or ""))
+        return (model or "-") if printed is None else f"{model} ({printed})"
 
     def quality(self) -> QualityLedger:
         """The quality ledger, whole: like a price, a comparison summarises runs rather than an instant."""

@@ -38,6 +38,10 @@ class Box:
     serving_env: str | None = None
     model_root: str | None = None
     agent_home: str | None = None
+    price_basis: str | None = None
+    """What ``price_per_hour`` is: a cost-model basis economics prices the box on (console/economics/costs.py),
+    or None: the operator's own price."""
+    price_provenance: str | None = None
 
     @property
     def is_local(self) -> bool:

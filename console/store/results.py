@@ -192,6 +192,8 @@ class ApiPrice:
     out_per_mtok: float
     cached_in_per_mtok: float | None = None
     note: str | None = None
+    accuracy_run: str | None = None
+    """The quality run (its label) that scored the endpoint this price buys; None: not scored."""
 
     def __post_init__(self) -> None:
         for name in ("in_per_mtok", "out_per_mtok", "cached_in_per_mtok"):
@@ -253,6 +255,7 @@ class ImportedBench(TypedDict):
     in_tok_per_s: float | None
     total_tok_per_s: float | None
     ttft_ms_p50: float | None
+    tpot_ms_p50: float | None
     kernel_line: str | None
     power_limit_w: float
     queueing: int
@@ -276,6 +279,34 @@ class ImportedEval(TypedDict):
     provenance: str
 
 
+@dataclass(frozen=True)
+class ModelIndexEntry:
+    """A model's place on a published intelligence index; ``value`` None: absent from the index's view."""
+
+    model: str
+    value: float | None
+    estimate: bool
+    index_name: str
+    version: str
+    as_of: str  # the index's date, YYYY-MM-DD
+    provenance: str
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    """Figures a write-up printed for an arm that are read beside the campaign's own, never priced or ranked:
+    a frontier row's cost, a per-hour row, a table column that conflicts with another table."""
+
+    source_table: str
+    arm: str
+    box: str | None
+    shape: str | None
+    concurrency: int | None
+    figures: dict[str, float]
+    note: str | None
+    provenance: str
+
+
 @dataclass
 class ImportPayload:
     """Everything one import writes. Tripwire rows are keyed by launch id so bench rows can cite them."""
@@ -289,6 +320,8 @@ class ImportPayload:
     quality_runs: list[PublishedRun] = field(default_factory=list)
     quality_pairs: list[PublishedPair] = field(default_factory=list)
     box_max_power: dict[str, float] = field(default_factory=dict)  # the board maximum per GPU, by box
+    model_index: list[ModelIndexEntry] = field(default_factory=list)
+    published_figures: list[PublishedFigure] = field(default_factory=list)
     kldiff_runs: list[ImportedKldiff] = field(default_factory=list)
     """In order, a control before the pairs read against it (console/store/kldiff.py)."""
     client_runs: list[dict[str, Any]] = field(default_factory=list)
@@ -310,6 +343,8 @@ class ImportPayload:
             + len(self.quality_pairs)
             + len(self.kldiff_runs)
             + len(self.client_runs)
+            + len(self.model_index)
+            + len(self.published_figures)
         )
 
 
@@ -657,6 +692,7 @@ class Results:
             for price in payload.api_prices:
                 self.add_api_price(price)
             self.store.quality.add_published(payload.quality_runs, payload.quality_pairs, import_id)
+            self._import_published(payload, import_id)
             self.store.kldiff.add_imported(payload.kldiff_runs, import_id, now)
         return ImportOutcome(import_id, "replaced" if replaced else "imported", payload.row_count)
 
@@ -674,6 +710,16 @@ class Results:
                 db.execute("DELETE FROM launches WHERE box = ? AND id LIKE 'import:%'", [name])
                 db.execute("DELETE FROM arms WHERE box = ? AND recipe_hash LIKE 'imported:%'", [name])
         return bool(old)
+
+    def _import_published(self, payload: ImportPayload, import_id: int) -> None:
+        """The model index and the published figures read beside the campaign's own; a model the index
+        already has (from an earlier source) takes the newest import's entry."""
+        for m in payload.model_index:
+            self.store.db.table("model_index").insert({**asdict(m), "import_id": import_id}, replace=True)
+        self.store.db.table("published_figures").insert_all(
+            {**asdict(f), "figures": dumps(f.figures), "import_id": import_id}
+            for f in payload.published_figures
+        )
 
     def _import_boxes(self, payload: ImportPayload) -> None:
         for box in payload.boxes:
@@ -738,6 +784,8 @@ class Results:
                 status_detail=box.status_detail,
                 tz=box.tz,
                 gpu_summary=box.gpu_summary,
+                price_basis=box.price_basis,
+                price_provenance=box.price_provenance,
             )
         else:
             self.store.boxes.add(box)

@@ -102,6 +102,10 @@ SPECS: tuple[KeySpec, ...] = (
     KeySpec("divergence.results", "d", "app.view('results')", "throughput results", "divergence"),
     KeySpec("curves.interactivity", "i", "interactivity", "interactivity: 1000/TPOT or per slot", "curves"),
     KeySpec("economics.utilisation", "u", "utilisation", "utilisation: 70%, 100%, 50%", "economics"),
+    KeySpec("economics.basis", "b", "basis", "cost basis: list, committed, fully loaded, Vast", "economics"),
+    KeySpec(
+        "economics.per_hour", "h", "per_hour", "per-hour table (an hour bought from an API)", "economics"
+    ),
 )
 
 SCOPES = (APP, "fleet", "live", "arms", "results", "economics", "sweep", "curves", "divergence")

@@ -182,6 +182,8 @@ class ResultsScreen(TableView):
         group = next((s for s in self.groups if f"g:{s.group.id}" == key), None)
         row = next((r for r in self.rows if str(r.id) == key), None)
         text = group_detail(group) if group else detail_line(row) if row else ""
+        if row is not None and group is None:
+            text += f" | model {self.console.model.model_named(row.model)}"
         self.detail.update(text)
 
     def action_sort(self) -> None:
