@@ -15,6 +15,8 @@ import csv
 import dataclasses
 import io
 import re
+import shutil
+from importlib import resources
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -440,3 +442,63 @@ async def test_economics_view_names_the_basis_and_shows_the_per_hour_table(db: P
         )
         assert muse[2] == "87 + 11" and muse[8] == "87 + 11 M, $38, 9x, 22x"
         assert "billed again as input" in text_of(app, "#economics-chart")
+
+
+def _with(data: Path, name: str, *lines: str) -> None:
+    path = data / name
+    path.write_text(path.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+
+
+def test_precision_rule_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The glm_perf3 FP8-KV arm of the recipes, given throughput as if it had served: `export economics` gives
+    it no borrowed accuracy and the reason; with its own accuracy it stays off the frontier until a paired
+    comparison against glm-5.3-flash-dp4-ep exists in the data, and then it stands on its own figures."""
+    with resources.as_file(SEED_DIR) as seed:
+        data = Path(shutil.copytree(seed, tmp_path / "seed"))
+    arm, control = "glm-5.3-flash-dp4-ep-fp8kv", "glm-5.3-flash-dp4-ep"
+    _with(
+        data,
+        "throughput.tsv",
+        *(
+            f"{arm}\t{SEED_BOX}\t{shape}\t1024\t{out}\t\t\t0\t0\ta test's figure: the arm never served\t\t\t\t"
+            for shape, out in (("router", 1100), ("promptopt", 4000))
+        ),
+    )
+    held = f"precision changed: needs its own paired quality run against {control}"
+
+    def economics(db: Path) -> dict[str, str]:
+        rows = _economics(db, capsys)
+        return next(r for r in rows if (r["box"], r["arm"]) == (SEED_BOX, arm))
+
+    first = tmp_path / "first.db"
+    build_demo(Store(first), data_dir=data)
+    row = economics(first)
+    assert (row["accuracy"], row["held"], row["on_frontier"]) == ("", held, "no")
+    _with(
+        data,
+        "quality.tsv",
+        f"{arm}\t{SEED_BOX}\tGLM-5.3-Flash\t46\ta test's run\t403\t0.990\t\t\t\t\t\t\t",
+    )
+    second = tmp_path / "second.db"
+    build_demo(Store(second), data_dir=data)
+    row = economics(second)
+    assert (row["accuracy"], row["accuracy_basis"], row["held"], row["on_frontier"]) == (
+        "0.99",
+        "measured",
+        held,
+        "no",
+    )
+    _with(
+        data,
+        "quality_runs.tsv",
+        f"fp8kv test run\t{arm}\t{SEED_BOX}\tGLM-5.3-Flash\tseed 403-item suite\t403\t0.990\t\t\ta test's run",
+    )
+    _with(
+        data,
+        "quality_pairs.tsv",
+        "comparison\tfp8kv test run\tGLM-5.3-Flash NVFP4 TP1 x DP4 + EP\t403\t80\t2\t0.990\t0.792\t\t\t\t\ttest\t",
+    )
+    third = tmp_path / "third.db"
+    build_demo(Store(third), data_dir=data)
+    row = economics(third)
+    assert (row["held"], row["on_frontier"]) == ("", "yes")
