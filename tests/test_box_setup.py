@@ -105,6 +105,7 @@ def test_setup_installs_then_changes_nothing_and_sets_the_serving_env(
     assert "installed the locked serving environment" in out
     assert "uv pip install" in out and "flashinfer-cubin==0.6.18" in out
     assert fleet_store.boxes.get(box.name).serving_env == str(env)
+    assert fleet_store.boxes.get(box.name).engine_versions["flashinfer-cubin"] == "0.6.18"  # with the box
     assert sorted(p.name for p in (env / "lib").glob("python3*/site-packages/flashinfer_cubin-*")) == [
         "flashinfer_cubin-0.6.18.dist-info"
     ]

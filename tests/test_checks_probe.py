@@ -105,6 +105,7 @@ def test_real_h200_capture_is_all_ok(tmp_path: Path) -> None:
         "topology": ["ok"],
         "clock": ["ok"],
         "capacity": ["ok", expected_disk(tmp_path)],
+        "serving_env": ["ok"],
     }, verdicts
 
 
@@ -230,7 +231,7 @@ def test_campaign_check_of_the_cpu_box_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     body = json.loads(done.stdout)
     got = {v["check"]: v["verdict"] for v in body["verdicts"] if v["check"] != "capacity"}
-    assert got == {"power": "ok", "driver": "ok", "topology": "ok", "clock": "ok"}, body
+    assert got == {"power": "ok", "driver": "ok", "topology": "ok", "clock": "ok", "serving_env": "ok"}, body
 
 
 def test_campaign_check_errors_are_specific(tmp_path: Path) -> None:

@@ -13,24 +13,27 @@ from console.checks.clock import check_clock
 from console.checks.driver_cuda import check_driver_cuda
 from console.checks.power import check_power
 from console.checks.presence import GpusSeen, judge_presence
+from console.checks.serving_env import check_arm_needs, check_kernel_binaries
 from console.checks.topology import check_topology
 from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, VerdictName, worst
 from console.store.checks import as_probe
 
-CHECKS = ("power", "driver", "topology", "clock", "capacity")
+CHECKS = ("power", "driver", "topology", "clock", "capacity", "serving_env")
 
 
 def evaluate(
-    probe: ProbeReport, arm: ArmContext | None = None, seen: GpusSeen | None = None
+    probe: ProbeReport, arm: ArmContext | None = None, seen: GpusSeen | None = None, box: str | None = None
 ) -> list[Verdict]:
     """Every check, in a fixed order, on one probe; ``seen``: the GPUs the box listed before, which must
-    still answer (console/checks/presence.py)."""
+    still answer (console/checks/presence.py); ``box``: its name, for the fix a one-line reason names."""
     probe = as_probe(probe)  # an untyped caller's list or text is refused here, not deep in a check
     gpu_checks = [*check_power(probe), *check_driver_cuda(probe), *check_topology(probe, arm)]
     return [
         *judge_presence(probe, seen, gpu_checks),
         *check_clock(probe),
         *check_capacity(probe, arm),
+        *check_kernel_binaries(probe, box),
+        *check_arm_needs(probe, arm, box),
     ]
 
 

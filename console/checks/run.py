@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agents.environ import allowed_env
-from agents.protocol import ProbeReport
+from agents.protocol import PatchProbe, ProbeReport
 from console.checks import ArmContext, GpusSeen, Verdict, VerdictName, evaluate, worst
+from console.checks.serving_env import packages
 from console.errors import InputError
 from console.store import Box, Store
 from console.store.checks import is_probe
@@ -79,15 +80,20 @@ def judge(store: Store, box_name: str, probe: ProbeReport | None, arm: ArmResolv
     before = store.checks.last_probe_with_gpus(box.name, before_id=probe_id)
     seen = GpusSeen.of(before.id, before.data) if before else None
     context = arm(box, probe) if arm else None
-    verdicts = evaluate(probe, context, seen)
+    verdicts = evaluate(probe, context, seen, box.name)
+    versions = packages(probe)
+    if versions is not None:  # the engine stack is kept with the box (``campaign box list --json`` shows it)
+        store.boxes.update(box.name, serving_versions=json.dumps(versions, sort_keys=True))
     t_ms = store.clock()
     store.checks.add_verdicts(box.name, probe_id, verdicts, t_ms)
     return CheckRun(box.name, probe_id, t_ms, probe, context, verdicts)
 
 
-def local_probe(box: Box, console_now_ms: int) -> ProbeReport:
-    """The agent's probe run as a process on this machine (the ``local`` box), exactly as on a box."""
+def local_probe(box: Box, console_now_ms: int, patches: list[PatchProbe] | None = None) -> ProbeReport:
+    """The agent's probe run as a process on this machine (the ``local`` box), exactly as on a box;
+    ``patches``: the engine patches to look for in its serving env."""
     argv = [sys.executable, "-m", "agents", "probe", "--json", "--console-t-ms", str(console_now_ms)]
+    argv += ["--patches", json.dumps(patches or [])]
     python = serving_python(box)
     if python:
         argv += ["--serving-python", python]
@@ -136,12 +142,15 @@ def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
         except ResolveError as exc:
             raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
         used = sorted(g for r in resolved.replicas for g in r.gpus)
+        patches, requires_env = cat.serving_needs(a)
         return ArmContext(
             name=a.name,
             tensor_parallel=a.tensor_parallel,
             weights_gb=profile.weights_gb,
             gpus=tuple(used) if used else None,
             weight_shards=a.tensor_parallel * (a.data_parallel if a.expert_parallel else 1),
+            patches=patches,
+            requires_env=requires_env,
         )
 
     return resolver

@@ -30,6 +30,21 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class PatchNeed:
+    """An engine patch an arm's serving env must carry (a recipe's ``[patches.NAME]``, console/recipes/load.py).
+
+    Either ``module``, an importable marker the patch installs (its file's digest is what the launch records),
+    or ``file``, a path under the env's site-packages the patch rewrites, with ``sha256`` of the patched file.
+    ``source`` says where the patch comes from (the write-up's ``box/patch_oproj.py``), for the refusal."""
+
+    name: str
+    source: str
+    module: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
 class ArmContext:
     """What an arm would ask of the box; checks that depend on the arm read it from here.
 
@@ -45,6 +60,10 @@ class ArmContext:
     weights_gb: float | None = None
     gpus: tuple[int, ...] | None = None
     weight_shards: int | None = None
+    patches: tuple[PatchNeed, ...] = ()
+    """Engine patches the serving env must carry (console/checks/serving_env.py refuses an env without them)."""
+    requires_env: tuple[tuple[str, str], ...] = ()
+    """(package, version requirement) pairs the serving env must meet, e.g. ("flashinfer-python", ">0.6.18")."""
 
     @property
     def shards(self) -> int:

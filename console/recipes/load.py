@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from console.checks.requirement import REPORTED, parse_requirement
 from console.errors import InputError
 from console.recipes.guard import env_problem, flag_problem, value_problem
 from console.recipes.lint import RULES
@@ -28,6 +29,7 @@ from console.recipes.model import (
     FlagValue,
     KernelPair,
     Origin,
+    Patch,
     Profile,
     ServingProfile,
     Shape,
@@ -352,6 +354,8 @@ def _profile(name: str, r: _Reader, origin: Origin) -> Profile:
         defaults=_defaults(r),
         flags=r.flags(),
         env=r.env(),
+        requires_patches=r.str_list("requires_patches"),
+        requires_env=_requires_env(r),
     )
     if profile.local and (profile.checkpoint.startswith("/") or ".." in Path(profile.checkpoint).parts):
         raise r.fail("checkpoint", "a local checkpoint is a directory name under the box's model_root")
@@ -375,6 +379,62 @@ def _layout(r: _Reader) -> dict[str, Any]:
 
 
 DEVICES = ("gpu", "cpu")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _requires_env(r: _Reader) -> dict[str, str]:
+    """``requires_env = {"flashinfer-python" = ">0.6.18"}``: packages the probe reports, each a requirement that
+    parses (console/checks/requirement.py), so a typo is refused here and not on the box."""
+    sub = r.sub("requires_env", f"{r.what} requires_env")
+    if sub is None:
+        return {}
+    out: dict[str, str] = {}
+    for package, text in sub.table.items():
+        if package not in REPORTED:
+            raise sub.fail(package, f"{package!r} is not a package the probe reports ({', '.join(REPORTED)})")
+        if not isinstance(text, str):
+            raise sub.fail(package, f'{package!r} must be a requirement string like ">0.6.18", got {text!r}')
+        try:
+            parse_requirement(package, text, "requires_env")
+        except InputError as exc:
+            raise sub.fail(package, exc.message) from exc
+        out[package] = text
+    sub.seen.update(sub.table)
+    return out
+
+
+def _patch(name: str, r: _Reader, origin: Origin) -> Patch:
+    """``[patches.NAME]``: ``source`` (where it comes from) and either an importable ``module`` marker or a
+    ``file`` under site-packages with the ``sha256`` of its patched bytes."""
+    patch = Patch(
+        name=name,
+        source=r.text("source", required=True) or "",
+        origin=origin,
+        module=r.text("module"),
+        file=r.text("file"),
+        sha256=r.text("sha256"),
+        description=r.text("description"),
+    )
+    if (patch.module is None) == (patch.file is None):
+        raise r.fail(None, "give either module (an importable marker) or file + sha256 (a patched file)")
+    if patch.module is not None and not _MODULE.match(patch.module):
+        raise r.fail("module", f"{patch.module!r} is not a dotted module name")
+    if patch.module is not None and patch.sha256 is not None:
+        raise r.fail(
+            "sha256", "sha256 goes with file, not module (a module marker's digest is recorded, not checked)"
+        )
+    if patch.file is not None:
+        if patch.file.startswith("/") or ".." in Path(patch.file).parts or "\0" in patch.file:
+            raise r.fail(
+                "file", f"{patch.file!r}: give a path relative to the env's site-packages, without '..'"
+            )
+        if patch.sha256 is None or not _SHA256.match(patch.sha256):
+            raise r.fail(
+                "sha256", "a file patch needs sha256 = the 64 lower-case hex digits of the patched file"
+            )
+    r.done()
+    return patch
 
 
 def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
@@ -401,6 +461,8 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         env=r.env(),
         expected_findings=r.str_list("expected_findings"),
         baseline=r.text("baseline"),
+        requires_patches=r.str_list("requires_patches") if "requires_patches" in r.table else None,
+        requires_env=_requires_env(r),
     )
     unknown = [rule for rule in arm.expected_findings if rule not in RULES]
     if unknown:
@@ -463,7 +525,7 @@ def _sweep(name: str, r: _Reader, origin: Origin) -> Sweep:
     return sweep
 
 
-_SECTIONS = {"profiles": "profile", "arms": "arm", "shapes": "shape", "sweeps": "sweep"}
+_SECTIONS = {"profiles": "profile", "arms": "arm", "shapes": "shape", "sweeps": "sweep", "patches": "patch"}
 
 
 def _toml_error(file: str, text: str, exc: tomllib.TOMLDecodeError) -> RecipeError:
@@ -566,13 +628,37 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
                 catalog.arms[name].key_lines = inner
             elif section == "shapes":
                 catalog.shapes[name] = _shape(name, r)
+            elif section == "patches":
+                catalog.patches[name] = _patch(name, r, origin)
             else:
                 catalog.sweeps[name] = _sweep(name, r, origin)
     top.done()
     catalog.files.append(path)
 
 
+def _check_patch_references(catalog: Catalog) -> None:
+    """Every ``requires_patches`` name is a ``[patches.NAME]`` of the catalog."""
+    records: list[Profile | Arm] = [*catalog.profiles.values(), *catalog.arms.values()]
+    for record in records:
+        for name in record.requires_patches or []:
+            if name not in catalog.patches:
+                close = difflib.get_close_matches(name, list(catalog.patches), n=1)
+                hint = (
+                    f" (did you mean {close[0]!r}?)"
+                    if close
+                    else f" (patches: {', '.join(catalog.patches) or 'none'})"
+                )
+                kind = "profiles" if isinstance(record, Profile) else "arms"
+                raise RecipeError(
+                    record.origin.file,
+                    record.line_of("requires_patches"),
+                    f"{kind}.{record.name}.requires_patches",
+                    f"{kind[:-1]} {record.name!r}: no [patches.{name}]{hint}",
+                )
+
+
 def _check_references(catalog: Catalog) -> None:
+    _check_patch_references(catalog)
     for arm in catalog.arms.values():
         if arm.profile not in catalog.profiles:
             close = difflib.get_close_matches(arm.profile, list(catalog.profiles), n=1)

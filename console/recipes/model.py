@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from console.checks.verdict import PatchNeed
+
 FlagValue = str | int | float | bool | list[str]
 """A flag's value in a recipe: ``true`` is a bare switch, ``false`` removes it, a list repeats values."""
 
@@ -95,6 +97,23 @@ class ServingProfile:
         }
 
 
+@dataclass(frozen=True)
+class Patch:
+    """An engine patch a serving env may need (``[patches.NAME]``): how the probe recognises it and where it
+    comes from. The project ships the mechanism; the patch files are the operator's (the write-up's ``box/``)."""
+
+    name: str
+    source: str
+    origin: Origin
+    module: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+    description: str | None = None
+
+    def need(self) -> PatchNeed:
+        return PatchNeed(self.name, self.source, self.module, self.file, self.sha256)
+
+
 @dataclass
 class Profile:
     """One checkpoint of one model, and everything about serving it that does not depend on the arm."""
@@ -118,6 +137,10 @@ class Profile:
     """Layout values every arm of this checkpoint gets unless it sets its own (e.g. GLM's block size)."""
     flags: dict[str, FlagValue] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    requires_patches: list[str] = field(default_factory=list)
+    """Engine patches every arm of this checkpoint needs in its serving env (``[patches.NAME]``)."""
+    requires_env: dict[str, str] = field(default_factory=dict)
+    """Package -> version requirement the serving env must meet (console/checks/requirement.py)."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
@@ -162,6 +185,10 @@ class Arm:
     baseline: str | None = None
     """A drafter arm's non-speculative control: the same arm without ``--speculative-config``. A drafter's
     figures only mean something beside its baseline's at the same shape (lint rule R11)."""
+    requires_patches: list[str] | None = None
+    """Engine patches this arm needs, replacing its profile's list (``[]``: none); None: its profile's."""
+    requires_env: dict[str, str] = field(default_factory=dict)
+    """Version requirements beyond (or replacing, per package) its profile's."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
@@ -217,7 +244,18 @@ class Catalog:
     arms: dict[str, Arm] = field(default_factory=dict)
     shapes: dict[str, Shape] = field(default_factory=dict)
     sweeps: dict[str, Sweep] = field(default_factory=dict)
+    patches: dict[str, Patch] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+
+    def serving_needs(self, arm: Arm) -> tuple[tuple[PatchNeed, ...], tuple[tuple[str, str], ...]]:
+        """The patches (the arm's list, else its profile's) and version requirements (the arm's replacing its profile's
+        per package) the arm's serving env must meet: what check --arm and launch judge."""
+        profile = self.profiles[arm.profile]
+        names = dict.fromkeys(
+            profile.requires_patches if arm.requires_patches is None else arm.requires_patches
+        )
+        env = {**profile.requires_env, **arm.requires_env}
+        return tuple(self.patches[n].need() for n in names), tuple(env.items())
 
     def variant(self, base: str, pair: KernelPair, sweep: str | None = None) -> Arm:
         """The arm ``base`` with one kernel pair swapped in: what a sweep launches for each candidate."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agents.protocol import ProbeArgs, ProbeReport, ProbeResult
+from agents.protocol import PatchProbe, ProbeArgs, ProbeReport, ProbeResult
 from console.checks.run import CheckRun, judge, local_probe, recipe_arm, serving_python
 from console.errors import InputError
 from console.service.base import ServiceBase, reaching
@@ -16,10 +16,15 @@ PROBE_COMMAND_TIMEOUT_S = 120.0
 
 
 class CheckIntents(ServiceBase):
+    def patch_probes(self) -> list[PatchProbe]:
+        """Every engine patch the recipes declare: each probe looks for all of them, so the newest probe tells
+        a launch whether the env carries what its arm needs, whichever arm the last check was for."""
+        return [{"name": p.name, "module": p.module, "file": p.file} for p in self.catalog.patches.values()]
+
     async def probe(self, box: str, serving_python: str | None = None) -> ProbeReport:
         """A fresh probe through the box's agent; it also lands in the store through the journal."""
         link = await self.link(box)
-        args: ProbeArgs = {"console_t_ms": self.store.clock()}
+        args: ProbeArgs = {"console_t_ms": self.store.clock(), "patches": self.patch_probes()}
         if serving_python:
             args["serving_python"] = serving_python
         with reaching(box):
@@ -49,7 +54,7 @@ class CheckIntents(ServiceBase):
         if stored:
             probe = None
         elif box.is_local:
-            probe = await asyncio.to_thread(local_probe, box, self.store.clock())
+            probe = await asyncio.to_thread(local_probe, box, self.store.clock(), self.patch_probes())
         else:
             try:
                 probe = await self.probe(box.name, serving_python(box))

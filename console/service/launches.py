@@ -15,11 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.protocol import ProbeReport
 from console.bounds import GPU_INDEX, GRACE_S, LOG_LINES, PORT, WAIT_S
+from console.checks.serving_env import check_arm_needs, patch_digests
+from console.checks.verdict import FAIL, ArmContext
 from console.errors import InputError
 from console.fleet.wire import AgentError, new_id
 from console.readmodel import moe_evidence
 from console.recipes import Finding, ResolvedArm, box_spec, lint, resolve
+from console.recipes.resolve import get_arm
 from console.service.base import ServiceBase, ServiceError, reaching
 from console.store.launches import Launch
 
@@ -45,6 +49,11 @@ class LaunchPlan:
     findings: list[Finding]
     failed_checks: list[str]
     launch_ids: list[str] = field(default_factory=list)
+    env_refusals: list[str] = field(default_factory=list)
+    """Why the box's serving env cannot serve the arm (a missing engine patch, a FlashInfer too old), from its
+    newest probe (console/checks/serving_env.py); a launch is refused on any, --force or not."""
+    patch_digests: dict[str, str | None] = field(default_factory=dict)
+    """Each engine patch the arm needs and the sha256 the newest probe found: stored with every replica."""
 
     @property
     def blocking(self) -> list[Finding]:
@@ -140,7 +149,25 @@ class LaunchIntents(ServiceBase):
             if start != first:
                 resolved = resolve(self.catalog, arm, spec, gpus, start)
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
-        return LaunchPlan(box, resolved, findings, failed)
+        refusals, digests = self._serving_needs(arm, box, probe.data if probe else None)
+        return LaunchPlan(box, resolved, findings, failed, env_refusals=refusals, patch_digests=digests)
+
+    def _serving_needs(
+        self, arm: str, box: str, probe: ProbeReport | None
+    ) -> tuple[list[str], dict[str, str | None]]:
+        """The arm's engine patches and version requirements judged on the box's newest probe: the refusals,
+        and the digests of the patches found (empty for an arm that needs nothing)."""
+        patches, requires_env = self.catalog.serving_needs(get_arm(self.catalog, arm))
+        if not (patches or requires_env):
+            return [], {}
+        context = ArmContext(arm, patches=patches, requires_env=requires_env)
+        if probe is None:
+            return [
+                f"box {box} has no probe to show its serving env carries what arm {arm} needs; "
+                f"run `campaign check {box} --arm {arm}`"
+            ], {}
+        verdicts = check_arm_needs(probe, context, box)
+        return [v.reason for v in verdicts if v.verdict == FAIL], patch_digests(probe, context)
 
     async def launch(
         self,
@@ -158,6 +185,11 @@ class LaunchIntents(ServiceBase):
         if plan.blocking:
             lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
             raise ServiceError(f"arm {plan.resolved.arm} is refused by lint: {lines}")
+        if plan.env_refusals:
+            raise ServiceError(
+                f"arm {plan.resolved.arm} is refused: {'; '.join(plan.env_refusals)}",
+                "--force does not pass a serving env that lacks what the arm needs",
+            )
         if plan.failed_checks and not force:
             raise ServiceError(
                 f"box {plan.box} failed its last check ({'; '.join(plan.failed_checks)})",
@@ -190,6 +222,7 @@ class LaunchIntents(ServiceBase):
                     port=rep.port,
                     forced=forced,
                     group=group,
+                    patch_digests=plan.patch_digests or None,
                 )
                 args: dict[str, Any] = {
                     "launch_id": launch_id,

@@ -19,6 +19,7 @@ from typing import Any
 from agents.protocol import UvArgs, UvResult
 from console.checks.driver_cuda import driver_vs_cuda, newest_cuda_for
 from console.checks.min_driver import MIN_DRIVER
+from console.checks.requirement import REPORTED
 from console.checks.verdict import FAIL
 from console.errors import InputError
 from console.recipes.serving_lock import CUBIN_OF, ServingLock, check_url, load_lock, normalise
@@ -91,7 +92,7 @@ class SetupIntents(CheckIntents):
         plan = _plan(lock, target, python, index, fresh=installed is None)
         if installed is not None and _differences(lock, installed) == []:
             _check_kernels(name, lock, installed)
-            self.store.boxes.update(name, serving_env=target)
+            self.store.boxes.update(name, serving_env=target, serving_versions=_engine(installed))
             return SetupOutcome(name, target, "unchanged", lock.cuda, driver, (), installed)
         if dry_run:
             return SetupOutcome(name, target, "planned", lock.cuda, driver, plan, installed or {})
@@ -112,7 +113,7 @@ class SetupIntents(CheckIntents):
                 f"box {name}: after installing, {'; '.join(missing)}", "check the index and retry"
             )
         _check_kernels(name, lock, installed)
-        self.store.boxes.update(name, serving_env=target)
+        self.store.boxes.update(name, serving_env=target, serving_versions=_engine(installed))
         return SetupOutcome(name, target, "installed", lock.cuda, driver, plan, installed)
 
     async def _uv(self, name: str, argv: list[str]) -> UvResult:
@@ -168,6 +169,11 @@ def _plan(
     steps.append(("pip", "install", "--python", python, *main, *lock.specs(lock.packages)))
     steps.append(("pip", "install", "--python", python, "--no-deps", *cubin, *lock.specs(lock.cubin)))
     return tuple(steps)
+
+
+def _engine(installed: dict[str, str]) -> str:
+    """The engine stack's versions as kept with the box (the ones the probe reports, console/checks/serving_env.py)."""
+    return json.dumps({n: v for n, v in sorted(installed.items()) if n in REPORTED})
 
 
 def _differences(lock: ServingLock, installed: dict[str, str]) -> list[str]:

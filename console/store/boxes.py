@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from console.errors import ConsoleError, InputError
+from console.store.jsonutil import json_dict_or_none
 
 if TYPE_CHECKING:
     from console.store.connection import Connection
@@ -38,10 +39,18 @@ class Box:
     serving_env: str | None = None
     model_root: str | None = None
     agent_home: str | None = None
+    serving_versions: str | None = None
+    """JSON: the engine stack its serving env reported at its newest check (vllm, torch, flashinfer-python,
+    -jit-cache, -cubin: console/checks/serving_env.py); None: never read. ``engine_versions`` parses it."""
     price_basis: str | None = None
     """What ``price_per_hour`` is: a cost-model basis economics prices the box on (console/economics/costs.py),
     or None: the operator's own price."""
     price_provenance: str | None = None
+
+    @property
+    def engine_versions(self) -> dict[str, str]:
+        """``serving_versions`` as a dict (empty when never read)."""
+        return {str(k): str(v) for k, v in (json_dict_or_none(self.serving_versions) or {}).items()}
 
     @property
     def is_local(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from agents.protocol import LaunchStateName
-from console.store.jsonutil import dumps, json_list, json_tuple_or_none
+from console.store.jsonutil import dumps, json_dict_or_none, json_list, json_tuple_or_none
 
 if TYPE_CHECKING:
     from console.store.connection import Connection
@@ -51,6 +51,8 @@ class Launch:
     gpu_mem_released: bool | None
     launch_group: str | None = None
     """Shared by the replicas one launch started (None for launches recorded before groups existed)."""
+    patch_digests: dict[str, str | None] | None = None
+    """Each engine patch its arm needed and the sha256 the box's probe found before the launch; None: none needed."""
 
     @property
     def ended(self) -> bool:
@@ -81,6 +83,7 @@ class Launch:
             max_concurrency=row["max_concurrency"],
             gpu_mem_released=None if released is None else bool(released),
             launch_group=row["launch_group"],
+            patch_digests=json_dict_or_none(row.get("patch_digests")),
         )
 
 
@@ -191,6 +194,7 @@ class Launches:
         port: int,
         forced: bool,
         group: str | None = None,
+        patch_digests: dict[str, str | None] | None = None,
     ) -> None:
         with self.store.atomic() as db:
             db.table("launches").insert(
@@ -205,6 +209,7 @@ class Launches:
                     "state": "requested",  # until the box journals a state of its own
                     "forced": 1 if forced else 0,
                     "launch_group": group,
+                    "patch_digests": dumps(patch_digests) if patch_digests else None,
                 }
             )
 
