@@ -18,12 +18,14 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from agents.tripwire.grade import Thresholds
 from console.economics import COST_BASES, DEFAULT_UTILISATION
 from console.economics.hour import PER_HOUR_TABLE
 from console.economics.table import FRONTIER_TABLE
 from console.errors import InputError, Refused
 from console.readmodel import KldiffVerdict
 from console.store import Box, Store
+from console.store.history import History
 from console.store.kldiff import ImportedKldiff
 from console.store.quality import PublishedPair, PublishedRun
 from console.store.queued import QUEUED_KINDS, QueuedItem
@@ -37,6 +39,7 @@ from console.store.results import (
     ModelIndexEntry,
     PublishedFigure,
 )
+from ops.demo_history import build_history
 
 SEED_DIR = (
     resources.files("ops") / "data" / "seed"
@@ -200,14 +203,19 @@ def load_payload(data_dir: Traversable = SEED_DIR) -> ImportPayload:
     return payload
 
 
-def _load_boxes(data_dir: Traversable, payload: ImportPayload) -> dict[str, float]:
-    """The boxes of boxes.toml, each with its board maximum; returns the power limit each was run at."""
+def read_boxes(data_dir: Traversable) -> list[dict[str, Any]]:
+    """boxes.toml's entries (the demo's boxes and the recorded history's, ops/demo_history.py)."""
     try:
         boxes_toml = tomllib.loads((data_dir / "boxes.toml").read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DemoDataError(f"boxes.toml: {exc}") from exc
+    return list(boxes_toml.get("box", []))
+
+
+def _load_boxes(data_dir: Traversable, payload: ImportPayload) -> dict[str, float]:
+    """The boxes of boxes.toml, each with its board maximum; returns the power limit each was run at."""
     power: dict[str, float] = {}
-    for b in boxes_toml.get("box", []):
+    for b in read_boxes(data_dir):
         payload.boxes.append(
             Box(
                 name=b["name"],
@@ -284,18 +292,54 @@ def _arm_launch(c: Cell, key: tuple[str, str]) -> ImportedLaunch:
     return launch
 
 
+AGENT_RULE = Thresholds()
+"""The tripwire's pass rule on the box (its defaults: the write-up's readings)."""
+
+
+def tripwire_passed(
+    ok: int, degenerate: int | None, total: int, rule: Thresholds = AGENT_RULE
+) -> bool | None:
+    """Whether the agent would pass these counts (agents/tripwire/grade.py: at least ``min_ok`` ok, at most
+    ``max_degenerate`` degenerate); None when only ok/total was printed and the items that were not ok could
+    be degenerate enough to fail or not (the degenerate count is unknown)."""
+    if ok < rule.min_ok:
+        return False
+    if degenerate is not None:
+        return degenerate <= rule.max_degenerate
+    return True if total - ok <= rule.max_degenerate else None
+
+
 def _arm_tripwire(c: Cell, key: tuple[str, str], launch: ImportedLaunch) -> ImportedTripwire:
+    """The printed counts, passed as the agent's thresholds judge them: a ``tw_passed`` that disagrees is an
+    error unless ``tw_override`` gives the reason; where the split is unknown the printed verdict stands."""
+    ok, total, degenerate = c.need("tw_ok", int), c.need("tw_total", int), c.number("tw_degenerate", int)
+    printed, derived = c.need("tw_passed", int), tripwire_passed(ok, degenerate, total)
+    override = c.text("tw_override")
+    if derived is not None and bool(printed) != derived and not override:
+        rule = AGENT_RULE
+        raise DemoDataError(
+            f"{c.where}: tw_passed is {printed} but {ok}/{total} ok"
+            + ("" if degenerate is None else f", {degenerate} degenerate")
+            + f" {'passes' if derived else 'fails'} the agent's rule (at least {rule.min_ok} ok, at most "
+            f"{rule.max_degenerate} degenerate: agents/tripwire/grade.py); set tw_passed to {int(derived)} or "
+            "give tw_override the reason"
+        )
+    notes = [c.need("table"), c.text("note") or "tripwire as printed"]
+    if derived is None:
+        notes.append("degenerate count unknown: the write-up prints only ok/total, its verdict kept")
+    if override and derived is not None and bool(printed) != derived:
+        notes.append(f"verdict overrides the agent's rule: {override}")
     return {
         "box": key[1],
         "arm": key[0],
         "model": launch.model,
-        "ok": c.need("tw_ok", int),
-        "degenerate": c.number("tw_degenerate", int) or 0,
+        "ok": ok,
+        "degenerate": degenerate or 0,
         "wrong": c.number("tw_wrong", int) or 0,
-        "total": c.need("tw_total", int),
-        "passed": c.need("tw_passed", int),
-        "items": {"split_published": c.text("tw_degenerate") is not None},
-        "provenance": f"{c.need('table')}; {c.text('note') or 'tripwire as printed'}",
+        "total": total,
+        "passed": printed if override or derived is None else int(derived),
+        "items": {"split_published": degenerate is not None},
+        "provenance": "; ".join(notes),
     }
 
 
@@ -324,7 +368,11 @@ def _load_throughput(
         if table is not None:  # another table's reading of a measured configuration: read beside it
             payload.published_figures.append(_published_reading(c, key, table))
             continue
-        payload.bench_runs.append(_bench_row(c, key, arm, shape, power[key[1]]))
+        row = _bench_row(c, key, arm, shape, power[key[1]])
+        tripwire = payload.tripwires.get(row["launch_id"])
+        if tripwire is not None and not tripwire["passed"]:
+            row["diagnostic_only"] = 1  # a failed tripwire makes every row of its launch diagnostic-only
+        payload.bench_runs.append(row)
 
 
 def _published_reading(c: Cell, key: tuple[str, str], table: str) -> PublishedFigure:
@@ -634,8 +682,13 @@ def build_demo(
     report("reading ops/data/seed", 0, 3)
     payload = load_payload(data_dir)
     queued = load_queued(data_dir)
+    # The campaign as it ran (ops/demo_history.py): built before anything is written, written with the import.
+    history = build_history(payload, read_boxes(data_dir), data_dir)
     report(f"writing {payload.row_count} rows", 1, 3)
-    outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
+    with store.atomic():
+        outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
+        if outcome.state != "unchanged":
+            History(store).add_imported(outcome.import_id, history)
     # The write-up's points as measured: a curve per (arm, box, shape) over its own concurrencies (mostly one).
     store.curves.add_imported(outcome.import_id)
     store.queued.add_imported(outcome.import_id, queued)  # open work: never a launch, a result or a failure

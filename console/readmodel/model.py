@@ -113,6 +113,12 @@ class ReadModel:
         rows = queries.fleet(self.store, at, box)
         if not rows:
             return None
+        if self.cursor.live and rows[0].status == "imported":
+            # An imported box is a record, not a box to follow: live, it is read where its record ends.
+            end = queries.record_end(self.store, box)
+            if end is not None and end < at:
+                at = end
+                rows = queries.fleet(self.store, at, box)
         start = at - self.window_ms
         out, inp = queries.throughput(self.store, box, start, at, buckets)
         source = "server"

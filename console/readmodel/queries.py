@@ -65,6 +65,16 @@ def data_span(store: Store) -> tuple[int, int] | None:
     return (int(min(bounds)), int(max(bounds))) if bounds else None
 
 
+def record_end(store: Store, box: str) -> int | None:
+    """Where a box's record ends: its last server sample (the last instant something served), else its last
+    GPU sample; None without samples. Live reads an imported box there (ReadModel.live)."""
+    for table in ("server_samples", "gpu_samples"):
+        last = store.scalar(f"SELECT max(t_ms) FROM {table} WHERE box = ?", [box])
+        if last is not None:
+            return int(last)
+    return None
+
+
 # -- launches ----------------------------------------------------------------------------------------
 def launch_state_at(row: dict[str, Any], at: int | None) -> LaunchStatus | None:
     """The state a launch was in at ``at``, from its recorded instants; None if it had not started yet.

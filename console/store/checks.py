@@ -147,9 +147,16 @@ class Checks:
         return probe_id
 
     def add_verdicts(
-        self, box: str, probe_id: int | None, verdicts: Sequence[CheckVerdict], t_ms: int
+        self,
+        box: str,
+        probe_id: int | None,
+        verdicts: Sequence[CheckVerdict],
+        t_ms: int,
+        *,
+        import_id: int | None = None,
     ) -> None:
-        """Store one check run. Re-running the same probe at the same instant replaces that run."""
+        """Store one check run. Re-running the same probe at the same instant replaces that run. ``import_id``:
+        verdicts judged from an import's published figures (console/store/history.py), not from a probe."""
         if not verdicts:
             raise ValueError(f"no verdicts for box {box!r}: a check run that checked nothing is not stored")
         with self.store.atomic() as db:
@@ -166,6 +173,7 @@ class Checks:
                     "verdict": v.verdict,
                     "reason": v.reason,
                     "numbers": dumps(v.numbers),
+                    "import_id": import_id,
                 }
                 for v in verdicts
             )
