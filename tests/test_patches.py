@@ -311,3 +311,39 @@ def test_any_text_parses_or_is_one_input_error(text: str) -> None:
         assert exc.message.startswith("recipe.toml: torch = ")
     else:
         assert req.clauses and all(op in (">=", "<=", "==", "!=", ">", "<") for op, _ in req.clauses)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(json_values)
+def test_the_probe_takes_a_patch_list_or_refuses_it_in_one_line(value: Any) -> None:
+    """``agents probe --patches JSON``: a list of {name, module, file} objects, anything else one argparse error."""
+    import argparse
+    import json
+
+    from agents.__main__ import _patch_list
+
+    try:
+        got = _patch_list(json.dumps(value))
+    except argparse.ArgumentTypeError as exc:
+        assert str(exc).startswith("--patches") and "\n" not in str(exc)
+    else:
+        assert got == value and isinstance(got, list)
+        assert all(isinstance(p, dict) and isinstance(p["name"], str) for p in got)
+
+
+def test_the_probe_refuses_patches_that_are_not_json() -> None:
+    import argparse
+
+    from agents.__main__ import _patch_list
+
+    with pytest.raises(argparse.ArgumentTypeError, match="not JSON"):
+        _patch_list("[{")
+    assert _patch_list('[{"name": "a", "module": "m", "file": null}]') == [
+        {"name": "a", "module": "m", "file": None}
+    ]
