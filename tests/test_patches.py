@@ -102,6 +102,16 @@ def test_the_pr_4802_claims_are_seed_data_marked_untested() -> None:
     assert all(c["status"] == "claimed, untested" and c["arm"] in cat.arms for c in claims.values())
 
 
+def test_the_sparse_arms_fp8_kv_cache_is_a_precision_change_needing_its_own_quality_gate() -> None:
+    """Its packed FP8 KV cache differs from the GLM NVFP4 arms' BF16 one, so no accuracy of theirs speaks for it
+    (console/economics/accuracy.py: accuracy never crosses precision)."""
+    from console.readmodel.campaign import arm_precision
+
+    precision = arm_precision(load_catalog())
+    sparse, dp4 = precision["glm-5.3-flash-tp2-mla-sparse-sm120"], precision["glm-5.3-flash-dp4-ep"]
+    assert sparse.differences(dp4) == ["kv_cache_dtype auto -> fp8_ds_mla"]
+
+
 # -- the loader ---------------------------------------------------------------------------------------------
 
 
