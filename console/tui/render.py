@@ -55,12 +55,11 @@ def chart_lines(series: Series, label: str, width: int, rows: int) -> list[str]:
     return [f"{g:>5} {row}" for g, row in zip(gutter, chart, strict=True)]
 
 
-def time_axis(window_ms: int, width: int, live: bool) -> str:
-    """The row under a chart: how far back its left edge is, and whether its right edge is now or the
-    replay cursor."""
+def time_axis(window_ms: int, width: int, edge: str) -> str:
+    """The row under a chart: how far back its left edge is, and what its right edge is: ``now``, the
+    replay ``cursor``, or the ``end`` of an imported box's record."""
     left = f"-{fmt_window(window_ms)}"
-    right = "now" if live else "cursor"
-    return " " * GUTTER + left + right.rjust(max(1, width - len(left)))
+    return " " * GUTTER + left + edge.rjust(max(1, width - len(left)))
 
 
 def fmt_window(ms: int) -> str:
@@ -144,7 +143,10 @@ def timer_lines(t: TimerRow, local: tzinfo) -> list[str]:
 def tripwire_line(t: TripwireRun, width: int) -> str:
     """``glm…dp2tp2 11/20 DEGEN 8d 1w``: the verdict word and counts first, the arm name shortened to fit."""
     v = t.verdict
-    tail = f" {v.ok:>2}/{v.total} {v.word:5}" + ("" if v.passed else f" {v.degenerate}d {v.wrong}w")
+    split = v.ok + v.degenerate + v.wrong == v.total  # else printed as ok/total only (an import)
+    tail = f" {v.ok:>2}/{v.total} {v.word:5}" + (
+        "" if v.passed or not split else f" {v.degenerate}d {v.wrong}w"
+    )
     room = max(8, width - 19)  # the verdicts line up whatever the arm names
     arm = t.arm if len(t.arm) <= room else t.arm[: room - 1] + "…"
     return f"{arm:{room}}{tail}".rstrip()

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Static
 from console.economics import (
     COST_BASES,
     DEFAULT_UTILISATION,
+    FRONTIER_LEGEND,
     EconomicsRow,
     PerHourRow,
     Pricing,
@@ -63,7 +64,17 @@ HOUR_COLUMNS = (
 )
 UTILISATIONS = (0.70, 1.00, 0.50)
 CHART_HEIGHT = 13
-"""Rows of the frontier chart with its axes (ten rows of points)."""
+"""Rows of the frontier chart with its axes (ten rows of points) where the pane has room."""
+MIN_CHART_HEIGHT = 7
+"""Below this the chart loses its axis values; a shorter pane scrolls instead."""
+PLACE_ORDER = ("frontier", "dominated", "borrowed", "CAPPED", "DIAGNOSTIC-ONLY", "no accuracy")
+"""The table opens on the frontier: rows by their place on the chart (``EconomicsRow.place``), then cost."""
+
+
+def by_place(rows: list[EconomicsRow]) -> list[EconomicsRow]:
+    """Frontier rows first, then dominated, borrowed, capped, diagnostic-only and unscored, each by cost."""
+    rank = {place: i for i, place in enumerate(PLACE_ORDER)}
+    return sorted(rows, key=lambda r: (rank.get(r.place, len(PLACE_ORDER)), r.node_per_mtok))
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,7 @@ def quality_lines(ledger: QualityLedger, needle: str) -> list[str]:
             truncated = "-" if r.truncation_rate is None else f"{r.truncation_rate:.1%}"
             lines.append(
                 f"run {r.id}  {r.label}  {r.harness} {', '.join(r.tasks)}  {r.items} items  "
-                f"{r.accuracy:.3f}  truncated {truncated}"
+                f"{r.accuracy_text}  truncated {truncated}" + (f"  {r.short}" if r.short else "")
             )
     for c in ledger.comparisons:
         if needle in f"{c.a.label} {c.b.label}".lower():
@@ -144,11 +155,13 @@ class EconomicsScreen(TableView):
         if self.per_hour:
             self.show_hours(data, needle)
             return
-        self.rows = [
-            r
-            for r in data.rows
-            if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
-        ]
+        self.rows = by_place(
+            [
+                r
+                for r in data.rows
+                if not needle or needle in f"{r.arm} {r.box} {r.model} {r.api_provider}".lower()
+            ]
+        )
         cells: list[tuple[list[Cell], str]] = [
             (
                 [
@@ -171,18 +184,33 @@ class EconomicsScreen(TableView):
         ]
         with self.app.batch_update():
             fill_table(self.table, COLUMNS, cells)
-            chart = self.query_one("#economics-chart", Static)
-            # Two cells stay free for the scrollbar of a short terminal.
-            width = max(30, (chart.content_region.width or self.size.width) - 2)
-            lines = [frontier_chart(self.rows, width=width, height=CHART_HEIGHT).rstrip("\n")]
-            lines += [f"not priced: {reason}" for reason in data.skipped]
-            lines += quality_lines(data.quality, needle)
-            chart.update("\n".join(lines))
             if not self.rows:
                 self.detail.update(
                     "no configuration priced yet: a box needs a price per hour and bench rows at the "
                     "router and promptopt shapes (`campaign export economics` says the same)"
                 )
+        # Once the filled table has taken its height, the chart is sized to the pane left under it.
+        self.call_after_refresh(self.draw_chart, data, needle)
+
+    def draw_chart(self, data: EconomicsData, needle: str) -> None:
+        chart = self.query_one("#economics-chart", Static)
+        # Two cells stay free for the scrollbar of a short terminal.
+        width = max(30, (chart.content_region.width or self.size.width) - 2)
+        lines = [frontier_chart(self.rows, width=width, height=self.chart_height(width)).rstrip("\n")]
+        lines += [f"not priced: {reason}" for reason in data.skipped]
+        lines += quality_lines(data.quality, needle)
+        chart.update("\n".join(lines))
+
+    def chart_height(self, width: int) -> int:
+        """The chart's rows so that its axis values and legend (with the frontier's rows) show in the pane
+        under the table without scrolling, at most CHART_HEIGHT; the ledger below it scrolls. The detail
+        above it is written when a row is highlighted, after this: it is given its border and three lines."""
+        pane = self.query_one("#economics-below", VerticalScroll).content_region.height
+        if not pane:
+            return CHART_HEIGHT
+        legend = -(-len(FRONTIER_LEGEND) // width) + len({(r.box, r.arm) for r in self.rows if r.on_frontier})
+        detail = max(4, self.detail.outer_size.height)
+        return max(MIN_CHART_HEIGHT, min(CHART_HEIGHT, pane - detail - legend))
 
     def show_hours(self, data: EconomicsData, needle: str) -> None:
         """The per-hour table: each configuration's hour of output at each shape, bought from each API price."""

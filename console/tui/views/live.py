@@ -13,7 +13,7 @@ from textual.containers import Grid
 from textual.widgets import Static
 
 from console.readmodel import BenchNow, LiveView
-from console.timeutil import fmt_remaining
+from console.timeutil import fmt_remaining, fmt_utc
 from console.tui import keymap
 from console.tui.modals import TimerScreen
 from console.tui.render import (
@@ -46,20 +46,35 @@ def bench_lines(b: BenchNow, at: int) -> list[str]:
     ]
 
 
-def throughput_text(view: LiveView, width: int, height: int, window_ms: int, live: bool) -> str:
+NO_THROUGHPUT = "no throughput samples in this window: a serving launch's /metrics or a bench's records them"
+NO_GPU = "no GPU samples yet: `campaign box connect {box} --follow` records them"
+NO_TRIPWIRE = "no tripwire run on this box yet: `campaign tripwire LAUNCH` records one"
+NO_TIMER = "no timer: `t` here or `campaign timer set BOX --at TIME` arms one"
+"""What an empty panel says instead of an empty chart: one line naming what would fill it."""
+
+
+def throughput_text(view: LiveView, width: int, height: int, window_ms: int, edge: str) -> str:
     """Output tok/s over input tok/s, each charted to its own peak ``width`` cells wide in a panel ``height``
-    rows high, then the servers and the bench (where the numbers come from is the panel's title)."""
+    rows high, then the servers and the bench (where the numbers come from is the panel's title). ``edge``
+    names the chart's right edge (now, cursor, end). A series with no sample in the window is one line saying
+    so, its rows given to the other; with neither, the panel is the one line of what would fill it."""
     chart_width = max(10, width - GUTTER)
     bench = bench_lines(view.bench, view.at_ms) if view.bench else []
-    rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1))
-    axis = rows >= 7  # a time axis under the charts when they keep three rows each
-    rows -= axis
-    lines = [f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s"]
-    out_rows = max(1, (rows + 1) // 2)
-    lines += chart_lines(view.out_tok_s, "out", chart_width, out_rows)
-    lines += chart_lines(view.in_tok_s, "in", chart_width, max(1, rows - out_rows))
-    if axis:
-        lines.append(time_axis(window_ms, chart_width, live))
+    pairs = ((view.out_tok_s, "out"), (view.in_tok_s, "in"))
+    series = [(values, label) for values, label in pairs if values.peak is not None]
+    lines = [] if series else [NO_THROUGHPUT]
+    if series:
+        rows = max(2, height - TEXT_ROWS - max(0, len(bench) - 1) - (len(series) == 1))
+        axis = rows >= 7  # a time axis under the charts when they keep three rows each
+        rows -= axis
+        lines.append(f"out {num(view.out_tok_s.last)} tok/s  in {num(view.in_tok_s.last)} tok/s")
+        first = max(1, (rows + 1) // 2) if len(series) == 2 else rows
+        for i, (charted, label) in enumerate(series):
+            lines += chart_lines(charted, label, chart_width, first if i == 0 else max(1, rows - first))
+        if len(series) == 1:
+            lines.append(f"{'in' if series[0][1] == 'out' else 'out'} tok/s: no samples in this window")
+        if axis:
+            lines.append(time_axis(window_ms, chart_width, edge))
     if view.servers:
         s = view.servers[0]
         more = f" (+{len(view.servers) - 1} more)" if len(view.servers) > 1 else ""
@@ -68,7 +83,7 @@ def throughput_text(view: LiveView, width: int, height: int, window_ms: int, liv
             f"{'-' if s.kv_usage is None else f'{s.kv_usage:.0%}'}{more}"
         )
         lines.append(f"{s.arm}")
-    else:
+    elif series or bench:
         lines.append("nothing serving")
     lines += bench
     return "\n".join(lines)
@@ -81,6 +96,7 @@ class Drawn:
     view: LiveView
     throughput: str
     power: list[str]
+    recorded: bool  # an imported box, read where its record ends (ReadModel.live)
 
 
 class Panel(Static):
@@ -122,20 +138,26 @@ class LiveScreen(ViewScreen):
         self.gpu_buckets = max(4, power.width - GPU_LABEL)
         super().reload()
 
-    def load(self) -> tuple[LiveView, int, bool] | None:
+    def load(self) -> tuple[LiveView, int, str] | None:
         box = self.console.selected_box
         if box is None:
             return None
         model = self.console.model
+        now = model.now()
         view = model.live(box, buckets=self.buckets, gpu_buckets=self.gpu_buckets)
-        return None if view is None else (view, model.window_ms, model.cursor.live)
+        if view is None:
+            return None
+        recorded = model.cursor.live and view.at_ms < now
+        return view, model.window_ms, "end" if recorded else "now" if model.cursor.live else "cursor"
 
-    def prepare(self, loaded: tuple[LiveView, int, bool] | None) -> Drawn | None:
+    def prepare(self, loaded: tuple[LiveView, int, str] | None) -> Drawn | None:
         if loaded is None:
             return None
-        view, window_ms, live = loaded
+        view, window_ms, edge = loaded
         tw, th, pw, ph = self.sizes
-        return Drawn(view, throughput_text(view, tw, th, window_ms, live), gpu_lines(view, pw, ph))
+        return Drawn(
+            view, throughput_text(view, tw, th, window_ms, edge), gpu_lines(view, pw, ph), edge == "end"
+        )
 
     def topbar_extra(self) -> str:
         extra = f"window {fmt_window(self.console.model.window_ms)}"
@@ -153,7 +175,9 @@ class LiveScreen(ViewScreen):
             return
         b = view.box
         head = f"{b.name} ({b.gpu_summary or 'no GPU info'}) {b.status}"
-        if b.last_sample_ms is not None and view.at_ms - b.last_sample_ms > 30_000:
+        if drawn.recorded:
+            head += f" | at its record's end {fmt_utc(view.at_ms)}"
+        elif b.last_sample_ms is not None and view.at_ms - b.last_sample_ms > 30_000:
             head += f", last sample {fmt_remaining(view.at_ms - b.last_sample_ms)} ago"
         if b.timer:
             head += f" | stop in {fmt_remaining(b.timer.remaining_ms)}"
@@ -162,7 +186,7 @@ class LiveScreen(ViewScreen):
         throughput.border_title = f"throughput ({view.throughput_from})"
         throughput.update(drawn.throughput)
         self.query_one("#live-power", Panel).update(
-            toned_block(drawn.power) if drawn.power else "no GPU samples"
+            toned_block(drawn.power) if drawn.power else NO_GPU.format(box=b.name)
         )
         trip_panel = self.query_one("#live-tripwire", Panel)
         needle = self.filter_text.lower().strip()
@@ -171,9 +195,9 @@ class LiveScreen(ViewScreen):
             for t in view.tripwire
             if needle in t.arm.lower()
         ]
-        trip_panel.update(toned_block(trip) if trip else "no tripwire run on this box")
+        trip_panel.update(toned_block(trip) if trip else NO_TRIPWIRE)
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
-        self.query_one("#live-timers", Panel).update("\n".join(timers) or "no timer")
+        self.query_one("#live-timers", Panel).update("\n".join(timers) or NO_TIMER)
 
     def action_timer(self) -> None:
         app = self.console

@@ -60,18 +60,32 @@ def group_detail(s: GroupStanding) -> str:
     return f"{s.group.label}: {s.group.spread_text} | {verdict}"
 
 
-def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
+CHART_FRAME = 6
+"""Rows of a shape's chart that are not bars: its title, the frame's top, its axis and the values under it,
+and the line naming the arms left out."""
+
+
+def compare_chart(
+    rows: list[ResultRow], width: int, height: int | None = None, shape: str | None = None
+) -> list[str]:
     """The best out tok/s of each arm per shape as bars (plotext), each labelled with its arm, concurrency,
-    number and tripwire verdict; diagnostic-only numbers say so."""
+    number and tripwire verdict; diagnostic-only numbers say so. With ``height``, one shape (``shape``, else
+    the first) and its fastest arms that fit, so the axis and its values stay on screen; a line says how
+    many arms were left out."""
     best = best_by(rows, lambda r: (r.shape, r.arm))
     if not best:
-        return ["no rows to compare"]
+        return ["no bench rows to compare yet: `campaign bench ARM --shape SHAPE -c C` records them"]
     lines = []
-    for shape in sorted({s for s, _ in best}):
+    shapes = sorted({s for s, _ in best})
+    if height is not None:
+        shapes = [shape if shape in shapes else shapes[0]]
+    for shape in shapes:
         # Each shape is scaled to its own best: arms are compared within a workload, never across.
         ranked = sorted(
             (r for (s, _), r in best.items() if s == shape), key=lambda r: -(r.out_tok_per_s or 0)
         )
+        left_out = 0 if height is None else max(0, len(ranked) - max(1, height - CHART_FRAME))
+        ranked = ranked[: len(ranked) - left_out]
         words = [
             f"C{r.concurrency:<5} {num(r.out_tok_per_s):>5} trip {r.tripwire.word}"
             + (" DIAGNOSTIC-ONLY" if r.diagnostic_only else "")
@@ -90,6 +104,10 @@ def compare_chart(rows: list[ResultRow], width: int) -> list[str]:
             width,
             num,
         )
+        if left_out:
+            lines.append(
+                f"+{left_out} slower arms at {shape} (`/` filters; the highlighted row's shape is drawn)"
+            )
     return lines
 
 
@@ -120,6 +138,7 @@ class ResultsScreen(TableView):
         self.rows: list[ResultRow] = []
         self.groups: list[GroupStanding] = []
         self.chart_shown = False
+        self.chart_shape: str | None = None  # the highlighted row's: the chart draws its shape
         self.groups_shown = False
 
     def below_table(self) -> ComposeResult:
@@ -148,10 +167,16 @@ class ResultsScreen(TableView):
             self.refill(table, GROUP_COLUMNS, [(group_cells(s), f"g:{s.group.id}") for s in self.groups])
         else:
             self.refill(table, COLUMNS, self._row_cells(rows))
+        self.draw_chart()
+
+    def draw_chart(self, shape: str | None = None) -> None:
+        """The highlighted row's shape (``shape``) as bars in the rows the chart may take (half the screen)."""
         chart = self.query_one("#results-chart", Static)
         chart.display = self.chart_shown
         if self.chart_shown:
-            chart.update("\n".join(compare_chart(rows, chart.content_region.width or self.size.width - 2)))
+            width = chart.content_region.width or self.size.width - 2
+            height = self.size.height // 2 - 1  # console.tcss: #results-chart max-height 50%, its top border
+            chart.update("\n".join(compare_chart(self.rows, width, height, shape or self.chart_shape)))
 
     @staticmethod
     def _row_cells(rows: list[ResultRow]) -> list[tuple[list[Cell], str]]:
@@ -185,6 +210,9 @@ class ResultsScreen(TableView):
         if row is not None and group is None:
             text += f" | model {self.console.model.model_named(row.model)}"
         self.detail.update(text)
+        if row is not None and row.shape != self.chart_shape:
+            self.chart_shape = row.shape
+            self.draw_chart()
 
     def action_sort(self) -> None:
         names = list(RESULT_SORTS)
