@@ -357,3 +357,15 @@ def test_the_probe_refuses_patches_that_are_not_json() -> None:
     assert _patch_list('[{"name": "a", "module": "m", "file": null}]') == [
         {"name": "a", "module": "m", "file": None}
     ]
+
+
+def test_recipe_show_names_what_the_serving_env_must_carry(tmp_path: Path) -> None:
+    from tests.support.cli import run_cli
+
+    code, out, err = run_cli(tmp_path / "state.db", "recipe", "show", "deepseek-v4-flash-dp4-ep")
+    assert code == 0, err
+    assert "\nneeds    patch patch_oproj (box/patch_oproj.py" in out
+    code, out, err = run_cli(tmp_path / "state.db", "recipe", "show", "glm-5.3-flash-tp2-mla-sparse-sm120")
+    assert "\nneeds    flashinfer-python >0.6.18\n" in out, err
+    code, out, err = run_cli(tmp_path / "state.db", "recipe", "show", "tiny-cpu")
+    assert code == 0 and "needs" not in out, err

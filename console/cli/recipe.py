@@ -187,6 +187,10 @@ def _show(args: argparse.Namespace) -> int:
         return 1
     serving = summary["profile"]
     print(f"request  {json.dumps(serving['request'])}  extra_body {json.dumps(serving['extra_body'])}")
+    patches, requires_env = catalog.serving_needs(arm)
+    if patches or requires_env:  # what its serving env must carry: check --arm and launch refuse without
+        needs = [f"patch {p.name} ({p.source})" for p in patches] + [f"{n} {r}" for n, r in requires_env]
+        print(f"needs    {'; '.join(needs)}")
     for rep in summary["replicas"]:
         gpus = ",".join(map(str, rep["gpus"])) or "cpu"
         print(f"replica {rep['index']}  gpus {gpus}  port {rep['port']}")
