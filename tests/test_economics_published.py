@@ -21,6 +21,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.economics import CostModel, EconomicsRow, economics_table
@@ -502,3 +504,45 @@ def test_precision_rule_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFi
     build_demo(Store(third), data_dir=data)
     row = economics(third)
     assert (row["held"], row["on_frontier"]) == ("", "yes")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    monthly=st.floats(100, 10_000),
+    discount=st.floats(0, 0.5),
+    eris=st.floats(0, 0.4),
+    qualifying=st.floats(0, 1),
+    resale=st.floats(0.1, 5),
+    take=st.floats(0, 0.5),
+    gpus=st.integers(1, 16),
+    storage=st.floats(0, 100),
+    use=st.floats(0.05, 0.95),
+)
+def test_break_even_fill_zeroes_the_fully_loaded_cost(
+    monthly: float,
+    discount: float,
+    eris: float,
+    qualifying: float,
+    resale: float,
+    take: float,
+    gpus: int,
+    storage: float,
+    use: float,
+) -> None:
+    """The computed break-even is what its definition says for any parameters: at that resale fill the
+    fully-loaded node costs nothing at that use (and the factor is list over fully loaded, to the cent)."""
+    cost = dataclasses.replace(
+        COST,
+        monthly_gbp=monthly,
+        commitment_discount=discount,
+        eris_per_gbp=eris,
+        eris_qualifying=qualifying,
+        resale_usd_per_gpu_hour=resale,
+        resale_platform_take=take,
+        gpus=gpus,
+        storage_gbp_per_month=storage,
+    )
+    even = cost.break_even(use)
+    at_even = dataclasses.replace(cost, resale_fill=even.fill)
+    assert at_even.gbp_per_active_hour("fully_loaded", use) == pytest.approx(0, abs=1e-6 * monthly)
+    assert even.fill >= even.fill_without_storage
