@@ -207,8 +207,9 @@ class ResultsScreen(TableView):
         group = next((s for s in self.groups if f"g:{s.group.id}" == key), None)
         row = next((r for r in self.rows if str(r.id) == key), None)
         text = group_detail(group) if group else detail_line(row) if row else ""
-        if row is not None and group is None:
-            text += f" | model {self.console.model.model_named(row.model)}"
+        if row is not None and group is None:  # the model with its intelligence index, where one is published
+            named = self.console.model.model_named(row.model)
+            text += f" | {named}" if named != (row.model or "-") else ""
         self.detail.update(text)
         if row is not None and row.shape != self.chart_shape:
             self.chart_shape = row.shape
