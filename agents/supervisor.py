@@ -78,6 +78,8 @@ class Launch:
     metrics_problem: str | None = None
     inflight: tuple[str, Future[Any]] | None = None
     """The HTTP request of this launch on the pool ("ready" or "metrics"), collected by a later tick."""
+    headless: bool = False
+    """No HTTP API to wait for or scrape (``LaunchArgs.headless``): serving once it runs past a tick."""
 
     def summary(self) -> LaunchResult:
         return {
@@ -160,9 +162,10 @@ class StopAll(TypedDict):
     stopping: list[str]
 
 
-def _preflight_refusal(port: int, argv: list[str], env: dict[str, str]) -> str | None:
-    """Why the launch cannot start, found before spawning: a busy port, or argv[0] not on the launch's PATH."""
-    if port_in_use(port):
+def _preflight_refusal(port: int | None, argv: list[str], env: dict[str, str]) -> str | None:
+    """Why the launch cannot start, found before spawning: a busy port (None: a headless launch listens on
+    none of its own), or argv[0] not on the launch's PATH."""
+    if port is not None and port_in_use(port):
         return (
             f"port {port} is already in use on 127.0.0.1 (another server or a stale process); "
             "kill it or launch on a free port"
@@ -237,6 +240,7 @@ class Supervisor:
         port = _launch_port(args.get("port"))
         gpus = _launch_gpus(args.get("gpus") or [])
         ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
+        headless = args.get("headless") is True
 
         launch = Launch(
             launch_id=launch_id,
@@ -246,10 +250,11 @@ class Supervisor:
             state="starting",
             started_mono=time.monotonic(),
             ready_timeout_s=ready_timeout_s,
+            headless=headless,
         )
         self.launches[launch_id] = launch
         full_env = {**allowed_env(), **env}  # the box's allowlist and the arm's own env, nothing else
-        refusal = _preflight_refusal(port, argv, full_env)
+        refusal = _preflight_refusal(None if headless else port, argv, full_env)
         if refusal is None:
             refusal = self._spawn(launch, argv, full_env)
         if refusal is not None:
@@ -370,7 +375,7 @@ class Supervisor:
             self._check_exit(launch, now)
         if launch.state == "starting":
             self._check_ready(launch, now)
-        elif launch.state == "serving":
+        elif launch.state == "serving" and not launch.headless:
             self._scrape(launch, now)
         elif launch.state == "stopping":
             self._escalate(launch, now)
@@ -472,6 +477,9 @@ class Supervisor:
         return False, None
 
     def _check_ready(self, launch: Launch, now: float) -> None:
+        if launch.headless:  # _check_exit ran first this tick: the process still runs
+            self._finish(launch, "serving")
+            return
         answered, ready = self._collect(launch, "ready", lambda: _ready(launch.port))
         if answered and ready:
             launch.inflight = None

@@ -16,6 +16,8 @@ framing, from ``bench/zero_server.py``) and ``/v1/chat/completions`` (tripwire a
 - ``FAKE_ENGINE_MODE``: ``serve`` (default), ``crash`` (SIGKILLs itself during start-up, no traceback),
   ``degenerate`` (serves, but every chat answer is a loop), ``die-serving`` (exits 1 s after ready);
 - ``FAKE_ENGINE_STARTUP_S``: seconds before it listens (default 0.5);
+- ``--headless`` (a multi-box arm's data-parallel worker): no API server, it runs until SIGTERM;
+  ``FAKE_ENGINE_HEADLESS_MODE`` is its mode (default ``FAKE_ENGINE_MODE``), so a test fails only the worker;
 - ``FAKE_ENGINE_KV_TOKENS``: the KV budget it reports (default 4096);
 - ``FAKE_ENGINE_ENV_DUMP``: a file it writes its whole environment to (JSON) before anything else.
 - ``FAKE_ENGINE_GPU_MIB``: MiB it holds on each GPU of ``CUDA_VISIBLE_DEVICES`` once loaded, told to the fake
@@ -301,11 +303,30 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _headless(argv: list[str], args: _ServeArgs, mode: str) -> None:
+    """``--headless``: data-parallel ranks with no API server, as vLLM runs them on a multi-box arm's other
+    boxes; it starts up, says so, and runs until SIGTERM (``crash``: SIGKILLs itself at once, before any
+    head could serve; ``die-serving``: exits 1 s after start-up)."""
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _start_up(args, mode)
+    ranks = _flag(argv, "--data-parallel-size-local", "1")
+    _log("APIServer", "INFO", "serve.py:240", f"Launching {ranks} data parallel engine(s) in headless mode")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if mode == "die-serving":
+        threading.Timer(1.0, lambda: os._exit(1)).start()
+    stop.wait()
+
+
 def serve(argv: list[str]) -> None:
     if os.environ.get("FAKE_ENGINE_ENV_DUMP"):
         _dump_env(os.environ["FAKE_ENGINE_ENV_DUMP"])
     args = _parse(argv)
     mode = os.environ.get("FAKE_ENGINE_MODE", "serve")
+    if "--headless" in argv:
+        _headless(argv, args, os.environ.get("FAKE_ENGINE_HEADLESS_MODE", mode))
+        return
     _start_up(args, mode)
     _Handler.args, _Handler.mode = args, mode
     httpd = _Server(("127.0.0.1", args.port), _Handler)

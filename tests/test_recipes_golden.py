@@ -1344,8 +1344,72 @@ def catalog() -> Catalog:
     return load_catalog()
 
 
+# Multi-box arms (console/recipes/multinode.py), planned on two boxes like PRO (registered by 10.0.0.1 and
+# 10.0.0.2) or two like CPU on this machine (127.0.0.1): each process's box, role, GPUs and whole argv.
+MULTINODE_GOLDEN = {
+    "glm-5.3-4bit-tp4-pp2": [
+        (
+            "pro-a",
+            "ray-head",
+            [0, 1, 2, 3],
+            "/opt/vllm/bin/ray start --block --disable-usage-stats --head --port 6379 --node-ip-address 10.0.0.1 "
+            "--include-dashboard false",
+        ),
+        (
+            "pro-b",
+            "ray-worker",
+            [0, 1, 2, 3],
+            "/opt/vllm/bin/ray start --block --disable-usage-stats --address 10.0.0.1:6379 --node-ip-address 10.0.0.2",
+        ),
+        (
+            "pro-a",
+            "head",
+            [],
+            "/opt/vllm/bin/vllm serve GLM-5.3-4bit --served-model-name GLM-5.3-4bit --host 127.0.0.1 --port 8100 "
+            "--pipeline-parallel-size 2 --distributed-executor-backend ray --tensor-parallel-size 4 "
+            "--no-enable-flashinfer-autotune",
+        ),
+    ],
+    "tiny-cpu-dp2-2node": [
+        (
+            "local-a",
+            "head",
+            [],
+            "/opt/vllm-cpu/bin/vllm serve /srv/models/tiny-llama --served-model-name tiny-llama --host 127.0.0.1 "
+            "--port 8100 --data-parallel-size-local 1 --data-parallel-address 127.0.0.1 --data-parallel-rpc-port "
+            "13345 --data-parallel-size 2 --max-num-seqs 16 --max-model-len 2048 --dtype bfloat16 "
+            "--gpu-memory-utilization 0.15 --enforce-eager",
+        ),
+        (
+            "local-b",
+            "worker",
+            [],
+            "/opt/vllm-cpu/bin/vllm serve /srv/models/tiny-llama --served-model-name tiny-llama --headless "
+            "--data-parallel-start-rank 1 --data-parallel-size-local 1 --data-parallel-address 127.0.0.1 "
+            "--data-parallel-rpc-port 13345 --data-parallel-size 2 --max-num-seqs 16 --max-model-len 2048 "
+            "--dtype bfloat16 --gpu-memory-utilization 0.15 --enforce-eager",
+        ),
+    ],
+}
+
+
 def test_every_shipped_arm_has_a_golden(catalog: Catalog) -> None:
-    assert sorted(catalog.arms) == sorted(GOLDEN)
+    assert sorted(catalog.arms) == sorted([*GOLDEN, *MULTINODE_GOLDEN])
+
+
+@pytest.mark.parametrize("name", sorted(MULTINODE_GOLDEN))
+def test_planned_multi_box_argv_matches_golden(catalog: Catalog, name: str) -> None:
+    from dataclasses import replace
+
+    from console.recipes.multinode import PlanBox, plan
+
+    on_cpu = name.startswith("tiny-cpu")
+    base, addresses = (CPU, ["127.0.0.1"] * 2) if on_cpu else (PRO, ["10.0.0.1", "10.0.0.2"])
+    stem = base.name.split("-")[0]
+    boxes = [PlanBox(replace(base, name=f"{stem}-{x}"), a) for x, a in zip("ab", addresses, strict=True)]
+    p = plan(catalog, name, boxes)
+    assert [(x.box, x.role, x.gpus, " ".join(x.argv)) for x in p.processes] == MULTINODE_GOLDEN[name]
+    assert all(isinstance(a, str) for x in p.processes for a in x.argv)
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))

@@ -159,7 +159,7 @@ def test_resolve_checks_every_element_whatever_built_the_arm(tmp_path: Path) -> 
 
 def test_the_shipped_catalog_passes_the_listen_check() -> None:
     c = load_catalog()
-    for name in c.arms:
+    for name in (n for n, a in c.arms.items() if a.nodes == 1):  # a multi-box plan checks its own argv
         rep = resolve(c, name, generic_box(c, name)).replicas[0]
         assert listen_problem(rep.argv[2:], {"--host": "127.0.0.1", "--port": str(rep.port)}) is None, name
 

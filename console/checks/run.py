@@ -130,25 +130,30 @@ def serving_python(box: Box) -> str | None:
 def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
     """An ArmResolver over the recipes catalogue: the arm's layout on this box and its weights' size."""
     from console.recipes import ResolveError, box_spec, load_catalog, resolve
+    from console.recipes.multinode import node_gpus, weight_shards
     from console.recipes.resolve import effective_arm, get_arm
 
     cat = catalog if catalog is not None else load_catalog()
     get_arm(cat, arm_name)  # an unknown arm is refused now, before a probe that can take minutes
 
     def resolver(box: Box, probe: ProbeReport) -> ArmContext:
-        try:
-            a, profile = effective_arm(cat, arm_name)
-            resolved = resolve(cat, a, box_spec(box, probe))
-        except ResolveError as exc:
-            raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
-        used = sorted(g for r in resolved.replicas for g in r.gpus)
+        a, profile = effective_arm(cat, arm_name)
+        spec = box_spec(box, probe)
+        if a.nodes > 1:  # one node of a multi-box arm: its share of the cards (console/recipes/multinode.py)
+            used = list(range(min(node_gpus(a), spec.gpu_count)))
+        else:
+            try:
+                resolved = resolve(cat, a, spec)
+            except ResolveError as exc:
+                raise CheckError(f"arm {arm_name} on box {box.name}: {exc}") from exc
+            used = sorted(g for r in resolved.replicas for g in r.gpus)
         patches, requires_env = cat.serving_needs(a)
         return ArmContext(
             name=a.name,
             tensor_parallel=a.tensor_parallel,
             weights_gb=profile.weights_gb,
             gpus=tuple(used) if used else None,
-            weight_shards=a.tensor_parallel * (a.data_parallel if a.expert_parallel else 1),
+            weight_shards=weight_shards(a),
             patches=patches,
             requires_env=requires_env,
         )

@@ -16,7 +16,14 @@ from console.bounds import GPU_INDEX
 from console.cli.common import csv_values, print_json, print_table, run, say, service_for, wait_s_arg
 from console.errors import InputError
 from console.progress import ProgressLine
-from console.service import DEFAULT_READY_TIMEOUT_S, Launch, LaunchOutcome, LaunchPlan
+from console.service import (
+    DEFAULT_READY_TIMEOUT_S,
+    Launch,
+    LaunchOutcome,
+    LaunchPlan,
+    MultiNodeLaunchPlan,
+    MultiNodeOutcome,
+)
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
@@ -79,7 +86,70 @@ def _record(outcome: LaunchOutcome) -> dict[str, Any]:
     }
 
 
+def _show_multinode(mplan: MultiNodeLaunchPlan) -> None:
+    p = mplan.plan
+    say(f"arm {p.arm} over boxes {', '.join(p.boxes)}: {p.model} as {p.served_model_name}, {p.mode}")
+    for process in p.processes:
+        say(f"  {process.role} on {process.box}: GPUs {','.join(map(str, process.gpus)) or '-'}")
+    for f in mplan.findings:
+        say(f"  {f.severity.upper()} [{f.rule_id}] {f.reason}" + (f" ({f.where()})" if f.where() else ""))
+    for box, failed in mplan.failed_checks.items():
+        say(f"  FAILED CHECK {box}: {'; '.join(failed)}")
+
+
+def _run_multinode(args: argparse.Namespace) -> int:
+    """A multi-box arm: every process through its box's agent, stopped together if one fails."""
+    if args.gpus:
+        raise InputError("--gpus lays out one box; a multi-box arm's plan takes each node's cards")
+    with service_for(args) as service:
+        mplan = service.plan_multinode(args.arm, args.box)
+        _show_multinode(mplan)
+        progress = Progress()
+        try:
+            outcome: MultiNodeOutcome = run(
+                service,
+                lambda: service.launch_multinode(
+                    mplan,
+                    force=args.force,
+                    ready_timeout_s=args.ready_timeout,
+                    wait=not args.no_wait,
+                    progress=progress,
+                ),
+            )
+        finally:
+            progress.done()
+    rows = [
+        {
+            "launch": x.id,
+            "box": x.box,
+            "role": p.role,
+            "state": x.state,
+            "port": x.port,
+            "gpus": ",".join(map(str, x.gpus)) or "-",
+            "reason": x.failure_reason or "",
+        }
+        for p, x in zip(outcome.processes, outcome.launches, strict=False)
+    ]
+    if args.json:
+        print_json(
+            {"arm": outcome.arm, "serving": outcome.serving, "stopped": outcome.stopped, "processes": rows}
+        )
+    else:
+        print_table(rows, ["launch", "box", "role", "state", "port", "gpus", "reason"])
+    if outcome.stopped:
+        say(outcome.stopped)
+        return 1
+    if outcome.waited and not outcome.serving:
+        say(f"not serving after {args.ready_timeout:.0f} s")
+        return 1
+    say("serving" if outcome.waited else "accepted by the agents")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if len(args.box) > 1:
+        return _run_multinode(args)
+    args.box = args.box[0]
     gpus = parse_gpus(args.gpus)
     with service_for(args) as service:
         plan = service.plan_launch(args.arm, args.box, gpus)
@@ -136,7 +206,13 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     p = sub.add_parser("launch", help=help_text, description=help_text)
     p.add_argument("arm")
-    p.add_argument("--box", required=True, metavar="NAME")
+    p.add_argument(
+        "--box",
+        required=True,
+        metavar="NAME",
+        action="append",
+        help="the box; repeat it for an arm that spans several boxes, the head first (docs/multinode.md)",
+    )
     p.add_argument("--gpus", metavar="0,1", help="GPU indexes to use (default: what the arm's layout needs)")
     p.add_argument(
         "--force",

@@ -9,7 +9,7 @@ from typing import Any
 
 from console.cli.common import open_store, print_json, print_table, say
 from console.errors import Refused
-from console.readmodel import lint_box, moe_evidence
+from console.readmodel import lint_box, moe_evidence, plan_box
 from console.recipes import (
     BoxSpec,
     Catalog,
@@ -24,6 +24,7 @@ from console.recipes import (
     recipe_source,
     resolve,
 )
+from console.recipes.multinode import PlanBox, generic_boxes, plan
 from console.recipes.resolve import get_arm
 
 
@@ -38,14 +39,22 @@ def _catalog(paths: list[str] | None, *, linting: bool = False) -> Catalog:
 
 
 def _box(args: argparse.Namespace, catalog: Catalog) -> tuple[BoxSpec | None, MoeEvidence | None]:
-    """The named box as resolve sees it (its row plus the GPUs its latest probe measured, else its inventory's),
-    and what this campaign's sweeps measured of MoE backends, as a launch there would be linted."""
+    """The first named box as resolve sees it (its row plus the GPUs its latest probe measured, else its
+    inventory's), and what this campaign's sweeps measured of MoE backends, as a launch there would be linted."""
     if not args.box:
         return None, None
     with open_store(args) as store:
-        box = lint_box(store, args.box)
+        box = lint_box(store, args.box[0])
         evidence = moe_evidence(store, catalog)
     return box, evidence
+
+
+def _boxes(args: argparse.Namespace) -> list[PlanBox]:
+    """Every named box with its registered address: where a multi-box arm's plan puts head and workers."""
+    if not args.box:
+        return []
+    with open_store(args) as store:
+        return [plan_box(store, name) for name in args.box]
 
 
 def _box_rules(box: BoxSpec | None) -> str | None:
@@ -69,7 +78,7 @@ def _finding_line(f: Finding) -> str:
 def _lint(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths, linting=True)
     box, evidence = _box(args, catalog)
-    findings = lint_catalog(catalog, box, evidence)
+    findings = lint_catalog(catalog, box, evidence, [b.spec for b in _boxes(args)])
     box_rules = _box_rules(box)
     if args.json:
         print_json([f.to_dict() for f in findings])
@@ -89,13 +98,22 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _summary(
-    catalog: Catalog, name: str, box: BoxSpec | None, evidence: MoeEvidence | None
+    catalog: Catalog,
+    name: str,
+    box: BoxSpec | None,
+    evidence: MoeEvidence | None,
+    boxes: list[PlanBox] | None = None,
 ) -> dict[str, Any]:
+    """One arm linted and laid out: its replicas on ``box``, or a multi-box arm's plan over ``boxes``."""
     arm = catalog.arms[name]
     profile = catalog.profiles[arm.profile]
-    findings = lint(catalog, name, box, evidence)
+    spans = arm.nodes > 1
+    findings = lint(catalog, name, box, evidence, boxes=[b.spec for b in boxes or []] if spans else ())
     try:
-        out = resolve(catalog, name, box or generic_box(catalog, name)).to_dict()
+        if spans:
+            out = plan(catalog, name, boxes or generic_boxes(arm)).to_dict()
+        else:
+            out = resolve(catalog, name, box or generic_box(catalog, name)).to_dict()
     except ResolveError as exc:
         out = {
             "arm": name,
@@ -118,6 +136,12 @@ def _layout(catalog: Catalog, r: dict[str, Any], box: BoxSpec | None) -> str:
     arm = catalog.arms[r["arm"]]
     if "error" in r:
         return "does not fit"
+    if arm.nodes > 1:
+        return (
+            f"{arm.nodes} boxes {r['mode']} TP{arm.tensor_parallel}"
+            + (f" DP{arm.data_parallel}" if arm.data_parallel > 1 else f" PP{arm.nodes}")
+            + (" EP" if arm.expert_parallel else "")
+        )
     count = f"{len(r['replicas'])}x" if box else ("per-card" if arm.replicas is None else f"{arm.replicas}x")
     return (
         f"{count} TP{arm.tensor_parallel}"
@@ -142,7 +166,8 @@ def _lint_cell(findings: list[dict[str, Any]]) -> str:
 def _list(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths)
     box, evidence = _box(args, catalog)
-    rows = [_summary(catalog, name, box, evidence) for name in sorted(catalog.arms)]
+    boxes = _boxes(args)
+    rows = [_summary(catalog, name, box, evidence, boxes) for name in sorted(catalog.arms)]
     if args.json:
         print_json(rows)
         return 0
@@ -165,7 +190,7 @@ def _show(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths)
     get_arm(catalog, args.arm)
     box, evidence = _box(args, catalog)
-    summary = _summary(catalog, args.arm, box, evidence)
+    summary = _summary(catalog, args.arm, box, evidence, _boxes(args))
     if args.json:
         print_json(summary)
         return 0 if "error" not in summary else 1
@@ -174,7 +199,12 @@ def _show(args: argparse.Namespace) -> int:
     if arm.description:
         print(f"         {arm.description}")
     print(f"profile  {arm.profile}  model {summary['model']}")
-    print(f"box      {box.name if box else '(none: one server, argv only)'}")
+    if arm.nodes > 1:
+        print(
+            f"boxes    {', '.join(args.box) if args.box else f'(none: {arm.nodes} stand-in nodes, argv only)'}"
+        )
+    else:
+        print(f"box      {box.name if box else '(none: one server, argv only)'}")
     if box:
         print(f"         {_box_rules(box)}")
     for f in summary["findings"]:
@@ -191,12 +221,35 @@ def _show(args: argparse.Namespace) -> int:
     if patches or requires_env:  # what its serving env must carry: check --arm and launch refuse without
         needs = [f"patch {p.name} ({p.source})" for p in patches] + [f"{n} {r}" for n, r in requires_env]
         print(f"needs    {'; '.join(needs)}")
+    if arm.nodes > 1:
+        _print_plan(summary)
+        return 0
     for rep in summary["replicas"]:
         gpus = ",".join(map(str, rep["gpus"])) or "cpu"
         print(f"replica {rep['index']}  gpus {gpus}  port {rep['port']}")
         print(f"  env  {' '.join(f'{k}={v}' for k, v in sorted(rep['env'].items()))}")
         print(f"  argv (quoted for reading; launched as a list) {shlex.join(rep['argv'])}")
     return 0
+
+
+def _print_plan(summary: dict[str, Any]) -> None:
+    """A multi-box arm's processes in launch order: box, role, GPUs, and each argv (docs/multinode.md)."""
+    how = "data parallel across nodes" if summary["mode"] == "dp" else "one pipeline stage per box over Ray"
+    print(
+        f"plan     {how}; head {summary['boxes'][0]} at {summary['head_address']}, inter-node port "
+        f"{summary['inter_node_port']}; API on 127.0.0.1:{summary['processes'][0]['port']} of the head"
+    )
+    for i, p in enumerate(summary["processes"]):
+        gpus = ",".join(map(str, p["gpus"])) or (
+            "its node's, through Ray" if summary["mode"] == "ray" else "cpu"
+        )
+        rank = f"  first rank {p['start_rank']}" if p["start_rank"] is not None else ""
+        print(
+            f"{i}  {p['role']} on {p['box']}  gpus {gpus}{rank}"
+            + ("  (no HTTP API)" if p["headless"] else "")
+        )
+        print(f"  env  {' '.join(f'{k}={v}' for k, v in sorted(p['env'].items()))}")
+        print(f"  argv (quoted for reading; launched as a list) {shlex.join(p['argv'])}")
 
 
 def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
@@ -207,8 +260,10 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         q.add_argument(
             "--box",
             metavar="NAME",
+            action="append",
             help="resolve on this box (its latest probe gives the GPUs, else "
-            "its inventory); lint sees this state.db's sweeps",
+            "its inventory); lint sees this state.db's sweeps. Repeat it for a multi-box arm's boxes, the "
+            "head first: its plan and R10 span them (other arms use the first)",
         )
         q.add_argument("--json", action="store_true", help="machine-readable output")
         if not paths:

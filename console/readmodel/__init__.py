@@ -19,7 +19,14 @@ from console.readmodel.curves import CURVE_DEFINITIONS, CurvePointView, CurveVie
 from console.readmodel.database import database_path, now_ms
 from console.readmodel.deadlines import timer_entries, timer_entry, timer_log
 from console.readmodel.energy import ENERGY_SOURCE, GpuEnergy, RunEnergy, energy_note, run_energy
-from console.readmodel.inventory import box_list, box_named, box_status, ingest_health, lint_box
+from console.readmodel.inventory import (
+    box_list,
+    box_named,
+    box_status,
+    ingest_health,
+    lint_box,
+    plan_box,
+)
 from console.readmodel.kldiff import kldiff_run, kldiff_runs
 from console.readmodel.model import WINDOWS_MS, Cursor, ReadModel
 from console.readmodel.pareto import Frontier, ParetoPoint, Spread, pareto
@@ -121,6 +128,7 @@ __all__ = [
     "database_path",
     "ingest_health",
     "lint_box",
+    "plan_box",
     "now_ms",
     "RESULT_SORTS",
     "WINDOWS_MS",

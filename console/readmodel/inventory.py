@@ -5,6 +5,8 @@ from __future__ import annotations
 from console.readmodel import queries
 from console.readmodel.records import BoxStatus, IngestHealth
 from console.recipes import BoxSpec, box_spec
+from console.recipes.multinode import PlanBox
+from console.recipes.resolve import LOOPBACK
 from console.store import Box, Store
 
 
@@ -24,6 +26,13 @@ def lint_box(store: Store, name: str) -> BoxSpec:
     box = store.boxes.get(name)
     probe = store.checks.latest_probe(box.name)
     return box_spec(box, probe.data if probe else None)
+
+
+def plan_box(store: Store, name: str) -> PlanBox:
+    """A box as a multi-box arm's plan needs it: ``lint_box``'s spec and the address it is registered by
+    (127.0.0.1 for a box on the console's own machine: only other boxes on this machine reach it)."""
+    box = store.boxes.get(name)
+    return PlanBox(lint_box(store, name), LOOPBACK if box.is_local else box.host)
 
 
 def ingest_health(store: Store) -> dict[str, IngestHealth]:

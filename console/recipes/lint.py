@@ -8,12 +8,13 @@ server flags resolve would pass, and optionally the box. The one-line reasons ci
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from math import ceil
 from typing import Any
 
 from console.recipes.model import SPECULATIVE_FLAG, Arm, BoxSpec, Catalog, Finding, MoeEvidence, Profile
+from console.recipes.multinode import node_gpus, weight_shards
 from console.recipes.resolve import ResolveError, effective_arm, gpu_groups, server_args
 from console.recipes.vllm_flags import known_flags
 
@@ -62,6 +63,8 @@ class _Ctx:
     """What the store's sweeps measured; None: linted without a state.db (``campaign recipe lint``)."""
     sweep: str | None
     """The sweep this lint is for (it launches the arm to measure it); None: a launch by hand or a lint."""
+    boxes: tuple[BoxSpec, ...] = ()
+    """Every box a multi-box arm is linted on, the head first (``box`` is the head); () for one box."""
 
     def _at(
         self,
@@ -294,7 +297,72 @@ def r9_vendor_profile(c: _Ctx) -> Iterator[Finding]:
         )
 
 
+def _weights_unknown(c: _Ctx) -> Finding:
+    return c.at_profile(
+        "R10-fits-memory",
+        "weights_gb",
+        "weight size unknown: cannot check the layout fits the box; state weights_gb (campaign rule 10)",
+        severity="warn",
+    )
+
+
+def _r10_nodes(c: _Ctx) -> Iterator[Finding]:
+    """R10 for an arm spanning ``nodes`` boxes: every box holds its node's cards, and the weights' share per
+    card (over every card of every box, console/recipes/multinode.py) fits the smallest card of them."""
+    a, weights = c.arm, c.profile.weights_gb
+    boxes = c.boxes or ((c.box,) if c.box else ())
+    if not boxes or all(b.gpu_count == 0 for b in boxes):
+        return
+    if len(boxes) != a.nodes:  # linted on fewer boxes: refused where they could not hold it anyway
+        b = boxes[0]
+        if weights is None or b.gpu_mem_gb is None:
+            return
+        budget = b.gpu_mem_gb * (a.gpu_memory_utilization or FIT_FRACTION)
+        cards = sum(x.gpu_count for x in boxes)
+        if weights / cards > budget:
+            yield c.at_arm(
+                "R10-fits-memory",
+                "nodes",
+                f"arm {a.name} spans {a.nodes} boxes and was linted on {len(boxes)} ({', '.join(x.name for x in boxes)}): "
+                f"{weights:g} GB over their {cards} cards is {weights / cards:.1f} GB per card, over the "
+                f"{budget:.1f} GB usable on {b.name}'s {b.gpu_mem_gb:.0f} GB cards; lint it on its {a.nodes} boxes "
+                f"(--box B1 --box B2 ...) (campaign rule 10){_basis(b)}",
+            )
+        return
+    need = node_gpus(a)
+    for b in boxes:
+        if b.gpu_count < need:
+            yield c.at_arm(
+                "R10-fits-memory",
+                "nodes",
+                f"arm {a.name} needs {need} GPUs on each of its {a.nodes} boxes; {b.name} has {b.gpu_count} "
+                f"(campaign rule 10){_basis(b)}",
+            )
+            return
+    if weights is None:
+        yield _weights_unknown(c)
+        return
+    mems = [(b.gpu_mem_gb, b) for b in boxes if b.gpu_mem_gb is not None]
+    if len(mems) != len(boxes):
+        return
+    smallest_gb, smallest = min(mems, key=lambda m: m[0])
+    shards = weight_shards(a)
+    per_card = weights / shards
+    budget = smallest_gb * (a.gpu_memory_utilization or FIT_FRACTION)
+    if per_card > budget:
+        yield c.at_arm(
+            "R10-fits-memory",
+            "nodes",
+            f"{weights:g} GB of weights over {shards} cards on {a.nodes} boxes is {per_card:.1f} GB per card, "
+            f"over the {budget:.1f} GB usable on {smallest.name}'s {smallest_gb:.0f} GB cards; decide the memory "
+            f"ceiling before the card count (campaign rule 10){_basis(smallest)}",
+        )
+
+
 def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
+    if c.arm.nodes > 1:
+        yield from _r10_nodes(c)
+        return
     box = c.box
     if box is None or box.gpu_count == 0:
         return
@@ -305,12 +373,7 @@ def r10_fits_memory(c: _Ctx) -> Iterator[Finding]:
         return
     weights = c.profile.weights_gb
     if weights is None:
-        yield c.at_profile(
-            "R10-fits-memory",
-            "weights_gb",
-            "weight size unknown: cannot check the layout fits the box; state weights_gb (campaign rule 10)",
-            severity="warn",
-        )
+        yield _weights_unknown(c)
         return
     if box.gpu_mem_gb is None:
         return
@@ -406,19 +469,40 @@ def lint(
     box: BoxSpec | None = None,
     evidence: MoeEvidence | None = None,
     sweep: str | None = None,
+    boxes: Sequence[BoxSpec] = (),
 ) -> list[Finding]:
     """Every finding for one arm (on ``box`` if given: memory fit and NVLink need a box).
+
+    ``boxes``: the boxes a multi-box arm spans, the head first (``box`` defaults to it); R10 judges its
+    memory over all of them.
 
     ``evidence`` is what the store's sweeps measured of MoE backends (rule 3); ``sweep`` names the sweep
     launching the arm to measure it. Both come from the caller: lint never reads the store.
     """
     a, profile = effective_arm(catalog, arm)
     args: dict[str, Any] = dict(server_args(a, profile))
-    ctx = _Ctx(catalog=catalog, arm=a, profile=profile, args=args, box=box, evidence=evidence, sweep=sweep)
+    ctx = _Ctx(
+        catalog=catalog,
+        arm=a,
+        profile=profile,
+        args=args,
+        box=box or (boxes[0] if boxes else None),
+        evidence=evidence,
+        sweep=sweep,
+        boxes=tuple(boxes),
+    )
     return [f for rule in RULE_FUNCS for f in rule(ctx)]
 
 
 def lint_catalog(
-    catalog: Catalog, box: BoxSpec | None = None, evidence: MoeEvidence | None = None
+    catalog: Catalog,
+    box: BoxSpec | None = None,
+    evidence: MoeEvidence | None = None,
+    boxes: Sequence[BoxSpec] = (),
 ) -> list[Finding]:
-    return [f for name in sorted(catalog.arms) for f in lint(catalog, name, box, evidence)]
+    """Every arm on ``box``; a multi-box arm over ``boxes`` where given (the head first), else on ``box``."""
+    return [
+        f
+        for name in sorted(catalog.arms)
+        for f in lint(catalog, name, box, evidence, boxes=boxes if catalog.arms[name].nodes > 1 else ())
+    ]

@@ -35,6 +35,7 @@ from console.recipes.model import (
     Shape,
     Sweep,
 )
+from console.recipes.multinode import arm_layout_problem
 from console.recipes.toml_lines import KeyPath, by_record, key_lines, line_of
 from console.recipes.vllm_flags import known_flags
 
@@ -463,7 +464,11 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
         baseline=r.text("baseline"),
         requires_patches=r.str_list("requires_patches") if "requires_patches" in r.table else None,
         requires_env=_requires_env(r),
+        nodes=r.integer("nodes") or 1,
     )
+    problem = arm_layout_problem(arm)
+    if problem:
+        raise r.fail("nodes", problem)
     unknown = [rule for rule in arm.expected_findings if rule not in RULES]
     if unknown:
         raise r.fail("expected_findings", f"unknown rule id {unknown[0]!r} (rules: {', '.join(RULES)})")

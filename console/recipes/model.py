@@ -182,6 +182,10 @@ class Arm:
     """Rule ids this arm is shipped to trigger on purpose (a control the write-up measured); still blocking."""
     sweep: str | None = None
     """Set on arms derived from a sweep's kernel pairs (``Catalog.variant``)."""
+    nodes: int = 1
+    """How many boxes the arm spans through vLLM's own multi-node serving (console/recipes/multinode.py):
+    with data_parallel > 1 the ranks split evenly over the boxes; with data_parallel 1 each box is one
+    pipeline stage of tensor_parallel cards, joined by Ray. 1: an ordinary arm on one box."""
     baseline: str | None = None
     """A drafter arm's non-speculative control: the same arm without ``--speculative-config``. A drafter's
     figures only mean something beside its baseline's at the same shape (lint rule R11)."""

@@ -244,6 +244,11 @@ def resolve(
     catalog: Catalog, arm: str | Arm, box: BoxSpec, gpus: list[int] | None = None, base_port: int = 8100
 ) -> ResolvedArm:
     a, profile = effective_arm(catalog, arm)
+    if a.nodes > 1:  # one server over several boxes: console/recipes/multinode.py plans its head and workers
+        raise ResolveError(
+            f"arm {a.name!r} spans {a.nodes} boxes, not one box {box.name}",
+            f"`campaign recipe show {a.name} --box B1 --box B2 ...` plans its head and workers",
+        )
     if profile.local:
         if not box.model_root:
             raise ResolveError(
