@@ -218,9 +218,9 @@ def test_user_recipes_layer_on_the_installed_ones(installed: Installed) -> None:
 def test_demo_then_export_summary(installed: Installed) -> None:
     db = installed.workdir / "demo.db"
     out = installed.run("--db", str(db), "demo")
-    assert "109 throughput rows" in out
+    assert "111 throughput rows" in out
     lines = installed.run("--db", str(db), "export", "summary").splitlines()
     header = lines[0].split("\t")
     rows = [dict(zip(header, line.split("\t"), strict=True)) for line in lines[1:]]
-    assert len(rows) == 109 and {r["source"] for r in rows} == {"imported"}
+    assert len(rows) == 111 and {r["source"] for r in rows} == {"imported"}
     assert any(r["arm"] == "qwen3.8-27b-nvfp4-b12x" and r["box"] == "seed-pro6000-600w" for r in rows)
