@@ -23,6 +23,7 @@ from console.economics import (
     frontier_chart,
     index_text,
 )
+from console.quality.stats import wilson_text
 from console.readmodel import (
     EvalRow,
     FleetRow,
@@ -259,13 +260,22 @@ def _quality(evals: Sequence[EvalRow], index: Mapping[str, ModelIndexEntry]) -> 
     if not evals:
         return []
     table = [
-        (_named(e.model, index), e.configuration, e.items, f"{e.overall:.3f}", e.source, e.note)
+        (
+            _named(e.model, index),
+            e.configuration,
+            e.items,
+            wilson_text(e.overall * e.items, e.items),
+            e.source,
+            e.note,
+        )
         for e in evals
     ]
     return [
         "## Task accuracy",
         "",
-        *_table(table, ("model", "configuration", "items", "overall", "source", "note")),
+        "Overall accuracy with its Wilson 95% interval over the items scored.",
+        "",
+        *_table(table, ("model", "configuration", "items", "overall [95%]", "source", "note")),
         "",
     ]
 
@@ -312,6 +322,17 @@ def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
     return [f"## {title}", "", note, "", *_table(table, header), ""]
 
 
+def _accuracy(r: EconomicsRow) -> str:
+    """The row's accuracy with its Wilson 95% interval where its item count is known."""
+    if r.accuracy is None:
+        return "-"
+    return (
+        wilson_text(r.accuracy * r.accuracy_items, r.accuracy_items)
+        if r.accuracy_items
+        else f"{r.accuracy:.3f}"
+    )
+
+
 def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
     best: dict[tuple[str | None, str], EconomicsRow] = {}
     for r in rows:
@@ -320,7 +341,7 @@ def _frontier(rows: Sequence[EconomicsRow], utilisation: float) -> list[str]:
     if not best:
         return []
     table = [
-        (r.model, r.arm, r.box, r.rows, f"{r.accuracy:.3f}", f"${r.node_per_mtok:.3f}", r.source)
+        (r.model, r.arm, r.box, r.rows, _accuracy(r), f"${r.node_per_mtok:.3f}", r.source)
         for r in sorted(best.values(), key=lambda r: r.node_per_mtok)
     ]
     return [

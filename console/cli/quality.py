@@ -11,11 +11,12 @@ noise floor measured from repeats of one configuration. docs/quality.md has the 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from console.bounds import IntBound
+from console.bounds import ROW_ID, IntBound
 from console.cli.common import (
     Column,
     argument,
@@ -28,7 +29,11 @@ from console.cli.common import (
     run,
     say,
     service_for,
+    wait_s_arg,
 )
+from console.errors import InputError
+from console.quality.suites import SUITES
+from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps, parse_cap
 from console.readmodel.quality import compare_runs, noise_floor, published_comparisons, quality_runs
 from console.readmodel.records import QualityComparison, QualityRun
 from console.service import QualityImported
@@ -37,6 +42,16 @@ LIMIT = IntBound(
     "an item limit", 1, 1_000_000, "give the items per task of a smoke run, e.g. 20, or none for all"
 )
 """``quality run --limit``: lm-eval's per-task cap (0 would be no items, not no cap)."""
+
+
+def _caps(caps: Mapping[str, Any] | None) -> str:
+    if not caps:
+        return "not recorded"
+    return ", ".join(f"{'all' if k == '*' else k} {v}" for k, v in caps.items())
+
+
+def _seconds(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:g} s"
 
 
 def _pct(value: float | None) -> str:
@@ -60,13 +75,21 @@ def _show_import(done: QualityImported, as_json: bool) -> None:
     if done.state == "unchanged":
         say(f"already imported: the same files against launch {r.launch_id} are quality run {r.id}")
     print(
-        f"quality run {r.id}: {r.harness} {', '.join(r.tasks)}, {r.items} items, accuracy {r.accuracy:.3f}, "
+        f"quality run {r.id}: {r.harness} {', '.join(r.tasks)}, {r.items} items, accuracy {r.accuracy_text}, "
         f"truncated {_pct(r.truncation_rate)}, mean {_tokens(r.mean_output_tokens)} output tokens"
     )
     print(f"  bound to launch {r.launch_id}: {r.arm} on {r.box}, {r.layout or 'layout not recorded'}")
     print(f"  kernels: {r.kernel_line or 'none recorded'}")
+    for f in r.families:
+        print(f"  {f.family:<13} {f.items:>4} items  {f.text}")
+    if r.caps or r.request_timeout_s:
+        print(f"  caps {_caps(r.caps)}; request timeout {_seconds(r.request_timeout_s)}")
     if r.unscored:
-        print(f"  {r.unscored} items had no score (errors) and are left out")
+        print(f"  {r.short}: left out of the accuracy")
+        for key, why in list(r.unscored_items.items())[:10]:
+            print(f"    {key}: {why}")
+        if r.unscored_items:
+            print(f"  `campaign quality run --complete {r.id}` runs them again")
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -77,7 +100,18 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.complete is not None or args.suite:
+        return _run_suite(args)
+    if args.launch is None:
+        raise InputError(
+            "quality run --tasks: give the LAUNCH to run against", "`campaign launch` lists them"
+        )
+    if args.url is not None:
+        raise InputError(
+            "quality run --url goes with --suite or --complete", "lm-eval reaches the launch itself"
+        )
     tasks = csv_values(args.tasks, "tasks", str) or []
+    caps = Caps.of(args.cap or [])
     with service_for(args) as service:
         say(f"running lm-evaluation-harness ({', '.join(tasks)}) against launch {args.launch}")
         done = run(
@@ -88,8 +122,44 @@ def _run(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 concurrency=args.concurrency,
                 output=Path(args.output) if args.output else None,
+                cap=caps.default,
+                request_timeout_s=args.request_timeout,
             ),
         )
+    _show_import(done, args.json)
+    return 0
+
+
+def _run_suite(args: argparse.Namespace) -> int:
+    output = Path(args.output) if args.output else None
+    with service_for(args) as service:
+        if args.complete is not None:
+            if args.launch is not None or args.cap:
+                raise InputError(
+                    "quality run --complete RUN takes no LAUNCH or --cap: it reuses the run's own",
+                    f"`campaign quality run --complete {args.complete}`",
+                )
+            say(f"running the unscored items of quality run {args.complete} again")
+            done = run(
+                service, lambda: service.complete_suite(args.complete, args.concurrency, output, args.url)
+            )
+        else:
+            if args.launch is None:
+                raise InputError(f"quality run --suite {args.suite}: give the LAUNCH to run against")
+            say(f"running {args.suite} against launch {args.launch}")
+            caps = Caps.of(args.cap or [])
+            done = run(
+                service,
+                lambda: service.run_suite(
+                    args.launch,
+                    args.suite,
+                    caps=caps,
+                    request_timeout_s=args.request_timeout,
+                    concurrency=args.concurrency,
+                    output=output,
+                    base_url=args.url,
+                ),
+            )
     _show_import(done, args.json)
     return 0
 
@@ -118,6 +188,9 @@ def comparison_json(c: QualityComparison) -> dict[str, Any]:
         "decision": c.decision,
         "verdict": c.verdict,
         "note": c.note,
+        "a_interval_95": c.a.interval,
+        "b_interval_95": c.b.interval,
+        "warnings": list(c.policy_warnings),
     }
 
 
@@ -140,6 +213,15 @@ def _show_comparison(c: QualityComparison) -> None:
     spread = f" (95% {interval[0]:+.3f} to {interval[1]:+.3f})" if interval else ""
     own = "" if p.a_mean is not None else " (each run's own items)"
     rows.append(("accuracy", f"{a_acc:.3f}", f"{b_acc:.3f}", f"difference {p.diff:+.3f}{spread}{own}"))
+    wilson = f"A {c.a.accuracy_text}, B {c.b.accuracy_text} (each run's items, 95% Wilson)"
+    rows.append(("own items", "", "", wilson))
+    b_families = {f.family: f for f in c.b.families}
+    for f in c.a.families:
+        other = b_families.get(f.family)
+        if other is not None and (len(c.a.families) > 1 or len(c.b.families) > 1):
+            rows.append(
+                (f"  {f.family}", "", "", f"A {f.text} of {f.items}, B {other.text} of {other.items}")
+            )
     rows.append(("truncated", _pct(c.a_truncation), _pct(c.b_truncation), ""))
     rows.append(("mean tokens", _tokens(c.a_mean_tokens), _tokens(c.b_mean_tokens), ""))
     rows.append(("floor", "", "", c.floor.text if c.floor else "unknown"))
@@ -155,6 +237,8 @@ def _show_comparison(c: QualityComparison) -> None:
         indent=2,
     )
     print(f"verdict: {c.verdict}")
+    for warning in c.policy_warnings:
+        print(f"  warning: {warning}")
     if c.note:
         print(f"  ({c.note})")
 
@@ -192,16 +276,34 @@ def _list(args: argparse.Namespace) -> int:
                 "harness": r.harness,
                 "tasks": ", ".join(r.tasks),
                 "items": r.items,
-                "accuracy": f"{r.accuracy:.3f}",
+                "accuracy (95% Wilson)": r.accuracy_text,
                 "truncated": _pct(r.truncation_rate),
                 "tokens": _tokens(r.mean_output_tokens),
                 "layout": r.layout or "",
                 "source": r.source,
+                "note": r.short or "",
             }
             for r in runs
         ],
-        ["id", "run", "harness", "tasks", "items", "accuracy", "truncated", "tokens", "layout", "source"],
+        [
+            "id",
+            "run",
+            "harness",
+            "tasks",
+            "items",
+            "accuracy (95% Wilson)",
+            "truncated",
+            "tokens",
+            "layout",
+            "source",
+            "note",
+        ],
     )
+    for r in runs:
+        if len(r.families) > 1:
+            print(
+                f"run {r.id} by family: " + "; ".join(f"{f.family} {f.text} of {f.items}" for f in r.families)
+            )
     for suite, floor in floors.items():
         print(
             f"noise floor of {suite}: {floor.text if floor else 'unknown (no repeat runs of one configuration)'}"
@@ -257,9 +359,43 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     imp.add_argument("--force", action="store_true", help="bind even when the file names another model")
     imp.add_argument("--json", action="store_true", help="print {run_id, state, run} as JSON on stdout")
     imp.set_defaults(func=_import)
-    r = verbs.add_parser("run", help="run lm-evaluation-harness against a serving launch (where installed)")
-    r.add_argument("launch", metavar="LAUNCH", help="a serving launch id")
-    r.add_argument("--tasks", required=True, metavar="T1,T2", help="lm-eval task names, e.g. gsm8k,ifeval")
+    r = verbs.add_parser(
+        "run",
+        help="run the house suite (--suite seed6) or lm-evaluation-harness (--tasks) against a serving launch",
+    )
+    r.add_argument("launch", nargs="?", metavar="LAUNCH", help="a serving launch id")
+    what = r.add_mutually_exclusive_group(required=True)
+    what.add_argument("--tasks", metavar="T1,T2", help="lm-eval task names, e.g. gsm8k,ifeval")
+    what.add_argument(
+        "--suite", choices=SUITES, help="the console's own suite: six families scored here (docs/quality.md)"
+    )
+    what.add_argument(
+        "--complete",
+        type=argument(ROW_ID.parse),
+        metavar="RUN",
+        help="run again only the unscored items of a --suite run, under its caps and timeout, and merge them",
+    )
+    r.add_argument(
+        "--cap",
+        type=argument(parse_cap),
+        action="append",
+        metavar="[FAMILY=]N",
+        help="generation cap in tokens, for every family (32768) or one (code=20480); repeatable "
+        "(default: the window minus the prompt)",
+    )
+    r.add_argument(
+        "--url",
+        metavar="URL",
+        help="with --suite or --complete: reach the launch's server at this URL (http://HOST:PORT) instead of "
+        "through the box link (a server on this machine, or a tunnel you hold)",
+    )
+    r.add_argument(
+        "--request-timeout",
+        type=wait_s_arg,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds one request may take; an item that runs out is unscored, not wrong (default 3600)",
+    )
     r.add_argument(
         "--limit", type=argument(LIMIT.parse), metavar="N", help="at most N items per task (a smoke run)"
     )

@@ -16,7 +16,14 @@ from typing import Any
 
 from console.errors import InputError
 from console.quality.stats import Paired
-from console.readmodel.records import NoiseFloor, QualityComparison, QualityLedger, QualityRun, RepeatPair
+from console.readmodel.records import (
+    FamilyScore,
+    NoiseFloor,
+    QualityComparison,
+    QualityLedger,
+    QualityRun,
+    RepeatPair,
+)
 from console.store import Store
 
 _RUN_COLUMNS = (
@@ -58,18 +65,36 @@ class NoSuchQualityRun(InputError, KeyError):
         return InputError.__str__(self)
 
 
-def _run(r: dict[str, Any]) -> QualityRun:
+def _run(r: dict[str, Any], families: tuple[FamilyScore, ...] = ()) -> QualityRun:
     return QualityRun(
         **{c: r[c] for c in _RUN_COLUMNS},
         tasks=tuple(json.loads(r["tasks"])),
         sampling=json.loads(r["sampling"]) if r["sampling"] else {},
+        caps=json.loads(r["caps"]) if r["caps"] else None,
+        request_timeout_s=r["request_timeout_s"],
+        unscored_items=json.loads(r["unscored_items"]) if r["unscored_items"] else {},
+        families=families,
     )
+
+
+def _families(store: Store, run_id: int | None = None) -> dict[int, tuple[FamilyScore, ...]]:
+    """Each run's items per task (its families), with the sum of their scores: one query for every run."""
+    found: dict[int, list[FamilyScore]] = {}
+    for r in store.rows(
+        "SELECT run_id, task, COUNT(*) AS n, SUM(score) AS right FROM quality_items"
+        + (" WHERE run_id = ?" if run_id is not None else "")
+        + " GROUP BY run_id, task ORDER BY run_id, task",
+        [run_id] if run_id is not None else [],
+    ):
+        found.setdefault(r["run_id"], []).append(FamilyScore(r["task"], r["n"], float(r["right"])))
+    return {k: tuple(v) for k, v in found.items()}
 
 
 def quality_runs(store: Store) -> list[QualityRun]:
     """Every run, by suite, then measured before published, then in the order they ran."""
+    families = _families(store)
     return [
-        _run(r)
+        _run(r, families.get(r["id"], ()))
         for r in store.rows("SELECT * FROM quality_runs ORDER BY suite, source = 'imported', t_ms, id")
     ]
 
@@ -78,7 +103,20 @@ def quality_run(store: Store, run_id: int) -> QualityRun:
     rows = store.rows("SELECT * FROM quality_runs WHERE id = ?", [run_id])
     if not rows:
         raise NoSuchQualityRun(run_id)
-    return _run(rows[0])
+    return _run(rows[0], _families(store, run_id).get(run_id, ()))
+
+
+def sweep_quality_run(store: Store, launch_ids: list[str], suite: str) -> QualityRun | None:
+    """The run of ``suite`` bound to one of ``launch_ids`` (a sweep arm's launches over its attempts): an
+    eval a resumed sweep does not run again. The newest, where there are several."""
+    if not launch_ids:
+        return None
+    marks = ", ".join("?" * len(launch_ids))
+    rows = store.rows(
+        f"SELECT id FROM quality_runs WHERE suite = ? AND launch_id IN ({marks}) ORDER BY t_ms DESC, id DESC",
+        [suite, *launch_ids],
+    )
+    return quality_run(store, rows[0]["id"]) if rows else None
 
 
 def _common_items(store: Store, a: int, b: int) -> list[dict[str, Any]]:

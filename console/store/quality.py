@@ -10,6 +10,7 @@ This module writes; console/readmodel/quality.py reads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,11 @@ class NewQualityRun:
     unscored: int
     configuration: str  # how the arm was served, in words (the eval_runs row's configuration)
     arm_model: str  # the arm's model: what economics matches API prices and bench rows on
+    caps: Mapping[str, Any] | None = (
+        None  # generation caps sent ({"*": N or "window", family: N}); None: not set
+    )
+    request_timeout_s: float | None = None  # seconds a request was given; None: the harness's own
+    unscored_items: Mapping[str, str] | None = None  # "task/item_id" -> why it has no score (house suites)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,40 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _note(harness: str, tasks: Sequence[str], metric: str, unscored: int) -> str:
+    """The aggregate's note: what scored it, and how many items it is short of (seed-gaps F20: a run missing
+    its unscored items is flattered)."""
+    short = f"; short: {unscored} unscored (flattered)" if unscored else ""
+    return (
+        f"{harness} {', '.join(tasks)} scored per item ({metric}); `campaign quality list` has the run{short}"
+    )
+
+
+def unscored_key(task: str, item_id: str) -> str:
+    """How an unscored item is named in ``quality_runs.unscored_items``."""
+    return f"{task}/{item_id}"
+
+
+@dataclass(frozen=True)
+class _Aggregate:
+    accuracy: float
+    truncation_rate: float | None
+    mean_output_tokens: float | None
+    families: dict[str, float]
+
+
+def _aggregate(items: Sequence[QualityItem]) -> _Aggregate:
+    by_task: dict[str, list[float]] = {}
+    for i in items:
+        by_task.setdefault(i.task, []).append(i.score)
+    return _Aggregate(
+        sum(i.score for i in items) / len(items),
+        _mean([float(i.truncated) for i in items if i.truncated is not None]),
+        _mean([float(i.output_tokens) for i in items if i.output_tokens is not None]),
+        {t: sum(v) / len(v) for t, v in by_task.items()},
+    )
+
+
 class Quality:
     """``store.quality``: quality runs, their items and published pairs."""
 
@@ -123,14 +163,9 @@ class Quality:
         """Store a run and its items, and its aggregate as an ``eval_runs`` row; returns the run's id."""
         if not items:
             raise ValueError("a quality run needs at least one scored item")
-        accuracy = sum(i.score for i in items) / len(items)
-        known = [float(i.truncated) for i in items if i.truncated is not None]
-        tokens = [float(i.output_tokens) for i in items if i.output_tokens is not None]
-        by_task: dict[str, list[float]] = {}
-        for i in items:
-            by_task.setdefault(i.task, []).append(i.score)
+        agg = _aggregate(items)
         now = self.store.clock()
-        with self.store.atomic() as db:
+        with self.store.atomic():
             eval_id = self.store.insert(
                 "eval_runs",
                 {
@@ -140,10 +175,9 @@ class Quality:
                     "configuration": run.configuration,
                     "t_ms": run.t_ms,
                     "items": len(items),
-                    "overall": accuracy,
-                    "families": dumps({t: sum(v) / len(v) for t, v in by_task.items()}),
-                    "note": f"{run.harness} {', '.join(run.tasks)} scored per item ({run.metric}); "
-                    "`campaign quality list` has the run",
+                    "overall": agg.accuracy,
+                    "families": dumps(agg.families),
+                    "note": _note(run.harness, run.tasks, run.metric, run.unscored),
                     "source": "measured",
                     "provenance": f"{run.source_file} (sha256 {run.digest[:12]})",
                 },
@@ -179,25 +213,78 @@ class Quality:
                     "imported_ms": now,
                     "items": len(items),
                     "unscored": run.unscored,
-                    "accuracy": accuracy,
-                    "truncation_rate": _mean(known),
-                    "mean_output_tokens": _mean(tokens),
+                    "accuracy": agg.accuracy,
+                    "truncation_rate": agg.truncation_rate,
+                    "mean_output_tokens": agg.mean_output_tokens,
                     "eval_run_id": eval_id,
                     "source": "measured",
+                    "caps": None if run.caps is None else dumps(dict(run.caps)),
+                    "request_timeout_s": run.request_timeout_s,
+                    "unscored_items": None if run.unscored_items is None else dumps(dict(run.unscored_items)),
                 },
             )
-            db.table("quality_items").insert_all(
-                {
-                    "run_id": run_id,
-                    "task": i.task,
-                    "item_id": i.item_id,
-                    "score": i.score,
-                    "truncated": None if i.truncated is None else int(i.truncated),
-                    "output_tokens": i.output_tokens,
-                }
-                for i in items
-            )
+            self._insert_items(run_id, items)
         return run_id
+
+    def _insert_items(self, run_id: int, items: Sequence[QualityItem]) -> None:
+        self.store.db.table("quality_items").insert_all(
+            {
+                "run_id": run_id,
+                "task": i.task,
+                "item_id": i.item_id,
+                "score": i.score,
+                "truncated": None if i.truncated is None else int(i.truncated),
+                "output_tokens": i.output_tokens,
+            }
+            for i in items
+        )
+
+    def complete(self, run_id: int, items: Sequence[QualityItem], unscored_items: Mapping[str, str]) -> None:
+        """Merge the items a ``--complete`` pass scored into run ``run_id``: they join its items, the ones
+        still without a score replace its unscored list, and its aggregates (and its ``eval_runs`` row) are
+        computed again over every scored item, in one transaction."""
+        with self.store.atomic():
+            self._insert_items(run_id, items)
+            rows = self.store.rows(
+                "SELECT task, item_id, score, truncated, output_tokens FROM quality_items WHERE run_id = ?",
+                [run_id],
+            )
+            every = [
+                QualityItem(
+                    r["task"],
+                    r["item_id"],
+                    r["score"],
+                    None if r["truncated"] is None else bool(r["truncated"]),
+                    r["output_tokens"],
+                )
+                for r in rows
+            ]
+            agg = _aggregate(every)
+            self.store.db.table("quality_runs").update(
+                run_id,
+                {
+                    "items": len(every),
+                    "unscored": len(unscored_items),
+                    "unscored_items": dumps(dict(unscored_items)),
+                    "accuracy": agg.accuracy,
+                    "truncation_rate": agg.truncation_rate,
+                    "mean_output_tokens": agg.mean_output_tokens,
+                },
+            )
+            run = self.store.rows(
+                "SELECT eval_run_id, harness, tasks, metric FROM quality_runs WHERE id = ?", [run_id]
+            )[0]
+            if run["eval_run_id"] is not None:
+                note = _note(run["harness"], json.loads(run["tasks"]), run["metric"], len(unscored_items))
+                self.store.db.table("eval_runs").update(
+                    run["eval_run_id"],
+                    {
+                        "items": len(every),
+                        "overall": agg.accuracy,
+                        "families": dumps(agg.families),
+                        "note": note,
+                    },
+                )
 
     def add_published(
         self, runs: Sequence[PublishedRun], pairs: Sequence[PublishedPair], import_id: int

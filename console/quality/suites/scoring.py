@@ -1,0 +1,188 @@
+"""Programmatic scoring of the house suite's answers, one rule per family; no model judges another model.
+
+- maths: the last ``\\boxed{...}`` (else the last number) equals the exact answer as a rational number;
+- code: the last fenced code block (else the whole answer) passes the item's tests in the sandbox
+  (console/quality/suites/sandbox.py);
+- tools: the calls (the server's ``tool_calls``, else JSON in the answer) match the item's answer set as the
+  Berkeley function-calling leaderboard's AST checker does: same functions, every required parameter, no
+  parameter outside the set, each value among the allowed ones (strings compared after BFCL's
+  standardisation: case, spaces and ``,./-_*^`` ignored; ``""`` allowed means the parameter may be left out),
+  parallel calls in any order;
+- long-context: the needle's value appears in the answer;
+- knowledge: the chosen letter (``Answer: X``) for ten-option questions; for short answers an alias as whole
+  words in an answer of at most 40 words (a list of guesses is not an answer);
+- instructions: every IFEval-style checker of the item holds (console/quality/suites/checkers.py).
+
+Only the answer is scored: a reasoning parser's ``reasoning_content`` never is, and a leading
+``<think>...</think>`` block left in the content by a server without one is dropped first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from console.quality.suites.checkers import follows, words
+from console.quality.suites.sandbox import run_tests
+
+_THINK = re.compile(r"^\s*(?:<think>)?.*?</think>\s*", re.DOTALL)
+_BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?")
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)```", re.DOTALL)
+_LETTER = re.compile(r"answer\s*(?:is)?\s*[:=]?\s*\(?\**([A-J])\b", re.IGNORECASE)
+_STANDARDIZE = re.compile(r"[ ,./\-_*^]")
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+
+
+def answer_text(content: str) -> str:
+    """The answer without a chain of thought left in it (no reasoning parser on the server)."""
+    return _THINK.sub("", content, count=1) if "</think>" in content else content
+
+
+def number(text: str) -> Fraction | None:
+    """``text`` as an exact rational (``99/100``, ``1,170``, ``0.99``, ``-3``); None when it is not one."""
+    cleaned = text.replace(",", "").replace(" ", "").replace("$", "").strip().rstrip(".")
+    cleaned = re.sub(r"^\\?(?:d?frac)\{(-?\d+)\}\{(\d+)\}$", r"\1/\2", cleaned)
+    try:
+        return Fraction(cleaned)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def score_maths(content: str, expected: str) -> float:
+    text = answer_text(content)
+    boxed = _BOXED.findall(text)
+    candidates = [boxed[-1]] if boxed else _NUMBER.findall(text)[-1:]
+    if not candidates:
+        return 0.0
+    got, want = number(candidates[0]), number(expected)
+    return float(got is not None and got == want)
+
+
+def code_of(content: str) -> str:
+    blocks = _FENCE.findall(answer_text(content))
+    return blocks[-1] if blocks else answer_text(content)
+
+
+def score_code(content: str, tests: str) -> float:
+    return float(run_tests(code_of(content), tests).passed)
+
+
+def score_needle(content: str, value: str) -> float:
+    return float(re.search(rf"(?<!\d){re.escape(value)}(?!\d)", answer_text(content)) is not None)
+
+
+def chosen_letter(content: str) -> str | None:
+    text = answer_text(content).strip()
+    found = _LETTER.findall(text)
+    if found:
+        return str(found[-1]).upper()
+    bare = re.fullmatch(r"\(?([A-J])\)?[.)]?", text)
+    return str(bare.group(1)) if bare else None
+
+
+def normalize(text: str) -> str:
+    text = re.sub(r"[^\w\s]", " ", text.lower())
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def score_short(content: str, aliases: Sequence[str]) -> float:
+    text = answer_text(content)
+    if len(words(text)) > 40:
+        return 0.0
+    padded = f" {normalize(text)} "
+    return float(any(f" {normalize(a)} " in padded for a in aliases))
+
+
+def score_instructions(content: str, checks: Sequence[Mapping[str, Any]]) -> float:
+    return float(follows(answer_text(content).strip(), checks))
+
+
+# -- tools (BFCL-style) ---------------------------------------------------------------------------
+
+
+def calls_of(content: str, tool_calls: Sequence[Mapping[str, Any]] | None) -> list[tuple[str, Any]] | None:
+    """The calls as (name, arguments): the server's parsed ``tool_calls``, else a JSON object or list in the
+    answer (``{"name": ..., "arguments": {...}}``); None when there are none to read."""
+    if tool_calls:
+        out: list[tuple[str, Any]] = []
+        for call in tool_calls:
+            fn = call.get("function") or {}
+            args = fn.get("arguments")
+            try:
+                out.append((str(fn.get("name")), json.loads(args) if isinstance(args, str) else args))
+            except ValueError:
+                return None
+        return out
+    text = answer_text(content).strip()
+    fenced = _FENCE.findall(text)
+    if fenced:
+        text = fenced[-1].strip()
+    start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return None
+    values = value if isinstance(value, list) else [value]
+    calls = []
+    for v in values:
+        if not isinstance(v, dict) or "name" not in v:
+            return None
+        calls.append((str(v["name"]), v.get("arguments", v.get("parameters", {}))))
+    return calls
+
+
+def _standard(value: Any) -> Any:
+    if isinstance(value, str):
+        return _STANDARDIZE.sub("", value.lower())
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, list):
+        return [_standard(v) for v in value]
+    return value
+
+
+def call_matches(
+    name: str, args: Any, expected: Mapping[str, Mapping[str, Sequence[Any]]], required: Sequence[str]
+) -> bool:
+    """One call against one possible answer ``{function: {param: [allowed values]}}``."""
+    if name not in expected or not isinstance(args, dict):
+        return False
+    allowed = expected[name]
+    if any(p not in args for p in required) or any(p not in allowed for p in args):
+        return False
+    for param, values in allowed.items():
+        if param not in args:
+            if "" not in values:
+                return False
+            continue
+        if _standard(args[param]) not in [_standard(v) for v in values if v != ""]:
+            return False
+    return True
+
+
+def score_tools(
+    content: str,
+    tool_calls: Sequence[Mapping[str, Any]] | None,
+    answer: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]],
+    required: Mapping[str, Sequence[str]],
+) -> float:
+    calls = calls_of(content, tool_calls)
+    if calls is None or len(calls) != len(answer):
+        return 0.0
+    left = list(answer)
+    for name, args in calls:  # parallel calls match in any order, each answer used once
+        hit = next(
+            (i for i, a in enumerate(left) if call_matches(name, args, a, required.get(name, ()))), None
+        )
+        if hit is None:
+            return 0.0
+        left.pop(hit)
+    return 1.0

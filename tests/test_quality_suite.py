@@ -1,0 +1,354 @@
+"""The house suite seed6 (console/quality/suites/): its scoring rules, its items, and the cap/timeout policy
+(seed-gaps F8, F20) against a fake chat server: a slow item ends unscored (left out, never wrong) and is run
+again by ``--complete``; an answer stopped at its cap is flagged truncated; caps and timeout are stored and
+compared. The real server (tiny CPU vLLM) is tests/test_quality_suite_vllm.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from console.cli import main
+from console.errors import InputError
+from console.quality.suites import house, scoring
+from console.quality.suites.checkers import CHECKERS, follows
+from console.quality.suites.runner import Caps, Endpoint, parse_cap, run_items
+from console.quality.suites.sandbox import run_tests
+from console.readmodel.quality import compare_runs, quality_run
+from console.store import Box, Store
+
+T0 = 1_780_000_000_000
+ARM = "gemma-4-26b-a4b-bf16-think-on"  # a shipped arm whose profile sends sampling and chat_template_kwargs
+
+
+# -- scoring, pure -------------------------------------------------------------------------------------
+def test_maths_reads_the_last_boxed_answer_as_an_exact_number() -> None:
+    assert scoring.score_maths("so \\boxed{1,170}", "1170") == 1.0
+    assert scoring.score_maths("first \\boxed{3} then \\boxed{\\frac{99}{100}}", "99/100") == 1.0
+    assert scoring.score_maths("The sum is 0.99.", "99/100") == 1.0  # no box: the last number
+    assert scoring.score_maths("\\boxed{131}", "130") == 0.0
+    assert (
+        scoring.score_maths("<think>maybe 130</think>I cannot tell", "130") == 0.0
+    )  # the thought is not scored
+    assert scoring.score_maths("no number here", "130") == 0.0
+
+
+def test_code_runs_against_its_tests_in_the_sandbox() -> None:
+    good = "Here:\n```python\ndef gcd_list(xs):\n    import math\n    return math.gcd(*xs)\n```"
+    tests = next(i for i in house.fixed_items() if i.item_id == "code-07").key["tests"]
+    assert scoring.score_code(good, tests) == 1.0
+    assert scoring.score_code("```python\ndef gcd_list(xs):\n    return 1\n```", tests) == 0.0
+    assert not run_tests("import socket", "").passed  # no network
+    spun = run_tests("while True:\n    pass", "", timeout_s=1.0)
+    assert not spun.passed and spun.detail == "did not finish in 1 s"
+    hog = run_tests("x = bytearray(4 * 1024 ** 3)", "")
+    assert not hog.passed and "MemoryError" in hog.detail
+
+
+def test_tool_calls_match_the_answer_set_as_bfcl_does() -> None:
+    item = next(i for i in house.fixed_items() if i.item_id == "tools-05")  # two get_weather calls
+    both = '[{"name": "get_weather", "arguments": {"city": "madrid"}}, {"name": "get_weather", "arguments": {"city": "Tokyo"}}]'
+    assert item.score(both) == 1.0  # any order; the optional unit left out; case ignored
+    one = '[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]'
+    assert item.score(one) == 0.0
+    extra = both.replace('{"city": "Tokyo"}', '{"city": "Tokyo", "country": "JP"}')
+    assert item.score(extra) == 0.0  # a parameter outside the set
+    flight = next(i for i in house.fixed_items() if i.item_id == "tools-03")
+    call = {"origin": "Boston", "destination": "Denver", "date": "2025-03-14", "passengers": 2}
+    assert flight.score(json.dumps({"name": "book_flight", "arguments": call})) == 1.0
+    assert flight.score(json.dumps({"name": "book_flight", "arguments": {**call, "passengers": 1}})) == 0.0
+    served = [{"function": {"name": "book_flight", "arguments": json.dumps(call)}}]
+    assert flight.score("", served) == 1.0  # the server's parsed tool_calls are read first
+
+
+def test_knowledge_and_instructions() -> None:
+    items = {i.item_id: i for i in house.fixed_items()}
+    assert items["knowledge-01"].score("Mercury orbits fastest.\nAnswer: B") == 1.0
+    assert items["knowledge-01"].score("Answer: (C)") == 0.0
+    assert items["knowledge-07"].score("The capital is Canberra.") == 1.0
+    assert items["knowledge-07"].score("Sydney, Melbourne or Canberra " + "maybe " * 40) == 0.0
+    assert items["instructions-01"].score("A tall white tower stands " + "by the sea " * 12) == 1.0
+    assert items["instructions-01"].score("A tower, tall and white " + "by the sea " * 12) == 0.0
+    assert items["instructions-03"].score("* sleep\n* mood\n* heart") == 1.0
+    assert items["instructions-06"].score("A delta forms.\n***\nErosion cuts.") == 1.0
+    assert (
+        items["instructions-05"].score('```json\n{"title": "Emma", "author": "Austen", "year": 1815}\n```')
+        == 1.0
+    )
+
+
+@given(text=st.text(max_size=300))
+def test_scorers_read_any_text_without_raising(text: str) -> None:
+    for checks in (
+        [{"check": name, "n": 2, "phrase": "x", "words": ["a"], "letter": "e"}] for name in CHECKERS
+    ):
+        assert follows(text, checks) in (True, False)
+    scoring.calls_of(text, None)
+    scoring.chosen_letter(text)
+    assert scoring.score_maths(text, "130") in (0.0, 1.0)
+
+
+@given(value=st.integers(-(10**6), 10**6), den=st.integers(1, 1000))
+def test_numbers_read_exactly(value: int, den: int) -> None:
+    assert scoring.number(f"{value}/{den}") == Fraction(value, den)
+    assert scoring.number(f"{value:,}") == value
+
+
+@given(family=st.sampled_from(house.FAMILIES), tokens=st.integers(1, 1_000_000))
+def test_a_cap_reads_back_as_written(family: str, tokens: int) -> None:
+    assert parse_cap(f"{family}={tokens}") == (family, tokens)
+    assert parse_cap(str(tokens)) == (None, tokens)
+    caps = Caps.of([(None, 32768), (family, tokens)])
+    assert caps.cap(family) == tokens and Caps.from_json(caps.to_json()) == caps
+
+
+@given(text=st.text(max_size=30))
+def test_a_bad_cap_is_refused_in_one_line(text: str) -> None:
+    try:
+        family, tokens = parse_cap(text)
+    except InputError as exc:
+        message = str(exc)
+        assert "\n" not in message and ("--cap" in message or "token cap" in message)
+    else:
+        assert (family is None or family in house.FAMILIES) and 1 <= tokens <= 1_000_000
+
+
+# -- the items -----------------------------------------------------------------------------------------
+def test_items_have_stable_unique_ids_in_six_families_and_fit_the_window() -> None:
+    def count(messages: house.Messages) -> int:
+        return sum(len(m["content"]) for m in messages) // 4
+
+    a, b = house.items(8192, count), house.items(8192, count)
+    assert [(i.item_id, i.messages) for i in a] == [(i.item_id, i.messages) for i in b]  # the seed fixes them
+    ids = [i.item_id for i in a]
+    assert len(ids) == len(set(ids)) >= 40
+    assert {i.family for i in a} == set(house.FAMILIES)
+    for item in a:
+        if item.family == "long-context":
+            share = next(s for i, s, _ in house.LONG_CONTEXT if i == item.item_id)
+            assert 0.8 * share * 8192 <= count(item.messages) <= share * 8192
+            assert item.key["value"] in item.messages[0]["content"]
+    assert [i.item_id for i in house.items(None, count)] == [i for i in ids if not i.startswith("long")]
+
+
+# -- a fake chat server: what the policy must do with slow and capped answers ---------------------------------
+class FakeChat:
+    """A real HTTP server answering chat completions per item (by the item's last message): ``answers`` maps an
+    item id to (content, finish_reason, delay seconds); others get ``default`` (a wrong answer at once).
+    ``/tokenize`` counts four characters a token and reports ``window``. Every request body is kept."""
+
+    def __init__(self, window: int = 4096):
+        self.window = window
+        self.answers: dict[str, tuple[str, str, float]] = {}
+        self.default = ("I do not know.", "stop", 0.0)
+        self.requests: list[dict[str, Any]] = []
+        by_prompt = {i.messages[-1]["content"]: i.item_id for i in house.fixed_items()}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/tokenize":
+                    count = sum(len(m["content"]) for m in body["messages"]) // 4
+                    return self._send({"count": count, "max_model_len": fake.window, "tokens": []})
+                fake.requests.append(body)
+                item = by_prompt.get(body["messages"][-1]["content"], "")
+                content, finish, delay = fake.answers.get(item, fake.default)
+                time.sleep(delay)
+                return self._send(
+                    {
+                        "choices": [
+                            {"message": {"role": "assistant", "content": content}, "finish_reason": finish}
+                        ],
+                        "usage": {"completion_tokens": len(content.split())},
+                    }
+                )
+
+            def _send(self, payload: Mapping[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def chat() -> Iterator[FakeChat]:
+    server = FakeChat()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_slow_item_is_unscored_and_a_capped_answer_truncated(chat: FakeChat) -> None:
+    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 3.0)  # right, but too late
+    chat.answers["maths-05"] = ("Let me think about odd numbers and", "length", 0.0)  # cut at the cap
+    chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
+    items = [i for i in house.fixed_items() if i.family == "maths"]
+    endpoint = Endpoint(chat.url, "tiny", {"temperature": 0.0}, timeout_s=1.0)
+    results = {r.item_id: r for r in asyncio.run(run_items(endpoint, items, Caps(None, {"maths": 64}), 4096))}
+    slow = results["maths-03"]
+    assert slow.score is None and slow.reason == "timed out after 1 s"  # unscored, not wrong
+    assert results["maths-05"].truncated is True and results["maths-05"].score == 0.0
+    assert results["maths-06"].score == 1.0 and results["maths-06"].truncated is False
+    sent = {b["messages"][-1]["content"]: b for b in chat.requests}
+    body = sent[items[0].messages[-1]["content"]]
+    assert body["max_tokens"] == 64 and body["temperature"] == 0.0
+    # No cap: the window minus the prompt, as the server counts it.
+    uncapped = asyncio.run(run_items(endpoint, items[:1], Caps(), 4096))
+    prompt = len(items[0].messages[0]["content"]) // 4
+    assert chat.requests[-1]["max_tokens"] == 4096 - prompt == uncapped[0].max_tokens
+
+
+# -- through the service: stored with caps and timeout, listed as short, completed, compared ------------------
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    """A launch of a shipped arm serving on a box nothing connects to (the suite reaches it by --url)."""
+    db = tmp_path / "state.db"
+    with Store(db, clock=lambda: T0) as store:
+        store.boxes.add(Box(name="pro-a", ssh_user="root", host="127.0.0.1", port=22))
+        arm_id = store.launches.add_arm(
+            ARM,
+            "gemma",
+            "pro-a",
+            "hash",
+            ["vllm", "serve", "/m", "--served-model-name", "tiny"],
+            {},
+            [[0]],
+            1,
+            [],
+        )
+        for launch_id in ("L1", "L2"):
+            store.launches.add(
+                launch_id, "pro-a", ARM, arm_id=arm_id, replica=0, gpus=[0], port=8100, forced=False
+            )
+        store.ingest.batch(
+            "pro-a",
+            [
+                {
+                    "v": 1,
+                    "seq": n,
+                    "t_ms": T0 + n,
+                    "kind": "launch_state",
+                    "launch_id": lid,
+                    "state": "serving",
+                }
+                for n, lid in ((1, "L1"), (2, "L2"))
+            ],
+        )
+    return db
+
+
+def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
+    campaign: Path, chat: FakeChat, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 3.0)
+    chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
+    chat.answers["knowledge-07"] = ("Canberra", "stop", 0.0)
+    argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url]
+    assert main([*argv, "--cap", "512", "--cap", "code=256", "--request-timeout", "1", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["run"]
+    run_id = first["id"]
+    assert first["unscored"] == 1 and first["unscored_items"] == {"maths/maths-03": "timed out after 1 s"}
+    assert first["caps"] == {"*": 512, "code": 256} and first["request_timeout_s"] == 1.0
+    assert first["suite"] == "seed6 v1" and first["items"] == len(house.items(4096, lambda m: None)) - 1
+    # The arm's vendor profile went with every request; the code family's own cap with its items.
+    assert all(b["temperature"] == 0.0 and b["top_k"] == 64 for b in chat.requests)
+    assert all(b["chat_template_kwargs"] == {"enable_thinking": True} for b in chat.requests)
+    code = [b for b in chat.requests if "```python" in b["messages"][-1]["content"]]
+    assert code and all(b["max_tokens"] == 256 for b in code)
+    with Store(campaign, read_only=True) as store:
+        run = quality_run(store, run_id)
+        assert run.launch_id == "L1" and run.thinking is not None
+        families = {f.family: f for f in run.families}
+        assert set(families) == set(house.FAMILIES)
+        assert families["maths"].items == 9 and families["maths"].right == 1.0  # maths-03 left out, not wrong
+        assert families["knowledge"].text == f"{1 / 9:.3f} [0.020, 0.435]"
+    assert main(["--db", str(campaign), "quality", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert (
+        "short: 1 unscored (flattered)" in listed
+        and f"run {run_id} by family: code 0.000 [0.000, 0.354]" in listed
+    )
+    # --complete: only the unscored item, under the run's own caps and timeout, merged into the same run.
+    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 0.0)
+    before = len(chat.requests)
+    complete = [
+        "--db",
+        str(campaign),
+        "quality",
+        "run",
+        "--complete",
+        str(run_id),
+        "--url",
+        chat.url,
+        "--json",
+    ]
+    assert main(complete) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["state"] == "completed" and len(chat.requests) == before + 1
+    assert chat.requests[-1]["max_tokens"] == 512
+    merged = done["run"]
+    assert merged["id"] == run_id and merged["unscored"] == 0 and merged["items"] == first["items"] + 1
+    assert merged["accuracy"] > first["accuracy"] * first["items"] / merged["items"]
+    with Store(campaign, read_only=True) as store:
+        maths = {f.family: f for f in quality_run(store, run_id).families}["maths"]
+        assert (maths.items, maths.right) == (10, 2.0)
+        overall = store.rows("SELECT items, overall FROM eval_runs WHERE id = ?", [merged["eval_run_id"]])
+        assert overall == [{"items": merged["items"], "overall": pytest.approx(merged["accuracy"])}]
+    # A second run under other caps pairs item by item, and compare says the caps differ.
+    assert main([*argv[:4], "L2", "--suite", "seed6", "--url", chat.url, "--cap", "1024", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)["run"]["id"]
+    with Store(campaign, read_only=True) as store:
+        c = compare_runs(store, run_id, second)
+        assert c.paired.n == merged["items"]
+        assert c.policy_warnings == (
+            "caps differ: A every family 512, code 256, B every family 1024",
+            "request timeouts differ: A 1 s, B 3600 s",
+        )
+    assert main(["--db", str(campaign), "quality", "compare", str(run_id), str(second)]) == 0
+    shown = capsys.readouterr().out
+    assert "warning: caps differ: A every family 512, code 256, B every family 1024" in shown
+    assert "  maths" in shown and "[0.057, 0.510]" in shown  # 2 of 10 with its Wilson interval
+
+
+def test_complete_refuses_a_harness_run_and_a_run_with_nothing_scored_is_refused(
+    campaign: Path, chat: FakeChat, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat.default = ("", "stop", 2.0)  # every item too slow
+    argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url]
+    assert main([*argv, "--request-timeout", "0.5"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(
+        "campaign: no item of seed6 was scored against launch L1: timed out after 0.5 s"
+    )
+    assert main(["--db", str(campaign), "quality", "run", "--complete", "99"]) == 2
+    assert main(["--db", str(campaign), "quality", "run", "L1", "--complete", "1"]) == 2  # not both
