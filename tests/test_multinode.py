@@ -241,7 +241,9 @@ def test_r10_judges_the_memory_over_every_box_of_the_arm(tmp_path: Path) -> None
     two = [pro("a", "10.0.0.1"), pro("b", "10.0.0.2")]
     assert _findings(c, "dp8", two) == [] and _findings(c, "pp2", two) == []
     [one] = _findings(c, "dp8", two[:1])
-    assert one.startswith("arm dp8 spans 2 boxes and was linted on 1 (a): 450 GB over their 4 cards is 112.5 GB")
+    assert one.startswith(
+        "arm dp8 spans 2 boxes and was linted on 1 (a): 450 GB over their 4 cards is 112.5 GB"
+    )
     assert "per card, over the 86.0 GB usable on a's 96 GB cards; lint it on its 2 boxes" in one
     [single] = _findings(c, "one", two[:1])
     assert single.startswith("450 GB of weights")  # the same model as a one-box arm: refused there too
@@ -331,3 +333,36 @@ def test_the_shipped_multi_box_arms_plan_and_lint(capsys: pytest.CaptureFixture[
             assert _findings(c, name, boxes[:1])
     assert main(["recipe", "show", "tiny-cpu-dp2-2node"]) == 0
     assert "boxes    (none: 2 stand-in nodes, argv only)" in capsys.readouterr().out
+
+
+def test_a_multi_box_launch_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """Each box's serving env (the engine patch the arm needs, judged on that box's newest probe, as a
+    one-box launch judges it) refuses it, --force or not, and a plan on too few boxes; nothing reaches a box."""
+    import asyncio
+
+    from console.service import Service, ServiceError
+
+    patched = {"found": True, "sha256": "cd" * 32, "path": "/opt/vllm/p.py", "error": None}
+    cards = [{"index": i, "name": PRO_GPU[0], "mem_total_mib": PRO_GPU[1]} for i in range(4)]
+    env = {"prefix": "/opt/vllm", "python": "/opt/vllm/bin/python", "error": None}
+    (tmp_path / "r").mkdir()
+    arms = DP8 + 'requires_patches = ["p"]\n[patches.p]\nsource = "box/p.py"\nmodule = "p"\n'
+    c = catalog(tmp_path / "r", arms + TP4PP2)
+    with Store(tmp_path / "state.db") as store:
+        for i, name in enumerate(("pa", "pb")):
+            store.boxes.add(Box(name=name, host=f"10.0.0.{i + 1}", ssh_user="root", serving_env="/opt/vllm"))
+            serving = {**env, "patches": {"p": patched}} if name == "pa" else env  # pb's agent did not look
+            with store.atomic() as d:
+                data = json.dumps({"gpus": cards, "serving_env": serving})
+                d.table("probes").insert({"box": name, "t_ms": i + 1, "console_t_ms": 1, "data": data})
+        service = Service(store, catalog=c)
+        mplan = service.plan_multinode("dp8", ["pa", "pb"])
+        assert list(mplan.env_refusals) == ["pb"]
+        assert mplan.patch_digests == {"pa": {"p": "cd" * 32}, "pb": {"p": None}}  # what each probe found
+        with pytest.raises(ServiceError, match=r"arm dp8 is refused: pb: .*patch p"):
+            asyncio.run(service.launch_multinode(mplan, force=True))
+        lone = service.plan_multinode("pp2", ["pa", "pb"])
+        assert lone.blocking == [] and lone.env_refusals == {}
+        with pytest.raises(ResolveError, match="spans 2 boxes; 1 given"):
+            service.plan_multinode("pp2", ["pa"])
+        assert store.rows("SELECT id FROM commands") == [] and store.rows("SELECT id FROM launches") == []

@@ -50,6 +50,11 @@ class MultiNodeLaunchPlan:
     failed_checks: dict[str, list[str]]
     """Per box, its last check's failures (empty lists dropped)."""
     launch_ids: list[str] = field(default_factory=list)
+    env_refusals: dict[str, list[str]] = field(default_factory=dict)
+    """Per box, why its serving env cannot serve the arm (an engine patch or version it lacks, judged on its
+    newest probe as a one-box launch judges it); a launch is refused on any, --force or not."""
+    patch_digests: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    """Per box, each engine patch the arm needs and the sha256 its newest probe found: stored with its process."""
 
     @property
     def blocking(self) -> list[Finding]:
@@ -112,10 +117,16 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
             while port in held:
                 port += 1
         failed = {b: [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(b)] for b in boxes}
+        needs = {}
+        for b in boxes:
+            probe = self.store.checks.latest_probe(b)
+            needs[b] = self._serving_needs(arm, b, probe.data if probe else None)
         return MultiNodeLaunchPlan(
             plan(self.catalog, arm, placed, port, inter_node_port),
             findings,
             {b: f for b, f in failed.items() if f},
+            env_refusals={b: refused for b, (refused, _) in needs.items() if refused},
+            patch_digests={b: digests for b, (_, digests) in needs.items() if digests},
         )
 
     async def check_multinode(
@@ -151,16 +162,8 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
         Ray nodes must run before the head's ``vllm serve`` asks Ray for its stages, so a Ray plan waits for
         them first; a data-parallel head waits for its headless ranks by itself."""
         WAIT_S.check(ready_timeout_s, "--ready-timeout")
+        self._refusals(mplan, force)
         p = mplan.plan
-        if mplan.blocking:
-            lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in mplan.blocking)
-            raise ServiceError(f"arm {p.arm} is refused by lint: {lines}")
-        if mplan.failed_checks and not force:
-            said = "; ".join(f"{b}: {', '.join(f)}" for b, f in mplan.failed_checks.items())
-            raise ServiceError(
-                f"boxes of arm {p.arm} failed their last check ({said})",
-                "fix them and `campaign check` again, or launch with --force (recorded with the launch)",
-            )
         ids = mplan.name_launches()
         started: list[tuple[str, str]] = []
         group = f"multinode-{secrets.token_hex(6)}"
@@ -182,6 +185,26 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
         if why is not None:
             return await self._abort(mplan, started, why, force)
         return self._outcome(mplan, force, True)
+
+    def _refusals(self, mplan: MultiNodeLaunchPlan, force: bool) -> None:
+        """Refuse before anything is sent: lint over every box, a serving env without what the arm needs,
+        a box whose last check failed (unless forced, as a one-box launch)."""
+        p = mplan.plan
+        if mplan.blocking:
+            lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in mplan.blocking)
+            raise ServiceError(f"arm {p.arm} is refused by lint: {lines}")
+        if mplan.env_refusals:
+            said = "; ".join(f"{b}: {'; '.join(r)}" for b, r in mplan.env_refusals.items())
+            raise ServiceError(
+                f"arm {p.arm} is refused: {said}",
+                "fix each box's serving env, then `campaign check` it again (--force does not pass this)",
+            )
+        if mplan.failed_checks and not force:
+            said = "; ".join(f"{b}: {', '.join(f)}" for b, f in mplan.failed_checks.items())
+            raise ServiceError(
+                f"boxes of arm {p.arm} failed their last check ({said})",
+                "fix them and `campaign check` again, or launch with --force (recorded with the launch)",
+            )
 
     async def _send(
         self,
@@ -217,6 +240,7 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
             port=process.port,
             forced=forced,
             group=f"{group}.n{index}",
+            patch_digests=mplan.patch_digests.get(process.box) or None,
         )
         args: dict[str, Any] = {
             "launch_id": launch_id,
