@@ -9,6 +9,7 @@ both with the env's own Python, exactly as on a GPU box. Nothing of vLLM needs t
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import subprocess
@@ -16,10 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from console.recipes import load_catalog
+from console.service import Service
+from console.service.sweep import SweepOptions
 from console.store import Store
+from console.store.sweeps import SweepArm
 from testbed import box_python
 from testbed.fleet_fixtures import box_started, fleet_store, register, sshd_farm
+from testbed.ports import free_ports
 from testbed.sshd import SshBox, SshdFarm
+from testbed.sweep_recipes import PROFILE
 from tests.support.cli import run_cli
 
 __all__ = ["fleet_store", "sshd_farm"]
@@ -186,3 +193,55 @@ def test_a_missing_engine_patch_is_refused_and_a_launch_stores_the_patch_digest(
     code, out, err = run_cli(db, "launch", "patched-tp1", "--box", box.name, "--no-wait")
     rows = fleet_store.rows("SELECT patch_digests FROM launches WHERE arm = 'patched-tp1'")
     assert [json.loads(r["patch_digests"]) for r in rows] == [{"patch_oproj": digest}], (code, out, err)
+
+
+SWEPT = (
+    PROFILE
+    + """
+[patches.fake_marker]
+source = "a marker module no env here has"
+module = "campaign_test_absent_marker"
+
+[arms."fake-patched"]
+profile = "fake-moe"
+device = "cpu"
+max_model_len = 2048
+requires_patches = ["fake_marker"]
+
+[shapes.short]
+input_len = 16
+output_len = 4
+
+[sweeps."fake-patched"]
+arms = ["fake-patched"]
+"""
+)
+
+
+@pytest.mark.timeout(240)
+def test_a_sweep_refuses_an_arm_whose_serving_env_lacks_its_patch(local_db: Path, tmp_path: Path) -> None:
+    """The local box (the fake engine's env, probed by the agent's probe as a process): the arm is a refused row
+    with the one-line reason, nothing is launched."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "fake.toml").write_text(SWEPT)
+
+    async def go() -> dict[str, SweepArm]:
+        with Store(local_db) as store:
+            service = Service(store, catalog=load_catalog([recipes]))
+            try:
+                await service.check("local")
+                sweep, _ = service.open_sweep("fake-patched", "local", shapes=["short"], concurrency=[1])
+                options = SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(1), force=True)
+                await service.run_sweep(sweep.id, options)
+            finally:
+                await service.close()
+            assert store.scalar("SELECT count(*) FROM launches") == 0
+            return {a.arm: a for a in store.sweeps.arms(sweep.id)}
+
+    (arm,) = asyncio.run(go()).values()
+    assert arm.state == "refused", arm
+    assert (arm.reason or "").startswith("serving env: box local: serving env ")
+    assert "lacks patch fake_marker that arm fake-patched needs (module campaign_test_absent_marker" in (
+        arm.reason or ""
+    )

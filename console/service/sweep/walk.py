@@ -155,9 +155,9 @@ class ArmWalk:
         if self.guard is not None and place.gpus and not plan.blocking:
             before = await self.guard.before(place.box, place.gpus)
         ledger.start(candidate.id, place.box, place.gpus, self._gpu_mem(place.box))
-        if plan.blocking:
-            lines = "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
-            ledger.finish(candidate.id, "refused", f"lint: {lines}")
+        refusal = _refusal(plan)
+        if refusal is not None:
+            ledger.finish(candidate.id, "refused", refusal)
             return
         if before is not None:
             ledger.record_memory(candidate.id, "before", before)
@@ -356,3 +356,13 @@ class ArmWalk:
         gpus = (probe.data.get("gpus") or []) if probe else []
         mems = [m for g in gpus if (m := g.get("mem_total_mib")) is not None]
         return min(mems) if mems else None
+
+
+def _refusal(plan: LaunchPlan) -> str | None:
+    """Why a candidate is refused before anything is sent: a blocking lint finding, else a serving env that lacks
+    an engine patch or a version the arm needs (``LaunchPlan.env_refusals``, which a launch refuses too)."""
+    if plan.blocking:
+        return "lint: " + "; ".join(f"[{f.rule_id}] {f.reason}" for f in plan.blocking)
+    if plan.env_refusals:
+        return "serving env: " + "; ".join(plan.env_refusals)
+    return None
