@@ -83,6 +83,7 @@ def test_first_start_registers_local_box_and_imports_the_demo_once(tmp_path: Pat
         assert store.boxes.get("local").kind == "local"
         imported = store.scalar("SELECT count(*) FROM bench_runs WHERE source = 'imported'")
         assert imported > 50
+        store.db.execute("DELETE FROM sweep_benches")  # the demo's sweeps cite its bench rows
         store.db.execute("DELETE FROM bench_runs")
         store.db.conn.commit()
     prepare(Namespace(db=str(db)))  # a later start never re-imports into an existing database
