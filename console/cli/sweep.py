@@ -18,6 +18,7 @@ from typing import Any
 
 from console.bounds import CONCURRENCY
 from console.cli.common import (
+    argument,
     csv_values,
     grace_s_arg,
     open_store,
@@ -32,9 +33,13 @@ from console.cli.common import (
 )
 from console.errors import Interrupted
 from console.progress import ProgressLine, bar
+from console.quality.suites import SUITES, house
+from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps, parse_cap
 from console.readmodel import SweepArmRow, SweepEntry, sweep_status, sweep_statuses
 from console.service import DEFAULT_READY_TIMEOUT_S, SWEEP_FINISHED, Service, SweepArm, SweepRow
+from console.service.runs import PROMPTS_PER_STREAM
 from console.service.sweep import SweepError, SweepOptions, runner_alive
+from console.service.sweep.walk import MODES
 
 
 class ProgressBar:
@@ -80,6 +85,10 @@ def _run(args: argparse.Namespace) -> int:
         prompts=args.prompts,
         force=args.force,
         base_port=args.base_port,
+        mode=args.mode,
+        suite=args.suite,
+        caps=Caps.of(args.cap or []),
+        request_timeout_s=args.request_timeout,
     )
     with store_and_service(args) as (store, service):
         sweep, resumed = service.open_sweep(
@@ -256,7 +265,31 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         "--prompts",
         type=prompts_arg,
         metavar="N",
-        help="prompts per bench (default: max(32, 4 x concurrency))",
+        help=f"prompts per bench (default: {PROMPTS_PER_STREAM} x concurrency)",
+    )
+    run.add_argument(
+        "--mode",
+        choices=MODES,
+        default="bench",
+        help="after a passed tripwire: bench the shapes, eval (the quality suite on the same server, bound to "
+        "its launch; an arm failing its tripwire gets none), or both (default bench)",
+    )
+    run.add_argument(
+        "--suite", choices=SUITES, default=house.NAME, help="the suite an eval runs (default seed6)"
+    )
+    run.add_argument(
+        "--cap",
+        type=argument(parse_cap),
+        action="append",
+        metavar="[FAMILY=]N",
+        help="an eval's generation cap, every family (32768) or one (code=20480) (default: window minus prompt)",
+    )
+    run.add_argument(
+        "--request-timeout",
+        type=wait_s_arg,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds one eval request may take; an item that runs out is unscored (default 3600)",
     )
     run.add_argument("--json", action="store_true", help="print the finished sweep as JSON")
     run.set_defaults(func=_run)

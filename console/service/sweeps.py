@@ -4,10 +4,12 @@ resumably (the walk is ``console.service.sweep``)."""
 from __future__ import annotations
 
 from console.bounds import CONCURRENCY, GRACE_S, PORT, PROMPTS, ROW_ID, WAIT_S
+from console.errors import InputError
+from console.quality.suites import SUITES
 from console.service.base import reaching
 from console.service.sweep.queue import QueueIntents, SweepQueue
 from console.service.sweep.runner import Progress, SweepRunner, open_sweep
-from console.service.sweep.walk import SweepOptions
+from console.service.sweep.walk import MODES, SweepOptions
 from console.store.sweeps import SweepRow
 
 
@@ -61,3 +63,8 @@ def _check_options(options: SweepOptions) -> None:
         PROMPTS.check(options.prompts, "--prompts")
     if options.base_port is not None:
         PORT.check(options.base_port, "--base-port")
+    if options.mode not in MODES:
+        raise InputError(f"--mode {options.mode}: not a sweep mode", f"give one of {', '.join(MODES)}")
+    if options.mode != "bench" and options.suite not in SUITES:
+        raise InputError(f"--suite {options.suite}: no such suite", f"the suites are: {', '.join(SUITES)}")
+    WAIT_S.check(options.request_timeout_s, "--request-timeout")

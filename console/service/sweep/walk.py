@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from agents import loglines
 from console.errors import Refused
+from console.quality.suites import house
+from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps
 from console.readmodel import bench_run, tripwire_run
+from console.readmodel.quality import sweep_quality_run
 from console.recipes import ResolveError
 from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
 from console.service.sweep.gpumem import MemoryGuard
@@ -33,7 +36,14 @@ from console.store.sweeps import SweepArm, SweepRow
 
 if TYPE_CHECKING:
     from console.readmodel.records import ResultRow
+    from console.service.quality import QualityIntents
     from console.service.runs import RunIntents
+
+
+EVALUATES = frozenset({"eval", "both"})
+BENCHES = frozenset({"bench", "both"})
+MODES = ("bench", "eval", "both")
+"""``sweep run --mode``: what an arm that passed its tripwire gets."""
 
 
 class SweepError(Refused):
@@ -50,6 +60,13 @@ class SweepOptions:
     """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
     base_port: int | None = None
     """First replica's port; None: the service picks the first free ports from 8100."""
+    mode: str = "bench"
+    """After a passed tripwire: ``bench`` the shapes, ``eval`` run the quality suite, or ``both`` (eval first)."""
+    suite: str = house.NAME
+    """The house suite an eval runs (console/quality/suites/house.py)."""
+    caps: Caps = field(default_factory=Caps)
+    request_timeout_s: float = DEFAULT_TIMEOUT_S
+    """An eval's caps and per-request timeout (seed-gaps F20), as ``campaign quality run`` takes them."""
 
 
 @dataclass(frozen=True)
@@ -268,11 +285,43 @@ class ArmWalk:
             return "crashed", f"the tripwire {tripwire_id} finished without a verdict in the store"
         self.ledger.record_tripwire(candidate.id, verdict.id)
         passed = verdict.verdict.passed
-        if passed or self.sweep.bench_degenerate:
+        if passed and self.options.mode in EVALUATES:  # a failed tripwire gets no eval, whatever is asked
+            died = await self._eval(candidate, plan)
+            if died is not None:
+                return "crashed", died
+        if self.options.mode in BENCHES and (passed or self.sweep.bench_degenerate):
             died = await self._benches(candidate, plan)
             if died is not None:
                 return "crashed", died
         return ("served", None) if passed else ("degenerate", f"tripwire {verdict.verdict.text}")
+
+    async def _eval(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
+        """The quality suite against the first replica, bound to its launch, under the sweep's caps and
+        timeout; not again when an earlier attempt of the arm finished it (the sweep resumes). Returns why a
+        replica died, else None; an eval with no item scored is said and leaves the benches to run."""
+        arm = plan.resolved.arm
+        launch_ids = [x for a in self.store.sweeps.attempts_of(candidate.id) for x in a.launch_ids]
+        done = sweep_quality_run(self.store, launch_ids, house.suite_label())
+        if done is not None:
+            self._say(f"{arm}: {self.options.suite} already run (quality run {done.id}), not again")
+            return None
+        self._say(f"{arm}: eval {self.options.suite}")
+        # The sweep's service is every intent (console.service.Service), its quality intents too.
+        quality = cast("QualityIntents", self.service)
+        try:
+            ran = await quality.run_suite(
+                plan.launch_ids[0],
+                self.options.suite,
+                caps=self.options.caps,
+                request_timeout_s=self.options.request_timeout_s,
+            )
+        except Refused as exc:
+            self._say(f"{arm}: eval {self.options.suite} scored nothing: {exc}")
+        else:
+            r = ran.run
+            short = f", {r.short}" if r.short else ""
+            self._say(f"{arm}: {self.options.suite} quality run {r.id}, accuracy {r.accuracy_text}{short}")
+        return self._died(plan.launch_ids)
 
     async def _benches(self, candidate: SweepArm, plan: LaunchPlan) -> str | None:
         """Every shape x concurrency not benched in an earlier attempt: one node run each, every replica at once."""
