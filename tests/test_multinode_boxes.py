@@ -152,3 +152,40 @@ def test_a_failed_worker_stops_the_head(recipes: Path, tmp_path: Path) -> None:
         finally:
             for box in boxes:
                 box.kill_agent()
+
+
+def test_the_cli_checks_launches_and_kills_a_multi_box_arm(
+    recipes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.support.cli import run_cli
+
+    monkeypatch.setenv("CAMPAIGN_RECIPES", str(recipes))
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        boxes = _boxes(store, "mn-a", "mn-b")
+    try:
+        code, out, err = run_cli(db, "check", "mn-a", "mn-b", "--arm", "fake-dp2")
+        assert "box mn-a: probe" in out and "box mn-b: probe" in out and out.count(", arm fake-dp2") == 2, err
+        code, out, err = run_cli(db, "launch", "fake-dp2", "--box", "mn-a")
+        assert code == 2 and "arm 'fake-dp2' spans 2 boxes, not one box mn-a" in err
+        code, out, err = run_cli(
+            db, "launch", "fake-dp2", "--box", "mn-a", "--box", "mn-b", "--ready-timeout", "60"
+        )
+        assert code == 0, (out, err)
+        assert (
+            "arm fake-dp2 over boxes mn-a, mn-b: " in err and "/mn-a/models/fake-moe as fake-moe, dp" in err
+        )
+        assert "  head on mn-a: GPUs -\n  worker on mn-b: GPUs -\n" in err and err.endswith("serving\n")
+        rows = [line.split() for line in out.splitlines()[1:]]
+        assert [(r[1], r[2], r[3]) for r in rows] == [
+            ("mn-a", "head", "serving"),
+            ("mn-b", "worker", "serving"),
+        ]
+        code, out, err = run_cli(db, "kill", "fake-dp2", "--box", "mn-b", "--yes", "--grace", "5")
+        assert code == 0, (out, err)
+        assert [line.split()[1:] for line in out.splitlines()[1:]] == [["stopped", "freed"]] * 2
+        code, out, err = run_cli(db, "kill", "fake-dp2", "--box", "mn-b", "--yes")
+        assert code == 2 and "nothing to kill: no live process of arm fake-dp2 on mn-b" in err
+    finally:
+        for box in boxes:
+            box.kill_agent()

@@ -55,6 +55,9 @@ class MultiNodeLaunchPlan:
     newest probe as a one-box launch judges it); a launch is refused on any, --force or not."""
     patch_digests: dict[str, dict[str, str | None]] = field(default_factory=dict)
     """Per box, each engine patch the arm needs and the sha256 its newest probe found: stored with its process."""
+    port_pinned: bool = False
+    """The operator named the head's port; otherwise the console chose it and the head's agent may move a taken
+    one to a free port above it, as for a one-box launch (``LaunchArgs.port_pinned``)."""
 
     @property
     def blocking(self) -> list[Finding]:
@@ -125,6 +128,7 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
             plan(self.catalog, arm, placed, port, inter_node_port),
             findings,
             {b: f for b, f in failed.items() if f},
+            port_pinned=base_port is not None,
             env_refusals={b: refused for b, (refused, _) in needs.items() if refused},
             patch_digests={b: digests for b, (_, digests) in needs.items() if digests},
         )
@@ -252,6 +256,8 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
             "arm": p.arm,
             "headless": process.headless,
         }
+        if not process.headless:  # the API's port; a headless process listens on none of its own
+            args["port_pinned"] = mplan.port_pinned
         if forced:
             args["forced_past"] = mplan.failed_checks[process.box]
         link = await self.link(process.box)
