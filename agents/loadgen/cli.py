@@ -18,6 +18,12 @@ from agents.loadgen.preflight import PreflightError, check_lengths, find_vocab, 
 from agents.loadgen.prompts import PromptPlan, VocabError
 from agents.loadgen.run import RunConfig, execute, result, usable_cores
 from agents.loadgen.shapes import SHAPES
+from agents.loadgen.wire import server_root
+
+AGENT_HOME = Path("~/.campaign-agent")
+"""The agent's home when the console is not told another (console/fleet/push.py ``DEFAULT_HOME``)."""
+RECORDS_DIR = AGENT_HOME / "loadgen"
+"""Where a run started by hand keeps its per-request records unless ``--out`` names another folder."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,8 +37,9 @@ def parser() -> argparse.ArgumentParser:
         required=True,
         action="append",
         metavar="URL",
-        help="e.g. http://127.0.0.1:8100; repeat it for every replica of a node: the streams are "
-        "assigned round-robin to the URLs and the result carries each URL's share (per_url)",
+        help="e.g. http://127.0.0.1:8100 (the API base, http://127.0.0.1:8100/v1, is taken too); repeat "
+        "it for every replica of a node: the streams are assigned round-robin to the URLs and the result "
+        "carries each URL's share (per_url)",
     )
     p.add_argument("--model", required=True, help="served model name")
     p.add_argument(
@@ -78,7 +85,17 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=3600.0, help="seconds per request before it counts as failed"
     )
     p.add_argument(
-        "--records", type=Path, help="per-request JSONL file (default ./loadgen-<start>-<seed>.jsonl)"
+        "--records",
+        type=Path,
+        metavar="FILE",
+        help="per-request JSONL file (default: loadgen-<start>-<seed>.jsonl in --out DIR)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help=f"folder for the per-request records (default {RECORDS_DIR}, under the agent's home; "
+        "never the current directory)",
     )
     p.add_argument(
         "--samples",
@@ -123,9 +140,9 @@ def config(args: argparse.Namespace) -> RunConfig:
         raise ValueError(f"--prompts {prompts}: must be at least 1")
     processes = args.processes or memory.processes_for(args.concurrency, usable_cores())
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    records = args.records or Path(f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl")
+    records = records_path(args.records, args.out, seed)
     return RunConfig(
-        base_urls=tuple(url.rstrip("/") for url in args.base_url),
+        base_urls=tuple(server_root(url) for url in args.base_url),
         model=args.model,
         shape=args.shape or "custom",
         input_len=input_len,
@@ -146,6 +163,27 @@ def config(args: argparse.Namespace) -> RunConfig:
         request_rate=rate,
         burstiness=burstiness,
     )
+
+
+def records_path(records: Path | None, out: Path | None, seed: int) -> Path:
+    """Where the run's per-request records go: ``--records FILE``, else a new file in ``--out DIR``, else in
+    RECORDS_DIR. Never the current directory: run by hand from a checkout, the load generator left its
+    records there (the agent's own runs name a file in its jobs folder: agents/jobs.py)."""
+    if records is not None:
+        if out is not None:
+            raise ValueError(f"--records {records} and --out {out}: give one (a file, or the folder for one)")
+        return records
+    folder = (out if out is not None else RECORDS_DIR).expanduser()
+    what = f"--out {folder}" if out is not None else f"the records folder {folder}"
+    try:
+        if out is None:  # the agent's home first: private from the first byte, as the agent makes it
+            AGENT_HOME.expanduser().mkdir(mode=0o700, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"{what}: cannot create it ({exc}); name a folder you can write with --out DIR"
+        ) from exc
+    return folder / f"loadgen-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{seed}.jsonl"
 
 
 def pacing(rate: float | None, burstiness: float | None) -> tuple[float | None, float | None]:

@@ -31,6 +31,7 @@ from agents.journal import MAX_EVENT_BYTES
 from agents.loadgen import memory, metrics
 from agents.loadgen.arrivals import arrival_offsets
 from agents.loadgen.prompts import PromptPlan
+from agents.loadgen.wire import server_root
 from agents.loadgen.worker import Record, Target, WorkerResult, WorkerSpec, request_fields, run_worker
 
 BOUND_UTIL = 0.90
@@ -76,12 +77,10 @@ def slot_targets(concurrency: int, targets: int) -> list[int]:
 
 
 def target_of(base_url: str, model: str, api_key: str | None) -> Target:
-    url = urlsplit(base_url)
-    if url.scheme != "http" or not url.hostname:
-        raise ValueError(
-            f"--base-url {base_url!r}: expected http://HOST:PORT (servers bind the box's loopback)"
-        )
-    return Target(url.hostname, url.port or 80, url.path.rstrip("/") + PATH, model, api_key)
+    """Where one URL's streams go: its host, port and completions path (either form of ``--base-url``)."""
+    url = urlsplit(server_root(base_url))
+    assert url.hostname is not None  # server_root refuses an address without one
+    return Target(url.hostname, url.port or 80, url.path + PATH, model, api_key)
 
 
 COUNTS = 3

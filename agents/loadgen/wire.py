@@ -22,6 +22,7 @@ import socket
 import time
 from array import array
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 EVENT = b"\ndata:"
 EDGE = len(EVENT) - 1
@@ -31,6 +32,41 @@ TAIL = 16384
 MAX_HEAD = 65536
 
 HEAD, STREAM, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE = range(5)
+
+API_PREFIX = "/v1"
+"""What the OpenAI API adds to a server's root: the load generator asks ``<root>/v1/models`` and
+``<root>/v1/completions``."""
+
+
+def server_root(base_url: str) -> str:
+    """The server's root (``http://HOST:PORT``, with any path prefix a proxy adds) from a ``--base-url`` typed
+    either way: the root, as vLLM's docs and this load generator give it, or the API base the openai client
+    and ``vllm bench serve --base-url`` users paste (``http://HOST:PORT/v1``), with or without a trailing
+    slash. Taken as given, the API base made the preflight ask for ``/v1/v1/models``. ValueError, in one
+    line, for what no request could be sent to: not http (the wire here is plain TCP to the box's
+    loopback), no host, a port out of range, a query or fragment."""
+    text = base_url.strip()
+    try:
+        url = urlsplit(text)
+        port = url.port
+    except ValueError as exc:
+        raise ValueError(
+            f"--base-url {base_url!r}: {exc}; expected http://HOST:PORT or http://HOST:PORT/v1"
+        ) from exc
+    if url.scheme != "http" or not url.hostname or port == 0:
+        raise ValueError(
+            f"--base-url {base_url!r}: expected http://HOST:PORT or http://HOST:PORT/v1 "
+            "(servers bind the box's loopback; https is not spoken here)"
+        )
+    if url.query or url.fragment:
+        raise ValueError(
+            f"--base-url {base_url!r}: a query or fragment has no place in a server's address; "
+            "give http://HOST:PORT or http://HOST:PORT/v1"
+        )
+    path = url.path.rstrip("/")
+    while path.endswith(API_PREFIX):  # the API base, /v1 (each /v1 is the API's, never a proxy's prefix)
+        path = path[: -len(API_PREFIX)].rstrip("/")
+    return urlunsplit(("http", url.netloc, path, "", ""))
 
 
 @dataclass
