@@ -150,6 +150,31 @@ def _launch_port(port: object) -> int:
     return port
 
 
+PORT_SEARCH = 1000
+"""How many ports above a taken one a launch whose port the operator did not pin may move to."""
+LIVE = ("starting", "serving", "stopping")
+"""Launch states that hold their port (a starting server binds it only once its model is loaded)."""
+
+
+def free_port(taken: int, held: set[int], search: int = PORT_SEARCH) -> int | None:
+    """The first loopback port above ``taken`` that nothing listens on and no live launch of this agent holds
+    (None: none within ``search``). Upward from the console's choice, never an ephemeral port the kernel
+    hands out: servers keep to the console's range (console/service/launches.py DEFAULT_BASE_PORT)."""
+    for port in range(taken + 1, min(taken + search, 65535) + 1):
+        if port not in held and not port_in_use(port):
+            return port
+    return None
+
+
+def with_port(argv: list[str], old: int, new: int) -> list[str] | None:
+    """``argv`` with the console's ``--port OLD`` made ``--port NEW`` (console/recipes/resolve.py puts it there,
+    and only there: guard.py refuses a recipe's own); None when it is not there to move."""
+    for i, word in enumerate(argv[:-1]):
+        if word == "--port" and argv[i + 1] == str(old):
+            return [*argv[: i + 1], str(new), *argv[i + 2 :]]
+    return None
+
+
 def _launch_gpus(gpus: object) -> list[int]:
     if not isinstance(gpus, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in gpus):
         raise ValueError(f"gpus {gpus!r} must be a list of GPU indexes")
@@ -241,6 +266,8 @@ class Supervisor:
         gpus = _launch_gpus(args.get("gpus") or [])
         ready_timeout_s = float(args.get("ready_timeout_s") or 600.0)
         headless = args.get("headless") is True
+        if args.get("port_pinned") is False:  # the console chose it: a taken one moves to a free one
+            argv, port = self._unpinned_port(launch_id, argv, port)
 
         launch = Launch(
             launch_id=launch_id,
@@ -262,6 +289,25 @@ class Supervisor:
         else:
             self._record_started(launch)
         return launch.summary()
+
+    def _unpinned_port(self, launch_id: str, argv: list[str], port: int) -> tuple[list[str], int]:
+        """(argv, port) of a launch whose port the operator did not pin: as asked while it is free, else the
+        first free one above it, said in a warning; the launch journals the port it really listens on, which
+        the console stores. Unchanged when no port is free or argv has no ``--port`` to move (the preflight
+        then refuses it as taken)."""
+        held = {x.port for x in self.launches.values() if x.state in LIVE}
+        if port not in held and not port_in_use(port):
+            return argv, port
+        moved = free_port(port, held)
+        moved_argv = None if moved is None else with_port(argv, port, moved)
+        if moved is None or moved_argv is None:
+            return argv, port
+        self.journal.append(
+            "warning",
+            where=f"launch:{launch_id}",
+            message=f"port {port} is taken on 127.0.0.1; {launch_id} listens on {moved} instead",
+        )
+        return moved_argv, moved
 
     def _new_launch_id(self, launch_id: object) -> str:
         """The request's launch id: well formed, and never used on this box before (journal included)."""

@@ -259,7 +259,8 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         "--base-port",
         type=port_arg,
         metavar="PORT",
-        help="first replica's port on the box (default: the first free ports from 8100)",
+        help="first replica's port on the box, pinned: a port taken there fails the launch (default: the "
+        "first ports from 8100 no launch holds, and a port taken on the box moves to a free one above it)",
     )
     run.add_argument(
         "--prompts",

@@ -54,6 +54,9 @@ class LaunchPlan:
     newest probe (console/checks/serving_env.py); a launch is refused on any, --force or not."""
     patch_digests: dict[str, str | None] = field(default_factory=dict)
     """Each engine patch the arm needs and the sha256 the newest probe found: stored with every replica."""
+    port_pinned: bool = False
+    """The operator named the ports (``--base-port``): a taken one fails the launch. Otherwise the console
+    chose them and the agent moves a taken one to a free port above it (agents/supervisor.py)."""
 
     @property
     def blocking(self) -> list[Finding]:
@@ -150,7 +153,15 @@ class LaunchIntents(ServiceBase):
                 resolved = resolve(self.catalog, arm, spec, gpus, start)
         failed = [f"{v.check}: {v.reason}" for v in self.store.checks.last_failed(box)]
         refusals, digests = self._serving_needs(arm, box, probe.data if probe else None)
-        return LaunchPlan(box, resolved, findings, failed, env_refusals=refusals, patch_digests=digests)
+        return LaunchPlan(
+            box,
+            resolved,
+            findings,
+            failed,
+            port_pinned=base_port is not None,
+            env_refusals=refusals,
+            patch_digests=digests,
+        )
 
     def _serving_needs(
         self, arm: str, box: str, probe: ProbeReport | None
@@ -232,6 +243,7 @@ class LaunchIntents(ServiceBase):
                     "port": rep.port,
                     "ready_timeout_s": ready_timeout_s,
                     "arm": r.arm,
+                    "port_pinned": plan.port_pinned,
                 }
                 if forced:
                     args["forced_past"] = plan.failed_checks
