@@ -23,6 +23,7 @@ from agents import gpu as G
 from agents.journal import now_ms
 from agents.loadgen.memory import meminfo
 from agents.protocol import GpuHolder, PatchProbe, ProbeGpu, ProbeReport, ServingEnv, Topology
+from agents.tripwire.runnable import tripwire_client
 
 CUDA_ERRORS = {
     0: None,
@@ -343,6 +344,7 @@ def probe(
         "processes": processes,
         "topology": parse_topology(topo_raw),
         "serving_env": env,
+        "tripwire_client": tripwire_client(serving_python, serving_env_vars),
         "source": source,
         "warnings": warnings,
     }

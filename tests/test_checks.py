@@ -76,6 +76,12 @@ def h200_probe(**over: Any) -> ProbeReport:
             "compat_libs": [],
             "error": None,
         },
+        "tripwire_client": {
+            "python": "/opt/vllm/bin/python",
+            "python_version": "3.12.3",
+            "openai_version": "1.99.0",
+            "error": None,
+        },
         "source": "nvml",
         "warnings": [],
     }

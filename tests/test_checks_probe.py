@@ -33,8 +33,11 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc builds 
 
 
 def serving_venv(where: Path, torch_version: str) -> Path:
-    """A real venv whose installed-package metadata names a torch built for one CUDA (``+cu130``)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    """A real venv whose installed-package metadata names a torch built for one CUDA (``+cu130``), and which
+    sees this interpreter's packages (openai, which a serving env has through vLLM: the tripwire's client)."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(where)], check=True
+    )
     site = where / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     dist = site / f"torch-{torch_version}.dist-info"
     dist.mkdir(parents=True)
@@ -106,6 +109,7 @@ def test_real_h200_capture_is_all_ok(tmp_path: Path) -> None:
         "clock": ["ok"],
         "capacity": ["ok", expected_disk(tmp_path)],
         "serving_env": ["ok"],
+        "tripwire_client": ["ok"],
     }, verdicts
 
 
@@ -231,7 +235,14 @@ def test_campaign_check_of_the_cpu_box_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     body = json.loads(done.stdout)
     got = {v["check"]: v["verdict"] for v in body["verdicts"] if v["check"] != "capacity"}
-    assert got == {"power": "ok", "driver": "ok", "topology": "ok", "clock": "ok", "serving_env": "ok"}, body
+    assert got == {
+        "power": "ok",
+        "driver": "ok",
+        "topology": "ok",
+        "clock": "ok",
+        "serving_env": "ok",
+        "tripwire_client": "ok",
+    }, body
 
 
 def test_campaign_check_errors_are_specific(tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ def test_last_verdicts_is_the_newest_run_and_last_failed_its_fails(store: Store)
         "capacity",
         "capacity",
         "serving_env",
+        "tripwire_client",
     ]
     assert {v.probe_id for v in last} == {good_id}
     assert store.checks.last_failed("pro-a") == []
@@ -120,7 +121,7 @@ def test_read_only_store_reads_but_refuses_writes(store: Store, tmp_path: Path) 
     store.checks.add_verdicts("pro-a", pid, evaluate(h200_probe()), t_ms=T0 + 3)
     store.close()
     with Store(tmp_path / "state.db", read_only=True) as ro:
-        assert len(ro.checks.last_verdicts("pro-a")) == 7
+        assert len(ro.checks.last_verdicts("pro-a")) == 8
         with pytest.raises(ReadOnlyStore):
             ro.checks.add_probe("pro-a", h200_probe(t_ms=T0 + 9))
 

@@ -15,10 +15,11 @@ from console.checks.power import check_power
 from console.checks.presence import GpusSeen, judge_presence
 from console.checks.serving_env import check_arm_needs, check_kernel_binaries
 from console.checks.topology import check_topology
+from console.checks.tripwire_client import check_tripwire_client
 from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict, VerdictName, worst
 from console.store.checks import as_probe
 
-CHECKS = ("power", "driver", "topology", "clock", "capacity", "serving_env")
+CHECKS = ("power", "driver", "topology", "clock", "capacity", "serving_env", "tripwire_client")
 
 
 def evaluate(
@@ -34,6 +35,7 @@ def evaluate(
         *check_capacity(probe, arm),
         *check_kernel_binaries(probe, box),
         *check_arm_needs(probe, arm, box),
+        *check_tripwire_client(probe, box),
     ]
 
 

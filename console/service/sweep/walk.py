@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from agents import loglines
+from console.checks.run import serving_python
 from console.errors import Refused
 from console.quality.suites import house
 from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps
@@ -46,6 +47,10 @@ MODES = ("bench", "eval", "both")
 """``sweep run --mode``: what an arm that passed its tripwire gets."""
 
 
+ABANDON_WAIT_S = 10.0
+"""How long an interrupted walk waits for the kills of its arm's servers to show in the store."""
+
+
 class SweepError(Refused):
     """The sweep cannot go on (box unreachable, a failed check, GPUs not freed); it stays resumable."""
 
@@ -60,6 +65,9 @@ class SweepOptions:
     """Launch past a failed box check (recorded with every launch, as ``campaign launch --force``)."""
     base_port: int | None = None
     """First replica's port; None: the service picks the first free ports from 8100."""
+    reconnect_s: float = 120.0
+    """How long the box's link may stay down mid-walk before the walk stops, resumable (console/service/sweep/
+    ride.py); a shorter drop is ridden out and the arm goes on where it was."""
     mode: str = "bench"
     """After a passed tripwire: ``bench`` the shapes, ``eval`` run the quality suite, or ``both`` (eval first)."""
     suite: str = house.NAME
@@ -158,6 +166,7 @@ class ArmWalk:
                 f"box {place.box} failed its last check ({'; '.join(plan.failed_checks)}); fix it and "
                 f"`campaign check {place.box}`, or resume the sweep with --force (recorded with every launch)"
             )
+        self._refuse_without_tripwire(place.box)
         if self.ports:
             self.ports.hold(plan.ports)
         try:
@@ -165,6 +174,21 @@ class ArmWalk:
         finally:
             if self.ports:
                 self.ports.release(plan.ports)
+
+    def _refuse_without_tripwire(self, box: str) -> None:
+        """Refuse, before anything is launched and --force or not, a box whose latest probe found that the
+        tripwire's Python cannot run its client (console/checks/tripwire_client.py): every arm would load its
+        checkpoint and then end "crashed" at its tripwire."""
+        probe = self.store.checks.latest_probe(box)
+        client = probe.data.get("tripwire_client") if probe else None
+        python = serving_python(self.store.boxes.get(box))  # None: the agent's own runs the tripwire
+        asked = isinstance(client, dict) and (python is None or client.get("python") == python)
+        if asked and isinstance(client, dict) and client.get("error"):
+            raise SweepError(
+                f"box {box}: {client.get('python')} cannot run the tripwire's client ({client['error']}); "
+                f"every arm would end crashed at its tripwire: fix the serving env, `campaign check {box}`, "
+                "and run the sweep again"
+            )
 
     async def _attempt(self, candidate: SweepArm, arm: Any, plan: LaunchPlan, place: Place) -> None:
         ledger = self.ledger
@@ -229,7 +253,20 @@ class ArmWalk:
         elif not current.finished:  # stopped before its attempt began: says why, no attempt to end
             self.ledger.interrupt_unstarted(candidate.id, why)
         with contextlib.suppress(Exception):  # best effort: a resumed sweep kills what is left anyway
-            await asyncio.shield(self.stop_live(place.box, self.arm_name(candidate), wait=False))
+            name = self.arm_name(candidate)
+            await asyncio.shield(self.stop_live(place.box, name, wait=False))
+            await self._until_stopping(place.box, name)
+
+    async def _until_stopping(self, box: str, arm: str) -> None:
+        """Until the store shows the kills taking effect (no server of the arm starting or serving), for at most
+        ABANDON_WAIT_S: a supervised link (console/service/sweep/ride.py) ingests in the background, and the
+        console must not exit before what its kills did is recorded."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ABANDON_WAIT_S
+        while loop.time() < deadline:
+            if not any(x.state in ("starting", "serving") for x in self.store.launches.live(box, arm=arm)):
+                return
+            await asyncio.sleep(0.1)
 
     # -- outcomes --------------------------------------------------------------------------------
     async def _record_failure(self, candidate: SweepArm, arm: Any, launch: Launch) -> None:
