@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from agents.protocol import ProbeReport
 from console.errors import ConsoleError, Unreachable
 from console.recipes import Arm
 from console.service.base import reaching
@@ -34,6 +35,7 @@ from console.service.checks import CheckIntents
 from console.service.runs import RunIntents
 from console.service.sweep.gpumem import GpuHeld, MemoryGuard
 from console.service.sweep.plan import PlanError, materialize
+from console.service.sweep.ride import LinkWatch
 from console.service.sweep.runner import Progress
 from console.service.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 from console.store.sweeps import SweepArm, SweepRow
@@ -129,6 +131,8 @@ class SweepQueue:
         self.guard = MemoryGuard(service)
         self._needs: dict[int, int | None] = {}
         self._changed = asyncio.Event()
+        self.links: dict[str, LinkWatch] = {}
+        """Each box's link, supervised while the queue runs: a drop mid-arm is ridden out (ride.py)."""
 
     # -- the run ---------------------------------------------------------------------------------
     async def run(self) -> SweepRow:
@@ -153,6 +157,9 @@ class SweepQueue:
             )  # each gives its arm back and stops its servers
             self.store.sweeps.stop(sid, "interrupted", "the operator interrupted the sweep")
             raise
+        finally:
+            for link in self.links.values():
+                link.stop()
         left = self.store.sweeps.waiting(sid)
         if not left:
             self.store.sweeps.stop(sid, "done", None)
@@ -164,11 +171,20 @@ class SweepQueue:
 
     async def _open(self, name: str) -> None:
         """Reach the box, stop what earlier attempts left running there, and read its GPUs afresh."""
+        link = self.links[name] = LinkWatch(
+            self.service,
+            name,
+            self.options.reconnect_s,
+            lambda what: self._say(f"{name}: {what}"),
+            wait_when_refused=False,  # another box of the queue can take the arm
+        )
         try:
             with reaching(name):
+                await link.start()
                 await self.service.settle(name)
                 await self._stop_left(name)
                 probe = await self.service.probe(name)
+                await self._stored(name, probe)
         except ConsoleError as exc:
             stored = self.store.checks.latest_probe(name)
             gpus = [int(g["index"]) for g in stored.data.get("gpus") or []] if stored else []
@@ -178,6 +194,18 @@ class SweepQueue:
         gpus = sorted(int(g["index"]) for g in probe.get("gpus") or [])
         self.boxes[name] = BoxSlots(name, gpus, free=set(gpus))
         self._say(f"{name}: {len(gpus)} GPU(s)" if gpus else f"{name}: no GPUs (CPU arms)")
+
+    async def _stored(self, name: str, probe: ProbeReport) -> None:
+        """Until the box's journal has brought ``probe`` into the store, where each launch's plan reads the box's
+        GPUs: the link is supervised (ride.py), so its rows land in the background, not by the time the probe
+        answers. Bounded by the sweep's patience; a probe that never lands leaves the plan to say so."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.reconnect_s
+        while loop.time() < deadline:
+            stored = self.store.checks.latest_probe(name)
+            if stored is not None and (stored.data.get("t_ms") or 0) >= (probe.get("t_ms") or 0):
+                return
+            await asyncio.sleep(0.05)
 
     async def _stop_left(self, name: str) -> None:
         """Servers of unfinished arms last claimed on this box (a dead console's attempts): stopped and their
@@ -255,7 +283,7 @@ class SweepQueue:
                 self.store.sweeps.finish_arm(take.arm.id, "refused", take.refusal)
                 return
             with reaching(box.name):
-                await walk.walk(take.arm, place)
+                await self.links[box.name].run(walk.walk(take.arm, place))
         except GpuHeld as held:  # nothing was claimed: the arm waits for another slot
             box.excluded[held.gpu] = held.why
             box.free.discard(held.gpu)

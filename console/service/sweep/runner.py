@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from console.errors import ConsoleError
 from console.service.sweep.plan import candidates
+from console.service.sweep.ride import LinkWatch
 from console.service.sweep.walk import ArmWalk, Place, SweepError, SweepOptions
 from console.store import LOCAL_BOX
 from console.store.sweeps import SweepArm, SweepBusy, SweepRow
@@ -207,10 +208,15 @@ class SweepRunner:
         """Walk every unfinished arm; returns the sweep. Interruption leaves it resumable."""
         sid = self.sweep.id
         place = Place(self.sweep.box)
+        box = self.sweep.box
+        link = LinkWatch(
+            self.service, box, self.options.reconnect_s, lambda what: self._say(f"box {box}: {what}")
+        )
         try:
+            await link.start()
             while (candidate := self.store.sweeps.next_arm(sid)) is not None:
                 self._current = candidate
-                await self.walker.walk(candidate, place)
+                await link.run(self.walker.walk(candidate, place))
                 self._current = None
             self.store.sweeps.stop(sid, "done", None)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -222,6 +228,8 @@ class SweepRunner:
         except ConsoleError as exc:  # the box refused or could not be reached: the sweep stays resumable
             await self._interrupted(f"box {self.sweep.box}: {exc}")
             raise SweepError(f"box {self.sweep.box}: {exc}") from exc
+        finally:
+            link.stop()
         self._say("done")
         return self.store.sweeps.get(sid)
 
