@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, summarize
-from console.readmodel import ReadModel
+from console.readmodel import ReadModel, TripwireVerdict
 from console.readmodel.queries import timers
 from console.readmodel.sweeps import sweeps
 from console.store import Store
@@ -229,6 +229,10 @@ def test_qwen36_16_of_20_fails_and_its_rows_are_diagnostic_only(demo: Path) -> N
     assert passed == 0 and flags == {1}
     assert {r["arm"] for r in unknown} == {"nemotron-3.5-lightning-30b", "glm-5.3-flash-tp4-256"}
     assert all("degenerate count unknown" in r["provenance"] for r in unknown)
+    # ... and every view, export and report says it with the verdict (the read model's one wording).
+    assert TripwireVerdict.of(18, 0, 0, 20, 1).text == "18/20 ok, degenerate count unknown"
+    assert TripwireVerdict.of(16, 0, 0, 20, 0).text == "FAILED 16/20 ok, degenerate count unknown"
+    assert TripwireVerdict.of(19, 0, 0, 20, 1).text == "19/20 ok"  # one item cannot fail the rule
 
 
 def _set_qwen36(data: Path, passed: str, override: str = "") -> None:

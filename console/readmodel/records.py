@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from agents import loglines
 from agents.protocol import TimerAction
+from agents.tripwire.grade import MAX_DEGENERATE
 from console.quality.stats import A_AHEAD, TIE, Paired, decide, wilson, wilson_text
 from console.store.checks import VerdictName
 from console.store.conditions import join_kernel_lines
@@ -281,8 +282,11 @@ class TripwireVerdict:
         if not self.recorded:
             return "not recorded"
         words = f"{self.ok}/{self.total} ok"
-        if self.ok + self.degenerate + self.wrong == self.total and (self.degenerate or self.wrong):
+        split = self.ok + self.degenerate + self.wrong == self.total
+        if split and (self.degenerate or self.wrong):
             words += f", {self.degenerate} degenerate, {self.wrong} wrong"
+        elif not split and self.total - self.ok > MAX_DEGENERATE:
+            words += ", degenerate count unknown"  # the items not ok may or may not pass the agent's rule
         if self.reasoning_leak:
             words += ", reasoning leaked"
         return words if self.passed else f"FAILED {words}"
