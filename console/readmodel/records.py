@@ -285,7 +285,7 @@ class TripwireVerdict:
         split = self.ok + self.degenerate + self.wrong == self.total
         if split and (self.degenerate or self.wrong):
             words += f", {self.degenerate} degenerate, {self.wrong} wrong"
-        elif not split and self.total - self.ok > MAX_DEGENERATE:
+        elif not split and (self.total or 0) - self.ok > MAX_DEGENERATE:
             words += ", degenerate count unknown"  # the items not ok may or may not pass the agent's rule
         if self.reasoning_leak:
             words += ", reasoning leaked"
@@ -676,6 +676,7 @@ class EvalRow:
     note: str | None
     source: str
     provenance: str | None
+    unscored: int = 0  # items its quality run left out (timed out, errors): the accuracy reads high by them
 
 
 @dataclass(frozen=True)
