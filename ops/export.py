@@ -91,6 +91,9 @@ ECONOMICS_COLUMNS = (
     "node_usd_per_mtok",
     "accuracy",
     "accuracy_items",
+    "accuracy_low_95",
+    "accuracy_high_95",
+    "accuracy_unscored",
     "accuracy_basis",
     "accuracy_arm",
     "accuracy_box",
@@ -291,6 +294,7 @@ def economics_rows(table: Iterable[EconomicsRow]) -> list[dict[str, Any]]:
         d["api_usd_per_mtok"] = d.pop("api_per_mtok")
         d["published_node_usd_per_mtok"] = d.pop("published_node_per_mtok")
         d["shapes_note"] = e.shapes_note
+        d["accuracy_low_95"], d["accuracy_high_95"] = e.accuracy_interval or (None, None)
         out.append({c: d[c] for c in ECONOMICS_COLUMNS})
     return out
 

@@ -20,11 +20,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from console.cli import main
+from console.economics import EconomicsRow
 from console.errors import InputError
+from console.quality.stats import wilson
 from console.quality.suites import house, scoring
 from console.quality.suites.checkers import CHECKERS, follows
 from console.quality.suites.runner import Caps, Endpoint, parse_cap, run_items
 from console.quality.suites.sandbox import run_tests
+from console.readmodel.campaign import eval_runs
 from console.readmodel.quality import compare_runs, quality_run
 from console.store import Box, Store
 
@@ -292,6 +295,13 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         assert set(families) == set(house.FAMILIES)
         assert families["maths"].items == 9 and families["maths"].right == 1.0  # maths-03 left out, not wrong
         assert families["knowledge"].text == f"{1 / 9:.3f} [0.020, 0.435]"
+        aggregate = next(e for e in eval_runs(store) if e.id == run.eval_run_id)
+        assert (
+            aggregate.unscored == 1 and aggregate.note and "short: 1 unscored (flattered)" in aggregate.note
+        )
+        priced = _economics_row(aggregate.overall, aggregate.items, aggregate.unscored)
+        assert "accuracy short: 1 unscored (flattered)" in priced.marks
+        assert priced.accuracy_interval == wilson(aggregate.overall * aggregate.items, aggregate.items)
     assert main(["--db", str(campaign), "quality", "list"]) == 0
     listed = capsys.readouterr().out
     assert (
@@ -324,6 +334,8 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         assert (maths.items, maths.right) == (10, 2.0)
         overall = store.rows("SELECT items, overall FROM eval_runs WHERE id = ?", [merged["eval_run_id"]])
         assert overall == [{"items": merged["items"], "overall": pytest.approx(merged["accuracy"])}]
+        aggregate = next(e for e in eval_runs(store) if e.id == merged["eval_run_id"])
+        assert aggregate.unscored == 0 and "short" not in (aggregate.note or "")
     # A second run under other caps pairs item by item, and compare says the caps differ.
     assert main([*argv[:4], "L2", "--suite", "seed6", "--url", chat.url, "--cap", "1024", "--json"]) == 0
     second = json.loads(capsys.readouterr().out)["run"]["id"]
@@ -352,3 +364,29 @@ def test_complete_refuses_a_harness_run_and_a_run_with_nothing_scored_is_refused
     )
     assert main(["--db", str(campaign), "quality", "run", "--complete", "99"]) == 2
     assert main(["--db", str(campaign), "quality", "run", "L1", "--complete", "1"]) == 2  # not both
+
+
+def _economics_row(accuracy: float, items: int, unscored: int) -> EconomicsRow:
+    """A priced row carrying a house-suite run's accuracy (the rest as economics fills it, irrelevant here)."""
+    return EconomicsRow(
+        box="pro-a",
+        arm=ARM,
+        model="gemma",
+        rows="router C1",
+        node_usd_per_hour=1.0,
+        node_per_mtok=1.0,
+        accuracy=accuracy,
+        accuracy_items=items,
+        accuracy_box="pro-a",
+        accuracy_basis="measured",
+        accuracy_arm=ARM,
+        api_provider=None,
+        api_per_mtok=None,
+        api_over_node=None,
+        on_frontier=False,
+        diagnostic_only=False,
+        power_limit_w=None,
+        max_power_w=None,
+        source="measured",
+        accuracy_unscored=unscored,
+    )

@@ -21,6 +21,7 @@ from console.economics.costs import (
     default_cost_model,
     node_price,
 )
+from console.quality.stats import wilson
 from console.readmodel.campaign import index_text
 from console.readmodel.records import EconomicsInputs, EvalRow, ResultRow, below_maximum
 from console.readmodel.results import best_by
@@ -195,6 +196,14 @@ class EconomicsRow:
     aa_index: str | None = None  # the model's intelligence index as printed: "46", "16 (estimate)", "-"
     published_node_per_mtok: float | None = None  # the write-up's printed node $/M for this configuration
     published_note: str | None = None  # published and computed differ: both, and why
+    accuracy_unscored: int = 0  # items the accuracy's run left out (timed out): it reads high by them
+
+    @property
+    def accuracy_interval(self) -> tuple[float, float] | None:
+        """The Wilson 95% interval of the accuracy over its items (console/quality/stats.py)."""
+        if self.accuracy is None or not self.accuracy_items:
+            return None
+        return wilson(self.accuracy * self.accuracy_items, self.accuracy_items)
 
     @property
     def capped(self) -> bool:
@@ -245,6 +254,8 @@ class EconomicsRow:
             words.append(self.held)
         if self.shapes_note:
             words.append(self.shapes_note)
+        if self.accuracy_unscored:
+            words.append(f"accuracy short: {self.accuracy_unscored} unscored (flattered)")
         return "; ".join(words)
 
 
@@ -490,6 +501,7 @@ def _economics_rows(
                 aa_index=index_text(inputs.model_index.get(model)),
                 published_node_per_mtok=published,
                 published_note=published_note,
+                accuracy_unscored=ev.unscored if ev else 0,
             )
         )
     return rows

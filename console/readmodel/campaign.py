@@ -38,8 +38,13 @@ def eval_runs(store: Store) -> list[EvalRow]:
             note=r["note"],
             source=r["source"],
             provenance=r["provenance"],
+            unscored=r["unscored"],
         )
-        for r in store.rows("SELECT * FROM eval_runs ORDER BY model, overall DESC, id")
+        for r in store.rows(
+            """SELECT e.*, COALESCE((SELECT SUM(q.unscored) FROM quality_runs q WHERE q.eval_run_id = e.id), 0)
+                      AS unscored
+               FROM eval_runs e ORDER BY e.model, e.overall DESC, e.id"""
+        )
     ]
 
 
