@@ -49,7 +49,7 @@ def bench_lines(b: BenchNow, at: int) -> list[str]:
 NO_THROUGHPUT = "no throughput samples in this window: a serving launch's /metrics or a bench's records them"
 NO_GPU = "no GPU samples yet: `campaign box connect {box} --follow` records them"
 NO_TRIPWIRE = "no tripwire run on this box yet: `campaign tripwire LAUNCH` records one"
-NO_TIMER = "no timer: `t` here or `campaign timer set BOX --at TIME` arms one"
+NO_TIMER = "no timer: `t` or `campaign timer set BOX` arms one"
 """What an empty panel says instead of an empty chart: one line naming what would fill it."""
 
 
@@ -175,8 +175,8 @@ class LiveScreen(ViewScreen):
             return
         b = view.box
         head = f"{b.name} ({b.gpu_summary or 'no GPU info'}) {b.status}"
-        if drawn.recorded:
-            head += f" | at its record's end {fmt_utc(view.at_ms)}"
+        if drawn.recorded:  # said before the GPUs: a narrow screen cuts the line's end
+            head = f"{b.name} {b.status}, at its record's end {fmt_utc(view.at_ms)} ({b.gpu_summary or 'no GPU info'})"
         elif b.last_sample_ms is not None and view.at_ms - b.last_sample_ms > 30_000:
             head += f", last sample {fmt_remaining(view.at_ms - b.last_sample_ms)} ago"
         if b.timer:
