@@ -366,3 +366,43 @@ def test_a_multi_box_launch_is_refused_before_anything_is_sent(tmp_path: Path) -
         with pytest.raises(ResolveError, match="spans 2 boxes; 1 given"):
             service.plan_multinode("pp2", ["pa"])
         assert store.rows("SELECT id FROM commands") == [] and store.rows("SELECT id FROM launches") == []
+
+
+RAY_PARSE = """
+import json, sys
+from ray.scripts.scripts import start
+out = []
+for argv in json.load(sys.stdin):
+    p = start.make_context("ray start", argv[2:]).params
+    out.append({k: p[k] for k in ("head", "block", "port", "address", "node_ip_address", "include_dashboard")})
+json.dump(out, sys.stdout)
+"""
+
+
+def test_ray_reads_the_planned_ray_start_argv_as_planned() -> None:
+    """Ray's own ``ray start`` parser (click) on the shipped Ray arm's node argv. The CPU vLLM installs no Ray:
+    ``CAMPAIGN_RAY_PYTHON`` names an interpreter that has it (docs/multinode.md says which was run)."""
+    import os
+    import subprocess
+
+    python = os.environ.get("CAMPAIGN_RAY_PYTHON")
+    if not python:
+        pytest.skip("CAMPAIGN_RAY_PYTHON is not set: no Python with Ray to parse `ray start` argv")
+    c = load_catalog()
+    boxes = [pro("a", "10.0.0.1"), pro("b", "10.0.0.2")]
+    nodes = [x for x in plan(c, "glm-5.3-4bit-tp4-pp2", boxes).processes if x.role.startswith("ray")]
+    out = subprocess.run(
+        [python, "-c", RAY_PARSE], input=json.dumps([x.argv for x in nodes]), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    head, worker = json.loads(out.stdout)
+    assert head == {
+        "head": True,
+        "block": True,
+        "port": RAY_PORT,
+        "address": None,
+        "node_ip_address": "10.0.0.1",
+        "include_dashboard": False,
+    }
+    assert worker["address"] == f"10.0.0.1:{RAY_PORT}" and worker["node_ip_address"] == "10.0.0.2"
+    assert worker["block"] is True and worker["head"] is False
