@@ -29,6 +29,7 @@ from console.quality.suites.runner import Caps, Endpoint, parse_cap, run_items
 from console.quality.suites.sandbox import run_tests
 from console.readmodel.campaign import eval_runs
 from console.readmodel.quality import compare_runs, quality_run
+from console.service.quality import lm_eval_argv
 from console.store import Box, Store
 
 T0 = 1_780_000_000_000
@@ -390,3 +391,19 @@ def _economics_row(accuracy: float, items: int, unscored: int) -> EconomicsRow:
         source="measured",
         accuracy_unscored=unscored,
     )
+
+
+def test_lm_eval_gets_the_cap_the_profile_sampling_and_the_timeout(tmp_path: Path) -> None:
+    argv = lm_eval_argv(
+        "lm_eval",
+        "tiny",
+        41234,
+        ["gsm8k"],
+        tmp_path,
+        None,
+        8,
+        gen_kwargs={"temperature": 0.0, "top_k": 64, "max_gen_toks": 32768},
+        request_timeout_s=3600.0,
+    )
+    assert argv[argv.index("--gen_kwargs") + 1] == "temperature=0.0,top_k=64,max_gen_toks=32768"
+    assert argv[argv.index("--model_args") + 1].endswith(",timeout=3600")
