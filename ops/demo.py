@@ -25,6 +25,7 @@ from console.economics.table import FRONTIER_TABLE
 from console.errors import InputError, Refused
 from console.readmodel import KldiffVerdict
 from console.store import Box, Store
+from console.store.errors import full_disk_guard
 from console.store.history import History
 from console.store.kldiff import ImportedKldiff
 from console.store.quality import PublishedPair, PublishedRun
@@ -685,7 +686,7 @@ def build_demo(
     # The campaign as it ran (ops/demo_history.py): built before anything is written, written with the import.
     history = build_history(payload, read_boxes(data_dir), data_dir)
     report(f"writing {payload.row_count} rows", 1, 3)
-    with store.atomic():
+    with full_disk_guard(store.path), store.atomic():  # a full disk is one line, and leaves no half import
         outcome = store.results.record_import(SOURCE, digest(data_dir), PROVENANCE, payload)
         if outcome.state != "unchanged":
             History(store).add_imported(outcome.import_id, history)

@@ -329,7 +329,9 @@ def _ticks(start: int, end: int, step: int) -> Iterator[int]:
 
 
 def _jitter(rng: random.Random, value: float, noise: float) -> float:
-    return round(value * (1 + rng.uniform(-noise, noise)), 1)
+    """``value`` within +-``noise`` of itself, in whole units: watts, MHz and tok/s as a panel prints them
+    (SQLite keeps a whole REAL in a byte or two, so the demo stays small)."""
+    return float(round(value * (1 + rng.uniform(-noise, noise))))
 
 
 def _gpu_samples(plan: BoxPlan, walk: Walk, t: Timeline, rng: random.Random) -> list[GpuSample]:
