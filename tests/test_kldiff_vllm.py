@@ -32,46 +32,16 @@ from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_port
 from testbed.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
-from tests.support.local_box import add_vllm_box
+from tests.support.local_box import add_vllm_box, served_model_recipe
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _arm(arm: str, model: str, description: str) -> str:
-    """A served model as a profile and an arm, like the shipped tiny-cpu arm; three servers side by side on a
-    shared machine ask for a small share of its memory (on CPU, --gpu-memory-utilization is the share of the
-    machine's memory that must be free at start-up)."""
-    return f"""
-[profiles."{model}"]
-checkpoint = "{model}"
-local = true
-served_model_name = "{model}"
-architecture = "llama"
-quantization = "bf16"
-quantizer = "vendor"
-weights_gb = 0.0034
-description = "{description}"
-env = {{ HF_HUB_OFFLINE = "1", TRANSFORMERS_OFFLINE = "1" }}
-
-[profiles."{model}".serving]
-sampling = {{ temperature = 0.0 }}
-source = "test model: greedy, no reasoning"
-
-[arms."{arm}"]
-profile = "{model}"
-device = "cpu"
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
-dtype = "bfloat16"
-max_model_len = 2048
-max_num_seqs = 16
-enforce_eager = true
-gpu_memory_utilization = 0.15
-"""
-
-
-RECIPES = _arm("tiny-trained", TRAINED_NAME, "the tiny Llama trained on the tripwire's questions") + _arm(
+RECIPES = served_model_recipe(
+    "tiny-trained", TRAINED_NAME, "the tiny Llama trained on the tripwire's questions"
+) + served_model_recipe(
     "tiny-degraded", DEGRADED_NAME, "the trained tiny Llama with noisy weights: a broken build"
 )
 

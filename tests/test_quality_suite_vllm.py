@@ -1,8 +1,9 @@
 """Acceptance on the tiny CPU vLLM (seed-gaps F8, H11): two ``quality run --suite seed6`` runs of the tiny-cpu arm
-pair on identical item ids and report per-family Wilson intervals; a sweep with ``--mode both`` of the same arm
-gets no eval, because the random-weight model fails its tripwire (an eval after a passed tripwire, bound to the
-sweep's launch and not re-run on resume, is tests/test_sweep_eval.py on the fake engine, whose answers pass).
-The tiny model scores about 0: the pairing and the storage are what is tested."""
+pair on identical item ids and report per-family Wilson intervals; a sweep with ``--mode both`` of that arm and
+of the tiny model trained on the tripwire's questions (testbed/tiny_model.py) evals only the trained one, whose
+tripwire passes: one quality run bound to the sweep's launch. The random-weight model fails its tripwire and
+gets none (not re-running a finished eval on resume is tests/test_sweep_eval.py, on the fake engine). The tiny
+models score about 0: the pairing and the storage are what is tested."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from console.quality.suites import house
 from console.quality.suites.runner import Caps
 from console.readmodel.quality import compare_runs, quality_run
 from testbed.ports import free_ports
-from testbed.vllm_env import VllmEnv
+from testbed.vllm_env import TRAINED_NAME, VllmEnv, ensure_trained
 from tests.support.cli import run_campaign
-from tests.support.local_box import serving_tiny_cpu
+from tests.support.local_box import served_model_recipe, serving_tiny_cpu
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1500)]
 
 
-async def test_two_runs_pair_item_by_item_and_a_degenerate_sweep_arm_gets_no_eval(
+async def test_two_runs_pair_item_by_item_and_a_sweep_evals_only_the_arm_whose_tripwire_passed(
     vllm_env: VllmEnv, tmp_path: Path
 ) -> None:
     async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
@@ -56,10 +57,14 @@ async def test_two_runs_pair_item_by_item_and_a_degenerate_sweep_arm_gets_no_eva
         listed = run_campaign(db, "quality", "list")
         assert listed.returncode == 0 and f"run {a} by family: code " in listed.stdout
 
-        # The sweep of the same arm (it stops the server above, as one left by an earlier attempt).
+        # The sweep of the same arm (it stops the server above, as one left by an earlier attempt) and the trained one.
+        ensure_trained()
         recipes = tmp_path / "recipes"
         recipes.mkdir()
-        (recipes / "eval.toml").write_text('[sweeps."tiny-eval"]\narms = ["tiny-cpu"]\n')
+        trained = served_model_recipe("tiny-trained", TRAINED_NAME, "the tiny Llama trained on the tripwire")
+        (recipes / "eval.toml").write_text(
+            trained + '[sweeps."tiny-eval"]\narms = ["tiny-cpu", "tiny-trained"]\n'
+        )
         sweep = (
             "sweep run tiny-eval --box local --mode both --cap 16 --shapes short --concurrency 1 --prompts 4"
         )
@@ -70,4 +75,9 @@ async def test_two_runs_pair_item_by_item_and_a_degenerate_sweep_arm_gets_no_eva
         assert arm["state"] == "degenerate"
         sweep_launch = json.loads(arm["launch_ids"])[0]
         assert store.rows("SELECT id FROM quality_runs WHERE launch_id = ?", [sweep_launch]) == []
-        assert "eval seed6" not in swept.stderr
+        served = store.rows("SELECT state, launch_ids FROM sweep_arms WHERE arm = 'tiny-trained'")[0]
+        assert served["state"] == "served", swept.stderr
+        served_launch = json.loads(served["launch_ids"])[0]
+        evals = store.rows("SELECT id, suite FROM quality_runs WHERE launch_id = ?", [served_launch])
+        assert [e["suite"] for e in evals] == ["seed6 v1"]
+        assert quality_run(store, evals[0]["id"]).items == ra.items

@@ -28,6 +28,39 @@ def add_vllm_box(store: Store, vllm_env: VllmEnv, agent_home: Path) -> Box:
     )
 
 
+def served_model_recipe(arm: str, model: str, description: str) -> str:
+    """Recipes (TOML) serving one of the CPU vLLM environment's models as a profile and an arm, like the shipped
+    tiny-cpu arm, for a test's own recipes directory; servers side by side on a shared machine ask for a small
+    share of its memory (on CPU, --gpu-memory-utilization is the share of the
+    machine's memory that must be free at start-up)."""
+    return f"""
+[profiles."{model}"]
+checkpoint = "{model}"
+local = true
+served_model_name = "{model}"
+architecture = "llama"
+quantization = "bf16"
+quantizer = "vendor"
+weights_gb = 0.0034
+description = "{description}"
+env = {{ HF_HUB_OFFLINE = "1", TRANSFORMERS_OFFLINE = "1" }}
+
+[profiles."{model}".serving]
+sampling = {{ temperature = 0.0 }}
+source = "test model: greedy, no reasoning"
+
+[arms."{arm}"]
+profile = "{model}"
+device = "cpu"
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1" }}
+dtype = "bfloat16"
+max_model_len = 2048
+max_num_seqs = 16
+enforce_eager = true
+gpu_memory_utilization = 0.15
+"""
+
+
 @asynccontextmanager
 async def serving_tiny_cpu(vllm_env: VllmEnv, tmp_path: Path) -> AsyncIterator[tuple[Path, Store, Service]]:
     """A fresh state.db at ``tmp_path`` whose ``local`` box serves the ``tiny-cpu`` arm on the CPU vLLM, launched
