@@ -15,8 +15,8 @@ import pluggy
 import pytest
 
 from console.store import Store
+from testbed import ray_env, vllm_server
 from testbed import vllm_env as vllm_env_module
-from testbed import vllm_server
 from testbed.fake_engine import install, write_model
 
 
@@ -41,7 +41,20 @@ def tiny_server(
         vllm_server.stop(server.process)
 
 
-REAL_PARTS = {"sshd": ("sshd_farm", "fleet_store"), "vllm": ("vllm_env", "tiny_server")}
+@pytest.fixture(scope="session")
+def ray_python() -> Path:
+    """A Python with Ray (testbed/ray_env.py), for reading planned ``ray start`` argv with Ray's own parser."""
+    try:
+        return ray_env.ensure()
+    except Exception as exc:  # the reason is shown in the skip, never swallowed
+        pytest.skip(f"Ray environment unavailable: {exc}")
+
+
+REAL_PARTS = {
+    "sshd": ("sshd_farm", "fleet_store"),
+    "vllm": ("vllm_env", "tiny_server"),
+    "ray": ("ray_python",),
+}
 """Each real part a test can need, by marker, and the fixtures that bring it."""
 
 
@@ -58,7 +71,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
-    """With CAMPAIGN_REQUIRE_REAL_PARTS set (CI), a skipped test that needs sshd or the CPU vLLM fails."""
+    """With CAMPAIGN_REQUIRE_REAL_PARTS set (CI), a skipped test that needs sshd, the CPU vLLM or Ray fails."""
     outcome = yield
     report = outcome.get_result()
     if not report.skipped or not os.environ.get("CAMPAIGN_REQUIRE_REAL_PARTS"):

@@ -21,6 +21,8 @@ python3 -m pip install -q -e '.[test]'
 if [ -f testbed/vllm_env.py ]; then
   python3 testbed/vllm_env.py ensure --trained
 fi
+# Ray's own parser for the multi-box arms' planned `ray start` argv, in its own cached venv.
+python3 -m testbed.ray_env ensure
 # The sshd test boxes' serving environments: the system Python with openai, as a real box's vLLM env has it.
 python3 testbed/box_python.py
 

@@ -379,15 +379,12 @@ json.dump(out, sys.stdout)
 """
 
 
-def test_ray_reads_the_planned_ray_start_argv_as_planned() -> None:
+def test_ray_reads_the_planned_ray_start_argv_as_planned(ray_python: Path) -> None:
     """Ray's own ``ray start`` parser (click) on the shipped Ray arm's node argv. The CPU vLLM installs no Ray:
-    ``CAMPAIGN_RAY_PYTHON`` names an interpreter that has it (docs/multinode.md says which was run)."""
-    import os
+    testbed/ray_env.py builds a Python that has it (docs/multinode.md says which was run)."""
     import subprocess
 
-    python = os.environ.get("CAMPAIGN_RAY_PYTHON")
-    if not python:
-        pytest.skip("CAMPAIGN_RAY_PYTHON is not set: no Python with Ray to parse `ray start` argv")
+    python = str(ray_python)
     c = load_catalog()
     boxes = [pro("a", "10.0.0.1"), pro("b", "10.0.0.2")]
     nodes = [x for x in plan(c, "glm-5.3-4bit-tp4-pp2", boxes).processes if x.role.startswith("ray")]
