@@ -9,7 +9,6 @@ broken one.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -23,16 +22,10 @@ from typing import Any
 
 import pytest
 
-from console.recipes import load_catalog
-from console.recipes.load import shipped_recipe_dir
-from console.service import Service
 from console.store import Store
 from console.store.conditions import join_kernel_lines, selected_kernel_lines
-from testbed.agent_box import stop_agent
-from testbed.fleet_fixtures import FAST
-from testbed.ports import free_port
 from testbed.vllm_env import DEGRADED_NAME, TRAINED_NAME, VllmEnv, ensure_trained
-from tests.support.local_box import add_vllm_box, served_model_recipe
+from tests.support.local_box import launched_arms, served_model_recipe
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -75,53 +68,10 @@ def _campaign(servers: Servers, *argv: str, status: int = 0) -> Any:
 def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     ensure_trained()
     tmp = tmp_path_factory.mktemp("kldiff-vllm")
-    (tmp / "recipes").mkdir()
-    (tmp / "recipes" / "trained.toml").write_text(RECIPES)
-    catalog = load_catalog([shipped_recipe_dir(), tmp / "recipes"])
-    db, home = tmp / "state.db", tmp / "agent-home"
-    with Store(db) as store:
-        add_vllm_box(store, vllm_env, home)
-
-    async def launch() -> list[str]:
-        with Store(db) as store:
-            service = Service(store, catalog=catalog, settings=FAST)
-            try:
-                ids: list[str] = []
-                for arm in ("tiny-trained", "tiny-trained", "tiny-degraded"):  # all start at once: one wait
-                    outcome = await service.launch(
-                        service.plan_launch(arm, "local", base_port=free_port()), wait=False
-                    )
-                    ids += outcome.launch_ids
-                settled = await service.until_settled("local", ids, 900)
-                assert all(launch.state == "serving" for launch in settled), settled
-                return ids
-            finally:
-                await service.close()
-
-    ids = asyncio.run(launch())
-    with Store(db, read_only=True) as store:
-        ports: dict[str, int] = {}
-        for launch_id in ids:
-            row = store.launches.get(launch_id)
-            assert row is not None and row.port is not None, launch_id
-            ports[launch_id] = row.port
-    env = {**os.environ, "CAMPAIGN_RECIPES": str(tmp / "recipes"), "PYTHONPATH": str(ROOT)}
-    try:
-        yield Servers(db, env, vllm_env.python, ids[0], ids[1], ids[2], ports)
-    finally:
-
-        async def stop() -> None:
-            with Store(db) as store:
-                service = Service(store, catalog=catalog, settings=FAST)
-                try:
-                    live = [row.id for row in store.launches.live("local")]
-                    if live:  # arms outlive their agent by design: never leave a vLLM behind
-                        await service.stop_launches("local", live, grace_s=5)
-                finally:
-                    await service.close()
-
-        asyncio.run(stop())
-        stop_agent(home)
+    with launched_arms(vllm_env, tmp, ("tiny-trained", "tiny-trained", "tiny-degraded"), RECIPES) as up:
+        env = {**os.environ, "CAMPAIGN_RECIPES": str(up.recipes), "PYTHONPATH": str(ROOT)}
+        trained, twin, degraded = up.launch_ids
+        yield Servers(up.db, env, vllm_env.python, trained, twin, degraded, up.ports)
 
 
 def _tool(servers: Servers, a: str, b: str, *extra: str, status: int = 0) -> dict[str, Any]:

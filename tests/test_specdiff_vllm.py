@@ -16,7 +16,6 @@ it as the second launch of that configuration; the control then reproduces 4 of 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import urllib.request
@@ -30,16 +29,10 @@ import pytest
 
 from agents.loadgen.specdecode import over_run, read
 from agents.specdiff.prompts import DEFAULT_PROMPTS
-from console.recipes import load_catalog
-from console.recipes.load import shipped_recipe_dir
-from console.service import Service
 from console.store import Store
-from testbed.agent_box import stop_agent
-from testbed.fleet_fixtures import FAST
-from testbed.ports import free_port
 from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_cli
-from tests.support.local_box import add_vllm_box
+from tests.support.local_box import launched_arms
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
@@ -74,51 +67,9 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     tmp = tmp_path_factory.mktemp("specdiff-vllm")
-    (tmp / "recipes").mkdir()
-    (tmp / "recipes" / "other.toml").write_text(OTHER)
-    catalog = load_catalog([shipped_recipe_dir(), tmp / "recipes"])
-    db, home = tmp / "state.db", tmp / "agent-home"
-    with Store(db) as store:
-        add_vllm_box(store, vllm_env, home)
-
-    async def launch() -> list[str]:
-        with Store(db) as store:
-            service = Service(store, catalog=catalog, settings=FAST)
-            try:
-                ids: list[str] = []
-                for arm in ("tiny-cpu-ngram", "tiny-cpu", "tiny-cpu-seqs8"):  # all start at once: one wait
-                    outcome = await service.launch(
-                        service.plan_launch(arm, "local", base_port=free_port()), wait=False
-                    )
-                    ids += outcome.launch_ids
-                settled = await service.until_settled("local", ids, 900)
-                assert all(launch.state == "serving" for launch in settled), settled
-                return ids
-            finally:
-                await service.close()
-
-    async def stop() -> None:
-        with Store(db) as store:
-            service = Service(store, catalog=catalog, settings=FAST)
-            try:
-                live = [row.id for row in store.launches.live("local")]
-                if live:  # arms outlive their agent by design: never leave a vLLM behind
-                    await service.stop_launches("local", live, grace_s=5)
-            finally:
-                await service.close()
-
-    try:
-        ids = asyncio.run(launch())
-        ports: dict[str, int] = {}
-        with Store(db, read_only=True) as store:
-            for launch_id in ids:
-                row = store.launches.get(launch_id)
-                assert row is not None and row.port is not None, launch_id
-                ports[launch_id] = row.port
-        yield Servers(db, ids[0], ids[1], ids[2], ports)
-    finally:
-        asyncio.run(stop())
-        stop_agent(home)
+    with launched_arms(vllm_env, tmp, ("tiny-cpu-ngram", "tiny-cpu", "tiny-cpu-seqs8"), OTHER) as up:
+        spec, base, other = up.launch_ids
+        yield Servers(up.db, spec, base, other, up.ports)
 
 
 def _refused(servers: Servers, *argv: str) -> str:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from console.recipes import load_catalog
+from console.recipes.load import shipped_recipe_dir
 from console.service import Service
 from console.store import Box, Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
-from testbed.ports import free_ports
+from testbed.ports import free_port, free_ports
 from testbed.vllm_env import VllmEnv
 
 
@@ -83,4 +87,70 @@ async def serving_tiny_cpu(vllm_env: VllmEnv, tmp_path: Path) -> AsyncIterator[t
             await service.stop_launches("local", live, grace_s=5)
         await service.close()
         store.close()
+        stop_agent(home)
+
+
+@dataclass(frozen=True)
+class LaunchedArms:
+    """Servers a module's tests share: its state.db, its recipes directory, the launches in the order asked and
+    the port each listens on."""
+
+    db: Path
+    recipes: Path
+    launch_ids: tuple[str, ...]
+    ports: dict[str, int]
+
+
+@contextmanager
+def launched_arms(
+    vllm_env: VllmEnv, tmp: Path, arms: Sequence[str], recipes: str = ""
+) -> Iterator[LaunchedArms]:
+    """The ``local`` box of a fresh state.db at ``tmp`` serving ``arms`` (the shipped recipes plus ``recipes``,
+    TOML), all started at once through the console so the module waits for the slowest only; on the way out
+    every live launch is stopped (arms outlive their agent by design: never a vLLM left behind) and the agent
+    with it."""
+    (tmp / "recipes").mkdir()
+    (tmp / "recipes" / "test.toml").write_text(recipes)
+    catalog = load_catalog([shipped_recipe_dir(), tmp / "recipes"])
+    db, home = tmp / "state.db", tmp / "agent-home"
+    with Store(db) as store:
+        add_vllm_box(store, vllm_env, home)
+
+    async def launch() -> list[str]:
+        with Store(db) as store:
+            service = Service(store, catalog=catalog, settings=FAST)
+            try:
+                ids: list[str] = []
+                for arm in arms:
+                    outcome = await service.launch(
+                        service.plan_launch(arm, "local", base_port=free_port()), wait=False
+                    )
+                    ids += outcome.launch_ids
+                settled = await service.until_settled("local", ids, 900)
+                assert all(launch.state == "serving" for launch in settled), settled
+                return ids
+            finally:
+                await service.close()
+
+    async def stop() -> None:
+        with Store(db) as store:
+            service = Service(store, catalog=catalog, settings=FAST)
+            try:
+                live = [row.id for row in store.launches.live("local")]
+                if live:
+                    await service.stop_launches("local", live, grace_s=5)
+            finally:
+                await service.close()
+
+    try:
+        ids = asyncio.run(launch())
+        ports: dict[str, int] = {}
+        with Store(db, read_only=True) as store:
+            for launch_id in ids:
+                row = store.launches.get(launch_id)
+                assert row is not None and row.port is not None, launch_id
+                ports[launch_id] = row.port
+        yield LaunchedArms(db, tmp / "recipes", tuple(ids), ports)
+    finally:
+        asyncio.run(stop())
         stop_agent(home)
