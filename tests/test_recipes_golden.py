@@ -613,25 +613,6 @@ GOLDEN = {
             "--enable-auto-tool-choice",
         ],
     ),
-    "deepseek-v4-flash-dp4-ep-512": (
-        [[0, 1, 2, 3]],
-        {"VLLM_DSV4_OPROJ_SM120_FALLBACK": "1"},
-        "deepseek-ai/DeepSeek-V4-Flash",
-        [
-            "--data-parallel-size",
-            "4",
-            "--enable-expert-parallel",
-            "--kernel-config.moe_backend",
-            "marlin",
-            "--max-num-seqs",
-            "512",
-            "--reasoning-parser",
-            "deepseek_v4",
-            "--tool-call-parser",
-            "deepseek_v4",
-            "--enable-auto-tool-choice",
-        ],
-    ),
     "deepseek-v4-flash-dp4-ep-b12x-moe": (
         [[0, 1, 2, 3]],
         {"VLLM_DSV4_OPROJ_SM120_FALLBACK": "1"},
@@ -666,25 +647,6 @@ GOLDEN = {
             "--enable-auto-tool-choice",
         ],
     ),
-    "deepseek-v4-flash-tp4-b12x-256": (
-        [[0, 1, 2, 3]],
-        {"VLLM_DSV4_OPROJ_SM120_FALLBACK": "1"},
-        "deepseek-ai/DeepSeek-V4-Flash",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--kernel-config.moe_backend",
-            "b12x",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "256",
-            "--reasoning-parser",
-            "deepseek_v4",
-            "--tool-call-parser",
-            "deepseek_v4",
-            "--enable-auto-tool-choice",
-        ],
-    ),
     "deepseek-v4-flash-tp4-b12x-512": (
         [[0, 1, 2, 3]],
         {"VLLM_DSV4_OPROJ_SM120_FALLBACK": "1"},
@@ -702,27 +664,6 @@ GOLDEN = {
             "--tool-call-parser",
             "deepseek_v4",
             "--enable-auto-tool-choice",
-        ],
-    ),
-    "deepseek-v4-flash-tp4-b12x-dspark": (
-        [[0, 1, 2, 3]],
-        {"VLLM_DSV4_OPROJ_SM120_FALLBACK": "1"},
-        "deepseek-ai/DeepSeek-V4-Flash",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--kernel-config.moe_backend",
-            "b12x",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "256",
-            "--reasoning-parser",
-            "deepseek_v4",
-            "--tool-call-parser",
-            "deepseek_v4",
-            "--enable-auto-tool-choice",
-            "--speculative-config",
-            '{"method":"dspark","num_speculative_tokens":7}',
         ],
     ),
     "deepseek-v4-flash-tp8": (
@@ -745,12 +686,6 @@ GOLDEN = {
         {},
         "DeepSeek-V4-Pro-0813",
         ["--tensor-parallel-size", "4", "--no-enable-flashinfer-autotune"],
-    ),
-    "gemma-4-26b-a4b": (
-        [[0], [1], [2], [3]],
-        {},
-        "google/gemma-4-26B-A4B-it",
-        ["--reasoning-parser", "gemma4", "--tool-call-parser", "gemma4", "--enable-auto-tool-choice"],
     ),
     "gemma-4-26b-a4b-bf16-think-off": (
         [[0], [1], [2], [3]],
@@ -831,76 +766,6 @@ GOLDEN = {
             "384",
             "--block-size",
             "1024",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "glm-5.3-flash-dp2tp2-ep-384": (
-        [[0, 1, 2, 3]],
-        {},
-        "GLM-5.3-Flash-NVFP4",
-        [
-            "--tensor-parallel-size",
-            "2",
-            "--data-parallel-size",
-            "2",
-            "--enable-expert-parallel",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "384",
-            "--block-size",
-            "1024",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "glm-5.3-flash-dp2tp2-ep-eager-marlin": (
-        [[0, 1, 2, 3]],
-        {},
-        "GLM-5.3-Flash-NVFP4",
-        [
-            "--tensor-parallel-size",
-            "2",
-            "--data-parallel-size",
-            "2",
-            "--enable-expert-parallel",
-            "--kernel-config.moe_backend",
-            "marlin",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "384",
-            "--block-size",
-            "1024",
-            "--enforce-eager",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "glm-5.3-flash-dp2tp2-ep-eager-triton": (
-        [[0, 1, 2, 3]],
-        {},
-        "GLM-5.3-Flash-NVFP4",
-        [
-            "--tensor-parallel-size",
-            "2",
-            "--data-parallel-size",
-            "2",
-            "--enable-expert-parallel",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "384",
-            "--block-size",
-            "1024",
-            "--enforce-eager",
             "--reasoning-parser",
             "glm45",
             "--tool-call-parser",
@@ -992,25 +857,6 @@ GOLDEN = {
             "--enable-auto-tool-choice",
         ],
     ),
-    "glm-5.3-flash-fp8-tp4-32": (
-        [[0, 1, 2, 3]],
-        {},
-        "zai-org/GLM-5.3-Flash-FP8",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "32",
-            "--block-size",
-            "1024",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
     "glm-5.3-flash-tp2x2-noep": (
         [[0, 1], [2, 3]],
         {},
@@ -1021,45 +867,6 @@ GOLDEN = {
             "--no-enable-flashinfer-autotune",
             "--max-num-seqs",
             "384",
-            "--block-size",
-            "1024",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "glm-5.3-flash-tp4-256": (
-        [[0, 1, 2, 3]],
-        {},
-        "GLM-5.3-Flash-NVFP4",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "256",
-            "--block-size",
-            "1024",
-            "--reasoning-parser",
-            "glm45",
-            "--tool-call-parser",
-            "glm45",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "glm-5.3-flash-tp4-ep-512": (
-        [[0, 1, 2, 3]],
-        {},
-        "GLM-5.3-Flash-NVFP4",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--enable-expert-parallel",
-            "--no-enable-flashinfer-autotune",
-            "--max-num-seqs",
-            "512",
             "--block-size",
             "1024",
             "--reasoning-parser",
@@ -1086,70 +893,11 @@ GOLDEN = {
             "--enable-auto-tool-choice",
         ],
     ),
-    "gpt-oss-120b-mxfp8": (
-        [[0], [1], [2], [3]],
-        {},
-        "openai/gpt-oss-120b",
-        [
-            "--kernel-config.moe_backend",
-            "flashinfer_cutlass",
-            "--reasoning-parser",
-            "openai_gptoss",
-            "--tool-call-parser",
-            "openai",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "gpt-oss-120b-tp4x2": (
-        [[0, 1, 2, 3]],
-        {},
-        "openai/gpt-oss-120b",
-        [
-            "--tensor-parallel-size",
-            "4",
-            "--kernel-config.moe_backend",
-            "flashinfer_cutlass",
-            "--no-enable-flashinfer-autotune",
-            "--reasoning-parser",
-            "openai_gptoss",
-            "--tool-call-parser",
-            "openai",
-            "--enable-auto-tool-choice",
-        ],
-    ),
     "gpt-oss-20b-4rep": (
         [[0], [1], [2], [3]],
         {},
         "openai/gpt-oss-20b",
         ["--reasoning-parser", "openai_gptoss", "--tool-call-parser", "openai", "--enable-auto-tool-choice"],
-    ),
-    "gpt-oss-20b-marlin": (
-        [[0], [1], [2], [3]],
-        {},
-        "openai/gpt-oss-20b",
-        [
-            "--kernel-config.moe_backend",
-            "marlin",
-            "--reasoning-parser",
-            "openai_gptoss",
-            "--tool-call-parser",
-            "openai",
-            "--enable-auto-tool-choice",
-        ],
-    ),
-    "gpt-oss-20b-mxfp8": (
-        [[0], [1], [2], [3]],
-        {},
-        "openai/gpt-oss-20b",
-        [
-            "--kernel-config.moe_backend",
-            "flashinfer_cutlass",
-            "--reasoning-parser",
-            "openai_gptoss",
-            "--tool-call-parser",
-            "openai",
-            "--enable-auto-tool-choice",
-        ],
     ),
     "hy3": (
         [[0], [1], [2], [3]],
@@ -1254,20 +1002,6 @@ GOLDEN = {
         "Qwen3.8-2.4T-A95B",
         ["--tensor-parallel-size", "4", "--no-enable-flashinfer-autotune"],
     ),
-    "qwen3.8-27b-dflash2": (
-        [[0], [1], [2], [3]],
-        {},
-        "Qwen/Qwen3.8-27B",
-        [
-            "--reasoning-parser",
-            "qwen3",
-            "--tool-call-parser",
-            "qwen3_xml",
-            "--enable-auto-tool-choice",
-            "--speculative-config",
-            '{"method":"dflash"}',
-        ],
-    ),
     "qwen3.8-27b-fp8-tp2": (
         [[0, 1], [2, 3], [4, 5], [6, 7]],
         {},
@@ -1346,6 +1080,26 @@ def catalog() -> Catalog:
 
 # Multi-box arms (console/recipes/multinode.py), planned on two boxes like PRO (registered by 10.0.0.1 and
 # 10.0.0.2) or two like CPU on this machine (127.0.0.1): each process's box, role, GPUs and whole argv.
+# The seed rows (recipes/arms/seed-rows.toml) that are another arm's settings under the row's name (same_as):
+# their golden is their target's, asserted below, never a second copy that could drift from it.
+ALIASES = {
+    "deepseek-v4-flash-dp4-ep-512": "deepseek-v4-flash-dp4-ep",
+    "deepseek-v4-flash-tp4-b12x-256": "deepseek-v4-flash-tp4",
+    "deepseek-v4-flash-tp4-b12x-dspark": "deepseek-v4-flash-tp4-dspark",
+    "gemma-4-26b-a4b": "gemma-4-26b-a4b-bf16",
+    "glm-5.3-flash-dp2tp2-ep-384": "glm-5.3-flash-dp2-tp2-ep",
+    "glm-5.3-flash-dp2tp2-ep-eager-marlin": "glm-5.3-flash-dp2-tp2-ep-eager-marlin",
+    "glm-5.3-flash-dp2tp2-ep-eager-triton": "glm-5.3-flash-dp2-tp2-ep-eager",
+    "glm-5.3-flash-fp8-tp4-32": "glm-5.3-flash-fp8-tp4",
+    "glm-5.3-flash-tp4-256": "glm-5.3-flash-tp4",
+    "glm-5.3-flash-tp4-ep-512": "glm-5.3-flash-tp4-ep",
+    "gpt-oss-120b-mxfp8": "gpt-oss-120b-replicas",
+    "gpt-oss-120b-tp4x2": "gpt-oss-120b-tp4",
+    "gpt-oss-20b-marlin": "gpt-oss-20b-replicas-marlin",
+    "gpt-oss-20b-mxfp8": "gpt-oss-20b-replicas-mxfp8",
+    "qwen3.8-27b-dflash2": "qwen3.8-27b-bf16-dflash2",
+}
+
 MULTINODE_GOLDEN = {
     "glm-5.3-4bit-tp4-pp2": [
         (
@@ -1394,7 +1148,9 @@ MULTINODE_GOLDEN = {
 
 
 def test_every_shipped_arm_has_a_golden(catalog: Catalog) -> None:
-    assert sorted(catalog.arms) == sorted([*GOLDEN, *MULTINODE_GOLDEN])
+    assert sorted(catalog.arms) == sorted([*GOLDEN, *MULTINODE_GOLDEN, *ALIASES])
+    assert {n: a.alias_of for n, a in catalog.arms.items() if a.alias_of} == ALIASES
+    assert all(target in GOLDEN for target in ALIASES.values())  # an alias's golden is its target's
 
 
 @pytest.mark.parametrize("name", sorted(MULTINODE_GOLDEN))
@@ -1412,10 +1168,11 @@ def test_planned_multi_box_argv_matches_golden(catalog: Catalog, name: str) -> N
     assert all(isinstance(a, str) for x in p.processes for a in x.argv)
 
 
-@pytest.mark.parametrize("name", sorted(GOLDEN))
+@pytest.mark.parametrize("name", sorted([*GOLDEN, *ALIASES]))
 def test_resolved_argv_matches_golden(catalog: Catalog, name: str) -> None:
-    gpus, env, model, tail = GOLDEN[name]
-    box = CPU if name.startswith("tiny-cpu") else RTX5090 if name in ON_5090 else PRO
+    golden = ALIASES.get(name, name)  # an alias resolves to exactly its target's golden
+    gpus, env, model, tail = GOLDEN[golden]
+    box = CPU if golden.startswith("tiny-cpu") else RTX5090 if golden in ON_5090 else PRO
     r = resolve(catalog, name, box)
     assert [rep.gpus for rep in r.replicas] == gpus
     for i, rep in enumerate(r.replicas):

@@ -75,6 +75,12 @@ def _finding_line(f: Finding) -> str:
     return f"{where}{f.rule_id} {f.severity} {f.arm}: {f.reason}{note}"
 
 
+def _aliases(catalog: Catalog) -> str:
+    """' (N aliases)' where some arms are another arm's settings under a second name (``same_as``)."""
+    n = sum(1 for a in catalog.arms.values() if a.alias_of)
+    return f" ({n} alias{'es' if n > 1 else ''})" if n else ""
+
+
 def _lint(args: argparse.Namespace) -> int:
     catalog = _catalog(args.paths, linting=True)
     box, evidence = _box(args, catalog)
@@ -86,12 +92,13 @@ def _lint(args: argparse.Namespace) -> int:
             say(box_rules)
     else:
         for f in findings:
-            print(_finding_line(f))
+            alias_of = catalog.arms[f.arm].alias_of if f.arm in catalog.arms else None
+            print(_finding_line(f) + (f" (alias of {alias_of})" if alias_of else ""))
         errors = [f for f in findings if f.blocking]
         expected = [f for f in errors if f.expected]
         warnings = len(findings) - len(errors)
         print(
-            f"{len(catalog.arms)} arms in {len(catalog.files)} files: {len(errors)} errors "
+            f"{len(catalog.arms)} arms{_aliases(catalog)} in {len(catalog.files)} files: {len(errors)} errors "
             f"({len(expected)} expected), {warnings} warnings" + (f"; {box_rules}" if box_rules else "")
         )
     return 1 if any(f.blocking and not f.expected for f in findings) else 0
@@ -127,6 +134,7 @@ def _summary(
         profile_name=arm.profile,
         description=arm.description,
         source=recipe_source(arm.origin),
+        alias_of=arm.alias_of,
         findings=[f.to_dict() for f in findings],
     )
     return out
@@ -173,7 +181,7 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     table = [
         {
-            "arm": r["arm"],
+            "arm": r["arm"] + (f" (alias of {r['alias_of']})" if r["alias_of"] else ""),
             "model": r.get("served_model_name") or r["model"],
             "layout": _layout(catalog, r, box),
             "kernels": _kernels(r, catalog),
@@ -196,6 +204,7 @@ def _show(args: argparse.Namespace) -> int:
         return 0 if "error" not in summary else 1
     arm = catalog.arms[args.arm]
     print(f"arm      {arm.name}  ({arm.origin})")
+    _print_alias(catalog, arm.alias_of)
     if arm.description:
         print(f"         {arm.description}")
     print(f"profile  {arm.profile}  model {summary['model']}")
@@ -230,6 +239,13 @@ def _show(args: argparse.Namespace) -> int:
         print(f"  env  {' '.join(f'{k}={v}' for k, v in sorted(rep['env'].items()))}")
         print(f"  argv (quoted for reading; launched as a list) {shlex.join(rep['argv'])}")
     return 0
+
+
+def _print_alias(catalog: Catalog, alias_of: str | None) -> None:
+    """An alias's second line in ``show``: whose settings it is, and where they are written."""
+    if alias_of:
+        target = catalog.arms[alias_of]
+        print(f"         alias of {target.name} ({target.origin}): its settings, plan and findings")
 
 
 def _print_plan(summary: dict[str, Any]) -> None:

@@ -182,16 +182,16 @@ def compare(
     if drafter is None:
         side_b = resolve_side(rows, b, shape, concurrency, box)
         drafter = _drafter(catalog, side_b.arm)
-        if drafter is not None and side_a.arm != drafter.baseline:
+        if drafter is not None and not _is_baseline(catalog, drafter, side_a.arm):
             raise _no_baseline(drafter, side_b, side_a.arm)
     else:  # the baseline is taken at the drafter's shape and concurrency
         try:
             side_b = resolve_side(rows, b, side_a.shape, side_a.concurrency, box)
         except InputError:
-            if b != drafter.baseline:
+            if not _is_baseline(catalog, drafter, b):
                 raise
             raise _no_baseline(drafter, side_a) from None
-        if side_b.arm != drafter.baseline:
+        if not _is_baseline(catalog, drafter, side_b.arm):
             raise _no_baseline(drafter, side_a, side_b.arm)
     return compare_groups(side_a, side_b, control_pairs(groups))
 
@@ -199,6 +199,14 @@ def compare(
 def _drafter(catalog: Catalog | None, arm: str) -> Arm | None:
     found = catalog.arms.get(arm) if catalog is not None else None
     return found if found is not None and found.speculative_config is not None else None
+
+
+def _is_baseline(catalog: Catalog | None, drafter: Arm, arm: str) -> bool:
+    """Whether ``arm`` is the drafter's baseline under any of its names: an alias (``same_as``) is its target's
+    configuration, so a drafter row recorded under an alias pairs with its baseline's rows under theirs."""
+    if catalog is None or drafter.baseline is None:
+        return arm == drafter.baseline
+    return catalog.canonical(arm) == catalog.canonical(drafter.baseline)
 
 
 def _no_baseline(drafter: Arm, side: RepeatGroup, other: str | None = None) -> InputError:

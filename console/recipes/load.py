@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -476,6 +476,77 @@ def _arm(name: str, r: _Reader, origin: Origin) -> Arm:
     return arm
 
 
+ALIAS_KEYS = ("same_as", "description")
+"""All an alias may write: the arm it is, and its own description (the row's figures, say)."""
+
+
+@dataclass(frozen=True)
+class _Alias:
+    """``[arms."name"] same_as = "target"`` as read, before every layer is in and the target can be looked up."""
+
+    name: str
+    target: str
+    origin: Origin
+    line: int | None
+    description: str | None
+
+
+def _alias(name: str, r: _Reader, origin: Origin) -> _Alias:
+    """An arm that is another arm under a second name: ``same_as`` and at most a description, nothing else, so
+    the one configuration has one definition (a copied setting would drift from its original)."""
+    target = r.text("same_as", required=True) or ""
+    extra = [k for k in r.table if k not in ALIAS_KEYS]
+    if extra:
+        raise r.fail(
+            extra[0],
+            f"an alias (same_as = {target!r}) takes no settings beside description, found {extra[0]!r}; "
+            f"drop it, or drop same_as and write the arm out in full",
+        )
+    alias = _Alias(name, target, origin, line_of(r.lines, r.path + ("same_as",)), r.text("description"))
+    r.done()
+    return alias
+
+
+def _resolve_aliases(catalog: Catalog, aliases: dict[str, _Alias]) -> None:
+    """Each alias becomes its target's arm under the alias's name (``alias_of`` set): every reader of
+    ``catalog.arms`` (resolve, lint, launch, sweeps, the Arms view) then sees one configuration under both names."""
+    for a in aliases.values():
+        where = f"arms.{a.name}.same_as"
+
+        def fail(message: str, a: _Alias = a, where: str = where) -> RecipeError:
+            return RecipeError(a.origin.file, a.line, where, f"alias {a.name!r}: {message}")
+
+        path, cur = [a.name], a.target
+        while cur in aliases and cur not in path:
+            path.append(cur)
+            cur = aliases[cur].target
+        if cur in path:
+            raise fail(f"same_as forms a cycle {' -> '.join([*path, cur])}; point same_as at a real arm")
+        if len(path) > 1:
+            raise fail(
+                f"same_as {a.target!r} is itself an alias (of {aliases[a.target].target!r}); "
+                f"point same_as at the arm itself, {cur!r}"
+            )
+        target = catalog.arms.get(a.target)
+        if target is None:
+            close = difflib.get_close_matches(a.target, list(catalog.arms), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else " (`campaign recipe list` shows the arms)"
+            raise fail(f"same_as names no arm {a.target!r}{hint}")
+        catalog.arms[a.name] = replace(
+            target,
+            name=a.name,
+            origin=a.origin,
+            description=a.description or target.description,
+            alias_of=target.name,
+            flags=dict(target.flags),
+            env=dict(target.env),
+            expected_findings=list(target.expected_findings),
+            requires_patches=None if target.requires_patches is None else list(target.requires_patches),
+            requires_env=dict(target.requires_env),
+            key_lines={},
+        )
+
+
 def _shape(name: str, r: _Reader) -> Shape:
     shape = Shape(
         name=name,
@@ -600,7 +671,45 @@ def _parse(path: Path, file: str) -> tuple[str, dict[str, Any]]:
     return text, data
 
 
-def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]) -> None:
+def _twice(what: str, name: str, first: str, alias: bool) -> str:
+    """A name defined twice in one layer; where one of the two is an alias (an arm only), it shadows the other."""
+    if what == "arm" and alias:
+        return (
+            f"alias {name!r} shadows an arm of the same name (here and at {first}): "
+            "an alias needs a name of its own; rename one or remove one"
+        )
+    return f"{what} {name!r} is already defined at {first}"
+
+
+def _add_arm(
+    name: str,
+    r: _Reader,
+    origin: Origin,
+    catalog: Catalog,
+    aliases: dict[str, _Alias],
+    inner: dict[KeyPath, int],
+) -> None:
+    """An ``[arms]`` entry: an alias (``same_as``) waits for every layer; a full arm replaces an earlier layer's
+    alias of its name, as it would replace an arm. An alias may not replace an earlier layer's real arm."""
+    if "same_as" not in r.table:
+        aliases.pop(name, None)
+        catalog.arms[name] = _arm(name, r, origin)
+        catalog.arms[name].key_lines = inner
+        return
+    if name in catalog.arms:  # a real arm of an earlier layer (the shipped recipes)
+        raise RecipeError(
+            origin.file,
+            origin.line,
+            f"arms.{name}",
+            f"alias {name!r} shadows the arm {name!r} at {catalog.arms[name].origin}: give the "
+            "alias another name, or replace that arm with a full [arms] table",
+        )
+    aliases[name] = _alias(name, r, origin)
+
+
+def _load_file(
+    path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str], aliases: dict[str, _Alias]
+) -> None:
     file = display_path(path)
     text, data = _parse(path, file)
     lines = key_lines(text)
@@ -616,12 +725,8 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
             if not isinstance(body, dict):
                 raise sec.fail(name, f'{what} {name!r} must be a table ([{section}."{name}"])')
             if (section, name) in seen_at:
-                raise RecipeError(
-                    file,
-                    origin.line,
-                    f"{section}.{name}",
-                    f"{what} {name!r} is already defined at {seen_at[section, name]}",
-                )
+                twice = _twice(what, name, seen_at[section, name], "same_as" in body or name in aliases)
+                raise RecipeError(file, origin.line, f"{section}.{name}", twice)
             seen_at[section, name] = str(origin)
             r = _Reader(file, lines, (section, name), f"{what} {name!r}", body)
             inner = records.get((section, name), {})
@@ -629,8 +734,7 @@ def _load_file(path: Path, catalog: Catalog, seen_at: dict[tuple[str, str], str]
                 catalog.profiles[name] = _profile(name, r, origin)
                 catalog.profiles[name].key_lines = inner
             elif section == "arms":
-                catalog.arms[name] = _arm(name, r, origin)
-                catalog.arms[name].key_lines = inner
+                _add_arm(name, r, origin, catalog, aliases, inner)
             elif section == "shapes":
                 catalog.shapes[name] = _shape(name, r)
             elif section == "patches":
@@ -737,9 +841,11 @@ def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
             "no *.toml recipe files found",
         )
     catalog = Catalog()
+    aliases: dict[str, _Alias] = {}
     for files in layers:
         seen_at: dict[tuple[str, str], str] = {}
         for path in files:
-            _load_file(path, catalog, seen_at)
+            _load_file(path, catalog, seen_at, aliases)
+    _resolve_aliases(catalog, aliases)
     _check_references(catalog)
     return catalog

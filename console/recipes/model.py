@@ -193,6 +193,9 @@ class Arm:
     """Engine patches this arm needs, replacing its profile's list (``[]``: none); None: its profile's."""
     requires_env: dict[str, str] = field(default_factory=dict)
     """Version requirements beyond (or replacing, per package) its profile's."""
+    alias_of: str | None = None
+    """Set on an alias (``same_as = "arm"``): the arm whose settings this one is, copied whole at load, so
+    it resolves to exactly that arm's plan under its own name (recipes/README.md: Aliases)."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property
@@ -272,6 +275,7 @@ class Catalog:
             moe_backend=pair.moe_backend,
             expected_findings=[],
             sweep=sweep,
+            alias_of=None,
             flags=dict(arm.flags),
             env=dict(arm.env),
         )
@@ -286,6 +290,11 @@ class Catalog:
                 index.setdefault(name, []).append(s)
         return index
 
+    def canonical(self, arm: str) -> str:
+        """The arm an alias stands for, else the name itself: two names of one configuration compare equal."""
+        found = self.arms.get(arm)
+        return found.alias_of if found is not None and found.alias_of is not None else arm
+
     def profile_of(self, arm: str) -> Profile | None:
         """The profile an arm serves, also for a sweep candidate (``base@linear+moe``) not registered here."""
         found = self.arms.get(arm) or self.arms.get(arm.split("@", 1)[0])
@@ -294,6 +303,8 @@ class Catalog:
     def sweeps_covering(self, arm: Arm) -> list[Sweep]:
         """Sweeps that list this arm, derive it, or use it as the base for their kernel pairs."""
         found = list(self._sweeps_by_arm.get(arm.name, []))
+        if arm.alias_of is not None:  # an alias is its target's configuration: the target's sweeps cover it
+            found += [s for s in self._sweeps_by_arm.get(arm.alias_of, []) if s not in found]
         derived = self.sweeps.get(arm.sweep) if arm.sweep else None
         if derived is not None and all(s is not derived for s in found):
             found.append(derived)
