@@ -46,7 +46,10 @@ def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env: VllmE
     catalog = load_catalog()
     cpu = BoxSpec("local", 0, serving_env=str(vllm_env.prefix), model_root=str(vllm_env.model_root))
     one_box = [n for n, a in catalog.arms.items() if a.nodes == 1]  # multi-box plans: test_multinode_vllm.py
-    argvs = {n: resolve(catalog, n, cpu if n == "tiny-cpu" else RTX5090 if n in ON_5090 else PRO).replicas[0].argv for n in one_box}
+    argvs = {
+        n: resolve(catalog, n, cpu if n == "tiny-cpu" else RTX5090 if n in ON_5090 else PRO).replicas[0].argv
+        for n in one_box
+    }
     out = subprocess.run(
         [str(vllm_env.python), "-c", PARSE],
         input=json.dumps(argvs),

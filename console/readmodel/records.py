@@ -745,7 +745,13 @@ class ArmPrecision:
 
     @property
     def keys(self) -> tuple[str | None, ...]:
-        return (self.checkpoint, self.quantization, self.kv_cache_dtype, self.mamba_ssm_cache_dtype, self.dtype)
+        return (
+            self.checkpoint,
+            self.quantization,
+            self.kv_cache_dtype,
+            self.mamba_ssm_cache_dtype,
+            self.dtype,
+        )
 
     def differences(self, other: ArmPrecision) -> list[str]:
         """The precision keys that differ, as ``name a -> b``."""
