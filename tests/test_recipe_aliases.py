@@ -269,3 +269,30 @@ def test_a_drafter_row_under_an_alias_compares_with_its_baseline_under_its_alias
                 concurrency=256,
                 catalog=catalog,
             )
+
+
+async def test_the_arms_view_says_alias_of_for_a_seed_row(tmp_path: Path) -> None:
+    """The demo's Arms view lists the seed rows under their names; an alias's detail names the arm it is."""
+    from zoneinfo import ZoneInfo
+
+    from textual.widgets import DataTable
+
+    from console.tui.app import ConsoleApp
+    from testbed.tui_pilot import settle, table_rows, text_of
+
+    db = tmp_path / "state.db"
+    assert main(["--db", str(db), "demo"]) == 0
+    app = ConsoleApp(db, local_tz=ZoneInfo("UTC"), keys_path=tmp_path / "keys.toml", refresh_s=None)
+    async with app.run_test(size=(140, 42)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        names = [r[0] for r in table_rows(app, "#arms-table")]
+        assert "gpt-oss-20b-marlin" in names and not [n for n in names if "(not in recipes)" in n]
+        table = app.screen.query_one("#arms-table", DataTable)
+        table.move_cursor(row=names.index("gpt-oss-20b-marlin"))
+        await settle(pilot)
+        assert "alias of gpt-oss-20b-replicas-marlin: its settings and plan" in text_of(app, "#arms-detail")
+        table.move_cursor(row=names.index("gpt-oss-20b-replicas-marlin"))
+        await settle(pilot)
+        assert "alias of" not in text_of(app, "#arms-detail")

@@ -54,6 +54,8 @@ class Recipes:
     arms: dict[str, str | None]
     problem: str | None = None
     shapes: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
+    """(alias, the arm it is): arms that are another arm's settings under a second name (``same_as``)."""
 
 
 class Actions(Protocol):
@@ -183,6 +185,7 @@ class ServiceActions:
         return Recipes(
             {name: arm.profile for name, arm in sorted(catalog.arms.items())},
             shapes=tuple(sorted(catalog.shapes)),
+            aliases=tuple((n, a.alias_of) for n, a in sorted(catalog.arms.items()) if a.alias_of),
         )
 
     def service(self, verb: str) -> ServiceThread:

@@ -35,6 +35,7 @@ class ArmsData:
     entries: list[ArmEntry]
     recipes_problem: str | None
     drivable: tuple[str, ...]  # boxes a launch can reach (not imported figures, not destroyed)
+    aliases: tuple[tuple[str, str], ...] = ()  # (alias, the arm whose settings it is)
 
 
 class ArmsScreen(TableView):
@@ -50,11 +51,12 @@ class ArmsScreen(TableView):
         self.tails: dict[str, list[str] | str] = {}  # launch id -> its log tail, or why it could not be read
         self.asked: set[str] = set()
         self.drivable: tuple[str, ...] = (LOCAL_BOX,)
+        self.aliases: dict[str, str] = {}
 
     def load(self) -> ArmsData:
         recipes = self.console.recipes()
         drivable = tuple(r.name for r in self.console.model.fleet() if r.status not in UNDRIVABLE)
-        return ArmsData(self.console.model.arms(recipes.arms), recipes.problem, drivable)
+        return ArmsData(self.console.model.arms(recipes.arms), recipes.problem, drivable, recipes.aliases)
 
     def target(self) -> str:
         """Where `l` launches: the selected box when something can run there, else the box this console last
@@ -74,6 +76,7 @@ class ArmsScreen(TableView):
         needle = self.filter_text.lower().strip()
         self.problem = data.recipes_problem
         self.drivable = data.drivable or (LOCAL_BOX,)
+        self.aliases = dict(data.aliases)
         self.query_one("#topbar", Static).update(
             self.topbar()
         )  # the target box depends on the boxes just read
@@ -113,6 +116,10 @@ class ArmsScreen(TableView):
         e = self.entry()
         if e:
             lines.append(f"{e.name}  model {e.model or '-'}")
+            if e.name in self.aliases:
+                lines.append(
+                    f"alias of {self.aliases[e.name]}: its settings and plan, launched under this name"
+                )
             last = e.latest
             if last is None:
                 lines.append("never launched")
