@@ -11,6 +11,7 @@ measured: mostly a one-point curve, never an invented point.
 from __future__ import annotations
 
 import hashlib
+import json
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -575,6 +576,24 @@ def _published_economics(data_dir: Traversable, arms: dict[tuple[str, str], Cell
     return out
 
 
+def _sampling(c: Cell) -> dict[str, Any] | None:
+    """A published run's sampling as the JSON object it was sent as; empty: the write-up does not say."""
+    text = c.text("sampling")
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DemoDataError(
+            f'{c.where}: sampling {text!r} is not JSON ({e.msg}); write an object such as {{"temperature": 1.0}}'
+        ) from None
+    if not isinstance(value, dict):
+        raise DemoDataError(
+            f'{c.where}: sampling {text!r} is not a JSON object; write one such as {{"temperature": 1.0}}'
+        )
+    return value
+
+
 def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
     """The write-up's item-paired comparisons and its noise-floor repeats, as published runs and pairs."""
     runs: dict[str, Cell] = {}
@@ -597,6 +616,9 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
                 truncation_rate=c.number("truncation"),
                 mean_output_tokens=c.number("mean_tokens"),
                 provenance="; ".join(x for x in (QUALITY_PROVENANCE, c.text("note")) if x),
+                reasoning_parser=c.text("reasoning_parser"),
+                thinking=c.text("thinking"),
+                sampling=_sampling(c),
             )
         )
     for c in read_tsv(data_dir / "quality_pairs.tsv"):

@@ -34,7 +34,14 @@ from console.cli.common import (
 from console.errors import InputError
 from console.quality.suites import SUITES
 from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps, parse_cap
-from console.readmodel.quality import compare_runs, noise_floor, published_comparisons, quality_runs
+from console.readmodel.quality import (
+    compare_runs,
+    noise_floor,
+    published_comparisons,
+    quality_run,
+    quality_runs,
+    served_difference,
+)
 from console.readmodel.records import QualityComparison, QualityRun
 from console.service import QualityImported
 
@@ -245,9 +252,12 @@ def _show_comparison(c: QualityComparison) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
+        served = served_difference(quality_run(store, args.a), quality_run(store, args.b))
+        if served and not args.json:
+            print(served)  # before the verdict, and before a refusal to pair them
         comparison = compare_runs(store, args.a, args.b)
     if args.json:
-        print_json(comparison_json(comparison))
+        print_json({**comparison_json(comparison), "served_differently": served})
     else:
         _show_comparison(comparison)
     return 0

@@ -6,8 +6,8 @@ product to another (the campaign write-up's DP2 x TP2 point borrowed TP4's accur
 chart), so it follows rules:
 
 - A lender serving the same profile (checkpoint) comes first, then one that is not a drafter, then one of
-  the same tensor-parallel and expert-parallel layout, then the order the evals are listed in (most
-  accurate first). A lender whose every bench row failed its tripwire never lends.
+  the same tensor-parallel and expert-parallel layout, then one measured on the same box, then the order
+  the evals are listed in (most accurate first). A lender whose every bench row failed its tripwire never lends.
 - Accuracy never crosses precision. When the recipes say both arms' precision keys (checkpoint,
   quantization, KV cache dtype, ``--mamba-ssm-cache-dtype``, dtype) and any differ, the arm cannot borrow:
   it gets no accuracy and the reason "precision changed: needs its own paired quality run against
@@ -69,7 +69,7 @@ class Lenders:
         same_arm = next((e for e in self.evals if e.arm == arm), None)
         if same_arm is not None:
             return Found(same_arm, BORROWED, self._unpaired(arm, mine, model))
-        ranked = self._ranked(arm, mine, model)
+        ranked = self._ranked(arm, mine, model, box)
         if mine is None:
             lender = next(iter(ranked), None)
             return Found(lender, BORROWED if lender else None)
@@ -81,7 +81,9 @@ class Lenders:
             return Found(None, None, precision_changed(ranked[0].arm or ranked[0].configuration))
         return Found(None, None)
 
-    def _ranked(self, arm: str, mine: ArmPrecision | None, model: str | None) -> list[EvalRow]:
+    def _ranked(
+        self, arm: str, mine: ArmPrecision | None, model: str | None, box: str | None = None
+    ) -> list[EvalRow]:
         """The model's other evals, best lender first (see the module's rules); the order is stable."""
         candidates = [
             e for e in self.evals if e.model == model and e.arm != arm and (e.arm or "") not in self.refused
@@ -90,13 +92,13 @@ class Lenders:
         def rank(e: EvalRow) -> tuple[bool, ...]:
             theirs = self.precision.get(e.arm or "")
             if theirs is None:  # not in the recipes: its profile and layout are unknown, not a drafter's
-                return (True, False, True, e.arm is None)
+                return (True, False, True, e.box != box, e.arm is None)
             same_profile = mine is not None and theirs.profile == mine.profile
             same_layout = mine is not None and (theirs.tensor_parallel, theirs.expert_parallel) == (
                 mine.tensor_parallel,
                 mine.expert_parallel,
             )
-            return (not same_profile, theirs.drafter, not same_layout, False)
+            return (not same_profile, theirs.drafter, not same_layout, e.box != box, False)
 
         return sorted(candidates, key=rank)
 

@@ -10,7 +10,7 @@ arithmetic is console/quality/stats.py; the wording is the records' (QualityComp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import combinations
 from typing import Any
 
@@ -162,6 +162,35 @@ def noise_floor(store: Store, suite: str) -> NoiseFloor | None:
 
 def _published(r: dict[str, Any]) -> Paired:
     return Paired.of_counts(r["items"], r["a_only"], r["b_only"], r["a_accuracy"], r["b_accuracy"])
+
+
+def _sampling_words(sampling: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(sampling.items())) or "server defaults"
+
+
+def _served_known(r: QualityRun) -> bool:
+    """A measured run recorded what it was served with (no parser stored means none); a published run only
+    where the write-up said (its parser or thinking given)."""
+    return r.harness != "published" or r.reasoning_parser is not None or r.thinking is not None
+
+
+def served_difference(a: QualityRun, b: QualityRun) -> str | None:
+    """How two runs were served differently (reasoning parser, sampling, thinking), None when alike.
+
+    The write-up's house default against the vendor recipe (0.558 against 0.732 on the same weights) is a
+    difference of serving, not of the model, so a comparison says so before its verdict. A run that did not
+    record its serving (a published run the write-up says nothing about) shows no difference.
+    """
+    if not (_served_known(a) and _served_known(b)):
+        return None
+    parts = []
+    if (a.reasoning_parser or "none") != (b.reasoning_parser or "none"):
+        parts.append(f"reasoning parser {a.reasoning_parser or 'none'} vs {b.reasoning_parser or 'none'}")
+    if a.sampling != b.sampling:
+        parts.append(f"sampling {_sampling_words(a.sampling)} vs {_sampling_words(b.sampling)}")
+    if a.thinking is not None and b.thinking is not None and a.thinking != b.thinking:
+        parts.append(f"thinking {a.thinking} vs {b.thinking}")
+    return "served differently: " + "; ".join(parts) if parts else None
 
 
 def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:

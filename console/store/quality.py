@@ -85,6 +85,9 @@ class PublishedRun:
     truncation_rate: float | None = None
     mean_output_tokens: float | None = None
     provenance: str | None = None
+    reasoning_parser: str | None = None  # what it was served with (console/store/served.py), where published
+    thinking: str | None = None
+    sampling: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,9 @@ class Quality:
                     "accuracy": r.accuracy,
                     "truncation_rate": r.truncation_rate,
                     "mean_output_tokens": r.mean_output_tokens,
+                    "reasoning_parser": r.reasoning_parser,
+                    "thinking": r.thinking,
+                    "sampling": dumps(r.sampling) if r.sampling is not None else None,
                     "source": "imported",
                     "provenance": r.provenance,
                     "import_id": import_id,

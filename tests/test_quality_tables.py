@@ -1,0 +1,139 @@
+"""The write-up's quality tables as demo data and through the CLI: the house-default against vendor-recipe pair
+(seed-gaps F16) and the RTX 5090 quality rows with gpt-oss-120b's 124-item run re-bound to its box (F23).
+
+Everything is read from a demo state.db built by ops/demo.py from ops/data/seed/, as a newcomer gets it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.economics import economics_table
+from console.readmodel import economics_inputs, eval_runs, quality_runs
+from console.readmodel.quality import served_difference
+from console.readmodel.records import QualityRun
+from console.store import Store
+from ops.demo import DemoDataError, _sampling, build_demo, read_tsv
+
+BOX_5090 = "seed-5090x8-400w"
+SEED_BOX = "seed-pro6000-600w"
+HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor recipe"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("quality_tables") / "state.db"
+    build_demo(Store(path))
+    return path
+
+
+def _runs(db: Path) -> dict[str, QualityRun]:
+    return {r.label: r for r in quality_runs(Store(db))}
+
+
+def test_house_default_against_vendor_recipe_reproduces_the_table(db: Path) -> None:
+    """F16: both runs are bound to the gittensor NVFP4 arm on the 5090 box with what they were served with,
+    and carry the table's overall and truncation; the vendor column's six families are the 5090 NVFP4 row."""
+    runs = _runs(db)
+    house, vendor = runs[HOUSE], runs[VENDOR]
+    for r in (house, vendor):
+        assert (r.arm, r.box, r.items) == ("qwen3.8-27b-nvfp4-b12x", BOX_5090, 403)
+    assert (house.accuracy, house.truncation_rate) == (0.558, 0.248)
+    assert (vendor.accuracy, vendor.truncation_rate) == (0.732, 0.139)
+    assert (house.reasoning_parser, vendor.reasoning_parser) == ("none", "qwen3")
+    assert vendor.sampling == {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0}
+    assert vendor.thinking == "enable_thinking=True"
+    row = next(e for e in eval_runs(Store(db)) if (e.arm, e.box) == ("qwen3.8-27b-nvfp4-b12x", BOX_5090))
+    assert row.overall == vendor.accuracy
+    assert row.families == {
+        "maths": 0.625,
+        "code": 0.733,
+        "tools": 0.9,
+        "long_ctx": 0.979,
+        "knowledge": 0.429,
+        "instructions": 0.833,
+    }
+
+
+def test_compare_says_how_the_pair_was_served_before_anything_else(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`quality compare` prints the served-differently line first; the write-up printed no item split for this
+    pair, so the comparison itself is refused after it, in one line."""
+    runs = _runs(db)
+    house, vendor = runs[HOUSE].id, runs[VENDOR].id
+    assert main(["--db", str(db), "quality", "compare", str(house), str(vendor)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == (
+        "served differently: reasoning parser none vs qwen3; "
+        "sampling temperature=0.6 vs min_p=0, temperature=1.0, top_k=20, top_p=0.95; "
+        "thinking model default: on vs enable_thinking=True"
+    )
+    assert "no split was published for these two" in captured.err
+
+
+def test_compare_of_runs_served_alike_or_unrecorded_has_no_served_line(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published pair whose serving the write-up does not give gets a verdict and no served line."""
+    runs = _runs(db)
+    a = runs["Qwen3.8-27B FP8 b12x, repeat A"].id
+    b = runs["Qwen3.8-27B FP8 b12x, repeat B"].id
+    assert main(["--db", str(db), "quality", "compare", str(a), str(b), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["served_differently"] is None and out["verdict"]
+    house = runs[HOUSE]
+    assert served_difference(house, house) is None
+    assert served_difference(house, runs["Qwen3.8-27B FP8 b12x, repeat A"]) is None
+
+
+def test_the_5090_quality_rows_are_bound_to_their_arms(db: Path) -> None:
+    """F23: 'Does four-bit cost quality?' prints two 8x RTX 5090 rows; each is the arm's eval with its six
+    families, and its quality run with truncation."""
+    evals = {(e.arm, e.box): e for e in eval_runs(Store(db))}
+    fp8 = evals[("qwen3.8-27b-fp8-tp2", BOX_5090)]
+    assert (fp8.overall, fp8.items) == (0.740, 403)
+    assert fp8.families == {
+        "maths": 0.700,
+        "code": 0.733,
+        "tools": 0.814,
+        "long_ctx": 0.979,
+        "knowledge": 0.443,
+        "instructions": 0.867,
+    }
+    assert evals[("qwen3.8-27b-nvfp4-b12x", BOX_5090)].overall == 0.732
+    runs = _runs(db)
+    tp2 = runs["Qwen3.8-27B FP8 official TP2, 8x RTX 5090"]
+    assert (tp2.arm, tp2.box, tp2.accuracy, tp2.truncation_rate) == (
+        "qwen3.8-27b-fp8-tp2",
+        BOX_5090,
+        0.740,
+        0.114,
+    )
+    assert runs[VENDOR].truncation_rate == 0.139
+
+
+def test_gpt_oss_120b_accuracy_is_the_5090_box_s_124_items(db: Path) -> None:
+    """F23: the 0.742 run is the 5090 box's 124 items, so the 600 W gpt-oss-120b row borrows it and leaves
+    the frontier, which the write-up drew with '0.742 (124)'."""
+    evals = [e for e in eval_runs(Store(db)) if e.model == "gpt-oss-120b"]
+    assert [(e.arm, e.box, e.items, e.overall) for e in evals] == [
+        ("gpt-oss-120b-tp4x2", BOX_5090, 124, 0.742)
+    ]
+    rows, _ = economics_table(economics_inputs(Store(db)), utilisation=0.7)
+    gpt = next(r for r in rows if (r.box, r.arm) == (SEED_BOX, "gpt-oss-120b-mxfp8"))
+    assert (gpt.accuracy_basis, gpt.accuracy_box, gpt.on_frontier) == ("borrowed", BOX_5090, False)
+    assert "accuracy borrowed from gpt-oss-120b-tp4x2 on seed-5090x8-400w" in gpt.marks
+
+
+def test_published_sampling_must_be_a_json_object(tmp_path: Path) -> None:
+    """A bad sampling cell is a one-line error naming the file and line."""
+    for cell, says in (("{temperature", "is not JSON"), ("[1, 2]", "is not a JSON object")):
+        (tmp_path / "q.tsv").write_text(f"run\tsampling\nx\t{cell}\n", encoding="utf-8")
+        (c,) = read_tsv(tmp_path / "q.tsv")
+        with pytest.raises(DemoDataError, match=f"q.tsv:2: sampling .* {says}"):
+            _sampling(c)
