@@ -10,6 +10,7 @@ number is someone else's claim.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 from typing import Any
@@ -45,7 +46,9 @@ from console.readmodel import (
 )
 from console.readmodel.curve_frontier import chart_points, frontier
 from console.readmodel.curves import CurveView, curves
+from console.readmodel.quality import quality_runs, served_pairs
 from console.readmodel.queued import Overflow, QueuedRow, overflowing_profiles, queued_work
+from console.readmodel.records import QualityRun
 from console.recipes import RecipeError, load_catalog
 from console.store import Store
 from console.store.results import ModelIndexEntry
@@ -280,6 +283,34 @@ def _quality(evals: Sequence[EvalRow], index: Mapping[str, ModelIndexEntry]) -> 
     ]
 
 
+def _served_pairs(pairs: Sequence[tuple[QualityRun, QualityRun, str]]) -> list[str]:
+    """One table per pair of runs of one arm and box served differently (the write-up's house default against
+    the vendor recipe): the same weights, so the difference is the serving's."""
+    if not pairs:
+        return []
+    out = ["## Same weights, served differently", ""]
+    for a, b, words in pairs:
+        table = [
+            (
+                r.label,
+                r.reasoning_parser or "none",
+                r.thinking or "not recorded",
+                json.dumps(dict(r.sampling), sort_keys=True) if r.sampling else "{}",
+                r.items,
+                r.accuracy_text,
+                None if r.truncation_rate is None else f"{r.truncation_rate:.3f}",
+            )
+            for r in (a, b)
+        ]
+        out += [
+            f"{a.arm} on {a.box}: {words}.",
+            "",
+            *_table(table, ("run", "parser", "thinking", "sampling", "items", "overall [95%]", "truncated")),
+            "",
+        ]
+    return out
+
+
 def _divergence(runs: Sequence[KldiffRun], title: str) -> list[str]:
     """Each pair with the floor it is read against and the verdict in the campaign write-up's words; controls
     show only as the floor column, as the campaign write-up's table reads."""
@@ -503,6 +534,7 @@ def build_report(
             "Best imported rows per model (someone else's measurements)",
         ),
         *_quality(inputs.evals, inputs.model_index),
+        *_served_pairs(served_pairs(quality_runs(store))),
         *_divergence([r for r in divergence if r.source == "measured"], "Logit-level divergence (measured)"),
         *_divergence(
             [r for r in divergence if r.source != "measured"],

@@ -137,3 +137,17 @@ def test_published_sampling_must_be_a_json_object(tmp_path: Path) -> None:
         (c,) = read_tsv(tmp_path / "q.tsv")
         with pytest.raises(DemoDataError, match=f"q.tsv:2: sampling .* {says}"):
             _sampling(c)
+
+
+def test_the_report_shows_the_served_differently_table(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """F16: `campaign report` prints the house-default and vendor-recipe runs side by side under the line
+    that says how they were served differently."""
+    assert main(["--db", str(db), "report"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("## Same weights, served differently")
+    assert lines[at + 2].startswith("qwen3.8-27b-nvfp4-b12x on seed-5090x8-400w: served differently: ")
+    house, vendor = lines[at + 6], lines[at + 7]
+    assert house.startswith("| Qwen3.8-27B NVFP4, house default | none | model default: on |")
+    assert house.endswith("| 403 | 0.558 [0.509, 0.606] | 0.248 |")
+    assert vendor.startswith("| Qwen3.8-27B NVFP4, vendor recipe | qwen3 | enable_thinking=True |")
+    assert vendor.endswith("| 403 | 0.732 [0.687, 0.773] | 0.139 |")

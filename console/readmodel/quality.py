@@ -193,6 +193,21 @@ def served_difference(a: QualityRun, b: QualityRun) -> str | None:
     return "served differently: " + "; ".join(parts) if parts else None
 
 
+def served_pairs(runs: Iterable[QualityRun]) -> list[tuple[QualityRun, QualityRun, str]]:
+    """Runs of one arm on one box (and one suite) served differently, each pair with its difference: the
+    write-up's house-default against vendor-recipe table, wherever the data holds one."""
+    groups: dict[tuple[str, str, str], list[QualityRun]] = {}
+    for r in runs:
+        if r.arm and r.box:
+            groups.setdefault((r.arm, r.box, r.suite), []).append(r)
+    return [
+        (a, b, words)
+        for group in groups.values()
+        for a, b in combinations(group, 2)
+        if (words := served_difference(a, b)) is not None
+    ]
+
+
 def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
     """Run ``a_id`` against ``b_id`` on their common items; refused when there are none to pair."""
     if a_id == b_id:
