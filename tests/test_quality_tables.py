@@ -151,3 +151,23 @@ def test_the_report_shows_the_served_differently_table(db: Path, capsys: pytest.
     assert house.endswith("| 403 | 0.558 [0.509, 0.606] | 0.248 |")
     assert vendor.startswith("| Qwen3.8-27B NVFP4, vendor recipe | qwen3 | enable_thinking=True |")
     assert vendor.endswith("| 403 | 0.732 [0.687, 0.773] | 0.139 |")
+
+
+def test_the_four_quantisers_common_runs_and_the_ladder_rungs(db: Path) -> None:
+    """F21 (data): the four builds on the 388 items all four scored, and the ladder's maths/code per rung."""
+    runs = {r.arm: r for r in quality_runs(Store(db)) if r.items == 388 and r.box == SEED_BOX}
+    assert {arm: r.accuracy for arm, r in runs.items()} == {
+        "qwen3.8-27b-nvfp4-b12x": 0.762,
+        "qwen3.8-27b-fp8-b12x": 0.802,
+        "qwen3.8-27b-nvfp4-redhat-auto": 0.801,
+        "qwen3.8-27b-nvfp4-unsloth-auto": 0.786,
+    }
+    rungs = {
+        (e.arm, e.box): (e.families.get("maths"), e.families.get("code"))
+        for e in eval_runs(Store(db))
+        if e.model == "Qwen3.8-27B"
+    }
+    assert rungs[("qwen3.8-27b-bf16", SEED_BOX)] == (0.8, 0.813)
+    assert rungs[("qwen3.8-27b-nvfp4-qat-b12x", SEED_BOX)] == (0.812, 0.813)
+    assert rungs[("qwen3.8-27b-fp8-b12x", SEED_BOX)] == (0.863, 0.72)
+    assert rungs[("qwen3.8-27b-nvfp4-b12x", "seed-pro6000-400w")] == (0.662, 0.733)
