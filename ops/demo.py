@@ -486,6 +486,11 @@ def _load_speculation(
             r["provenance"] += f"; also published: {f.tokens} draft tokens, {f.share:.0%} accepted ({f.note})"
 
 
+def _families(c: Cell) -> dict[str, float]:
+    """A row's family accuracies (quality.tsv, quality_runs.tsv): the FAMILIES columns it fills."""
+    return {f: share for f in FAMILIES if (share := c.number(f)) is not None}
+
+
 def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
     """The task-accuracy tables as eval runs; a row naming an arm must name one in arms.tsv."""
     for c in read_tsv(data_dir / "quality.tsv"):
@@ -493,7 +498,7 @@ def _load_evals(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payloa
         if arm_name and (arm_name, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm_name} on {box} is not in arms.tsv")
         overall = c.need("overall", float)
-        families = {f: share for f in FAMILIES if (share := c.number(f)) is not None}
+        families = _families(c)
         payload.eval_runs.append(
             {
                 "box": box,
@@ -619,6 +624,7 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
                 reasoning_parser=c.text("reasoning_parser"),
                 thinking=c.text("thinking"),
                 sampling=_sampling(c),
+                families=_families(c),
             )
         )
     for c in read_tsv(data_dir / "quality_pairs.tsv"):

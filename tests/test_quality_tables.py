@@ -47,6 +47,21 @@ def test_house_default_against_vendor_recipe_reproduces_the_table(db: Path) -> N
     assert (house.reasoning_parser, vendor.reasoning_parser) == ("none", "qwen3")
     assert vendor.sampling == {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "min_p": 0}
     assert vendor.thinking == "enable_thinking=True"
+    assert house.published_families == {
+        "instructions": 0.317,
+        "code": 0.413,
+        "maths": 0.525,
+        "tools": 0.829,
+        "long_ctx": 0.917,
+    }
+    assert vendor.published_families == {
+        "instructions": 0.833,
+        "code": 0.733,
+        "maths": 0.625,
+        "tools": 0.9,
+        "long_ctx": 0.979,
+        "knowledge": 0.429,
+    }
     row = next(e for e in eval_runs(Store(db)) if (e.arm, e.box) == ("qwen3.8-27b-nvfp4-b12x", BOX_5090))
     assert row.overall == vendor.accuracy
     assert row.families == {
@@ -171,3 +186,40 @@ def test_the_four_quantisers_common_runs_and_the_ladder_rungs(db: Path) -> None:
     assert rungs[("qwen3.8-27b-nvfp4-qat-b12x", SEED_BOX)] == (0.812, 0.813)
     assert rungs[("qwen3.8-27b-fp8-b12x", SEED_BOX)] == (0.863, 0.72)
     assert rungs[("qwen3.8-27b-nvfp4-b12x", "seed-pro6000-400w")] == (0.662, 0.733)
+
+
+def test_quality_table_common_reproduces_the_four_quantisers(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F21: `quality table --model Qwen3.8-27B --common` prints the write-up's four rows: build, kernel line,
+    out tok/s (router, concurrency 1,024), quality over every item scored, on the 388 common items, and maths
+    on them. FP8's all-scored figure is 0.779 over 403 items, after its timed-out items were completed; the
+    write-up's table prints 0.789 from before (quality.tsv's note)."""
+    assert main(["--db", str(db), "quality", "table", "--model", "Qwen3.8-27B", "--common"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Qwen3.8-27B on seed-pro6000-600w: quality over every item each run scored"
+    header = lines[2].split()
+    assert header[-6:] == ["SCORED)", "QUALITY", "(388", "COMMON)", "MATHS", "(COMMON)"]
+    rows = [line.split() for line in lines[3:]]
+    assert [r[-4:] for r in rows] == [
+        ["0.725", "(403)", "0.762", "0.785"],
+        ["0.779", "(403)", "0.802", "0.938"],
+        ["0.772", "(403)", "0.801", "0.862"],
+        ["0.752", "(403)", "0.786", "0.862"],
+    ]
+    assert [r[-5] for r in rows] == ["5,161", "3,148", "2,048", "2,048"]
+    assert "B12xNvFp4 W4A4 (b12x)" in lines[3] and "B12xFp8BlockScaledMM" in lines[4]
+    assert (
+        "auto: FP8 attention + dequant MLP" in lines[5] and "RedHatAI" in lines[5] and "unsloth" in lines[6]
+    )
+    assert main(["--db", str(db), "quality", "table", "--model", "Qwen3.8-27B", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert (table["items"], [r["maths_common"] for r in table["rows"]]) == (388, [0.785, 0.938, 0.862, 0.862])
+
+
+def test_quality_table_without_common_items_is_one_line(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model with no runs bound to an arm, or no two builds on the same common items, is refused in one line."""
+    assert main(["--db", str(db), "quality", "table", "--model", "No-Such-Model"]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert main(["--db", str(db), "quality", "table", "--model", "GLM-5.3-Flash", "--common"]) == 2
+    assert "no two builds of GLM-5.3-Flash were scored on the same common items" in capsys.readouterr().err

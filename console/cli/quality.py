@@ -35,6 +35,7 @@ from console.errors import InputError
 from console.quality.suites import SUITES
 from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps, parse_cap
 from console.readmodel.quality import (
+    common_table,
     compare_runs,
     noise_floor,
     published_comparisons,
@@ -321,6 +322,48 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(args: argparse.Namespace) -> int:
+    with open_store(args, read_only=True) as store:
+        table = common_table(store, args.model)
+    if args.json:
+        print_json(asdict(table))
+        return 0
+    n = f"{table.items} common"
+    print(f"{table.model} on {table.box}: quality over every item each run scored")
+    print(
+        f"and over the {table.items} items every build scored, the only column on which they are comparable"
+        if args.common
+        else f"(--common adds the {table.items} items every build scored, the only comparable column)"
+    )
+    print_table(
+        [
+            {
+                "build": r.build or r.arm,
+                "kernel line": r.kernel_line or "not recorded",
+                "out tok/s": "-" if r.out_tok_s is None else f"{r.out_tok_s:,.0f}",
+                "quality (all scored)": "-"
+                if r.all_scored is None
+                else f"{r.all_scored:.3f} ({r.all_items})",
+                f"quality ({n})": f"{r.common:.3f}",
+                "maths (common)": "-" if r.maths_common is None else f"{r.maths_common:.3f}",
+            }
+            for r in table.rows
+        ],
+        [
+            Column("build"),
+            Column("kernel line"),
+            Column("out tok/s", right=True),
+            Column("quality (all scored)", right=True),
+            *(
+                (Column(f"quality ({n})", right=True), Column("maths (common)", right=True))
+                if args.common
+                else ()
+            ),
+        ],
+    )
+    return 0
+
+
 def _pairs(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         comparisons = published_comparisons(store)
@@ -422,6 +465,18 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     c.add_argument("b", type=row_id_arg, metavar="B", help="another quality run id")
     c.add_argument("--json", action="store_true", help="the comparison as JSON on stdout")
     c.set_defaults(func=_compare)
+    tb = verbs.add_parser(
+        "table",
+        help="builds of one model on the items all of them scored (the write-up's four quantisers)",
+        description="builds of one model on the items all of them scored: build, kernel line, out tok/s, "
+        "quality over every item scored, quality and maths on the common items",
+    )
+    tb.add_argument("--model", required=True, metavar="MODEL", help="the model, as `quality list` names it")
+    tb.add_argument(
+        "--common", action="store_true", help="compare on the common items (the only comparable column)"
+    )
+    tb.add_argument("--json", action="store_true", help="the table as JSON on stdout")
+    tb.set_defaults(func=_table)
     for name, func, text in (
         ("list", _list, "every quality run and each suite's noise floor"),
         ("pairs", _pairs, "the published paired comparisons and their verdicts"),

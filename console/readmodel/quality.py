@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -74,6 +75,7 @@ def _run(r: dict[str, Any], families: tuple[FamilyScore, ...] = ()) -> QualityRu
         request_timeout_s=r["request_timeout_s"],
         unscored_items=json.loads(r["unscored_items"]) if r["unscored_items"] else {},
         families=families,
+        published_families=json.loads(r["published_families"]) if r["published_families"] else {},
     )
 
 
@@ -291,3 +293,84 @@ def quality_ledger(store: Store) -> QualityLedger:
     return QualityLedger(
         tuple(r for r in runs if r.per_item), tuple(published_comparisons(store)), tuple(floors)
     )
+
+
+@dataclass(frozen=True)
+class CommonRow:
+    """One build of a model on the items every build scored: the write-up's "four quantisers" row."""
+
+    arm: str
+    box: str
+    build: str | None  # the throughput row's configuration, in words
+    kernel_line: str | None
+    out_tok_s: float | None  # its best router row (the write-up's router at concurrency 1,024)
+    concurrency: int | None
+    all_scored: float | None  # the arm's accuracy over every item it scored (eval_runs)
+    all_items: int | None
+    common: float  # accuracy on the common items
+    maths_common: float | None
+
+
+@dataclass(frozen=True)
+class CommonTable:
+    """Builds of one model compared on the ``items`` items all of them scored, on one box."""
+
+    model: str
+    box: str
+    items: int
+    rows: tuple[CommonRow, ...]
+
+
+def common_table(store: Store, model: str) -> CommonTable:
+    """The model's runs on the largest set of common items several builds (arms) of one box share.
+
+    The write-up gives quality "over every item the run scored, and over the 388 items all four runs scored
+    ... which is the only column on which the builds are comparable"; the common column is the runs of one
+    item count below the suite's full size, bound to distinct arms of one box.
+    """
+    runs = [r for r in quality_runs(store) if r.model == model and r.arm and r.box]
+    if not runs:
+        raise InputError(
+            f"no quality run of model {model!r} bound to an arm", "`campaign quality list` shows the runs"
+        )
+    full = max(r.items for r in runs)
+    groups: dict[tuple[str, int], dict[str, QualityRun]] = {}
+    for r in runs:
+        if r.items < full:
+            groups.setdefault((r.box or "", r.items), {}).setdefault(r.arm or "", r)
+    shared = [(k, v) for k, v in groups.items() if len(v) > 1]
+    if not shared:
+        raise InputError(
+            f"no two builds of {model} were scored on the same common items",
+            "the common column needs runs of one item count on several arms of one box",
+        )
+    (box, items), by_arm = max(shared, key=lambda kv: (len(kv[1]), kv[0][1]))
+    rows = []
+    for arm, r in by_arm.items():
+        bench = store.rows(
+            """SELECT configuration, kernel_line, out_tok_per_s, concurrency FROM bench_runs
+               WHERE arm = ? AND box = ? AND shape = 'router' AND out_tok_per_s IS NOT NULL
+               ORDER BY out_tok_per_s DESC LIMIT 1""",
+            [arm, box],
+        )
+        ev = store.rows(
+            "SELECT overall, items FROM eval_runs WHERE arm = ? AND box = ? ORDER BY overall DESC, id LIMIT 1",
+            [arm, box],
+        )
+        b = bench[0] if bench else {}
+        rows.append(
+            CommonRow(
+                arm=arm,
+                box=box,
+                build=b.get("configuration"),
+                kernel_line=b.get("kernel_line") or r.kernel_line,
+                out_tok_s=b.get("out_tok_per_s"),
+                concurrency=b.get("concurrency"),
+                all_scored=ev[0]["overall"] if ev else None,
+                all_items=ev[0]["items"] if ev else None,
+                common=r.accuracy,
+                maths_common=r.published_families.get("maths"),
+            )
+        )
+    rows.sort(key=lambda x: -(x.out_tok_s or 0))
+    return CommonTable(model, box, items, tuple(rows))

@@ -1028,6 +1028,7 @@ class QualityRun:
     request_timeout_s: float | None = None  # seconds each request was given; None: the harness's own
     unscored_items: Mapping[str, str] = field(default_factory=dict)  # "task/item_id" -> why it has no score
     families: tuple[FamilyScore, ...] = ()  # per task (the house suite's families), where scored per item
+    published_families: Mapping[str, float] = field(default_factory=dict)  # a published run's, printed
 
     @property
     def per_item(self) -> bool:

@@ -88,6 +88,7 @@ class PublishedRun:
     reasoning_parser: str | None = None  # what it was served with (console/store/served.py), where published
     thinking: str | None = None
     sampling: dict[str, Any] | None = None
+    families: dict[str, float] | None = None  # family accuracies the write-up printed for it
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,7 @@ class Quality:
                     "reasoning_parser": r.reasoning_parser,
                     "thinking": r.thinking,
                     "sampling": dumps(r.sampling) if r.sampling is not None else None,
+                    "published_families": dumps(r.families) if r.families else None,
                     "source": "imported",
                     "provenance": r.provenance,
                     "import_id": import_id,

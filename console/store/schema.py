@@ -843,6 +843,16 @@ V23 = Migration(
     ),
 )
 
+V24 = Migration(
+    24,
+    "a published quality run's per-family accuracies",
+    (
+        # JSON {maths: 0.862, ...}: the family figures the write-up printed for a run it gives no items for
+        # (the four quantisers' "maths (common)"); a run scored per item has its families in quality_items.
+        "ALTER TABLE quality_runs ADD COLUMN published_families TEXT",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     V1,
     V2,
@@ -867,5 +877,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     V21,
     V22,
     V23,
+    V24,
 )
 LATEST = MIGRATIONS[-1].version
