@@ -274,7 +274,7 @@ class ProbeGpu(TypedDict):
 
 class PatchProbe(TypedDict):
     """An engine patch to look for in the serving env: an importable ``module`` the patch installs, or a
-    ``file`` (relative to the env's site-packages) the patch rewrites (console/checks/verdict.py PatchNeed)."""
+    ``file`` (relative to the env's site-packages) the patch rewrites (console/recipes/model.py PatchNeed)."""
 
     name: str
     module: str | None

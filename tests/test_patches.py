@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 
 from agents.protocol import ProbeReport
 from console.checks import evaluate
-from console.checks.requirement import parse_requirement, version_key
 from console.checks.serving_env import check_arm_needs, check_kernel_binaries, patch_digests
-from console.checks.verdict import ArmContext, PatchNeed
+from console.checks.verdict import ArmContext
 from console.errors import InputError
 from console.recipes import RecipeError, load_catalog
+from console.recipes.model import PatchNeed
+from console.recipes.requirement import parse_requirement, version_key
 
 PROFILE = """
 [profiles.p]

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from agents.protocol import PatchFound, ProbeReport, ServingEnv
-from console.checks.requirement import REPORTED, Requirement, parse_requirement
-from console.checks.verdict import FAIL, OK, ArmContext, PatchNeed, Verdict
+from console.checks.verdict import FAIL, OK, ArmContext, Verdict
+from console.recipes.model import PatchNeed
+from console.recipes.requirement import REPORTED, Requirement, parse_requirement
 from console.recipes.serving_lock import CUBIN_OF
 
 CHECK = "serving_env"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from console.recipes.model import PatchNeed
 from console.store.checks import VerdictName as VerdictName  # the store keeps the words; checks name them
 
 OK: Final = "ok"
@@ -27,21 +28,6 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.verdict not in SEVERITY:
             raise ValueError(f"verdict {self.verdict!r} for check {self.check!r}: expected ok, warn or fail")
-
-
-@dataclass(frozen=True)
-class PatchNeed:
-    """An engine patch an arm's serving env must carry (a recipe's ``[patches.NAME]``, console/recipes/load.py).
-
-    Either ``module``, an importable marker the patch installs (its file's digest is what the launch records),
-    or ``file``, a path under the env's site-packages the patch rewrites, with ``sha256`` of the patched file.
-    ``source`` says where the patch comes from (the write-up's ``box/patch_oproj.py``), for the refusal."""
-
-    name: str
-    source: str
-    module: str | None = None
-    file: str | None = None
-    sha256: str | None = None
 
 
 @dataclass(frozen=True)

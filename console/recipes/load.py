@@ -17,7 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from console.checks.requirement import REPORTED, parse_requirement
 from console.errors import InputError
 from console.recipes.guard import env_problem, flag_problem, value_problem
 from console.recipes.lint import RULES
@@ -36,6 +35,7 @@ from console.recipes.model import (
     Sweep,
 )
 from console.recipes.multinode import arm_layout_problem
+from console.recipes.requirement import REPORTED, parse_requirement
 from console.recipes.toml_lines import KeyPath, by_record, key_lines, line_of
 from console.recipes.vllm_flags import known_flags
 
@@ -386,7 +386,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 def _requires_env(r: _Reader) -> dict[str, str]:
     """``requires_env = {"flashinfer-python" = ">0.6.18"}``: packages the probe reports, each a requirement that
-    parses (console/checks/requirement.py), so a typo is refused here and not on the box."""
+    parses (console/recipes/requirement.py), so a typo is refused here and not on the box."""
     sub = r.sub("requires_env", f"{r.what} requires_env")
     if sub is None:
         return {}

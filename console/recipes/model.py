@@ -12,7 +12,22 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from console.checks.verdict import PatchNeed
+
+@dataclass(frozen=True)
+class PatchNeed:
+    """An engine patch an arm's serving env must carry (a recipe's ``[patches.NAME]``, console/recipes/load.py), as
+    the probe and the checks ask for it (console/checks/serving_env.py).
+
+    Either ``module``, an importable marker the patch installs (its file's digest is what the launch records),
+    or ``file``, a path under the env's site-packages the patch rewrites, with ``sha256`` of the patched file.
+    ``source`` says where the patch comes from (the write-up's ``box/patch_oproj.py``), for the refusal."""
+
+    name: str
+    source: str
+    module: str | None = None
+    file: str | None = None
+    sha256: str | None = None
+
 
 FlagValue = str | int | float | bool | list[str]
 """A flag's value in a recipe: ``true`` is a bare switch, ``false`` removes it, a list repeats values."""
@@ -140,7 +155,7 @@ class Profile:
     requires_patches: list[str] = field(default_factory=list)
     """Engine patches every arm of this checkpoint needs in its serving env (``[patches.NAME]``)."""
     requires_env: dict[str, str] = field(default_factory=dict)
-    """Package -> version requirement the serving env must meet (console/checks/requirement.py)."""
+    """Package -> version requirement the serving env must meet (console/recipes/requirement.py)."""
     key_lines: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     @property

@@ -19,9 +19,9 @@ from typing import Any
 from agents.protocol import UvArgs, UvResult
 from console.checks.driver_cuda import driver_vs_cuda, newest_cuda_for
 from console.checks.min_driver import MIN_DRIVER
-from console.checks.requirement import REPORTED
 from console.checks.verdict import FAIL
 from console.errors import InputError
+from console.recipes.requirement import REPORTED
 from console.recipes.serving_lock import CUBIN_OF, ServingLock, check_url, load_lock, normalise
 from console.service.base import ServiceError, reaching
 from console.service.checks import CheckIntents
