@@ -177,6 +177,12 @@ def test_the_four_quantisers_common_runs_and_the_ladder_rungs(db: Path) -> None:
         "qwen3.8-27b-nvfp4-redhat-auto": 0.801,
         "qwen3.8-27b-nvfp4-unsloth-auto": 0.786,
     }
+    tokens = {arm: r.provenance or "" for arm, r in runs.items()}
+    assert "9,300 tokens on average, 3% hitting the 32,768 cap" in tokens["qwen3.8-27b-fp8-b12x"]
+    assert "12,100 tokens on average, 26%" in tokens["qwen3.8-27b-nvfp4-redhat-auto"]
+    assert "13,900 tokens on average, 35%" in tokens["qwen3.8-27b-nvfp4-b12x"]
+    parent = next(r for r in quality_runs(Store(db)) if r.arm == "qwen3.8-27b-bf16")
+    assert "14,300 tokens on average, 19%" in (parent.provenance or "")
     rungs = {
         (e.arm, e.box): (e.families.get("maths"), e.families.get("code"))
         for e in eval_runs(Store(db))
