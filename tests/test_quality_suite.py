@@ -37,6 +37,12 @@ ARM = "gemma-4-26b-a4b-bf16-think-on"  # a shipped arm whose profile sends sampl
 
 
 # -- scoring, pure -------------------------------------------------------------------------------------
+TIMEOUT_S = 5.0
+"""The request timeout of the tests that need one item too slow and the rest in time: far above what an
+immediate answer takes on a loaded machine, far below the slow item's delay."""
+SLOW_S = 30.0
+
+
 def test_maths_reads_the_last_boxed_answer_as_an_exact_number() -> None:
     assert scoring.score_maths("so \\boxed{1,170}", "1170") == 1.0
     assert scoring.score_maths("first \\boxed{3} then \\boxed{\\frac{99}{100}}", "99/100") == 1.0
@@ -213,14 +219,14 @@ def chat() -> Iterator[FakeChat]:
 
 
 def test_a_slow_item_is_unscored_and_a_capped_answer_truncated(chat: FakeChat) -> None:
-    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 3.0)  # right, but too late
+    chat.answers["maths-03"] = ("\\boxed{3}", "stop", SLOW_S)  # right, but too late
     chat.answers["maths-05"] = ("Let me think about odd numbers and", "length", 0.0)  # cut at the cap
     chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
     items = [i for i in house.fixed_items() if i.family == "maths"]
-    endpoint = Endpoint(chat.url, "tiny", {"temperature": 0.0}, timeout_s=1.0)
+    endpoint = Endpoint(chat.url, "tiny", {"temperature": 0.0}, timeout_s=TIMEOUT_S)
     results = {r.item_id: r for r in asyncio.run(run_items(endpoint, items, Caps(None, {"maths": 64}), 4096))}
     slow = results["maths-03"]
-    assert slow.score is None and slow.reason == "timed out after 1 s"  # unscored, not wrong
+    assert slow.score is None and slow.reason == "timed out after 5 s"  # unscored, not wrong
     assert results["maths-05"].truncated is True and results["maths-05"].score == 0.0
     assert results["maths-06"].score == 1.0 and results["maths-06"].truncated is False
     sent = {b["messages"][-1]["content"]: b for b in chat.requests}
@@ -274,15 +280,17 @@ def campaign(tmp_path: Path) -> Path:
 def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     campaign: Path, chat: FakeChat, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 3.0)
+    chat.answers["maths-03"] = ("\\boxed{3}", "stop", SLOW_S)
     chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
     chat.answers["knowledge-07"] = ("Canberra", "stop", 0.0)
     argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url]
-    assert main([*argv, "--cap", "512", "--cap", "code=256", "--request-timeout", "1", "--json"]) == 0
+    assert (
+        main([*argv, "--cap", "512", "--cap", "code=256", "--request-timeout", str(TIMEOUT_S), "--json"]) == 0
+    )
     first = json.loads(capsys.readouterr().out)["run"]
     run_id = first["id"]
-    assert first["unscored"] == 1 and first["unscored_items"] == {"maths/maths-03": "timed out after 1 s"}
-    assert first["caps"] == {"*": 512, "code": 256} and first["request_timeout_s"] == 1.0
+    assert first["unscored"] == 1 and first["unscored_items"] == {"maths/maths-03": "timed out after 5 s"}
+    assert first["caps"] == {"*": 512, "code": 256} and first["request_timeout_s"] == TIMEOUT_S
     assert first["suite"] == "seed6 v1" and first["items"] == len(house.items(4096, lambda m: None)) - 1
     # The arm's vendor profile went with every request; the code family's own cap with its items.
     assert all(b["temperature"] == 0.0 and b["top_k"] == 64 for b in chat.requests)
@@ -345,7 +353,7 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         assert c.paired.n == merged["items"]
         assert c.policy_warnings == (
             "caps differ: A every family 512, code 256, B every family 1024",
-            "request timeouts differ: A 1 s, B 3600 s",
+            "request timeouts differ: A 5 s, B 3600 s",
         )
     assert main(["--db", str(campaign), "quality", "compare", str(run_id), str(second)]) == 0
     shown = capsys.readouterr().out
