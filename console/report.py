@@ -284,28 +284,38 @@ def _quality(evals: Sequence[EvalRow], index: Mapping[str, ModelIndexEntry]) -> 
 
 
 def _served_pairs(pairs: Sequence[tuple[QualityRun, QualityRun, str]]) -> list[str]:
-    """One table per pair of runs of one arm and box served differently (the write-up's house default against
-    the vendor recipe): the same weights, so the difference is the serving's."""
+    """One table per pair of runs of one arm and box served differently, laid out as the write-up's house
+    default against vendor recipe (a figure a row, a run a column): the same weights, so the difference is
+    the serving's."""
     if not pairs:
         return []
     out = ["## Same weights, served differently", ""]
     for a, b, words in pairs:
+
+        def figure(r: QualityRun, family: str) -> str | None:
+            share = r.published_families.get(family)
+            return None if share is None else f"{share:.3f}"
+
+        families = list(dict.fromkeys([*a.published_families, *b.published_families]))
         table = [
+            ("reasoning parser", a.reasoning_parser or "none", b.reasoning_parser or "none"),
+            ("thinking", a.thinking or "not recorded", b.thinking or "not recorded"),
             (
-                r.label,
-                r.reasoning_parser or "none",
-                r.thinking or "not recorded",
-                json.dumps(dict(r.sampling), sort_keys=True) if r.sampling else "{}",
-                r.items,
-                r.accuracy_text,
-                None if r.truncation_rate is None else f"{r.truncation_rate:.3f}",
-            )
-            for r in (a, b)
+                "sampling",
+                *(json.dumps(dict(r.sampling), sort_keys=True) if r.sampling else "{}" for r in (a, b)),
+            ),
+            ("items", a.items, b.items),
+            ("overall [95%]", a.accuracy_text, b.accuracy_text),
+            *[(f, figure(a, f), figure(b, f)) for f in families],
+            (
+                "truncation rate",
+                *(None if r.truncation_rate is None else f"{r.truncation_rate:.3f}" for r in (a, b)),
+            ),
         ]
         out += [
             f"{a.arm} on {a.box}: {words}.",
             "",
-            *_table(table, ("run", "parser", "thinking", "sampling", "items", "overall [95%]", "truncated")),
+            *_table(table, ("", a.label, b.label)),
             "",
         ]
     return out
