@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.economics import economics_table
@@ -242,3 +244,27 @@ def test_quality_table_without_common_items_is_one_line(db: Path, capsys: pytest
     assert capsys.readouterr().err.strip().count("\n") == 0
     assert main(["--db", str(db), "quality", "table", "--model", "GLM-5.3-Flash", "--common"]) == 2
     assert "no two builds of GLM-5.3-Flash were scored on the same common items" in capsys.readouterr().err
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_JSON)
+def test_sampling_cell_reads_any_json_object_and_refuses_the_rest(
+    tmp_path_factory: pytest.TempPathFactory, value: object
+) -> None:
+    """Hypothesis: a JSON object in the cell comes back equal; any other JSON value is the one-line error."""
+    path = tmp_path_factory.mktemp("sampling") / "q.tsv"
+    path.write_text(f"run\tsampling\nx\t{json.dumps(value)}\n", encoding="utf-8")
+    (c,) = read_tsv(path)
+    if isinstance(value, dict):
+        assert _sampling(c) == value
+    else:
+        with pytest.raises(DemoDataError, match="is not a JSON object") as e:
+            _sampling(c)
+        assert "\n" not in str(e.value)
