@@ -15,6 +15,7 @@ import pluggy
 import pytest
 
 from console.store import Store
+from ops.demo import build_demo
 from testbed import ray_env, vllm_server
 from testbed import vllm_env as vllm_env_module
 from testbed.fake_engine import install, write_model
@@ -113,3 +114,12 @@ def stop_agent(home: Path) -> None:
         pid = int(pid_file.read_text().split()[0])
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state.db holding the demo campaign (ops/demo.py), built once for each test module that reads it."""
+    path = tmp_path_factory.mktemp("demo") / "state.db"
+    with Store(path) as store:
+        build_demo(store)
+    return path

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -11,21 +9,8 @@ import pytest
 from console.cli import main
 from console.readmodel import ResultRow, api_prices, bench_rows, eval_runs, failed_launches, imports
 from console.store import Box, Store
-from ops.demo import SEED_DIR, DemoDataError, MeasuredDataPresent, build_demo, load_payload, seed_if_empty
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("demo") / "state.db"
-    with Store(path) as store:
-        build_demo(store)
-    return path
-
-
-def _copy_seed(tmp_path: Path) -> Path:
-    """A writable copy of the shipped seed data, to break on purpose."""
-    with resources.as_file(SEED_DIR) as seed:
-        return Path(shutil.copytree(seed, tmp_path / "seed"))
+from ops.demo import DemoDataError, MeasuredDataPresent, build_demo, load_payload, seed_if_empty
+from tests.support.demo import copy_seed
 
 
 def _row(store: Store, arm: str, box: str, shape: str, concurrency: int) -> ResultRow:
@@ -116,7 +101,7 @@ def test_twice_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_changed_data_replaces_its_own_rows(tmp_path: Path) -> None:
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     with Store(tmp_path / "s.db") as store:
         build_demo(store, data_dir=data)
         before = store.scalar("SELECT count(*) FROM bench_runs")
@@ -186,7 +171,7 @@ def test_seed_if_empty(tmp_path: Path) -> None:
 
 
 def test_inconsistent_data_names_file_and_line(tmp_path: Path) -> None:
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     with (data / "throughput.tsv").open("a") as fh:
         fh.write("no-such-arm\tseed-pro6000-600w\trouter\t1024\t1\t\t\t0\t0\t\n")
     lines = (data / "throughput.tsv").read_text().splitlines()

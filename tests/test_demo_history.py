@@ -4,9 +4,7 @@ figures, stored as rows of its import, and the tripwire verdicts the agent's own
 from __future__ import annotations
 
 import hashlib
-import shutil
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from console.readmodel.sweeps import sweeps
 from console.store import Store
 from ops.demo import SEED_DIR, DemoDataError, build_demo, load_payload, tripwire_passed
 from ops.demo_history import HistoryDataError, read
+from tests.support.demo import copy_seed
 
 AFTER = int(datetime(2026, 9, 6, 9, 0, tzinfo=UTC).timestamp() * 1000)
 """A clock the morning after the demo's record ends (ops/data/seed/history.toml)."""
@@ -27,19 +26,6 @@ AFTER = int(datetime(2026, 9, 6, 9, 0, tzinfo=UTC).timestamp() * 1000)
 
 def _utc(text: str) -> int:
     return int(datetime.fromisoformat(text).timestamp() * 1000)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("history") / "state.db"
-    with Store(path) as store:
-        build_demo(store)
-    return path
-
-
-def _copy_seed(tmp_path: Path) -> Path:
-    with resources.as_file(SEED_DIR) as seed:
-        return Path(shutil.copytree(seed, tmp_path / "seed"))
 
 
 def _series_digest(store: Store) -> str:
@@ -87,7 +73,7 @@ def test_the_same_data_gives_the_same_history_and_a_rebuild_replaces_it(tmp_path
     with Store(demo) as store:
         first = _series_digest(store)
         counts = store.scalar("SELECT count(*) FROM gpu_samples")
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     with Store(tmp_path / "s.db") as store:
         build_demo(store, data_dir=data)
         assert _series_digest(store) == first
@@ -189,7 +175,7 @@ def test_live_reads_an_imported_box_where_its_record_ends(demo: Path) -> None:
 
 
 def test_a_sweep_outcome_that_disagrees_with_arms_tsv_is_refused(tmp_path: Path) -> None:
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     toml = data / "history.toml"
     toml.write_text(
         toml.read_text().replace(
@@ -204,7 +190,7 @@ def test_a_sweep_outcome_that_disagrees_with_arms_tsv_is_refused(tmp_path: Path)
 
 
 def test_a_naive_date_is_refused(tmp_path: Path) -> None:
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     toml = data / "history.toml"
     toml.write_text(toml.read_text().replace("ends = 2026-09-03T23:40:00Z", "ends = 2026-09-03T23:40:00"))
     with Store(tmp_path / "s.db") as store, pytest.raises(HistoryDataError, match="with its offset"):
@@ -248,7 +234,7 @@ def _set_qwen36(data: Path, passed: str, override: str = "") -> None:
 
 
 def test_a_tw_passed_against_the_rule_needs_an_override_reason(tmp_path: Path) -> None:
-    data = _copy_seed(tmp_path)
+    data = copy_seed(tmp_path)
     _set_qwen36(data, "1")
     with pytest.raises(
         DemoDataError, match=r"arms.tsv:\d+: tw_passed is 1 but 16/20 ok fails the agent's rule"

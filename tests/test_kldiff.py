@@ -24,7 +24,7 @@ from console.service import KldiffOptions, Service
 from console.store import Box, Store
 from console.store.kldiff import KldiffError
 from console.tui.app import ConsoleApp
-from ops.demo import SEED_DIR, build_demo, read_tsv
+from ops.demo import SEED_DIR, read_tsv
 from ops.export import KLDIFF_COLUMNS
 from testbed import tui_fixture as F
 from testbed.tui_pilot import press, table_rows, text_of
@@ -412,13 +412,6 @@ def test_the_cli_checks_a_contexts_file_before_anything_runs(
 
 
 # -- the demo, the export, the view --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    with Store(tmp_path_factory.mktemp("demo") / "state.db") as store:
-        build_demo(store)
-        return store.path
-
-
 def test_the_demo_imports_the_seed_tables_with_their_verdicts(demo: Path) -> None:
     with Store(demo, read_only=True) as store:
         runs = kldiff_runs(store)

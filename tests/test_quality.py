@@ -26,7 +26,6 @@ from console.readmodel import compare_runs, economics_inputs, eval_runs, publish
 from console.service import Service
 from console.service.quality import lm_eval_argv
 from console.store import Box, Store
-from ops.demo import build_demo
 from tests.support.harness_files import (
     inspect_log,
     inspect_sample,
@@ -537,14 +536,6 @@ def test_a_quality_row_says_whether_thinking_was_on(campaign: Path, tmp_path: Pa
 
 
 # -- the write-up's published comparisons -----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("quality-demo") / "state.db"
-    with Store(path) as store:
-        build_demo(store)
-    return path
 
 
 def test_the_demo_browses_the_seed_floor_and_pairs(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,10 +3,8 @@ handover lists them under "Queued / open", and no reader shows one as a result o
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import replace
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -21,22 +19,10 @@ from console.recipes import load_catalog
 from console.report import build_report
 from console.store import Store
 from console.store.queued import QUEUED_KINDS, QueuedError, QueuedItem
-from ops.demo import SEED_DIR, DemoDataError, build_demo, load_queued
+from ops.demo import DemoDataError, build_demo, load_queued
+from tests.support.demo import copy_seed
 
 LISTS = ("box/lists/control600w.txt", "box/lists/fix600w.txt", "box/lists/thinkmode6000.txt")
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("queued") / "state.db"
-    with Store(path) as store:
-        build_demo(store)
-    return path
-
-
-def _copy_seed(tmp_path: Path) -> Path:
-    with resources.as_file(SEED_DIR) as seed:
-        return Path(shutil.copytree(seed, tmp_path / "seed"))
 
 
 def _section(report: str, title: str) -> str:
@@ -131,14 +117,14 @@ def _break(seed: Path, name: str, old: str, new: str) -> None:
 
 
 def test_queued_data_is_checked_against_arms_tsv(tmp_path: Path) -> None:
-    seed = _copy_seed(tmp_path)
+    seed = copy_seed(tmp_path)
     # A queued arm without its item: the arms.tsv row is named.
     _break(
         seed, "queued_work.tsv", "glm-5.3-flash-tp8\tseed-5090x8-400w", "glm-5.3-flash-tp8\tseed-pro6000-600w"
     )
     with pytest.raises(DemoDataError, match=r"queued_work.tsv:\d+: a queued launch of glm-5.3-flash-tp8 on "):
         load_queued(seed)
-    seed = _copy_seed(tmp_path / "2")
+    seed = copy_seed(tmp_path / "2")
     lines = (seed / "queued_work.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     (seed / "queued_work.tsv").write_text(
         "".join(x for x in lines if not x.startswith("glm-5.3-flash-tp8\t"))
@@ -148,7 +134,7 @@ def test_queued_data_is_checked_against_arms_tsv(tmp_path: Path) -> None:
     ):
         load_queued(seed)
     # A figure for a queued arm: the throughput row is refused.
-    seed = _copy_seed(tmp_path / "3")
+    seed = copy_seed(tmp_path / "3")
     lines = (seed / "throughput.tsv").read_text(encoding="utf-8").splitlines()
     columns = next(x for x in lines if x.strip() and not x.startswith("#")).split("\t")
     row = {"arm": "glm-5.3-flash-tp8", "box": "seed-5090x8-400w", "shape": "router", "concurrency": "1024"}
@@ -160,7 +146,7 @@ def test_queued_data_is_checked_against_arms_tsv(tmp_path: Path) -> None:
     ):
         build_demo(store, data_dir=seed)
     # An unknown launch state.
-    seed = _copy_seed(tmp_path / "4")
+    seed = copy_seed(tmp_path / "4")
     _break(seed, "arms.tsv", "\tqueued\t", "\tpostponed\t")
     with (
         Store(tmp_path / "state2.db") as store,

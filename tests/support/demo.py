@@ -1,0 +1,16 @@
+"""The demo campaign's seed data as tests break it: a writable copy of what `campaign demo` reads
+(ops/data/seed/). The demo's state.db itself is the ``demo`` fixture (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+
+from ops.demo import SEED_DIR
+
+
+def copy_seed(tmp_path: Path) -> Path:
+    """A writable copy of the shipped seed data under ``tmp_path``, to break on purpose."""
+    with resources.as_file(SEED_DIR) as seed:
+        return Path(shutil.copytree(seed, tmp_path / "seed"))
