@@ -26,10 +26,12 @@ from hypothesis import strategies as st
 
 from console.cli import main
 from console.economics import CostModel, EconomicsRow, economics_table
+from console.errors import InputError
 from console.readmodel import economics_inputs, quality_runs
 from console.readmodel.campaign import arm_precision
 from console.readmodel.records import EvalRow
 from console.recipes import load_catalog
+from console.service import Service
 from console.store import Store
 from console.tui.app import ConsoleApp
 from ops.demo import SEED_DIR, build_demo, read_tsv
@@ -546,3 +548,32 @@ def test_break_even_fill_zeroes_the_fully_loaded_cost(
     at_even = dataclasses.replace(cost, resale_fill=even.fill)
     assert at_even.gbp_per_active_hour("fully_loaded", use) == pytest.approx(0, abs=1e-6 * monthly)
     assert even.fill >= even.fill_without_storage
+
+
+def test_an_operator_says_what_a_box_price_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`box set/add --price-basis --price-source`: the 400 W box, bought at Scan list like the others, prices
+    as they do and says where its price comes from; `own` returns it to a price per hour of the month."""
+    db = tmp_path / "state.db"
+    build_demo(Store(db))
+    source = "Scan list, as the write-up priced the 600 W boxes"
+    argv = ["--db", str(db), "box", "set", "seed-pro6000-400w", "--price-per-hour", "3.082"]
+    assert main([*argv, "--price-basis", "list", "--price-source", source]) == 0
+    assert "price-basis = list" in capsys.readouterr().out
+    row = next(r for r in _economics(db, capsys) if r["box"] == "seed-pro6000-400w")
+    assert row["node_basis"] == "Scan list, 70 %: $4.40/h" and row["price_provenance"] == source
+    assert main([*argv, "--price-basis", "own"]) == 0
+    capsys.readouterr()
+    row = next(r for r in _economics(db, capsys) if r["box"] == "seed-pro6000-400w")
+    assert row["node_basis"] == "own price $3.08/h, 70 %: $4.40/h"
+    with Store(db, read_only=True) as store:
+        assert store.scalar("SELECT price_basis FROM boxes WHERE name = 'seed-pro6000-400w'") is None
+    add = ["--db", str(db), "box", "add", "rented", "--ssh", "me@10.0.0.9", "--price-per-hour", "6.2"]
+    assert main([*add, "--price-basis", "vast_on_demand", "--price-source", "Vast on-demand, 4 x $1.55"]) == 0
+    with Store(db, read_only=True) as store:
+        got = store.rows("SELECT price_basis, price_provenance FROM boxes WHERE name = 'rented'")
+        assert got == [{"price_basis": "vast_on_demand", "price_provenance": "Vast on-demand, 4 x $1.55"}]
+    capsys.readouterr()
+    assert main([*argv, "--price-basis", "spot"]) == 2
+    assert "invalid choice: 'spot'" in capsys.readouterr().err
+    with Store(db) as store, pytest.raises(InputError, match="--price-basis 'spot': use one of own, list"):
+        Service(store).set_box("seed-pro6000-400w", price_basis="spot")

@@ -23,6 +23,7 @@ from console.cli.common import (
 )
 from console.errors import InputError
 from console.service import Box
+from console.service.boxes import PRICE_BASES
 
 _TARGET = re.compile(
     r"^(?P<user>[A-Za-z0-9._-]+)@(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?$"
@@ -51,6 +52,8 @@ def _add(args: argparse.Namespace) -> int:
         provider=args.provider,
         instance_id=args.instance,
         price_per_hour=args.price_per_hour,
+        price_basis=args.price_basis,
+        price_provenance=args.price_provenance,
         serving_env=args.serving_env,
         model_root=args.model_root,
         agent_home=args.agent_home,
@@ -196,6 +199,22 @@ def _trust(args: argparse.Namespace) -> int:
     return 0
 
 
+def _price_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--price-per-hour", type=price_per_hour_arg, metavar="USD")
+    p.add_argument(
+        "--price-basis",
+        choices=PRICE_BASES,
+        help="what the price is: own (default: the month's price per hour, divided by utilisation), list (a box "
+        "bought on the cost model, priced on the basis economics is asked for), vast_on_demand (rented by the hour)",
+    )
+    p.add_argument(
+        "--price-source",
+        dest="price_provenance",
+        metavar="TEXT",
+        help="where the price comes from, shown beside it (e.g. 'Scan list, Sept 2026')",
+    )
+
+
 def _placement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--serving-env",
@@ -249,13 +268,13 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
     add.add_argument("--key", metavar="PATH", help="private key file (the path is stored, never the key)")
     add.add_argument("--provider", choices=["vast", "manual"], help="who rents the box out")
     add.add_argument("--instance", metavar="ID", help="the provider's instance id")
-    add.add_argument("--price-per-hour", type=price_per_hour_arg, metavar="USD")
+    _price_options(add)
     _placement_options(add)
     add.set_defaults(func=_add)
 
     setp = boxsub.add_parser("set", help="change where a box keeps things, or its price (the local box too)")
     setp.add_argument("name")
-    setp.add_argument("--price-per-hour", type=price_per_hour_arg, metavar="USD")
+    _price_options(setp)
     _placement_options(setp)
     setp.set_defaults(func=_set)
 

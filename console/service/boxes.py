@@ -7,11 +7,12 @@ import contextlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from console.bounds import PRICE_PER_HOUR
+from console.economics.costs import FOLLOWS_BASIS, RENTED
 from console.errors import InputError
 from console.fleet.hostkeys import check_trust, presented_key
 from console.fleet.progress import IngestProgress
@@ -20,8 +21,13 @@ from console.store import LOCAL_BOX, Box
 from console.store.ingest import IngestReport
 
 BOX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-SETTABLE = ("price_per_hour", "serving_env", "model_root", "agent_home")
+SETTABLE = ("price_per_hour", "price_basis", "price_provenance", "serving_env", "model_root", "agent_home")
 """What ``box set`` may change; where a box is reached (and its trusted key) is fixed at ``box add``."""
+OWN_PRICE = "own"
+PRICE_BASES = (OWN_PRICE, FOLLOWS_BASIS, RENTED)
+"""What a box's price per hour is (console/economics/costs.py): ``own`` (stored NULL), the operator's price per
+hour of the month, divided by utilisation; ``list``, a box bought on the cost model, priced on the basis
+economics is asked for; ``vast_on_demand``, rented by the hour, whatever the utilisation."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,8 @@ class BoxIntents(ServiceBase):
         if box.provider and not box.instance_id:
             raise InputError(f"--provider {box.provider} needs --instance ID (the provider's instance id)")
         _check_price(box.price_per_hour)
-        return self.store.boxes.add(box)
+        basis = _price_basis(box.price_basis)
+        return self.store.boxes.add(replace(box, price_basis=None if basis == OWN_PRICE else basis))
 
     def set_box(self, name: str, **values: Any) -> dict[str, Any]:
         """Change where a box keeps things, or its price; returns what was set."""
@@ -70,9 +77,12 @@ class BoxIntents(ServiceBase):
         values = {k: v for k, v in values.items() if v is not None}
         if not values:
             raise InputError(
-                "nothing to set: give --price-per-hour, --serving-env, --model-root or --agent-home"
+                "nothing to set: give --price-per-hour, --price-basis, --price-source, --serving-env, "
+                "--model-root or --agent-home"
             )
         _check_price(values.get("price_per_hour"))
+        if "price_basis" in values and _price_basis(values["price_basis"]) == OWN_PRICE:
+            values["price_basis"] = None  # stored NULL: the operator's own price
         if name == LOCAL_BOX:
             self.store.boxes.ensure_local()
         self.store.boxes.update(name, **values)
@@ -206,6 +216,13 @@ class _FollowWatch:
     def _say(self, line: str) -> None:
         if self.notice is not None:
             self.notice(line)
+
+
+def _price_basis(basis: str | None) -> str | None:
+    """A price basis the economics knows, or a one-line refusal naming the ones it does."""
+    if basis is not None and basis not in PRICE_BASES:
+        raise InputError(f"--price-basis {basis!r}: use one of {', '.join(PRICE_BASES)}")
+    return basis
 
 
 def _check_price(price: float | None) -> None:
