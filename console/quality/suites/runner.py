@@ -65,7 +65,8 @@ class Caps:
         family, _, count = text.rpartition("=")
         if family and family not in families:
             raise InputError(
-                f"{CAP_WHERE} {text}: no family {family!r} (the suite's are {', '.join(families)})", CAP_HELP
+                f"{CAP_WHERE} {text!r}: no family {family!r} (the suite's are {', '.join(families)})",
+                CAP_HELP,
             )
         return family or None, MAX_TOKENS.parse(count)
 
