@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from console import bounds
 from console.errors import InputError
+from console.files import read_regular
 from console.store import Store, resolve_db_path
 from console.timeutil import parse_duration
 
@@ -83,6 +84,25 @@ def run(service: Service, intent: Callable[[], Awaitable[T]]) -> T:
             await service.close()
 
     return asyncio.run(go())
+
+
+def json_file_arg(
+    path: str,
+    flag: str,
+    max_bytes: int,
+    parse: Callable[[Any, str], T],
+    errors: tuple[type[Exception], ...],
+    doc: str,
+) -> T:
+    """An operator's JSON input file (``flag PATH``), read and checked here so a typo fails before anything runs
+    on a box: a regular file of at most ``max_bytes`` (never a FIFO), decoded and handed to ``parse``; bad JSON
+    or any of ``errors`` is one line naming the flag and ``doc``, the page that describes the file."""
+    data = read_regular(Path(path), flag, max_bytes)
+    caught: tuple[type[Exception], ...] = (*errors, json.JSONDecodeError, UnicodeDecodeError)
+    try:
+        return parse(json.loads(data.decode("utf-8")), path)
+    except caught as exc:
+        raise InputError(f"{flag} {path}: {exc}", f"{doc} describes the file") from exc
 
 
 def print_json(value: Any) -> None:

@@ -10,13 +10,12 @@ Exit status: 0 measured (with or without a verdict), 1 refused or failed, 2 bad 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from agents.kldiff.contexts import ContextError, parse
 from console.cli.common import (
+    json_file_arg,
     positions_arg,
     print_json,
     run,
@@ -27,8 +26,7 @@ from console.cli.common import (
     wait_s_arg,
 )
 from console.cli.measure import progress_line, ticker
-from console.errors import InputError
-from console.files import MiB, read_regular
+from console.files import MiB
 from console.readmodel import KldiffRun
 from console.service import KldiffOptions, KldiffOutcome
 from console.service.kldiff import DEFAULT_TIMEOUT_S
@@ -37,17 +35,17 @@ CONTEXTS_MAX_BYTES = 64 * MiB
 """The largest --contexts file read: token-id lists, a few MiB for thousands of long contexts."""
 
 
+def _checked(value: Any, where: str) -> list[Any]:
+    """The contexts as given, once they parse: the box-side tool parses them again from the same JSON."""
+    parse(value, where)
+    return list(value)
+
+
 def _contexts(path: str | None) -> list[Any] | None:
-    """The operator's contexts file, checked here so a typo fails before anything runs on the box."""
+    """The operator's contexts file, checked before anything runs on the box."""
     if path is None:
         return None
-    data = read_regular(Path(path), "--contexts", CONTEXTS_MAX_BYTES)  # a regular file only, never a FIFO
-    try:
-        value = json.loads(data.decode("utf-8"))
-        parse(value, path)
-    except (ContextError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"--contexts {path}: {exc}", "docs/kldiff.md describes the file") from exc
-    return list(value)
+    return json_file_arg(path, "--contexts", CONTEXTS_MAX_BYTES, _checked, (ContextError,), "docs/kldiff.md")
 
 
 def _num(value: float | None, digits: int) -> str:

@@ -13,14 +13,13 @@ Exit status: 0 measured (with a verdict or none), 1 refused or failed, 2 bad inp
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from agents.specdiff.cli import DEFAULT_MAX_TOKENS, DEFAULT_SEED
 from agents.specdiff.prompts import PromptsError, parse
 from console.cli.common import (
     Column,
+    json_file_arg,
     max_tokens_arg,
     open_store,
     print_json,
@@ -33,7 +32,7 @@ from console.cli.common import (
 )
 from console.cli.measure import progress_line, ticker
 from console.errors import InputError
-from console.files import MiB, read_regular
+from console.files import MiB
 from console.readmodel.specdiff import QUALITY_POINTER, SpecdiffRun, specdiff_run, specdiff_runs
 from console.service import SpecdiffOptions
 from console.service.specdiff import DEFAULT_TIMEOUT_S
@@ -43,14 +42,10 @@ PROMPTS_MAX_BYTES = 16 * MiB
 
 
 def _prompts(path: str | None) -> list[str] | None:
-    """The operator's prompts file, checked here so a typo fails before anything runs on the box."""
+    """The operator's prompts file, checked before anything runs on the box."""
     if path is None:
         return None
-    data = read_regular(Path(path), "--prompts", PROMPTS_MAX_BYTES)  # a regular file only, never a FIFO
-    try:
-        return parse(json.loads(data.decode("utf-8")), path)
-    except (PromptsError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"--prompts {path}: {exc}", "docs/specdiff.md describes the file") from exc
+    return json_file_arg(path, "--prompts", PROMPTS_MAX_BYTES, parse, (PromptsError,), "docs/specdiff.md")
 
 
 def _compared(diverge_at: int | None) -> str:
