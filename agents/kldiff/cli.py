@@ -8,10 +8,8 @@ vocabularies, and no per-token comparison of them means anything.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import sys
 import time
 from dataclasses import asdict
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from agents.kldiff.client import ServerError, Side
 from agents.kldiff.contexts import Context, ContextError, load
 from agents.kldiff.divergence import MISSING_TOKEN_METHOD, Listed, Position, compare, summarize
+from agents.measure_main import run_measurement
 
 DEFAULT_TOP_K = 20
 """vLLM's default ``--max-logprobs`` is 20 too: a server started without a larger one refuses more."""
@@ -137,30 +136,14 @@ def measure(args: argparse.Namespace, say: Any) -> dict[str, Any]:
     }
 
 
+def _summary(out: dict[str, Any]) -> str:
+    return (
+        f"{out['positions']} positions: top-1 agreement {out['top1_agreement']:.4f}, top-5 overlap "
+        f"{out['top5_overlap']:.4f}, mean KL {out['mean_kl']:.5f} (p50 {out['p50_kl']:.5f}, p99 "
+        f"{out['p99_kl']:.5f}); read it against a control pair"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-
-    def say(text: str) -> None:
-        if not args.quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    try:
-        out = measure(args, say)
-    except (
-        ContextError,
-        ServerError,
-        TokenizerMismatch,
-    ) as exc:  # one line, and the JSON result the agent reads
-        print(f"kldiff: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 2
-    if args.json:
-        print(json.dumps(out))
-    else:
-        print(
-            f"{out['positions']} positions: top-1 agreement {out['top1_agreement']:.4f}, top-5 overlap "
-            f"{out['top5_overlap']:.4f}, mean KL {out['mean_kl']:.5f} (p50 {out['p50_kl']:.5f}, p99 "
-            f"{out['p99_kl']:.5f}); read it against a control pair"
-        )
-    return 0
+    errors = (ContextError, ServerError, TokenizerMismatch)
+    return run_measurement("kldiff", parser().parse_args(argv), measure, errors, _summary)

@@ -11,13 +11,12 @@ the control. Judging is the console's (docs/specdiff.md): the tool reports.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from typing import Any
 
 from agents.kldiff.client import ServerError, Side
+from agents.measure_main import run_measurement
 from agents.specdiff.client import Generated, generate
 from agents.specdiff.compare import Item
 from agents.specdiff.prompts import PromptsError, load
@@ -105,26 +104,15 @@ def measure(args: argparse.Namespace, say: Any) -> dict[str, Any]:
     }
 
 
+def _summary(out: dict[str, Any]) -> str:
+    n = out["prompt_count"]
+    return (
+        f"pair identical on {out['pair_matched']} of {n} prompts; control reproduced "
+        f"{out['control_matched']} of {n}; read the pair only if the control reproduces"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-
-    def say(text: str) -> None:
-        if not args.quiet:
-            print(text, file=sys.stderr, flush=True)
-
-    try:
-        out = measure(args, say)
-    except (PromptsError, ServerError) as exc:  # one line, and the JSON result the agent reads
-        print(f"specdiff: {exc}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        return 2
-    if args.json:
-        print(json.dumps(out))
-    else:
-        n = out["prompt_count"]
-        print(
-            f"pair identical on {out['pair_matched']} of {n} prompts; control reproduced "
-            f"{out['control_matched']} of {n}; read the pair only if the control reproduces"
-        )
-    return 0
+    return run_measurement(
+        "specdiff", parser().parse_args(argv), measure, (PromptsError, ServerError), _summary
+    )
