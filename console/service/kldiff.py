@@ -16,10 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from console.bounds import POSITIONS, SEED, TOP_K, WAIT_S
-from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel import KldiffRun, kldiff_run
-from console.service.base import ServiceError, reaching
+from console.service.base import ServiceError
 from console.service.runs import RunIntents
 from console.store.launches import Launch
 
@@ -81,14 +80,7 @@ class KldiffIntents(RunIntents):
             "top_k": options.top_k,
             "seed": options.seed,
         }
-        python = serving_python(self.store.boxes.get(a.box))
-        if python:  # the tool's client (openai) is installed where the server's vLLM is
-            args["python"] = python
-        link = await self.link(a.box)
-        with reaching(a.box):
-            await link.command(
-                "kldiff", {k: v for k, v in args.items() if v is not None}, command_id=kldiff_id
-            )
+        await self.send_job(self.store.boxes.get(a.box), "kldiff", args, kldiff_id)
         return kldiff_id
 
     async def _measured(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from console.recipes import box_spec, resolve
 from console.service.base import ServiceError, reaching
 from console.service.launches import LaunchIntents
 from console.service.sweep_ledger import SweepLedger
+from console.store import Box
 from console.store.launches import Launch
 from console.timers import bench_refusal
 
@@ -299,13 +300,20 @@ class RunIntents(LaunchIntents):
         }
         if max_tokens is not None:
             args["max_tokens"] = max_tokens
+        await self.send_job(box, "tripwire", args, tripwire_id)
+        return tripwire_id
+
+    async def send_job(self, box: Box, command: str, args: Mapping[str, Any], command_id: str) -> None:
+        """Send a box-side job (tripwire, kldiff, specdiff) to the box's agent, its unset arguments left out,
+        run by the serving env's Python where the box has one: the job's client (openai) is installed where
+        the server's vLLM is."""
+        sent = {k: v for k, v in args.items() if v is not None}
         python = serving_python(box)
-        if python:  # the tripwire's client (openai) is installed where the server's vLLM is
-            args["python"] = python
+        if python:
+            sent["python"] = python
         link = await self.link(box.name)
         with reaching(box.name):
-            await link.command("tripwire", args, command_id=tripwire_id)
-        return tripwire_id
+            await link.command(command, sent, command_id=command_id)
 
     async def until_job_ends(
         self, box: str, command_id: str, timeout_s: float, tick: Callable[[float], None] | None = None

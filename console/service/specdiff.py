@@ -19,11 +19,10 @@ from typing import Any
 
 from agents.specdiff.prompts import DEFAULT_PROMPTS
 from console.bounds import MAX_TOKENS, PROMPTS, SEED, WAIT_S
-from console.checks.run import serving_python
 from console.errors import InputError, Refused
 from console.readmodel.specdiff import SpecdiffRun, specdiff_run
 from console.recipes.model import SPECULATIVE_FLAG
-from console.service.base import ServiceError, reaching
+from console.service.base import ServiceError
 from console.service.runs import RunIntents
 from console.store.launches import Launch, argv_flag
 
@@ -181,14 +180,7 @@ class SpecdiffIntents(RunIntents):
             "max_tokens": options.max_tokens,
             "seed": options.seed,
         }
-        python = serving_python(self.store.boxes.get(s.box))
-        if python:  # the tool's client (openai) is installed where the server's vLLM is
-            args["python"] = python
-        link = await self.link(s.box)
-        with reaching(s.box):
-            await link.command(
-                "specdiff", {k: v for k, v in args.items() if v is not None}, command_id=run_id
-            )
+        await self.send_job(self.store.boxes.get(s.box), "specdiff", args, run_id)
         error = await self.until_job_ends(s.box, run_id, timeout_s, tick)
         row = specdiff_run(self.store, run_id)
         if row is None:
