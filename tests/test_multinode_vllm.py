@@ -8,8 +8,6 @@ Ray's ``ray start`` argv are not parsed here: the CPU build does not install Ray
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,9 @@ import pytest
 from console.recipes import BoxSpec, load_catalog
 from console.recipes.multinode import DP_RPC_PORT, MultiNodePlan, PlanBox, plan
 from testbed.vllm_env import VllmEnv
+from tests.support.vllm_python import run_in_vllm_env
 
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parent.parent
 
 # Runs inside the vLLM venv: each argv through `vllm serve`'s own parser, and the values it read.
 PARSE = """
@@ -48,16 +46,7 @@ def _parse(vllm_env: VllmEnv, plans: list[MultiNodePlan]) -> dict[str, dict[str,
         for i, x in enumerate(p.processes)
         if x.role in ("head", "worker")
     }
-    out = subprocess.run(
-        [str(vllm_env.python), "-c", PARSE],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    parsed: dict[str, dict[str, Any]] = json.loads(out.stdout)
+    parsed: dict[str, dict[str, Any]] = run_in_vllm_env(vllm_env, PARSE, argvs)
     return parsed
 
 

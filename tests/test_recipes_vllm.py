@@ -4,10 +4,7 @@ flag data matches it, and the tiny-cpu arm's resolved argv really serves the tin
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +12,9 @@ from console.recipes import BoxSpec, load_catalog, resolve
 from console.recipes.vllm_flags import DATA
 from testbed.vllm_env import VllmEnv
 from testbed.vllm_server import TinyServer
+from tests.support.vllm_python import run_in_vllm_env
 
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parent.parent
 PRO = BoxSpec("pro-a", 4, "NVIDIA RTX PRO 6000", 97887, False, "/opt/vllm", "/models")
 RTX5090 = BoxSpec("rtx5090", 8, "NVIDIA GeForce RTX 5090", 32607, False, "/opt/vllm", "/models")
 ON_5090 = {"deepseek-v4-flash-tp8", "glm-5.3-flash-tp8", "qwen3.8-27b-fp8-tp2"}
@@ -50,16 +47,7 @@ def test_vllm_accepts_every_shipped_arm_and_flag_data_is_current(vllm_env: VllmE
         n: resolve(catalog, n, cpu if n == "tiny-cpu" else RTX5090 if n in ON_5090 else PRO).replicas[0].argv
         for n in one_box
     }
-    out = subprocess.run(
-        [str(vllm_env.python), "-c", PARSE],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+    result = run_in_vllm_env(vllm_env, PARSE, argvs)
     assert result["flags"] == json.loads(DATA.read_text()), (
         "regenerate vllm_flags.json (extract_vllm_flags.py)"
     )
@@ -132,16 +120,7 @@ def test_what_the_guard_refuses_really_rebinds_vllm_and_what_it_allows_does_not(
         ]
     }
     argvs = {name: head + tail for name, tail in {**HOSTILE, **allowed}.items()}
-    out = subprocess.run(
-        [str(vllm_env.python), "-c", LISTEN],
-        input=json.dumps(argvs),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    parsed = json.loads(out.stdout)
+    parsed = run_in_vllm_env(vllm_env, LISTEN, argvs)
     owned = {"--host": "127.0.0.1", "--port": "8100"}
     for name in HOSTILE:
         assert parsed[name] != ["127.0.0.1", 8100], name
