@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from console.bounds import GPU_INDEX
 from console.cli.common import csv_values, print_json, print_table, run, say, service_for, wait_s_arg
@@ -23,7 +24,10 @@ from console.service import (
     LaunchPlan,
     MultiNodeLaunchPlan,
     MultiNodeOutcome,
+    Service,
 )
+
+T = TypeVar("T")
 
 
 def parse_gpus(text: str | None) -> list[int] | None:
@@ -97,6 +101,26 @@ def _show_multinode(mplan: MultiNodeLaunchPlan) -> None:
         say(f"  FAILED CHECK {box}: {'; '.join(failed)}")
 
 
+def _launching(
+    service: Service, start: Callable[..., Awaitable[T]], plan: Any, args: argparse.Namespace
+) -> T:
+    """``start(plan)`` (a one-box or a multi-box launch) with the operator's options, its progress on stderr."""
+    progress = Progress()
+    try:
+        return run(
+            service,
+            lambda: start(
+                plan,
+                force=args.force,
+                ready_timeout_s=args.ready_timeout,
+                wait=not args.no_wait,
+                progress=progress,
+            ),
+        )
+    finally:
+        progress.done()
+
+
 def _run_multinode(args: argparse.Namespace) -> int:
     """A multi-box arm: every process through its box's agent, stopped together if one fails."""
     if args.gpus:
@@ -104,20 +128,7 @@ def _run_multinode(args: argparse.Namespace) -> int:
     with service_for(args) as service:
         mplan = service.plan_multinode(args.arm, args.box)
         _show_multinode(mplan)
-        progress = Progress()
-        try:
-            outcome: MultiNodeOutcome = run(
-                service,
-                lambda: service.launch_multinode(
-                    mplan,
-                    force=args.force,
-                    ready_timeout_s=args.ready_timeout,
-                    wait=not args.no_wait,
-                    progress=progress,
-                ),
-            )
-        finally:
-            progress.done()
+        outcome: MultiNodeOutcome = _launching(service, service.launch_multinode, mplan, args)
     rows = [
         {
             "launch": x.id,
@@ -154,20 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     with service_for(args) as service:
         plan = service.plan_launch(args.arm, args.box, gpus)
         _show_plan(plan)
-        progress = Progress()
-        try:
-            outcome = run(
-                service,
-                lambda: service.launch(
-                    plan,
-                    force=args.force,
-                    ready_timeout_s=args.ready_timeout,
-                    wait=not args.no_wait,
-                    progress=progress,
-                ),
-            )
-        finally:
-            progress.done()
+        outcome = _launching(service, service.launch, plan, args)
     failed = outcome.failed
     if args.json:
         print_json(_record(outcome))
