@@ -1,5 +1,6 @@
-"""Charts as plain text at a given size, drawn by plotext: the Live history, the Results comparison and the
-quality/cost frontier (the Economics view, ``campaign export economics --chart`` and ``campaign report``).
+"""Charts as plain text at a given size: the Live history (braille areas and sparklines, drawn here cell by
+cell), and, drawn by plotext, the Results comparison and the quality/cost frontier (the Economics view,
+``campaign export economics --chart`` and ``campaign report``).
 
 Each function returns the chart's rows, ``width`` cells each, without colour: meaning rides on the marks
 and the words the caller puts beside them (a console colours words, never a bare mark). plotext keeps one
@@ -37,6 +38,46 @@ def _rows(figure: Any) -> list[str]:
     return str(figure.build().string(colorless=True)).rstrip("\n").split("\n")
 
 
+_LEFT = (0x00, 0x40, 0x44, 0x46, 0x47)
+_RIGHT = (0x00, 0x80, 0xA0, 0xB0, 0xB8)
+"""Braille bits of a cell's left and right dot column filled 0..4 dots from the bottom (U+2800 block)."""
+
+SPARKS = "▁▂▃▄▅▆▇█"
+"""A sparkline's eight heights; a present value is at least the lowest, a gap is a blank."""
+
+
+def _columns(values: Sequence[float | None], count: int) -> list[float | None]:
+    """``values`` spread over ``count`` columns, oldest first: the nearest value where there are fewer
+    values than columns, the largest of a column's values where there are more (a peak is never dropped)."""
+    n = len(values)
+    if n == 0:
+        return [None] * count
+    if n <= count:
+        last = max(1, count - 1)
+        return [values[(2 * c * (n - 1) + last) // (2 * last)] for c in range(count)]
+    out: list[float | None] = []
+    for c in range(count):
+        present = [v for v in values[c * n // count : (c + 1) * n // count] if v is not None]
+        out.append(max(present) if present else None)
+    return out
+
+
+def _heights(values: Sequence[float | None], count: int, top: float, steps: int) -> list[int]:
+    """Each column's height in ``steps`` (0 for a gap; a present value, even 0, is at least 1), clipped at
+    ``top``: above the scale is drawn full height, never wrapped."""
+    scale = top if top > 0 else 1.0
+    return [
+        0 if v is None else max(1, min(steps, round(max(0.0, min(v, scale)) / scale * steps)))
+        for v in _columns(values, count)
+    ]
+
+
+def sparkline(values: Sequence[float | None], width: int, top: float) -> str:
+    """``values`` (oldest first, None a gap) as one row of ``width`` SPARKS from 0 to ``top``: eight heights
+    a cell where one row of braille has four, so a one-row chart is drawn this way."""
+    return "".join(" " if h == 0 else SPARKS[h - 1] for h in _heights(values, width, top, len(SPARKS)))
+
+
 def trace(
     values: Sequence[float | None],
     width: int,
@@ -47,48 +88,31 @@ def trace(
     """``values`` (one per time bucket, oldest first; None is a gap, drawn as one) as a braille area on a
     ``width`` x ``height`` canvas from 0 at the bottom edge to ``top`` at the top edge, no axes. ``level``
     (the same buckets: a GPU's enforced limit) is drawn underneath as a line of LEVEL_MARK; where the area
-    reaches it, the area shows. Two values fit one cell across: ``2 * width`` values fill the width.
+    reaches it, the area shows. Two values fit one cell across: ``2 * width`` values fill the width. One row
+    high, it is a sparkline (the level is left to the caller's words).
+
+    Drawn cell by cell from the columns' heights: a few microseconds a cell, where plotext took tens of
+    microseconds a point (an 8-GPU Live view draws ten of these a redraw).
     """
-    n = max(2, len(values), len(level))
-    with _figure(width, height) as f:
-        f.axes(False)
-        f.ruler("x").ticks([])
-        f.ruler("y").ticks([])
-        f.ruler("both").alignment(lim="edge")  # 0 on the bottom edge and ``top`` on the top one
-        f.ruler("x").lim(0, n - 1)
-        f.ruler("y").lim(0, top if top > 0 else 1)
-        _draw(f, level, LEVEL_MARK, top, fill=False)
-        _draw(f, values, "braille", top, fill=True)
-        return _rows(f)
-
-
-def _draw(f: Any, values: Sequence[float | None], marker: str, top: float, fill: bool) -> None:
-    """One series as a connected line (an area when ``fill``), broken wherever a bucket has no value.
-
-    plotext's cost grows with the points it is given (tens of microseconds each), so the inside of a run
-    of equal values is left out: the line between the run's ends draws the same cells.
-    """
-    kept: list[tuple[int, float, bool]] = []  # (bucket, value, starts a segment)
-    for i, raw in enumerate(values):
-        if raw is None:
-            continue
-        v = min(raw, top)
-        starts = i == 0 or values[i - 1] is None
-        ends = i + 1 == len(values) or values[i + 1] is None
-        same_before = not starts and min(values[i - 1] or 0.0, top) == v
-        same_after = not ends and min(values[i + 1] or 0.0, top) == v
-        if not (same_before and same_after):
-            kept.append((i, v, starts))
-    if not kept:
-        return
-    signal = f.signal([i for i, _, _ in kept], [v for _, v, _ in kept], marker=marker)
-    signal.lines(True)
-    if fill:
-        signal.fillx(True)
-    for k, (_, _, starts) in enumerate(kept):
-        if k and starts:
-            signal.line(k, False)  # a gap in the samples stays a gap
-    f.draw(signal)
+    width, height = max(1, width), max(1, height)
+    if height == 1:
+        return [sparkline(values, width, top)]
+    dots = 4 * height
+    area = _heights(values, 2 * width, top, dots)
+    limit = _heights(level, 2 * width, top, dots) if level else [0] * (2 * width)
+    rows: list[list[str]] = [[] for _ in range(height)]
+    for x in range(width):
+        left, right = area[2 * x], area[2 * x + 1]
+        mark = max(limit[2 * x], limit[2 * x + 1])
+        mark_row = height - 1 - (mark - 1) // 4 if mark else -1
+        for r in range(height):
+            floor = 4 * (height - 1 - r)
+            k0, k1 = min(4, max(0, left - floor)), min(4, max(0, right - floor))
+            if k0 or k1:
+                rows[r].append(chr(0x2800 | _LEFT[k0] | _RIGHT[k1]))
+            else:
+                rows[r].append(LEVEL_MARK if r == mark_row else " ")
+    return ["".join(row) for row in rows]
 
 
 def hbars(rows: Sequence[tuple[str, float]], width: int, scale_label: Callable[[float], str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Text for the panels: the Live history (charted by console.charts, plotext), compact numbers, timers
+"""Text for the panels: the Live history (charted by console.charts), compact numbers, timers
 and verdicts. Pure functions, no Textual. Meaning never rides on colour alone: a capped GPU says CAPPED,
 a chart's rows carry their names and scales in words beside them.
 """

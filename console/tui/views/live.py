@@ -6,8 +6,11 @@ The same screen replays a recorded night: everything is read as of the model's c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid
 from textual.widgets import Static
@@ -99,11 +102,46 @@ class Drawn:
     recorded: bool  # an imported box, read where its record ends (ReadModel.live)
 
 
-class Panel(Static):
+T = TypeVar("T")
+
+
+class Reused(Generic[T]):
+    """One panel's last drawing and the data it was drawn from (its series, the panel's size): a redraw
+    whose data did not move reuses the drawing instead of charting again. Set from the load worker; a
+    worker that loses the race leaves a key and its own drawing, never a mismatched pair."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Hashable, T] | None = None
+
+    def get(self, key: Hashable, draw: Callable[[], T]) -> T:
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        drawn = draw()
+        self._last = (key, drawn)
+        return drawn
+
+
+class Shown(Static):
+    """Text that repaints only when it changes: Textual re-renders a widget on every update, and most of a
+    Live redraw (a timer, a verdict, a box line) says what it said a second ago."""
+
+    def __init__(self, id: str):
+        super().__init__("", id=id, markup=False)
+        self.shown: str | Text = ""
+
+    def put(self, content: str | Text) -> None:
+        """The size is the grid's, never the text's, so a change needs no layout pass."""
+        if content != self.shown:
+            self.shown = content
+            self.update(content, layout=False)
+
+
+class Panel(Shown):
     """A bordered text panel; its title is the border title so it costs no row."""
 
     def __init__(self, title: str, id: str):
-        super().__init__("", id=id, markup=False)
+        super().__init__(id=id)
         self.border_title = title
 
 
@@ -118,9 +156,11 @@ class LiveScreen(ViewScreen):
         self.buckets = 2
         self.gpu_buckets = 2
         self.sizes = (0, 0, 0, 0)  # throughput panel width, height; power panel width, height
+        self.throughput_drawn: Reused[str] = Reused()
+        self.power_drawn: Reused[list[str]] = Reused()
 
     def body(self) -> ComposeResult:
-        yield Static("", id="live-box", markup=False)
+        yield Shown(id="live-box")
         with Grid(id="live-grid"):
             yield Panel("throughput", "live-throughput")
             yield Panel("power", "live-power")
@@ -129,8 +169,8 @@ class LiveScreen(ViewScreen):
 
     def reload(self) -> None:
         """Panel sizes are measured here, on the UI thread; the worker charts at them. Braille holds two
-        buckets a cell: throughput gets both; each GPU trace one (plotext's cost grows with the points it
-        draws, and an 8-GPU box has eight traces)."""
+        buckets a cell: throughput gets both; each GPU trace one (an 8-GPU box has eight traces, and every
+        bucket is a group the GPU history query computes)."""
         through = self.query_one("#live-throughput", Panel).content_region
         power = self.query_one("#live-power", Panel).content_region
         self.sizes = (through.width, through.height, power.width, power.height)
@@ -155,9 +195,23 @@ class LiveScreen(ViewScreen):
             return None
         view, window_ms, edge = loaded
         tw, th, pw, ph = self.sizes
-        return Drawn(
-            view, throughput_text(view, tw, th, window_ms, edge), gpu_lines(view, pw, ph), edge == "end"
+        running = view.bench is not None and view.bench.running  # its line counts time from at_ms
+        throughput = self.throughput_drawn.get(
+            (
+                view.out_tok_s,
+                view.in_tok_s,
+                view.servers,
+                view.bench,
+                running and view.at_ms,
+                tw,
+                th,
+                window_ms,
+                edge,
+            ),
+            lambda: throughput_text(view, tw, th, window_ms, edge),
         )
+        power = self.power_drawn.get((view.gpus, view.gpu_history, pw, ph), lambda: gpu_lines(view, pw, ph))
+        return Drawn(view, throughput, power, edge == "end")
 
     def topbar_extra(self) -> str:
         extra = f"window {fmt_window(self.console.model.window_ms)}"
@@ -167,11 +221,11 @@ class LiveScreen(ViewScreen):
         self.view = view = drawn.view if drawn else None
         if drawn is None or view is None:
             name = self.console.selected_box
-            self.query_one("#live-box", Static).update(
+            self.query_one("#live-box", Shown).put(
                 f"no box {name!r} in this state.db" if name else "no box selected: pick one in Fleet (1)"
             )
             for panel in self.query(Panel):
-                panel.update("")
+                panel.put("")
             return
         b = view.box
         head = f"{b.name} ({b.gpu_summary or 'no GPU info'}) {b.status}"
@@ -181,11 +235,11 @@ class LiveScreen(ViewScreen):
             head += f", last sample {fmt_remaining(view.at_ms - b.last_sample_ms)} ago"
         if b.timer:
             head += f" | stop in {fmt_remaining(b.timer.remaining_ms)}"
-        self.query_one("#live-box", Static).update(head)
+        self.query_one("#live-box", Shown).put(head)
         throughput = self.query_one("#live-throughput", Panel)
         throughput.border_title = f"throughput ({view.throughput_from})"
-        throughput.update(drawn.throughput)
-        self.query_one("#live-power", Panel).update(
+        throughput.put(drawn.throughput)
+        self.query_one("#live-power", Panel).put(
             toned_block(drawn.power) if drawn.power else NO_GPU.format(box=b.name)
         )
         trip_panel = self.query_one("#live-tripwire", Panel)
@@ -195,9 +249,9 @@ class LiveScreen(ViewScreen):
             for t in view.tripwire
             if needle in t.arm.lower()
         ]
-        trip_panel.update(toned_block(trip) if trip else NO_TRIPWIRE)
+        trip_panel.put(toned_block(trip) if trip else NO_TRIPWIRE)
         timers = [line for t in view.timers for line in timer_lines(t, self.console.local_tz)]
-        self.query_one("#live-timers", Panel).update("\n".join(timers) or NO_TIMER)
+        self.query_one("#live-timers", Panel).put("\n".join(timers) or NO_TIMER)
 
     def action_timer(self) -> None:
         app = self.console
