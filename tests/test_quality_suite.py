@@ -54,11 +54,15 @@ def test_maths_reads_the_last_boxed_answer_as_an_exact_number() -> None:
     assert scoring.score_maths("no number here", "130") == 0.0
 
 
-def test_code_runs_against_its_tests_in_the_sandbox() -> None:
-    good = "Here:\n```python\ndef gcd_list(xs):\n    import math\n    return math.gcd(*xs)\n```"
-    tests = next(i for i in house.fixed_items() if i.item_id == "code-07").key["tests"]
-    assert scoring.score_code(good, tests) == 1.0
-    assert scoring.score_code("```python\ndef gcd_list(xs):\n    return 1\n```", tests) == 0.0
+def test_code_runs_after_the_items_prompt_against_its_tests_in_the_sandbox() -> None:
+    item = next(i for i in house.fixed_items() if i.item_id == "code-humaneval-126")  # is_sorted(lst)
+    tests, setup = item.key["tests"], item.key["setup"]
+    good = "Here:\n```python\ndef is_sorted(lst):\n    return lst == sorted(lst) and all(lst.count(x) < 3 for x in lst)\n```"
+    assert item.score(good) == 1.0
+    assert scoring.score_code(good, tests, setup) == 1.0
+    assert (
+        item.score("```python\ndef is_sorted(lst):\n    return lst == sorted(lst)\n```") == 0.0
+    )  # [1,2,2,2]
     assert not run_tests("import socket", "").passed  # no network
     spun = run_tests("while True:\n    pass", "", timeout_s=1.0)
     assert not spun.passed and spun.detail == "did not finish in 1 s"
@@ -67,43 +71,69 @@ def test_code_runs_against_its_tests_in_the_sandbox() -> None:
 
 
 def test_tool_calls_match_the_answer_set_as_bfcl_does() -> None:
-    item = next(i for i in house.fixed_items() if i.item_id == "tools-05")  # two get_weather calls
-    both = '[{"name": "get_weather", "arguments": {"city": "madrid"}}, {"name": "get_weather", "arguments": {"city": "Tokyo"}}]'
-    assert item.score(both) == 1.0  # any order; the optional unit left out; case ignored
-    one = '[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]'
+    item = next(i for i in house.fixed_items() if i.item_id == "tools-parallel_4")  # two calculate_bmi calls
+    both = (
+        '[{"name": "calculate_bmi", "arguments": {"height": 5.6, "weight": 60}}, '
+        '{"name": "calculate_bmi", "arguments": {"height": 6, "weight": 80.0}}]'
+    )
+    assert item.score(both) == 1.0  # any order; an integer where the answer has 6.0
+    one = '[{"name": "calculate_bmi", "arguments": {"height": 6.0, "weight": 80}}]'
     assert item.score(one) == 0.0
-    extra = both.replace('{"city": "Tokyo"}', '{"city": "Tokyo", "country": "JP"}')
+    extra = both.replace('"weight": 60}', '"weight": 60, "unit": "metric"}')
     assert item.score(extra) == 0.0  # a parameter outside the set
-    flight = next(i for i in house.fixed_items() if i.item_id == "tools-03")
-    call = {"origin": "Boston", "destination": "Denver", "date": "2025-03-14", "passengers": 2}
-    assert flight.score(json.dumps({"name": "book_flight", "arguments": call})) == 1.0
-    assert flight.score(json.dumps({"name": "book_flight", "arguments": {**call, "passengers": 1}})) == 0.0
-    served = [{"function": {"name": "book_flight", "arguments": json.dumps(call)}}]
-    assert flight.score("", served) == 1.0  # the server's parsed tool_calls are read first
+    area = next(i for i in house.fixed_items() if i.item_id == "tools-simple_python_11")
+    call = {"base": 10, "height": 5}
+    assert area.score(json.dumps({"name": "calculate_triangle_area", "arguments": call})) == 1.0
+    assert (
+        area.score(json.dumps({"name": "calculate_triangle_area", "arguments": {**call, "base": "10"}}))
+        == 0.0
+    )
+    served = [{"function": {"name": "calculate_triangle_area", "arguments": json.dumps(call)}}]
+    assert area.score("", served) == 1.0  # the server's parsed tool_calls are read first
+    named = next(i for i in house.fixed_items() if i.item_id == "tools-simple_python_159")
+    act = {"act_name": "criminal law-amendment", "amendment_year": 2013}  # BFCL's string standardisation
+    assert named.score(json.dumps([{"name": "get_act_details", "arguments": act}])) == 1.0
 
 
 def test_knowledge_and_instructions() -> None:
     items = {i.item_id: i for i in house.fixed_items()}
-    assert items["knowledge-01"].score("Mercury orbits fastest.\nAnswer: B") == 1.0
-    assert items["knowledge-01"].score("Answer: (C)") == 0.0
+    assert items["knowledge-mmlu-pro-227"].score("The premium difference is $90.\nAnswer: A") == 1.0
+    assert items["knowledge-mmlu-pro-227"].score("Answer: (C)") == 0.0
     assert items["knowledge-07"].score("The capital is Canberra.") == 1.0
     assert items["knowledge-07"].score("Sydney, Melbourne or Canberra " + "maybe " * 40) == 0.0
-    assert items["instructions-01"].score("A tall white tower stands " + "by the sea " * 12) == 1.0
-    assert items["instructions-01"].score("A tower, tall and white " + "by the sea " * 12) == 0.0
-    assert items["instructions-03"].score("* sleep\n* mood\n* heart") == 1.0
-    assert items["instructions-06"].score("A delta forms.\n***\nErosion cuts.") == 1.0
-    assert (
-        items["instructions-05"].score('```json\n{"title": "Emma", "author": "Austen", "year": 1815}\n```')
-        == 1.0
-    )
+    two = items["instructions-ifeval-1098"]  # IFEval's two responses split by six asterisks
+    assert two.score("Allah\n******\nYahweh") == 1.0
+    assert two.score("Allah\n******\nAllah") == 0.0 and two.score("Allah\n******\n\n******\nGod") == 0.0
+    postscript = items["instructions-ifeval-1537"]  # P.P.S as IFEval reads it: anywhere in a line
+    assert postscript.score("Hark, felt balls.\n\nP.P.S. Yellow ones.") == 1.0
+    assert postscript.score("Hark, felt balls. PS: yellow ones.") == 0.0
+    assert items["instructions-ifeval-2359"].score("") == 0.0  # an empty answer follows nothing
 
 
 @given(text=st.text(max_size=300))
 def test_scorers_read_any_text_without_raising(text: str) -> None:
-    for checks in (
-        [{"check": name, "n": 2, "phrase": "x", "words": ["a"], "letter": "e"}] for name in CHECKERS
-    ):
-        assert follows(text, checks) in (True, False)
+    kwargs = {
+        "num_words": 3,
+        "relation": "at least",
+        "num_paragraphs": 2,
+        "num_bullets": 2,
+        "num_highlights": 1,
+        "section_spliter": "SECTION",
+        "num_sections": 2,
+        "postscript_marker": "P.S.",
+        "num_placeholders": 1,
+        "end_phrase": "x",
+        "keywords": ["a"],
+        "forbidden_words": ["b"],
+        "keyword": "c",
+        "frequency": 2,
+        "letter": "e",
+        "let_relation": "less than",
+        "let_frequency": 3,
+        "prompt_to_repeat": "Say",
+    }
+    for name in CHECKERS:
+        assert follows(text, [name], [kwargs]) in (True, False)
     scoring.calls_of(text, None)
     scoring.chosen_letter(text)
     assert scoring.score_maths(text, "130") in (0.0, 1.0)
@@ -219,16 +249,20 @@ def chat() -> Iterator[FakeChat]:
 
 
 def test_a_slow_item_is_unscored_and_a_capped_answer_truncated(chat: FakeChat) -> None:
-    chat.answers["maths-03"] = ("\\boxed{3}", "stop", SLOW_S)  # right, but too late
-    chat.answers["maths-05"] = ("Let me think about odd numbers and", "length", 0.0)  # cut at the cap
-    chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
+    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", SLOW_S)  # right, but too late
+    chat.answers["maths-gsm8k-0298"] = (
+        "Let me think about the bread crates and",
+        "length",
+        0.0,
+    )  # cut at the cap
+    chat.answers["maths-gsm8k-0497"] = ("\\boxed{38}", "stop", 0.0)
     items = [i for i in house.fixed_items() if i.family == "maths"]
     endpoint = Endpoint(chat.url, "tiny", {"temperature": 0.0}, timeout_s=TIMEOUT_S)
     results = {r.item_id: r for r in asyncio.run(run_items(endpoint, items, Caps(None, {"maths": 64}), 4096))}
-    slow = results["maths-03"]
+    slow = results["maths-gsm8k-0267"]
     assert slow.score is None and slow.reason == "timed out after 5 s"  # unscored, not wrong
-    assert results["maths-05"].truncated is True and results["maths-05"].score == 0.0
-    assert results["maths-06"].score == 1.0 and results["maths-06"].truncated is False
+    assert results["maths-gsm8k-0298"].truncated is True and results["maths-gsm8k-0298"].score == 0.0
+    assert results["maths-gsm8k-0497"].score == 1.0 and results["maths-gsm8k-0497"].truncated is False
     sent = {b["messages"][-1]["content"]: b for b in chat.requests}
     body = sent[items[0].messages[-1]["content"]]
     assert body["max_tokens"] == 64 and body["temperature"] == 0.0
@@ -280,8 +314,8 @@ def campaign(tmp_path: Path) -> Path:
 def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     campaign: Path, chat: FakeChat, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chat.answers["maths-03"] = ("\\boxed{3}", "stop", SLOW_S)
-    chat.answers["maths-06"] = ("\\boxed{103}", "stop", 0.0)
+    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", SLOW_S)
+    chat.answers["maths-gsm8k-0497"] = ("\\boxed{38}", "stop", 0.0)
     chat.answers["knowledge-07"] = ("Canberra", "stop", 0.0)
     argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url]
     assert (
@@ -289,9 +323,11 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     )
     first = json.loads(capsys.readouterr().out)["run"]
     run_id = first["id"]
-    assert first["unscored"] == 1 and first["unscored_items"] == {"maths/maths-03": "timed out after 5 s"}
+    assert first["unscored"] == 1 and first["unscored_items"] == {
+        "maths/maths-gsm8k-0267": "timed out after 5 s"
+    }
     assert first["caps"] == {"*": 512, "code": 256} and first["request_timeout_s"] == TIMEOUT_S
-    assert first["suite"] == "seed6 v1" and first["items"] == len(house.items(4096, lambda m: None)) - 1
+    assert first["suite"] == "seed6 v2" and first["items"] == len(house.items(4096, lambda m: None)) - 1
     # The arm's vendor profile went with every request; the code family's own cap with its items.
     assert all(b["temperature"] == 0.0 and b["top_k"] == 64 for b in chat.requests)
     assert all(b["chat_template_kwargs"] == {"enable_thinking": True} for b in chat.requests)
@@ -302,8 +338,10 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         assert run.launch_id == "L1" and run.thinking is not None
         families = {f.family: f for f in run.families}
         assert set(families) == set(house.FAMILIES)
-        assert families["maths"].items == 9 and families["maths"].right == 1.0  # maths-03 left out, not wrong
-        assert families["knowledge"].text == f"{1 / 9:.3f} [0.020, 0.435]"
+        assert (
+            families["maths"].items == 9 and families["maths"].right == 1.0
+        )  # maths-gsm8k-0267 left out, not wrong
+        assert families["knowledge"].text == f"{1 / 11:.3f} [0.016, 0.377]"
         aggregate = next(e for e in eval_runs(store) if e.id == run.eval_run_id)
         assert (
             aggregate.unscored == 1 and aggregate.note and "short: 1 unscored (flattered)" in aggregate.note
@@ -315,10 +353,10 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     listed = capsys.readouterr().out
     assert (
         "short: 1 unscored (flattered)" in listed
-        and f"run {run_id} by family: code 0.000 [0.000, 0.354]" in listed
+        and f"run {run_id} by family: code 0.000 [0.000, 0.324]" in listed
     )
     # --complete: only the unscored item, under the run's own caps and timeout, merged into the same run.
-    chat.answers["maths-03"] = ("\\boxed{3}", "stop", 0.0)
+    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", 0.0)
     before = len(chat.requests)
     complete = [
         "--db",

@@ -1,9 +1,14 @@
-"""Instruction-following checkers in the manner of IFEval (google-research/instruction_following_eval):
-each instruction is a programmatic test of the response text, re-implemented here from its definition, and
-an item is right only when every one of its instructions holds (IFEval's prompt-level strict accuracy).
+"""Instruction-following checkers of IFEval (google-research/instruction_following_eval), re-implemented from
+the reference's ``check_following`` rules: an item carries IFEval's own ``instruction_id_list`` and ``kwargs``
+(console/quality/suites/seed6/instructions.jsonl, vendored from IFEval's input data), and it is right only
+when every one of its instructions holds (IFEval's prompt-level strict accuracy).
 
-A checker is ``(response, params) -> bool``; ``CHECKERS`` names them for the suite files
-(console/quality/suites/seed6/instructions.jsonl), which give each item a list of ``{"check": NAME, ...}``.
+``CHECKERS`` is keyed by IFEval's instruction id; a checker is ``(response, kwargs) -> bool`` with the
+reference's keyword names. The instructions whose reference needs nltk's sentence splitter or tokenizer or
+langdetect (``length_constraints:number_sentences``, ``language:response_language``,
+``change_case:capital_word_frequency``, ``length_constraints:nth_paragraph_first_word``) are not here, and
+the suite takes no item that uses them; for ``change_case:english_lowercase`` / ``english_capital`` the case
+rule is checked and the reference's extra "and langdetect says English" is not.
 """
 
 from __future__ import annotations
@@ -15,12 +20,21 @@ from typing import Any
 
 Checker = Callable[[str, Mapping[str, Any]], bool]
 
-_WORD = re.compile(r"\b\w+\b")
-_SENTENCE_END = re.compile(r"[.!?]+(?:\s|$)")
+_WORD = re.compile(r"\w+")
 
 
 def words(text: str) -> list[str]:
+    """Words as IFEval counts them (nltk's ``RegexpTokenizer(r"\\w+")``)."""
     return _WORD.findall(text)
+
+
+def _relation(count: int, relation: str, threshold: int) -> bool:
+    """IFEval's two comparison relations: "less than" is strict, "at least" is inclusive."""
+    if relation == "less than":
+        return count < threshold
+    if relation == "at least":
+        return count >= threshold
+    raise ValueError(f"unknown IFEval relation {relation!r}: use 'less than' or 'at least'")
 
 
 def _no_comma(text: str, p: Mapping[str, Any]) -> bool:
@@ -28,108 +42,159 @@ def _no_comma(text: str, p: Mapping[str, Any]) -> bool:
 
 
 def _lowercase(text: str, p: Mapping[str, Any]) -> bool:
-    return text == text.lower() and any(c.isalpha() for c in text)
+    return text.islower()
 
 
-def _uppercase(text: str, p: Mapping[str, Any]) -> bool:
-    return text == text.upper() and any(c.isalpha() for c in text)
+def _capital(text: str, p: Mapping[str, Any]) -> bool:
+    return text.isupper()
 
 
-def _min_words(text: str, p: Mapping[str, Any]) -> bool:
-    return len(words(text)) >= int(p["n"])
+def _number_words(text: str, p: Mapping[str, Any]) -> bool:
+    return _relation(len(words(text)), str(p["relation"]), int(p["num_words"]))
 
 
-def _max_words(text: str, p: Mapping[str, Any]) -> bool:
-    return 0 < len(words(text)) <= int(p["n"])
+def _number_paragraphs(text: str, p: Mapping[str, Any]) -> bool:
+    """Paragraphs split by the markdown divider ``***``; an empty one counts against the answer unless it
+    is the first or the last (a divider at either end)."""
+    parts = re.split(r"\s?\*\*\*\s?", text)
+    count = len(parts)
+    for i, part in enumerate(parts):
+        if not part.strip():
+            if i not in (0, len(parts) - 1):
+                return False
+            count -= 1
+    return count == int(p["num_paragraphs"])
 
 
 def _bullets(text: str, p: Mapping[str, Any]) -> bool:
-    """Exactly n markdown bullets (``* `` or ``- `` at the start of a line), IFEval's detectable_format."""
-    found = re.findall(r"^\s*[*-]\s", text, flags=re.MULTILINE)
-    return len(found) == int(p["n"])
-
-
-def _ends_with(text: str, p: Mapping[str, Any]) -> bool:
-    return text.strip().endswith(str(p["phrase"]))
-
-
-def _keywords(text: str, p: Mapping[str, Any]) -> bool:
-    low = text.lower()
-    return all(re.search(rf"\b{re.escape(k.lower())}\b", low) for k in p["words"])
-
-
-def _forbidden(text: str, p: Mapping[str, Any]) -> bool:
-    low = text.lower()
-    return not any(re.search(rf"\b{re.escape(k.lower())}\b", low) for k in p["words"])
+    """Exactly n markdown bullets: lines starting ``*`` (not ``**``) or ``-``."""
+    stars = re.findall(r"^\s*\*[^\*].*$", text, flags=re.MULTILINE)
+    dashes = re.findall(r"^\s*-.*$", text, flags=re.MULTILINE)
+    return len(stars) + len(dashes) == int(p["num_bullets"])
 
 
 def _title(text: str, p: Mapping[str, Any]) -> bool:
-    """A title wrapped in double angular brackets, ``<<like this>>``."""
-    return re.search(r"<<[^\n<>]+>>", text) is not None
+    """A non-empty title wrapped in double angular brackets, ``<<like this>>``."""
+    return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", text))
 
 
 def _json(text: str, p: Mapping[str, Any]) -> bool:
-    """The whole response is JSON (a markdown code fence around it is allowed, as in IFEval)."""
+    """The whole response is JSON (a markdown code fence around it is allowed)."""
     body = text.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, flags=re.DOTALL | re.IGNORECASE)
+    for fence in ("```json", "```Json", "```JSON", "```"):
+        body = body.removeprefix(fence)
     try:
-        json.loads(fenced.group(1) if fenced else body)
+        json.loads(body.removesuffix("```").strip())
     except ValueError:
         return False
     return True
 
 
-def _paragraphs(text: str, p: Mapping[str, Any]) -> bool:
-    """Exactly n non-empty paragraphs separated by the markdown divider ``***``."""
-    parts = re.split(r"\s*\*\*\*\s*", text.strip())
-    return len(parts) == int(p["n"]) and all(part.strip() for part in parts)
+def _highlights(text: str, p: Mapping[str, Any]) -> bool:
+    """At least n non-empty ``*highlighted*`` spans (a ``**bold**`` span counts too)."""
+    single = [h for h in re.findall(r"\*[^\n\*]*\*", text) if h.strip("*").strip()]
+    double = [
+        h for h in re.findall(r"\*\*[^\n\*]*\*\*", text) if h.removeprefix("**").removesuffix("**").strip()
+    ]
+    return len(single) + len(double) >= int(p["num_highlights"])
+
+
+def _sections(text: str, p: Mapping[str, Any]) -> bool:
+    """At least n sections, each opened by the splitter word and a number (``SECTION 1``)."""
+    parts = re.split(r"\s?" + str(p["section_spliter"]) + r"\s?\d+\s?", text)
+    return len(parts) - 1 >= int(p["num_sections"])
+
+
+_CONSTRAINED = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
+
+
+def _constrained(text: str, p: Mapping[str, Any]) -> bool:
+    return any(option in text.strip() for option in _CONSTRAINED)
 
 
 def _postscript(text: str, p: Mapping[str, Any]) -> bool:
-    marker = str(p.get("marker", "P.S."))
-    return re.search(rf"^\s*{re.escape(marker)}", text, flags=re.MULTILINE) is not None
+    marker = str(p["postscript_marker"])
+    if marker == "P.P.S":
+        pattern = r"\s*p\.\s?p\.\s?s.*$"
+    elif marker == "P.S.":
+        pattern = r"\s*p\.\s?s\..*$"
+    else:
+        pattern = r"\s*" + marker.lower() + r".*$"
+    return re.search(pattern, text.lower(), flags=re.MULTILINE) is not None
 
 
-def _quoted(text: str, p: Mapping[str, Any]) -> bool:
+def _placeholders(text: str, p: Mapping[str, Any]) -> bool:
+    return len(re.findall(r"\[.*?\]", text)) >= int(p["num_placeholders"])
+
+
+def _end_checker(text: str, p: Mapping[str, Any]) -> bool:
+    return text.strip().strip('"').lower().endswith(str(p["end_phrase"]).strip().lower())
+
+
+def _quotation(text: str, p: Mapping[str, Any]) -> bool:
     body = text.strip()
     return len(body) > 1 and body[0] == '"' and body[-1] == '"'
 
 
-def _placeholders(text: str, p: Mapping[str, Any]) -> bool:
-    return len(re.findall(r"\[[^\[\]\n]+\]", text)) >= int(p["n"])
+def _existence(text: str, p: Mapping[str, Any]) -> bool:
+    return all(re.search(k, text, flags=re.IGNORECASE) for k in p["keywords"])
 
 
-def _max_sentences(text: str, p: Mapping[str, Any]) -> bool:
-    count = len(_SENTENCE_END.findall(text.strip() + " "))
-    return 0 < count <= int(p["n"])
+def _forbidden(text: str, p: Mapping[str, Any]) -> bool:
+    return not any(re.search(rf"\b{w}\b", text, flags=re.IGNORECASE) for w in p["forbidden_words"])
 
 
-def _letter_count(text: str, p: Mapping[str, Any]) -> bool:
-    """The letter appears at least n times (IFEval's keywords:letter_frequency, at-least form)."""
-    return text.lower().count(str(p["letter"]).lower()) >= int(p["n"])
+def _frequency(text: str, p: Mapping[str, Any]) -> bool:
+    found = len(re.findall(str(p["keyword"]), text, flags=re.IGNORECASE))
+    return _relation(found, str(p["relation"]), int(p["frequency"]))
+
+
+def _letter_frequency(text: str, p: Mapping[str, Any]) -> bool:
+    found = text.lower().count(str(p["letter"]))
+    return _relation(found, str(p["let_relation"]), int(p["let_frequency"]))
+
+
+def _two_responses(text: str, p: Mapping[str, Any]) -> bool:
+    """Exactly two different responses separated by ``******`` (an empty part only at either end)."""
+    parts = text.split("******")
+    valid = []
+    for i, part in enumerate(parts):
+        if part.strip():
+            valid.append(part.strip())
+        elif i not in (0, len(parts) - 1):
+            return False
+    return len(valid) == 2 and valid[0] != valid[1]
+
+
+def _repeat_prompt(text: str, p: Mapping[str, Any]) -> bool:
+    return text.strip().lower().startswith(str(p["prompt_to_repeat"]).strip().lower())
 
 
 CHECKERS: dict[str, Checker] = {
-    "no_comma": _no_comma,
-    "lowercase": _lowercase,
-    "uppercase": _uppercase,
-    "min_words": _min_words,
-    "max_words": _max_words,
-    "bullets": _bullets,
-    "ends_with": _ends_with,
-    "keywords": _keywords,
-    "forbidden": _forbidden,
-    "title": _title,
-    "json": _json,
-    "paragraphs": _paragraphs,
-    "postscript": _postscript,
-    "quoted": _quoted,
-    "placeholders": _placeholders,
-    "max_sentences": _max_sentences,
-    "letter_count": _letter_count,
+    "punctuation:no_comma": _no_comma,
+    "change_case:english_lowercase": _lowercase,
+    "change_case:english_capital": _capital,
+    "length_constraints:number_words": _number_words,
+    "length_constraints:number_paragraphs": _number_paragraphs,
+    "detectable_format:number_bullet_lists": _bullets,
+    "detectable_format:title": _title,
+    "detectable_format:json_format": _json,
+    "detectable_format:number_highlighted_sections": _highlights,
+    "detectable_format:multiple_sections": _sections,
+    "detectable_format:constrained_response": _constrained,
+    "detectable_content:postscript": _postscript,
+    "detectable_content:number_placeholders": _placeholders,
+    "startend:end_checker": _end_checker,
+    "startend:quotation": _quotation,
+    "keywords:existence": _existence,
+    "keywords:forbidden_words": _forbidden,
+    "keywords:frequency": _frequency,
+    "keywords:letter_frequency": _letter_frequency,
+    "combination:two_responses": _two_responses,
+    "combination:repeat_prompt": _repeat_prompt,
 }
 
 
-def follows(text: str, checks: Sequence[Mapping[str, Any]]) -> bool:
-    """Every instruction of the item holds for ``text``."""
-    return all(CHECKERS[c["check"]](text, c) for c in checks)
+def follows(text: str, instructions: Sequence[str], kwargs: Sequence[Mapping[str, Any]]) -> bool:
+    """Every instruction of the item holds for ``text`` (IFEval's ``instruction_id_list`` and ``kwargs``)."""
+    return all(CHECKERS[i](text, k) for i, k in zip(instructions, kwargs, strict=True))

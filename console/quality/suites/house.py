@@ -1,14 +1,18 @@
 """The house suite ``seed6``: six capability families, fixed items with stable ids, one fixed seed.
 
 The write-up's own suite (seed-gaps F8) had contest maths, code run against its tests in a sandbox, tool
-calling matched against BFCL-style answer sets, synthetic long-context retrieval calibrated to the served
-window, ten-option knowledge questions with short-answer factuality, and instruction following with
-IFEval-style checkers, "the same items and seed across configurations so arms are directly pairable". This
-is that design at a few dozen items, written for this repository (console/quality/suites/seed6/*.jsonl):
-maths, code, tools, knowledge and instructions are fixed files; the long-context items are built by code
-from ``SEED`` and sized to the launch's ``max_model_len`` (the same window gives the same text), so two runs
-against one configuration pair item by item. ``VERSION`` changes whenever an item does; the stored suite
-name carries it, so runs of different versions never share a noise floor.
+calling matched against the Berkeley function-calling answer sets, synthetic long-context retrieval calibrated
+to the served window, ten-option knowledge questions with short-answer factuality, and instruction following
+with IFEval's checkers, from "ungated public sources", "the same items and seed across configurations so arms
+are directly pairable". This is that design at about fifty items, vendored from the public sources
+(console/quality/suites/seed6/PROVENANCE.md; every item keeps its dataset, repository and commit or package and
+version, licence and the source's own id; scripts/vendor_seed6.py draws them): GSM8K maths, HumanEval code,
+BFCL v4 tool calls with their possible answers, MMLU-Pro ten-option questions and IFEval instructions. The
+three short-answer factuality items are still written here (no public short-answer set could be had: see
+PROVENANCE.md), and the long-context items are built by code from ``SEED`` and sized to the launch's
+``max_model_len`` (the same window gives the same text), so two runs against one configuration pair item by
+item. ``VERSION`` changes whenever an item does; the stored suite name carries it, so runs of different
+versions never share a noise floor (v1 was the authored set, v2 the vendored one).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from console.quality.suites import scoring
 
 NAME = "seed6"
-VERSION = 1
+VERSION = 2
 SEED = 6
 FAMILIES = ("maths", "code", "tools", "long-context", "knowledge", "instructions")
 
@@ -49,6 +53,9 @@ class SuiteItem:
     item_id: str
     messages: Messages
     key: Mapping[str, Any] = field(default_factory=dict)
+    source: Mapping[str, Any] = field(default_factory=dict)
+    """Where a vendored item comes from (dataset, repository and commit or package and version, licence,
+    the source's own id); empty for a generated one."""
 
     def score(self, content: str, tool_calls: Sequence[Mapping[str, Any]] | None = None) -> float:
         """The item's score (0 or 1) for an answer, by its family's rule (console/quality/suites/scoring.py)."""
@@ -57,7 +64,7 @@ class SuiteItem:
             case "maths":
                 return scoring.score_maths(content, k["answer"])
             case "code":
-                return scoring.score_code(content, k["tests"])
+                return scoring.score_code(content, k["tests"], k["setup"])
             case "tools":
                 return scoring.score_tools(content, tool_calls, k["answer"], k["required"])
             case "long-context":
@@ -67,7 +74,7 @@ class SuiteItem:
             case "knowledge":
                 return scoring.score_short(content, k["aliases"])
             case _:
-                return scoring.score_instructions(content, k["checks"])
+                return scoring.score_instructions(content, k["instructions"], k["kwargs"])
 
 
 def suite_label() -> str:
@@ -75,7 +82,8 @@ def suite_label() -> str:
     return f"{NAME} v{VERSION}"
 
 
-def _lines(name: str) -> list[dict[str, Any]]:
+def records(name: str) -> list[dict[str, Any]]:
+    """The rows of one of the suite's data files (console/quality/suites/seed6/NAME)."""
     text = resources.files("console.quality.suites").joinpath(NAME).joinpath(name).read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -92,29 +100,27 @@ def fixed_items() -> list[SuiteItem]:
             r["id"],
             _user(f"{r['question']}\n\nSolve the problem. Give the final answer as \\boxed{{ANSWER}}."),
             {"answer": r["answer"]},
+            r["source"],
         )
-        for r in _lines("maths.jsonl")
+        for r in records("maths.jsonl")
     ]
     items += [
         SuiteItem(
             "code",
             r["id"],
-            _user(f"{r['prompt']}\n\nReply with the complete function in one ```python code block."),
-            {"tests": r["tests"]},
+            _user(
+                f"Complete this Python function:\n\n```python\n{r['prompt']}```\n\n"
+                "Reply with the complete function in one ```python code block."
+            ),
+            {"tests": f"{r['test']}\n\ncheck({r['entry_point']})\n", "setup": r["prompt"]},
+            r["source"],
         )
-        for r in _lines("code.jsonl")
+        for r in records("code.jsonl")
     ]
-    functions = json.loads(
-        resources.files("console.quality.suites")
-        .joinpath(NAME)
-        .joinpath("functions.json")
-        .read_text(encoding="utf-8")
-    )
-    for r in _lines("tools.jsonl"):
-        offered = [functions[f] for f in r["functions"]]
+    for r in records("tools.jsonl"):
         system = (
             "You can call these functions (JSON schema):\n"
-            + json.dumps(offered, indent=1)
+            + json.dumps(r["functions"], indent=1)
             + '\n\nTo call functions, reply with only a JSON list of calls, each {"name": NAME, "arguments": '
             "{...}}, and nothing else."
         )
@@ -125,11 +131,12 @@ def fixed_items() -> list[SuiteItem]:
                 ({"role": "system", "content": system}, {"role": "user", "content": r["question"]}),
                 {
                     "answer": r["answer"],
-                    "required": {f["name"]: f["parameters"].get("required", []) for f in offered},
+                    "required": {f["name"]: f["parameters"].get("required", []) for f in r["functions"]},
                 },
+                r["source"],
             )
         )
-    for r in _lines("knowledge.jsonl"):
+    for r in records("knowledge.jsonl"):
         if r["kind"] == "choice":
             options = "\n".join(f"{'ABCDEFGHIJ'[i]}. {o}" for i, o in enumerate(r["options"]))
             prompt = (
@@ -142,10 +149,16 @@ def fixed_items() -> list[SuiteItem]:
                 f"{r['question']} Answer in a few words.",
                 {"kind": "short", "aliases": r["aliases"]},
             )
-        items.append(SuiteItem("knowledge", r["id"], _user(prompt), key))
+        items.append(SuiteItem("knowledge", r["id"], _user(prompt), key, r["source"]))
     items += [
-        SuiteItem("instructions", r["id"], _user(r["prompt"]), {"checks": r["checks"]})
-        for r in _lines("instructions.jsonl")
+        SuiteItem(
+            "instructions",
+            r["id"],
+            _user(r["prompt"]),
+            {"instructions": r["instruction_id_list"], "kwargs": r["kwargs"]},
+            r["source"],
+        )
+        for r in records("instructions.jsonl")
     ]
     return items
 

@@ -1,8 +1,9 @@
 """Programmatic scoring of the house suite's answers, one rule per family; no model judges another model.
 
 - maths: the last ``\\boxed{...}`` (else the last number) equals the exact answer as a rational number;
-- code: the last fenced code block (else the whole answer) passes the item's tests in the sandbox
-  (console/quality/suites/sandbox.py);
+- code: the last fenced code block (else the whole answer), run after the item's own prompt (HumanEval's
+  signature, imports and helpers, so an answer that repeats only the function still has them), passes the
+  item's tests in the sandbox (console/quality/suites/sandbox.py);
 - tools: the calls (the server's ``tool_calls``, else JSON in the answer) match the item's answer set as the
   Berkeley function-calling leaderboard's AST checker does: same functions, every required parameter, no
   parameter outside the set, each value among the allowed ones (strings compared after BFCL's
@@ -11,7 +12,8 @@
 - long-context: the needle's value appears in the answer;
 - knowledge: the chosen letter (``Answer: X``) for ten-option questions; for short answers an alias as whole
   words in an answer of at most 40 words (a list of guesses is not an answer);
-- instructions: every IFEval-style checker of the item holds (console/quality/suites/checkers.py).
+- instructions: every IFEval instruction of the item holds for a non-empty answer, as IFEval's strict
+  accuracy judges it (console/quality/suites/checkers.py).
 
 Only the answer is scored: a reasoning parser's ``reasoning_content`` never is, and a leading
 ``<think>...</think>`` block left in the content by a server without one is dropped first.
@@ -67,8 +69,8 @@ def code_of(content: str) -> str:
     return blocks[-1] if blocks else answer_text(content)
 
 
-def score_code(content: str, tests: str) -> float:
-    return float(run_tests(code_of(content), tests).passed)
+def score_code(content: str, tests: str, setup: str = "") -> float:
+    return float(run_tests(f"{setup}\n{code_of(content)}", tests).passed)
 
 
 def score_needle(content: str, value: str) -> float:
@@ -97,8 +99,11 @@ def score_short(content: str, aliases: Sequence[str]) -> float:
     return float(any(f" {normalize(a)} " in padded for a in aliases))
 
 
-def score_instructions(content: str, checks: Sequence[Mapping[str, Any]]) -> float:
-    return float(follows(answer_text(content).strip(), checks))
+def score_instructions(
+    content: str, instructions: Sequence[str], kwargs: Sequence[Mapping[str, Any]]
+) -> float:
+    text = answer_text(content)
+    return float(bool(text.strip()) and follows(text, instructions, kwargs))
 
 
 # -- tools (BFCL-style) ---------------------------------------------------------------------------
