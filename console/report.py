@@ -10,7 +10,6 @@ number is someone else's claim.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import tzinfo
 from typing import Any
@@ -46,7 +45,13 @@ from console.readmodel import (
 )
 from console.readmodel.curve_frontier import chart_points, frontier
 from console.readmodel.curves import CurveView, curves
-from console.readmodel.quality import quality_runs, served_pairs
+from console.readmodel.quality import (
+    CommonTable,
+    common_tables,
+    quality_runs,
+    served_pairs,
+    side_by_side_rows,
+)
 from console.readmodel.queued import Overflow, QueuedRow, overflowing_profiles, queued_work
 from console.readmodel.records import QualityRun
 from console.recipes import RecipeError, load_catalog
@@ -291,33 +296,36 @@ def _served_pairs(pairs: Sequence[tuple[QualityRun, QualityRun, str]]) -> list[s
         return []
     out = ["## Same weights, served differently", ""]
     for a, b, words in pairs:
-
-        def figure(r: QualityRun, family: str) -> str | None:
-            share = r.published_families.get(family)
-            return None if share is None else f"{share:.3f}"
-
-        families = list(dict.fromkeys([*a.published_families, *b.published_families]))
-        table = [
-            ("reasoning parser", a.reasoning_parser or "none", b.reasoning_parser or "none"),
-            ("thinking", a.thinking or "not recorded", b.thinking or "not recorded"),
-            (
-                "sampling",
-                *(json.dumps(dict(r.sampling), sort_keys=True) if r.sampling else "{}" for r in (a, b)),
-            ),
-            ("items", a.items, b.items),
-            ("overall [95%]", a.accuracy_text, b.accuracy_text),
-            *[(f, figure(a, f), figure(b, f)) for f in families],
-            (
-                "truncation rate",
-                *(None if r.truncation_rate is None else f"{r.truncation_rate:.3f}" for r in (a, b)),
-            ),
-        ]
         out += [
             f"{a.arm} on {a.box}: {words}.",
             "",
-            *_table(table, ("", a.label, b.label)),
+            *_table(side_by_side_rows(a, b), ("", a.label, b.label)),
             "",
         ]
+    return out
+
+
+def _common(tables: Sequence[CommonTable]) -> list[str]:
+    """Builds of one model on the items all of them scored, the only column on which they are comparable
+    (the write-up's four quantisers), as `campaign quality table --common` prints them."""
+    out = []
+    for t in tables:
+        rows = [
+            (
+                r.build or r.arm,
+                r.kernel_line or "not recorded",
+                r.out_tok_s,
+                None if r.all_scored is None else f"{r.all_scored:.3f}" + ("*" if r.all_scored_note else ""),
+                f"{r.common:.3f}",
+                None if r.maths_common is None else f"{r.maths_common:.3f}",
+            )
+            for r in t.rows
+        ]
+        header = ("build", "kernel line", "out tok/s", "quality (all scored)", f"quality ({t.items} common)")
+        out += [f"## {t.model} builds on their {t.items} common items ({t.box})", ""]
+        out += [*_table(rows, (*header, "maths (common)")), ""]
+        out += [f"\\* {r.build or r.arm}: {r.all_scored_note}" for r in t.rows if r.all_scored_note]
+        out += [""] if any(r.all_scored_note for r in t.rows) else []
     return out
 
 
@@ -545,6 +553,7 @@ def build_report(
         ),
         *_quality(inputs.evals, inputs.model_index),
         *_served_pairs(served_pairs(quality_runs(store))),
+        *_common(common_tables(store)),
         *_divergence([r for r in divergence if r.source == "measured"], "Logit-level divergence (measured)"),
         *_divergence(
             [r for r in divergence if r.source != "measured"],

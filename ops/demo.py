@@ -25,6 +25,7 @@ from console.economics.hour import PER_HOUR_TABLE
 from console.economics.table import FRONTIER_TABLE
 from console.errors import InputError, Refused
 from console.readmodel import KldiffVerdict
+from console.readmodel.quality import COMMON_TABLE
 from console.store import Box, Store
 from console.store.errors import full_disk_guard
 from console.store.history import History
@@ -599,6 +600,27 @@ def _sampling(c: Cell) -> dict[str, Any] | None:
     return value
 
 
+def _all_scored(c: Cell, arm: str | None, box: str | None) -> list[PublishedFigure]:
+    """The 'quality (all scored)' cell the four-quantisers table prints beside a common-items run, if any."""
+    printed = c.number("all_scored")
+    if printed is None:
+        return []
+    if not (arm and box):
+        raise DemoDataError(f"{c.where}: all_scored {printed} needs the run's arm and box; give both")
+    return [
+        PublishedFigure(
+            source_table=COMMON_TABLE,
+            arm=arm,
+            box=box,
+            shape=None,
+            concurrency=None,
+            figures={"quality_all_scored": printed},
+            note=None,
+            provenance=f"'{COMMON_TABLE}', quality (all scored) ({c.where})",
+        )
+    ]
+
+
 def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
     """The write-up's item-paired comparisons and its noise-floor repeats, as published runs and pairs."""
     runs: dict[str, Cell] = {}
@@ -609,6 +631,7 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
         if arm and box and (arm, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm} on {box} is not in arms.tsv")
         runs[name] = c
+        payload.published_figures.extend(_all_scored(c, arm, box))
         payload.quality_runs.append(
             PublishedRun(
                 label=name,

@@ -35,8 +35,10 @@ from console.errors import InputError
 from console.quality.suites import SUITES
 from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps, parse_cap
 from console.readmodel.quality import (
+    CommonRow,
+    SideBySide,
     common_table,
-    compare_runs,
+    compare_or_side_by_side,
     noise_floor,
     published_comparisons,
     quality_run,
@@ -251,13 +253,42 @@ def _show_comparison(c: QualityComparison) -> None:
         print(f"  ({c.note})")
 
 
+def _side_by_side_json(s: SideBySide) -> dict[str, Any]:
+    return {
+        "a": {"run_id": s.a.id, "label": s.a.label, "arm": s.a.arm, "box": s.a.box},
+        "b": {"run_id": s.b.id, "label": s.b.label, "arm": s.b.arm, "box": s.b.box},
+        "basis": "side by side",
+        "verdict": None,
+        "why": s.why,
+        "figures": [{"figure": name, "a": a, "b": b} for name, a, b in s.rows],
+    }
+
+
+def _show_side_by_side(s: SideBySide) -> None:
+    for side, r in (("A", s.a), ("B", s.b)):
+        print(f"{side}  run {r.id}  {_where(r)}")
+    print(f"no paired verdict: without per-item results the runs cannot be paired ({s.why});")
+    print("their published figures side by side:")
+    print_table(
+        [{"figure": name, "a": a or "-", "b": b or "-"} for name, a, b in s.rows],
+        [Column("figure", min_width=11), Column("a", right=True), Column("b", right=True)],
+        header=False,
+        indent=2,
+    )
+
+
 def _compare(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         served = served_difference(quality_run(store, args.a), quality_run(store, args.b))
         if served and not args.json:
             print(served)  # before the verdict, and before a refusal to pair them
-        comparison = compare_runs(store, args.a, args.b)
-    if args.json:
+        comparison = compare_or_side_by_side(store, args.a, args.b)
+    if isinstance(comparison, SideBySide):
+        if args.json:
+            print_json({**_side_by_side_json(comparison), "served_differently": served})
+        else:
+            _show_side_by_side(comparison)
+    elif args.json:
         print_json({**comparison_json(comparison), "served_differently": served})
     else:
         _show_comparison(comparison)
@@ -341,9 +372,7 @@ def _table(args: argparse.Namespace) -> int:
                 "build": r.build or r.arm,
                 "kernel line": r.kernel_line or "not recorded",
                 "out tok/s": "-" if r.out_tok_s is None else f"{r.out_tok_s:,.0f}",
-                "quality (all scored)": "-"
-                if r.all_scored is None
-                else f"{r.all_scored:.3f} ({r.all_items})",
+                "quality (all scored)": _all_scored(r),
                 f"quality ({n})": f"{r.common:.3f}",
                 "maths (common)": "-" if r.maths_common is None else f"{r.maths_common:.3f}",
             }
@@ -361,7 +390,16 @@ def _table(args: argparse.Namespace) -> int:
             ),
         ],
     )
+    for r in table.rows:
+        if r.all_scored_note:
+            print(f"* {r.build or r.arm}: {r.all_scored_note}")
     return 0
+
+
+def _all_scored(r: CommonRow) -> str:
+    if r.all_scored is None:
+        return "-"
+    return f"{r.all_scored:.3f}" + ("*" if r.all_scored_note else f" ({r.all_items})" if r.all_items else "")
 
 
 def _pairs(args: argparse.Namespace) -> int:

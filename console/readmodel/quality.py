@@ -17,6 +17,7 @@ from typing import Any
 
 from console.errors import InputError
 from console.quality.stats import Paired
+from console.readmodel.campaign import published_figures
 from console.readmodel.records import (
     FamilyScore,
     NoiseFloor,
@@ -234,6 +235,19 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
             _mean(i["a_tokens"] for i in items),
             _mean(i["b_tokens"] for i in items),
         )
+    comparison = _published_split(store, a, b, floor)
+    if comparison is None:
+        raise InputError(
+            f"quality runs {a.id} and {b.id} cannot be paired: {_unpaired_why(a, b)}",
+            "`campaign quality pairs` lists the published comparisons",
+        )
+    return comparison
+
+
+def _published_split(
+    store: Store, a: QualityRun, b: QualityRun, floor: NoiseFloor | None
+) -> QualityComparison | None:
+    """The split the write-up published for ``a`` and ``b`` (either way round), None when it printed none."""
     for first, second in ((a, b), (b, a)):
         rows = store.rows(
             "SELECT * FROM quality_pairs WHERE a_run = ? AND b_run = ? ORDER BY id LIMIT 1",
@@ -242,12 +256,70 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
         if rows:
             comparison = _pair(rows[0], first, second, floor)
             return comparison if first is a else comparison.swapped()
-    raise InputError(
-        f"quality runs {a.id} and {b.id} cannot be paired: "
+    return None
+
+
+def _unpaired_why(a: QualityRun, b: QualityRun) -> str:
+    return (
         f"{'a published run has' if a.per_item or b.per_item else 'published runs have'} no items, and no split "
-        "was published for these two",
-        "`campaign quality pairs` lists the published comparisons",
+        "was published for these two"
     )
+
+
+def _family_figures(r: QualityRun) -> Mapping[str, float]:
+    """A run's accuracy per family: as published, else as scored per item."""
+    return r.published_families or {f.family: f.accuracy for f in r.families}
+
+
+def _share(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+def _parser(r: QualityRun) -> str:
+    return r.reasoning_parser or ("none" if _served_known(r) else "not recorded")
+
+
+def _sampling_json(r: QualityRun) -> str:
+    return json.dumps(dict(r.sampling), sort_keys=True) if r.sampling else "{}"
+
+
+def side_by_side_rows(a: QualityRun, b: QualityRun) -> tuple[tuple[str, str | None, str | None], ...]:
+    """Two runs' figures a row each, the runs as columns, as the write-up's house-default against
+    vendor-recipe table reads: how each was served, its items, overall (95% Wilson), each family either
+    run has, and its truncation rate. None: the run does not give that figure."""
+    fa, fb = _family_figures(a), _family_figures(b)
+    return (
+        ("reasoning parser", _parser(a), _parser(b)),
+        ("thinking", a.thinking or "not recorded", b.thinking or "not recorded"),
+        ("sampling", _sampling_json(a), _sampling_json(b)),
+        ("items", str(a.items), str(b.items)),
+        ("overall [95%]", a.accuracy_text, b.accuracy_text),
+        *((f, _share(fa.get(f)), _share(fb.get(f))) for f in dict.fromkeys([*fa, *fb])),
+        ("truncation rate", _share(a.truncation_rate), _share(b.truncation_rate)),
+    )
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Two runs no item split pairs (a published run has no per-item results and the write-up printed no
+    split for them): their figures side by side and no verdict, since a paired verdict needs the items
+    both runs scored. The write-up's house default against vendor recipe is such a pair."""
+
+    a: QualityRun
+    b: QualityRun
+    rows: tuple[tuple[str, str | None, str | None], ...]
+    why: str
+
+
+def compare_or_side_by_side(store: Store, a_id: int, b_id: int) -> QualityComparison | SideBySide:
+    """``compare_runs``, except that two runs without items to pair and without a published split are set
+    side by side, figure by figure, instead of refused."""
+    a, b = quality_run(store, a_id), quality_run(store, b_id)
+    if a.id == b.id or (a.per_item and b.per_item):
+        return compare_runs(store, a_id, b_id)
+    floor = noise_floor(store, a.suite) if a.suite == b.suite else None
+    split = _published_split(store, a, b, floor)
+    return split if split is not None else SideBySide(a, b, side_by_side_rows(a, b), _unpaired_why(a, b))
 
 
 def _pair(r: dict[str, Any], a: QualityRun, b: QualityRun, floor: NoiseFloor | None) -> QualityComparison:
@@ -295,6 +367,11 @@ def quality_ledger(store: Store) -> QualityLedger:
     )
 
 
+COMMON_TABLE = "Four quantisers of one model"
+"""The write-up's table of one model's builds on their common items; its printed 'quality (all scored)' cells
+are published figures under this name (ops/demo.py)."""
+
+
 @dataclass(frozen=True)
 class CommonRow:
     """One build of a model on the items every build scored: the write-up's "four quantisers" row."""
@@ -305,8 +382,9 @@ class CommonRow:
     kernel_line: str | None
     out_tok_s: float | None  # its best router row (the write-up's router at concurrency 1,024)
     concurrency: int | None
-    all_scored: float | None  # the arm's accuracy over every item it scored (eval_runs)
-    all_items: int | None
+    all_scored: float | None  # over every item it scored: as COMMON_TABLE prints it, else the arm's eval_runs
+    all_items: int | None  # None where the printed figure does not say over how many
+    all_scored_note: str | None  # where the printed figure and the arm's eval differ: both, and why
     common: float  # accuracy on the common items
     maths_common: float | None
 
@@ -333,6 +411,25 @@ def common_table(store: Store, model: str) -> CommonTable:
         raise InputError(
             f"no quality run of model {model!r} bound to an arm", "`campaign quality list` shows the runs"
         )
+    table = _common_table(store, model, runs)
+    if table is None:
+        raise InputError(
+            f"no two builds of {model} were scored on the same common items",
+            "the common column needs runs of one item count on several arms of one box",
+        )
+    return table
+
+
+def common_tables(store: Store) -> list[CommonTable]:
+    """The common-items table of every model that has one (the report's section)."""
+    by_model: dict[str, list[QualityRun]] = {}
+    for r in quality_runs(store):
+        if r.model and r.arm and r.box:
+            by_model.setdefault(r.model, []).append(r)
+    return [t for m, runs in by_model.items() if (t := _common_table(store, m, runs)) is not None]
+
+
+def _common_table(store: Store, model: str, runs: list[QualityRun]) -> CommonTable | None:
     full = max(r.items for r in runs)
     groups: dict[tuple[str, int], dict[str, QualityRun]] = {}
     for r in runs:
@@ -340,11 +437,13 @@ def common_table(store: Store, model: str) -> CommonTable:
             groups.setdefault((r.box or "", r.items), {}).setdefault(r.arm or "", r)
     shared = [(k, v) for k, v in groups.items() if len(v) > 1]
     if not shared:
-        raise InputError(
-            f"no two builds of {model} were scored on the same common items",
-            "the common column needs runs of one item count on several arms of one box",
-        )
+        return None
     (box, items), by_arm = max(shared, key=lambda kv: (len(kv[1]), kv[0][1]))
+    printed = {
+        f.arm: f.figures["quality_all_scored"]
+        for f in published_figures(store, COMMON_TABLE)
+        if f.box == box and "quality_all_scored" in f.figures
+    }
     rows = []
     for arm, r in by_arm.items():
         bench = store.rows(
@@ -354,10 +453,11 @@ def common_table(store: Store, model: str) -> CommonTable:
             [arm, box],
         )
         ev = store.rows(
-            "SELECT overall, items FROM eval_runs WHERE arm = ? AND box = ? ORDER BY overall DESC, id LIMIT 1",
+            "SELECT overall, items, note FROM eval_runs WHERE arm = ? AND box = ? ORDER BY overall DESC, id LIMIT 1",
             [arm, box],
         )
         b = bench[0] if bench else {}
+        all_scored, all_items, note = _all_scored(printed.get(arm), ev[0] if ev else None)
         rows.append(
             CommonRow(
                 arm=arm,
@@ -366,11 +466,31 @@ def common_table(store: Store, model: str) -> CommonTable:
                 kernel_line=b.get("kernel_line") or r.kernel_line,
                 out_tok_s=b.get("out_tok_per_s"),
                 concurrency=b.get("concurrency"),
-                all_scored=ev[0]["overall"] if ev else None,
-                all_items=ev[0]["items"] if ev else None,
+                all_scored=all_scored,
+                all_items=all_items,
+                all_scored_note=note,
                 common=r.accuracy,
                 maths_common=r.published_families.get("maths"),
             )
         )
     rows.sort(key=lambda x: -(x.out_tok_s or 0))
     return CommonTable(model, box, items, tuple(rows))
+
+
+def _all_scored(
+    printed: float | None, ev: Mapping[str, Any] | None
+) -> tuple[float | None, int | None, str | None]:
+    """A build's quality over every item it scored: the table's printed figure, else its eval's; where both
+    exist and differ, a note that names both and the eval's own account of why (the write-up's FP8 row: 0.789
+    in the four-quantisers table, 0.779 in the task-accuracy table once its timed-out items were completed)."""
+    if printed is None:
+        return (ev["overall"], ev["items"], None) if ev else (None, None, None)
+    if ev is None or abs(ev["overall"] - printed) < 5e-4:
+        return printed, ev["items"] if ev else None, None
+    why = f" ({ev['note']})" if ev["note"] else ""
+    return (
+        printed,
+        None,
+        f"{printed:.3f} as '{COMMON_TABLE}' prints it; {ev['overall']:.3f} over {ev['items']} items in the "
+        f"task-accuracy table{why}",
+    )
