@@ -237,7 +237,9 @@ class LiveScreen(ViewScreen):
             head += f" | stop in {fmt_remaining(b.timer.remaining_ms)}"
         self.query_one("#live-box", Shown).put(head)
         throughput = self.query_one("#live-throughput", Panel)
-        throughput.border_title = f"throughput ({view.throughput_from})"
+        title = f"throughput ({view.throughput_from})"
+        if throughput.border_title != title:  # setting it repaints the border even when it says the same
+            throughput.border_title = title
         throughput.put(drawn.throughput)
         self.query_one("#live-power", Panel).put(
             toned_block(drawn.power) if drawn.power else NO_GPU.format(box=b.name)
