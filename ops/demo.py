@@ -621,6 +621,28 @@ def _all_scored(c: Cell, arm: str | None, box: str | None) -> list[PublishedFigu
     ]
 
 
+CAPS = {"32k": 32_768, "65k": 65_536}
+"""A published run's caps as the write-up names them: its per-family caps (maths at 32,768), or 65k of room."""
+
+
+def _caps(c: Cell) -> dict[str, int] | None:
+    text = c.text("caps")
+    if text is None:
+        return None
+    if text not in CAPS:
+        raise DemoDataError(
+            f"{c.where}: caps {text!r} is not one of {', '.join(CAPS)}; write the caps as printed"
+        )
+    return {"*": CAPS[text]}
+
+
+def _routing(c: Cell) -> str | None:
+    routing = c.text("routing")
+    if routing not in (None, "default", "pinned"):
+        raise DemoDataError(f"{c.where}: routing {routing!r} is neither 'default' nor 'pinned'")
+    return routing
+
+
 def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payload: ImportPayload) -> None:
     """The write-up's item-paired comparisons and its noise-floor repeats, as published runs and pairs."""
     runs: dict[str, Cell] = {}
@@ -648,6 +670,12 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
                 thinking=c.text("thinking"),
                 sampling=_sampling(c),
                 families=_families(c),
+                caps=_caps(c),
+                provider=c.text("provider"),
+                precision=c.text("precision"),
+                routing=_routing(c),
+                degenerate_rate=c.number("degenerate"),
+                stopped=c.text("stopped"),
             )
         )
     for c in read_tsv(data_dir / "quality_pairs.tsv"):

@@ -325,9 +325,9 @@ def test_api_accuracy_beside_each_api_price(db: Path, capsys: pytest.CaptureFixt
     runs = {r.label: r for r in quality_runs(Store(db))}
     partial = runs["Qwen3.8-27B, Darkbloom FP4 pinned"]
     assert (partial.items, partial.accuracy) == (300, 0.727)
-    assert "stopped (HTTP 402): 300 items" in (partial.provenance or "")
-    assert "stopped (HTTP 402): 130 items" in (runs["DeepSeek-V4-Flash, Relace FP4 pinned"].provenance or "")
-    assert "precision FP8/FP4" in (runs["Qwen3.8-27B, OpenRouter default routing"].provenance or "")
+    assert partial.short == "stopped (HTTP 402): 300 items"
+    assert runs["DeepSeek-V4-Flash, Relace FP4 pinned"].short == "stopped (HTTP 402): 130 items"
+    assert runs["Qwen3.8-27B, OpenRouter default routing"].precision == "FP8/FP4"
 
 
 # A6 ------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from console.cli import main
 from console.readmodel import quality_runs
 from console.readmodel.records import QualityRun
 from console.store import Store
-from ops.demo import DemoDataError, _all_scored, build_demo, read_tsv
+from ops.demo import DemoDataError, _all_scored, _caps, _routing, build_demo, read_tsv
 
 HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor recipe"
 SEVEN = {
@@ -120,3 +120,123 @@ def test_a_printed_all_scored_figure_needs_its_arm_and_box(tmp_path: Path) -> No
     assert _all_scored(empty, "a", "b") == []
     (figure,) = _all_scored(bare, "qwen3.8-27b-fp8-b12x", "seed-pro6000-600w")
     assert figure.figures == {"quality_all_scored": 0.789}
+
+
+API_RUNS = {
+    # run: (provider, routing, precision, caps, items, accuracy, families)
+    "Qwen3.8-27B, OpenRouter default routing": (
+        "OpenRouter",
+        "default",
+        "FP8/FP4",
+        32768,
+        403,
+        0.772,
+        {"maths": 0.775, "code": 0.76, "knowledge": 0.486},
+    ),
+    "gpt-oss-120b, OpenRouter default routing": (
+        "OpenRouter",
+        "default",
+        None,
+        32768,
+        403,
+        0.769,
+        {"code": 0.787, "tools": 0.9, "knowledge": 0.486},
+    ),
+    "gpt-oss-20b, OpenRouter default routing": (
+        "OpenRouter",
+        "default",
+        None,
+        32768,
+        403,
+        0.725,
+        {"knowledge": 0.429},
+    ),
+    "DeepSeek-V4-Flash, OpenRouter default routing": (
+        "OpenRouter",
+        "default",
+        "FP4",
+        32768,
+        403,
+        0.784,
+        {"long_ctx": 0.833, "maths": 0.875, "knowledge": 0.571, "code": 0.707},
+    ),
+    "DeepSeek-V4-Flash, DeepSeek endpoint 65k": (
+        "DeepSeek",
+        "pinned",
+        None,
+        65536,
+        403,
+        0.854,
+        {"maths": 1.0, "knowledge": 0.686, "code": 0.773},
+    ),
+    "GLM-5.3-Flash, OpenRouter default routing": (
+        "OpenRouter",
+        "default",
+        None,
+        32768,
+        403,
+        0.824,
+        {"maths": 0.812, "code": 0.813, "knowledge": 0.657},
+    ),
+    "GLM-5.3-Flash, Z.AI endpoint 65k": ("Z.AI", "pinned", "FP8", 65536, 390, 0.859, {}),
+    "DeepSeek-V4-Flash, Baidu FP8 pinned": ("Baidu", "pinned", "FP8", 32768, 403, 0.831, {}),
+    "Qwen3.8-27B, Darkbloom FP4 pinned": ("Darkbloom", "pinned", "FP4", 32768, 300, 0.727, {}),
+    "DeepSeek-V4-Flash, Relace FP4 pinned": ("Relace", "pinned", "FP4", 32768, 130, 0.815, {}),
+}
+
+
+def test_api_runs_carry_provider_precision_routing_caps_and_families(db: Path) -> None:
+    """F15: each API run says who served it, how it was routed, at what precision and under which caps, as
+    fields (not words in a note), with the family figures the API table prints."""
+    runs = _runs(db)
+    for label, (provider, routing, precision, cap, items, accuracy, families) in API_RUNS.items():
+        r = runs[label]
+        assert (r.provider, r.routing, r.precision, r.caps) == (provider, routing, precision, {"*": cap}), (
+            label
+        )
+        assert (r.items, r.accuracy, dict(r.published_families)) == (items, accuracy, families), label
+    assert runs["Qwen3.8-27B, OpenRouter default routing"].truncation_rate == 0.070
+    listing = runs["DeepSeek-V4-Flash, OpenRouter default routing"]
+    node = runs["DeepSeek-V4-Flash TP1 x DP4 + EP"]
+    assert (listing.degenerate_rate, listing.truncation_rate) == (0.030, 0.092)
+    assert (node.degenerate_rate, node.truncation_rate, node.provider) == (0.0025, 0.042, None)
+
+
+def test_quality_list_prints_how_each_api_run_was_served(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F15: `quality list` shows the served-by column, flags the partial runs "stopped (HTTP 402): N items" and
+    prints caps, degenerate rate and families under the table."""
+    runs = _runs(db)
+    assert main(["--db", str(db), "quality", "list"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if line[:1].isdigit()}
+    darkbloom = rows[str(runs["Qwen3.8-27B, Darkbloom FP4 pinned"].id)]
+    assert "Darkbloom, pinned routing, FP4" in darkbloom and darkbloom.endswith(
+        "stopped (HTTP 402): 300 items"
+    )
+    relace = rows[str(runs["DeepSeek-V4-Flash, Relace FP4 pinned"].id)]
+    assert relace.endswith("stopped (HTTP 402): 130 items")
+    assert (
+        "OpenRouter, default routing, FP8/FP4"
+        in rows[str(runs["Qwen3.8-27B, OpenRouter default routing"].id)]
+    )
+    deepseek = runs["DeepSeek-V4-Flash, OpenRouter default routing"]
+    assert (
+        f"run {deepseek.id} ({deepseek.label}): caps all 32768; degenerate 3.0%; by family code 0.707, "
+        "knowledge 0.571, long_ctx 0.833, maths 0.875"
+    ) in out
+    node = runs["DeepSeek-V4-Flash TP1 x DP4 + EP"]
+    assert f"run {node.id} ({node.label}): degenerate 0.25%" in out
+
+
+def test_bad_caps_or_routing_cells_are_one_line_errors(tmp_path: Path) -> None:
+    """A caps cell other than the write-up's 32k/65k, or a routing other than default/pinned, names the file
+    and line; empty cells are no figure."""
+    (tmp_path / "q.tsv").write_text("run\tcaps\trouting\nx\t32K\tauto\ny\t\t\n", encoding="utf-8")
+    bad, empty = read_tsv(tmp_path / "q.tsv")
+    with pytest.raises(DemoDataError, match=r"q.tsv:2: caps '32K' is not one of 32k, 65k"):
+        _caps(bad)
+    with pytest.raises(DemoDataError, match=r"q.tsv:2: routing 'auto' is neither 'default' nor 'pinned'"):
+        _routing(bad)
+    assert (_caps(empty), _routing(empty)) == (None, None)

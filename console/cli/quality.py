@@ -322,6 +322,7 @@ def _list(args: argparse.Namespace) -> int:
                 "truncated": _pct(r.truncation_rate),
                 "tokens": _tokens(r.mean_output_tokens),
                 "layout": r.layout or "",
+                "served by": r.served_by or "",
                 "source": r.source,
                 "note": r.short or "",
             }
@@ -337,6 +338,7 @@ def _list(args: argparse.Namespace) -> int:
             "truncated",
             "tokens",
             "layout",
+            "served by",
             "source",
             "note",
         ],
@@ -346,11 +348,26 @@ def _list(args: argparse.Namespace) -> int:
             print(
                 f"run {r.id} by family: " + "; ".join(f"{f.family} {f.text} of {f.items}" for f in r.families)
             )
+        if line := _published_detail(r):
+            print(f"run {r.id} ({r.label}): {line}")
     for suite, floor in floors.items():
         print(
             f"noise floor of {suite}: {floor.text if floor else 'unknown (no repeat runs of one configuration)'}"
         )
     return 0
+
+
+def _published_detail(r: QualityRun) -> str | None:
+    """What a published run prints beyond the table: its caps, degenerate rate and family figures."""
+    if r.per_item:
+        return None
+    parts = [f"caps {_caps(r.caps)}"] if r.caps else []
+    if r.degenerate_rate is not None:
+        share = r.degenerate_rate  # the write-up prints 3.0% and 0.25%
+        parts.append(f"degenerate {share:.1%}" if share >= 0.01 else f"degenerate {share:.2%}")
+    if r.published_families:
+        parts.append("by family " + ", ".join(f"{k} {v:.3f}" for k, v in r.published_families.items()))
+    return "; ".join(parts) or None
 
 
 def _table(args: argparse.Namespace) -> int:

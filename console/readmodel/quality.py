@@ -77,6 +77,11 @@ def _run(r: dict[str, Any], families: tuple[FamilyScore, ...] = ()) -> QualityRu
         unscored_items=json.loads(r["unscored_items"]) if r["unscored_items"] else {},
         families=families,
         published_families=json.loads(r["published_families"]) if r["published_families"] else {},
+        provider=r["provider"],
+        precision=r["precision"],
+        routing=r["routing"],
+        degenerate_rate=r["degenerate_rate"],
+        stopped=r["stopped"],
     )
 
 

@@ -1029,6 +1029,11 @@ class QualityRun:
     unscored_items: Mapping[str, str] = field(default_factory=dict)  # "task/item_id" -> why it has no score
     families: tuple[FamilyScore, ...] = ()  # per task (the house suite's families), where scored per item
     published_families: Mapping[str, float] = field(default_factory=dict)  # a published run's, printed
+    provider: str | None = None  # an endpoint run's: OpenRouter (default routing) or the pinned provider
+    precision: str | None = None  # FP8, FP4, ... as the write-up names the serving
+    routing: str | None = None  # default or pinned
+    degenerate_rate: float | None = None  # share of answers degenerated into repetition, where published
+    stopped: str | None = None  # why it ended short of its suite ("HTTP 402"), its items how far it got
 
     @property
     def per_item(self) -> bool:
@@ -1046,8 +1051,18 @@ class QualityRun:
 
     @property
     def short(self) -> str | None:
-        """``short: 3 unscored (flattered)``: items left out (timed out, errors) make the accuracy read high."""
+        """``short: 3 unscored (flattered)``: items left out (timed out, errors) make the accuracy read high;
+        ``stopped (HTTP 402): 300 items``: a run that ended before its suite did."""
+        if self.stopped:
+            return f"stopped ({self.stopped}): {self.items} items"
         return f"short: {self.unscored} unscored (flattered)" if self.unscored else None
+
+    @property
+    def served_by(self) -> str | None:
+        """``OpenRouter, default routing, FP8/FP4``: who served an endpoint run, how it was routed, at what
+        precision; None for a run on the campaign's own servers."""
+        parts = [x for x in (self.provider, self.routing and f"{self.routing} routing", self.precision) if x]
+        return ", ".join(parts) or None
 
 
 @dataclass(frozen=True)

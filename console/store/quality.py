@@ -89,6 +89,12 @@ class PublishedRun:
     thinking: str | None = None
     sampling: dict[str, Any] | None = None
     families: dict[str, float] | None = None  # family accuracies the write-up printed for it
+    caps: dict[str, int] | None = None  # the caps it ran under ({"*": 32768}), where published
+    provider: str | None = None  # who served an endpoint run: OpenRouter (default routing) or the pinned one
+    precision: str | None = None  # FP8, FP4, FP8/FP4 (default routing lands on both)
+    routing: str | None = None  # default or pinned
+    degenerate_rate: float | None = None  # share of answers that degenerated into repetition
+    stopped: str | None = None  # why it ended short of its suite, e.g. "HTTP 402"
 
 
 @dataclass(frozen=True)
@@ -317,6 +323,12 @@ class Quality:
                     "thinking": r.thinking,
                     "sampling": dumps(r.sampling) if r.sampling is not None else None,
                     "published_families": dumps(r.families) if r.families else None,
+                    "caps": dumps(r.caps) if r.caps else None,
+                    "provider": r.provider,
+                    "precision": r.precision,
+                    "routing": r.routing,
+                    "degenerate_rate": r.degenerate_rate,
+                    "stopped": r.stopped,
                     "source": "imported",
                     "provenance": r.provenance,
                     "import_id": import_id,

@@ -853,6 +853,22 @@ V24 = Migration(
     ),
 )
 
+V25 = Migration(
+    25,
+    "how an endpoint's quality run was served: provider, precision, routing; degenerate rate; why it stopped",
+    (
+        # The write-up's API runs name who served them (OpenRouter's default routing or a pinned provider) and
+        # at what precision (FP8, FP4): "API quality is a property of the routed deployment". NULL: not given.
+        "ALTER TABLE quality_runs ADD COLUMN provider TEXT",
+        "ALTER TABLE quality_runs ADD COLUMN precision TEXT",
+        "ALTER TABLE quality_runs ADD COLUMN routing TEXT",  # default or pinned
+        # share of answers that degenerated into repetition, where published (DeepSeek's list tier 3.0%)
+        "ALTER TABLE quality_runs ADD COLUMN degenerate_rate REAL",
+        # why a run ended short of its suite ("HTTP 402": the key hit its credit limit); items says how far
+        "ALTER TABLE quality_runs ADD COLUMN stopped TEXT",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     V1,
     V2,
@@ -878,5 +894,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     V22,
     V23,
     V24,
+    V25,
 )
 LATEST = MIGRATIONS[-1].version
