@@ -426,6 +426,8 @@ def _bench_row(c: Cell, key: tuple[str, str], arm: Cell, shape: Cell, power_limi
         "total_tok_per_s": None if in_tok is None else in_tok + out_tok,
         "ttft_ms_p50": None if ttft_s is None else ttft_s * 1000,
         "tpot_ms_p50": c.number("tpot_ms_p50"),
+        "step_ms": c.number("step_ms"),
+        "per_stream_out_tok_s": c.number("per_stream_tok_s"),
         "kernel_line": f"{kernel} (as the write-up names it)"
         if kernel and arm.text("kernel_source") != "engine"
         else kernel,

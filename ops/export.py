@@ -64,6 +64,8 @@ SUMMARY_COLUMNS = (
     "itl_ms_p99",
     "e2e_ms_p50",
     "e2e_ms_p99",
+    "step_ms",
+    "per_stream_out_tok_s",
     "kernel_line",
     "tripwire",
     "power_limit_w",

@@ -240,3 +240,41 @@ def test_bad_caps_or_routing_cells_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(DemoDataError, match=r"q.tsv:2: routing 'auto' is neither 'default' nor 'pinned'"):
         _routing(bad)
     assert (_caps(empty), _routing(empty)) == (None, None)
+
+
+PROSE_FIGURES = {
+    # (arm, shape, concurrency): (column, figure) from the write-up's prose, not its tables
+    ("deepseek-v4-flash-dp4-ep-256", "router", "256"): ("out_tok_per_s", "1289"),
+    ("glm-5.3-flash-dp2tp2-ep-384", "promptopt", "1024"): ("out_tok_per_s", "2105"),
+    ("deepseek-v4-flash-dp4-ep-512", "router", "1024"): ("tpot_ms_p50", "581"),
+    ("glm-5.3-flash-fp8-tp4-32", "router", "32"): ("tpot_ms_p50", "51"),
+    ("qwen3.8-27b-nvfp4-b12x", "router", "256"): ("per_stream_out_tok_s", "20"),
+    ("qwen3.8-27b-nvfp4-b12x", "router", "1024"): ("per_stream_out_tok_s", "5"),
+    ("glm-5.3-flash-tp4-256", "router", "256"): ("step_ms", "200"),
+    ("glm-5.3-flash-dp4-ep", "router", "1024"): ("step_ms", "93"),
+}
+
+
+def test_export_summary_lists_the_prose_throughput_figures_as_numbers(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """C3: every throughput figure the write-up gives only in its prose is a numeric cell of its row in
+    `export summary` (out tok/s, TPOT, decode step, per-stream rate), with "text" in its provenance; the
+    two-engine GLM row stays diagnostic only."""
+    assert main(["--db", str(db), "export", "summary"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    rows = [dict(zip(header.split("\t"), line.split("\t"), strict=True)) for line in lines]
+    seen = {}
+    for r in rows:
+        key = (r["arm"], r["shape"], r["concurrency"])
+        if r["box"] == "seed-pro6000-600w" and key in PROSE_FIGURES:
+            seen[key] = r
+    assert seen.keys() == PROSE_FIGURES.keys()
+    for key, (column, figure) in PROSE_FIGURES.items():
+        r = seen[key]
+        assert float(r[column]) == float(figure), key
+        assert "text (" in r["provenance"], key
+    assert seen[("glm-5.3-flash-dp2tp2-ep-384", "promptopt", "1024")]["diagnostic_only"] == "yes"
+    assert seen[("glm-5.3-flash-dp4-ep", "router", "1024")]["step_ms"] == "93"
+    untouched = [r for r in rows if (r["arm"], r["shape"], r["concurrency"]) not in PROSE_FIGURES]
+    assert all(r["step_ms"] == r["per_stream_out_tok_s"] == "" for r in untouched)

@@ -568,6 +568,10 @@ class ResultRow:
     """A drafter's tokens drafted per step and the share of them accepted as someone else published them
     (an imported row: its counters are unknown); None: not published."""
     spec_acceptance_published: float | None = None
+    step_ms: float | None = None
+    """The decode step's time and one stream's output rate as someone published them (the write-up's prose:
+    GLM's 200 ms step at TP4, Qwen's 20 tok/s a stream at C256); None: not published."""
+    per_stream_out_tok_s: float | None = None
 
     @property
     def acceptance(self) -> float | None:

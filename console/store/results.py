@@ -96,6 +96,8 @@ BENCH_COLUMNS = (
     "spec_accepted_per_pos",
     "spec_tokens",
     "spec_acceptance_published",
+    "step_ms",
+    "per_stream_out_tok_s",
     *SERVED_COLUMNS,
 )
 REPLICA_COLUMNS = (
@@ -263,6 +265,8 @@ class ImportedBench(TypedDict):
     provenance: str
     spec_tokens: NotRequired[int | None]  # a drafter's tokens per step and accepted share, as published
     spec_acceptance_published: NotRequired[float | None]
+    step_ms: NotRequired[float | None]  # a decode step's time and one stream's out tok/s, as published
+    per_stream_out_tok_s: NotRequired[float | None]
 
 
 class ImportedEval(TypedDict):

@@ -869,6 +869,17 @@ V25 = Migration(
     ),
 )
 
+V26 = Migration(
+    26,
+    "a bench row's published decode step time and per-stream output rate",
+    (
+        # The write-up gives some figures only in its prose: "the decode step took about 200 ms" (GLM TP4),
+        # "each stream 20 tokens a second at concurrency 256". Numbers, so an export can list them; NULL: not given.
+        "ALTER TABLE bench_runs ADD COLUMN step_ms REAL",
+        "ALTER TABLE bench_runs ADD COLUMN per_stream_out_tok_s REAL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     V1,
     V2,
@@ -895,5 +906,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     V23,
     V24,
     V25,
+    V26,
 )
 LATEST = MIGRATIONS[-1].version
