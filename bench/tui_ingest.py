@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench.tui import BOXES, GPUS, STEP_MS, build  # noqa: E402
 from console.store import Store  # noqa: E402
 from console.tui.app import ConsoleApp  # noqa: E402
+from console.tui.views.live import LiveScreen  # noqa: E402
 from testbed import backlog  # noqa: E402
 from testbed import tui_fixture as F  # noqa: E402
 from testbed.agent_box import stop_agent  # noqa: E402
@@ -95,7 +96,8 @@ async def redraws(
     db: Path, samples: int, rounds: int, until_ingested: int | None
 ) -> tuple[dict[str, list[float]], int]:
     """Live-view redraw times by kind (``moved``: the window moved a second; ``still``: nothing moved); with
-    ``until_ingested``, measured until that many events are committed, else for ``rounds`` of each kind."""
+    ``until_ingested``, measured until that many events are committed, else for ``rounds`` of each kind and
+    then, window moved each time, the view's two parts alone: its read model ``queries`` and its ``drawing``."""
     from zoneinfo import ZoneInfo
 
     span_ms = samples // (BOXES * GPUS) * STEP_MS
@@ -126,6 +128,16 @@ async def redraws(
                     ingested = int(store.scalar("SELECT count(*) FROM journal WHERE box = 'local'") or 0)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the backlog did not ingest in 600 s ({ingested} of {until_ingested})")
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        for _ in range(rounds if until_ingested is None else 0):
+            now[0] += 1000
+            t = time.perf_counter()
+            loaded = app.read(screen.load)
+            t_read = time.perf_counter()
+            screen.prepare(loaded)
+            times.setdefault("queries", []).append(t_read - t)
+            times.setdefault("drawing", []).append(time.perf_counter() - t_read)
         power, throughput = text_of(app, "#live-power"), text_of(app, "#live-throughput")
         if f"GPU{GPUS - 1} " not in power or "(+" not in throughput or "-10m" not in throughput:
             raise RuntimeError(f"the Live view did not chart {SHOWN}'s GPUs, servers and throughput")
@@ -170,6 +182,9 @@ def main() -> int:
         f"  window moved 1 s, backlog ingesting  {ms(busy['moved'])}\n"
         f"  nothing moved, nothing arriving      {ms(idle['still'])}\n"
         f"  nothing moved, backlog ingesting     {ms(busy['still'])}\n"
+        f"  its two parts alone (window moved, nothing arriving):\n"
+        f"    read-model queries                 {ms(idle['queries'])}\n"
+        f"    panels drawn as text               {ms(idle['drawing'])}\n"
         f"  ingesting / idle p50: moved {statistics.median(busy['moved']) / statistics.median(idle['moved']):.2f}x, "
         f"still {statistics.median(busy['still']) / statistics.median(idle['still']):.2f}x\n"
         f"backlog {args.hours:g} h of {args.gpus} GPUs + {args.servers} servers: {ingested:,} of {events:,} events "
