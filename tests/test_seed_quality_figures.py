@@ -12,12 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from console.cli import main
 from console.readmodel import quality_runs
 from console.readmodel.records import QualityRun
 from console.store import Store
-from ops.demo import DemoDataError, _all_scored, _caps, _routing, build_demo, read_tsv
+from ops.demo import CAPS, Cell, DemoDataError, _all_scored, _caps, _routing, build_demo, read_tsv
 
 HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor recipe"
 SEVEN = {
@@ -278,3 +280,21 @@ def test_export_summary_lists_the_prose_throughput_figures_as_numbers(
     assert seen[("glm-5.3-flash-dp4-ep", "router", "1024")]["step_ms"] == "93"
     untouched = [r for r in rows if (r["arm"], r["shape"], r["concurrency"]) not in PROSE_FIGURES]
     assert all(r["step_ms"] == r["per_stream_out_tok_s"] == "" for r in untouched)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=12))
+def test_caps_and_routing_cells_take_only_what_the_write_up_prints(text: str) -> None:
+    """Any caps or routing cell is one of the values the write-up prints, empty (no figure), or a one-line
+    error that names the file and line."""
+    c = Cell({"caps": text, "routing": text}, "q.tsv:2")
+    cell = c.text("caps")
+    for parse, allowed in ((_caps, tuple(CAPS)), (_routing, ("default", "pinned"))):
+        if cell is None:
+            assert parse(c) is None
+        elif cell in allowed:
+            assert parse(c) == ({"*": CAPS[cell]} if parse is _caps else cell)
+        else:
+            with pytest.raises(DemoDataError, match=r"^q.tsv:2: ") as e:
+                parse(c)
+            assert len(str(e.value).splitlines()) == 1  # the cell is quoted (repr), never a line break
