@@ -602,13 +602,23 @@ def _sampling(c: Cell) -> dict[str, Any] | None:
     return value
 
 
-def _all_scored(c: Cell, arm: str | None, box: str | None) -> list[PublishedFigure]:
-    """The 'quality (all scored)' cell the four-quantisers table prints beside a common-items run, if any."""
-    printed = c.number("all_scored")
-    if printed is None:
+COMMON_FIGURES = {
+    "all_scored": "quality_all_scored",
+    "maths_tokens": "maths_mean_tokens",
+    "maths_at_cap": "maths_at_cap",
+}
+"""quality_runs.tsv cells that 'Four quantisers of one model' prints for a build, and their figure names."""
+
+
+def _common_figures(c: Cell, arm: str | None, box: str | None) -> list[PublishedFigure]:
+    """What the four-quantisers section prints for a run's build beyond its accuracy: its 'quality (all
+    scored)' cell and its maths answers' mean length and share at the cap, if any."""
+    given = {cell: v for cell in COMMON_FIGURES if (v := c.number(cell)) is not None}
+    if not given:
         return []
     if not (arm and box):
-        raise DemoDataError(f"{c.where}: all_scored {printed} needs the run's arm and box; give both")
+        raise DemoDataError(f"{c.where}: {', '.join(given)} need the run's arm and box; give both")
+    figures = {COMMON_FIGURES[cell]: v for cell, v in given.items()}
     return [
         PublishedFigure(
             source_table=COMMON_TABLE,
@@ -616,9 +626,9 @@ def _all_scored(c: Cell, arm: str | None, box: str | None) -> list[PublishedFigu
             box=box,
             shape=None,
             concurrency=None,
-            figures={"quality_all_scored": printed},
+            figures=figures,
             note=None,
-            provenance=f"'{COMMON_TABLE}', quality (all scored) ({c.where})",
+            provenance=f"'{COMMON_TABLE}' ({c.where})",
         )
     ]
 
@@ -655,7 +665,7 @@ def _load_quality(data_dir: Traversable, arms: dict[tuple[str, str], Cell], payl
         if arm and box and (arm, box) not in arms:
             raise DemoDataError(f"{c.where}: arm {arm} on {box} is not in arms.tsv")
         runs[name] = c
-        payload.published_figures.extend(_all_scored(c, arm, box))
+        payload.published_figures.extend(_common_figures(c, arm, box))
         payload.quality_runs.append(
             PublishedRun(
                 label=name,

@@ -19,7 +19,7 @@ from console.cli import main
 from console.readmodel import quality_runs
 from console.readmodel.records import QualityRun
 from console.store import Store
-from ops.demo import CAPS, Cell, DemoDataError, _all_scored, _caps, _routing, build_demo, read_tsv
+from ops.demo import CAPS, Cell, DemoDataError, _caps, _common_figures, _routing, build_demo, read_tsv
 
 HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor recipe"
 SEVEN = {
@@ -112,16 +112,35 @@ def test_report_shows_the_four_quantisers_with_fp8_s_two_figures(
     assert "0.779 over 403 items in the task-accuracy table" in lines[at + 9]
 
 
-def test_a_printed_all_scored_figure_needs_its_arm_and_box(tmp_path: Path) -> None:
-    """The four-quantisers cell is read beside an arm's eval, so a row without one is a one-line error
-    naming the file and line; an empty cell is no figure."""
-    (tmp_path / "q.tsv").write_text("run\tall_scored\nx\t0.789\ny\t\n", encoding="utf-8")
+def test_the_four_quantisers_printed_figures_need_their_arm_and_box(tmp_path: Path) -> None:
+    """The four-quantisers cells are read beside an arm's eval, so a row without one is a one-line error
+    naming the file and line; empty cells are no figure."""
+    (tmp_path / "q.tsv").write_text(
+        "run\tall_scored\tmaths_tokens\tmaths_at_cap\nx\t0.789\t9300\t0.03\ny\t\t\t\n", encoding="utf-8"
+    )
     bare, empty = read_tsv(tmp_path / "q.tsv")
-    with pytest.raises(DemoDataError, match=r"q.tsv:2: all_scored 0.789 needs the run's arm and box"):
-        _all_scored(bare, None, "seed-pro6000-600w")
-    assert _all_scored(empty, "a", "b") == []
-    (figure,) = _all_scored(bare, "qwen3.8-27b-fp8-b12x", "seed-pro6000-600w")
-    assert figure.figures == {"quality_all_scored": 0.789}
+    with pytest.raises(DemoDataError, match=r"q.tsv:2: all_scored, maths_tokens, maths_at_cap need the run"):
+        _common_figures(bare, None, "seed-pro6000-600w")
+    assert _common_figures(empty, "a", "b") == []
+    (figure,) = _common_figures(bare, "qwen3.8-27b-fp8-b12x", "seed-pro6000-600w")
+    assert figure.figures == {"quality_all_scored": 0.789, "maths_mean_tokens": 9300, "maths_at_cap": 0.03}
+
+
+def test_quality_table_prints_the_maths_answer_lengths_and_cap_rates(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F21: the maths answers' mean length and share at the 32,768 cap are numbers beside each build
+    (9,300 and 3% for FP8, 12,100 and 26% RedHat, 13,900 and 35% gittensor; unsloth's are not printed)."""
+    assert main(["--db", str(db), "quality", "table", "--model", "Qwen3.8-27B", "--json"]) == 0
+    rows = {
+        r["arm"]: (r["maths_tokens"], r["maths_at_cap"]) for r in json.loads(capsys.readouterr().out)["rows"]
+    }
+    assert rows == {
+        "qwen3.8-27b-nvfp4-b12x": (13900, 0.35),
+        "qwen3.8-27b-fp8-b12x": (9300, 0.03),
+        "qwen3.8-27b-nvfp4-redhat-auto": (12100, 0.26),
+        "qwen3.8-27b-nvfp4-unsloth-auto": (None, None),
+    }
 
 
 API_RUNS = {

@@ -392,6 +392,8 @@ def _table(args: argparse.Namespace) -> int:
                 "quality (all scored)": _all_scored(r),
                 f"quality ({n})": f"{r.common:.3f}",
                 "maths (common)": "-" if r.maths_common is None else f"{r.maths_common:.3f}",
+                "maths tokens": _tokens(r.maths_tokens),
+                "maths at cap": _pct(r.maths_at_cap),
             }
             for r in table.rows
         ],
@@ -401,7 +403,12 @@ def _table(args: argparse.Namespace) -> int:
             Column("out tok/s", right=True),
             Column("quality (all scored)", right=True),
             *(
-                (Column(f"quality ({n})", right=True), Column("maths (common)", right=True))
+                (
+                    Column(f"quality ({n})", right=True),
+                    Column("maths (common)", right=True),
+                    Column("maths tokens", right=True),
+                    Column("maths at cap", right=True),
+                )
                 if args.common
                 else ()
             ),

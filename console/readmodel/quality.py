@@ -392,6 +392,8 @@ class CommonRow:
     all_scored_note: str | None  # where the printed figure and the arm's eval differ: both, and why
     common: float  # accuracy on the common items
     maths_common: float | None
+    maths_tokens: float | None = None  # mean maths answer length, as printed
+    maths_at_cap: float | None = None  # share of maths answers hitting the cap, as printed
 
 
 @dataclass(frozen=True)
@@ -444,11 +446,7 @@ def _common_table(store: Store, model: str, runs: list[QualityRun]) -> CommonTab
     if not shared:
         return None
     (box, items), by_arm = max(shared, key=lambda kv: (len(kv[1]), kv[0][1]))
-    printed = {
-        f.arm: f.figures["quality_all_scored"]
-        for f in published_figures(store, COMMON_TABLE)
-        if f.box == box and "quality_all_scored" in f.figures
-    }
+    printed = {f.arm: f.figures for f in published_figures(store, COMMON_TABLE) if f.box == box}
     rows = []
     for arm, r in by_arm.items():
         bench = store.rows(
@@ -462,7 +460,8 @@ def _common_table(store: Store, model: str, runs: list[QualityRun]) -> CommonTab
             [arm, box],
         )
         b = bench[0] if bench else {}
-        all_scored, all_items, note = _all_scored(printed.get(arm), ev[0] if ev else None)
+        figures = printed.get(arm, {})
+        all_scored, all_items, note = _all_scored(figures.get("quality_all_scored"), ev[0] if ev else None)
         rows.append(
             CommonRow(
                 arm=arm,
@@ -476,6 +475,8 @@ def _common_table(store: Store, model: str, runs: list[QualityRun]) -> CommonTab
                 all_scored_note=note,
                 common=r.accuracy,
                 maths_common=r.published_families.get("maths"),
+                maths_tokens=figures.get("maths_mean_tokens"),
+                maths_at_cap=figures.get("maths_at_cap"),
             )
         )
     rows.sort(key=lambda x: -(x.out_tok_s or 0))
