@@ -28,7 +28,7 @@ from typing import Any
 
 from agents.loadgen import memory
 from agents.loadgen.prompts import PromptPlan
-from agents.loadgen.wire import Exchange, StreamConnection
+from agents.loadgen.wire import EVENT, Exchange, StreamConnection
 
 LAG_PERIOD_S = 0.01
 
@@ -131,10 +131,15 @@ class RequestBuilder:
 
 
 def parse_tail(tail: bytes) -> tuple[dict[str, Any] | None, str | None, str | None, int]:
-    """(usage, finish_reason, error, trailing events that carried no token) from a stream's last bytes."""
+    """(usage, finish_reason, error, trailing events that carried no token) from a stream's last bytes.
+
+    The events are found from the end with ``rfind`` (an event begins at ``\\ndata:``, agents/loadgen/wire.py),
+    so only the last few of the tail's ~60 are sliced; splitting the whole tail made an object of each."""
     usage = finish = error = None
     trailing = 0
-    for piece in reversed(tail.split(b"\ndata:")[1:]):
+    end = len(tail)
+    while (start := tail.rfind(EVENT, 0, end)) >= 0:
+        piece, end = tail[start + len(EVENT) : end], start
         payload = piece.split(b"\n\n", 1)[0].strip()
         if payload == b"[DONE]":
             trailing += 1
