@@ -121,6 +121,27 @@ def test_a_panel_too_short_for_two_rows_a_gpu_shows_sparklines(tmp_path: Path) -
     assert SPARKS.index(rows["GPU1"][-1]) > SPARKS.index(rows["GPU0"][-1])
 
 
+async def test_a_short_live_screen_draws_one_row_charts_as_sparklines(fx: F.Fixture) -> None:
+    app = ConsoleApp(
+        fx.path,
+        clock=lambda: F.NOW,
+        local_tz=ZoneInfo("UTC"),
+        actions=F.FixedActions(),
+        keys_path=fx.path.with_name("no-keys.toml"),
+        refresh_s=None,
+    )
+    async with app.run_test(size=(80, 18)) as pilot:
+        await settle(pilot)
+        await press(pilot, "2")
+        gpus = [line for line in text_of(app, "#live-power").splitlines() if line.startswith("GPU")]
+        assert [line[:4] for line in gpus] == ["GPU0", "GPU1", "GPU2", "GPU3"]  # one row each
+        assert all(set(line[23:]) <= set(SPARKS) and len(line) > 23 for line in gpus)
+        one_row = [
+            line for line in text_of(app, "#live-throughput").splitlines() if line.startswith("   in ")
+        ]
+        assert len(one_row) == 1 and set(one_row[0][6:]) <= set(SPARKS)  # the input chart got one row
+
+
 def test_a_sparkline_keeps_gaps_zero_and_the_scale() -> None:
     assert sparkline([0.0, None, 5.0, 10.0, 20.0], 5, top=10) == "▁ ▄██"  # 0 is present, None is a gap
     assert sparkline([1.0, 9.0, 2.0, 3.0], 2, top=10) == "▇▂"  # two values a cell: the larger shows
