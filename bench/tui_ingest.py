@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -157,6 +158,9 @@ def main() -> int:
     parser.add_argument("--servers", type=int, default=4)
     parser.add_argument("--samples", type=int, default=1_000_000, help="GPU samples already in the state.db")
     parser.add_argument("--rounds", type=int, default=200, help="redraws of each kind with nothing arriving")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the state.db and the agent home (12 h: ~0.5 GB)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-tui-ingest-"))
     db = work / "state.db"
@@ -174,6 +178,8 @@ def main() -> int:
         took = time.perf_counter() - t
     finally:
         stop_agent(home)
+        if not args.keep:
+            shutil.rmtree(work)
     load = os.getloadavg()
     print(
         f"Live view redraw, {SHOWN} ({GPUS} GPUs, {args.servers} servers) at 120x36, {args.samples:,} GPU samples "
