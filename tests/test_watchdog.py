@@ -466,7 +466,13 @@ def test_a_killed_and_restarted_watchdog_process_stops_the_arm_on_time(tmp_path:
         assert [e["state"] for e in lines] == ["armed", "armed", "firing", "fired"]
         assert lines[1]["detail"]["restored"] is True and lines[1]["detail"]["rebooted"] is False
         killed_at = lines[-1]["detail"]["stop_arms"]["t_ms"]
-        assert deadline <= killed_at <= deadline + 1000, killed_at - deadline
+        # Never early; and on time once a watchdog runs again: at its first ticks after the later of the
+        # deadline and its restart (a loaded machine can start the new process after the deadline itself).
+        running_again = max(deadline, lines[1]["t_ms"])
+        assert deadline <= killed_at <= running_again + 5000, (
+            killed_at - deadline,
+            lines[1]["t_ms"] - deadline,
+        )
     finally:
         procs: list[subprocess.Popen[Any]] = [*hosts, arm]
         for p in procs:
