@@ -6,11 +6,16 @@ is its own ceiling. Reported as a ratio against `vllm bench serve` measured in t
 concurrency, never as an absolute claim; then `--processes` scaling of this load generator over cores.
 
     python bench/loadgen_ceiling.py                          # C256 and C1024, client on CPU 0, server on 1
+    python bench/loadgen_ceiling.py --input-len 32           # the shape of the README's earlier figures
     python bench/loadgen_ceiling.py --skip-vllm --scaling 1,2,4,8 --client-cpus 0-7 \\
         --server-cpus 8-15 --server-processes 8              # scaling alone, on a larger host
 
 Needs the CPU vLLM venv (testbed/vllm_env.py) and a tokenizer directory for `vllm bench serve`'s
 random dataset (default: the tiny test model's).
+
+The default shape is issue 34's row, 1,024 input and 128 output tokens a request; the run ends with one
+summary block (the command, the load average before and after, a Markdown row per concurrency) for the
+README's performance table.
 """
 
 from __future__ import annotations
@@ -139,10 +144,38 @@ def run_vllm_bench(
     return out
 
 
+def summary_block(report: dict[str, Any], args: argparse.Namespace, argv: list[str]) -> str:
+    """The run as the README quotes it: the command, the shape, the load average (1, 5, 15 min) before and
+    after, and a Markdown row per concurrency (medians of the interleaved runs, every run's ratio)."""
+    before, after = (", ".join(f"{x:.2f}" for x in report["load_average"][k]) for k in ("before", "after"))
+    lines = [
+        f"$ python bench/loadgen_ceiling.py {' '.join(argv)}".rstrip(),
+        f"input {args.input_len} / output {args.output_len} tokens, {args.prompts_per_c} x C requests a run, "
+        f"{args.repeats} interleaved runs a tool; client on CPU {report['client_cpu']}, "
+        f"{args.server_processes} server process(es) on CPUs {report['server_cpus']}",
+        f"load average before {before}; after {after}",
+        "| C | this load generator, out tok/s | `vllm bench serve`, out tok/s | ratio (median) | ratios per run |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in report["comparison"]:
+        theirs = row.get("vllm_out_tok_per_s")
+        per_run = (
+            ", ".join(f"{a / b:.2f}" for a, b in zip(row["loadgen_runs"], row["vllm_runs"], strict=True))
+            if theirs
+            else "-"
+        )
+        lines.append(
+            f"| {row['concurrency']} | {row['loadgen_out_tok_per_s']:,.0f} | "
+            f"{'-' if theirs is None else f'{theirs:,.0f}'} | "
+            f"{'-' if theirs is None else format(row['ratio'], '.2f') + 'x'} | {per_run} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", default="256,1024")
-    p.add_argument("--input-len", type=int, default=32)
+    p.add_argument("--input-len", type=int, default=1024, help="prompt tokens a request (issue 34's row)")
     p.add_argument(
         "--output-len", type=int, default=128, help="token events per response (docs/facts.md used 128)"
     )
@@ -161,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", type=Path, default=TOKENIZER)
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
+    load_before = os.getloadavg()
     client_cpus, server_cpus = cpu_list(args.client_cpus), cpu_list(args.server_cpus)
     levels = [int(c) for c in args.concurrency.split(",")]
     server, url = start_server(server_cpus, args.server_processes)
@@ -224,14 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(10)
-    print(f"{'C':>6} {'loadgen tok/s':>14} {'vllm bench tok/s':>17} {'ratio':>6}")
-    for row in report["comparison"]:
-        theirs = row.get("vllm_out_tok_per_s")
-        print(
-            f"{row['concurrency']:>6} {row['loadgen_out_tok_per_s']:>14,.0f} "
-            f"{'-' if theirs is None else f'{theirs:,.0f}':>17} "
-            f"{'-' if theirs is None else format(row['ratio'], '.1f'):>6}"
-        )
+    report["load_average"] = {"before": load_before, "after": os.getloadavg()}
+    print(summary_block(report, args, sys.argv[1:] if argv is None else argv))
     for row in report["scaling"]:
         print(
             f"--processes {row['processes']} on {len(row['cpus'])} CPU(s): {row['out_tok_per_s']:,.0f} out tok/s "

@@ -13,6 +13,8 @@ node rows: the same load generator at C/4 against one server, measured in the sa
   servers' ideal rate, and its busiest worker's share of a core.
 
     python bench/node_bench.py --client-cpus 0-3 --server-cpus 4-7       # a host with 8 cores or more
+    python bench/node_bench.py --replicas 8 --concurrency 2048 --client-cpus 0-7 --server-cpus 8-15
+                                        # issue 34's check: 8 replicas, 1,024 in / 128 out, 16 cores
 
 Figures are medians of interleaved repeats, reported as ratios, never as absolute claims.
 """
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--concurrency", type=int, default=1024, help="the node's streams (the peer gets C / replicas)"
     )
-    p.add_argument("--input-len", type=int, default=32)
+    p.add_argument("--input-len", type=int, default=1024, help="prompt tokens a request (issue 34's row)")
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--prompts-per-c", type=int, default=8, help="requests per run = this x its concurrency")
     p.add_argument(
