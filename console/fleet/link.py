@@ -355,10 +355,10 @@ class BoxLink:
                     continue
                 asked_again = False
                 after = report.cursor
-                await self._ack(ack, report.cursor, consumer)
                 total += report.inserted
-                if self.on_ingest is not None:
+                if self.on_ingest is not None:  # committed: said before the ack, which a stop can cancel
                     self.on_ingest(report)
+                await self._ack(ack, report.cursor, consumer)
         finally:
             if pending is not None:
                 pending.cancel()
