@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,12 +62,28 @@ def start(
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:
+                    _first_request(url, env.served_name)
                     return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir, argv)
         except OSError:
             pass
         time.sleep(1)
     stop(proc)
     raise RuntimeError(f"vLLM not ready after {timeout_s:.0f} s; see {log_path}")
+
+
+WARM_PROMPT = "The quick brown fox jumps over the lazy dog. " * 27
+"""About 1,200 characters: a long enough first prefill to reach the AMX GEMM that grants the worker its tile state
+(docs/facts.md: a server whose first request is a few tokens long loses its worker to SIGILL on this CPU), so
+the shared server holds whichever test asks it first."""
+
+
+def _first_request(url: str, model: str) -> None:
+    body = json.dumps({"model": model, "prompt": WARM_PROMPT, "max_tokens": 1}).encode()
+    request = urllib.request.Request(
+        url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as r:
+        r.read()
 
 
 def stop(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:

@@ -31,4 +31,6 @@ ruff check .
 ruff format --check .
 python3 -m mypy
 lint-imports
-python3 -m pytest -rs --durations=25 "$@"
+# Test files side by side, one worker a core (at most four: each may start its own CPU vLLM and sshd boxes);
+# a file stays on one worker, so its module-scoped boxes and servers are started once.
+python3 -m pytest -rs --durations=25 -n auto --maxprocesses=4 --dist loadfile "$@"
