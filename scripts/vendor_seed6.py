@@ -155,7 +155,7 @@ def tools(src: Path) -> list[dict[str, Any]]:
             if len(q["question"]) == 1
             and len(q["question"][0]) == 1
             and len(q["question"][0][0]["content"]) <= 300
-            and len(json.dumps(q["function"])) <= 2500
+            and len(json.dumps(q["function"], indent=1)) <= 1400
             and _scalar_answers(answers[q["id"]])
         ]
         for q in _draw("tools", fit, k, f" {category}"):
