@@ -29,7 +29,14 @@ from console.readmodel.sweeps import sweeps
 from console.store import Store
 from console.timeutil import Clock, system_clock
 
-WINDOWS_MS: tuple[int, ...] = (10 * 60_000, 60 * 60_000, 6 * 3600_000, 24 * 3600_000)
+WINDOWS_MS: tuple[int, ...] = (
+    10 * 60_000,
+    60 * 60_000,
+    6 * 3600_000,
+    24 * 3600_000,
+    7 * 86_400_000,
+    30 * 86_400_000,
+)
 """Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
 
 REPLAY_STEPS_MS: dict[int, int] = {
