@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from console.readmodel.queries import gpu_history
 from console.store import Box, Store
+from console.store.rollups import refresh_gpu_rollup
 from console.store.schema import MIGRATIONS, ROLLUP_BUCKET_MS, ROLLUP_COLUMNS
 
 _AGG = ", ".join(f"count({c}), sum({c}), min({c}), max({c})" for c in ROLLUP_COLUMNS)
@@ -114,9 +115,13 @@ def test_a_30_day_window_charts_the_rollup_as_the_raw_rows_average(tmp_path: Pat
     """Each bucket of a wide window averages every sample under it, read from the rollup."""
     day = 86_400_000
     with Store(tmp_path / "state.db") as store:
+        rows = [("b1", 0, t, float(t // 3_600_000 % 24)) for t in range(day, 31 * day, 30_000)]
         store.db.conn.executemany(
-            "INSERT INTO gpu_samples(box, gpu, t_ms, power_w, enforced_limit_w, sm_clock_mhz) VALUES ('b1', 0, ?, ?, 300, 1500)",
-            [(t, float(t // 3_600_000 % 24)) for t in range(day, 31 * day, 30_000)],
+            "INSERT INTO gpu_samples(box, gpu, t_ms, power_w, enforced_limit_w, sm_clock_mhz) "
+            "VALUES (?, ?, ?, ?, 300, 1500)",
+            rows,
         )
+        refresh_gpu_rollup(store.db.conn, rows)
+        assert _rolled(store) == _from_raw(store)
         (history,) = gpu_history(store, "b1", [0], day, 31 * day, 30)
         assert history.power_w.values == tuple(11.5 for _ in range(30))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from console.store.connection import Connection
 from console.store.jsonutil import dumps
+from console.store.rollups import refresh_gpu_rollup
 
 if TYPE_CHECKING:
     from console.store.checks import Checks, CheckVerdict
@@ -164,6 +165,7 @@ class History:
             db.table("gpu_samples").insert_all(
                 ({**vars(s), "import_id": import_id} for s in history.gpu_samples), batch_size=500
             )
+            refresh_gpu_rollup(db.conn, [(s.box, s.gpu, s.t_ms) for s in history.gpu_samples])
             db.table("server_samples").insert_all(
                 ({**vars(s), "import_id": import_id} for s in history.server_samples), batch_size=500
             )

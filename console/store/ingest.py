@@ -54,6 +54,7 @@ from console.errors import Refused
 from console.store.connection import Connection
 from console.store.errors import disk_full, full_disk_guard
 from console.store.jsonutil import dumps
+from console.store.rollups import refresh_gpu_rollup
 
 if TYPE_CHECKING:
     from console.store.checks import Checks
@@ -170,6 +171,7 @@ class _Rows:
 
     def flush_samples(self, conn: sqlite3.Connection) -> None:
         conn.executemany(_GPU_INSERT, self.gpu)
+        refresh_gpu_rollup(conn, self.gpu)
         conn.executemany(_SERVER_INSERT, self.server)
         self.gpu.clear()
         self.server.clear()
