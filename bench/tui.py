@@ -1,9 +1,11 @@
 """Console redraw and browse start-up against a state.db holding millions of samples.
 
-    python bench/tui.py [--samples 5000000] [--db PATH] [--keep]
+    python bench/tui.py [--boxes 2] [--gpus 8] [--days 30] [--hz 1] [--db PATH] [--keep]
 
-Builds (or reuses, with --db) a campaign of 8 boxes x 8 GPUs sampled at 1 Hz plus one serving launch per
-box, written through the Store, then measures:
+Builds (or reuses, with --db) a campaign of --boxes x --gpus GPUs sampled at --hz for --days plus one serving
+launch per box (default issue 34's 16 GPUs x 30 days at 1 Hz, ~41 M GPU samples), written with one
+executemany an hour of ticks and the per-minute rollups (schema V27) computed in SQL after the bulk load,
+then measures:
 
 - redraw: the visible Live view reloading (queries + drawing, on the App's worker path) at 120x36,
   for each chart window, against a peer in the same run: the same throughput chart computed by
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shlex
 import shutil
@@ -34,11 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from console.readmodel import WINDOWS_MS  # noqa: E402
 from console.store import Box, Store  # noqa: E402
+from console.store.rollups import rebuild_gpu_rollup  # noqa: E402
 from testbed import tui_fixture as F  # noqa: E402
 from testbed.tui_pilot import settle  # noqa: E402
-
-BOXES, GPUS = 8, 8
-STEP_MS = 1000
 
 
 def progress(done: int, total: int, what: str) -> None:
@@ -50,19 +51,25 @@ def progress(done: int, total: int, what: str) -> None:
     sys.stderr.flush()
 
 
-def build(path: Path, samples: int) -> None:
-    """8 boxes x 8 GPUs at 1 Hz until ``samples`` GPU samples exist, ending at the fixture's NOW."""
-    ticks = samples // (BOXES * GPUS)
-    start = F.NOW - (ticks - 1) * STEP_MS
-    chunk = 3600  # one hour of ticks per transaction
+BOXES, GPUS = 8, 8
+STEP_MS = 1000
+"""The shape bench/tui_ingest.py builds (``build``'s defaults)."""
+
+
+def build(path: Path, samples: int, boxes: int = BOXES, gpus: int = GPUS, step_ms: int = STEP_MS) -> None:
+    """``boxes`` x ``gpus`` sampled every ``step_ms`` until ``samples`` GPU samples exist, ending at the
+    fixture's NOW; the rollups are computed in SQL after the bulk load."""
+    ticks = samples // (boxes * gpus)
+    start = F.NOW - (ticks - 1) * step_ms
+    chunk = max(1, 3_600_000 // step_ms)  # one hour of ticks per transaction
     with Store(path, clock=lambda: start) as store:
-        for b in range(BOXES):
+        for b in range(boxes):
             store.boxes.add(
                 Box(
                     name=f"box-{b}",
                     status="up",
                     tz="UTC",
-                    gpu_summary=f"{GPUS}x H200 141GB",
+                    gpu_summary=f"{gpus}x H200 141GB",
                     price_per_hour=2.5 + b,
                 )
             )
@@ -77,26 +84,28 @@ def build(path: Path, samples: int) -> None:
                         "state": "serving",
                         "start_ms": start,
                         "ready_ms": start + 60_000,
-                        "gpus": "[0,1,2,3,4,5,6,7]",
+                        "gpus": json.dumps(list(range(gpus))),
                         "port": 8100,
                     }
-                    for b in range(BOXES)
+                    for b in range(boxes)
                 ]
             )
-        total = ticks * BOXES
+        total = ticks * boxes
         done = 0
-        for t0 in range(start, F.NOW + 1, chunk * STEP_MS):
-            t1 = min(F.NOW, t0 + (chunk - 1) * STEP_MS)
-            for b in range(BOXES):
+        for t0 in range(start, F.NOW + 1, chunk * step_ms):
+            t1 = min(F.NOW, t0 + (chunk - 1) * step_ms)
+            for b in range(boxes):
                 F.insert_gpu_rows(
                     store,
                     F.gpu_rows(
-                        f"box-{b}", GPUS, t0, t1, STEP_MS, capped=[b % GPUS], max_w=700.0, cap_w=450.0
+                        f"box-{b}", gpus, t0, t1, step_ms, capped=[b % gpus], max_w=700.0, cap_w=450.0
                     ),
                 )
-                F.insert_server_rows(store, F.server_rows(f"box-{b}", f"L-{b}", t0, t1, STEP_MS, peak=5200.0))
-                done += (t1 - t0) // STEP_MS + 1
+                F.insert_server_rows(store, F.server_rows(f"box-{b}", f"L-{b}", t0, t1, step_ms, peak=5200.0))
+                done += (t1 - t0) // step_ms + 1
             progress(done, total, "writing samples")
+        with store.atomic() as db:
+            rebuild_gpu_rollup(db.conn)
         store.db.execute("ANALYZE")
 
 
@@ -112,7 +121,7 @@ async def measure_redraw(path: Path, rounds: int) -> dict[str, list[float]]:
         actions=F.FixedActions(),
         keys_path=Path("/nonexistent/keys.toml"),
         refresh_s=None,
-        box="box-3",
+        box="box-0",
     )
     out: dict[str, list[float]] = {}
     async with app.run_test(size=(120, 36)) as pilot:
@@ -135,7 +144,7 @@ async def measure_redraw(path: Path, rounds: int) -> dict[str, list[float]]:
             app.redraw_visible()
             await settle(pilot)
             times.append(app.redraw_s["fleet"])
-        out["fleet (8 boxes)"] = times
+        out["fleet"] = times
     return out
 
 
@@ -145,7 +154,7 @@ def sql_chart(path: Path, window_ms: int, buckets: int) -> float:
 
     with Store(path, read_only=True) as store:
         t = time.perf_counter()
-        throughput(store, "box-3", F.NOW - window_ms, F.NOW, buckets)
+        throughput(store, "box-0", F.NOW - window_ms, F.NOW, buckets)
         return time.perf_counter() - t
 
 
@@ -156,12 +165,38 @@ def naive_chart(path: Path, window_ms: int, buckets: int) -> float:
         rows = store.db.execute(
             "SELECT launch_id, t_ms, gen_tok_per_s, prompt_tok_per_s FROM server_samples "
             "WHERE box = ? AND t_ms > ? AND t_ms <= ?",
-            ["box-3", F.NOW - window_ms, F.NOW],
+            ["box-0", F.NOW - window_ms, F.NOW],
         ).fetchall()
         sums: dict[int, list[float]] = {}
         for _, t_ms, g, _p in rows:
             sums.setdefault((t_ms - F.NOW + window_ms) * buckets // window_ms, []).append(g)
         _ = [statistics.fmean(v) for v in sums.values()]
+        return time.perf_counter() - t
+
+
+def gpu_chart(path: Path, window_ms: int, buckets: int, *, raw: bool) -> float:
+    """Every GPU's chart of box-0 as Live reads it (``gpu_history``: rollup rows for wide windows) or, with
+    ``raw``, the peer: the same averages over every raw sample of the window."""
+    from console.readmodel.queries import _bucketed, gpu_history
+
+    with Store(path, read_only=True) as store:
+        gpus = [r[0] for r in store.db.execute("SELECT DISTINCT gpu FROM gpu_samples WHERE box = 'box-0'")]
+        span = (F.NOW - window_ms, F.NOW, buckets)
+        t = time.perf_counter()
+        if not raw:
+            gpu_history(store, "box-0", gpus, *span)
+        for gpu in gpus if raw else ():
+            columns = ("power_w", "enforced_limit_w", "sm_clock_mhz")
+            _bucketed(
+                store,
+                "gpu_samples",
+                "box = :box AND gpu = :gpu",
+                {"box": "box-0", "gpu": gpu},
+                columns,
+                span,
+                window_ms,
+                1,
+            )
         return time.perf_counter() - t
 
 
@@ -217,9 +252,10 @@ def measure_first_screens(db: Path) -> tuple[list[float], list[float], list[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--samples", type=int, default=5_000_000, help="GPU samples to write (default 5,000,000)"
-    )
+    parser.add_argument("--boxes", type=int, default=2, help="boxes in the built fleet (default 2)")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs a box (default 8)")
+    parser.add_argument("--days", type=float, default=30.0, help="days of samples (default 30)")
+    parser.add_argument("--hz", type=float, default=1.0, help="samples a second per GPU (default 1)")
     parser.add_argument("--db", type=Path, help="reuse (or create) this state.db instead of a temporary one")
     parser.add_argument("--keep", action="store_true", help="keep the temporary state.db")
     parser.add_argument("--rounds", type=int, default=5)
@@ -230,13 +266,18 @@ def main() -> int:
         args.db = tmp / "state.db"
     if not args.db.exists():
         t = time.perf_counter()
-        build(args.db, args.samples)
+        step_ms = max(1, round(1000 / args.hz))
+        samples = int(args.days * 86_400_000 // step_ms) * args.boxes * args.gpus
+        build(args.db, samples, args.boxes, args.gpus, step_ms)
         print(f"built {args.db} in {time.perf_counter() - t:.0f} s")
     with Store(args.db, read_only=True) as store:
         n = store.scalar("SELECT count(*) FROM gpu_samples")
         m = store.scalar("SELECT count(*) FROM server_samples")
     size = args.db.stat().st_size / 2**20
-    print(f"state.db: {n:,} GPU samples, {m:,} server samples, {size:,.0f} MiB")
+    print(
+        f"state.db: {n:,} GPU samples, {m:,} server samples, {size:,.0f} MiB, "
+        f"{args.db.stat().st_size / max(1, n + m):.0f} bytes a sample (rollups and indexes included)"
+    )
 
     redraw = asyncio.run(measure_redraw(args.db, args.rounds))
     print(f"\nredraw of the visible view at 120x36 (worker load + draw), median of {args.rounds}:")
@@ -249,6 +290,17 @@ def main() -> int:
         print(
             f"  window {window // 60_000:5}m  sql {ours * 1000:7.1f} ms  peer {peer * 1000:7.1f} ms  "
             f"peer/sql {peer / ours:5.1f}x"
+        )
+
+    print(
+        "\nGPU charts alone (every GPU of box-0, 236 buckets): rollup/probe path vs the peer averaging raw rows"
+    )
+    for window in WINDOWS_MS:
+        ours = statistics.median(gpu_chart(args.db, window, 236, raw=False) for _ in range(args.rounds))
+        peer = statistics.median(gpu_chart(args.db, window, 236, raw=True) for _ in range(args.rounds))
+        print(
+            f"  window {window // 60_000:5}m  ours {ours * 1000:7.1f} ms  raw {peer * 1000:7.1f} ms  "
+            f"raw/ours {peer / ours:5.1f}x"
         )
 
     if shutil.which("tmux"):

@@ -23,3 +23,10 @@ def refresh_gpu_rollup(conn: sqlite3.Connection, samples: Iterable[tuple[object,
     holds at least the row just written (or the one an ignored duplicate met), so REPLACE covers it."""
     minutes = {(s[0], s[1], int(s[2]) // ROLLUP_BUCKET_MS * ROLLUP_BUCKET_MS) for s in samples}  # type: ignore[call-overload]
     conn.executemany(_REBUILD_MINUTE, sorted(minutes))
+
+
+def rebuild_gpu_rollup(conn: sqlite3.Connection) -> None:
+    """Recompute every rollup minute from gpu_samples in one statement: after a bulk load that wrote raw
+    rows without ``refresh_gpu_rollup`` (bench/tui.py), far cheaper than refreshing minute by minute."""
+    conn.execute("DELETE FROM gpu_rollup_1m")
+    conn.execute(rollup_rebuild_sql(""))
