@@ -37,13 +37,16 @@ WINDOWS_MS: tuple[int, ...] = (
     7 * 86_400_000,
     30 * 86_400_000,
 )
-"""Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL."""
+"""Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL, from
+the per-minute rollups (gpu_rollup_1m) once a bucket spans a minute."""
 
 REPLAY_STEPS_MS: dict[int, int] = {
     10 * 60_000: 60_000,
     60 * 60_000: 5 * 60_000,
     6 * 3600_000: 30 * 60_000,
     24 * 3600_000: 2 * 3600_000,
+    7 * 86_400_000: 12 * 3600_000,
+    30 * 86_400_000: 3 * 86_400_000,
 }
 """What `[` and `]` move the cursor by with each chart window: a fixed, round size (about a tenth of it),
 said in the top bar, so a step lands on the same minute every time."""
