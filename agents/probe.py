@@ -9,6 +9,7 @@ error-804 check). Judging them is the console's job (console/checks.py).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from agents import attention_backends
 from agents import gpu as G
 from agents.journal import now_ms
 from agents.loadgen.memory import meminfo
@@ -98,6 +100,7 @@ else:
             if "libcuda.so" in line:
                 out["libcuda_path"] = line.split()[-1]; break
     except OSError: pass
+out["attention_backends"] = backends_of_env()  # defined by agents/attention_backends.py, sent before this
 print(json.dumps(out))
 """
 
@@ -148,7 +151,7 @@ def serving_env(
     }
     try:
         proc = subprocess.run(
-            [exe, "-c", _SERVING_SCRIPT, json.dumps(patches or [])],
+            [exe, "-c", inspect.getsource(attention_backends) + _SERVING_SCRIPT, json.dumps(patches or [])],
             capture_output=True,
             text=True,
             timeout=60,
@@ -176,6 +179,7 @@ def serving_env(
             "error": got["error"],
             "packages": got.get("packages") or {},
             "patches": got.get("patches") or {},
+            "attention_backends": got.get("attention_backends"),
         }
     )
     if got["cuinit"] is not None:

@@ -298,6 +298,8 @@ class _EngineStack(TypedDict, total=False):
     dist-info; a package not installed is absent."""
     patches: dict[str, PatchFound]
     """Each engine patch the console asked about (``ProbeArgs.patches``), by name."""
+    attention_backends: list[str] | None
+    """The vLLM's ``AttentionBackendEnum`` members (agents/attention_backends.py); None: unknown."""
 
 
 class ServingEnv(_EngineStack):

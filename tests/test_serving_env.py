@@ -151,7 +151,8 @@ def test_versions_are_probed_and_a_cubin_mismatch_or_old_flashinfer_is_refused(
     install_dist(env, "flashinfer-jit-cache", "0.6.19.dev20260904")
     code, out, err = run_cli(db, "check", box.name, "--arm", SPARSE, "--json")
     needs = [v for v in json.loads(out)["verdicts"] if v["check"] == "serving_env"]
-    assert [v["verdict"] for v in needs] == ["ok", "ok"], needs
+    # The fake env has no vLLM source to read the arm's FLASHINFER_MLA_SPARSE_SM120 from: unknown warns only.
+    assert [v["verdict"] for v in needs] == ["ok", "ok", "warn"], needs
     assert "flashinfer-python 0.6.19.dev20260904 meets >0.6.18" in needs[1]["reason"]
 
 

@@ -156,6 +156,7 @@ def recipe_arm(arm_name: str, catalog: Any = None) -> ArmResolver:
             weight_shards=weight_shards(a),
             patches=patches,
             requires_env=requires_env,
+            attention_backend=cat.attention_backend(a),
         )
 
     return resolver

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.protocol import PatchFound, ProbeReport, ServingEnv
-from console.checks.verdict import FAIL, OK, ArmContext, Verdict
+from console.checks.verdict import FAIL, OK, WARN, ArmContext, Verdict
 from console.recipes.model import PatchNeed
 from console.recipes.requirement import REPORTED, Requirement, parse_requirement
 from console.recipes.serving_lock import CUBIN_OF
@@ -76,12 +76,48 @@ def check_kernel_binaries(probe: ProbeReport, box: str | None = None) -> list[Ve
 
 def check_arm_needs(probe: ProbeReport, arm: ArmContext | None, box: str | None = None) -> list[Verdict]:
     """The arm's engine patches and version requirements against what the probe found in the serving env."""
-    if arm is None or not (arm.patches or arm.requires_env):
+    if arm is None or not (arm.patches or arm.requires_env or arm.attention_backend):
         return []
     return [
         *(_patch(probe, arm, need, box or "?") for need in arm.patches),
         *_requirements(probe, arm, box or "?"),
+        *_attention_backend(probe, arm, box or "?"),
     ]
+
+
+def _attention_backend(probe: ProbeReport, arm: ArmContext, box: str) -> list[Verdict]:
+    """The arm's ``--attention-backend`` against the backends the probe read from the env's vLLM source
+    (agents/attention_backends.py). Unknown (no registry.py, unparseable, an older agent) warns, never refuses:
+    the launch itself is then the test."""
+    want = arm.attention_backend
+    if want is None:
+        return []
+    env = _env(probe)
+    have = env.get("attention_backends") if env else None
+    numbers: dict[str, Any] = {"attention_backend": want, "offered": have}
+    if not isinstance(have, list):
+        return [
+            Verdict(
+                CHECK,
+                WARN,
+                f"box {box}: arm {arm.name} asks for attention backend {want}, and the probe could not read the "
+                f"backends of the vLLM in the {_where(env)} (unknown); the launch will tell",
+                numbers,
+            )
+        ]
+    if want not in have:
+        version = (env.get("vllm_version") if env else None) or "?"
+        return [
+            Verdict(
+                CHECK,
+                FAIL,
+                f"box {box}: arm {arm.name} asks for attention backend {want}, which the vLLM "
+                f"{version} in the {_where(env)} does not have; install a vLLM "
+                f"that has it (`campaign box setup {box} --lock FILE`) or choose another --attention-backend",
+                numbers,
+            )
+        ]
+    return [Verdict(CHECK, OK, f"attention backend {want} is in the env's vLLM (arm {arm.name})", numbers)]
 
 
 def _patch(probe: ProbeReport, arm: ArmContext, need: PatchNeed, box: str) -> Verdict:

@@ -50,6 +50,8 @@ class ArmContext:
     """Engine patches the serving env must carry (console/checks/serving_env.py refuses an env without them)."""
     requires_env: tuple[tuple[str, str], ...] = ()
     """(package, version requirement) pairs the serving env must meet, e.g. ("flashinfer-python", ">0.6.18")."""
+    attention_backend: str | None = None
+    """The backend the arm's ``--attention-backend`` names; the env's vLLM must offer it."""
 
     @property
     def shards(self) -> int:

@@ -33,6 +33,7 @@ FlagValue = str | int | float | bool | list[str]
 """A flag's value in a recipe: ``true`` is a bare switch, ``false`` removes it, a list repeats values."""
 
 SPECULATIVE_FLAG = "--speculative-config"
+ATTENTION_FLAG = "--attention-backend"
 """The vLLM flag that makes an arm a drafter arm (MTP heads, DSpark, DFlash, ngram)."""
 
 LAYOUT_KEYS = (
@@ -278,6 +279,12 @@ class Catalog:
         )
         env = {**profile.requires_env, **arm.requires_env}
         return tuple(self.patches[n].need() for n in names), tuple(env.items())
+
+    def attention_backend(self, arm: Arm) -> str | None:
+        """The ``--attention-backend`` the arm's flags (over its profile's) name: check --arm and launch refuse
+        a serving env whose vLLM lacks it (console/checks/serving_env.py)."""
+        value = {**self.profiles[arm.profile].flags, **arm.flags}.get(ATTENTION_FLAG)
+        return value if isinstance(value, str) else None
 
     def variant(self, base: str, pair: KernelPair, sweep: str | None = None) -> Arm:
         """The arm ``base`` with one kernel pair swapped in: what a sweep launches for each candidate."""

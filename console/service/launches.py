@@ -168,10 +168,14 @@ class LaunchIntents(ServiceBase):
     ) -> tuple[list[str], dict[str, str | None]]:
         """The arm's engine patches and version requirements judged on the box's newest probe: the refusals,
         and the digests of the patches found (empty for an arm that needs nothing)."""
-        patches, requires_env = self.catalog.serving_needs(get_arm(self.catalog, arm))
-        if not (patches or requires_env):
+        found = get_arm(self.catalog, arm)
+        patches, requires_env = self.catalog.serving_needs(found)
+        backend = self.catalog.attention_backend(found)
+        if not (patches or requires_env or backend):
             return [], {}
-        context = ArmContext(arm, patches=patches, requires_env=requires_env)
+        context = ArmContext(arm, patches=patches, requires_env=requires_env, attention_backend=backend)
+        if probe is None and not (patches or requires_env):
+            return [], {}  # only a backend to look for, and no probe: unknown, which never refuses
         if probe is None:
             return [
                 f"box {box} has no probe to show its serving env carries what arm {arm} needs; "
