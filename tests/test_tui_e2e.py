@@ -56,14 +56,30 @@ class Terminal:
     def __init__(self, name: str, command: list[str], env: dict[str, str], size: tuple[int, int]):
         self.name = name
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), *command],
+            # A tmux server of its own: a server another test started would size this session to its own.
+            [
+                "tmux",
+                "-L",
+                name,
+                "new-session",
+                "-d",
+                "-s",
+                name,
+                "-x",
+                str(size[0]),
+                "-y",
+                str(size[1]),
+                *command,
+            ],
             check=True,
             env=env,
             cwd=ROOT,
         )
 
     def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.name, *args], capture_output=True, text=True, timeout=10
+        ).stdout
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", self.name)
@@ -87,11 +103,13 @@ class Terminal:
             time.sleep(0.5)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return self._rc("has-session", "-t", self.name) == 0
 
     def close(self) -> None:
-        if self.alive():
-            self.tmux("kill-session", "-t", self.name)
+        self._rc("kill-server")
+
+    def _rc(self, *args: str) -> int:
+        return subprocess.run(["tmux", "-L", self.name, *args], capture_output=True).returncode
 
 
 @contextlib.contextmanager

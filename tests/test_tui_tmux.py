@@ -25,7 +25,8 @@ class Terminal:
         self.name = name
 
     def tmux(self, *args: str) -> str:
-        out = subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=10)
+        # A tmux server of its own: a server another test started would size this session to its own.
+        out = subprocess.run(["tmux", "-L", self.name, *args], capture_output=True, text=True, timeout=10)
         return out.stdout
 
     def screen(self) -> str:
@@ -46,7 +47,10 @@ class Terminal:
         raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return self.tmux_rc("has-session", "-t", self.name) == 0
+
+    def tmux_rc(self, *args: str) -> int:
+        return subprocess.run(["tmux", "-L", self.name, *args], capture_output=True).returncode
 
 
 @pytest.fixture
@@ -56,7 +60,7 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, F.Fixture]]:
     env = {**os.environ, "CAMPAIGN_KEYS": str(tmp_path / "keys.toml"), "TERM": "xterm-256color"}
     command = f"{sys.executable} -m console browse {fx.path}"
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", command],
+        ["tmux", "-L", name, "new-session", "-d", "-s", name, "-x", "100", "-y", "30", command],
         check=True,
         env=env,
         cwd=Path(__file__).resolve().parent.parent,
@@ -65,8 +69,7 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, F.Fixture]]:
     try:
         yield term, fx
     finally:
-        if term.alive():
-            term.tmux("kill-session", "-t", name)
+        term.tmux_rc("kill-server")
 
 
 def test_browse_in_a_real_terminal(terminal: tuple[Terminal, F.Fixture]) -> None:
