@@ -40,6 +40,18 @@ def counted(calls: Counter[str], name: str, real: Callable[..., Any]) -> Callabl
     return spy
 
 
+def _app(fx: F.Fixture, clock: Callable[[], int]) -> ConsoleApp:
+    """The console on the fixture's state.db at a clock the test moves, in UTC, redrawn only when asked."""
+    return ConsoleApp(
+        fx.path,
+        clock=clock,
+        local_tz=ZoneInfo("UTC"),
+        actions=F.FixedActions(),
+        keys_path=fx.path.with_name("no-keys.toml"),
+        refresh_s=None,
+    )
+
+
 async def test_a_redraw_whose_data_did_not_move_charts_and_repaints_nothing_and_a_new_sample_shows(
     fx: F.Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,14 +66,7 @@ async def test_a_redraw_whose_data_did_not_move_charts_and_repaints_nothing_and_
 
     monkeypatch.setattr(live.Shown, "update", update)
     now = [F.NOW]
-    app = ConsoleApp(
-        fx.path,
-        clock=lambda: now[0],
-        local_tz=ZoneInfo("UTC"),
-        actions=F.FixedActions(),
-        keys_path=fx.path.with_name("no-keys.toml"),
-        refresh_s=None,
-    )
+    app = _app(fx, lambda: now[0])
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         await press(pilot, "2")
@@ -122,14 +127,7 @@ def test_a_panel_too_short_for_two_rows_a_gpu_shows_sparklines(tmp_path: Path) -
 
 
 async def test_a_short_live_screen_draws_one_row_charts_as_sparklines(fx: F.Fixture) -> None:
-    app = ConsoleApp(
-        fx.path,
-        clock=lambda: F.NOW,
-        local_tz=ZoneInfo("UTC"),
-        actions=F.FixedActions(),
-        keys_path=fx.path.with_name("no-keys.toml"),
-        refresh_s=None,
-    )
+    app = _app(fx, lambda: F.NOW)
     async with app.run_test(size=(80, 18)) as pilot:
         await settle(pilot)
         await press(pilot, "2")

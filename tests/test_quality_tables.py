@@ -17,9 +17,9 @@ from console.cli import main
 from console.economics import economics_table
 from console.readmodel import economics_inputs, eval_runs, quality_runs
 from console.readmodel.quality import served_difference
-from console.readmodel.records import QualityRun
 from console.store import Store
-from ops.demo import DemoDataError, _sampling, build_demo, read_tsv
+from ops.demo import DemoDataError, _sampling, read_tsv
+from tests.support.demo import runs_by_label
 
 BOX_5090 = "seed-5090x8-400w"
 SEED_BOX = "seed-pro6000-600w"
@@ -27,20 +27,15 @@ HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor r
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("quality_tables") / "state.db"
-    build_demo(Store(path))
-    return path
-
-
-def _runs(db: Path) -> dict[str, QualityRun]:
-    return {r.label: r for r in quality_runs(Store(db))}
+def db(demo: Path) -> Path:
+    """The demo campaign's state.db (tests/conftest.py)."""
+    return demo
 
 
 def test_house_default_against_vendor_recipe_reproduces_the_table(db: Path) -> None:
     """F16: both runs are bound to the gittensor NVFP4 arm on the 5090 box with what they were served with,
     and carry the table's overall and truncation; the vendor column's six families are the 5090 NVFP4 row."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     house, vendor = runs[HOUSE], runs[VENDOR]
     for r in (house, vendor):
         assert (r.arm, r.box, r.items) == ("qwen3.8-27b-nvfp4-b12x", BOX_5090, 403)
@@ -81,7 +76,7 @@ def test_compare_says_how_the_pair_was_served_before_anything_else(
 ) -> None:
     """`quality compare` prints the served-differently line first; the write-up printed no item split for this
     pair, so no paired verdict follows it, only the figures side by side (tests/test_seed_quality_figures.py)."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     house, vendor = runs[HOUSE].id, runs[VENDOR].id
     assert main(["--db", str(db), "quality", "compare", str(house), str(vendor)]) == 0
     captured = capsys.readouterr()
@@ -97,7 +92,7 @@ def test_compare_of_runs_served_alike_or_unrecorded_has_no_served_line(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A published pair whose serving the write-up does not give gets a verdict and no served line."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     a = runs["Qwen3.8-27B FP8 b12x, repeat A"].id
     b = runs["Qwen3.8-27B FP8 b12x, repeat B"].id
     assert main(["--db", str(db), "quality", "compare", str(a), str(b), "--json"]) == 0
@@ -123,7 +118,7 @@ def test_the_5090_quality_rows_are_bound_to_their_arms(db: Path) -> None:
         "instructions": 0.867,
     }
     assert evals[("qwen3.8-27b-nvfp4-b12x", BOX_5090)].overall == 0.732
-    runs = _runs(db)
+    runs = runs_by_label(db)
     tp2 = runs["Qwen3.8-27B FP8 official TP2, 8x RTX 5090"]
     assert (tp2.arm, tp2.box, tp2.accuracy, tp2.truncation_rate) == (
         "qwen3.8-27b-fp8-tp2",

@@ -16,10 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.cli import main
-from console.readmodel import quality_runs
-from console.readmodel.records import QualityRun
-from console.store import Store
-from ops.demo import CAPS, Cell, DemoDataError, _caps, _common_figures, _routing, build_demo, read_tsv
+from ops.demo import CAPS, Cell, DemoDataError, _caps, _common_figures, _routing, read_tsv
+from tests.support.demo import runs_by_label
 
 HOUSE, VENDOR = "Qwen3.8-27B NVFP4, house default", "Qwen3.8-27B NVFP4, vendor recipe"
 SEVEN = {
@@ -34,14 +32,9 @@ SEVEN = {
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("seed_quality_figures") / "state.db"
-    build_demo(Store(path))
-    return path
-
-
-def _runs(db: Path) -> dict[str, QualityRun]:
-    return {r.label: r for r in quality_runs(Store(db))}
+def db(demo: Path) -> Path:
+    """The demo campaign's state.db (tests/conftest.py)."""
+    return demo
 
 
 def test_compare_sets_the_house_default_and_vendor_recipe_side_by_side(
@@ -49,7 +42,7 @@ def test_compare_sets_the_house_default_and_vendor_recipe_side_by_side(
 ) -> None:
     """F16: the served-differently line, then the plain statement that no paired verdict is possible without
     per-item results, then the seven figures of the write-up's table, house default against vendor recipe."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     house, vendor = runs[HOUSE].id, runs[VENDOR].id
     assert main(["--db", str(db), "quality", "compare", str(house), str(vendor)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -64,7 +57,7 @@ def test_compare_sets_the_house_default_and_vendor_recipe_side_by_side(
 
 def test_compare_side_by_side_as_json_has_no_verdict(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The JSON names the basis, gives every figure of both runs and no verdict; order A/B follows the call."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     vendor, house = runs[VENDOR].id, runs[HOUSE].id
     assert main(["--db", str(db), "quality", "compare", str(vendor), str(house), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -80,7 +73,7 @@ def test_two_runs_with_a_published_split_still_get_a_verdict(
     db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Side by side is only for pairs nothing pairs: a published split still gives its paired verdict."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     a, b = runs["Qwen3.8-27B FP8 b12x, repeat A"].id, runs["Qwen3.8-27B FP8 b12x, repeat B"].id
     assert main(["--db", str(db), "quality", "compare", str(a), str(b), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -209,7 +202,7 @@ API_RUNS = {
 def test_api_runs_carry_provider_precision_routing_caps_and_families(db: Path) -> None:
     """F15: each API run says who served it, how it was routed, at what precision and under which caps, as
     fields (not words in a note), with the family figures the API table prints."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     for label, (provider, routing, precision, cap, items, accuracy, families) in API_RUNS.items():
         r = runs[label]
         assert (r.provider, r.routing, r.precision, r.caps) == (provider, routing, precision, {"*": cap}), (
@@ -228,7 +221,7 @@ def test_quality_list_prints_how_each_api_run_was_served(
 ) -> None:
     """F15: `quality list` shows the served-by column, flags the partial runs "stopped (HTTP 402): N items" and
     prints caps, degenerate rate and families under the table."""
-    runs = _runs(db)
+    runs = runs_by_label(db)
     assert main(["--db", str(db), "quality", "list"]) == 0
     out = capsys.readouterr().out
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines() if line[:1].isdigit()}
