@@ -18,7 +18,7 @@ from console.charts import SPARKS, sparkline, trace
 from console.readmodel import ReadModel
 from console.store import Store
 from console.tui.app import ConsoleApp
-from console.tui.render import gpu_lines
+from console.tui.render import fmt_window, gpu_lines
 from console.tui.views import live
 from testbed import backlog
 from testbed import tui_fixture as F
@@ -160,3 +160,21 @@ def test_a_trace_is_its_size_blank_where_there_is_nothing_and_full_at_the_top(
     full = trace([max(top, 1.0)] * len(series), width, height, top)
     if series and height > 1:
         assert full == ["⣿" * width] * height
+
+
+@pytest.mark.parametrize(
+    ("window_ms", "label"),
+    [
+        (30_000, "30s"),
+        (10 * 60_000, "10m"),
+        (90 * 60_000, "90m"),
+        (3600_000, "1h"),
+        (24 * 3600_000, "24h"),
+        (3 * 24 * 3600_000, "3d"),
+        (7 * 24 * 3600_000, "7d"),
+        (30 * 24 * 3600_000, "30d"),
+        (36 * 3600_000, "36h"),
+    ],
+)
+def test_windows_past_a_day_are_named_in_days(window_ms: int, label: str) -> None:
+    assert fmt_window(window_ms) == label

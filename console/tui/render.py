@@ -63,8 +63,10 @@ def time_axis(window_ms: int, width: int, edge: str) -> str:
 
 
 def fmt_window(ms: int) -> str:
-    """``10m``, ``1h``, ``24h``: a chart window or a replay step."""
+    """``10m``, ``1h``, ``24h``, ``7d``: a chart window or a replay step (days past a day, hours up to it)."""
     minutes = ms // 60_000
+    if minutes > 24 * 60 and minutes % (24 * 60) == 0:
+        return f"{minutes // (24 * 60)}d"
     if minutes >= 60 and minutes % 60 == 0:
         return f"{minutes // 60}h"
     return f"{minutes}m" if minutes else f"{ms // 1000}s"
