@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -189,3 +191,48 @@ def test_the_cli_checks_launches_and_kills_a_multi_box_arm(
     finally:
         for box in boxes:
             box.kill_agent()
+
+
+def test_a_worker_that_dies_after_the_arm_serves_stops_the_head(recipes: Path, tmp_path: Path) -> None:
+    """The head keeps its API open when a headless rank dies (it waits on a rank that will never answer): the
+    console, following the boxes, stops every process left, each with the reason naming the rank that died."""
+    from testbed.fleet_fixtures import FAST
+
+    async def go(store: Store) -> None:
+        service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
+        try:
+            mplan = service.plan_multinode("fake-dp2", ["mn-a", "mn-b"], base_port=free_ports(1))
+            outcome = await service.launch_multinode(mplan, ready_timeout_s=60)
+            assert outcome.serving, outcome
+            head, worker = outcome.launches
+            assert worker.pid is not None
+            os.kill(worker.pid, signal.SIGKILL)  # the worker's box loses the rank
+            notices: list[str] = []
+            stop = asyncio.Event()
+            following = asyncio.create_task(service.follow("mn-a", stop, on_notice=notices.append))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 90
+            while not (now := store.launches.get(head.id)) or not now.ended or not now.failure_reason:
+                assert loop.time() < deadline and not following.done(), (notices, now)
+                await asyncio.sleep(0.2)
+            stop.set()
+            await following
+            dead = store.launches.get(worker.id)
+            assert dead is not None and dead.state == "failed"
+            assert now.state == "stopped" and now.failure_reason is not None
+            assert now.failure_reason.startswith(f"rank {worker.id} on box mn-b ended"), now.failure_reason
+            assert now.failure_reason.endswith("; stopped every process of arm fake-dp2")
+            assert now.failure_reason in notices, notices
+            assert store.launches.live("mn-a") == [] and store.launches.live("mn-b") == []
+            assert head.id in _kill_order(store)
+            assert await service.stop_broken_arms() == []  # said once: nothing is left to stop
+        finally:
+            await service.close()
+
+    with Store(tmp_path / "state.db") as store:
+        boxes = _boxes(store, "mn-a", "mn-b")
+        try:
+            asyncio.run(go(store))
+        finally:
+            for box in boxes:
+                box.kill_agent()

@@ -8,6 +8,10 @@ The intents are grouped by what they act on, one module each; ``Service`` is all
 one fleet of box links.
 """
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
 from console.service.base import ServiceError, describe
 from console.service.boxes import BoxIntents, Connected, HostKey
 from console.service.checks import CheckIntents
@@ -26,10 +30,11 @@ from console.service.runs import BenchNode, BenchOutcome
 from console.service.setup import SetupIntents, SetupOutcome
 from console.service.specdiff import SpecdiffIntents, SpecdiffOptions
 from console.service.sweeps import SweepIntents
-from console.service.timers import OnBox, TimerChange, TimerIntents, TimerPlan
+from console.service.timers import Notify, OnBox, TimerChange, TimerIntents, TimerPlan
 
 # The store's records the intents take and return, named here so that an adapter never imports the store.
 from console.store import Box
+from console.store.ingest import IngestReport
 from console.store.launches import Launch
 from console.store.sweeps import FINISHED as SWEEP_FINISHED
 from console.store.sweeps import SweepArm, SweepRow
@@ -50,6 +55,37 @@ class Service(
     CheckIntents,
 ):
     """Every intent over one state.db and one fleet of box links; ``await close()`` when done."""
+
+    # A console that follows its boxes also watches the multi-box arms on them (MultiNodeIntents.watch_ranks):
+    # wired here, where the intents meet, so neither the box intents nor the timers know of multi-box arms.
+    async def follow(
+        self,
+        name: str,
+        stop: asyncio.Event,
+        on_ingest: Callable[[IngestReport], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        stall_notice_s: float | None = None,
+    ) -> None:
+        await self._watching_ranks(
+            BoxIntents.follow(self, name, stop, on_ingest, on_notice, stall_notice_s), stop, on_notice
+        )
+
+    async def supervise(
+        self, stop: asyncio.Event, *, notify: Notify | None = None, name: str = "console"
+    ) -> None:
+        # the live console shows a failed arm's reason on its launches (Arms view): no notice of its own
+        await self._watching_ranks(TimerIntents.supervise(self, stop, notify=notify, name=name), stop, None)
+
+    async def _watching_ranks(
+        self, work: Awaitable[None], stop: asyncio.Event, on_notice: Callable[[str], None] | None
+    ) -> None:
+        watch = asyncio.ensure_future(self.watch_ranks(stop, on_notice))
+        try:
+            await work
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
 
 
 __all__ = [

@@ -10,6 +10,7 @@ leaves the head waiting on a rank that will never join). A kill stops them in re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 
 from console.bounds import GRACE_S, PORT, WAIT_S
 from console.checks.run import CheckRun
-from console.errors import InputError
+from console.errors import ConsoleError, InputError
 from console.fleet.wire import AgentError
 from console.readmodel import moe_evidence, plan_box
 from console.recipes import Finding, lint
@@ -36,6 +37,11 @@ from console.service.launches import (
     released,
 )
 from console.store.launches import Launch
+
+PROCESS_ID = re.compile(r"^(.+\.[0-9a-f]{8}\.n)[0-9]+$")
+"""A multi-box arm's process id (``MultiNodeLaunchPlan.name_launches``): the group is the prefix they share."""
+RANK_WATCH_S = 2.0
+"""How often a console following its boxes looks for a multi-box arm that lost a process."""
 
 MultiNodeProgress = Callable[[list[Launch]], None]
 """Called with every process's launch as last stored, each time the console looked."""
@@ -328,6 +334,62 @@ class MultiNodeIntents(LaunchIntents, CheckIntents):
         return MultiNodeOutcome(
             mplan.plan.arm, forced, tuple(mplan.plan.processes), tuple(launches), waited, stopped
         )
+
+    async def stop_broken_arms(self) -> list[str]:
+        """Every multi-box arm that served and then lost a process (its box reported it failed) while others
+        still run: those stopped, workers before the head, each with one line naming the rank that ended as
+        the reason. A data-parallel head whose rank died keeps its API open and waits on that rank for ever, so the
+        arm must not look healthy. Before the head serves, ``launch_multinode`` stops a failed arm itself.
+        Returns the lines, one an arm."""
+        runs: dict[str, str] = {}  # the shared id prefix of an arm's processes -> the arm
+        for box in self.store.boxes.every(include_destroyed=False):
+            for x in self.store.launches.live(box.name):
+                found = PROCESS_ID.match(x.id)
+                if found is not None and self.spans_boxes(x.arm):
+                    runs[found.group(1)] = x.arm
+        said: list[str] = []
+        for prefix, arm in runs.items():
+            for box_name in dict.fromkeys(x.box for x in self.store.launches.with_id_prefix(prefix)):
+                await self.settle(box_name)  # each box's journal in: a rank's end is on its own box's
+            every = self.store.launches.with_id_prefix(prefix)
+            failed = [x for x in every if x.state == "failed"]
+            live = [x for x in every if not x.ended]
+            served = any(x.ready_ms is not None for x in every if x.replica == 0)
+            if not failed or not live or not served:
+                continue
+            dead = failed[0]
+            why = (
+                f"rank {dead.id} on box {dead.box} ended ({dead.failure_reason or 'failed'}) after the arm "
+                f"served; stopped every process of arm {arm}"
+            )
+            await self._stop(
+                [(x.box, x.id) for x in sorted(live, key=lambda x: x.replica, reverse=True)], 10.0
+            )
+            for x in live:
+                self.store.launches.stopped_because(x.id, why)
+            said.append(why)
+        return said
+
+    async def watch_ranks(
+        self,
+        stop: asyncio.Event,
+        on_notice: Callable[[str], None] | None = None,
+        every_s: float = RANK_WATCH_S,
+    ) -> None:
+        """Until ``stop``: every ``every_s``, ``stop_broken_arms``, each line to ``on_notice``; a box that does
+        not answer is said and asked again at the next round."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every_s)
+            if stop.is_set():
+                return
+            try:
+                lines = await self.stop_broken_arms()
+            except ConsoleError as exc:
+                lines = [f"watching multi-box arms: {exc}; trying again in {every_s:g} s"]
+            for line in lines:
+                if on_notice is not None:
+                    on_notice(line)
 
     def spans_boxes(self, target: str) -> bool:
         """Whether ``target`` names a multi-box arm (a kill of it stops its processes on every box)."""

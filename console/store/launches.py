@@ -221,6 +221,20 @@ class Launches:
                 [reason, self.store.clock(), launch_id],
             )
 
+    def stopped_because(self, launch_id: str, reason: str) -> None:
+        """Why the console stopped a launch its box reports stopped (its multi-box arm lost a rank): the state
+        stays the box's, which the journal keeps writing; the reason is the console's."""
+        with self.store.atomic() as db:
+            db.execute("UPDATE launches SET failure_reason = ? WHERE id = ?", [reason, launch_id])
+
+    def with_id_prefix(self, prefix: str) -> list[Launch]:
+        """Every launch whose id starts with ``prefix``, in replica order: a multi-box arm's processes share
+        one (console/service/multinode.py names them)."""
+        rows = self.store.rows(
+            "SELECT * FROM launches WHERE substr(id, 1, ?) = ? ORDER BY replica, id", [len(prefix), prefix]
+        )
+        return [Launch.from_row(r) for r in rows]
+
     def get(self, launch_id: str) -> Launch | None:
         rows = self.store.rows("SELECT * FROM launches WHERE id = ?", [launch_id])
         return Launch.from_row(rows[0]) if rows else None
