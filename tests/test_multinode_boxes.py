@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import urllib.request
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,17 @@ def _boxes(store: Store, *names: str) -> list[Any]:
     return boxes
 
 
+def _run_on_boxes(tmp_path: Path, go: Callable[[Store], Coroutine[Any, Any, None]], *names: str) -> None:
+    """``go`` over a fresh state.db holding the named sshd boxes; their agents stopped after, whatever happened."""
+    with Store(tmp_path / "state.db") as store:
+        boxes = _boxes(store, *names)
+        try:
+            asyncio.run(go(store))
+        finally:
+            for box in boxes:
+                box.kill_agent()
+
+
 def _kill_order(store: Store) -> list[str]:
     """The launch ids of the kill commands, in the order the console sent them."""
     rows = store.rows("SELECT args FROM commands WHERE op = 'kill' ORDER BY rowid")
@@ -119,13 +131,7 @@ def test_a_multi_box_arm_launches_head_and_worker_and_is_killed_as_one(recipes: 
         finally:
             await service.close()
 
-    with Store(tmp_path / "state.db") as store:
-        boxes = _boxes(store, "mn-a", "mn-b", "mn-c")
-        try:
-            asyncio.run(go(store))
-        finally:
-            for box in boxes:
-                box.kill_agent()
+    _run_on_boxes(tmp_path, go, "mn-a", "mn-b", "mn-c")
 
 
 def test_a_failed_worker_stops_the_head(recipes: Path, tmp_path: Path) -> None:
@@ -147,13 +153,7 @@ def test_a_failed_worker_stops_the_head(recipes: Path, tmp_path: Path) -> None:
         finally:
             await service.close()
 
-    with Store(tmp_path / "state.db") as store:
-        boxes = _boxes(store, "mn-a", "mn-b")
-        try:
-            asyncio.run(go(store))
-        finally:
-            for box in boxes:
-                box.kill_agent()
+    _run_on_boxes(tmp_path, go, "mn-a", "mn-b")
 
 
 def test_the_cli_checks_launches_and_kills_a_multi_box_arm(
@@ -229,10 +229,4 @@ def test_a_worker_that_dies_after_the_arm_serves_stops_the_head(recipes: Path, t
         finally:
             await service.close()
 
-    with Store(tmp_path / "state.db") as store:
-        boxes = _boxes(store, "mn-a", "mn-b")
-        try:
-            asyncio.run(go(store))
-        finally:
-            for box in boxes:
-                box.kill_agent()
+    _run_on_boxes(tmp_path, go, "mn-a", "mn-b")
