@@ -36,6 +36,7 @@ from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST, box_started, register, sshd_farm
 from testbed.sshd import SshBox, SshdFarm
 from testbed.vllm_env import VllmEnv
+from tests.support.terminal import terminal_env
 
 __all__ = ["sshd_farm"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,6 @@ class Terminal:
     def __init__(self, name: str, command: list[str], env: dict[str, str], size: tuple[int, int]):
         self.name = name
         subprocess.run(
-            # A tmux server of its own: a server another test started would size this session to its own.
             [
                 "tmux",
                 "-L",
@@ -198,7 +198,7 @@ def test_console_in_tmux_launch_watch_bench_and_kill(
         # The console supervises the local box too: keep its agent in this test's folder, not ~/.campaign-agent.
         store.boxes.ensure_local()
         store.boxes.update("local", agent_home=str(tmp_path / "local-agent"))
-    env = {**os.environ, "CAMPAIGN_KEYS": str(tmp_path / "keys.toml"), "TERM": "xterm-256color"}
+    env = terminal_env(tmp_path / "keys.toml")
     term: Terminal | None = None
     bench: subprocess.Popen[str] | None = None
     with traversable(vllm_env.prefix):

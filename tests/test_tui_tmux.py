@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed import tui_fixture as F
+from tests.support.terminal import terminal_env
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (tests/run.sh installs it)"
@@ -25,7 +25,6 @@ class Terminal:
         self.name = name
 
     def tmux(self, *args: str) -> str:
-        # A tmux server of its own: a server another test started would size this session to its own.
         out = subprocess.run(["tmux", "-L", self.name, *args], capture_output=True, text=True, timeout=10)
         return out.stdout
 
@@ -57,7 +56,7 @@ class Terminal:
 def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, F.Fixture]]:
     fx = F.build(tmp_path / "state.db")
     name = f"campaign-test-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "CAMPAIGN_KEYS": str(tmp_path / "keys.toml"), "TERM": "xterm-256color"}
+    env = terminal_env(tmp_path / "keys.toml")
     command = f"{sys.executable} -m console browse {fx.path}"
     subprocess.run(
         ["tmux", "-L", name, "new-session", "-d", "-s", name, "-x", "100", "-y", "30", command],
