@@ -110,9 +110,16 @@ def _verdicts(out: str) -> list[dict[str, object]]:
 @pytest.mark.sshd
 @pytest.mark.timeout(300)
 def test_an_arm_naming_a_backend_the_envs_vllm_lacks_is_refused_by_check_and_launch(
-    sshd_farm: SshdFarm, fleet_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sshd_farm: SshdFarm,
+    fleet_store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     box, env = _box(sshd_farm, fleet_store)
+    # The box and its env are the session's (tests/test_serving_env.py shares them): take the vLLM source
+    # back out after, or a later test there would find it.
+    request.addfinalizer(lambda: shutil.rmtree(site_packages(env) / "vllm", ignore_errors=True))
     db = tmp_path / "state.db"
 
     # No vLLM source in the env: unknown, a warning, never a refusal.
