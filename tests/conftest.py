@@ -66,18 +66,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, needs in REAL_PARTS.items():
             if fixtures & set(needs) and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
-    _heaviest_files_first(items)
-
-
-def _heaviest_files_first(items: list[pytest.Item]) -> None:
-    """Files that start a CPU vLLM first, then those on sshd boxes, then the rest, each file's tests kept
-    together and in order: tests/run.sh hands whole files to its workers in this order, so the long files
-    start early instead of leaving one worker running them alone at the end."""
-    weight: dict[str, int] = {}
-    for item in items:
-        heavy = 0 if item.get_closest_marker("vllm") else 1 if item.get_closest_marker("sshd") else 2
-        weight[item.path.name] = min(weight.get(item.path.name, 2), heavy)
-    items.sort(key=lambda item: weight[item.path.name])
 
 
 @pytest.hookimpl(hookwrapper=True)
