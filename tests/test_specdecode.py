@@ -196,13 +196,15 @@ async def test_a_bench_of_the_ngram_arm_on_cpu_vllm_stores_its_counters(
             service.plan_launch("tiny-cpu-ngram", "local", base_port=free_ports(1)), ready_timeout_s=600
         )
         assert launched.serving, launched.replicas
-        await service.bench("tiny-cpu-ngram", "local", "router", 4, prompts=8, timeout_s=300)
+        # One seed, so the same prompts each run: drafts are looked up in the prompt, and a random seed's
+        # prompts can leave every draft of the random-weight model rejected (3,709 drafted, 0 accepted once).
+        await service.bench("tiny-cpu-ngram", "local", "router", 4, prompts=8, timeout_s=300, seed=7)
         (row,) = bench_rows(store)
         assert row.spec_drafts and row.spec_draft_tokens and row.spec_accepted, row
         assert row.spec_draft_tokens <= 3 * row.spec_drafts  # 3 draft tokens at most per draft
         assert len(row.spec_accepted_per_pos) == 3 and sum(row.spec_accepted_per_pos) == row.spec_accepted
         assert row.acceptance is not None and 0 < row.acceptance <= 1
-        print(f"tiny-cpu-ngram router C4: {row.speculation}, out {row.out_tok_per_s:.0f} tok/s")
+        print(f"tiny-cpu-ngram router C4: {row.spec_accepted} accepted, {row.speculation}")
     finally:
         live = [launch.id for launch in store.launches.live("local")]
         if live:  # never leave a vLLM behind a failed test
