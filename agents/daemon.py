@@ -356,15 +356,18 @@ class Agent:
                 raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
         named = args.get("consumer")
         consumer = self.journal.consumer(named) if named is not None else None
-        if named is not None and consumer is None:
-            return {"events": [], "last_seq": self.journal.last_seq(), "acked_seq": None, "registered": False}
-        events = self.journal.events_after(after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
-        return {
-            "events": events,
+        held = named is None or consumer is not None
+        as_rows = bool(args.get("rows"))
+        bounds = (after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
+        answer: protocol.EventsResult = {
+            "events": self.journal.events_after(*bounds) if held and not as_rows else [],
             "last_seq": self.journal.last_seq(),
             "acked_seq": consumer["acked_seq"] if consumer else None,
             "registered": consumer is not None,
         }
+        if as_rows:
+            answer["rows"] = self.journal.rows_after(*bounds) if held else []
+        return answer
 
     def op_ack(self, args: protocol.AckArgs, command_id: str) -> protocol.AckResult:
         """A consumer's ack; ``registered: false`` when it was detached meanwhile (nothing is acked then).
@@ -469,6 +472,10 @@ def _encode(response: dict[str, Any]) -> bytes:
                 }
             )
         result["events"] = [wire_safe(e) for e in result["events"]]
+        if isinstance(
+            result.get("rows"), list
+        ):  # a row the agent parsed itself (a large body) may hold one too
+            result["rows"] = [wire_safe(r) if type(r) is dict else r for r in result["rows"]]
         return protocol.encode(response)
 
 

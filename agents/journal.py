@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from agents import protocol
-from agents.protocol import ConsumerInfo, EventKind, LaunchStateName, Registered
+from agents.protocol import RAW_HEAD_CHARS, ConsumerInfo, EventKind, LaunchStateName, Registered
 
 SAMPLE_KINDS = frozenset({"gpu_sample", "server_sample", "bench_progress"})
 """Events the agent may drop when the disk is nearly full; everything else is always written."""
@@ -38,8 +38,6 @@ checks the bound). A bigger event is journaled as a warning that says so; a bigg
 else is sent as malformed with only its head."""
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
 """The most event bytes one ``events`` reply carries (a reply always carries at least one event)."""
-RAW_HEAD_CHARS = 64 * 1024
-"""How much of an oversized malformed row is sent for the console's quarantine."""
 STALE_ACK_MS = 60 * 60 * 1000
 """Under the disk floor, a consumer that has not acked for this long stops holding events the others acked."""
 _ENVELOPE = 48
@@ -227,13 +225,20 @@ class Journal:
         the wrong type) is sent as ``{seq, t_ms, kind, malformed: why, body: the stored text}``, for the
         console to quarantine: one bad row must neither break the reply nor hide the rows after it.
         """
+        return [wire_event(*row) for row in self._stored_after(after, limit, max_bytes)]
+
+    def rows_after(self, after: int, limit: int, max_bytes: int = EVENTS_MAX_BYTES) -> list[Any]:
+        """``events_after`` as a ``rows`` reply carries it: each row's body as stored (``wire_row``), so the agent
+        neither parses nor encodes the bulk of a backlog; the console reads each body once."""
+        return [wire_row(*row) for row in self._stored_after(after, limit, max_bytes)]
+
+    def _stored_after(self, after: int, limit: int, max_bytes: int) -> list[tuple[Any, ...]]:
         try:
-            rows = self._rows_after(_ROWS_AS_TEXT, after, limit, max_bytes)
+            return self._rows_after(_ROWS_AS_TEXT, after, limit, max_bytes)
         except sqlite3.OperationalError:
             # A row holding text that is not UTF-8 (written by anything but ``append``) fails SQLite's decoder
             # and with it the whole read: read the rows as bytes instead, so it goes as malformed, alone.
-            rows = self._rows_after(_ROWS_AS_BYTES, after, limit, max_bytes)
-        return [wire_event(*row) for row in rows]
+            return self._rows_after(_ROWS_AS_BYTES, after, limit, max_bytes)
 
     def _rows_after(self, sql: str, after: int, limit: int, max_bytes: int) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = []
@@ -530,16 +535,6 @@ class Journal:
 
 # -- events on the wire ---------------------------------------------------------------------------------
 
-_JSON_TYPES = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "true/false",
-}
-
-
 _ROWS_AS_TEXT = "SELECT seq, t_ms, kind, body FROM events WHERE seq > ? ORDER BY seq"
 _ROWS_AS_BYTES = "SELECT seq, t_ms, CAST(kind AS BLOB), CAST(body AS BLOB), typeof(body) FROM events WHERE seq > ? ORDER BY seq"
 
@@ -564,9 +559,8 @@ def _text(stored: Any) -> str | None:
 
 
 def _body_fields(text: str | None) -> tuple[Any, str | None]:
-    """A text body's fields, or why it cannot be an event: not UTF-8, too large, not a JSON object, or
-    nested deeper than protocol.MAX_DEPTH (walked only when it holds that many brackets: the common case is
-    one cheap count)."""
+    """A text body's fields, or why it cannot be an event: not UTF-8, too large, or what
+    ``protocol.object_fields`` finds (not JSON, not an object, nested too deep)."""
     if text is None:
         return None, "body is not valid UTF-8 text"
     if len(text) > MAX_EVENT_BYTES:
@@ -574,18 +568,7 @@ def _body_fields(text: str | None) -> tuple[Any, str | None]:
             None,
             f"body of {len(text)} bytes exceeds the {MAX_EVENT_BYTES}-byte bound of one event (head sent)",
         )
-    try:
-        fields = json.loads(text)
-    except ValueError as exc:
-        return None, f"body is not JSON: {exc}"
-    except RecursionError:
-        return None, "body is JSON nested deeper than the agent can read"
-    if not isinstance(fields, dict):
-        return None, f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
-    if text.count("{") + text.count("[") > protocol.MAX_DEPTH:  # many brackets: only then walk the nesting
-        problem = protocol.json_problem(fields, "body")
-        return (None, problem) if problem else (fields, None)
-    return fields, None
+    return protocol.object_fields(text)
 
 
 def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = None) -> dict[str, Any]:
@@ -626,6 +609,26 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
     event: dict[str, Any] = fields
     event.update(seq=seq, t_ms=t_ms, kind=kind_text)
     return event
+
+
+TEXT_ROW_CHARS = MAX_EVENT_BYTES // 8
+"""The largest body a ``rows`` reply carries as text. JSON escaping may grow text sixfold (a control character
+becomes \\u00XX): a larger body goes parsed, as in ``events``, so a reply stays within protocol.MAX_LINE."""
+
+
+def wire_row(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = None) -> Any:
+    """One journal row for a ``rows`` reply: ``[seq, t_ms, kind, body]`` when it is text of a size to send
+    as it is, with a t_ms and kind of the right types; else the row read as ``wire_event`` reads it (a
+    malformed one included), so what cannot travel as text is judged here, as before."""
+    if (
+        stored_as is None
+        and type(t_ms) is int
+        and type(kind) is str
+        and type(body) is str
+        and len(body) <= TEXT_ROW_CHARS
+    ):
+        return [seq, t_ms, kind, body]
+    return wire_event(seq, t_ms, kind, body, stored_as)
 
 
 def wire_safe(event: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ envelope, so every reply fits MAX_LINE. The console's SSH channel window must ho
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import types
@@ -67,6 +68,8 @@ the largest event the journal writes (8 MiB) and the largest batch (4 MiB) with 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 """SQLite's integer range: a larger integer cannot be stored, so it is refused at the edge."""
+RAW_HEAD_CHARS = 64 * 1024
+"""How much of an oversized or unreadable journal row is sent (and quarantined) as its text."""
 MAX_DEPTH = 32
 """How deep objects and lists may nest in one message's value: the deepest the agent writes is 5 (a probe);
 a JSON nested hundreds deep exhausts Python's recursion in the encoder and must be refused, not crash."""
@@ -558,9 +561,18 @@ class EventsArgs(TypedDict, total=False):
     limit: int
     max_bytes: int
     consumer: str | None
+    rows: bool
+    """True: the events come as ``rows``, each journal row with its body as the box stored it, neither parsed
+    nor encoded again by the agent (the console's link asks so: it parses each body once and keeps its text
+    as the journal row of state.db); false or absent: as ``events``, each parsed into an object."""
 
 
-class EventsResult(TypedDict):
+WireRow = list[Any]
+"""One journal row in a ``rows`` reply: ``[seq, t_ms, kind, body]``, the body the text of a JSON object as the
+box journal holds it (not yet checked: ``row_event`` reads it on the console)."""
+
+
+class _EventsHeld(TypedDict):
     events: list[Any]
     """Each one an event of ``EVENTS`` (or unknown to this side), checked one by one: a bad event is
     quarantined on its own rather than failing the reply."""
@@ -569,6 +581,12 @@ class EventsResult(TypedDict):
     """The consumer's (null without one)."""
     registered: bool
     """False: the consumer named is not registered (it was detached): nothing is held for it."""
+
+
+class EventsResult(_EventsHeld, total=False):
+    rows: list[Any]
+    """With ``rows`` asked (``events`` is then empty): each a ``WireRow``, or an event object where the agent
+    had to read the row itself (a malformed row, or a body too large to send as text)."""
 
 
 class _AckKey(TypedDict):
@@ -1062,6 +1080,157 @@ def _object_checker(spec: type[Any]) -> Checker:
 
 
 _CHECKS: dict[type[Any], Checker] = {}
+
+
+# -- samples in bulk ------------------------------------------------------------------------------------
+# A backlog is nearly all gpu_sample and server_sample events (hundreds of thousands of them), and checking
+# each figure through ``check`` costs more than storing it. Ingest takes this shortcut: ``plain_sample`` looks
+# at an event's shape (only declared fields, the right containers), the store builds its rows, and
+# ``plain_figures`` checks each column of a whole batch at once in C (types, finiteness, 64-bit range). An
+# event or a batch that is not plainly valid goes through ``event_problem`` as before, which names the
+# field: the shortcut never accepts what ``check`` refuses (tests/test_ingest_plain.py proves it).
+
+
+def _figure_types(spec: type[Any], columns: tuple[str, ...]) -> tuple[frozenset[type], ...]:
+    hints = typing.get_type_hints(spec)
+    return tuple(frozenset(_PLAIN[hints[c]]) for c in columns)
+
+
+_GPU_SAMPLE_KEYS = frozenset(GpuSample.__annotations__)
+_READING_KEYS = frozenset(GpuReading.__annotations__)
+_SERVER_SAMPLE_KEYS = frozenset(ServerSample.__annotations__)
+_INTEGER = frozenset({int})
+_TEXT = frozenset({str})
+GPU_ROW_TYPES = (_INTEGER, _INTEGER, *_figure_types(GpuReading, GPU_COLUMNS))
+"""The types of a GPU row's columns after the box (gpu, t_ms, then ``GPU_COLUMNS``), for ``plain_figures``."""
+SERVER_ROW_TYPES = (_TEXT, _INTEGER, *_figure_types(ServerSample, SERVER_COLUMNS))
+"""The types of a server row's columns after the box (launch id, t_ms, then ``SERVER_COLUMNS``)."""
+
+
+def plain_sample(event: dict[str, Any]) -> bool:
+    """Whether a sample (``kind`` already read) has only its declared fields, in the right containers, so that
+    its figures alone remain to be checked, by ``plain_figures`` on the rows built from it. False: check it
+    field by field (``event_problem``), which says what is wrong; so is any other kind."""
+    kind = event["kind"]
+    t_ms = event.get("t_ms")
+    if type(t_ms) is not int or not INT64_MIN <= t_ms <= INT64_MAX:  # a sample of no GPU has no row to check
+        return False
+    if kind == "gpu_sample":
+        gpus = event.get("gpus")
+        if type(gpus) is not list or not event.keys() <= _GPU_SAMPLE_KEYS:
+            return False
+        return all(
+            type(reading) is dict and "gpu" in reading and reading.keys() <= _READING_KEYS for reading in gpus
+        )
+    if kind == "server_sample":
+        launch = event.get("launch_id")
+        return type(launch) is str and launch.isascii() and event.keys() <= _SERVER_SAMPLE_KEYS
+    return False
+
+
+def plain_figures(rows: list[tuple[Any, ...]], types: tuple[frozenset[type], ...]) -> bool:
+    """Whether every column of ``rows`` from the second on holds only values of its ``types``, numbers finite
+    and integers inside 64 bits: a column at a time, in C (``set``, ``sum``, ``min``/``max``), not a value at a
+    time. A text column's values were checked by ``plain_sample`` (ASCII).
+
+    A float sum is nan or inf when a value is (or when finite values overflow: then the check declines, which
+    is safe); the bounds are tested on every number of a column that holds an integer (a float beyond 2**63
+    there is sent to ``check``, which accepts it: the shortcut may decline, never accept wrongly).
+    """
+    if not rows:
+        return True
+    for column, allowed in zip(list(zip(*rows, strict=True))[1:], types, strict=True):
+        kinds = set(map(type, column))
+        if not kinds <= allowed:
+            return False
+        if allowed is _TEXT:
+            continue
+        present = list(filter(None, column))  # None and zeros dropped: neither is out of range
+        if not present:
+            continue
+        try:
+            total = sum(present)
+        except OverflowError:  # an integer too large for a float, beside floats
+            return False
+        if total - total != 0:
+            return False
+        if int in kinds and not (min(present) >= INT64_MIN and max(present) <= INT64_MAX):
+            return False
+    return True
+
+
+def object_fields(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A journal body's fields, or why it cannot be an event: not JSON, not an object, or nested deeper than
+    MAX_DEPTH (walked only when it holds that many brackets: the common case is one cheap count). The agent
+    reads a row with it when it parses one, the console when the row came as text (``row_event``)."""
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        return None, f"body is not JSON: {exc}"
+    except RecursionError:
+        return None, "body is JSON nested deeper than Python can read"
+    if type(fields) is not dict:
+        return None, f"body is a JSON {_JSON_TYPES.get(type(fields), 'null')}, not an object"
+    if text.count("{") + text.count("[") > MAX_DEPTH:
+        problem = json_problem(fields, "body")
+        if problem:
+            return None, problem
+    return fields, None
+
+
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "true/false",
+}
+_ENVELOPE_KEYS = ("seq", "t_ms", "kind")
+
+
+def row_event(row: Any) -> tuple[Any, str | None]:
+    """One item of a ``rows`` reply as (the event, its text as the journal row of state.db keeps it).
+
+    A ``WireRow``'s body is parsed once, here, and its text kept: the event's text is the body with the
+    envelope (seq, t_ms, kind) added before its closing brace, so ingest never encodes it again (None where
+    the body itself holds an envelope key: then ingest encodes the event, envelope winning, as the agent's
+    parse would). A body that is not an event becomes a ``Malformed`` event with its head, for the quarantine.
+    An event object (the agent read that row itself) or anything else is returned as it is, for ingest to
+    judge.
+    """
+    if type(row) is not list or len(row) != 4:
+        return row, None
+    seq, t_ms, kind, body = row
+    if type(seq) is not int or type(t_ms) is not int or type(kind) is not str or type(body) is not str:
+        return {
+            "seq": seq,
+            "t_ms": t_ms,
+            "kind": kind,
+            "malformed": f"row {_shown(row)} is not a journal row",
+            "body": "",
+        }, None
+    fields, problem = object_fields(body)
+    if fields is None:
+        return {
+            "seq": seq,
+            "t_ms": t_ms,
+            "kind": kind,
+            "malformed": problem,
+            "body": body[:RAW_HEAD_CHARS],
+        }, None
+    text = None
+    if fields.keys().isdisjoint(_ENVELOPE_KEYS):
+        head = body.strip()[:-1].rstrip()  # the object without its closing brace
+        text = f'{head}{"," if fields else ""}"seq":{seq},"t_ms":{t_ms},"kind":{_json_text(kind)}}}'
+    fields.update(seq=seq, t_ms=t_ms, kind=kind)
+    return fields, text
+
+
+@functools.lru_cache(maxsize=64)
+def _json_text(kind: str) -> str:
+    """A kind as a JSON string (a handful of kinds, each encoded once)."""
+    return json.dumps(kind)
 
 
 def check(value: Any, spec: type[Any], where: str) -> str | None:

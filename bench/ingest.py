@@ -10,8 +10,9 @@ without it.
 Setup, all real: an OpenSSH sshd test box on 127.0.0.1 (testbed/sshd.py; needs root), the agent
 pushed over SFTP and started by the fleet layer, the backlog written into the box's journal with the
 agent's own Journal class (testbed/backlog.py, as the suite does). The peer measured in the same
-run is ``store.ingest.batch`` of the very same events with no link at all, so the ratio shows what the
-wire (SSH + agent + JSON) costs.
+run is ``store.ingest.batch`` of the very same journal rows with no link at all, already read into events
+and their texts (``row_event``), so the ratio shows what the wire costs: the agent reading its journal, SSH,
+the reply decoded and each body parsed on arrival.
 
 Command round trip: ``link.command("launches")`` (stored, sent on its own channel, answered, stored) against
 the peer of a bare ``hello`` on an already-open channel (no store, no channel set-up).
@@ -30,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agents.protocol import row_event  # noqa: E402
 from console.fleet import BoxLink  # noqa: E402
 from console.store import Store  # noqa: E402
 from testbed import backlog  # noqa: E402
 from testbed.fleet_fixtures import FAST, register  # noqa: E402
 from testbed.sshd import SshBox, SshdFarm  # noqa: E402
+
+
+def journal_rows(events: Iterable[dict[str, Any]], before: int) -> Iterator[list[Any]]:
+    """The events as the box journal holds them and a ``rows`` reply carries them: [seq, t_ms, kind, body]."""
+    for seq, event in enumerate(events, before + 1):
+        body = {k: v for k, v in event.items() if k not in ("kind", "t_ms")}
+        yield [seq, event["t_ms"], event["kind"], json.dumps(body, separators=(",", ":"))]
 
 
 def wire_bytes(event: dict[str, Any]) -> int:
@@ -72,17 +82,18 @@ async def one_backlog(box: SshBox, work: Path, hours: float, gpus: int, servers:
     )
     store.close()
 
-    # Peer: the same events straight into a fresh store (no SSH, no agent, no JSON over the wire).
+    # Peer: the same journal rows, read into events and texts before the clock starts (row_event, as the link
+    # does on arrival), straight into a fresh store: no SSH, no agent, no reply to decode, no body to parse.
     peer = Store(work / f"peer-{hours:g}h.db")
     register(peer, box)
-    numbered = (
-        {**e, "seq": before + i + 1, "v": 1} for i, e in enumerate(backlog.samples(seconds, gpus, servers))
-    )
+    read = [row_event(row) for row in journal_rows(backlog.samples(seconds, gpus, servers), before)]
     t = time.perf_counter()
-    while chunk := list(islice(numbered, FAST.batch)):
-        peer.ingest.batch(box.name, chunk)
+    for start in range(0, len(read), FAST.batch):
+        chunk = read[start : start + FAST.batch]
+        peer.ingest.batch(box.name, [e for e, _ in chunk], texts=[text for _, text in chunk])
     peer_s = time.perf_counter() - t
     peer.close()
+    del read
     return {
         "hours": hours,
         "events": events,

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents import protocol
 from agents.daemon import _encode
-from agents.journal import EVENTS_MAX_BYTES, MAX_EVENT_BYTES, RAW_HEAD_CHARS, Journal
+from agents.journal import EVENTS_MAX_BYTES, MAX_EVENT_BYTES, TEXT_ROW_CHARS, Journal
+from agents.protocol import RAW_HEAD_CHARS
 
 T0 = 1_788_658_020_000
 GPU = {
@@ -142,11 +144,49 @@ def test_unreadable_rows_are_sent_as_malformed_and_the_rows_after_them_still_go(
     )
 
 
+def test_rows_carry_the_same_events_as_parsed_events_and_refuse_the_same_rows(
+    journal: Journal, tmp_path: Path
+) -> None:
+    """The ``rows`` form (bodies as text, read by the console's ``row_event``) keeps and refuses exactly what
+    the parsed form does, whether the agent judges a row (a blob, a text t_ms, a body too large to send as
+    text) or the console does (not JSON, not an object, NaN, 1e999); the rows after the bad ones still go."""
+    journal.append("gpu_sample", gpus=[{"gpu": 0, **GPU}], t_ms=T0)
+    with sqlite3.connect(tmp_path / "journal.db") as db:
+        for kind, t_ms, body in [
+            ("warning", T0, "{oops"),
+            ("warning", T0, "[1, 2]"),
+            ("gpu_sample", T0, '{"gpus": [{"gpu": 0, "power_w": NaN}]}'),
+            ("warning", T0, '{"where": "x", "message": 1e999}'),
+            ("warning", T0, b"\xff\x00binary"),
+            ("warning", "yesterday", '{"where": "x", "message": "y"}'),
+            ("warning", T0, ' {"where": "padded", "message": "m"}\n'),
+            ("warning", T0, '{"where": "huge", "message": "' + "z" * TEXT_ROW_CHARS + '"}'),
+        ]:
+            db.execute("INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body))
+    journal.append("warning", where="test", message="after")
+
+    def sent(result: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = protocol.decode(_encode({"id": "e", "ok": True, "result": result}))["result"]
+        return answer
+
+    parsed = sent({"events": journal.events_after(0, 100)})["events"]
+    rows = sent({"events": [], "rows": journal.rows_after(0, 100)})["rows"]
+    read = [protocol.row_event(r) for r in rows]
+    assert [e["seq"] for e, _ in read] == [e["seq"] for e in parsed] == list(range(1, 11))
+    assert sum(type(r) is list for r in rows) == 7  # the blob, the text t_ms and the huge body went parsed
+    for (event, text), same in zip(read, parsed, strict=True):
+        assert (protocol.event_problem(event) is None) == (protocol.event_problem(same) is None), same["seq"]
+        if protocol.event_problem(event) is None:
+            assert event == same and (text is None or json.loads(text) == same)
+    assert [e["seq"] for e, _ in read if protocol.event_problem(e) is None] == [1, 8, 9, 10]
+
+
 def test_one_event_is_bounded_so_every_reply_fits_a_protocol_line(journal: Journal) -> None:
     envelope = len(json.dumps({"seq": 2**63, "t_ms": 2**63, "kind": "x" * 64}))
     assert MAX_EVENT_BYTES + envelope < protocol.MAX_LINE  # one event as append writes it (ASCII JSON)
     assert 6 * RAW_HEAD_CHARS + 1000 < protocol.MAX_LINE  # an unreadable row's head, every char escaped
     assert EVENTS_MAX_BYTES + MAX_EVENT_BYTES < protocol.MAX_LINE  # a full batch plus one event past it
+    assert 6 * (EVENTS_MAX_BYTES + TEXT_ROW_CHARS) < protocol.MAX_LINE  # the same as rows, every char escaped
     seq = journal.append("bench_result", bench_id="b1", launch_id="L", result={"blob": "r" * MAX_EVENT_BYTES})
     event = journal.events_after(0, 10)[0]
     assert event["seq"] == seq and event["kind"] == "warning" and event["where"] == "journal"

@@ -30,6 +30,7 @@ from agents.protocol import (
     HelloResult,
     ProtocolError,
     args_problem,
+    row_event,
 )
 from console.backoff import Backoff
 from console.errors import ConsoleError, InputError, Refused, Unreachable
@@ -98,6 +99,18 @@ class LinkSettings:
     batch_bytes: int = 1024 * 1024
     """A batch is bounded by bytes too: an hour of 8-GPU samples is ~1.5 kB an event."""
     agent_timeout_s: float = 30.0
+
+
+def _abandon(pending: asyncio.Future[Any] | None, acking: asyncio.Future[int] | None) -> None:
+    """A drain's requests still in flight when it ends: a prefetch is dropped; an ack not yet answered is
+    cancelled (the box keeps those events and sends them again, and they are skipped); a finished ack's
+    failure is retrieved, since the drain ended on its own error already."""
+    if pending is not None:
+        pending.cancel()
+    if acking is not None and not acking.done():
+        acking.cancel()
+    elif acking is not None and not acking.cancelled():
+        acking.exception()
 
 
 class BoxLink:
@@ -314,9 +327,11 @@ class BoxLink:
         """Pull until the box has nothing newer; returns the events inserted.
 
         Each batch is committed (rows + cursor in one transaction) BEFORE it is acked. The next batch is
-        requested on a second channel before the current one is committed, so the agent encodes and
-        SSH carries batch n+1 while SQLite writes batch n; a failed commit (a full disk) discards the
-        prefetch and nothing of it is acked, so the next drain starts again from the committed cursor.
+        requested on a second channel before the current one is committed, so the agent reads and SSH
+        carries batch n+1 while SQLite writes batch n; a failed commit (a full disk) discards the prefetch
+        and nothing of it is acked, so the next drain starts again from the committed cursor. The ack of
+        batch n goes on its own channel and is awaited only before the next ack (one at a time, in order) or
+        the drain's end: the box releasing acked rows never holds up the commit of the next batch.
         """
         assert self._transport is not None and self._home is not None
         fetch = await self._transport.open_channel(self._home.socket)
@@ -326,6 +341,8 @@ class BoxLink:
             fetch.close()  # never left to the garbage collector: console/tui/actions.py says why
             raise
         pending: asyncio.Future[EventsResult] | None = None
+        acking: asyncio.Future[int] | None = None
+        acked = 0  # the cursor the box has confirmed in this drain
         total = 0
         consumer = self.consumer
         asked_again = False  # a gap is asked for once more before it is recorded as lost
@@ -337,14 +354,17 @@ class BoxLink:
             while True:
                 answer = await pending
                 pending = None
-                events = self._events_of(answer, after)
+                events, texts = self._events_of(answer, after)
                 if not events:
-                    await self._repeat_lost_ack(ack, answer, consumer)
+                    if acking is not None:
+                        acked = await acking
+                    await self._repeat_lost_ack(ack, max(acked, int(answer.get("acked_seq") or 0)), consumer)
                     return total
                 pending = asyncio.ensure_future(
                     fetch.call("events", self._pull_args(events[-1]["seq"], consumer), answer=EventsResult)
                 )
-                report = self._commit(events, accept_gap=asked_again)
+                await asyncio.sleep(0)  # the request goes out now, so the box reads while this side commits
+                report = self._commit(events, texts, accept_gap=asked_again)
                 if report is None:  # a gap: ask the box once more from the cursor
                     asked_again = True
                     pending.cancel()
@@ -358,32 +378,35 @@ class BoxLink:
                 total += report.inserted
                 if self.on_ingest is not None:  # committed: said before the ack, which a stop can cancel
                     self.on_ingest(report)
-                await self._ack(ack, report.cursor, consumer)
+                if acking is not None:
+                    acked = await acking
+                acking = asyncio.ensure_future(self._ack(ack, report.cursor, consumer))
         finally:
-            if pending is not None:
-                pending.cancel()
+            _abandon(pending, acking)
             fetch.close()
             ack.close()
 
-    def _events_of(self, answer: EventsResult, after: int) -> list[Any]:
-        """The events of one ``events`` answer (Detached when the box holds nothing for this state.db), each
-        still unchecked JSON: ingest checks them one by one against the contract."""
+    def _events_of(self, answer: EventsResult, after: int) -> tuple[list[Any], list[str | None]]:
+        """The events of one ``events`` answer, asked as ``rows``, and their texts (agents/protocol.py
+        ``row_event``); Detached when the box holds nothing for this state.db. Each is still unchecked:
+        ingest checks them against the contract."""
         if answer.get("registered") is False:
             raise self._detached(after)
         self.box_last_seq = int(answer.get("last_seq") or 0)
-        return list(answer.get("events") or [])
+        read = [row_event(row) for row in answer.get("rows") or []]
+        return [event for event, _ in read], [text for _, text in read]
 
-    async def _repeat_lost_ack(self, ack: AgentChannel, answer: EventsResult, consumer: str) -> None:
-        """The ack of a committed batch was lost with a link: repeat it, or the box keeps those events (and
-        their disk) until something new arrives."""
+    async def _repeat_lost_ack(self, ack: AgentChannel, acked: int, consumer: str) -> None:
+        """The ack of a committed batch was lost with a link (the box has confirmed only ``acked``): repeat it,
+        or the box keeps those events (and their disk) until something new arrives."""
         cursor = self.store.ingest.cursor(self.name)
-        if int(answer.get("acked_seq") or 0) < cursor:
+        if acked < cursor:
             await self._ack(ack, cursor, consumer)
 
-    def _commit(self, events: list[Any], accept_gap: bool) -> IngestReport | None:
+    def _commit(self, events: list[Any], texts: list[str | None], accept_gap: bool) -> IngestReport | None:
         """Commit one batch; None for a gap in the sequence not yet asked for again (it is, then recorded)."""
         try:
-            report = self.store.ingest.batch(self.name, events, accept_gap=accept_gap)
+            report = self.store.ingest.batch(self.name, events, texts=texts, accept_gap=accept_gap)
         except SequenceGap as gap:
             if accept_gap:
                 raise
@@ -403,12 +426,15 @@ class BoxLink:
             "limit": self.settings.batch,
             "max_bytes": self.settings.batch_bytes,
             "consumer": consumer,
+            "rows": True,
         }
 
-    async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> None:
+    async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> int:
+        """Ack ``seq``; the box's acked seq for this state.db after it."""
         answer = await channel.call("ack", {"seq": seq, "consumer": consumer}, answer=AckResult)
         if answer.get("registered") is False:
             raise self._detached(seq)
+        return int(answer.get("acked_seq") or seq)
 
     def _detached(self, seq: int) -> Detached:
         return Detached(

@@ -24,14 +24,19 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 from agents.protocol import (
     EVENTS,
     GPU_COLUMNS,
+    GPU_ROW_TYPES,
+    INT64_MAX,
+    INT64_MIN,
     SERVER_COLUMNS,
+    SERVER_ROW_TYPES,
     AgentStarted,
     BenchResult,
     CommandDone,
@@ -49,6 +54,8 @@ from agents.protocol import (
     SpecdiffResult,
     TripwireResult,
     event_problem,
+    plain_figures,
+    plain_sample,
 )
 from console.errors import Refused
 from console.store.connection import Connection
@@ -124,6 +131,8 @@ _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 Row = tuple[object, ...]
 """One row's values for an ``executemany``, in its statement's column order."""
+_Fresh = tuple[int, Any, str | None]
+"""An event to write: its seq, the event, and its JSON as it came (None: encode it)."""
 E = TypeVar("E", bound=EventBase)
 RunEvent = BenchResult | TripwireResult | KldiffResult | SpecdiffResult
 """A box-side run's result: a row of figures, or the reason the run failed."""
@@ -139,11 +148,32 @@ def _of_kind(event: EventBase, spec: type[E]) -> TypeGuard[E]:
 
 
 def _gpu_rows(box: str, event: GpuSample) -> list[Row]:
-    return [(box, gpu["gpu"], event["t_ms"], *(gpu.get(c) for c in GPU_COLUMNS)) for gpu in event["gpus"]]
+    t_ms = event["t_ms"]
+    return [(box, gpu["gpu"], t_ms, *map(gpu.get, GPU_COLUMNS)) for gpu in event["gpus"]]
 
 
 def _server_row(box: str, event: ServerSample) -> Row:
-    return (box, event["launch_id"], event["t_ms"], *(event.get(c) for c in SERVER_COLUMNS))
+    return (box, event["launch_id"], event["t_ms"], *map(event.get, SERVER_COLUMNS))
+
+
+def _admitted(event: Any, text: str | None, plain: bool) -> tuple[str | None, str | None]:
+    """An event's journal text and why it may not be ingested (None: it may). A ``plain`` sample is not
+    checked here (its rows are, in bulk); one that cannot even be encoded raises _NotPlain, so the batch is
+    checked event by event and the check names the value."""
+    why = None if plain else event_problem(event)
+    if why is not None or text is not None:
+        return text, why
+    try:
+        return _encode(event), None
+    except (ValueError, RecursionError) as exc:
+        if plain:
+            raise _NotPlain from exc
+        return None, f"it holds a value JSON cannot carry ({exc})"
+
+
+class _NotPlain(Exception):
+    """A batch's samples were not all plainly valid (agents/protocol.py ``plain_figures``): it is written again
+    with every event checked field by field, so the one at fault is named and quarantined alone."""
 
 
 def _raw(event: Any) -> str:
@@ -162,14 +192,20 @@ def _raw(event: Any) -> str:
 
 @dataclass
 class _Rows:
-    """Rows of a batch not yet written: one ``executemany`` per table when flushed."""
+    """Rows of a batch not yet written: one ``executemany`` per table when flushed. ``bulk``: some sample rows
+    come from events whose figures were not checked one by one; their columns are checked before writing."""
 
+    bulk: bool = False
     journal: list[Row] = field(default_factory=list)
     quarantine: list[Row] = field(default_factory=list)
     gpu: list[Row] = field(default_factory=list)
     server: list[Row] = field(default_factory=list)
 
     def flush_samples(self, conn: sqlite3.Connection) -> None:
+        if self.bulk and not (
+            plain_figures(self.gpu, GPU_ROW_TYPES) and plain_figures(self.server, SERVER_ROW_TYPES)
+        ):
+            raise _NotPlain
         conn.executemany(_GPU_INSERT, self.gpu)
         refresh_gpu_rollup(conn, self.gpu)
         conn.executemany(_SERVER_INSERT, self.server)
@@ -178,9 +214,9 @@ class _Rows:
 
     def flush_event(self, conn: sqlite3.Connection) -> None:
         """The journal and sample rows, not the quarantine: what one event's savepoint covers."""
+        self.flush_samples(conn)  # first: in bulk, its columns are checked before anything of theirs is written
         conn.executemany(_JOURNAL_INSERT, self.journal)
         self.journal.clear()
-        self.flush_samples(conn)
 
     def flush(self, conn: sqlite3.Connection) -> None:
         self.flush_event(conn)
@@ -258,7 +294,14 @@ class Ingest:
         rows = self.store.rows(f"SELECT box, count(*) AS n FROM quarantine {where} GROUP BY box", params)
         return {r["box"]: int(r["n"]) for r in rows}
 
-    def batch(self, box: str, events: Iterable[Any], *, accept_gap: bool = False) -> IngestReport:
+    def batch(
+        self,
+        box: str,
+        events: Iterable[Any],
+        *,
+        texts: Sequence[str | None] | None = None,
+        accept_gap: bool = False,
+    ) -> IngestReport:
         """Commit a batch of journal events for ``box`` exactly once; return the new cursor.
 
         Events at or below the cursor were committed before (a re-send after a lost ack) and are
@@ -268,18 +311,20 @@ class Ingest:
         as lost in the same transaction. A cursor of 0 (nothing ever ingested) may start anywhere: what
         the box released before this state.db registered was never owed to it.
 
-        Samples, nearly all of the volume, are checked in Python and written with one ``executemany`` per
-        table; rarer kinds go through their handler in a savepoint. Raises StoreFull (nothing written)
-        when the disk under state.db is full.
+        ``texts``, where given, are the events' JSON as they came (agents/protocol.py ``row_event``, one per
+        event, None where there is none): the journal rows keep them instead of encoding each event again.
+
+        Samples, nearly all of the volume, are checked a column of the batch at a time and written with one
+        ``executemany`` per table; rarer kinds go through their handler in a savepoint. Raises StoreFull
+        (nothing written) when the disk under state.db is full.
         """
         events = list(events)
         with full_disk_guard(self.store.path), self.store.atomic():
             cursor = self.cursor(box)
-            fresh, skipped, lost = self._continuing(box, cursor, events, accept_gap)
+            fresh, skipped, lost = self._continuing(box, cursor, events, texts, accept_gap)
             now = self.store.clock()
             try:
-                with self.store.atomic():
-                    report = self._write(box, fresh, now, by_event=False)
+                report = self._write_batch(box, fresh, now)
             except _STORE_REFUSALS as exc:
                 if not self._refused(exc):
                     raise
@@ -289,7 +334,7 @@ class Ingest:
                     len(fresh),
                     exc,
                 )
-                report = self._write(box, fresh, now, by_event=True)
+                report = self._write(box, fresh, now, bulk=False, by_event=True)
             report.skipped, report.lost = skipped, lost
             if lost is not None:
                 self.store.db.execute(
@@ -310,14 +355,17 @@ class Ingest:
 
     @staticmethod
     def _continuing(
-        box: str, cursor: int, events: list[Any], accept_gap: bool
-    ) -> tuple[list[tuple[int, Any]], int, tuple[int, int] | None]:
-        """The events after ``cursor`` with their seqs, how many were skipped, and the gap accepted as lost."""
-        fresh: list[tuple[int, Any]] = []
+        box: str, cursor: int, events: list[Any], texts: Sequence[str | None] | None, accept_gap: bool
+    ) -> tuple[list[_Fresh], int, tuple[int, int] | None]:
+        """The events after ``cursor`` with their seqs and texts, how many were skipped, and the gap accepted
+        as lost."""
+        fresh: list[_Fresh] = []
         skipped = 0
         lost = None
         last = cursor
-        for event in events:
+        for event, text in (
+            zip(events, texts, strict=True) if texts is not None else zip(events, repeat(None))
+        ):
             seq = event.get("seq") if type(event) is dict else None
             if type(seq) is not int:
                 raise IngestError(
@@ -335,43 +383,36 @@ class Ingest:
                     raise SequenceGap(box, last + 1, seq)
                 lost = (last + 1, seq - 1)
             last = seq
-            fresh.append((seq, event))
+            fresh.append((seq, event, text))
         return fresh, skipped, lost
 
     def _refused(self, exc: BaseException) -> bool:
         """Whether SQLite refused a value (the event is quarantined) rather than lacked disk (ingest stops)."""
         return disk_full(exc, self.store.path) is None
 
-    def _write(self, box: str, fresh: list[tuple[int, Any]], now: int, by_event: bool) -> IngestReport:
+    def _write_batch(self, box: str, fresh: list[_Fresh], now: int) -> IngestReport:
+        """The batch in one savepoint, its samples checked in bulk; if they are not all plainly valid, again
+        with every event checked on its own (the checks agree: tests/test_ingest_plain.py)."""
+        try:
+            with self.store.atomic():
+                return self._write(box, fresh, now, bulk=True, by_event=False)
+        except _NotPlain:
+            with self.store.atomic():
+                return self._write(box, fresh, now, bulk=False, by_event=False)
+
+    def _write(self, box: str, fresh: list[_Fresh], now: int, bulk: bool, by_event: bool) -> IngestReport:
         """Write the events: samples batched per table, or (``by_event``) each event in its own savepoint,
-        where one that SQLite refuses is rolled back alone and quarantined with SQLite's reason."""
+        where one that SQLite refuses is rolled back alone and quarantined with SQLite's reason. ``bulk``: a
+        plain sample (``plain_sample``) skips the check field by field; its rows' columns are checked as a
+        whole before they are written (``_Rows.flush_samples``), and any doubt raises _NotPlain."""
         report = IngestReport(box=box)
         conn = self.store.db.conn
-        rows = _Rows()
-        for seq, event in fresh:
-            why = event_problem(event)
-            payload = None
-            if why is None:
-                try:
-                    payload = _encode(event)
-                except (ValueError, RecursionError) as exc:
-                    why = f"it holds a value JSON cannot carry ({exc})"
+        rows = _Rows(bulk=bulk)
+        for seq, event, text in fresh:
+            plain = bulk and type(event) is dict and type(event.get("kind")) is str and plain_sample(event)
+            payload, why = _admitted(event, text, plain)
             if why is None and by_event:
-                kept = report.journal_only.get(event["kind"])  # an earlier event's reason, if any
-                try:
-                    with self.store.atomic():
-                        self._add(box, seq, event, payload, now, rows, report)
-                        rows.flush_event(conn)
-                except _STORE_REFUSALS as exc:
-                    if not self._refused(exc):
-                        raise
-                    rows.clear()
-                    report.inserted -= 1
-                    if kept is None:
-                        report.journal_only.pop(event["kind"], None)
-                    else:
-                        report.journal_only[event["kind"]] = kept
-                    why = f"state.db refused it: {type(exc).__name__}: {exc}"
+                why = self._add_alone(box, seq, event, payload, now, rows, report)
             elif why is None:
                 self._add(box, seq, event, payload, now, rows, report)
             if why is not None:
@@ -380,7 +421,7 @@ class Ingest:
                     (
                         box,
                         seq,
-                        t_ms if type(t_ms) is int else None,
+                        t_ms if type(t_ms) is int and INT64_MIN <= t_ms <= INT64_MAX else None,
                         kind if type(kind) is str else None,
                         _raw(event),
                         why,
@@ -391,6 +432,35 @@ class Ingest:
                 log.warning("box %s: event seq %d quarantined: %s", box, seq, why)
         rows.flush(conn)
         return report
+
+    def _add_alone(
+        self,
+        box: str,
+        seq: int,
+        event: EventBase,
+        payload: str | None,
+        now: int,
+        rows: _Rows,
+        report: IngestReport,
+    ) -> str | None:
+        """``_add`` and the event's rows written in a savepoint of their own; why SQLite refused them (all
+        rolled back, the report as before) or None."""
+        kept = report.journal_only.get(event["kind"])  # an earlier event's reason, if any
+        try:
+            with self.store.atomic():
+                self._add(box, seq, event, payload, now, rows, report)
+                rows.flush_event(self.store.db.conn)
+        except _STORE_REFUSALS as exc:
+            if not self._refused(exc):
+                raise
+            rows.clear()
+            report.inserted -= 1
+            if kept is None:
+                report.journal_only.pop(event["kind"], None)
+            else:
+                report.journal_only[event["kind"]] = kept
+            return f"state.db refused it: {type(exc).__name__}: {exc}"
+        return None
 
     def _add(
         self,
