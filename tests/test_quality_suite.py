@@ -99,8 +99,11 @@ def test_knowledge_and_instructions() -> None:
     items = {i.item_id: i for i in house.fixed_items()}
     assert items["knowledge-mmlu-pro-227"].score("The premium difference is $90.\nAnswer: A") == 1.0
     assert items["knowledge-mmlu-pro-227"].score("Answer: (C)") == 0.0
-    assert items["knowledge-07"].score("The capital is Canberra.") == 1.0
-    assert items["knowledge-07"].score("Sydney, Melbourne or Canberra " + "maybe " * 40) == 0.0
+    bowler = items["knowledge-simpleqa-3056"]  # SimpleQA: Wilfred Ferguson
+    assert bowler.score("It was Wilfréd Ferguson, in 1948.") == 1.0  # accents and the question's year ignored
+    assert bowler.score("Ferguson") == 0.0 and bowler.score("Wilfred Ferguson " + "or maybe " * 20) == 0.0
+    balls = items["knowledge-simpleqa-2456"]  # a count: another number beside it is a second guess
+    assert balls.score("He faced 5 balls on March 24, 2019.") == 1.0 and balls.score("5 or 6 balls") == 0.0
     two = items["instructions-ifeval-1098"]  # IFEval's two responses split by six asterisks
     assert two.score("Allah\n******\nYahweh") == 1.0
     assert two.score("Allah\n******\nAllah") == 0.0 and two.score("Allah\n******\n\n******\nGod") == 0.0
@@ -249,20 +252,22 @@ def chat() -> Iterator[FakeChat]:
 
 
 def test_a_slow_item_is_unscored_and_a_capped_answer_truncated(chat: FakeChat) -> None:
-    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", SLOW_S)  # right, but too late
-    chat.answers["maths-gsm8k-0298"] = (
+    chat.answers["maths-math-algebra-297"] = ("\\boxed{1736}", "stop", SLOW_S)  # right, but too late
+    chat.answers["maths-math-algebra-1282"] = (
         "Let me think about the bread crates and",
         "length",
         0.0,
     )  # cut at the cap
-    chat.answers["maths-gsm8k-0497"] = ("\\boxed{38}", "stop", 0.0)
+    chat.answers["maths-math-intermediate-algebra-1197"] = ("\\boxed{\\dfrac{3}{56}}", "stop", 0.0)
     items = [i for i in house.fixed_items() if i.family == "maths"]
     endpoint = Endpoint(chat.url, "tiny", {"temperature": 0.0}, timeout_s=TIMEOUT_S)
     results = {r.item_id: r for r in asyncio.run(run_items(endpoint, items, Caps(None, {"maths": 64}), 4096))}
-    slow = results["maths-gsm8k-0267"]
+    slow = results["maths-math-algebra-297"]
     assert slow.score is None and slow.reason == "timed out after 5 s"  # unscored, not wrong
-    assert results["maths-gsm8k-0298"].truncated is True and results["maths-gsm8k-0298"].score == 0.0
-    assert results["maths-gsm8k-0497"].score == 1.0 and results["maths-gsm8k-0497"].truncated is False
+    capped = results["maths-math-algebra-1282"]
+    assert capped.truncated is True and capped.score == 0.0
+    right = results["maths-math-intermediate-algebra-1197"]
+    assert right.score == 1.0 and right.truncated is False
     sent = {b["messages"][-1]["content"]: b for b in chat.requests}
     body = sent[items[0].messages[-1]["content"]]
     assert body["max_tokens"] == 64 and body["temperature"] == 0.0
@@ -314,9 +319,9 @@ def campaign(tmp_path: Path) -> Path:
 def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     campaign: Path, chat: FakeChat, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", SLOW_S)
-    chat.answers["maths-gsm8k-0497"] = ("\\boxed{38}", "stop", 0.0)
-    chat.answers["knowledge-07"] = ("Canberra", "stop", 0.0)
+    chat.answers["maths-math-algebra-297"] = ("\\boxed{1736}", "stop", SLOW_S)
+    chat.answers["maths-math-intermediate-algebra-1197"] = ("\\boxed{\\frac{3}{56}}", "stop", 0.0)
+    chat.answers["knowledge-simpleqa-3056"] = ("Wilfred Ferguson", "stop", 0.0)
     argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url]
     assert (
         main([*argv, "--cap", "512", "--cap", "code=256", "--request-timeout", str(TIMEOUT_S), "--json"]) == 0
@@ -324,10 +329,10 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     first = json.loads(capsys.readouterr().out)["run"]
     run_id = first["id"]
     assert first["unscored"] == 1 and first["unscored_items"] == {
-        "maths/maths-gsm8k-0267": "timed out after 5 s"
+        "maths/maths-math-algebra-297": "timed out after 5 s"
     }
     assert first["caps"] == {"*": 512, "code": 256} and first["request_timeout_s"] == TIMEOUT_S
-    assert first["suite"] == "seed6 v2" and first["items"] == len(house.items(4096, lambda m: None)) - 1
+    assert first["suite"] == "seed6 v3" and first["items"] == len(house.items(4096, lambda m: None)) - 1
     # The arm's vendor profile went with every request; the code family's own cap with its items.
     assert all(b["temperature"] == 0.0 and b["top_k"] == 64 for b in chat.requests)
     assert all(b["chat_template_kwargs"] == {"enable_thinking": True} for b in chat.requests)
@@ -340,8 +345,8 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         assert set(families) == set(house.FAMILIES)
         assert (
             families["maths"].items == 9 and families["maths"].right == 1.0
-        )  # maths-gsm8k-0267 left out, not wrong
-        assert families["knowledge"].text == f"{1 / 11:.3f} [0.016, 0.377]"
+        )  # maths-math-algebra-297 left out, not wrong
+        assert families["knowledge"].text == f"{1 / 14:.3f} [0.013, 0.315]"
         aggregate = next(e for e in eval_runs(store) if e.id == run.eval_run_id)
         assert (
             aggregate.unscored == 1 and aggregate.note and "short: 1 unscored (flattered)" in aggregate.note
@@ -356,7 +361,7 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
         and f"run {run_id} by family: code 0.000 [0.000, 0.324]" in listed
     )
     # --complete: only the unscored item, under the run's own caps and timeout, merged into the same run.
-    chat.answers["maths-gsm8k-0267"] = ("\\boxed{118000}", "stop", 0.0)
+    chat.answers["maths-math-algebra-297"] = ("\\boxed{1736}", "stop", 0.0)
     before = len(chat.requests)
     complete = [
         "--db",
@@ -397,6 +402,32 @@ def test_run_stores_caps_timeout_and_unscored_items_and_complete_merges_them(
     shown = capsys.readouterr().out
     assert "warning: caps differ: A every family 512, code 256, B every family 1024" in shown
     assert "  maths" in shown and "[0.057, 0.510]" in shown  # 2 of 10 with its Wilson interval
+
+
+def test_runs_of_two_versions_of_the_suite_never_pair(
+    campaign: Path, chat: FakeChat, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new version keeps the ids of the items it leaves alone (here every id: the older run is stored under
+    the older version's name), and still the two runs do not pair: compare refuses them in one line."""
+    argv = ["--db", str(campaign), "quality", "run", "L1", "--suite", "seed6", "--url", chat.url, "--json"]
+    assert main(argv) == 0
+    newer = json.loads(capsys.readouterr().out)["run"]
+    monkeypatch.setattr(house, "VERSION", house.VERSION - 1)
+    assert main([*argv[:4], "L2", *argv[5:]]) == 0
+    older = json.loads(capsys.readouterr().out)["run"]
+    assert (newer["suite"], older["suite"]) == ("seed6 v3", "seed6 v2") and newer["items"] == older["items"]
+    with (
+        Store(campaign, read_only=True) as store,
+        pytest.raises(
+            InputError, match="seed6 v3 and seed6 v2: items of two versions of a suite do not pair"
+        ),
+    ):
+        compare_runs(store, newer["id"], older["id"])
+    assert main(["--db", str(campaign), "quality", "compare", str(older["id"]), str(newer["id"])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(
+        f"campaign: quality runs {older['id']} and {newer['id']} are seed6 v2 and seed6 v3"
+    )
 
 
 def test_complete_refuses_a_harness_run_and_a_run_with_nothing_scored_is_refused(

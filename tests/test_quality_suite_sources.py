@@ -1,9 +1,9 @@
 """The house suite's vendored items (console/quality/suites/seed6/, PROVENANCE.md there): every item names its
 source completely, and for every item, not a sample, its family's scorer accepts the source's own reference
-answer and rejects a wrong one: GSM8K's final number, HumanEval's canonical solution (run against the item's
-tests in the sandbox), BFCL's possible answer, MMLU-Pro's letter, and for IFEval the reference response that
-IFEval's own implementation judged as following every instruction, then that response with each of its
-instructions broken in turn."""
+answer and rejects a wrong one: MATH's own worked solution (its last box read as a model's is), HumanEval's
+canonical solution (run against the item's tests in the sandbox), BFCL's possible answer, MMLU-Pro's letter,
+SimpleQA's answer as its CSV spells it, and for IFEval the reference response that IFEval's own implementation
+judged as following every instruction, then that response with each of its instructions broken in turn."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from console.quality.suites import house
+from console.quality.suites import house, scoring
 
 ITEMS = house.fixed_items()
 RECORDS = {
@@ -36,14 +36,9 @@ def _provenance() -> str:
 
 def test_every_item_names_its_dataset_origin_licence_and_own_id() -> None:
     provenance = _provenance()
-    authored = []
     for item in ITEMS:
         src = item.source
-        assert src["dataset"] and src["licence"] and src["source_id"], item.item_id
-        if "authored" in src:
-            authored.append(item.item_id)
-            continue
-        assert src["path"], item.item_id
+        assert src["dataset"] and src["licence"] and src["source_id"] and src["path"], item.item_id
         if "repo" in src:
             assert COMMIT.fullmatch(src["commit"]), item.item_id
             assert f"{src['repo']}@{src['commit']}" in provenance, item.item_id
@@ -51,9 +46,19 @@ def test_every_item_names_its_dataset_origin_licence_and_own_id() -> None:
             assert src["package"] and src["version"], item.item_id
             assert f"{src['package']} {src['version']}" in provenance, item.item_id
         assert src["dataset"] in provenance and src["licence"] in provenance, item.item_id
-    # Only the short-answer factuality items are still the repository's own (no public source here).
-    assert authored == [i.item_id for i in ITEMS if i.family == "knowledge" and i.key["kind"] == "short"]
-    assert len({i.item_id for i in ITEMS}) == len(ITEMS) and house.VERSION == 2
+        assert "sha256" not in src or src["sha256"] in provenance, item.item_id
+    # No item is the repository's own any more: v3 vendored contest maths and SimpleQA's short answers.
+    assert {i.family for i in ITEMS if "authored" in i.source} == set()
+    assert len({i.item_id for i in ITEMS}) == len(ITEMS) and house.VERSION == 3
+
+
+def test_maths_is_contest_maths_and_factuality_is_simpleqa() -> None:
+    maths = [i for i in ITEMS if i.family == "maths"]
+    short = [i for i in ITEMS if i.family == "knowledge" and i.key["kind"] == "short"]
+    assert len(maths) >= 8 and {i.source["dataset"] for i in maths} == {
+        "MATH (test), MATH-500 split, level 5"
+    }
+    assert len(short) >= 3 and {i.source["dataset"] for i in short} == {"SimpleQA (test)"}
 
 
 def test_the_suite_keeps_its_size_and_every_family() -> None:
@@ -89,7 +94,7 @@ def _reference(item: house.SuiteItem) -> str:
     r = RECORDS[item.item_id]
     match item.family:
         case "maths":
-            return f"Working it through, the total is \\boxed{{{r['answer']}}}."
+            return str(r["solution"])
         case "code":
             return f"```python\n{r['prompt']}{r['canonical_solution']}```"
         case "tools":
@@ -97,16 +102,28 @@ def _reference(item: house.SuiteItem) -> str:
         case "knowledge" if r["kind"] == "choice":
             return f"Answer: {r['answer']}"
         case "knowledge":
-            return str(r["aliases"][0])
+            return str(r["answer"])
         case _:
             return str(r["reference"]["response"])
+
+
+def _off_by_one(answer: str) -> str:
+    """A wrong answer beside ``answer``: the next number, or the expression plus one."""
+    exact = scoring.number(scoring.maths_answer(answer))
+    return f"{answer}+1" if exact is None else str(exact + 1)
+
+
+OTHER_SHORT = {
+    i.item_id: str(RECORDS[i.item_id]["aliases"][0]) for i in ITEMS if i.key.get("kind") == "short"
+}
 
 
 def _wrongs(item: house.SuiteItem) -> list[str]:
     r = RECORDS[item.item_id]
     match item.family:
         case "maths":
-            return [f"\\boxed{{{int(r['answer']) + 1}}}"]
+            wrong = f"\\boxed{{{_off_by_one(r['answer'])}}}"
+            return [wrong, f"{r['solution']} On second thoughts, {wrong}.", "\\boxed{}"]
         case "code":
             return [f"```python\n{r['prompt']}    return None\n```"]
         case "tools":
@@ -114,7 +131,10 @@ def _wrongs(item: house.SuiteItem) -> list[str]:
         case "knowledge" if r["kind"] == "choice":
             return [f"Answer: {'ABCDEFGHIJ'['ABCDEFGHIJ'.index(r['answer']) - 1]}"]
         case "knowledge":
-            return ["I am not sure."]
+            alias = str(r["aliases"][0])
+            others = [a for k, a in OTHER_SHORT.items() if k != item.item_id]
+            guess = [f"{alias} or {int(alias) + 1}"] if alias.isdigit() else [alias[:-1]]
+            return ["I am not sure.", others[0], *guess]
         case _:
             response = str(r["reference"]["response"])
             return [BREAK[i](response, k) for i, k in zip(r["instruction_id_list"], r["kwargs"], strict=True)]

@@ -34,7 +34,7 @@ async def test_two_runs_pair_item_by_item_and_a_sweep_evals_only_the_arm_whose_t
         a = json.loads(done.stdout)["run"]["id"]
         b = (await service.run_suite(launch.id, "seed6", caps=Caps(16))).run.id
         ra, rb = quality_run(store, a), quality_run(store, b)
-        assert ra.suite == rb.suite == "seed6 v2" and ra.launch_id == rb.launch_id == launch.id
+        assert ra.suite == rb.suite == "seed6 v3" and ra.launch_id == rb.launch_id == launch.id
         assert ra.caps == {"*": 16} and ra.request_timeout_s == 3600.0
         assert ra.sampling["max_model_len"] == 2048  # the window vLLM's /tokenize reported
         ids = [
@@ -79,5 +79,5 @@ async def test_two_runs_pair_item_by_item_and_a_sweep_evals_only_the_arm_whose_t
         assert served["state"] == "served", swept.stderr
         served_launch = json.loads(served["launch_ids"])[0]
         evals = store.rows("SELECT id, suite FROM quality_runs WHERE launch_id = ?", [served_launch])
-        assert [e["suite"] for e in evals] == ["seed6 v2"]
+        assert [e["suite"] for e in evals] == ["seed6 v3"]
         assert quality_run(store, evals[0]["id"]).items == ra.items

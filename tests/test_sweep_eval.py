@@ -67,7 +67,7 @@ def test_both_evaluates_a_passed_arm_on_its_launch_and_a_resume_does_not_run_it_
         assert len(runs) == 1  # the degenerate arm got no eval
         run = runs[0]
         assert run.launch_id == served.launch_ids[0] and run.arm == "fake-serve"
-        assert run.suite == "seed6 v2" and run.caps == {"*": 16, "code": 8} and run.request_timeout_s == 120
+        assert run.suite == "seed6 v3" and run.caps == {"*": 16, "code": 8} and run.request_timeout_s == 120
         assert run.items > 40 and run.unscored == 0
         assert store.sweeps.benches(served.id) and not store.sweeps.benches(degenerate.id)
         # Interrupted after its eval and benches: the resumed sweep launches the arm again, and neither the eval

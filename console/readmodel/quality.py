@@ -10,6 +10,7 @@ arithmetic is console/quality/stats.py; the wording is the records' (QualityComp
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import combinations
@@ -223,6 +224,12 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
     a, b = quality_run(store, a_id), quality_run(store, b_id)
     floor = noise_floor(store, a.suite) if a.suite == b.suite else None
     if a.per_item and b.per_item:
+        if _versions_of_one_suite(a.suite, b.suite):
+            raise InputError(
+                f"quality runs {a.id} and {b.id} are {a.suite} and {b.suite}: items of two versions of a suite "
+                "do not pair, even under one id",
+                "compare two runs of the same version (run the suite again on the older launch)",
+            )
         items = _common_items(store, a.id, b.id)
         if not items:
             raise InputError(
@@ -247,6 +254,18 @@ def compare_runs(store: Store, a_id: int, b_id: int) -> QualityComparison:
             "`campaign quality pairs` lists the published comparisons",
         )
     return comparison
+
+
+_SUITE_VERSION = re.compile(r"(.+) v(\d+)")
+"""A versioned suite's stored name (``seed6 v3``, console/quality/suites/house.py ``suite_label``)."""
+
+
+def _versions_of_one_suite(a: str, b: str) -> bool:
+    """``a`` and ``b`` name different versions of one suite. Their runs never pair: a new version keeps the ids of
+    the items it leaves alone, but may score them differently, and a verdict on the few items the two share
+    would read as a comparison on the suite."""
+    va, vb = _SUITE_VERSION.fullmatch(a), _SUITE_VERSION.fullmatch(b)
+    return va is not None and vb is not None and va.group(1) == vb.group(1) and va.group(2) != vb.group(2)
 
 
 def _published_split(

@@ -6,13 +6,14 @@ to the served window, ten-option knowledge questions with short-answer factualit
 with IFEval's checkers, from "ungated public sources", "the same items and seed across configurations so arms
 are directly pairable". This is that design at about fifty items, vendored from the public sources
 (console/quality/suites/seed6/PROVENANCE.md; every item keeps its dataset, repository and commit or package and
-version, licence and the source's own id; scripts/vendor_seed6.py draws them): GSM8K maths, HumanEval code,
-BFCL v4 tool calls with their possible answers, MMLU-Pro ten-option questions and IFEval instructions. The
-three short-answer factuality items are still written here (no public short-answer set could be had: see
-PROVENANCE.md), and the long-context items are built by code from ``SEED`` and sized to the launch's
-``max_model_len`` (the same window gives the same text), so two runs against one configuration pair item by
-item. ``VERSION`` changes whenever an item does; the stored suite name carries it, so runs of different
-versions never share a noise floor (v1 was the authored set, v2 the vendored one).
+version, licence and the source's own id; scripts/vendor_seed6.py draws them): contest maths from MATH (level
+5 of the MATH-500 split), HumanEval code, BFCL v4 tool calls with their possible answers, MMLU-Pro ten-option
+questions with SimpleQA short answers, and IFEval instructions. The long-context items are built by code from
+``SEED`` and sized to the launch's ``max_model_len`` (the same window gives the same text), so two runs against
+one configuration pair item by item. ``VERSION`` changes whenever an item does; the stored suite name carries
+it, so runs of different versions never share a noise floor and never pair, even on an item id both versions
+keep (v1 was the authored set, v2 the vendored one with GSM8K maths and three authored short answers, v3 has
+contest maths and SimpleQA).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from console.quality.suites import scoring
 
 NAME = "seed6"
-VERSION = 2
+VERSION = 3
 SEED = 6
 FAMILIES = ("maths", "code", "tools", "long-context", "knowledge", "instructions")
 
@@ -72,7 +73,7 @@ class SuiteItem:
             case "knowledge" if k["kind"] == "choice":
                 return float(scoring.chosen_letter(content) == k["answer"])
             case "knowledge":
-                return scoring.score_short(content, k["aliases"])
+                return scoring.score_short(content, k["aliases"], k["question"])
             case _:
                 return scoring.score_instructions(content, k["instructions"], k["kwargs"])
 
@@ -147,7 +148,7 @@ def fixed_items() -> list[SuiteItem]:
         else:
             prompt, key = (
                 f"{r['question']} Answer in a few words.",
-                {"kind": "short", "aliases": r["aliases"]},
+                {"kind": "short", "aliases": r["aliases"], "question": r["question"]},
             )
         items.append(SuiteItem("knowledge", r["id"], _user(prompt), key, r["source"]))
     items += [
