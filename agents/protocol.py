@@ -47,7 +47,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict, TypeGuard
 
 PROTOCOL_VERSION = 1
 MAX_LINE = 64 * 1024 * 1024
@@ -1099,6 +1099,7 @@ def _figure_types(spec: type[Any], columns: tuple[str, ...]) -> tuple[frozenset[
 _GPU_SAMPLE_KEYS = frozenset(GpuSample.__annotations__)
 _READING_KEYS = frozenset(GpuReading.__annotations__)
 _SERVER_SAMPLE_KEYS = frozenset(ServerSample.__annotations__)
+_EXACT_IN_REAL = 2**53
 _INTEGER = frozenset({int})
 _TEXT = frozenset({str})
 GPU_ROW_TYPES = (_INTEGER, _INTEGER, *_figure_types(GpuReading, GPU_COLUMNS))
@@ -1107,7 +1108,7 @@ SERVER_ROW_TYPES = (_TEXT, _INTEGER, *_figure_types(ServerSample, SERVER_COLUMNS
 """The types of a server row's columns after the box (launch id, t_ms, then ``SERVER_COLUMNS``)."""
 
 
-def plain_sample(event: dict[str, Any]) -> bool:
+def plain_sample(event: dict[str, Any]) -> TypeGuard[GpuSample | ServerSample]:
     """Whether a sample (``kind`` already read) has only its declared fields, in the right containers, so that
     its figures alone remain to be checked, by ``plain_figures`` on the rows built from it. False: check it
     field by field (``event_problem``), which says what is wrong; so is any other kind."""
@@ -1134,8 +1135,9 @@ def plain_figures(rows: list[tuple[Any, ...]], types: tuple[frozenset[type], ...
     time. A text column's values were checked by ``plain_sample`` (ASCII).
 
     A float sum is nan or inf when a value is (or when finite values overflow: then the check declines, which
-    is safe); the bounds are tested on every number of a column that holds an integer (a float beyond 2**63
-    there is sent to ``check``, which accepts it: the shortcut may decline, never accept wrongly).
+    is safe); the bounds are tested on every number of a column that holds an integer: 64 bits, or 2**53 where
+    the column is a float's (its REAL column would round a larger integer). A value past them is sent to
+    ``check``, which may accept it: the shortcut may decline, never accept wrongly.
     """
     if not rows:
         return True
@@ -1154,7 +1156,10 @@ def plain_figures(rows: list[tuple[Any, ...]], types: tuple[frozenset[type], ...
             return False
         if total - total != 0:
             return False
-        if int in kinds and not (min(present) >= INT64_MIN and max(present) <= INT64_MAX):
+        bound = (
+            _EXACT_IN_REAL if float in allowed else INT64_MAX
+        )  # a REAL column keeps integers exact to 2**53
+        if int in kinds and not (min(present) >= -bound and max(present) <= bound):
             return False
     return True
 

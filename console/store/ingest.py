@@ -131,6 +131,9 @@ _encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 Row = tuple[object, ...]
 """One row's values for an ``executemany``, in its statement's column order."""
+HELD_IN = {"gpu_sample": '{"rows":"gpu_samples"}', "server_sample": '{"rows":"server_samples"}'}
+"""The journal payload of a sample whose every field has a column: the rows hold it whole (box, gpu or launch,
+t_ms), so its text is not stored twice (a month of 1 Hz samples would triple state.db)."""
 _Fresh = tuple[int, Any, str | None]
 """An event to write: its seq, the event, and its JSON as it came (None: encode it)."""
 E = TypeVar("E", bound=EventBase)
@@ -156,18 +159,14 @@ def _server_row(box: str, event: ServerSample) -> Row:
     return (box, event["launch_id"], event["t_ms"], *map(event.get, SERVER_COLUMNS))
 
 
-def _admitted(event: Any, text: str | None, plain: bool) -> tuple[str | None, str | None]:
-    """An event's journal text and why it may not be ingested (None: it may). A ``plain`` sample is not
-    checked here (its rows are, in bulk); one that cannot even be encoded raises _NotPlain, so the batch is
-    checked event by event and the check names the value."""
-    why = None if plain else event_problem(event)
+def _admitted(event: Any, text: str | None) -> tuple[str | None, str | None]:
+    """An event's journal text and why it may not be ingested (None: it may)."""
+    why = event_problem(event)
     if why is not None or text is not None:
         return text, why
     try:
         return _encode(event), None
     except (ValueError, RecursionError) as exc:
-        if plain:
-            raise _NotPlain from exc
         return None, f"it holds a value JSON cannot carry ({exc})"
 
 
@@ -193,30 +192,45 @@ def _raw(event: Any) -> str:
 @dataclass
 class _Rows:
     """Rows of a batch not yet written: one ``executemany`` per table when flushed. ``bulk``: some sample rows
-    come from events whose figures were not checked one by one; their columns are checked before writing."""
+    come from events whose figures were not checked one by one; their columns are checked before writing.
+
+    ``held``: journal rows (their index, the event, its text) of samples whose every field has a column; their
+    payload only names the table (``HELD_IN``). If any sample row of the batch was not written (a duplicate
+    of one already stored: same GPU or launch at the same t_ms), every held sample keeps its whole text."""
 
     bulk: bool = False
     journal: list[Row] = field(default_factory=list)
     quarantine: list[Row] = field(default_factory=list)
     gpu: list[Row] = field(default_factory=list)
     server: list[Row] = field(default_factory=list)
+    held: list[tuple[int, Any, str | None]] = field(default_factory=list)
+    all_landed: bool = True
 
     def flush_samples(self, conn: sqlite3.Connection) -> None:
         if self.bulk and not (
             plain_figures(self.gpu, GPU_ROW_TYPES) and plain_figures(self.server, SERVER_ROW_TYPES)
         ):
             raise _NotPlain
-        conn.executemany(_GPU_INSERT, self.gpu)
+        landed = conn.executemany(_GPU_INSERT, self.gpu).rowcount == len(self.gpu)
         refresh_gpu_rollup(conn, self.gpu)
-        conn.executemany(_SERVER_INSERT, self.server)
+        landed = conn.executemany(_SERVER_INSERT, self.server).rowcount == len(self.server) and landed
+        self.all_landed = self.all_landed and landed
         self.gpu.clear()
         self.server.clear()
 
     def flush_event(self, conn: sqlite3.Connection) -> None:
         """The journal and sample rows, not the quarantine: what one event's savepoint covers."""
-        self.flush_samples(conn)  # first: in bulk, its columns are checked before anything of theirs is written
+        self.flush_samples(
+            conn
+        )  # first: in bulk, its columns are checked before anything of theirs is written
+        if not self.all_landed:
+            for i, event, text in self.held:
+                row = self.journal[i]
+                self.journal[i] = (*row[:4], text if text is not None else _encode(event), row[5])
         conn.executemany(_JOURNAL_INSERT, self.journal)
         self.journal.clear()
+        self.held.clear()
+        self.all_landed = True
 
     def flush(self, conn: sqlite3.Connection) -> None:
         self.flush_event(conn)
@@ -228,6 +242,8 @@ class _Rows:
         self.journal.clear()
         self.gpu.clear()
         self.server.clear()
+        self.held.clear()
+        self.all_landed = True
 
 
 class IngestConnection(Connection, Protocol):
@@ -404,13 +420,17 @@ class Ingest:
         """Write the events: samples batched per table, or (``by_event``) each event in its own savepoint,
         where one that SQLite refuses is rolled back alone and quarantined with SQLite's reason. ``bulk``: a
         plain sample (``plain_sample``) skips the check field by field; its rows' columns are checked as a
-        whole before they are written (``_Rows.flush_samples``), and any doubt raises _NotPlain."""
+        whole before they are written (``_Rows.flush_samples``), any doubt raising _NotPlain, and its journal
+        row is held in them (``HELD_IN``)."""
         report = IngestReport(box=box)
         conn = self.store.db.conn
         rows = _Rows(bulk=bulk)
         for seq, event, text in fresh:
-            plain = bulk and type(event) is dict and type(event.get("kind")) is str and plain_sample(event)
-            payload, why = _admitted(event, text, plain)
+            if bulk and type(event) is dict and type(event.get("kind")) is str and plain_sample(event):
+                self._add(box, seq, event, HELD_IN[event["kind"]], now, rows, report)
+                rows.held.append((len(rows.journal) - 1, event, text))
+                continue
+            payload, why = _admitted(event, text)
             if why is None and by_event:
                 why = self._add_alone(box, seq, event, payload, now, rows, report)
             elif why is None:
