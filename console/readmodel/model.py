@@ -18,11 +18,14 @@ from console.readmodel.records import (
     ArmEntry,
     EconomicsInputs,
     FleetRow,
+    GpuPower,
     KldiffRun,
+    LaunchRow,
     LiveView,
     QualityLedger,
     ResultRow,
     SweepEntry,
+    TimerRow,
 )
 from console.readmodel.results import bench_rows, latest_tripwires
 from console.readmodel.sweeps import sweeps
@@ -120,15 +123,18 @@ class ReadModel:
         the same). Throughput is the server's /metrics; where those are missing or all zero over the window,
         the load generator's own samples of a bench that ran in it."""
         at = self.now()
-        rows = queries.fleet(self.store, at, box)
-        if not rows:
+        read = self._box_at(box, at)
+        if read is None:
             return None
-        if self.cursor.live and rows[0].status == "imported":
+        if self.cursor.live and read[0].status == "imported":
             # An imported box is a record, not a box to follow: live, it is read where its record ends.
             end = queries.record_end(self.store, box)
             if end is not None and end < at:
                 at = end
-                rows = queries.fleet(self.store, at, box)
+                read = self._box_at(box, at)
+                if read is None:
+                    return None
+        row, every, box_timers, gpus = read
         start = at - self.window_ms
         out, inp = queries.throughput(self.store, box, start, at, buckets)
         source = "server"
@@ -136,24 +142,35 @@ class ReadModel:
             client_out, client_in = queries.loadgen_throughput(self.store, box, start, at, buckets)
             if client_out.peak is not None or client_in.peak is not None:
                 out, inp, source = client_out, client_in, "loadgen"
-        serving = [launch for launch in queries.launches(self.store, at, box) if launch.state == "serving"]
-        gpus = queries.gpu_power(self.store, box, at)
+        serving = [launch for launch in every if launch.state == "serving"]
         history = queries.gpu_history(
             self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets
         )
         return LiveView(
-            box=rows[0],
+            box=row,
             at_ms=at,
             gpus=tuple(gpus),
             out_tok_s=out,
             in_tok_s=inp,
-            servers=tuple(queries.servers_now(self.store, box, at, serving)),
+            servers=tuple(queries.servers_now(self.store, at, serving)),
             bench=queries.bench_now(self.store, box, start, at),
             tripwire=tuple(latest_tripwires(self.store, at, box)),
-            timers=tuple(queries.timers(self.store, at, box)),
+            timers=tuple(box_timers),
             gpu_history=tuple(history),
             throughput_source=source,
         )
+
+    def _box_at(
+        self, box: str, at: int
+    ) -> tuple[FleetRow, list[LaunchRow], list[TimerRow], list[GpuPower]] | None:
+        """The box's fleet row with the launches, timers and latest GPU samples it is made of, each read once
+        (the panels show them too): every SQLite call of a redraw gives up the interpreter lock, which an
+        ingesting thread may then hold for its switch interval."""
+        every = queries.launches(self.store, at, box)
+        box_timers = queries.timers(self.store, at, box)
+        gpus = queries.gpu_power(self.store, box, at)
+        row = queries.box_now(self.store, at, box, every, box_timers, gpus)
+        return None if row is None else (row, every, box_timers, gpus)
 
     def arms(self, recipe_arms: dict[str, str | None] | None = None) -> list[ArmEntry]:
         """Arms from the recipes (name -> model) merged with every arm the store has launched."""

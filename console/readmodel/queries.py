@@ -208,41 +208,65 @@ def timers(store: Store, at: int, box: str | None = None, include_ended: bool = 
 # -- fleet -----------------------------------------------------------------------------------------------
 def fleet(store: Store, at: int, box: str | None = None) -> list[FleetRow]:
     """Every box (or just ``box``) that existed at ``at``; a box destroyed before ``at`` is gone."""
+    every = launches(store, at, box)
+    live_timers = timers(store, at, box, include_ended=False)
+    health = ingest_health(store, at, box)
+    return [
+        _fleet_row(store, b, at, every, live_timers, health, gpu_power(store, b["name"], at))
+        for b in _boxes(store, at, box)
+    ]
+
+
+def box_now(
+    store: Store, at: int, box: str, every: list[LaunchRow], box_timers: list[TimerRow], gpus: list[GpuPower]
+) -> FleetRow | None:
+    """``box``'s fleet row from its launches, timers and GPUs as of ``at``, already read: Live reads them for
+    its panels too, and reading each once keeps a redraw's SQLite calls few. None for a box not there."""
+    rows = _boxes(store, at, box)
+    if not rows:
+        return None
+    return _fleet_row(store, rows[0], at, every, box_timers, ingest_health(store, at, box), gpus)
+
+
+def _boxes(store: Store, at: int, box: str | None) -> list[dict[str, Any]]:
     only = "AND name = ?" if box else ""
-    boxes = store.rows(
+    return store.rows(
         f"SELECT * FROM boxes WHERE (destroyed_ms IS NULL OR destroyed_ms > ?) {only} ORDER BY name",
         [at, box] if box else [at],
     )
-    serving: dict[str, list[str]] = defaultdict(list)
-    for launch in launches(store, at, box):
-        if launch.state == "serving" and launch.arm not in serving[launch.box]:
-            serving[launch.box].append(launch.arm)
-    live_timers: dict[str, TimerRow] = {}
-    for t in timers(store, at, box, include_ended=False):
-        live_timers.setdefault(t.box, t)
-    health = ingest_health(store, at)
-    out = []
-    for b in boxes:
-        gpus = gpu_power(store, b["name"], at)
-        out.append(
-            FleetRow(
-                name=b["name"],
-                kind=b["kind"],
-                status=b["status"],
-                status_detail=b["status_detail"],
-                gpu_summary=b["gpu_summary"],
-                price_per_hour=b["price_per_hour"],
-                checks=last_checks(store, b["name"], at),
-                serving=tuple(serving.get(b["name"], ())),
-                timer=live_timers.get(b["name"]),
-                last_sample_ms=max((g.t_ms for g in gpus), default=None),
-                capped_gpus=sum(1 for g in gpus if g.capped),
-                tz=b["tz"],
-                ssh_target=Box.from_row(b).ssh_target,
-                ingest=health.get(b["name"], IngestHealth()),
-            )
-        )
-    return out
+
+
+def _fleet_row(
+    store: Store,
+    b: dict[str, Any],
+    at: int,
+    every: list[LaunchRow],
+    box_timers: list[TimerRow],
+    health: dict[str, IngestHealth],
+    gpus: list[GpuPower],
+) -> FleetRow:
+    """One box's row: the arms serving on it, its first live timer (``timers`` come in deadline order), its
+    latest GPU samples and its ingest health."""
+    name = b["name"]
+    serving = dict.fromkeys(
+        launch.arm for launch in every if launch.box == name and launch.state == "serving"
+    )
+    return FleetRow(
+        name=name,
+        kind=b["kind"],
+        status=b["status"],
+        status_detail=b["status_detail"],
+        gpu_summary=b["gpu_summary"],
+        price_per_hour=b["price_per_hour"],
+        checks=last_checks(store, name, at),
+        serving=tuple(serving),
+        timer=next((t for t in box_timers if t.box == name and t.live), None),
+        last_sample_ms=max((g.t_ms for g in gpus), default=None),
+        capped_gpus=sum(1 for g in gpus if g.capped),
+        tz=b["tz"],
+        ssh_target=Box.from_row(b).ssh_target,
+        ingest=health.get(name, IngestHealth()),
+    )
 
 
 def ingest_health(store: Store, at: int, box: str | None = None) -> dict[str, IngestHealth]:
@@ -315,6 +339,22 @@ GPU_PROBE_MS = 5_000
 """GPU samples come eight a second on an 8-GPU box: beyond ten minutes each bucket averages its first five."""
 
 
+def _packed(store: Store, sql: str, values: dict[str, Any], columns: int) -> list[tuple[Any, ...]]:
+    """The rows ``(k, b, a0, ..., a{columns-1})`` of ``sql`` fetched as one row: a JSON array of them, each
+    average written with 17 significant digits (it reads back as the same double).
+
+    A chart's hundreds of buckets would otherwise be hundreds of sqlite3 steps, and each step gives up the
+    interpreter lock: beside a busy thread (an ingesting link) every one waits up to the switch interval
+    to take it back, the redraw's p99 (bench/tui_ingest.py). Parsing the one row keeps the lock."""
+    cells = ", ".join(f"iif(a{i} IS NULL, NULL, printf('%!.17g', a{i}))" for i in range(columns))
+    (text,) = store.db.execute(
+        f"SELECT json_group_array(json_array(k, b, {cells})) FROM ({sql})", values
+    ).fetchone()
+    return [
+        (k, b, *(None if v is None else float(v) for v in averages)) for k, b, *averages in json.loads(text)
+    ]
+
+
 def _bucketed(
     store: Store,
     table: str,
@@ -335,7 +375,7 @@ def _bucketed(
     """
     start, end, buckets = span
     width = max(1, (end - start) // buckets)
-    averages = ", ".join(f"avg({c})" for c in columns)
+    averages = ", ".join(f"avg({c}) AS a{i}" for i, c in enumerate(columns))
     by = key or "NULL"
     values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
     if end - start <= exact_ms or width <= probe_ms:
@@ -343,11 +383,11 @@ def _bucketed(
                   WHERE {where} AND t_ms > :start AND t_ms <= :end GROUP BY k, b"""
     else:
         sql = f"""WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :n - 1)
-                  SELECT {by} AS k, b.i, {averages} FROM b JOIN {table}
+                  SELECT {by} AS k, b.i AS b, {averages} FROM b JOIN {table}
                     ON {where} AND t_ms > :start + b.i * :width AND t_ms <= :start + b.i * :width + :probe
                   GROUP BY k, b.i"""
         values.update(width=width, probe=probe_ms)
-    return [tuple(r) for r in store.db.execute(sql, values).fetchall()]
+    return _packed(store, sql, values, len(columns))
 
 
 def _summed(rows: Iterable[tuple[Any, ...]], buckets: int, columns: int) -> list[list[float | None]]:
@@ -366,32 +406,23 @@ def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tu
     averaged into ``buckets`` in SQL.
 
     Each launch is averaged within a bucket and then summed across launches, so two replicas read as
-    their total, not their mean. Samples are read through each launch's primary key (launch_id, t_ms),
-    which is clustered.
+    their total, not their mean. One query for every launch of the window (a redraw's SQLite calls each give
+    up the interpreter lock, which an ingesting thread then holds for up to its switch interval); samples
+    are read through each launch's primary key (launch_id, t_ms), which is clustered.
     """
     buckets = max(1, buckets)
-    launch_ids = [
-        r["id"]
-        for r in store.rows(
-            "SELECT id FROM launches WHERE box = ? AND coalesce(start_ms, 0) <= ? "
-            "AND (stop_ms IS NULL OR stop_ms >= ?)",
-            [box, end, start],
-        )
-    ]
-    rows = [
-        row
-        for launch_id in launch_ids
-        for row in _bucketed(
-            store,
-            "server_samples",
-            "launch_id = :launch",
-            {"launch": launch_id},
-            ("gen_tok_per_s", "prompt_tok_per_s"),
-            (start, end, buckets),
-            EXACT_WINDOW_MS,
-            PROBE_MS,
-        )
-    ]
+    rows = _bucketed(
+        store,
+        "server_samples",
+        """launch_id IN (SELECT id FROM launches WHERE box = :box AND coalesce(start_ms, 0) <= :end
+                         AND (stop_ms IS NULL OR stop_ms >= :start))""",
+        {"box": box},
+        ("gen_tok_per_s", "prompt_tok_per_s"),
+        (start, end, buckets),
+        EXACT_WINDOW_MS,
+        PROBE_MS,
+        key="launch_id",
+    )
     out, inp = _summed(rows, buckets, 2)
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
 
@@ -419,41 +450,66 @@ def loadgen_throughput(store: Store, box: str, start: int, end: int, buckets: in
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
 
 
-def _from_rollup(store: Store, box: str, gpu: int, span: tuple[int, int, int]) -> list[tuple[Any, ...]]:
-    """Rows like ``_bucketed``'s, averaged exactly from gpu_rollup_1m (schema V27) when a bucket spans at
-    least a rollup minute beyond the exact window: a 30-day window reads ~43,000 rows a GPU, not 2.6 M.
-    Empty when raw rows give the chart its points (or the window has no rollup rows)."""
+GPU_COLUMNS = ("power_w", "enforced_limit_w", "sm_clock_mhz")
+"""What a GPU's history charts: its draw, its enforced limit and its SM clock."""
+
+
+def _gpus_where(box: str, gpus: Sequence[int]) -> tuple[str, dict[str, Any]]:
+    """The rows of ``gpus`` on ``box``, as a WHERE clause and its parameters, read through the (box, gpu,
+    t_ms) primary key of gpu_samples and gpu_rollup_1m."""
+    marks = {f"gpu{i}": gpu for i, gpu in enumerate(gpus)}
+    return f"box = :box AND gpu IN ({', '.join(':' + m for m in marks)})", {"box": box, **marks}
+
+
+def _from_rollup(
+    store: Store, box: str, gpus: Sequence[int], span: tuple[int, int, int]
+) -> list[tuple[Any, ...]]:
+    """Rows like ``_bucketed``'s keyed by GPU, averaged exactly from gpu_rollup_1m (schema V27) when a bucket
+    spans at least a rollup minute beyond the exact window: a 30-day window reads ~43,000 rows a GPU, not
+    2.6 M. Empty when raw rows give the chart its points; a GPU without rollup rows in the window has none."""
     start, end, buckets = span
     if end - start <= GPU_EXACT_WINDOW_MS or (end - start) // buckets < ROLLUP_BUCKET_MS:
         return []
-    averages = ", ".join(
-        f"sum({c}_sum) / nullif(sum({c}_n), 0)" for c in ("power_w", "enforced_limit_w", "sm_clock_mhz")
-    )
-    sql = f"""SELECT NULL AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM gpu_rollup_1m
-              WHERE box = :box AND gpu = :gpu AND t_ms >= :start AND t_ms < :end GROUP BY b"""
-    values = {"box": box, "gpu": gpu, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
-    return [tuple(r) for r in store.db.execute(sql, values).fetchall()]
+    averages = ", ".join(f"sum({c}_sum) / nullif(sum({c}_n), 0) AS a{i}" for i, c in enumerate(GPU_COLUMNS))
+    where, params = _gpus_where(box, gpus)
+    sql = f"""SELECT gpu AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM gpu_rollup_1m
+              WHERE {where} AND t_ms >= :start AND t_ms < :end GROUP BY k, b"""
+    values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
+    return _packed(store, sql, values, len(GPU_COLUMNS))
 
 
 def gpu_history(
     store: Store, box: str, gpus: Sequence[int], start: int, end: int, buckets: int
 ) -> list[GpuHistory]:
-    """Each GPU's draw, enforced limit and SM clock averaged into ``buckets``, read through gpu_samples'
-    primary key (box, gpu, t_ms)."""
+    """Each GPU's draw, enforced limit and SM clock averaged into ``buckets``, every GPU in one query (the
+    rollup's, and the raw rows' for the GPUs it lacks), read through the (box, gpu, t_ms) primary keys.
+
+    One query for the box, not one a GPU: each SQLite call of a redraw gives up the interpreter lock, and
+    an ingesting thread that takes it keeps it up to its switch interval (bench/tui_ingest.py)."""
     buckets = max(1, buckets)
-    out = []
-    for gpu in gpus:
-        rows = _from_rollup(store, box, gpu, (start, end, buckets)) or _bucketed(
+    span = (start, end, buckets)
+    rows = _from_rollup(store, box, gpus, span) if gpus else []
+    found = {row[0] for row in rows}
+    raw = [gpu for gpu in gpus if gpu not in found]
+    if raw:
+        where, params = _gpus_where(box, raw)
+        rows += _bucketed(
             store,
             "gpu_samples",
-            "box = :box AND gpu = :gpu",
-            {"box": box, "gpu": gpu},
-            ("power_w", "enforced_limit_w", "sm_clock_mhz"),
-            (start, end, buckets),
+            where,
+            params,
+            GPU_COLUMNS,
+            span,
             GPU_EXACT_WINDOW_MS,
             GPU_PROBE_MS,
+            key="gpu",
         )
-        power, limit, clock = _summed(rows, buckets, 3)  # one series per GPU: the sum is its average
+    by_gpu: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        by_gpu[row[0]].append(row)
+    out = []
+    for gpu in gpus:
+        power, limit, clock = _summed(by_gpu[gpu], buckets, 3)  # one series per GPU: the sum is its average
         out.append(
             GpuHistory(
                 gpu=gpu,
@@ -465,28 +521,32 @@ def gpu_history(
     return out
 
 
-def servers_now(store: Store, box: str, at: int, serving: list[LaunchRow]) -> list[ServerNow]:
-    out = []
-    for launch in serving:
-        rows = store.rows(
-            "SELECT * FROM server_samples WHERE launch_id = ? AND t_ms <= ? ORDER BY t_ms DESC LIMIT 1",
-            [launch.id, at],
+def servers_now(store: Store, at: int, serving: list[LaunchRow]) -> list[ServerNow]:
+    """Each serving launch's latest server sample at ``at``, in ``serving``'s order (a launch without one is
+    left out), in one query driven by the launch list (json_each), so each launch's latest instant is one
+    seek of its (launch_id, t_ms) key; an IN list would have SQLite try every sample of the launches."""
+    if not serving:
+        return []
+    rows = store.rows(
+        """SELECT s.* FROM json_each(:ids) l JOIN server_samples s ON s.launch_id = l.value
+             AND s.t_ms = (SELECT max(t_ms) FROM server_samples WHERE launch_id = l.value AND t_ms <= :at)""",
+        {"ids": json.dumps([launch.id for launch in serving]), "at": at},
+    )
+    latest = {r["launch_id"]: r for r in rows}
+    return [
+        ServerNow(
+            launch_id=launch.id,
+            arm=launch.arm,
+            t_ms=r["t_ms"],
+            gen_tok_per_s=r["gen_tok_per_s"],
+            prompt_tok_per_s=r["prompt_tok_per_s"],
+            running=r["running"],
+            waiting=r["waiting"],
+            kv_usage=r["kv_usage"],
         )
-        if rows:
-            r = rows[0]
-            out.append(
-                ServerNow(
-                    launch_id=launch.id,
-                    arm=launch.arm,
-                    t_ms=r["t_ms"],
-                    gen_tok_per_s=r["gen_tok_per_s"],
-                    prompt_tok_per_s=r["prompt_tok_per_s"],
-                    running=r["running"],
-                    waiting=r["waiting"],
-                    kv_usage=r["kv_usage"],
-                )
-            )
-    return out
+        for launch in serving
+        if (r := latest.get(launch.id)) is not None
+    ]
 
 
 def bench_now(store: Store, box: str, start: int, at: int) -> BenchNow | None:

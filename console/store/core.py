@@ -354,8 +354,17 @@ class Store:
         return rowid
 
     def rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        """Read rows as dicts; the TUI and exports read through the store's query helpers."""
-        return list(self.db.query(sql, params))
+        """Read rows as dicts; the TUI and exports read through the store's query helpers.
+
+        Straight through the connection, not sqlite-utils' query(): that wraps every read in a savepoint and
+        its release, two more SQLite calls, each of which gives up the interpreter lock (a Live redraw made
+        36 of them beside an ingesting thread: bench/tui_ingest.py). Columns named twice are renamed as
+        query() renames them."""
+        cursor = self.db.execute(sql, params)
+        if cursor.description is None:
+            raise ValueError(f"Store.rows reads rows; this statement returns none (use execute()): {sql}")
+        keys = sqlite_utils.utils.dedupe_keys(d[0] for d in cursor.description)
+        return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
 
     def scalar(self, sql: str, params: Any = ()) -> Any:
         row = self.db.execute(sql, params).fetchone()
