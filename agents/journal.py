@@ -598,13 +598,7 @@ def wire_event(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None 
         problem = problem or f"kind {kind!r} is not UTF-8 text"
         kind_text = repr(kind)
     if problem is not None:
-        return {
-            "seq": seq,
-            "t_ms": t_ms,
-            "kind": kind_text,
-            "malformed": problem,
-            "body": raw[:RAW_HEAD_CHARS],
-        }
+        return protocol.malformed_event(seq, t_ms, kind_text, problem, raw)
     assert fields is not None  # no problem: _body_fields read a JSON object
     event: dict[str, Any] = fields
     event.update(seq=seq, t_ms=t_ms, kind=kind_text)

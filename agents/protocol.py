@@ -1194,6 +1194,11 @@ _JSON_TYPES = {
 _ENVELOPE_KEYS = ("seq", "t_ms", "kind")
 
 
+def malformed_event(seq: int, t_ms: Any, kind: Any, why: str | None, raw: str) -> dict[str, Any]:
+    """A journal row that is not an event, as ``Malformed``: the reason and the head of its stored text."""
+    return {"seq": seq, "t_ms": t_ms, "kind": kind, "malformed": why, "body": raw[:RAW_HEAD_CHARS]}
+
+
 def row_event(row: Any) -> tuple[Any, str | None]:
     """One item of a ``rows`` reply as (the event, its text as the journal row of state.db keeps it).
 
@@ -1208,22 +1213,10 @@ def row_event(row: Any) -> tuple[Any, str | None]:
         return row, None
     seq, t_ms, kind, body = row
     if type(seq) is not int or type(t_ms) is not int or type(kind) is not str or type(body) is not str:
-        return {
-            "seq": seq,
-            "t_ms": t_ms,
-            "kind": kind,
-            "malformed": f"row {_shown(row)} is not a journal row",
-            "body": "",
-        }, None
+        return malformed_event(seq, t_ms, kind, f"row {_shown(row)} is not a journal row", ""), None
     fields, problem = object_fields(body)
     if fields is None:
-        return {
-            "seq": seq,
-            "t_ms": t_ms,
-            "kind": kind,
-            "malformed": problem,
-            "body": body[:RAW_HEAD_CHARS],
-        }, None
+        return malformed_event(seq, t_ms, kind, problem, body), None
     text = None
     if fields.keys().isdisjoint(_ENVELOPE_KEYS):
         head = body.strip()[:-1].rstrip()  # the object without its closing brace
