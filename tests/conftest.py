@@ -66,6 +66,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for marker, needs in REAL_PARTS.items():
             if fixtures & set(needs) and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+    _heaviest_files_first(items)
+
+
+def _heaviest_files_first(items: list[pytest.Item]) -> None:
+    """Files that start a CPU vLLM first, then those on sshd boxes, then the rest, each file's tests kept
+    together and in order. tests/run.sh hands whole files to its workers in this order (with
+    ``--no-loadscope-reorder``: xdist's own order, most tests first, put the one-test vLLM files last, so both
+    workers ran them together at the end and one finished the last alone); the long files start early and the
+    many short ones even out the end."""
+    weight: dict[Path, int] = {}
+    for item in items:
+        heavy = 0 if item.get_closest_marker("vllm") else 1 if item.get_closest_marker("sshd") else 2
+        weight[item.path] = min(weight.get(item.path, 2), heavy)
+    items.sort(key=lambda item: weight[item.path])
 
 
 @pytest.hookimpl(hookwrapper=True)

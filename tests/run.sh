@@ -32,5 +32,6 @@ ruff format --check .
 python3 -m mypy
 lint-imports
 # Test files side by side, one worker a core (at most four: each may start its own CPU vLLM and sshd boxes);
-# a file stays on one worker, so its module-scoped boxes and servers are started once.
-python3 -m pytest -rs --durations=25 -n auto --maxprocesses=4 --dist loadfile "$@"
+# a file stays on one worker, so its module-scoped boxes and servers are started once; files go out in the
+# order tests/conftest.py gives them (those starting a CPU vLLM first), not xdist's most-tests-first.
+python3 -m pytest -rs --durations=25 -n auto --maxprocesses=4 --dist loadfile --no-loadscope-reorder "$@"
