@@ -186,9 +186,11 @@ def test_admitted_streams_is_the_sequence_cap_or_what_the_kv_cache_holds() -> No
 
 # -- the walk, through a real agent ------------------------------------------------------------------
 def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, SweepArm]]:
+    from testbed.fleet_fixtures import FAST  # the journal read every 50 ms, not the operator's 500
+
     async def go() -> int:
         with Store(db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             sweep, _ = service.open_sweep("fake-test", "local", **open_args)  # type: ignore[arg-type]
             try:
                 options = SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(1))
