@@ -10,6 +10,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from console.recipes import BoxSpec, Replica, load_catalog, resolve
 from testbed.pinning import on_cpus
@@ -62,7 +63,7 @@ def start(
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:
-                    _first_request(url, env.served_name)
+                    warm(url, env.served_name)
                     return TinyServer(url, env.served_name, port, log_path, proc, env.model_dir, argv)
         except OSError:
             pass
@@ -77,13 +78,22 @@ WARM_PROMPT = "The quick brown fox jumps over the lazy dog. " * 27
 the shared server holds whichever test asks it first."""
 
 
-def _first_request(url: str, model: str) -> None:
-    body = json.dumps({"model": model, "prompt": WARM_PROMPT, "max_tokens": 1}).encode()
-    request = urllib.request.Request(
-        url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
-    )
+def warm(url: str, model: str, rank: int | None = None) -> None:
+    """Ask the server at ``url`` WARM_PROMPT first. A data-parallel server has a worker per rank, each needing
+    its own long first prefill: ``rank`` sends it to that rank."""
+    post_json(url, "/v1/completions", {"model": model, "prompt": WARM_PROMPT, "max_tokens": 1}, rank)
+
+
+def post_json(url: str, path: str, body: dict[str, Any], rank: int | None = None) -> dict[str, Any]:
+    """One JSON request to the server at ``url``; ``rank`` sends it to that data-parallel rank (vLLM's
+    ``X-data-parallel-rank`` header, which the API server of a data-parallel head honours)."""
+    headers = {"Content-Type": "application/json"}
+    if rank is not None:
+        headers["X-data-parallel-rank"] = str(rank)
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(request, timeout=120) as r:
-        r.read()
+        answer: dict[str, Any] = json.load(r)
+    return answer
 
 
 def stop(proc: subprocess.Popen[bytes], grace_s: float = 15) -> None:

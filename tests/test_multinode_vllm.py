@@ -1,6 +1,7 @@
 """Multi-box plans against the real vLLM 0.32 (CPU build): its own `vllm serve` parser reads every planned
 argv, head and workers, as the plan meant it (sizes, the head's address, the RPC port, each worker's first
-rank, headless), and nothing the plan did not write (no external or hybrid balancing, no rank of its own).
+rank, headless), and nothing the plan did not write (no external or hybrid balancing, no rank of its own);
+and the shipped data-parallel test arm launched over two boxes of this machine, serving through its head.
 
 Ray's ``ray start`` argv are not parsed here: the CPU build does not install Ray (docs/multinode.md).
 """
@@ -8,6 +9,7 @@ Ray's ``ray start`` argv are not parsed here: the CPU build does not install Ray
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +107,32 @@ def test_vllm_reads_every_planned_argv_as_the_plan_meant_it(vllm_env: VllmEnv) -
     assert checked == sum(1 for p in plans for x in p.processes if x.role in ("head", "worker"))
 
 
+PROMPT = "The capital of France is"
+MAX_TOKENS = 12
+COMPLETION = {
+    "model": "tiny-llama",
+    "prompt": PROMPT,
+    "max_tokens": MAX_TOKENS,
+    "temperature": 0,
+    "ignore_eos": True,
+}
+_SUCCESS = re.compile(r'^vllm:request_success_total\{[^}]*engine="(\d+)"[^}]*\}\s+(\S+)$', re.MULTILINE)
+
+
+def _served_by_engine(page: str) -> dict[str, float]:
+    """Requests finished per data-parallel engine on the head's ``/metrics`` (every finish reason)."""
+    served: dict[str, float] = {}
+    for engine, value in _SUCCESS.findall(page):
+        served[engine] = served.get(engine, 0.0) + float(value)
+    return served
+
+
 @pytest.mark.timeout(900)
 def test_tiny_cpu_dp2_serves_over_two_boxes_of_this_machine(vllm_env: VllmEnv, tmp_path: Path) -> None:
     """The shipped test arm launched through the console: its head on one box, its headless rank on another,
     each box its own agent (two boxes of kind local: the sshd boxes' users cannot run this machine's vLLM),
-    the head's address 127.0.0.1. The head's API opens once both ranks joined; one kill stops both."""
+    the head's address 127.0.0.1. The head's API opens once both ranks joined, each rank serves completions
+    through it, and one kill stops both."""
     import asyncio
     import urllib.request
 
@@ -118,6 +141,7 @@ def test_tiny_cpu_dp2_serves_over_two_boxes_of_this_machine(vllm_env: VllmEnv, t
     from testbed.agent_box import stop_agent
     from testbed.fleet_fixtures import FAST
     from testbed.ports import free_ports
+    from testbed.vllm_server import post_json, warm
 
     homes = {name: tmp_path / f"agent-{name}" for name in ("node-a", "node-b")}
 
@@ -135,8 +159,7 @@ def test_tiny_cpu_dp2_serves_over_two_boxes_of_this_machine(vllm_env: VllmEnv, t
                 pytest.fail(f"{outcome.stopped}: {json.dumps(tails, indent=1)[-6000:]}")
             assert (head.box, worker.box) == ("node-a", "node-b")
             # The head's API opened only after the rank on the other box joined through the planned address
-            # and port. No completion is asked: this CPU build's engine dies at the first request under data
-            # parallel, on one box as on two (docs/multinode.md).
+            # and port.
             rpc = mplan.plan.inter_node_port
             said = await service.log_tail(worker.id, 400)
             assert any(
@@ -148,8 +171,31 @@ def test_tiny_cpu_dp2_serves_over_two_boxes_of_this_machine(vllm_env: VllmEnv, t
             assert any("All engine subscriptions received by DP coordinator" in line for line in said), said[
                 -20:
             ]
-            with urllib.request.urlopen(f"http://127.0.0.1:{first}/v1/models", timeout=30) as r:
+            base = f"http://127.0.0.1:{first}"
+            with urllib.request.urlopen(f"{base}/v1/models", timeout=30) as r:
                 assert [m["id"] for m in json.load(r)["data"]] == ["tiny-llama"]
+            # Each rank's worker dies of SIGILL in the AMX attention kernel if its first request is a few tokens
+            # long (docs/facts.md, docs/multinode.md): each rank is asked a long prompt first. The requests run
+            # off the event loop, which keeps serving both agents' links.
+            for rank in (0, 1):
+                await asyncio.to_thread(warm, base, "tiny-llama", rank)
+            tokens = await asyncio.to_thread(
+                post_json, base, "/tokenize", {"model": "tiny-llama", "prompt": PROMPT}
+            )
+            prompt_tokens = len(tokens["tokens"])
+            texts = []
+            for to in (0, 1, None):  # each rank by vLLM's header, then one the head balances
+                done = await asyncio.to_thread(post_json, base, "/v1/completions", COMPLETION, to)
+                usage = [done["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")]
+                assert usage == [prompt_tokens, MAX_TOKENS, prompt_tokens + MAX_TOKENS], done
+                assert done["model"] == "tiny-llama" and done["choices"][0]["finish_reason"] == "length"
+                texts.append(done["choices"][0]["text"])
+            # Greedy over the same weights: the rank on node-b answers what the head's rank answers.
+            assert texts[0] and texts == [texts[0]] * 3, texts
+            with urllib.request.urlopen(f"{base}/metrics", timeout=30) as r:
+                served = _served_by_engine(r.read().decode())
+            assert set(served) == {"0", "1"} and sum(served.values()) == 5, served
+            assert min(served.values()) >= 2, served  # its warm-up and its own completion, at least
             stopped = await service.kill_multinode("tiny-cpu-dp2-2node", "node-a", grace_s=10)
             assert {x.state for x in stopped} == {"stopped"} and all(released(x) for x in stopped)
         finally:
