@@ -11,20 +11,27 @@ live console. It measures the Live view's redraw at 120x36 (worker load + draw, 
 reports) while the backlog ingests, against the peer measured in the same run: the same redraws with nothing
 arriving. Redraws alternate between two kinds: the window moved one second since the last (every chart is
 drawn again, as in a live console each second) and nothing moved (the panels' drawings are reused). Printed
-as p50, p99 and max of each, and one summary block for the README; no timing is asserted in the suite.
+as p50, p99 and max of each, with where a redraw's time goes (the read model's queries on the load worker,
+the drawing, the wait for Textual's loop to take the result, the widgets' update), how late Textual's loop
+ran a 1 ms sleep, and the garbage collector's pauses, idle and ingesting: one summary block for the README,
+with the load average at the start and the end. No timing is asserted in the suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -81,24 +88,74 @@ def add_servers(db: Path, servers: int, samples: int) -> None:
 PACE_S = 0.05
 """Between redraws: the screen is painted before the next begins (a live console redraws once a second)."""
 
+Times = dict[str, list[float]]
 
-async def redraw(app: ConsoleApp) -> float:
+
+class Spans:
+    """Where each redraw's time goes: the view's load (queries, on the worker, under the read model's lock),
+    prepare (charts drawn as text, on the worker) and show (widgets updated, on Textual's loop) are timed
+    around the view's own methods; ``handoff`` is the rest of the redraw, mostly the wait between the worker's
+    call_from_thread and Textual's loop running the show. Also: how late Textual's loop woke from each 1 ms
+    sleep while the bench waited (``loop lag``), and every garbage-collector pause in the process (``gc``)."""
+
+    def __init__(self) -> None:
+        self.times: Times = defaultdict(list)
+        self._this: dict[str, float] = {}
+        self._gc_started = 0.0
+        gc.callbacks.append(self._gc)
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.times[f"gc{info['generation']}"].append(time.perf_counter() - self._gc_started)
+
+    def wrap(self, screen: LiveScreen) -> None:
+        for name in ("load", "prepare", "show"):
+            setattr(screen, name, self._timed(name, getattr(screen, name)))
+
+    def _timed(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return method(*args)
+            finally:
+                self._this[name] = time.perf_counter() - t
+
+        return timed
+
+    def start(self) -> None:
+        self._this = {}
+
+    def done(self, total: float) -> None:
+        for name, seconds in self._this.items():
+            self.times[name].append(seconds)
+        self.times["handoff"].append(total - sum(self._this.values()))
+
+
+async def redraw(app: ConsoleApp, spans: Spans) -> float:
     """One Live redraw as the view times it (worker load + draw), waited for alone: pilot.pause waits for the
     process's CPU to go idle too, which it never is while a backlog ingests beside it."""
     app.redraw_s.pop("live", None)
+    spans.start()
     app.redraw_visible()
     while "live" not in app.redraw_s:
+        t = time.perf_counter()
         await asyncio.sleep(0.001)
+        spans.times["loop lag"].append(time.perf_counter() - t - 0.001)
+    spans.done(app.redraw_s["live"])
     await asyncio.sleep(PACE_S)
     return app.redraw_s["live"]
 
 
-async def redraws(
-    db: Path, samples: int, rounds: int, until_ingested: int | None
-) -> tuple[dict[str, list[float]], int]:
-    """Live-view redraw times by kind (``moved``: the window moved a second; ``still``: nothing moved); with
-    ``until_ingested``, measured until that many events are committed, else for ``rounds`` of each kind and
-    then, window moved each time, the view's two parts alone: its read model ``queries`` and its ``drawing``."""
+async def redraws(db: Path, samples: int, rounds: int, until_ingested: int | None) -> tuple[Times, int]:
+    """Live-view redraw times by kind (``moved``: the window moved a second; ``still``: nothing moved) and the
+    spans of both (``Spans``); with ``until_ingested``, measured until that many events are committed, else
+    for ``rounds`` of each kind and then, window moved each time, the view's two parts called alone: its
+    read model ``queries`` and its ``drawing``."""
     from zoneinfo import ZoneInfo
 
     span_ms = samples // (BOXES * GPUS) * STEP_MS
@@ -112,25 +169,32 @@ async def redraws(
         box=SHOWN,
         supervise=until_ingested is not None,
     )
-    times: dict[str, list[float]] = {"moved": [], "still": []}
+    times: Times = {"moved": [], "still": []}
+    spans = Spans()
     ingested = 0
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         await pilot.press("2")
         await settle(pilot)
-        deadline = time.monotonic() + 600
-        while (ingested < until_ingested) if until_ingested is not None else len(times["still"]) < rounds:
-            for kind in times:
-                if kind == "moved":
-                    now[0] += 1000
-                times[kind].append(await redraw(app))
-            if until_ingested is not None:
-                with Store(db, read_only=True) as store:
-                    ingested = int(store.scalar("SELECT count(*) FROM journal WHERE box = 'local'") or 0)
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the backlog did not ingest in 600 s ({ingested} of {until_ingested})")
         screen = app.screen
         assert isinstance(screen, LiveScreen)
+        spans.wrap(screen)
+        spans.times.clear()
+        deadline = time.monotonic() + 600
+        with Store(db, read_only=True) as counter:
+            while (ingested < until_ingested) if until_ingested is not None else len(times["still"]) < rounds:
+                for kind in ("moved", "still"):
+                    if kind == "moved":
+                        now[0] += 1000
+                    times[kind].append(await redraw(app, spans))
+                if until_ingested is not None:
+                    ingested = int(counter.scalar("SELECT count(*) FROM journal WHERE box = 'local'") or 0)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the backlog did not ingest in 600 s ({ingested} of {until_ingested})"
+                    )
+        spans.close()
+        times.update(spans.times)
         for _ in range(rounds if until_ingested is None else 0):
             now[0] += 1000
             t = time.perf_counter()
@@ -147,8 +211,14 @@ async def redraws(
 
 def ms(times: list[float]) -> str:
     """``p50 / p99 / max ms (n)`` of redraw times in seconds."""
+    if not times:
+        return "     - /      - /      - ms (0)"
     p99 = statistics.quantiles(times, n=100, method="inclusive")[98] if len(times) > 1 else times[0]
     return f"{statistics.median(times) * 1000:6.1f} / {p99 * 1000:6.1f} / {max(times) * 1000:6.1f} ms ({len(times)})"
+
+
+def loads() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def main() -> int:
@@ -162,6 +232,7 @@ def main() -> int:
         "--keep", action="store_true", help="keep the state.db and the agent home (12 h: ~0.5 GB)"
     )
     args = parser.parse_args()
+    load_start = loads()
     work = Path(tempfile.mkdtemp(prefix="bench-tui-ingest-"))
     db = work / "state.db"
     build(db, args.samples)
@@ -180,7 +251,7 @@ def main() -> int:
         stop_agent(home)
         if not args.keep:
             shutil.rmtree(work)
-    load = os.getloadavg()
+    gc_ms = [sum(sum(run.get(f"gc{g}", [])) for g in range(3)) * 1000 for run in (idle, busy)]
     print(
         f"Live view redraw, {SHOWN} ({GPUS} GPUs, {args.servers} servers) at 120x36, {args.samples:,} GPU samples "
         f"in state.db; p50 / p99 / max (redraws)\n"
@@ -188,14 +259,30 @@ def main() -> int:
         f"  window moved 1 s, backlog ingesting  {ms(busy['moved'])}\n"
         f"  nothing moved, nothing arriving      {ms(idle['still'])}\n"
         f"  nothing moved, backlog ingesting     {ms(busy['still'])}\n"
-        f"  its two parts alone (window moved, nothing arriving):\n"
+        f"  where a redraw's time goes, both kinds: idle | ingesting\n"
+        + "".join(
+            f"    {what:<34} {ms(idle.get(name, []))} | {ms(busy.get(name, []))}\n"
+            for name, what in (
+                ("load", "queries (load worker)"),
+                ("prepare", "panels drawn as text (worker)"),
+                ("handoff", "hand-off to Textual's loop"),
+                ("show", "widgets updated (Textual's loop)"),
+                ("loop lag", "Textual's loop, a 1 ms sleep late by"),
+                ("gc0", "garbage collections, generation 0"),
+                ("gc1", "generation 1"),
+                ("gc2", "generation 2 (every object)"),
+            )
+        )
+        + f"    garbage collection in all: {gc_ms[0]:.0f} ms idle, {gc_ms[1]:.0f} ms ingesting; "
+        f"{len(gc.get_objects()):,} objects tracked at the end\n"
+        f"  the view's two parts called alone (window moved, nothing arriving):\n"
         f"    read-model queries                 {ms(idle['queries'])}\n"
         f"    panels drawn as text               {ms(idle['drawing'])}\n"
         f"  ingesting / idle p50: moved {statistics.median(busy['moved']) / statistics.median(idle['moved']):.2f}x, "
         f"still {statistics.median(busy['still']) / statistics.median(idle['still']):.2f}x\n"
         f"backlog {args.hours:g} h of {args.gpus} GPUs + {args.servers} servers: {ingested:,} of {events:,} events "
         f"committed in {took:.1f} s beside the App\n"
-        f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end"
+        f"{os.cpu_count()} cores, load average {load_start} at the start, {loads()} at the end"
     )
     return 0
 
