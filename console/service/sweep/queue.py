@@ -9,10 +9,10 @@ unless another box already drains for it: the arms behind a big one never starve
 waits. An arm no box of the sweep could ever hold is refused, as a one-box sweep refuses an arm that does
 not fit its box.
 
-Before a launch the arm's GPUs are read free on the box itself, and once it serves they must show its
-memory (console/service/sweep/gpumem.py): a GPU something else holds is left out of this run, with the reason
-recorded, and the arm goes to another slot. Every attempt is claimed in the store (box, GPUs, then the
-launch ids) before anything is sent.
+Before a launch the arm's GPUs are read free on the box itself (the first arms of a box by the probe the
+queue opens it with), and once it serves they must show its memory (console/service/sweep/gpumem.py): a
+GPU something else holds is left out of this run, with the reason recorded, and the arm goes to another
+slot. Every attempt is claimed in the store (box, GPUs, then the launch ids) before anything is sent.
 
 A box that fails (unreachable, its agent gone, or it refused what every arm needs: a failed check, ports
 taken, GPUs not freed) takes no more arms; the arm it was running goes back to the queue as
@@ -185,6 +185,7 @@ class SweepQueue:
                 await self._stop_left(name)
                 probe = await self.service.probe(name)
                 await self._stored(name, probe)
+                self.guard.opened(name, probe)
         except ConsoleError as exc:
             stored = self.store.checks.latest_probe(name)
             gpus = [int(g["index"]) for g in stored.data.get("gpus") or []] if stored else []
@@ -341,7 +342,9 @@ class SweepQueue:
         self._signal()
 
     def _signal(self) -> None:
-        """Wake every waiting slot: a GPU was freed, an arm finished or was queued, a box went out."""
+        """Wake every waiting slot: a GPU was freed, an arm finished or was queued, a box went out. The first
+        dealing is over: an arm put on a GPU from now on gets a fresh reading of it."""
+        self.guard.changed()
         self._changed.set()
         self._changed = asyncio.Event()
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,7 +31,7 @@ from console.readmodel import bench_run, tripwire_run
 from console.readmodel.quality import sweep_quality_run
 from console.recipes import ResolveError
 from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
-from console.service.sweep.gpumem import MemoryGuard
+from console.service.sweep.gpumem import MemoryGuard, Reading
 from console.service.sweep.plan import NO_SET, PlanError, accepted_candidates, materialize, refused_slot
 from console.store.launches import Launch
 from console.store.sweeps import SweepArm, SweepRow
@@ -231,15 +232,11 @@ class ArmWalk:
             await self.stop(place.box, plan.launch_ids)
             return
         self._record_budget(candidate, launches)
+        placed = None
         if self.guard is not None and before is not None:
-            after, problem = await self.guard.after(place.box, before)
-            ledger.record_memory(candidate.id, "after", after)
-            if problem is not None:
-                await self.stop(place.box, plan.launch_ids)
-                ledger.finish(candidate.id, "crashed", f"{arm.name} served, but {problem}")
-                self._say(f"{arm.name}: crashed (not on its GPUs)")
-                return
-        result, reason = await self._measure(candidate, plan)
+            served_ms = max(x.ready_ms or 0 for x in launches)
+            placed = functools.partial(self._placed, candidate, arm.name, place.box, before, served_ms)
+        result, reason = await self._measure(candidate, plan, placed)
         await self.stop(place.box, plan.launch_ids)
         ledger.finish(candidate.id, result, reason)
         self._say(f"{arm.name}: {result}")
@@ -306,11 +303,31 @@ class ArmWalk:
                 found += [b for b in loglines.backend_set(line) or [] if b not in found]
         return found
 
-    async def _measure(self, candidate: SweepArm, plan: LaunchPlan) -> tuple[str, str | None]:
-        """Tripwire on the first replica, then the node benches (every replica at once); (outcome, reason)."""
+    async def _placed(
+        self, candidate: SweepArm, arm: str, box: str, before: Reading, served_ms: int
+    ) -> str | None:
+        """The GPU memory once the arm served, recorded; why the arm is not on its GPUs, else None."""
+        assert self.guard is not None
+        after, problem = await self.guard.after(box, before, served_ms)
+        self.ledger.record_memory(candidate.id, "after", after)
+        return None if problem is None else f"{arm} served, but {problem}"
+
+    async def _measure(
+        self,
+        candidate: SweepArm,
+        plan: LaunchPlan,
+        placed: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> tuple[str, str | None]:
+        """Tripwire on the first replica, then the node benches (every replica at once); (outcome, reason).
+
+        ``placed`` (the queue's GPU memory check once the arm served) runs while the tripwire runs on the
+        box: the reading waits for a sampler tick, the tripwire for its client, and neither for the other. An
+        arm that is not on its GPUs is ``crashed`` before its tripwire is recorded or anything is benched."""
         first = plan.launch_ids[0]
         self._say(f"{plan.resolved.arm}: tripwire")
         tripwire_id = await self.service.tripwire(first)
+        if placed is not None and (problem := await placed()) is not None:
+            return "crashed", problem
         error = await self.service.until_job_ends(plan.box, tripwire_id, self.options.job_timeout_s)
         died = self._died(plan.launch_ids)
         if died is not None:
@@ -421,6 +438,8 @@ class ArmWalk:
 
     async def stop(self, box: str, launch_ids: list[str], wait: bool = True) -> None:
         """Kill the servers and confirm the driver freed their GPUs before anything else starts there."""
+        if self.guard is not None:  # a GPU read before this kill no longer says what holds it
+            self.guard.changed()
         launches = await self.service.stop_launches(box, launch_ids, self.options.kill_grace_s, wait=wait)
         if not wait:
             return
