@@ -177,7 +177,7 @@ def naive_chart(path: Path, window_ms: int, buckets: int) -> float:
 def gpu_chart(path: Path, window_ms: int, buckets: int, *, raw: bool) -> float:
     """Every GPU's chart of box-0 as Live reads it (``gpu_history``: rollup rows for wide windows) or, with
     ``raw``, the peer: the same averages over every raw sample of the window."""
-    from console.readmodel.queries import _bucketed, gpu_history
+    from console.readmodel.queries import _bucketed, _fetch, gpu_history
 
     with Store(path, read_only=True) as store:
         gpus = [r[0] for r in store.db.execute("SELECT DISTINCT gpu FROM gpu_samples WHERE box = 'box-0'")]
@@ -187,15 +187,17 @@ def gpu_chart(path: Path, window_ms: int, buckets: int, *, raw: bool) -> float:
             gpu_history(store, "box-0", gpus, *span)
         for gpu in gpus if raw else ():
             columns = ("power_w", "enforced_limit_w", "sm_clock_mhz")
-            _bucketed(
+            _fetch(
                 store,
-                "gpu_samples",
-                "box = :box AND gpu = :gpu",
-                {"box": "box-0", "gpu": gpu},
-                columns,
-                span,
-                window_ms,
-                1,
+                _bucketed(
+                    "gpu_samples",
+                    "box = :box AND gpu = :gpu",
+                    {"box": "box-0", "gpu": gpu},
+                    columns,
+                    span,
+                    window_ms,
+                    1,
+                ),
             )
         return time.perf_counter() - t
 

@@ -24,6 +24,7 @@ from console.readmodel.queries import (
     PROBE_MS,
     _summed,
     gpu_history,
+    live_series,
     throughput,
 )
 from console.store import Box, Store
@@ -153,6 +154,7 @@ def test_one_query_gives_every_gpu_what_its_own_query_gave(
         start, end = T0, T0 + window_ms
         got = gpu_history(store, "b1", gpus, start, end, buckets)
         assert [h.gpu for h in got] == gpus
+        assert live_series(store, "b1", gpus, start, end, 90, buckets)[2] == got  # read beside the throughput
         for h in got:
             power, limit, sm = _summed(_one_gpu(store, "b1", h.gpu, start, end, buckets), buckets, 3)
             assert (h.power_w.values, h.limit_w.values, h.sm_clock_mhz.values) == (
@@ -214,9 +216,22 @@ def test_one_query_gives_the_launches_summed_throughput_their_own_queries_gave(
                     for t, value in _samples(segments, window_ms, seed + k)
                 ],
             )
+            db.conn.executemany(
+                "INSERT INTO gpu_samples(box, gpu, t_ms, power_w, enforced_limit_w, sm_clock_mhz) VALUES (?,?,?,?,?,?)",
+                [
+                    ("b1", 0, t, value, 300.0, 1500.0)
+                    for t, value in _samples(per_launch[0] if per_launch else [], window_ms, seed)
+                ],
+            )
         out, inp = throughput(store, "b1", T0, T0 + window_ms, buckets)
         want_out, want_in = _per_launch(store, "b1", T0, T0 + window_ms, buckets)
         assert _close(out.values, want_out) and _close(inp.values, want_in)
+        gpu_buckets = max(1, buckets // 2)  # bucket counts of their own, bound in the same statement
+        assert live_series(store, "b1", [0], T0, T0 + window_ms, buckets, gpu_buckets) == (
+            out,
+            inp,
+            gpu_history(store, "b1", [0], T0, T0 + window_ms, gpu_buckets),
+        )
 
 
 def _statements(model: ReadModel, store: Store, box: str) -> list[str]:

@@ -182,22 +182,20 @@ def test_windows_past_a_day_are_named_in_days(window_ms: int, label: str) -> Non
 
 
 async def test_a_view_once_drawn_is_frozen_out_of_the_collectors_passes_until_the_console_ends(
-    fx: F.Fixture,
+    fx: F.Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Unfrozen, each full pass of the garbage collector walked the App's ~45,000 objects, 30-90 ms, several a
     minute while a backlog ingested (bench/tui_ingest.py); once the App is gone they may be collected again."""
+    calls: Counter[str] = Counter()
+    monkeypatch.setattr(gc, "freeze", counted(calls, "freeze", gc.freeze))
     app = _app(fx, lambda: F.NOW)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        fleet = gc.get_freeze_count()
-        assert fleet > 0
+        assert calls["freeze"] == 1 and gc.get_freeze_count() > 0
         await press(pilot, "2")
-        await settle(pilot)
-        assert gc.get_freeze_count() > fleet
-        app.redraw_visible()
-        await settle(pilot)
-        frozen = gc.get_freeze_count()
-        app.redraw_visible()
-        await settle(pilot)
-        assert gc.get_freeze_count() == frozen  # a redraw of a view already drawn freezes nothing more
+        assert calls["freeze"] == 2
+        for _ in range(2):
+            app.redraw_visible()
+            await settle(pilot)
+        assert calls["freeze"] == 2  # a view already drawn freezes nothing more
     assert gc.get_freeze_count() == 0

@@ -136,16 +136,16 @@ class ReadModel:
                     return None
         row, every, box_timers, gpus = read
         start = at - self.window_ms
-        out, inp = queries.throughput(self.store, box, start, at, buckets)
+        gpu_ids = [g.gpu for g in gpus]
+        out, inp, history = queries.live_series(
+            self.store, box, gpu_ids, start, at, buckets, gpu_buckets or buckets
+        )
         source = "server"
         if not (out.peak or inp.peak):
             client_out, client_in = queries.loadgen_throughput(self.store, box, start, at, buckets)
             if client_out.peak is not None or client_in.peak is not None:
                 out, inp, source = client_out, client_in, "loadgen"
         serving = [launch for launch in every if launch.state == "serving"]
-        history = queries.gpu_history(
-            self.store, box, [g.gpu for g in gpus], start, at, gpu_buckets or buckets
-        )
         return LiveView(
             box=row,
             at_ms=at,

@@ -339,24 +339,37 @@ GPU_PROBE_MS = 5_000
 """GPU samples come eight a second on an 8-GPU box: beyond ten minutes each bucket averages its first five."""
 
 
-def _packed(store: Store, sql: str, values: dict[str, Any], columns: int) -> list[tuple[Any, ...]]:
-    """The rows ``(k, b, a0, ..., a{columns-1})`` of ``sql`` fetched as one row: a JSON array of them, each
-    average written with 17 significant digits (it reads back as the same double).
+def _packing(sql: str, columns: int) -> str:
+    """A query returning the rows ``(k, b, a0, ..., a{columns-1})`` of ``sql`` as one row: a JSON array of
+    them, each average written with 17 significant digits (it reads back as the same double; ``_unpacked``).
 
     A chart's hundreds of buckets would otherwise be hundreds of sqlite3 steps, and each step gives up the
     interpreter lock: beside a busy thread (an ingesting link) every one waits up to the switch interval
     to take it back, the redraw's p99 (bench/tui_ingest.py). Parsing the one row keeps the lock."""
     cells = ", ".join(f"iif(a{i} IS NULL, NULL, printf('%!.17g', a{i}))" for i in range(columns))
-    (text,) = store.db.execute(
-        f"SELECT json_group_array(json_array(k, b, {cells})) FROM ({sql})", values
-    ).fetchone()
+    return f"SELECT json_group_array(json_array(k, b, {cells})) FROM ({sql})"
+
+
+def _unpacked(text: str) -> list[tuple[Any, ...]]:
     return [
         (k, b, *(None if v is None else float(v) for v in averages)) for k, b, *averages in json.loads(text)
     ]
 
 
+def _fetch(store: Store, *charts: tuple[str, dict[str, Any]]) -> list[list[tuple[Any, ...]]]:
+    """The rows of each packed chart query (``_packing``), all in one statement: one sqlite3 step for them all,
+    where each statement of a redraw may wait out an ingesting thread's switch interval. Their parameters
+    share one namespace: a name two charts bind must have one value."""
+    values: dict[str, Any] = {}
+    for _sql, params in charts:
+        clash = [name for name in params.keys() & values.keys() if params[name] != values[name]]
+        assert not clash, f"charts bind {clash} to different values"
+        values.update(params)
+    row = store.db.execute("SELECT " + ", ".join(f"({sql})" for sql, _ in charts), values).fetchone()
+    return [_unpacked(text) for text in row]
+
+
 def _bucketed(
-    store: Store,
     table: str,
     where: str,
     params: dict[str, Any],
@@ -365,9 +378,12 @@ def _bucketed(
     exact_ms: int,
     probe_ms: int,
     key: str | None = None,
-) -> list[tuple[Any, ...]]:
-    """``avg(column)`` per bucket of ``span`` (start, end, buckets) over the rows ``where`` selects, as
-    rows ``(key, bucket, *averages)``; ``key`` (an SQL expression) splits the rows into series first.
+    tag: str = "",
+) -> tuple[str, dict[str, Any]]:
+    """A packed query (``_packing``) of ``avg(column)`` per bucket of ``span`` (start, end, buckets) over
+    the rows ``where`` selects, as rows ``(key, bucket, *averages)``; ``key`` (an SQL expression) splits the
+    rows into series first. ``tag`` prefixes the bucket parameters' names, so charts of other bucket counts
+    can run in one statement (``_fetch``).
 
     Up to ``exact_ms`` every row counts. Beyond, a 24-hour window at 1 Hz would read 86,400 rows per
     series on every redraw, so each bucket averages only its first ``probe_ms``, read bucket by bucket
@@ -377,17 +393,19 @@ def _bucketed(
     width = max(1, (end - start) // buckets)
     averages = ", ".join(f"avg({c}) AS a{i}" for i, c in enumerate(columns))
     by = key or "NULL"
-    values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
+    t = tag
+    values = {**params, f"{t}start": start, f"{t}end": end, f"{t}n": buckets, f"{t}span": max(1, end - start)}
     if end - start <= exact_ms or width <= probe_ms:
-        sql = f"""SELECT {by} AS k, ((t_ms - :start) * :n - 1) / :span AS b, {averages} FROM {table}
-                  WHERE {where} AND t_ms > :start AND t_ms <= :end GROUP BY k, b"""
+        sql = f"""SELECT {by} AS k, ((t_ms - :{t}start) * :{t}n - 1) / :{t}span AS b, {averages} FROM {table}
+                  WHERE {where} AND t_ms > :{t}start AND t_ms <= :{t}end GROUP BY k, b"""
     else:
-        sql = f"""WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :n - 1)
+        sql = f"""WITH RECURSIVE b(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM b WHERE i < :{t}n - 1)
                   SELECT {by} AS k, b.i AS b, {averages} FROM b JOIN {table}
-                    ON {where} AND t_ms > :start + b.i * :width AND t_ms <= :start + b.i * :width + :probe
+                    ON {where} AND t_ms > :{t}start + b.i * :{t}width
+                      AND t_ms <= :{t}start + b.i * :{t}width + :{t}probe
                   GROUP BY k, b.i"""
-        values.update(width=width, probe=probe_ms)
-    return _packed(store, sql, values, len(columns))
+        values.update({f"{t}width": width, f"{t}probe": probe_ms})
+    return _packing(sql, len(columns)), values
 
 
 def _summed(rows: Iterable[tuple[Any, ...]], buckets: int, columns: int) -> list[list[float | None]]:
@@ -410,20 +428,29 @@ def throughput(store: Store, box: str, start: int, end: int, buckets: int) -> tu
     up the interpreter lock, which an ingesting thread then holds for up to its switch interval); samples
     are read through each launch's primary key (launch_id, t_ms), which is clustered.
     """
-    buckets = max(1, buckets)
-    rows = _bucketed(
-        store,
+    (rows,) = _fetch(store, _throughput_chart(box, start, end, buckets))
+    return _throughput_series(rows, start, end, buckets)
+
+
+def _throughput_chart(box: str, start: int, end: int, buckets: int) -> tuple[str, dict[str, Any]]:
+    return _bucketed(
         "server_samples",
         """launch_id IN (SELECT id FROM launches WHERE box = :box AND coalesce(start_ms, 0) <= :end
                          AND (stop_ms IS NULL OR stop_ms >= :start))""",
-        {"box": box},
+        {"box": box, "start": start, "end": end},
         ("gen_tok_per_s", "prompt_tok_per_s"),
-        (start, end, buckets),
+        (start, end, max(1, buckets)),
         EXACT_WINDOW_MS,
         PROBE_MS,
         key="launch_id",
+        tag="tp_",
     )
-    out, inp = _summed(rows, buckets, 2)
+
+
+def _throughput_series(
+    rows: list[tuple[Any, ...]], start: int, end: int, buckets: int
+) -> tuple[Series, Series]:
+    out, inp = _summed(rows, max(1, buckets), 2)
     return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
 
 
@@ -435,8 +462,7 @@ def loadgen_throughput(store: Store, box: str, start: int, end: int, buckets: in
     The samples stay in the journal table, read through its (box, kind, t_ms) index.
     """
     buckets = max(1, buckets)
-    rows = _bucketed(
-        store,
+    chart = _bucketed(
         "journal",
         "box = :box AND kind = 'bench_progress'",
         {"box": box},
@@ -446,8 +472,8 @@ def loadgen_throughput(store: Store, box: str, start: int, end: int, buckets: in
         PROBE_MS,
         key="json_extract(payload, '$.bench_id')",
     )
-    out, inp = _summed(rows, buckets, 2)
-    return Series("out tok/s", start, end, tuple(out)), Series("in tok/s", start, end, tuple(inp))
+    (rows,) = _fetch(store, chart)
+    return _throughput_series(rows, start, end, buckets)
 
 
 GPU_COLUMNS = ("power_w", "enforced_limit_w", "sm_clock_mhz")
@@ -461,21 +487,42 @@ def _gpus_where(box: str, gpus: Sequence[int]) -> tuple[str, dict[str, Any]]:
     return f"box = :box AND gpu IN ({', '.join(':' + m for m in marks)})", {"box": box, **marks}
 
 
+def _rolled_up(span: tuple[int, int, int]) -> bool:
+    """Whether GPU charts of ``span`` read gpu_rollup_1m (schema V27): a bucket spans at least a rollup minute
+    beyond the exact window, so a 30-day window reads ~43,000 rows a GPU, not 2.6 M."""
+    start, end, buckets = span
+    return end - start > GPU_EXACT_WINDOW_MS and (end - start) // buckets >= ROLLUP_BUCKET_MS
+
+
 def _from_rollup(
     store: Store, box: str, gpus: Sequence[int], span: tuple[int, int, int]
 ) -> list[tuple[Any, ...]]:
-    """Rows like ``_bucketed``'s keyed by GPU, averaged exactly from gpu_rollup_1m (schema V27) when a bucket
-    spans at least a rollup minute beyond the exact window: a 30-day window reads ~43,000 rows a GPU, not
-    2.6 M. Empty when raw rows give the chart its points; a GPU without rollup rows in the window has none."""
+    """Rows like ``_bucketed``'s keyed by GPU, averaged exactly from gpu_rollup_1m; a GPU without rollup rows
+    in the window has none."""
     start, end, buckets = span
-    if end - start <= GPU_EXACT_WINDOW_MS or (end - start) // buckets < ROLLUP_BUCKET_MS:
-        return []
     averages = ", ".join(f"sum({c}_sum) / nullif(sum({c}_n), 0) AS a{i}" for i, c in enumerate(GPU_COLUMNS))
     where, params = _gpus_where(box, gpus)
     sql = f"""SELECT gpu AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM gpu_rollup_1m
               WHERE {where} AND t_ms >= :start AND t_ms < :end GROUP BY k, b"""
     values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
-    return _packed(store, sql, values, len(GPU_COLUMNS))
+    (rows,) = _fetch(store, (_packing(sql, len(GPU_COLUMNS)), values))
+    return rows
+
+
+def _gpu_chart(box: str, gpus: Sequence[int], span: tuple[int, int, int]) -> tuple[str, dict[str, Any]]:
+    """The packed query of ``gpus``' raw samples bucketed over ``span``."""
+    where, params = _gpus_where(box, gpus)
+    return _bucketed(
+        "gpu_samples",
+        where,
+        params,
+        GPU_COLUMNS,
+        span,
+        GPU_EXACT_WINDOW_MS,
+        GPU_PROBE_MS,
+        key="gpu",
+        tag="gpu_",
+    )
 
 
 def gpu_history(
@@ -486,24 +533,35 @@ def gpu_history(
 
     One query for the box, not one a GPU: each SQLite call of a redraw gives up the interpreter lock, and
     an ingesting thread that takes it keeps it up to its switch interval (bench/tui_ingest.py)."""
-    buckets = max(1, buckets)
-    span = (start, end, buckets)
-    rows = _from_rollup(store, box, gpus, span) if gpus else []
+    span = (start, end, max(1, buckets))
+    rows = _from_rollup(store, box, gpus, span) if gpus and _rolled_up(span) else []
     found = {row[0] for row in rows}
     raw = [gpu for gpu in gpus if gpu not in found]
     if raw:
-        where, params = _gpus_where(box, raw)
-        rows += _bucketed(
-            store,
-            "gpu_samples",
-            where,
-            params,
-            GPU_COLUMNS,
-            span,
-            GPU_EXACT_WINDOW_MS,
-            GPU_PROBE_MS,
-            key="gpu",
-        )
+        (more,) = _fetch(store, _gpu_chart(box, raw, span))
+        rows += more
+    return _histories(rows, gpus, span)
+
+
+def live_series(
+    store: Store, box: str, gpus: Sequence[int], start: int, end: int, buckets: int, gpu_buckets: int
+) -> tuple[Series, Series, list[GpuHistory]]:
+    """``throughput`` in ``buckets`` and ``gpu_history`` in ``gpu_buckets``, as Live charts them: in one
+    statement where the GPU charts read raw samples (windows up to a day), as ``gpu_history`` where they read
+    the rollup. Each statement of a redraw may wait out an ingesting thread's switch interval."""
+    span = (start, end, max(1, gpu_buckets))
+    if not gpus or _rolled_up(span):
+        out, inp = throughput(store, box, start, end, buckets)
+        return out, inp, gpu_history(store, box, gpus, start, end, gpu_buckets)
+    served, rows = _fetch(store, _throughput_chart(box, start, end, buckets), _gpu_chart(box, gpus, span))
+    return *_throughput_series(served, start, end, buckets), _histories(rows, gpus, span)
+
+
+def _histories(
+    rows: list[tuple[Any, ...]], gpus: Sequence[int], span: tuple[int, int, int]
+) -> list[GpuHistory]:
+    """Each of ``gpus``' history from its rows (keyed by GPU), in ``gpus``' order."""
+    start, end, buckets = span
     by_gpu: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         by_gpu[row[0]].append(row)
