@@ -289,7 +289,7 @@ def summary(report: dict[str, Any]) -> str:
             f"{name:<26}{queue.get(name, float('nan')):>8.2f}{serial.get(name, float('nan')):>15.2f}"
         )
     walk = {k: sum(v for n, v in m.items() if n != "start-up") for k, m in (("q", queue), ("s", serial))}
-    lines.append(f"{'an arm, claimed to freed':<26}{walk['q']:>8.2f}{walk['s']:>15.2f}")
+    lines.append(f"{'sum, claimed to freed':<26}{walk['q']:>8.2f}{walk['s']:>15.2f}")
     probes = [len(r["probes"]) for r in report["runs"]["queue"]]
     cpu = {k: statistics.median(r["console_cpu_s"] for r in v) for k, v in report["runs"].items()}
     lines.append(
