@@ -290,6 +290,13 @@ def summary(report: dict[str, Any]) -> str:
         )
     walk = {k: sum(v for n, v in m.items() if n != "start-up") for k, m in (("q", queue), ("s", serial))}
     lines.append(f"{'sum, claimed to freed':<26}{walk['q']:>8.2f}{walk['s']:>15.2f}")
+    for run in report["runs"]["queue"]:  # a queue's wall is its start-up and its slowest arm
+        arms = [sum(p.values()) for a, p in run["phases"].items() if a != "(sweep)"]
+        lines.append(
+            f"queue run: {run['wall_s']:.1f} s = start-up {run['phases']['(sweep)']['start-up']:.2f} s + "
+            f"slowest arm {max(arms):.2f} s (median arm {statistics.median(arms):.2f} s), "
+            f"load average {run['load_average']:.1f}"
+        )
     probes = [len(r["probes"]) for r in report["runs"]["queue"]]
     cpu = {k: statistics.median(r["console_cpu_s"] for r in v) for k, v in report["runs"].items()}
     lines.append(
