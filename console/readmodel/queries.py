@@ -300,15 +300,16 @@ def ingest_health(store: Store, at: int, box: str | None = None) -> dict[str, In
 
 # -- GPUs and servers ------------------------------------------------------------------------------------
 def gpu_power(store: Store, box: str, at: int) -> list[GpuPower]:
-    """The latest sample of each GPU at ``at`` (one sampler tick covers every GPU of a box)."""
-    last = store.scalar("SELECT max(t_ms) FROM gpu_samples WHERE box = ? AND t_ms <= ?", [box, at])
-    if last is None:
-        return []
+    """The latest sample of each GPU at ``at`` (one sampler tick covers every GPU of a box), in one statement:
+    the box's last tick, then each GPU's latest row within STALE_MS of it (a redraw's statements each give up
+    the interpreter lock)."""
     # SQLite fills the bare columns of a max() aggregate from the row holding the maximum: one row per GPU.
     rows = store.rows(
-        """SELECT *, max(t_ms) AS t_ms FROM gpu_samples
-           WHERE box = ? AND t_ms > ? AND t_ms <= ? GROUP BY gpu""",
-        [box, last - STALE_MS, last],
+        """WITH last(t) AS (SELECT max(t_ms) FROM gpu_samples WHERE box = :box AND t_ms <= :at)
+           SELECT g.*, max(g.t_ms) AS t_ms FROM last JOIN gpu_samples g
+             ON g.box = :box AND g.t_ms > last.t - :stale AND g.t_ms <= last.t
+           GROUP BY g.gpu""",
+        {"box": box, "at": at, "stale": STALE_MS},
     )
     latest = {r["gpu"]: r for r in rows}
     return [
