@@ -5,11 +5,14 @@
 Builds (or reuses, with --db) a campaign of --boxes x --gpus GPUs sampled at --hz for --days plus one serving
 launch per box (default issue 34's 16 GPUs x 30 days at 1 Hz, ~41 M GPU samples), written with one
 executemany an hour of ticks and the per-minute rollups (schema V27) computed in SQL after the bulk load,
-then measures:
+on top of ``campaign demo`` (the write-up's arms, results, sweeps, curves, quality and economics, so every
+view has its rows), then measures:
 
 - redraw: the visible Live view reloading (queries + drawing, on the App's worker path) at 120x36,
-  for each chart window, against a peer in the same run: the same throughput chart computed by
-  fetching every raw sample of the window into Python (what downsampling in SQL avoids);
+  for each chart window (the zoom), then every other view, against a peer in the same run: the same
+  throughput chart computed by fetching every raw sample of the window into Python (what downsampling in
+  SQL avoids);
+- ``campaign report`` of the whole campaign, against the CLI's own start-up (``campaign --version``);
 - browse first screen: `campaign browse DB` in a fresh process until the Fleet table is drawn, against a
   peer in the same run: a fresh process that only imports the console and Textual and exits.
 
@@ -38,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from console.readmodel import WINDOWS_MS  # noqa: E402
 from console.store import Box, Store  # noqa: E402
 from console.store.rollups import rebuild_gpu_rollup  # noqa: E402
+from console.tui.keymap import SPECS  # noqa: E402
 from testbed import tui_fixture as F  # noqa: E402
 from testbed.tui_pilot import settle  # noqa: E402
 
@@ -62,6 +66,12 @@ def build(path: Path, samples: int, boxes: int = BOXES, gpus: int = GPUS, step_m
     ticks = samples // (boxes * gpus)
     start = F.NOW - (ticks - 1) * step_ms
     chunk = max(1, 3_600_000 // step_ms)  # one hour of ticks per transaction
+    subprocess.run(
+        [sys.executable, "-m", "console", "--db", str(path), "demo"],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     with Store(path, clock=lambda: start) as store:
         for b in range(boxes):
             store.boxes.add(
@@ -145,7 +155,42 @@ async def measure_redraw(path: Path, rounds: int) -> dict[str, list[float]]:
             await settle(pilot)
             times.append(app.redraw_s["fleet"])
         out["fleet"] = times
+        for view, key in OTHER_VIEWS:
+            await pilot.press(key)
+            await settle(pilot)
+            times = []
+            for _ in range(rounds):
+                app.redraw_visible()
+                await settle(pilot)
+                times.append(app.redraw_s[view])
+            out[view] = times
     return out
+
+
+OTHER_VIEWS = tuple(
+    (s.id.removeprefix("view."), s.keys)
+    for s in SPECS
+    if s.id.startswith("view.") and s.id not in ("view.fleet", "view.live")
+)
+"""The views after Fleet and Live, with their number keys (console/tui/keymap.py)."""
+
+
+def timed(command: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
+    return time.perf_counter() - t
+
+
+def measure_report(db: Path, rounds: int) -> tuple[float, float]:
+    """``campaign report`` of ``db`` to a file and the CLI's start-up, medians of ``rounds`` fresh processes."""
+    out = db.with_name("RESUME.md")
+    report = [
+        timed([sys.executable, "-m", "console", "--db", str(db), "report", "-o", str(out)])
+        for _ in range(rounds)
+    ]
+    start = [timed([sys.executable, "-m", "console", "--version"]) for _ in range(rounds)]
+    out.unlink()
+    return statistics.median(report), statistics.median(start)
 
 
 def sql_chart(path: Path, window_ms: int, buckets: int) -> float:
@@ -304,6 +349,12 @@ def main() -> int:
             f"  window {window // 60_000:5}m  ours {ours * 1000:7.1f} ms  raw {peer * 1000:7.1f} ms  "
             f"raw/ours {peer / ours:5.1f}x"
         )
+
+    report, start = measure_report(args.db, 3)
+    print(f"\n`campaign report -o FILE` of the whole campaign: {report:.2f} s (median of 3)")
+    print(
+        f"  peer: `campaign --version` (the CLI's own start-up): {start:.2f} s; report / peer {report / start:.2f}x"
+    )
 
     if shutil.which("tmux"):
         # A session held open for the whole measurement keeps one tmux server up between the runs.

@@ -29,11 +29,16 @@ from console.readmodel.queries import (
 )
 from console.store import Box, Store
 from console.store.rollups import refresh_gpu_rollup
-from console.store.schema import ROLLUP_BUCKET_MS
+from console.store.schema import ROLLUP_TIERS_MS, rollup_table
 from testbed import tui_fixture as F
 
 T0 = 1_780_000_000_000
-WINDOWS_MS = (GPU_EXACT_WINDOW_MS, EXACT_WINDOW_MS, 2 * 86_400_000)
+WINDOWS_MS = (
+    GPU_EXACT_WINDOW_MS,
+    EXACT_WINDOW_MS,
+    6 * 3_600_000,
+    2 * 86_400_000,
+)  # 6 h: minutes, 2 d: ten minutes
 """Every raw sample averaged; each bucket probed (GPU) or averaged (throughput); the GPU rollup read."""
 
 
@@ -60,15 +65,16 @@ def _span(start: int, end: int, buckets: int, probe_ms: int) -> dict[str, int]:
 
 
 def _one_gpu(store: Store, box: str, gpu: int, start: int, end: int, buckets: int) -> list[tuple[Any, ...]]:
-    """One GPU's buckets as gpu_history read them a GPU at a time: the rollup where a bucket spans a minute
-    beyond the exact window and the GPU has rollup rows there, else its raw rows."""
+    """One GPU's buckets as gpu_history read them a GPU at a time: the coarsest rollup whose bucket a bucket
+    spans, beyond the exact window, where the GPU has rollup rows there, else its raw rows."""
     values: dict[str, Any] = {"box": box, "gpu": gpu, **_span(start, end, buckets, GPU_PROBE_MS)}
     rows: list[tuple[Any, ...]] = []
-    if end - start > GPU_EXACT_WINDOW_MS and (end - start) // buckets >= ROLLUP_BUCKET_MS:
+    tiers = [tier for tier in ROLLUP_TIERS_MS if (end - start) // buckets >= tier]
+    if end - start > GPU_EXACT_WINDOW_MS and tiers:
         averages = ", ".join(
             f"sum({c}_sum) / nullif(sum({c}_n), 0)" for c in ("power_w", "enforced_limit_w", "sm_clock_mhz")
         )
-        sql = f"""SELECT NULL AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM gpu_rollup_1m
+        sql = f"""SELECT NULL AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM {rollup_table(tiers[-1])}
                   WHERE box = :box AND gpu = :gpu AND t_ms >= :start AND t_ms < :end GROUP BY b"""
         rows = [tuple(r) for r in store.db.execute(sql, values).fetchall()]
     if not rows:

@@ -41,7 +41,7 @@ WINDOWS_MS: tuple[int, ...] = (
     30 * 86_400_000,
 )
 """Chart windows the operator cycles through; wide ones stay cheap because buckets are summed in SQL, from
-the per-minute rollups (gpu_rollup_1m) once a bucket spans a minute."""
+the rollups once a bucket spans a rollup's bucket (gpu_rollup_1m from a minute, gpu_rollup_10m from ten)."""
 
 REPLAY_STEPS_MS: dict[int, int] = {
     10 * 60_000: 60_000,

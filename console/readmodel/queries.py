@@ -31,7 +31,7 @@ from console.readmodel.results import latest_bench
 from console.store import Box, Store
 from console.store.jsonutil import json_list, json_tuple_or_none
 from console.store.launches import LaunchStatus
-from console.store.schema import ROLLUP_BUCKET_MS
+from console.store.schema import ROLLUP_TIERS_MS, rollup_table
 from console.store.timers import TimerState
 
 _TIMER_END_EVENTS: dict[str, TimerState] = {
@@ -483,27 +483,32 @@ GPU_COLUMNS = ("power_w", "enforced_limit_w", "sm_clock_mhz")
 
 def _gpus_where(box: str, gpus: Sequence[int]) -> tuple[str, dict[str, Any]]:
     """The rows of ``gpus`` on ``box``, as a WHERE clause and its parameters, read through the (box, gpu,
-    t_ms) primary key of gpu_samples and gpu_rollup_1m."""
+    t_ms) primary keys of gpu_samples and the rollups."""
     marks = {f"gpu{i}": gpu for i, gpu in enumerate(gpus)}
     return f"box = :box AND gpu IN ({', '.join(':' + m for m in marks)})", {"box": box, **marks}
 
 
-def _rolled_up(span: tuple[int, int, int]) -> bool:
-    """Whether GPU charts of ``span`` read gpu_rollup_1m (schema V27): a bucket spans at least a rollup minute
-    beyond the exact window, so a 30-day window reads ~43,000 rows a GPU, not 2.6 M."""
+def _rollup_of(span: tuple[int, int, int]) -> str | None:
+    """The rollup table GPU charts of ``span`` read (schema V27, V29): the coarsest tier whose bucket its
+    buckets span, beyond the exact window; None: the raw rows. A 30-day window reads ~4,300 ten-minute rows a
+    GPU, not 43,000 minutes or 2.6 M samples."""
     start, end, buckets = span
-    return end - start > GPU_EXACT_WINDOW_MS and (end - start) // buckets >= ROLLUP_BUCKET_MS
+    if end - start <= GPU_EXACT_WINDOW_MS:
+        return None
+    width = (end - start) // buckets
+    spanned = [tier for tier in ROLLUP_TIERS_MS if width >= tier]
+    return rollup_table(spanned[-1]) if spanned else None
 
 
 def _from_rollup(
-    store: Store, box: str, gpus: Sequence[int], span: tuple[int, int, int]
+    store: Store, table: str, box: str, gpus: Sequence[int], span: tuple[int, int, int]
 ) -> list[tuple[Any, ...]]:
-    """Rows like ``_bucketed``'s keyed by GPU, averaged exactly from gpu_rollup_1m; a GPU without rollup rows
-    in the window has none."""
+    """Rows like ``_bucketed``'s keyed by GPU, averaged exactly from the rollup ``table``; a GPU without rollup
+    rows in the window has none."""
     start, end, buckets = span
     averages = ", ".join(f"sum({c}_sum) / nullif(sum({c}_n), 0) AS a{i}" for i, c in enumerate(GPU_COLUMNS))
     where, params = _gpus_where(box, gpus)
-    sql = f"""SELECT gpu AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM gpu_rollup_1m
+    sql = f"""SELECT gpu AS k, ((t_ms - :start) * :n) / :span AS b, {averages} FROM {table}
               WHERE {where} AND t_ms >= :start AND t_ms < :end GROUP BY k, b"""
     values = {**params, "start": start, "end": end, "n": buckets, "span": max(1, end - start)}
     (rows,) = _fetch(store, (_packing(sql, len(GPU_COLUMNS)), values))
@@ -535,7 +540,8 @@ def gpu_history(
     One query for the box, not one a GPU: each SQLite call of a redraw gives up the interpreter lock, and
     an ingesting thread that takes it keeps it up to its switch interval (bench/tui_ingest.py)."""
     span = (start, end, max(1, buckets))
-    rows = _from_rollup(store, box, gpus, span) if gpus and _rolled_up(span) else []
+    table = _rollup_of(span)
+    rows = _from_rollup(store, table, box, gpus, span) if gpus and table else []
     found = {row[0] for row in rows}
     raw = [gpu for gpu in gpus if gpu not in found]
     if raw:
@@ -551,7 +557,7 @@ def live_series(
     statement where the GPU charts read raw samples (windows up to a day), as ``gpu_history`` where they read
     the rollup. Each statement of a redraw may wait out an ingesting thread's switch interval."""
     span = (start, end, max(1, gpu_buckets))
-    if not gpus or _rolled_up(span):
+    if not gpus or _rollup_of(span):
         out, inp = throughput(store, box, start, end, buckets)
         return out, inp, gpu_history(store, box, gpus, start, end, gpu_buckets)
     served, rows = _fetch(store, _throughput_chart(box, start, end, buckets), _gpu_chart(box, gpus, span))

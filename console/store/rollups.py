@@ -1,4 +1,5 @@
-"""Keep gpu_rollup_1m (schema V27) equal to the per-minute aggregate of gpu_samples after a bulk insert.
+"""Keep gpu_rollup_1m (schema V27) equal to the per-minute aggregate of gpu_samples after a bulk insert
+(gpu_rollup_10m, schema V29, follows the minutes by its triggers).
 
 Ingest and imports write raw GPU rows with one ``executemany``; a per-row trigger cost ingest 1.65x
 (schema V28 dropped it). Instead the writer, in its own transaction, rebuilds each (box, gpu, minute) its

@@ -943,6 +943,57 @@ V28 = Migration(
     28, "GPU rollups rebuilt per batch, not per inserted row", ("DROP TRIGGER gpu_rollup_1m_insert",)
 )
 
+# A 30-day window of 236 buckets still read ~43,000 minutes a GPU (~150-210 ms for 8 GPUs, bench/tui.py): a
+# ten-minute tier, the aggregate of the minutes under it, cuts that tenfold. It is kept from gpu_rollup_1m by
+# triggers, so whatever writes the minutes (ingest's refresh, an import, gpu_samples' delete trigger) keeps
+# it too; a REPLACE of a minute fires only the insert trigger, which rebuilds the whole ten minutes.
+ROLLUP_TIERS_MS = (ROLLUP_BUCKET_MS, 10 * ROLLUP_BUCKET_MS)
+"""The rollup tiers' bucket widths, finest first: a chart reads the coarsest one its buckets span."""
+
+
+def rollup_table(bucket_ms: int) -> str:
+    """The table of the rollup tier ``bucket_ms`` wide (one of ``ROLLUP_TIERS_MS``)."""
+    return f"gpu_rollup_{bucket_ms // 60_000}m"
+
+
+def _rollup_10m_statements() -> tuple[str, ...]:
+    tier, table = ROLLUP_TIERS_MS[1], rollup_table(ROLLUP_TIERS_MS[1])
+    cols = ROLLUP_COLUMNS
+    decl = ", ".join(
+        f"{c}_n INTEGER NOT NULL DEFAULT 0, {c}_sum REAL, {c}_min REAL, {c}_max REAL" for c in cols
+    )
+    names = ", ".join(f"{c}_n, {c}_sum, {c}_min, {c}_max" for c in cols)
+    merged = ", ".join(f"sum({c}_n), sum({c}_sum), min({c}_min), max({c}_max)" for c in cols)
+
+    def rebuild(verb: str, where: str) -> str:
+        return (
+            f"{verb} INTO {table}(box, gpu, t_ms, {names}) "
+            f"SELECT box, gpu, (t_ms / {tier}) * {tier} AS m, {merged} FROM gpu_rollup_1m {where} GROUP BY box, gpu, m"
+        )
+
+    def same(row: str) -> str:
+        start = f"({row}.t_ms / {tier}) * {tier}"
+        return f"WHERE box = {row}.box AND gpu = {row}.gpu AND t_ms >= {start} AND t_ms < {start} + {tier}"
+
+    return (
+        f"""CREATE TABLE {table} (
+            box TEXT NOT NULL, gpu INTEGER NOT NULL, t_ms INTEGER NOT NULL,  -- the ten minutes' start
+            {decl},
+            PRIMARY KEY (box, gpu, t_ms)
+        ) WITHOUT ROWID""",
+        rebuild("INSERT", ""),
+        f"""CREATE TRIGGER {table}_insert AFTER INSERT ON gpu_rollup_1m BEGIN
+            {rebuild("INSERT OR REPLACE", same("NEW"))};
+        END""",
+        f"""CREATE TRIGGER {table}_delete AFTER DELETE ON gpu_rollup_1m BEGIN
+            DELETE FROM {table} WHERE box = OLD.box AND gpu = OLD.gpu AND t_ms = (OLD.t_ms / {tier}) * {tier};
+            {rebuild("INSERT", same("OLD"))};
+        END""",
+    )
+
+
+V29 = Migration(29, "ten-minute GPU rollups kept from the per-minute ones", _rollup_10m_statements())
+
 MIGRATIONS: tuple[Migration, ...] = (
     V1,
     V2,
@@ -972,5 +1023,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     V26,
     V27,
     V28,
+    V29,
 )
 LATEST = MIGRATIONS[-1].version
