@@ -96,8 +96,11 @@ class LinkSettings:
     backoff_cap_s: float = 30.0
     poll_interval_s: float = 0.5
     batch: int = 2000
-    batch_bytes: int = 1024 * 1024
-    """A batch is bounded by bytes too: an hour of 8-GPU samples is ~1.5 kB an event."""
+    batch_bytes: int = 256 * 1024
+    """A batch is bounded by bytes too: an 8-GPU sample is ~1.6 kB. Its reply is decoded in one ``json.loads``
+    that holds the interpreter lock throughout (~16 ms at 1 MiB on this machine), and the Live view's reads
+    wait on it: at 256 KiB the 8-GPU Live redraw's p99 while a 12-h backlog ingests was 22-30 ms against
+    28-42 ms at 1 MiB, for ~3 % more ingest time (bench/tui_ingest.py, bench/ingest.py; README)."""
     agent_timeout_s: float = 30.0
 
 
