@@ -421,6 +421,8 @@ GOLDEN = {
             "--gpu-memory-utilization",
             "0.15",
             "--enforce-eager",
+            "--override-generation-config",
+            '{"temperature":0.0}',
         ],
     ),
     "deepseek-v4-flash-tp4-dspark": (
@@ -573,6 +575,8 @@ GOLDEN = {
             "--enforce-eager",
             "--speculative-config",
             '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}',
+            "--override-generation-config",
+            '{"temperature":0.0}',
         ],
     ),
     "deepseek-v4-flash-dp4-ep-1024": (

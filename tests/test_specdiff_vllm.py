@@ -49,6 +49,9 @@ description = "tiny-cpu with another --max-num-seqs: a BASE that differs in more
 
 [arms."tiny-cpu-seqs8".env]
 VLLM_CPU_KVCACHE_SPACE = "1"
+
+[arms."tiny-cpu-seqs8".flags]
+"--override-generation-config" = '{"temperature":0.0}'
 """
 UNSTEADY = frozenset(DEFAULT_PROMPTS[4:])
 """The built-in prompts whose second capture the unsteady server changes: 8 of 12, so 4 reproduce."""
