@@ -26,6 +26,7 @@ FAST = LinkSettings(
     backoff_base_s=0.05,
     backoff_cap_s=0.5,
     poll_interval_s=0.05,
+    agent_tick_s=0.25,
 )
 """Link settings for tests: the operator's ~/.ssh/known_hosts is never consulted, reconnects are quick."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from console.fleet import BoxLink, FleetManager, HostKeyChanged, HostKeyUnknown
+from console.fleet import BoxLink, FleetManager, HostKeyChanged, HostKeyUnknown, LinkSettings
 from console.fleet.push import AgentBuild, current_build
 from console.fleet.transport import SshSettings
 from console.service import HostKey, Service
@@ -340,3 +340,21 @@ async def test_a_slow_command_never_stalls_ingest(sshd_farm: SshdFarm, fleet_sto
         assert (await asyncio.wait_for(probe, 30))["probe"]["console_t_ms"] == 2
     finally:
         await fleet.close()
+
+
+async def test_the_agent_a_link_starts_ticks_at_the_links_setting(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
+    """``LinkSettings.agent_tick_s`` reaches the daemon's argv (its sampling and supervision period); the
+    operator's default is 1 s, the tests' 0.25 s."""
+    box = box_started("ticking")
+    register(fleet_store, box)
+    link = BoxLink(fleet_store, "ticking", replace(FAST, agent_tick_s=0.5))
+    await link.connect()
+    try:
+        hello = await link.command("hello", {})
+        argv = Path(f"/proc/{hello['pid']}/cmdline").read_bytes().split(b"\0")
+        assert argv[argv.index(b"--interval") + 1] == b"0.5", argv
+    finally:
+        await link.close()
+    assert LinkSettings().agent_tick_s == 1.0

@@ -102,6 +102,9 @@ class LinkSettings:
     wait on it: at 256 KiB the 8-GPU Live redraw's p99 while a 12-h backlog ingests was 22-30 ms against
     28-42 ms at 1 MiB, for ~3 % more ingest time (bench/tui_ingest.py, bench/ingest.py; README)."""
     agent_timeout_s: float = 30.0
+    agent_tick_s: float = 1.0
+    """The tick of an agent this link starts: GPU and server samples at 1 Hz, and how soon the agent sees a
+    launch serve or end, a job finish or a timer come due. Tests tick faster (testbed/fleet_fixtures.py)."""
 
 
 def _abandon(pending: asyncio.Future[Any] | None, acking: asyncio.Future[int] | None) -> None:
@@ -211,7 +214,12 @@ class BoxLink:
             home = await resolve_home(transport, box.agent_home)
             python = sys.executable if box.is_local else "python3"
             _, action = await ensure_agent(
-                transport, home, self._build(), python, self.settings.agent_timeout_s
+                transport,
+                home,
+                self._build(),
+                python,
+                self.settings.agent_timeout_s,
+                self.settings.agent_tick_s,
             )
             hello = await self._register(transport, home)
             self._check_journal(int(hello.get("last_seq") or 0))

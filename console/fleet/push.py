@@ -124,7 +124,9 @@ async def _wait(transport: Transport, home: AgentHome, up: bool, timeout: float)
         await asyncio.sleep(0.1)
 
 
-async def _start(transport: Transport, home: AgentHome, python: str, timeout: float) -> None:
+async def _start(
+    transport: Transport, home: AgentHome, python: str, timeout: float, interval_s: float
+) -> None:
     """Start the daemon; it detaches itself (setsid, stdio to files) and returns once it answers.
 
     A daemon that was just asked to exit may still hold its pidfile lock for a moment after its socket
@@ -143,6 +145,8 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
         "daemon",
         "--home",
         home.path,
+        "--interval",
+        repr(float(interval_s)),
     ]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -162,9 +166,15 @@ async def _start(transport: Transport, home: AgentHome, python: str, timeout: fl
 
 
 async def ensure_agent(
-    transport: Transport, home: AgentHome, build: AgentBuild, python: str = "python3", timeout: float = 30.0
+    transport: Transport,
+    home: AgentHome,
+    build: AgentBuild,
+    python: str = "python3",
+    timeout: float = 30.0,
+    interval_s: float = 1.0,
 ) -> tuple[HelloResult, str]:
-    """Make the shipped agent version run in ``home``; returns (hello, what was done)."""
+    """Make the shipped agent version run in ``home``; returns (hello, what was done). ``interval_s``: the
+    started agent's tick (sampling, launch supervision, jobs, timers); one already running keeps its own."""
     running = await hello(transport, home)
     if running is not None and running.get("version") == build.version:
         return running, "already running"
@@ -180,7 +190,7 @@ async def ensure_agent(
             channel.close()
         await _wait(transport, home, up=False, timeout=timeout)
         action = f"replaced stale agent {running.get('version')}"
-    await _start(transport, home, python, timeout)
+    await _start(transport, home, python, timeout, interval_s)
     answer = await _wait(transport, home, up=True, timeout=timeout)
     assert answer is not None
     if answer.get("version") != build.version:
