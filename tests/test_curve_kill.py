@@ -79,6 +79,26 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
                 await service.close()
 
     asyncio.run(launch())
+    try:
+        _kill_and_resume(db, recipes)
+    finally:
+        asyncio.run(
+            _stop_launches(db, recipes)
+        )  # the box outlives the consoles: never leave its server behind
+
+
+async def _stop_launches(db: Path, recipes: Path) -> None:
+    with Store(db) as store:
+        service = Service(store, catalog=load_catalog([recipes]))
+        try:
+            live = [launch.id for launch in store.launches.live("local")]
+            if live:
+                await service.stop_launches("local", live, grace_s=5)
+        finally:
+            await service.close()
+
+
+def _kill_and_resume(db: Path, recipes: Path) -> None:
     walking = subprocess.Popen(
         campaign_argv(db, *CURVE, "--prompts-per-slot", "40"),
         env=campaign_env(recipes),
