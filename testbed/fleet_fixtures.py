@@ -80,3 +80,18 @@ def fleet_store(tmp_path: Path) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+async def stop_live_launches(db: Path, box: str, settings: LinkSettings | None = None) -> None:
+    """Stop every launch ``db`` holds live on ``box``. A server runs in its own session on the box and outlives
+    the console that launched it and the agent: a test that kills either must stop its launches itself."""
+    from console.service import Service  # the fixtures above stay importable without the service layer
+
+    with Store(db) as store:
+        service = Service(store, settings=settings)
+        try:
+            live = [launch.id for launch in store.launches.live(box)]
+            if live:
+                await service.stop_launches(box, live, grace_s=5)
+        finally:
+            await service.close()

@@ -21,6 +21,7 @@ import pytest
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Store
+from testbed.fleet_fixtures import stop_live_launches
 from testbed.ports import free_ports
 from tests.support.cli import campaign_argv, campaign_env, run_campaign
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
@@ -82,20 +83,7 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
     try:
         _kill_and_resume(db, recipes)
     finally:
-        asyncio.run(
-            _stop_launches(db, recipes)
-        )  # the box outlives the consoles: never leave its server behind
-
-
-async def _stop_launches(db: Path, recipes: Path) -> None:
-    with Store(db) as store:
-        service = Service(store, catalog=load_catalog([recipes]))
-        try:
-            live = [launch.id for launch in store.launches.live("local")]
-            if live:
-                await service.stop_launches("local", live, grace_s=5)
-        finally:
-            await service.close()
+        asyncio.run(stop_live_launches(db, "local"))  # the box outlives the consoles: leave no server behind
 
 
 def _kill_and_resume(db: Path, recipes: Path) -> None:

@@ -181,4 +181,8 @@ def test_a_power_cap_changed_mid_point_is_invalid_and_only_invalid_points_are_me
             kept = {r["id"] for r in store.rows("SELECT id FROM bench_runs WHERE arm = 'paced'")}
         assert {i for p in invalid for i in before[p]} <= kept
     finally:
+        from testbed.fleet_fixtures import FAST, stop_live_launches
+
+        if db.exists():
+            asyncio.run(stop_live_launches(db, box.name, FAST))  # the fake engine outlives the agent
         box.kill_agent()
