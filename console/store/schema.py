@@ -885,15 +885,20 @@ V26 = Migration(
 # (ingest, imports, an import's cascade delete); an ignored duplicate fires no insert trigger.
 ROLLUP_BUCKET_MS = 60_000
 ROLLUP_COLUMNS = ("power_w", "enforced_limit_w", "sm_clock_mhz", "util_pct", "mem_used_mib")
+_ROLLUP_NAMES = ", ".join(f"{c}_n, {c}_sum, {c}_min, {c}_max" for c in ROLLUP_COLUMNS)
+"""Every rollup tier's columns after (box, gpu, t_ms), in their order."""
+_ROLLUP_DECL = ", ".join(
+    f"{c}_n INTEGER NOT NULL DEFAULT 0, {c}_sum REAL, {c}_min REAL, {c}_max REAL" for c in ROLLUP_COLUMNS
+)
+"""Their declarations, the same in every tier's table."""
 
 
 def rollup_rebuild_sql(where: str, verb: str = "INSERT") -> str:
     """``verb`` INTO gpu_rollup_1m the minutes of the gpu_samples rows ``where`` selects, from raw rows: the
     backfill, the delete trigger and ingest (console/store/rollups.py) share this one aggregate."""
-    names = ", ".join(f"{c}_n, {c}_sum, {c}_min, {c}_max" for c in ROLLUP_COLUMNS)
     aggregate = ", ".join(f"count({c}), sum({c}), min({c}), max({c})" for c in ROLLUP_COLUMNS)
     return (
-        f"{verb} INTO gpu_rollup_1m(box, gpu, t_ms, {names}) "
+        f"{verb} INTO gpu_rollup_1m(box, gpu, t_ms, {_ROLLUP_NAMES}) "
         f"SELECT box, gpu, (t_ms / {ROLLUP_BUCKET_MS}) * {ROLLUP_BUCKET_MS} AS m, {aggregate} "
         f"FROM gpu_samples {where} GROUP BY box, gpu, m"
     )
@@ -901,10 +906,6 @@ def rollup_rebuild_sql(where: str, verb: str = "INSERT") -> str:
 
 def _rollup_statements() -> tuple[str, ...]:
     cols = ROLLUP_COLUMNS
-    decl = ", ".join(
-        f"{c}_n INTEGER NOT NULL DEFAULT 0, {c}_sum REAL, {c}_min REAL, {c}_max REAL" for c in cols
-    )
-    names = ", ".join(f"{c}_n, {c}_sum, {c}_min, {c}_max" for c in cols)
     bucket = f"(NEW.t_ms / {ROLLUP_BUCKET_MS}) * {ROLLUP_BUCKET_MS}"
     values = ", ".join(f"NEW.{c} IS NOT NULL, NEW.{c}, NEW.{c}, NEW.{c}" for c in cols)
     merge = ", ".join(
@@ -920,12 +921,12 @@ def _rollup_statements() -> tuple[str, ...]:
     return (
         f"""CREATE TABLE gpu_rollup_1m (
             box TEXT NOT NULL, gpu INTEGER NOT NULL, t_ms INTEGER NOT NULL,  -- the minute's start
-            {decl},
+            {_ROLLUP_DECL},
             PRIMARY KEY (box, gpu, t_ms)
         ) WITHOUT ROWID""",
         rebuild(""),
         f"""CREATE TRIGGER gpu_rollup_1m_insert AFTER INSERT ON gpu_samples BEGIN
-            INSERT INTO gpu_rollup_1m(box, gpu, t_ms, {names}) VALUES (NEW.box, NEW.gpu, {bucket}, {values})
+            INSERT INTO gpu_rollup_1m(box, gpu, t_ms, {_ROLLUP_NAMES}) VALUES (NEW.box, NEW.gpu, {bucket}, {values})
             ON CONFLICT(box, gpu, t_ms) DO UPDATE SET {merge};
         END""",
         f"""CREATE TRIGGER gpu_rollup_1m_delete AFTER DELETE ON gpu_samples BEGIN
@@ -958,16 +959,11 @@ def rollup_table(bucket_ms: int) -> str:
 
 def _rollup_10m_statements() -> tuple[str, ...]:
     tier, table = ROLLUP_TIERS_MS[1], rollup_table(ROLLUP_TIERS_MS[1])
-    cols = ROLLUP_COLUMNS
-    decl = ", ".join(
-        f"{c}_n INTEGER NOT NULL DEFAULT 0, {c}_sum REAL, {c}_min REAL, {c}_max REAL" for c in cols
-    )
-    names = ", ".join(f"{c}_n, {c}_sum, {c}_min, {c}_max" for c in cols)
-    merged = ", ".join(f"sum({c}_n), sum({c}_sum), min({c}_min), max({c}_max)" for c in cols)
+    merged = ", ".join(f"sum({c}_n), sum({c}_sum), min({c}_min), max({c}_max)" for c in ROLLUP_COLUMNS)
 
     def rebuild(verb: str, where: str) -> str:
         return (
-            f"{verb} INTO {table}(box, gpu, t_ms, {names}) "
+            f"{verb} INTO {table}(box, gpu, t_ms, {_ROLLUP_NAMES}) "
             f"SELECT box, gpu, (t_ms / {tier}) * {tier} AS m, {merged} FROM gpu_rollup_1m {where} GROUP BY box, gpu, m"
         )
 
@@ -978,7 +974,7 @@ def _rollup_10m_statements() -> tuple[str, ...]:
     return (
         f"""CREATE TABLE {table} (
             box TEXT NOT NULL, gpu INTEGER NOT NULL, t_ms INTEGER NOT NULL,  -- the ten minutes' start
-            {decl},
+            {_ROLLUP_DECL},
             PRIMARY KEY (box, gpu, t_ms)
         ) WITHOUT ROWID""",
         rebuild("INSERT", ""),
