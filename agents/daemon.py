@@ -420,6 +420,12 @@ class Agent:
         return self.jobs.start("bench", args, command_id)
 
     def op_tripwire(self, args: protocol.TripwireArgs, command_id: str) -> protocol.RunStarted:
+        if args.get("wait_ready_s") is not None:
+            # Sent while the launch loads: where it listens and which process it is are this agent's to say
+            # (a launch whose port was taken moved to a free one), never the console's guess.
+            return self.jobs.start(
+                "tripwire", {**args, **self.supervisor.awaited(args.get("launch_id"))}, command_id
+            )
         return self.jobs.start("tripwire", args, command_id)
 
     def op_kldiff(self, args: protocol.KldiffArgs, command_id: str) -> protocol.RunStarted:

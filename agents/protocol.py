@@ -754,6 +754,14 @@ class TripwireArgs(_TripwireKey, total=False):
     concurrency: int | None
     timeout: float | None
     python: str | None
+    wait_ready_s: float | None
+    """Sent with a launch still loading: the client starts now (a Python, openai imported) and waits up to this
+    long for the launch to serve, so its start overlaps the load. The agent then fills ``base_url`` and the two
+    ``server_*`` fields from its own record of ``launch_id`` (agents/daemon.py ``op_tripwire``)."""
+    server_pid: int | None
+    """The waited-for server's pid: the client gives up the moment that process is gone."""
+    server_start_ticks: int | None
+    """Its kernel start time, so a reused pid is never taken for it (agents/proc.py)."""
 
 
 class _KldiffKey(TypedDict):

@@ -45,6 +45,14 @@ METRICS_TIMEOUT_S = 5.0
 """A server under full load answers /metrics late; off the tick, waiting for it costs nothing."""
 
 
+class AwaitedServer(TypedDict):
+    """A loading launch as a client that waits for it sees it (agents/daemon.py ``op_tripwire``)."""
+
+    base_url: str
+    server_pid: int
+    server_start_ticks: int | None
+
+
 @dataclass
 class Launch:
     launch_id: str
@@ -665,6 +673,22 @@ class Supervisor:
             backends_accepted=s["backends_accepted"],
             log_path=s["log_path"],
         )
+
+    def awaited(self, launch_id: Any) -> AwaitedServer:
+        """Where a client that waits for ``launch_id`` to serve sends its requests, and the process it watches:
+        a launch that already ended, or that serves no API of its own (a multi-box worker), is refused."""
+        launch = self._get(launch_id)
+        if launch.state not in ("starting", "serving") or launch.pid is None or launch.headless:
+            raise ValueError(
+                f"launch {launch.launch_id} is {launch.state}"
+                + (" and serves no API of its own" if launch.headless else "")
+                + "; nothing to wait for"
+            )
+        return {
+            "base_url": f"http://127.0.0.1:{launch.port}",
+            "server_pid": launch.pid,
+            "server_start_ticks": launch.start_ticks,
+        }
 
     def _get(self, launch_id: Any) -> Launch:
         launch = self.launches.get(launch_id) if isinstance(launch_id, str) else None

@@ -66,9 +66,11 @@ PHASES = (
     ("claim", "arm claimed -> its launch sent (settle, lint, plan, the GPU reading before)"),
     ("deliver", "launch sent -> the agent started the server"),
     ("load", "server started -> the agent saw it ready (the fake engine's --load-s, then the agent's tick)"),
-    ("ready seen", "the agent saw it ready -> the console saw it serving (journal pull, settle poll)"),
-    ("reading after", "serving seen -> tripwire sent (the GPU reading once it serves)"),
-    ("tripwire", "tripwire sent -> its client's first chat (a Python starting, openai imported, preflight)"),
+    (
+        "tripwire",
+        "ready, or the tripwire sent if later -> its client's first chat (sent with the launch, the client "
+        "started and imported openai during the load, then saw the server serve: its poll, the preflight)",
+    ),
     (
         "tripwire seen",
         "its first chat -> the console saw the job end (20 chats, agent tick, journal pull, poll)",
@@ -150,14 +152,14 @@ class Timed(Service):
     async def launch(self, plan: LaunchPlan, **kwargs: Any) -> LaunchOutcome:
         self.mark(plan.resolved.arm, "launch")
         self._first_launch.setdefault(plan.resolved.arm, plan.launch_ids[0])
-        outcome = await super().launch(plan, **kwargs)
-        self.mark(plan.resolved.arm, "serving seen")
-        return outcome
+        return await super().launch(plan, **kwargs)
 
-    async def tripwire(self, launch_id: str, max_tokens: int | None = None) -> str:
+    async def tripwire(
+        self, launch_id: str, max_tokens: int | None = None, *, ready_within_s: float | None = None
+    ) -> str:
         arm = self._arm(launch_id)
         self.mark(arm, "tripwire")
-        job = await super().tripwire(launch_id, max_tokens)
+        job = await super().tripwire(launch_id, max_tokens, ready_within_s=ready_within_s)
         self._jobs[job] = (arm, "tripwire")
         return job
 
@@ -205,9 +207,7 @@ class Timed(Service):
                 "claim": m["launch"] - m["claimed"],
                 "deliver": launch.start_ms - m["launch"],
                 "load": launch.ready_ms - launch.start_ms,
-                "ready seen": m["serving seen"] - launch.ready_ms,
-                "reading after": m["tripwire"] - m["serving seen"],
-                "tripwire": m["tripwire chats"] - m["tripwire"],
+                "tripwire": m["tripwire chats"] - max(launch.ready_ms, m["tripwire"]),
                 "tripwire seen": m["tripwire seen"] - m["tripwire chats"],
                 "bench": m["bench done"] - m["bench"],
                 "bench seen": m["bench seen"] - m["bench done"],

@@ -92,6 +92,9 @@ class FakeChatServer:
                 pass
 
             def do_GET(self) -> None:
+                # vLLM's /health: 200 once it serves (agents/tripwire/ready.py waits on it)
+                if self.path == "/health":
+                    return self._send(200, {})
                 if self.path != "/v1/models":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
                 self._send(

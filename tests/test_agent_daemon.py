@@ -515,6 +515,45 @@ def test_a_run_that_fails_is_a_command_done_with_its_reason(box: AgentBox) -> No
     assert not missing_id["ok"] and "bench: args has no bench_id" in missing_id["error"]
 
 
+def test_a_tripwire_sent_with_the_launch_starts_at_once_and_asks_the_server_only_once_it_serves(
+    box: AgentBox, fake_server: Path
+) -> None:
+    """The client starts while the server loads and waits for it; where it sends its requests is the agent's
+    record of the launch, not the URL the console guessed."""
+    port = free_port()
+    box.ok("launch", launch_args(fake_server, "loading", port, "--ready-after", "4"))
+    args = {"tripwire_id": "early", "launch_id": "loading", "base_url": "http://127.0.0.1:9", "model": "fake"}
+    started = box.ok("tripwire", {**args, "wait_ready_s": 120, "concurrency": 4}, command_id="trip-early")
+    client_started_ms = time.time() * 1000
+    serving = box.wait_for(state_of("loading", "serving"), timeout=60)
+    assert proc.alive(started["pid"], None)  # the client runs before the server serves
+    result = box.wait_for(lambda e: e["kind"] == "tripwire_result", timeout=120)["result"]
+    assert result["base_url"] == f"http://127.0.0.1:{port}"
+    assert result["t_ms"] >= serving["t_ms"] - 1000 > client_started_ms  # its chats began once it served
+    assert result["total"] == 20  # every item was asked (this server has no chat endpoint: graded wrong)
+    box.ok("kill", {"launch_id": "loading", "grace_s": 1})
+
+
+def test_a_tripwire_waiting_for_a_launch_that_ends_stops_at_once_and_says_why(
+    box: AgentBox, fake_server: Path
+) -> None:
+    box.ok("launch", launch_args(fake_server, "doomed", free_port(), "--ready-after", "600"))
+    args = {"tripwire_id": "w-doomed", "launch_id": "doomed", "model": "fake", "wait_ready_s": 600}
+    box.ok("tripwire", args, command_id="trip-doomed")
+    box.ok("kill", {"launch_id": "doomed", "grace_s": 1})
+    # The client's one-line error is its result, which the console stores as the command's failure.
+    result = box.wait_for(lambda e: e["kind"] == "tripwire_result", timeout=60)["result"]
+    assert "ended before it served; no request was sent" in result["error"]
+    ended = box.request("tripwire", {**args, "tripwire_id": "w-late"}, command_id="trip-late")
+    assert (
+        not ended["ok"]
+        and "launch doomed is stopp" in ended["error"]
+        and "nothing to wait for" in ended["error"]
+    )
+    unknown = box.request("tripwire", {**args, "tripwire_id": "w-none", "launch_id": "nope"})
+    assert not unknown["ok"] and "no launch 'nope' on this box" in unknown["error"]
+
+
 def test_a_server_never_ready_is_killed_and_failed_with_the_reason(box: AgentBox, fake_server: Path) -> None:
     box.ok("launch", launch_args(fake_server, "slow", free_port(), "--ready-after", "600", ready_timeout_s=1))
     failed = box.wait_for(state_of("slow", "failed"), timeout=30)

@@ -383,6 +383,13 @@ def test_arms_run_side_by_side_on_separate_gpus_of_two_boxes(recipes: Path, tmp_
         )
         assert {x["box"] for x in served} == {"qa", "qb"}
         assert all(x["stop_ms"] for x in launches)  # every server was stopped
+        # Each served arm's tripwire (nomem's too) went out with its launch, its client told to wait for the
+        # server (these fake engines serve at once; tests/test_agent_daemon.py shows a client waiting out a load).
+        sent = store.rows(
+            "SELECT json_extract(args, '$.launch_id') AS launch_id, args FROM commands WHERE op = 'tripwire'"
+        )
+        early = [json.loads(t["args"]) for t in sent if t["launch_id"] in {x["id"] for x in served}]
+        assert len(early) == 7 and all(t["wait_ready_s"] > 0 for t in early)
         # One sweep curve per served arm x shape, on the box it ran on, its point linked to the bench row there.
         curves = {c.arm: c for c in store.curves.all()}
         assert sorted(curves) == sorted([f"g{i}" for i in range(1, 6)] + ["pair"])

@@ -21,7 +21,9 @@ from agents.tripwire.detect import matches, read_answer, repetition
 from agents.tripwire.grade import grade_item
 from agents.tripwire.items import ITEMS, Item
 from agents.tripwire.profile import ProfileError, load
+from agents.tripwire.ready import NotServing, until_serving
 from testbed.fake_chat_server import FakeChatServer
+from testbed.ports import free_port
 from testbed.vllm_env import VllmEnv
 from testbed.vllm_server import TinyServer
 
@@ -315,6 +317,22 @@ def test_unserved_model_is_refused_and_max_tokens_fits_the_model(capsys: pytest.
         rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake"])
         assert rc == 0 and out["max_tokens"] == 2048 - 256
         assert {r["max_tokens"] for r in server.requests} == {2048 - 256}
+
+
+def test_a_client_started_before_its_server_waits_for_it_and_never_past_its_wait(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with FakeChatServer("correct") as server:
+        rc, out = run(capsys, ["--base-url", server.base_url, "--model", "fake", "--wait-ready-s", "30"])
+        assert rc == 0 and out["verdict"] == "clean" and len(server.requests) == 20
+    t = [0.0]
+
+    def sleep(seconds: float) -> None:  # an injected clock: the wait's end is exact, and nothing sleeps
+        t[0] += seconds
+
+    with pytest.raises(NotServing, match=r"did not serve within 1\.5 s; no request was sent"):
+        until_serving(f"http://127.0.0.1:{free_port()}", 1.5, None, None, clock=lambda: t[0], sleep=sleep)
+    assert t[0] == pytest.approx(1.5)
 
 
 def test_the_profile_the_console_resolves_is_what_the_box_applies() -> None:

@@ -15,6 +15,7 @@ from agents.tripwire.client import ClientError, chat, make_client
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
 from agents.tripwire.items import ITEMS
 from agents.tripwire.profile import ProfileError, load
+from agents.tripwire.ready import NotServing, until_serving
 
 PROMPT_ROOM = 256
 """Tokens left for the chat template and the longest prompt when max_tokens is capped to the model."""
@@ -41,6 +42,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
     p.add_argument("--min-ok", type=int, default=MIN_OK)
     p.add_argument("--max-degenerate", type=int, default=MAX_DEGENERATE)
+    p.add_argument(
+        "--wait-ready-s",
+        type=float,
+        default=None,
+        help="the server is still loading: start now and wait up to this long for it to serve",
+    )
+    p.add_argument("--server-pid", type=int, help="with --wait-ready-s: give up once this process is gone")
+    p.add_argument("--server-start-ticks", type=int, help="its kernel start time (a reused pid is not it)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -53,10 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = make_client(args.base_url, api_key, args.timeout)
         profile = load(args.profile, args.profile_json)
+        if args.wait_ready_s is not None:
+            until_serving(args.base_url, args.wait_ready_s, args.server_pid, args.server_start_ticks)
         served = served_model(args.base_url, args.model, api_key)
     except (
         ClientError,
         ProfileError,
+        NotServing,
         PreflightError,
     ) as exc:  # one line, and the JSON result the agent reads
         print(f"tripwire: {exc}", file=sys.stderr)

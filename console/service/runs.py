@@ -80,13 +80,15 @@ class RunIntents(LaunchIntents):
         """What a sweep's walker (console/service/sweep/walk.py) may write of that sweep's record, and nothing else."""
         return SweepLedger(self.store, sweep_id)
 
-    def serving_launch(self, launch_id: str) -> Launch:
+    def serving_launch(self, launch_id: str, *, loading: bool = False) -> Launch:
+        """The launch ``launch_id``, which must serve (or, with ``loading``, may still be requested or starting:
+        the box has it and has not said it ended)."""
         launch = self.store.launches.get(launch_id)
         if launch is None:
             raise InputError(
                 f"no launch {launch_id!r} in this state.db", "`campaign launch ARM --box NAME` first"
             )
-        if launch.state != "serving":
+        if launch.state != "serving" and not (loading and launch.state in ("requested", "starting")):
             raise ServiceError(f"launch {launch_id} is {launch.state}, not serving")
         return launch
 
@@ -280,12 +282,18 @@ class RunIntents(LaunchIntents):
         groups = repeat_groups(rows)
         return BenchOutcome(node.box, tuple(run_ids), tuple(rows), groups[0] if groups else None)
 
-    async def tripwire(self, launch_id: str, max_tokens: int | None = None) -> str:
+    async def tripwire(
+        self, launch_id: str, max_tokens: int | None = None, *, ready_within_s: float | None = None
+    ) -> str:
         """Start the corruption tripwire against a serving launch with the arm's vendor serving profile.
 
         ``max_tokens`` caps each answer (None: the tripwire's own default, which reasoning models need).
+        ``ready_within_s``: the launch may still be loading; the box starts the client now and it waits up to
+        that long for the launch to serve, so the client's start overlaps the load (agents/tripwire/ready.py).
         """
-        launch = self.serving_launch(launch_id)
+        if ready_within_s is not None:
+            bounds.WAIT_S.check(ready_within_s, "ready_within_s")
+        launch = self.serving_launch(launch_id, loading=ready_within_s is not None)
         box = self.store.boxes.get(launch.box)
         probe = self.store.checks.latest_probe(box.name)
         resolved = resolve(self.catalog, launch.arm, box_spec(box, probe.data if probe else None))
@@ -300,6 +308,8 @@ class RunIntents(LaunchIntents):
         }
         if max_tokens is not None:
             args["max_tokens"] = max_tokens
+        if ready_within_s is not None:
+            args["wait_ready_s"] = ready_within_s
         await self.send_job(box, "tripwire", args, tripwire_id)
         return tripwire_id
 

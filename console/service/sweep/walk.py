@@ -30,7 +30,7 @@ from console.quality.suites.runner import DEFAULT_TIMEOUT_S, Caps
 from console.readmodel import bench_run, tripwire_run
 from console.readmodel.quality import sweep_quality_run
 from console.recipes import ResolveError
-from console.service.launches import DEFAULT_READY_TIMEOUT_S, LaunchPlan
+from console.service.launches import DEFAULT_READY_TIMEOUT_S, SETTLE_MARGIN_S, LaunchPlan
 from console.service.sweep.gpumem import MemoryGuard, Reading
 from console.service.sweep.plan import NO_SET, PlanError, accepted_candidates, materialize, refused_slot
 from console.store.launches import Launch
@@ -205,22 +205,21 @@ class ArmWalk:
             ledger.record_memory(candidate.id, "before", before)
         ledger.claim_launches(candidate.id, plan.name_launches())  # the store knows them before the box does
         self._say(f"{arm.name}: launching {len(plan.resolved.replicas)} replica(s)")
+        ready_s = self.options.ready_timeout_s
         try:
-            outcome = await self.service.launch(
-                plan, force=self.options.force, ready_timeout_s=self.options.ready_timeout_s
-            )
+            await self.service.launch(plan, force=self.options.force, ready_timeout_s=ready_s, wait=False)
         except Refused as exc:  # the agent refused a replica: the others must not keep their GPUs
             ledger.finish(candidate.id, "crashed", str(exc), launch_ids=plan.launch_ids)
             await self.stop(place.box, plan.launch_ids)
             return
-        launches = list(outcome.replicas)
+        tripwire_id = await self._tripwire_while_loading(plan)
+        launches = await self.service.until_settled(plan.box, plan.launch_ids, ready_s + SETTLE_MARGIN_S)
         if not all(x.state == "serving" or x.ended for x in launches):
             await self.stop(place.box, plan.launch_ids)
             raise SweepError(
-                f"arm {arm.name} start-up: no verdict from box {place.box} after "
-                f"{self.options.ready_timeout_s:.0f} s"
+                f"arm {arm.name} start-up: no verdict from box {place.box} after {ready_s:.0f} s"
             )
-        failed = outcome.failed
+        failed = [x for x in launches if x.ended]
         unstarted = [x for x in failed if x.pid is None]
         if unstarted:  # the agent could not start it (port taken, no vllm): the box's problem, not the arm's
             await self.stop(place.box, plan.launch_ids)
@@ -236,7 +235,7 @@ class ArmWalk:
         if self.guard is not None and before is not None:
             served_ms = max(x.ready_ms or 0 for x in launches)
             placed = functools.partial(self._placed, candidate, arm.name, place.box, before, served_ms)
-        result, reason = await self._measure(candidate, plan, placed)
+        result, reason = await self._measure(candidate, plan, tripwire_id, placed)
         await self.stop(place.box, plan.launch_ids)
         ledger.finish(candidate.id, result, reason)
         self._say(f"{arm.name}: {result}")
@@ -312,20 +311,36 @@ class ArmWalk:
         self.ledger.record_memory(candidate.id, "after", after)
         return None if problem is None else f"{arm} served, but {problem}"
 
+    async def _tripwire_while_loading(self, plan: LaunchPlan) -> str | None:
+        """The tripwire of the first replica, sent as its launch loads (None: the box would not take it yet).
+
+        Its client starts now and waits for the server (agents/tripwire/ready.py): when the arms of a queue
+        all become ready at once, their clients' starts (a Python, ``openai`` imported) no longer share the
+        box's cores at that moment, each after its arm's load. A launch that fails first ends its client."""
+        self._say(f"{plan.resolved.arm}: tripwire (waiting for the server)")
+        try:
+            return await self.service.tripwire(
+                plan.launch_ids[0], ready_within_s=self.options.ready_timeout_s
+            )
+        except Refused:  # the launch already ended: the settle that follows records why
+            return None
+
     async def _measure(
         self,
         candidate: SweepArm,
         plan: LaunchPlan,
+        tripwire_id: str | None,
         placed: Callable[[], Awaitable[str | None]] | None = None,
     ) -> tuple[str, str | None]:
-        """Tripwire on the first replica, then the node benches (every replica at once); (outcome, reason).
+        """The tripwire on the first replica (``tripwire_id``: sent while it loaded; None: sent now), then the
+        node benches (every replica at once); (outcome, reason).
 
         ``placed`` (the queue's GPU memory check once the arm served) runs while the tripwire runs on the
         box: the reading waits for a sampler tick, the tripwire for its client, and neither for the other. An
         arm that is not on its GPUs is ``crashed`` before its tripwire is recorded or anything is benched."""
-        first = plan.launch_ids[0]
-        self._say(f"{plan.resolved.arm}: tripwire")
-        tripwire_id = await self.service.tripwire(first)
+        if tripwire_id is None:
+            self._say(f"{plan.resolved.arm}: tripwire")
+            tripwire_id = await self.service.tripwire(plan.launch_ids[0])
         if placed is not None and (problem := await placed()) is not None:
             return "crashed", problem
         error = await self.service.until_job_ends(plan.box, tripwire_id, self.options.job_timeout_s)
