@@ -190,6 +190,7 @@ OPTIONS = [
     Option(("quality", "run", "--complete={v}"), "complete", ROW_ID.parse),
     Option((*SWEEP, "--mode", "eval", "--cap={v}"), "cap", lambda t: [parse_cap(t)]),
     Option((*SWEEP, "--request-timeout={v}"), "request_timeout", WAIT_S.parse),
+    Option((*SWEEP, "--tripwire-max-tokens={v}"), "tripwire_max_tokens", MAX_TOKENS.parse),
     Option(("quality", "compare", "--", "{v}", "1"), "a", ROW_ID.parse),
     Option(("quality", "compare", "--", "1", "{v}"), "b", ROW_ID.parse),
     Option(
@@ -500,6 +501,8 @@ def test_the_service_refuses_what_the_cli_refuses_before_storing_anything(servic
         asyncio.run(service.run_sweep(2**70))
     with pytest.raises(InputError, match="--kill-grace"):
         asyncio.run(service.run_sweep(1, SweepOptions(kill_grace_s=math.inf)))
+    with pytest.raises(InputError, match="--tripwire-max-tokens"):
+        asyncio.run(service.run_sweep(1, SweepOptions(tripwire_max_tokens=0)))
     assert stored(service.store) == before
     asyncio.run(service.close())
 

@@ -68,7 +68,7 @@ async def test_two_runs_pair_item_by_item_and_a_sweep_evals_only_the_arm_whose_t
         sweep = (
             "sweep run tiny-eval --box local --mode both --cap 16 --shapes short --concurrency 1 --prompts 4"
         )
-        waits = "--ready-timeout 600 --kill-grace 10 --json --base-port"
+        waits = "--ready-timeout 600 --kill-grace 10 --tripwire-max-tokens 64 --json --base-port"
         swept = run_campaign(db, *sweep.split(), *waits.split(), str(free_ports(1)), recipes=recipes)
         assert swept.returncode == 0, swept.stderr
         arm = store.rows("SELECT id, state, launch_ids FROM sweep_arms WHERE arm = 'tiny-cpu'")[0]

@@ -45,6 +45,8 @@ SWEEP = (
     "10",
     "--ready-timeout",
     "600",
+    "--tripwire-max-tokens",  # the random-weight model never stops: 21 s a tripwire at its default room
+    "64",
 )
 
 
@@ -125,6 +127,10 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
         assert served.state in ("served", "degenerate"), served
         assert served.kv_cache_tokens == 1048576 and served.max_concurrency == 512.0  # its start-up lines
         assert served.tripwire_run_id is not None
+        [items] = store.rows("SELECT items FROM tripwire_runs WHERE id = ?", [served.tripwire_run_id])
+        assert {i["completion_tokens"] <= 64 for i in json.loads(items["items"])} == {
+            True
+        }  # --tripwire-max-tokens
         [bench] = store.sweeps.benches(served.id)
         assert bench["error"] is None and bench["out_tok_per_s"] > 0 and bench["queueing"] == 0
         assert store.sweeps.get(1).state == "done"
@@ -173,6 +179,8 @@ def test_one_queue_over_the_cpu_vllm_box_and_a_gpu_box_runs_their_arms_at_once(
         "10",
         "--ready-timeout",
         "600",
+        "--tripwire-max-tokens",
+        "64",
     )
     try:
         _, err = run.communicate(timeout=900)

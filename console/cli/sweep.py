@@ -21,6 +21,7 @@ from console.cli.common import (
     argument,
     csv_values,
     grace_s_arg,
+    max_tokens_arg,
     open_store,
     port_arg,
     print_json,
@@ -89,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
         suite=args.suite,
         caps=Caps.of(args.cap or []),
         request_timeout_s=args.request_timeout,
+        tripwire_max_tokens=args.tripwire_max_tokens,
     )
     with store_and_service(args) as (store, service):
         sweep, resumed = service.open_sweep(
@@ -267,6 +269,12 @@ def register(sub: argparse._SubParsersAction[Any], help_text: str) -> None:
         type=prompts_arg,
         metavar="N",
         help=f"prompts per bench (default: {PROMPTS_PER_STREAM} x concurrency)",
+    )
+    run.add_argument(
+        "--tripwire-max-tokens",
+        type=max_tokens_arg,
+        metavar="N",
+        help="cap each tripwire answer (default: the tripwire's own room, which reasoning models need)",
     )
     run.add_argument(
         "--mode",

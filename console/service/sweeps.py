@@ -3,7 +3,7 @@ resumably (the walk is ``console.service.sweep``)."""
 
 from __future__ import annotations
 
-from console.bounds import CONCURRENCY, GRACE_S, PORT, PROMPTS, ROW_ID, WAIT_S
+from console.bounds import CONCURRENCY, GRACE_S, MAX_TOKENS, PORT, PROMPTS, ROW_ID, WAIT_S
 from console.errors import InputError
 from console.quality.suites import SUITES
 from console.service.base import reaching
@@ -61,6 +61,8 @@ def _check_options(options: SweepOptions) -> None:
     GRACE_S.check(options.kill_grace_s, "--kill-grace")
     if options.prompts is not None:
         PROMPTS.check(options.prompts, "--prompts")
+    if options.tripwire_max_tokens is not None:
+        MAX_TOKENS.check(options.tripwire_max_tokens, "--tripwire-max-tokens")
     if options.base_port is not None:
         PORT.check(options.base_port, "--base-port")
     if options.mode not in MODES:

@@ -76,6 +76,9 @@ class SweepOptions:
     caps: Caps = field(default_factory=Caps)
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     """An eval's caps and per-request timeout (seed-gaps F20), as ``campaign quality run`` takes them."""
+    tripwire_max_tokens: int | None = None
+    """Caps each tripwire answer, as ``campaign tripwire --max-tokens``; None: the tripwire's own room, which
+    reasoning models need (a model that never stops fills it: 21 s a tripwire on the tiny CPU model here)."""
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,9 @@ class ArmWalk:
         self._say(f"{plan.resolved.arm}: tripwire (waiting for the server)")
         try:
             return await self.service.tripwire(
-                plan.launch_ids[0], ready_within_s=self.options.ready_timeout_s
+                plan.launch_ids[0],
+                self.options.tripwire_max_tokens,
+                ready_within_s=self.options.ready_timeout_s,
             )
         except Refused:  # the launch already ended: the settle that follows records why
             return None
@@ -340,7 +345,7 @@ class ArmWalk:
         arm that is not on its GPUs is ``crashed`` before its tripwire is recorded or anything is benched."""
         if tripwire_id is None:
             self._say(f"{plan.resolved.arm}: tripwire")
-            tripwire_id = await self.service.tripwire(plan.launch_ids[0])
+            tripwire_id = await self.service.tripwire(plan.launch_ids[0], self.options.tripwire_max_tokens)
         if placed is not None and (problem := await placed()) is not None:
             return "crashed", problem
         error = await self.service.until_job_ends(plan.box, tripwire_id, self.options.job_timeout_s)
