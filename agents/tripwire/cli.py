@@ -10,12 +10,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agents.loadgen.preflight import PreflightError, ServedModel, served_model
+from agents.loadgen.preflight import PreflightError, served_model
 from agents.tripwire.client import ClientError, chat, make_client
 from agents.tripwire.grade import MAX_DEGENERATE, MIN_OK, Thresholds, grade_item, summarize
 from agents.tripwire.items import ITEMS
-from agents.tripwire.profile import ProfileError, RequestProfile, load
-from agents.tripwire.ready import NotServing, step_aside, until_serving
+from agents.tripwire.profile import ProfileError, load
+from agents.tripwire.ready import NotServing, until_serving
 
 PROMPT_ROOM = 256
 """Tokens left for the chat template and the longest prompt when max_tokens is capped to the model."""
@@ -56,23 +56,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _prepared(args: argparse.Namespace, api_key: str | None) -> tuple[Any, RequestProfile, ServedModel]:
-    """The client, the profile and the model the server serves; with ``--wait-ready-s``, once it serves."""
-    waits = args.wait_ready_s is not None
-    if waits:
-        step_aside()  # before importing openai: the server it waits for is loading on the same cores
-    client = make_client(args.base_url, api_key, args.timeout)
-    profile = load(args.profile, args.profile_json)
-    if waits:
-        until_serving(args.base_url, args.wait_ready_s, args.server_pid, args.server_start_ticks)
-    return client, profile, served_model(args.base_url, args.model, api_key)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     api_key = os.environ.get(args.api_key_env) or None
     try:
-        client, profile, served = _prepared(args, api_key)
+        client = make_client(args.base_url, api_key, args.timeout)
+        profile = load(args.profile, args.profile_json)
+        if args.wait_ready_s is not None:
+            until_serving(args.base_url, args.wait_ready_s, args.server_pid, args.server_start_ticks)
+        served = served_model(args.base_url, args.model, api_key)
     except (
         ClientError,
         ProfileError,

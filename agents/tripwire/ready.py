@@ -10,8 +10,6 @@ listens there next.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 import urllib.error
 import urllib.request
@@ -19,9 +17,6 @@ from collections.abc import Callable
 
 from agents import proc
 
-NICENESS = 10
-"""How far a client started beside a loading server steps back: its own start (0.5 s of CPU importing openai)
-must not slow the load it waits for (vLLM's start-up is CPU-bound too), and a tripwire is never timed."""
 POLL_S = 0.2
 """A check is one refused connection while the server loads: cheap, and the verdict follows readiness closely."""
 HTTP_TIMEOUT_S = 2.0
@@ -29,12 +24,6 @@ HTTP_TIMEOUT_S = 2.0
 
 class NotServing(RuntimeError):
     """The server did not serve: its process ended, or the wait ran out. The message says which, in one line."""
-
-
-def step_aside() -> None:
-    """Lower this process's CPU priority by ``NICENESS`` (best effort: a box that refuses keeps it as it is)."""
-    with contextlib.suppress(OSError):
-        os.nice(NICENESS)
 
 
 def answers(base_url: str, path: str) -> bool:
