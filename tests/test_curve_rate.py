@@ -2,14 +2,11 @@
 
 The rate parser and the bounds refuse in one line (exit 2) and store nothing; a rate curve's record carries its
 rates, burstiness and each point's (cap, rate), and its identity (what the same command resumes) includes them.
-End to end on the suite's real CPU vLLM of the tiny model: a `--rate 0.5,1.5` curve stores two done points
-whose rows carry their request rate, the 1.5 req/s point sends faster than the 0.5 one and neither faster than
-asked, and a `--burstiness` bench is stored with its burstiness.
+End to end on the CPU vLLM (a rate curve and a bursty bench): tests/test_curves_vllm.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -18,12 +15,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from console.errors import InputError
-from console.readmodel import bench_row, curve
+from console.readmodel import curve
 from console.service.curves import rate_list, rate_requests
 from console.store import Store
-from testbed.vllm_env import VllmEnv
-from tests.support.cli import run_campaign, run_cli
-from tests.support.local_box import serving_tiny_cpu
+from tests.support.cli import run_cli
 
 # ---------------------------------------------------------------- parsing and bounds
 
@@ -144,49 +139,3 @@ def test_a_rate_curve_records_its_rates_and_they_are_part_of_its_identity(tmp_pa
 
 
 # ---------------------------------------------------------------- end to end on the CPU vLLM
-
-
-RATE_CURVE = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--rate", "0.5,1.5")
-BURSTY_BENCH = "bench tiny-cpu --box local --shape short -c 2 --prompts 4 --rate 2 --burstiness 0.5"
-"""A bench of gamma arrivals of shape 0.5 (bursty), as an operator types it."""
-
-
-@pytest.mark.vllm
-@pytest.mark.timeout(900)
-async def test_a_rate_curve_and_a_bursty_bench_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_path: Path) -> None:
-    async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
-        # --rate 0.5,1.5 capped at C4, 3 requests per started req/s: 3 requests at 0.5/s, 6 at 1.5/s.
-        done = run_campaign(db, *RATE_CURVE, "--concurrency", "4", "--prompts-per-slot", "3", "--json")
-        assert done.returncode == 0, done.stderr
-        body = json.loads(done.stdout)
-        assert body["curve"]["rate"] == [0.5, 1.5] and body["curve"]["burstiness"] == 1.0
-        points = body["points"]
-        assert [(p["rate"], p["concurrency"], p["state"]) for p in points] == [
-            (0.5, 4, "done"),
-            (1.5, 4, "done"),
-        ]
-        rows = [bench_row(store, str(p["bench_run_ids"][0])) for p in points]
-        assert [(r.request_rate, r.burstiness, r.concurrency, r.prompts) for r in rows] == [
-            (0.5, 1.0, 4, 3),
-            (1.5, 1.0, 4, 6),
-        ]
-        slow, fast = (r.req_per_s or 0.0 for r in rows)
-        # the last request is released at n/R: no point sends faster than asked, and 1.5/s faster than 0.5/s
-        assert 0 < slow <= 0.5 and slow < fast <= 1.5, (slow, fast)
-        print(f"achieved request rates: {slow:.3f} req/s at 0.5, {fast:.3f} req/s at 1.5")
-
-        # The same command again measures nothing and shows each point's rate.
-        before = store.scalar("SELECT count(*) FROM bench_runs")
-        again = run_campaign(db, *RATE_CURVE, "--concurrency", "4")
-        assert again.returncode == 0, again.stderr
-        assert "measured now: nothing" in again.stdout and "REQ/S" in again.stdout
-        assert "rate 0.5,1.5 req/s (burstiness 1), cap C4" in again.stdout
-        assert store.scalar("SELECT count(*) FROM bench_runs") == before
-
-        # A bursty bench: gamma arrivals of shape 0.5, stored with it.
-        bursty = run_campaign(db, *BURSTY_BENCH.split(), "--json")
-        assert bursty.returncode == 0, bursty.stderr
-        row = json.loads(bursty.stdout)
-        assert (row["request_rate"], row["burstiness"], row["requests"], row["failed"]) == (2.0, 0.5, 4, 0)
-        stored = store.rows("SELECT request_rate, burstiness FROM bench_runs WHERE id = ?", [row["id"]])
-        assert stored == [{"request_rate": 2.0, "burstiness": 0.5}]

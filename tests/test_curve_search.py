@@ -1,17 +1,15 @@
 """The planners of curves chosen as they are measured (console/service/curve_search.py): the SLO search's
-answer and probes for any monotone latency, the workload levels' order and place, the pooled p99s."""
+answer and probes for any monotone latency, the workload levels' order and place, the pooled p99s. End to end
+on the CPU vLLM (an SLO search and a workload curve): tests/test_curves_vllm.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.readmodel.requests import RequestTiming, bench_requests
+from console.readmodel.requests import RequestTiming
 from console.service.curve_search import (
     pooled_p99s,
     slo_bracket,
@@ -19,10 +17,7 @@ from console.service.curve_search import (
     workload_levels,
     workload_next,
 )
-from console.store import Store
-from testbed.vllm_env import VllmEnv
-from tests.support.cli import run_campaign, run_cli
-from tests.support.local_box import serving_tiny_cpu
+from tests.support.cli import run_cli
 
 
 def _search(threshold: int, maximum: int) -> tuple[list[int], dict[int, bool]]:
@@ -114,54 +109,3 @@ def test_the_cli_refuses_a_search_with_explicit_points_and_stores_nothing(tmp_pa
         code, _, err = run_cli(db, *argv)
         assert code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
     assert not db.exists()
-
-
-def _stored_p99s(store: Store, point: dict[str, Any], limits: dict[str, float]) -> list[float | None]:
-    rows = [r for run_id in point["bench_run_ids"] for r in bench_requests(store, run_id)]
-    return [m.p99_ms for m in pooled_p99s(rows, limits)]
-
-
-@pytest.mark.vllm
-@pytest.mark.timeout(1500)
-async def test_slo_and_workload_curves_on_the_cpu_vllm(vllm_env: VllmEnv, tmp_path: Path) -> None:
-    async with serving_tiny_cpu(vllm_env, tmp_path) as (db, store, service):
-        # Warmed up, and the limit read off the server itself: 3x the E2E p99 of serial requests, which C=1
-        # meets comfortably while 64 streams sharing this CPU server cannot.
-        warm = await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300)
-        serial = pooled_p99s(bench_requests(store, warm.rows[0].id), {"e2el": 1.0})[0].p99_ms
-        assert serial is not None
-        limits: dict[str, float] = {"e2el": float(round(3 * serial))}
-        slo = f"e2el:{limits['e2el']:g}"
-
-        base = ("curve", "tiny-cpu", "--box", "local", "--shape", "short", "--prompts-per-slot", "2")
-        done = run_campaign(db, *base, "--slo", slo, "--max-concurrency", "64", "--json")
-        assert done.returncode == 0, done.stderr
-        body = json.loads(done.stdout)["slo"]
-        meeting, missing = body["largest_meeting_concurrency"], body["next_probe_missing"]
-        assert meeting is not None and missing is not None, body
-        probed = json.loads(done.stdout)["measured_now"]
-        assert len(probed) == len(set(probed)) and probed[:2] == [1, 2]
-        points = {p["concurrency"]: p for p in json.loads(done.stdout)["points"]}
-        # Read from the stored rows: every C up to the answer that was probed meets, the next probe misses.
-        assert missing == meeting + 1  # the bisection ends with the two adjacent
-        assert all(
-            p99 is not None and p99 <= limits["e2el"] for p99 in _stored_p99s(store, points[meeting], limits)
-        )
-        assert any(
-            p99 is None or p99 > limits["e2el"] for p99 in _stored_p99s(store, points[missing], limits)
-        )
-        text = run_campaign(db, *base, "--slo", slo, "--max-concurrency", "64")
-        assert text.returncode == 0 and "measured now: nothing" in text.stdout  # resumed: done already
-        assert f"largest C meeting e2el p99<={limits['e2el']:g} ms: C{meeting}" in text.stdout
-        assert f"C{missing} misses (e2el p99" in text.stdout
-        print(f"--slo {slo}: C{meeting} meets, C{missing} misses; probes {probed}")
-
-        wl = run_campaign(db, *base, "--workload-iters", "2", "--max-concurrency", "8", "--json")
-        assert wl.returncode == 0, wl.stderr
-        wl_body = json.loads(wl.stdout)
-        order = wl_body["measured_now"]
-        assert order[:2] == [1, 8] and 3 <= len(order) <= 4, order  # anchors, then 2 levels (merged if equal)
-        assert all(1 < c < 8 for c in order[2:]) and order[2:] == sorted(set(order[2:]))
-        assert wl_body["plan"] == {"mode": "workload", "iters": 2, "max": 8}
-        assert [p["state"] for p in wl_body["points"]] == ["done"] * len(order)
-        print(f"--workload-iters 2 up to C8: {order}")
