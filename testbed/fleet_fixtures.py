@@ -95,3 +95,17 @@ async def stop_live_launches(db: Path, box: str, settings: LinkSettings | None =
                 await service.stop_launches(box, live, grace_s=5)
         finally:
             await service.close()
+
+
+async def agent_ticking_fast(db: Path, box: str) -> None:
+    """Start ``box``'s agent at the tests' tick (``FAST.agent_tick_s``) before a console command of a test
+    reaches it: a command finds an agent running and keeps it (console/fleet/push.py ``ensure_agent``), where it
+    would start one at the operator's 1 s, and every launch, job and kill would wait on that tick."""
+    from console.service import Service  # the fixtures above stay importable without the service layer
+
+    with Store(db) as store:
+        service = Service(store, settings=FAST)
+        try:
+            await service.connect(box)
+        finally:
+            await service.close()

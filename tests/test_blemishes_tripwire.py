@@ -18,6 +18,7 @@ from console.recipes import load_catalog
 from console.service import Service
 from console.service.sweep import SweepError, SweepOptions
 from console.store import Store
+from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.sweep_recipes import RECIPES
 from tests.support.cli import run_cli
@@ -95,7 +96,7 @@ def test_check_fails_the_box_in_one_line_and_the_sweep_launches_nothing(
 
     async def sweep(force: bool) -> None:
         with Store(local_db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 opened, _ = service.open_sweep("fake-test", "local", ["short"])
                 options = SweepOptions(kill_grace_s=2, prompts=4, base_port=free_ports(1), force=force)

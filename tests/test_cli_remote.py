@@ -17,6 +17,7 @@ from console.recipes import load_catalog
 from console.service import Service, ServiceError
 from console.service.base import reaching
 from console.store import BoxNotReachable, NoSuchBox, Store
+from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 
@@ -121,7 +122,7 @@ def test_a_launch_killed_twice_then_stopped_by_a_sweep_is_three_kills_not_a_cras
 
     async def with_service(act: str, launch_id: str = "") -> str:
         with Store(local_db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 if act == "launch":
                     plan = service.plan_launch("fake-one", "local", base_port=free_ports(1))

@@ -21,7 +21,7 @@ import pytest
 from console.recipes import load_catalog
 from console.service import Service
 from console.store import Store
-from testbed.fleet_fixtures import stop_live_launches
+from testbed.fleet_fixtures import FAST, stop_live_launches
 from testbed.ports import free_ports
 from tests.support.cli import campaign_argv, campaign_env, run_campaign
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
@@ -70,7 +70,7 @@ def test_a_killed_curve_resumes_point_by_point_and_a_second_console_is_refused(
 
     async def launch() -> None:
         with Store(db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 launched = await service.launch(
                     service.plan_launch("fake-curve", "local", base_port=free_ports(1)), ready_timeout_s=60

@@ -21,6 +21,7 @@ from console.readmodel import bench_rows, compare, control_pairs, repeat_groups,
 from console.recipes import load_catalog
 from console.service import BenchOutcome, Service
 from console.store import Store
+from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from tests.support.fake_recipes import FAKE_NVFP4_PROFILE
 
@@ -123,7 +124,7 @@ def test_four_replicas_are_one_node_row_each_run_its_own_seed_and_the_fallback_m
 
     async def go() -> Measured:
         with Store(db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 plan = service.plan_launch("fake-b12x", "local", base_port=free_ports(4))
                 assert not plan.blocking, plan.blocking

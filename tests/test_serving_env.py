@@ -23,7 +23,7 @@ from console.service.sweep import SweepOptions
 from console.store import Store
 from console.store.sweeps import SweepArm
 from testbed import box_python
-from testbed.fleet_fixtures import box_started, fleet_store, register, sshd_farm
+from testbed.fleet_fixtures import FAST, box_started, fleet_store, register, sshd_farm
 from testbed.ports import free_ports
 from testbed.sshd import SshBox, SshdFarm
 from testbed.sweep_recipes import PROFILE
@@ -229,7 +229,7 @@ def test_a_sweep_refuses_an_arm_whose_serving_env_lacks_its_patch(local_db: Path
 
     async def go() -> dict[str, SweepArm]:
         with Store(local_db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             try:
                 await service.check("local")
                 sweep, _ = service.open_sweep("fake-patched", "local", shapes=["short"], concurrency=[1])

@@ -33,6 +33,7 @@ from console.store.served import NOT_APPLICABLE
 from console.store.sweeps import SweepArm
 from testbed import box_python
 from testbed.fake_engine import install, write_model
+from testbed.fleet_fixtures import FAST, agent_ticking_fast
 from testbed.ports import free_ports
 from testbed.sweep_recipes import PROFILE, RECIPES
 
@@ -186,7 +187,6 @@ def test_admitted_streams_is_the_sequence_cap_or_what_the_kv_cache_holds() -> No
 
 # -- the walk, through a real agent ------------------------------------------------------------------
 def _walk(db: Path, recipes: Path, **open_args: object) -> tuple[int, dict[str, SweepArm]]:
-    from testbed.fleet_fixtures import FAST  # the journal read every 50 ms, not the operator's 500
 
     async def go() -> int:
         with Store(db) as store:
@@ -309,6 +309,7 @@ def test_a_killed_sweep_resumes_where_it_stopped_without_rerunning_finished_arms
         "--kill-grace",
         "2",
     )
+    asyncio.run(agent_ticking_fast(local_db, "local"))  # the sweep's commands find it and keep its tick
     first = _campaign(local_db, recipes, *args)
     deadline = time.monotonic() + 120
     while (
@@ -372,6 +373,7 @@ def test_a_sweep_killed_between_curve_points_resumes_the_same_curve_point_by_poi
         'env = { FAKE_ENGINE_ITL_MS = "30" }\n[sweeps."slow"]\narms = ["slow-serve"]\n'
     )
     args = ("sweep", "run", "slow", "--box", "local", "--shapes", "short", "--concurrency", "1,2")
+    asyncio.run(agent_ticking_fast(local_db, "local"))
     first = _campaign(local_db, recipes, *args, "--prompts", "4", "--kill-grace", "2")
 
     def first_point_done() -> bool:
@@ -451,7 +453,7 @@ def test_an_arm_that_fits_one_card_runs_one_replica_per_card_in_parallel(
     recipes: Path, tmp_path: Path
 ) -> None:
     """Over a real sshd box whose fake nvidia-smi shows four cards: four servers, each benched."""
-    from testbed.fleet_fixtures import FAST, box_started, farm, register
+    from testbed.fleet_fixtures import box_started, farm, register
     from testbed.sshd import SshdUnavailable
 
     try:
@@ -566,7 +568,7 @@ def test_a_box_that_cannot_start_servers_stops_the_sweep_instead_of_failing_ever
 
     async def go() -> None:
         with Store(local_db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             sweep, _ = service.open_sweep("one", "local", ["short"])
             try:
                 await service.run_sweep(sweep.id, SweepOptions(kill_grace_s=2, base_port=port))

@@ -18,6 +18,7 @@ from console.recipes import load_catalog
 from console.service import Service
 from console.service.sweep import SweepOptions
 from console.store import Store
+from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
 from testbed.sweep_recipes import RECIPES
 
@@ -36,7 +37,7 @@ def recipes(tmp_path: Path) -> Path:
 def _sweep(db: Path, recipes: Path, mode: str) -> int:
     async def go() -> int:
         with Store(db) as store:
-            service = Service(store, catalog=load_catalog([recipes]))
+            service = Service(store, catalog=load_catalog([recipes]), settings=FAST)
             sweep, _ = service.open_sweep("fake-eval", "local", ["short"], [1])
             options = SweepOptions(
                 kill_grace_s=2,
