@@ -30,6 +30,7 @@ from console.store.checks import as_probe
 from console.tui.views.sweeps import arm_detail, progress_line, queue_lines
 from testbed import box_python
 from testbed.fake_engine import install, write_model
+from testbed.fleet_fixtures import agent_ticking_fast
 from testbed.ports import free_ports
 from tests import test_sweep
 from tests.support.schema import database_at
@@ -448,6 +449,8 @@ def test_a_dead_box_gives_its_arms_back_and_a_restarted_console_runs_nothing_twi
     )
     with Store(db) as store:
         _register(store, [qc, qd])
+    for box in ("qc", "qd"):  # the sweep's commands find them and keep their tick
+        asyncio.run(agent_ticking_fast(db, box))
     args = (
         "sweep",
         "run",
