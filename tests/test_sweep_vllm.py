@@ -8,6 +8,7 @@ launches in all. The random-weight model fails the tripwire, so --bench-degenera
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import pytest
 
 from console.store import Store
 from testbed.agent_box import stop_agent
+from testbed.fleet_fixtures import agent_ticking_fast
 from testbed.ports import free_ports
 from testbed.vllm_env import VllmEnv
 
@@ -66,9 +68,10 @@ def setup(vllm_env: VllmEnv, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
             agent_home=str(home / "agent"),
         )
     try:
+        asyncio.run(agent_ticking_fast(db, "local"))  # the sweep's commands find it and keep its tick
         yield db, recipes
     finally:
-        stop_agent(home / "agent")  # the agent this test's sweep started
+        stop_agent(home / "agent")
         shutil.rmtree(home, ignore_errors=True)
 
 
