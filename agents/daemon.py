@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -420,13 +420,11 @@ class Agent:
         return self.jobs.start("bench", args, command_id)
 
     def op_tripwire(self, args: protocol.TripwireArgs, command_id: str) -> protocol.RunStarted:
-        if args.get("wait_ready_s") is not None:
-            # Sent while the launch loads: where it listens and which process it is are this agent's to say
-            # (a launch whose port was taken moved to a free one), never the console's guess.
-            return self.jobs.start(
-                "tripwire", {**args, **self.supervisor.awaited(args.get("launch_id"))}, command_id
-            )
-        return self.jobs.start("tripwire", args, command_id)
+        # Sent while the launch loads: where it listens and which process it is are this agent's to say (a
+        # launch whose port was taken moved to a free one), never the console's guess.
+        waits = args.get("wait_ready_s") is not None
+        awaited: Mapping[str, object] = self.supervisor.awaited(args.get("launch_id")) if waits else {}
+        return self.jobs.start("tripwire", {**args, **awaited}, command_id)
 
     def op_kldiff(self, args: protocol.KldiffArgs, command_id: str) -> protocol.RunStarted:
         return self.jobs.start("kldiff", args, command_id)

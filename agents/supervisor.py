@@ -11,7 +11,6 @@ server too busy to answer ``/metrics`` (normal at C2048) must never stall the GP
 
 from __future__ import annotations
 
-import http.client
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from agents import loglines, proc
 from agents.environ import allowed_env
 from agents.gpu import GpuSampler
 from agents.journal import Journal
+from agents.local_http import http_get, serves
 from agents.metrics import RateTracker
 from agents.protocol import GpuReading, KillResult, LaunchArgs, LaunchResult, LaunchStateName, ReleasedGpu
 
@@ -40,7 +40,6 @@ MAX_ANALYSED_CHARS = 64 * 1024
 """Lines are matched up to this length (an engine config line runs to several thousand characters)."""
 RELEASE_WAIT_S = 10.0
 """After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
-HTTP_TIMEOUT_S = 1.0
 METRICS_TIMEOUT_S = 5.0
 """A server under full load answers /metrics late; off the tick, waiting for it costs nothing."""
 
@@ -114,28 +113,6 @@ def port_in_use(port: int) -> bool:
         except OSError:
             return True
     return False
-
-
-def http_get(port: int, path: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int, bytes] | None:
-    """GET http://127.0.0.1:port/path; None when nothing answers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
-
-
-def _ready(port: int) -> bool:
-    """The server answers both /health and /v1/models (vLLM's API server up and its model loaded)."""
-    health = http_get(port, "/health")
-    if health is None or health[0] != 200:
-        return False
-    models = http_get(port, "/v1/models")
-    return models is not None and models[0] == 200
 
 
 def _launch_argv(argv: object) -> list[str]:
@@ -534,7 +511,7 @@ class Supervisor:
         if launch.headless:  # _check_exit ran first this tick: the process still runs
             self._finish(launch, "serving")
             return
-        answered, ready = self._collect(launch, "ready", lambda: _ready(launch.port))
+        answered, ready = self._collect(launch, "ready", lambda: serves(launch.port))
         if answered and ready:
             launch.inflight = None
             self._finish(launch, "serving")

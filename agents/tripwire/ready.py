@@ -3,7 +3,7 @@
 Why: a sweep sends the tripwire with the launch, so the client's own start (a Python, ``openai`` imported,
 0.5 s of CPU each) overlaps the server's load instead of following it, when every arm of a queue becomes
 ready at once and eight such starts share the box's cores (README, Sweep over boxes). The client then waits
-here for what the agent's own ready check waits for (agents/supervisor.py ``_ready``), and gives up the
+here for what the agent's own ready check waits for (agents/local_http.py ``serves``), and gives up the
 moment the server's process is gone: a client left polling a dead launch's port would tripwire whatever
 listens there next.
 """
@@ -11,28 +11,18 @@ listens there next.
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable
 
 from agents import proc
+from agents.local_http import serves
 
 POLL_S = 0.2
 """A check is one refused connection while the server loads: cheap, and the verdict follows readiness closely."""
-HTTP_TIMEOUT_S = 2.0
 
 
 class NotServing(RuntimeError):
     """The server did not serve: its process ended, or the wait ran out. The message says which, in one line."""
-
-
-def answers(base_url: str, path: str) -> bool:
-    """GET ``base_url + path`` answered 200."""
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + path, timeout=HTTP_TIMEOUT_S) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def until_serving(
@@ -46,13 +36,14 @@ def until_serving(
 ) -> float:
     """Block until ``base_url`` answers ``/health`` and ``/v1/models``; the seconds waited. ``NotServing`` once
     the process ``pid`` (with its kernel start time) is gone or ``wait_s`` passed."""
+    url = urllib.parse.urlsplit(base_url)
     started = clock()
     while True:
         if pid is not None and not proc.alive(pid, start_ticks):  # first: whatever answers then is not it
             raise NotServing(
                 f"the server at {base_url} (pid {pid}) ended before it served; no request was sent"
             )
-        if answers(base_url, "/health") and answers(base_url, "/v1/models"):
+        if serves(url.port or 80, url.hostname or "127.0.0.1"):
             return clock() - started
         waited = clock() - started
         if waited >= wait_s:
