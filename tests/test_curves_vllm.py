@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +27,11 @@ import pytest
 
 from console.readmodel import bench_row
 from console.readmodel.requests import bench_requests
-from console.service import Service
 from console.service.curve_search import pooled_p99s
 from console.store import Store
-from testbed.fleet_fixtures import FAST
 from testbed.vllm_env import VllmEnv
 from tests.support.cli import run_campaign
-from tests.support.local_box import launched_arms
+from tests.support.local_box import console_of, launched_arms
 
 pytestmark = pytest.mark.vllm
 
@@ -44,19 +41,6 @@ def served(vllm_env: VllmEnv, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """The state.db whose ``local`` box serves the tiny-cpu arm; stopped, with its agent, after the module."""
     with launched_arms(vllm_env, tmp_path_factory.mktemp("curves-vllm"), ("tiny-cpu",)) as up:
         yield up.db
-
-
-@asynccontextmanager
-async def console_of(db: Path) -> AsyncIterator[tuple[Path, Store, Service]]:
-    """A test's own console over the shared state.db: (state.db, its store, the service), the link supervised."""
-    store = Store(db)
-    service = Service(store, settings=FAST)
-    try:
-        service.fleet.start("local")
-        yield db, store, service
-    finally:
-        await service.close()
-        store.close()
 
 
 def _stored_p99s(store: Store, point: dict[str, Any], limits: dict[str, float]) -> list[float | None]:

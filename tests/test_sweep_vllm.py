@@ -130,10 +130,10 @@ def test_sweep_refused_crashed_served_interrupted_and_resumed(setup: tuple[Path,
         assert served.state in ("served", "degenerate"), served
         assert served.kv_cache_tokens == 1048576 and served.max_concurrency == 512.0  # its start-up lines
         assert served.tripwire_run_id is not None
+        # --tripwire-max-tokens 64 reached every answer of the tripwire.
         [items] = store.rows("SELECT items FROM tripwire_runs WHERE id = ?", [served.tripwire_run_id])
-        assert {i["completion_tokens"] <= 64 for i in json.loads(items["items"])} == {
-            True
-        }  # --tripwire-max-tokens
+        capped = {i["completion_tokens"] <= 64 for i in json.loads(items["items"])}
+        assert capped == {True}, items
         [bench] = store.sweeps.benches(served.id)
         assert bench["error"] is None and bench["out_tok_per_s"] > 0 and bench["queueing"] == 0
         assert store.sweeps.get(1).state == "done"

@@ -66,27 +66,40 @@ gpu_memory_utilization = 0.15
 
 
 @asynccontextmanager
+async def console_of(db: Path) -> AsyncIterator[tuple[Path, Store, Service]]:
+    """A console over ``db``: (state.db, its store, the service), the ``local`` box's link supervised; closed on
+    the way out. Its launches stay: a module's tests each open their own console over one served state.db."""
+    store = Store(db)
+    service = Service(store, settings=FAST)
+    try:
+        service.fleet.start("local")
+        yield db, store, service
+    finally:
+        await service.close()
+        store.close()
+
+
+@asynccontextmanager
 async def serving_tiny_cpu(vllm_env: VllmEnv, tmp_path: Path) -> AsyncIterator[tuple[Path, Store, Service]]:
     """A fresh state.db at ``tmp_path`` whose ``local`` box serves the ``tiny-cpu`` arm on the CPU vLLM, launched
     through the console: (state.db, its store, the service). On the way out, whatever the test did, every live
     launch is stopped (never a vLLM left behind a failed test) and the test's agent with it."""
     home, db = tmp_path / "agent-home", tmp_path / "state.db"
-    store = Store(db)
-    add_vllm_box(store, vllm_env, home)
-    service = Service(store, settings=FAST)
+    with Store(db) as store:
+        add_vllm_box(store, vllm_env, home)
     try:
-        service.fleet.start("local")
-        launched = await service.launch(
-            service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
-        )
-        assert launched.serving, launched.replicas
-        yield db, store, service
+        async with console_of(db) as (_, store, service):
+            try:
+                launched = await service.launch(
+                    service.plan_launch("tiny-cpu", "local", base_port=free_ports(1)), ready_timeout_s=600
+                )
+                assert launched.serving, launched.replicas
+                yield db, store, service
+            finally:
+                live = [row.id for row in store.launches.live("local")]
+                if live:
+                    await service.stop_launches("local", live, grace_s=5)
     finally:
-        live = [row.id for row in store.launches.live("local")]
-        if live:
-            await service.stop_launches("local", live, grace_s=5)
-        await service.close()
-        store.close()
         stop_agent(home)
 
 
