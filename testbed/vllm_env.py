@@ -167,7 +167,12 @@ def ensure_trained() -> TrainedModels:
 
 def server_env() -> dict[str, str]:
     """What a CPU vLLM server needs in its environment here (docs/facts.md)."""
-    return {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return {
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    }
 
 
 if __name__ == "__main__":

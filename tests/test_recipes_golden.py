@@ -409,7 +409,12 @@ GOLDEN = {
     ),
     "tiny-cpu": (
         [[]],
-        {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        },
         "/srv/models/tiny-llama",
         [
             "--max-num-seqs",
@@ -561,7 +566,12 @@ GOLDEN = {
     ),
     "tiny-cpu-ngram": (
         [[]],
-        {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        },
         "/srv/models/tiny-llama",
         [
             "--max-num-seqs",
