@@ -52,16 +52,18 @@ def _stored_p99s(store: Store, point: dict[str, Any], limits: dict[str, float]) 
 @pytest.mark.timeout(1500)
 async def test_slo_and_workload_curves_on_the_cpu_vllm(served: Path) -> None:
     async with console_of(served) as (db, store, service):
-        # Warmed up, and the limit read off the server itself: halfway (geometrically) between the E2E p99 of
-        # serial requests and that of 64 streams sharing this CPU server (16 at a time), so that C=1 meets and
-        # C=64 misses it by the same wide factor, whatever another test's server start costs them meanwhile.
-        warm = await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300)
+        # Warmed up (a cold server's first requests are slow), then the limit read off the server itself:
+        # halfway (geometrically) between the E2E p99 of serial requests and that of 64 streams sharing this
+        # CPU server (16 at a time), so that C=1 meets and C=64 misses it by the same factor (about 3), whatever
+        # another test's server start costs them meanwhile.
+        await service.bench("tiny-cpu", "local", "short", 1, prompts=4, timeout_s=300)
+        alone = await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300)
         crowd = await service.bench("tiny-cpu", "local", "short", 64, prompts=128, timeout_s=600)
         serial, crowded = (
             pooled_p99s(bench_requests(store, run.rows[0].id), {"e2el": 1.0})[0].p99_ms
-            for run in (warm, crowd)
+            for run in (alone, crowd)
         )
-        assert serial is not None and crowded is not None and crowded > 4 * serial, (serial, crowded)
+        assert serial is not None and crowded is not None and crowded > 2 * serial, (serial, crowded)
         limits: dict[str, float] = {"e2el": float(round(math.sqrt(serial * crowded)))}
         slo = f"e2el:{limits['e2el']:g}"
 
@@ -86,7 +88,9 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(served: Path) -> None:
         assert text.returncode == 0 and "measured now: nothing" in text.stdout  # resumed: done already
         assert f"largest C meeting e2el p99<={limits['e2el']:g} ms: C{meeting}" in text.stdout
         assert f"C{missing} misses (e2el p99" in text.stdout
-        print(f"--slo {slo}: C{meeting} meets, C{missing} misses; probes {probed}")
+        print(
+            f"--slo {slo} (p99 alone {serial:.0f} ms, at C64 {crowded:.0f}): C{meeting} meets, C{missing} misses; probes {probed}"
+        )
 
         wl = run_campaign(db, *base, "--workload-iters", "2", "--max-concurrency", "8", "--json")
         assert wl.returncode == 0, wl.stderr
