@@ -172,6 +172,7 @@ def server_env() -> dict[str, str]:
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "OMP_NUM_THREADS": "1",
     }
 
 

@@ -68,6 +68,7 @@ replicas = 2
 [arms."tiny-cpu-x2".env]
 VLLM_CPU_KVCACHE_SPACE = "1"
 VLLM_ENABLE_V1_MULTIPROCESSING = "0"
+OMP_NUM_THREADS = "1"
 """
 
 

@@ -414,6 +414,7 @@ GOLDEN = {
             "TRANSFORMERS_OFFLINE": "1",
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            "OMP_NUM_THREADS": "1",
         },
         "/srv/models/tiny-llama",
         [
@@ -571,6 +572,7 @@ GOLDEN = {
             "TRANSFORMERS_OFFLINE": "1",
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+            "OMP_NUM_THREADS": "1",
         },
         "/srv/models/tiny-llama",
         [

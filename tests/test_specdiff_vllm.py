@@ -50,6 +50,7 @@ description = "tiny-cpu with another --max-num-seqs: a BASE that differs in more
 [arms."tiny-cpu-seqs8".env]
 VLLM_CPU_KVCACHE_SPACE = "1"
 VLLM_ENABLE_V1_MULTIPROCESSING = "0"
+OMP_NUM_THREADS = "1"
 
 [arms."tiny-cpu-seqs8".flags]
 "--override-generation-config" = '{"temperature":0.0}'

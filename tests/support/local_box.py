@@ -56,7 +56,7 @@ source = "test model: greedy, no reasoning"
 [arms."{arm}"]
 profile = "{model}"
 device = "cpu"
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_ENABLE_V1_MULTIPROCESSING = "0" }}
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_ENABLE_V1_MULTIPROCESSING = "0", OMP_NUM_THREADS = "1" }}
 dtype = "bfloat16"
 max_model_len = 2048
 max_num_seqs = 16
