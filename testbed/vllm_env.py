@@ -165,15 +165,16 @@ def ensure_trained() -> TrainedModels:
     return out
 
 
+CPU_ARM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1"}
+"""What a test arm on the CPU vLLM sets for its server (docs/facts.md), as recipes/arms/tiny-cpu.toml does: a
+1 GiB KV cache, the worker inside the engine core, one OpenMP thread."""
+CPU_ARM_ENV_TOML = "env = { " + ", ".join(f'{k} = "{v}"' for k, v in CPU_ARM_ENV.items()) + " }"
+"""``CPU_ARM_ENV`` as the line of an arm's table in the recipes a test writes."""
+
+
 def server_env() -> dict[str, str]:
     """What a CPU vLLM server needs in its environment here (docs/facts.md)."""
-    return {
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-        "OMP_NUM_THREADS": "1",
-    }
+    return {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **CPU_ARM_ENV}
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from console.store import Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_ports
-from testbed.vllm_env import VllmEnv
+from testbed.vllm_env import CPU_ARM_ENV_TOML, VllmEnv
 from tests.support.local_box import add_vllm_box
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
@@ -54,7 +54,7 @@ async def _campaign(db: str, recipes: Path, *argv: str, status: int = 0) -> dict
     return dict(json.loads(out))
 
 
-TWO_REPLICAS = """
+TWO_REPLICAS = f"""
 [arms."tiny-cpu-x2"]  # tiny-cpu as two servers on the box's CPUs: a node of two replicas
 profile = "tiny-llama"
 device = "cpu"
@@ -64,11 +64,7 @@ max_model_len = 2048
 max_num_seqs = 2
 enforce_eager = true
 replicas = 2
-
-[arms."tiny-cpu-x2".env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-VLLM_ENABLE_V1_MULTIPROCESSING = "0"
-OMP_NUM_THREADS = "1"
+{CPU_ARM_ENV_TOML}
 """
 
 

@@ -30,13 +30,13 @@ import pytest
 from agents.loadgen.specdecode import over_run, read
 from agents.specdiff.prompts import DEFAULT_PROMPTS
 from console.store import Store
-from testbed.vllm_env import VllmEnv
+from testbed.vllm_env import CPU_ARM_ENV_TOML, VllmEnv
 from tests.support.cli import run_cli
 from tests.support.local_box import launched_arms
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
 
-OTHER = """
+OTHER = f"""
 [arms."tiny-cpu-seqs8"]
 profile = "tiny-llama"
 device = "cpu"
@@ -46,14 +46,10 @@ max_num_seqs = 8
 enforce_eager = true
 gpu_memory_utilization = 0.15
 description = "tiny-cpu with another --max-num-seqs: a BASE that differs in more than speculation"
-
-[arms."tiny-cpu-seqs8".env]
-VLLM_CPU_KVCACHE_SPACE = "1"
-VLLM_ENABLE_V1_MULTIPROCESSING = "0"
-OMP_NUM_THREADS = "1"
+{CPU_ARM_ENV_TOML}
 
 [arms."tiny-cpu-seqs8".flags]
-"--override-generation-config" = '{"temperature":0.0}'
+"--override-generation-config" = '{{"temperature":0.0}}'
 """
 UNSTEADY = frozenset(DEFAULT_PROMPTS[4:])
 """The built-in prompts whose second capture the unsteady server changes: 8 of 12, so 4 reproduce."""

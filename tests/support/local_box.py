@@ -15,7 +15,7 @@ from console.store import Box, Store
 from testbed.agent_box import stop_agent
 from testbed.fleet_fixtures import FAST
 from testbed.ports import free_port, free_ports
-from testbed.vllm_env import VllmEnv
+from testbed.vllm_env import CPU_ARM_ENV_TOML, VllmEnv
 
 
 def add_vllm_box(store: Store, vllm_env: VllmEnv, agent_home: Path) -> Box:
@@ -56,7 +56,7 @@ source = "test model: greedy, no reasoning"
 [arms."{arm}"]
 profile = "{model}"
 device = "cpu"
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_ENABLE_V1_MULTIPROCESSING = "0", OMP_NUM_THREADS = "1" }}
+{CPU_ARM_ENV_TOML}
 dtype = "bfloat16"
 max_model_len = 2048
 max_num_seqs = 16
