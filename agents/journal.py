@@ -612,8 +612,9 @@ becomes \\u00XX): a larger body goes parsed, as in ``events``, so a reply stays 
 
 def wire_row(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = None) -> Any:
     """One journal row for a ``rows`` reply: ``[seq, t_ms, kind, body]`` when it is text of a size to send
-    as it is, with a t_ms and kind of the right types; else the row read as ``wire_event`` reads it (a
-    malformed one included), so what cannot travel as text is judged here, as before."""
+    as it is, with a t_ms and kind of the right types, the body marked to go as JSON where it reads as one
+    object (``protocol.json_object_text``: what ``append`` writes), else as a string for the console to
+    judge; any other row as ``wire_event`` reads it (a malformed one included), as before."""
     if (
         stored_as is None
         and type(t_ms) is int
@@ -621,7 +622,7 @@ def wire_row(seq: int, t_ms: Any, kind: Any, body: Any, stored_as: str | None = 
         and type(body) is str
         and len(body) <= TEXT_ROW_CHARS
     ):
-        return [seq, t_ms, kind, body]
+        return [seq, t_ms, kind, protocol.json_object_text(body) or body]
     return wire_event(seq, t_ms, kind, body, stored_as)
 
 

@@ -562,14 +562,15 @@ class EventsArgs(TypedDict, total=False):
     max_bytes: int
     consumer: str | None
     rows: bool
-    """True: the events come as ``rows``, each journal row with its body as the box stored it, neither parsed
-    nor encoded again by the agent (the console's link asks so: it parses each body once and keeps its text
-    as the journal row of state.db); false or absent: as ``events``, each parsed into an object."""
+    """True: the events come as ``rows``, each journal row with its body as the box stored it, never encoded
+    again by the agent (the console's link asks so: its one decode of the reply reads every body); false or
+    absent: as ``events``, each parsed into an object."""
 
 
 WireRow = list[Any]
-"""One journal row in a ``rows`` reply: ``[seq, t_ms, kind, body]``, the body the text of a JSON object as the
-box journal holds it (not yet checked: ``row_event`` reads it on the console)."""
+"""One journal row in a ``rows`` reply: ``[seq, t_ms, kind, body]``. The body is the JSON object the box
+journal holds, carried as JSON where the agent read it as the console's decoder will (``JsonObjectText``),
+else its stored text as a string, unchecked (``row_event`` reads it on the console)."""
 
 
 class _EventsHeld(TypedDict):
@@ -1172,12 +1173,14 @@ def plain_figures(rows: list[tuple[Any, ...]], types: tuple[frozenset[type], ...
     return True
 
 
-def object_fields(text: str) -> tuple[dict[str, Any] | None, str | None]:
+def object_fields(
+    text: str, loads: Callable[[str], Any] = json.loads
+) -> tuple[dict[str, Any] | None, str | None]:
     """A journal body's fields, or why it cannot be an event: not JSON, not an object, or nested deeper than
     MAX_DEPTH (walked only when it holds that many brackets: the common case is one cheap count). The agent
     reads a row with it when it parses one, the console when the row came as text (``row_event``)."""
     try:
-        fields = json.loads(text)
+        fields = loads(text)
     except ValueError as exc:
         return None, f"body is not JSON: {exc}"
     except RecursionError:
@@ -1189,6 +1192,28 @@ def object_fields(text: str) -> tuple[dict[str, Any] | None, str | None]:
         if problem:
             return None, problem
     return fields, None
+
+
+class JsonObjectText(str):
+    """A journal body that ``encode`` carries as JSON, not as a string: the agent read it as a JSON object with
+    the decoder the console's ``decode`` uses, strictly (no NaN or Infinity, which strict JSON lacks), within
+    MAX_DEPTH and on one line (a newline would end the message). The console's one decode of the reply then
+    reads the body too (``row_event``), where a string body costs a second decode and its escaping."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_read_strict_json = json.JSONDecoder(parse_constant=_no_constant).decode
+
+
+def json_object_text(body: str) -> JsonObjectText | None:
+    """``body`` marked to travel as JSON (``JsonObjectText``), or None where it must go as text: not a JSON
+    object, not strict JSON, nested too deep, or spread over lines."""
+    if "\n" in body or object_fields(body, _read_strict_json)[0] is None:
+        return None
+    return JsonObjectText(body)
 
 
 _JSON_TYPES = {
@@ -1220,8 +1245,16 @@ def row_event(row: Any) -> tuple[Any, str | None]:
     if type(row) is not list or len(row) != 4:
         return row, None
     seq, t_ms, kind, body = row
-    if type(seq) is not int or type(t_ms) is not int or type(kind) is not str or type(body) is not str:
+    if (
+        type(seq) is not int
+        or type(t_ms) is not int
+        or type(kind) is not str
+        or type(body) not in (str, dict)
+    ):
         return malformed_event(seq, t_ms, kind, f"row {_shown(row)} is not a journal row", ""), None
+    if type(body) is dict:  # read by the reply's decode (``JsonObjectText``); ingest encodes what it keeps
+        body.update(seq=seq, t_ms=t_ms, kind=kind)
+        return body, None
     fields, problem = object_fields(body)
     if fields is None:
         return malformed_event(seq, t_ms, kind, problem, body), None
@@ -1273,10 +1306,27 @@ class ProtocolError(ValueError):
     """A line that is not a valid message of this protocol."""
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_ROWS_PLACE = "\x00rows\x00"
+_ROWS_MARK = _dumps(_ROWS_PLACE)
+"""Where a ``rows`` reply's rows go into its encoded line: a string no message holds, its last occurrence taken."""
+
+
 def encode(message: dict[str, Any]) -> bytes:
-    """One message as one line of compact JSON."""
+    """One message as one line of compact JSON; a ``rows`` reply's ``JsonObjectText`` bodies go in as they are."""
     message.setdefault("v", PROTOCOL_VERSION)
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    result = message.get("result")
+    rows = result.get("rows") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or type(rows) is not list or not rows:
+        return _dumps(message).encode() + b"\n"
+    head, _, tail = _dumps({**message, "result": {**result, "rows": _ROWS_PLACE}}).rpartition(_ROWS_MARK)
+    return f"{head}[{','.join(map(_row_json, rows))}]{tail}".encode() + b"\n"
+
+
+def _row_json(row: Any) -> str:
+    if type(row) is list and len(row) == 4 and type(row[3]) is JsonObjectText:
+        return f"{_dumps(row[:3])[:-1]},{row[3]}]"
+    return _dumps(row)
 
 
 def decode(line: bytes) -> dict[str, Any]:

@@ -5,7 +5,9 @@ The oracle is the contract check itself: over generated batches of gpu and serve
 mixed in (NaN, infinities, integers past 64 bits, booleans, text, lone surrogates, unknown fields, missing
 keys), every event ``event_problem`` refuses is quarantined with exactly its reason, every other one lands in
 the journal and the sample tables, and the journal's text reads back as the event (or, for a sample whose
-every field has a column, its rows do). Batches go in both as parsed events and as the rows a box sends.
+every field has a column, its rows do). Batches go in both as parsed events and as the rows a box sends,
+read as the console reads them and as they travel (each body marked by the agent's ``wire_row``, the reply
+encoded and decoded): carrying a body as JSON rather than as a string changes nothing either.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agents.journal import wire_row
 from agents.protocol import (
     GPU_COLUMNS,
     GPU_ROW_TYPES,
     SERVER_COLUMNS,
+    JsonObjectText,
+    decode,
+    encode,
     event_problem,
     plain_figures,
     plain_sample,
@@ -146,14 +152,24 @@ def test_a_batch_of_parsed_samples_keeps_and_refuses_exactly_what_the_contract_d
     _check_kept(store, box, events, report)
 
 
+def _sent(rows: list[list[Any]]) -> list[Any]:
+    """Journal rows as a box's ``rows`` reply carries them: each read by the agent (``wire_row``: a body that
+    reads as one JSON object goes as JSON), the reply encoded, then decoded as the console's link does."""
+    reply = encode({"id": "e", "ok": True, "result": {"events": [], "rows": [wire_row(*r) for r in rows]}})
+    assert reply.count(b"\n") == 1  # one message, one line, whatever the bodies hold
+    answer: list[Any] = decode(reply)["result"]["rows"]
+    return answer
+
+
+@pytest.mark.parametrize("travelled", [False, True], ids=["rows", "rows-over-the-wire"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=_BATCH)
 def test_a_batch_sent_as_rows_keeps_the_box_text_and_refuses_exactly_what_the_contract_does(
-    store: Store, batch: list[dict[str, Any]]
+    store: Store, travelled: bool, batch: list[dict[str, Any]]
 ) -> None:
     box = _new_box(store)
     rows = [[e["seq"], e["t_ms"], e["kind"], _body(e)] for e in _on_box(box, batch)]
-    read = [row_event(r) for r in rows]
+    read = [row_event(r) for r in (_sent(rows) if travelled else rows)]
     report = store.ingest.batch(box, [e for e, _ in read], texts=[t for _, t in read])
     events = [e for e, _ in read]
     for event, (_, text) in zip(events, read, strict=True):
@@ -197,6 +213,53 @@ def test_a_row_reads_as_its_event_and_its_text_as_the_same_event(
         assert text is None  # the body's own envelope key: ingest encodes the event, the envelope winning
     else:
         assert text is not None and json.loads(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.one_of(
+        st.builds(
+            lambda fields, pad, indent: pad + json.dumps(fields, indent=indent) + pad,
+            _JSON_OBJECT,
+            st.sampled_from(["", " ", "\n", "\r\n", " \t "]),
+            st.sampled_from([None, 1]),
+        ),
+        st.builds(lambda fields: json.dumps(fields).replace("0", "NaN", 1), _JSON_OBJECT),
+        st.text(max_size=40),
+    ),
+    kind=st.text(max_size=8),
+)
+def test_a_body_travels_as_json_only_where_it_reads_back_as_the_same_event(body: str, kind: str) -> None:
+    """The agent carries a body as JSON (no second decode on the console) only where the console's decoder reads
+    it as one object, strictly and on one line; the event the console reads is the one its text would give,
+    and what the text path refuses (not JSON, NaN, not an object) goes as text, refused the same way."""
+    row: list[Any] = [7, 1_788_658_020_000, kind, body]
+    wired = wire_row(*row)
+    (travelled,) = _sent([row])
+    as_text, _ = row_event(list(row))
+    as_sent, text = row_event(travelled)
+    assert as_sent == as_text
+    if type(wired[3]) is JsonObjectText:
+        assert "\n" not in body and "malformed" not in as_text
+        assert type(travelled[3]) is dict and text is None  # ingest encodes it only if it keeps its text
+    else:
+        assert travelled == row  # sent as the text the box holds, for the console to judge as before
+
+
+def test_bodies_strict_json_lacks_or_spread_over_lines_travel_as_text() -> None:
+    """NaN and Infinity (Python reads them, strict JSON has none), a newline (it would end the reply's line) and
+    nesting past the bound go as the box's text; a body holding the reply's own placeholder goes as JSON."""
+    for body in (
+        '{"power_w": NaN}',
+        '{"power_w": -Infinity}',
+        '{\n"a": 1}',
+        '{"a":' + "[" * 40 + "]" * 40 + "}",
+    ):
+        assert type(wire_row(3, 1, "warning", body)[3]) is str, body
+    mark = '{"note": "\\u0000rows\\u0000"}'
+    assert type(wire_row(3, 1, "warning", mark)[3]) is JsonObjectText
+    (travelled,) = _sent([[3, 1, "warning", mark]])
+    assert travelled == [3, 1, "warning", {"note": "\x00rows\x00"}]
 
 
 @settings(max_examples=200, deadline=None)
