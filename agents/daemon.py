@@ -44,6 +44,8 @@ DISK_FLOOR_BYTES = 512 * 1024 * 1024
 """Below this much free space in the agent home, samples stop (lifecycle events are still written)."""
 EVENTS_LIMIT = 10_000
 SOCKET_NAME = "agent.sock"
+WAKE_GAP_S = 0.1
+"""The least time between two passes of the loop, however often it is woken (``Agent.wake``)."""
 _OUTSIDE_TICK = frozenset({"probe", "shutdown_agent"})
 """Mutating ops that touch no launch state: they run without stalling the 1 Hz loop (a probe takes seconds)."""
 PIDFILE = "agent.pid"
@@ -78,6 +80,8 @@ class Agent:
         self.journal = Journal(home / "journal.db")
         self.started_ms = now_ms()
         self.stopping = threading.Event()
+        self.woken = threading.Event()
+        """Set by ``wake``: a pass before the next tick is asked for."""
         self.exit_requested = False
         self._mutate = threading.Lock()
         """Held by the tick and by ops that change launches, runs or timers: one writer at a time."""
@@ -86,6 +90,7 @@ class Agent:
         self.gpu: GpuSampler | None = None
         self.supervisor = Supervisor(home, self.journal, None)
         self.jobs = Jobs(home, self.journal)
+        self.supervisor.wake = self.jobs.wake = self.wake
         self.watchdog: Watchdog | None = None
         self.server: socketserver.ThreadingUnixStreamServer | None = None
 
@@ -162,17 +167,28 @@ class Agent:
         threading.Thread(target=self.server.serve_forever, name="socket", daemon=True).start()
 
     def run(self) -> None:
-        """The 1 Hz loop, until shutdown_agent or SIGTERM."""
+        """The 1 Hz loop, until shutdown_agent or SIGTERM; between ticks, a pass when woken (``wake``)."""
         next_tick = time.monotonic()
         while not self.stopping.is_set():
-            self.tick()  # never raises: each step journals its own faults
-            next_tick += self.interval
-            delay = next_tick - time.monotonic()
-            if delay < 0:
-                next_tick = time.monotonic()
-                delay = 0
-            self.stopping.wait(delay)
+            if time.monotonic() >= next_tick:
+                self.tick()  # never raises: each step journals its own faults
+                next_tick = max(next_tick + self.interval, time.monotonic())
+            else:
+                self.between_ticks()
+            self.woken.wait(next_tick - time.monotonic())
+            self.woken.clear()
+            if not self.stopping.is_set():  # passes at most every WAKE_GAP_S, however often woken
+                self.stopping.wait(min(WAKE_GAP_S, next_tick - time.monotonic()))
         self.close()
+
+    def wake(self) -> None:
+        """Ask for a pass over launches and runs now, not at the next tick: a launch was made, a server or a run
+        exited, a readiness probe or a read of the GPUs' processes came back. Any thread may call it."""
+        self.woken.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.woken.set()
 
     def close(self) -> None:
         if self.server is not None:
@@ -184,6 +200,18 @@ class Agent:
             self.gpu.close()
         self.supervisor.close()
         self.journal.close()
+
+    def between_ticks(self) -> None:
+        """The launches and runs advanced between ticks (woken): a change is journaled when it happens, not up
+        to a tick later. Servers' metrics keep the tick's cadence; the GPUs are read only for a release
+        waiting on a reading taken after its exit."""
+        if self.supervisor.awaits_sample():
+            self._step("gpu", self._sample_gpus)
+        with self._mutate:
+            self._step("launches", lambda: self.supervisor.tick(scrape=False))
+            self._step("jobs", self.jobs.tick)
+        if self.supervisor.awaits_sample():  # the next reading may not be in yet: look again shortly
+            self.wake()
 
     def tick(self) -> None:
         """One pass of the periodic work. Each step is isolated: a fault in one (a full disk failing a
@@ -204,11 +232,15 @@ class Agent:
             self.warn(f"tick:{where}", traceback.format_exc(limit=6)[-1500:])
 
     def _sample_gpus(self) -> None:
+        """The GPUs' reading, journaled at the instant it was taken (the nvidia-smi loop's round may be up to a
+        period old): a reading dated after a server's readiness shows what that server holds."""
         if self.gpu is not None:
             rows = self.gpu.read()
-            if rows:
+            taken = self.gpu.read_mono
+            if rows and taken is not None:
                 self.supervisor.last_gpu_sample = rows
-                self.journal.append("gpu_sample", gpus=rows)
+                age_ms = max(0, round((time.monotonic() - taken) * 1000))
+                self.journal.append("gpu_sample", gpus=rows, t_ms=self.journal.clock() - age_ms)
 
     def _disk_guard(self) -> None:
         free = shutil.disk_usage(self.home).free
@@ -261,7 +293,7 @@ class Agent:
             wfile.write(_encode(self.handle_line(line)))
             wfile.flush()
             if self.exit_requested:  # only now: the shutdown_agent reply (and its ledger row) is out
-                self.stopping.set()
+                self.stop()
 
     def handle_line(self, line: bytes) -> dict[str, Any]:
         try:
@@ -389,7 +421,9 @@ class Agent:
         }
 
     def op_launch(self, args: protocol.LaunchArgs, command_id: str) -> protocol.LaunchResult:
-        return self.supervisor.launch(args)
+        launched = self.supervisor.launch(args)
+        self.wake()  # its first readiness probe goes now; each answer wakes the agent for the next
+        return launched
 
     def op_kill(self, args: protocol.KillArgs, command_id: str) -> protocol.KillResult:
         return self.supervisor.kill(args["launch_id"], float(args.get("grace_s", 30.0)), command_id)
@@ -529,7 +563,7 @@ def run_foreground(home: Path, **options: Any) -> int:
     fd = lock_pidfile(home)
     _write_pid(fd)
     agent = Agent(home, **options)
-    signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     agent.start()
     agent.run()
     return 0
@@ -581,7 +615,7 @@ def _become_daemon(home: Path, fd: int, options: dict[str, Any]) -> None:
     os.close(log)
     _write_pid(fd)
     agent = Agent(home, **options)
-    signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         agent.start()

@@ -445,7 +445,7 @@ def _sample_from_row(row: dict[str, str]) -> GpuReading | None:
 
 
 class SmiLoop:
-    """One ``nvidia-smi --query-gpu=... -lms 1000`` process feeding the latest row per GPU.
+    """One ``nvidia-smi --query-gpu=... -lms 1000`` process feeding its latest whole round: one row per GPU.
 
     A field the driver rejects ends the process at once: it is dropped (warning) and the loop restarts
     without it, so that field reads None. Any other exit restarts after a back-off.
@@ -457,8 +457,13 @@ class SmiLoop:
         self.interval_ms = interval_ms
         self.fields = ["index", *SAMPLE_FIELDS.values(), THROTTLE_FIELDS[0]]
         self._lock = threading.Lock()
-        self._latest: dict[int, GpuReading] = {}
+        self._round: dict[int, GpuReading] = {}
+        self._round_mono = float("-inf")
+        self._width = 0
+        """The most GPUs a round has held: a round of that many is whole at its last row."""
         self._fresh = False
+        self.read_mono = float("-inf")
+        """When the round the last non-empty ``read`` returned began to arrive (monotonic)."""
         self._proc: subprocess.Popen[str] | None = None
         self._stopped = False
         self._restart_at = 0.0
@@ -487,16 +492,25 @@ class SmiLoop:
         assert proc.stdout is not None
         fields = list(self.fields)
         tail: list[str] = []
+        current: dict[int, GpuReading] = {}
+        began = 0.0
         for line in proc.stdout:
             rows = _csv_rows(line, fields)
             if not rows:
                 tail = (tail + [line.strip()])[-5:]
                 continue
             sample = _sample_from_row(rows[0])
-            if sample is not None:
-                with self._lock:
-                    self._latest[sample["gpu"]] = sample
-                    self._fresh = True
+            if sample is None:
+                continue
+            if sample["gpu"] in current:  # a GPU again: the next round began, so the last one is whole
+                self._publish(current, began)
+                current = {}
+            if not current:
+                began = time.monotonic()
+            current[sample["gpu"]] = sample
+            if len(current) >= self._width > 0:
+                self._publish(current, began)
+                current = {}
         rc = proc.wait()
         if self._stopped:
             return
@@ -513,11 +527,16 @@ class SmiLoop:
             self.warn("nvidia-smi", f"nvidia-smi -lms exited {rc}: {text[:300]}; restarting in 30 s")
             self._restart_at = time.monotonic() + 30.0
 
-    def read(self) -> list[GpuReading]:
-        """The latest row of every GPU when any row arrived since the last read, else [].
+    def _publish(self, whole: dict[int, GpuReading], began: float) -> None:
+        with self._lock:
+            self._round, self._round_mono, self._fresh = whole, began, True
+            self._width = max(self._width, len(whole))
 
-        Rows of one ``-lms`` round arrive one line at a time; keeping the latest of each GPU means a tick
-        that lands mid-round still reports every GPU (each value at most one period old).
+    def read(self) -> list[GpuReading]:
+        """The latest whole round (each GPU's row, read together) when one arrived since the last read, else [].
+
+        Rows of one ``-lms`` round arrive one line at a time; a tick that lands mid-round reports the round
+        before (each value at most one period old), never rows of two rounds, so ``read_mono`` dates them all.
         """
         proc = self._proc
         if (
@@ -533,7 +552,8 @@ class SmiLoop:
             if not self._fresh:
                 return []
             self._fresh = False
-            return [self._latest[k].copy() for k in sorted(self._latest)]
+            self.read_mono = self._round_mono
+            return [self._round[k].copy() for k in sorted(self._round)]
 
     def stop(self) -> None:
         self._stopped = True
@@ -558,6 +578,7 @@ class GpuSampler:
         self.nvml = load_nvml(warn) if source in ("auto", "nvml") else None
         self.loop: SmiLoop | None = None
         self.source: str | None = None
+        self._nvml_read_mono = float("-inf")
         if self.nvml is not None:
             self.source = "nvml"
             self.count = int(self.nvml.nvmlDeviceGetCount())
@@ -585,10 +606,21 @@ class GpuSampler:
 
     def read(self) -> list[GpuReading]:
         if self.nvml is not None:
+            self._nvml_read_mono = time.monotonic()
             return [nvml_gpu(self.nvml, i, faults=self.faults) for i in range(self.count)]
         if self.loop is not None:
             return self.loop.read()
         return []
+
+    @property
+    def read_mono(self) -> float | None:
+        """When the oldest reading the last non-empty ``read`` returned was taken (monotonic; -inf before the
+        first); None: this box has no GPU source, so there is nothing to wait for."""
+        if self.nvml is not None:
+            return self._nvml_read_mono
+        if self.loop is not None:
+            return self.loop.read_mono
+        return None
 
     def processes(self) -> list[GpuHolder]:
         """Compute processes on the GPUs now (for the kill's memory-release check)."""

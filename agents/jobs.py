@@ -21,7 +21,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,8 @@ class Jobs:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.journal = journal
         self.running: dict[str, Job] = {}
+        self.wake: Callable[[], None] = lambda: None
+        """Asks the agent for a pass before its next tick when a run's process ends (agents/daemon.py)."""
 
     def adopt(self) -> list[str]:
         """Take over the runs a previous agent process started; returns the keys still running.
@@ -239,6 +241,7 @@ class Jobs:
         self.running[key] = Job(
             op, job_id, launch_id, command_id, popen.pid, ticks, out_path, err_path, popen
         )
+        proc.on_exit(popen.pid, self.wake)
         return {"started": True, "pid": popen.pid, "log_path": str(err_path)}
 
     def prune_records(self, need_bytes: int) -> list[tuple[str, int]]:

@@ -7,8 +7,11 @@ before adopting or signalling means the agent never kills a stranger that inheri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -83,3 +86,15 @@ def signal_pid(pid: int, ticks: int | None, sig: signal.Signals) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def on_exit(pid: int, then: Callable[[], None]) -> None:
+    """Call ``then`` (on a thread of its own) once the child ``pid`` has exited, leaving it to be reaped by
+    whoever polls it (``WNOWAIT``): the agent's loop notices an exit at once rather than at its next tick."""
+
+    def wait() -> None:
+        with contextlib.suppress(ChildProcessError):  # already reaped by a poll: it has exited all the same
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        then()
+
+    threading.Thread(target=wait, name=f"exit-{pid}", daemon=True).start()

@@ -39,6 +39,10 @@ TAIL_LINES = 400
 MAX_ANALYSED_CHARS = 64 * 1024
 """Lines are matched up to this length (an engine config line runs to several thousand characters)."""
 RELEASE_WAIT_S = 10.0
+_WAKING = frozenset({"ready", "gpu_processes"})
+"""The pool's requests whose answer wakes the agent: a starting server is probed again a moment later (agents/
+daemon.py WAKE_GAP_S), not a tick later, and one that answers ready serves at once; a release is decided as
+soon as the GPUs' processes are read after the exit."""
 """After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
 METRICS_TIMEOUT_S = 5.0
 """A server under full load answers /metrics late; off the tick, waiting for it costs nothing."""
@@ -80,7 +84,6 @@ class Launch:
     killed_hard: bool = False
     members: dict[int, int] = field(default_factory=dict)
     exited_mono: float | None = None
-    release_checks: int = 0
     rates: RateTracker = field(default_factory=RateTracker)
     metrics_problem: str | None = None
     inflight: tuple[str, Future[Any]] | None = None
@@ -196,6 +199,9 @@ class Supervisor:
         self.gpu = gpu
         self.launches: dict[str, Launch] = {}
         self.last_gpu_sample: list[GpuReading] = []
+        self.wake: Callable[[], None] = lambda: None
+        """Asks the agent for a pass before its next tick (agents/daemon.py ``Agent.wake``): a server exited, a
+        readiness probe or a read of the GPUs' processes came back (``_WAKING``)."""
         self._http = ThreadPoolExecutor(max_workers=8, thread_name_prefix="http")
 
     def close(self) -> None:
@@ -322,6 +328,7 @@ class Supervisor:
                 )
         except OSError as exc:
             return f"could not start {argv[0]!r}: {exc}"
+        proc.on_exit(launch.popen.pid, self.wake)
         return None
 
     def _record_refused(self, launch: Launch, refusal: str) -> None:
@@ -386,27 +393,38 @@ class Supervisor:
 
     # -- the 1 Hz tick ------------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """Advance every launch; one launch's fault (a journal write failing) does not hold up the others."""
+    def tick(self, scrape: bool = True) -> None:
+        """Advance every launch; one launch's fault (a journal write failing) does not hold up the others.
+        ``scrape`` False (a pass between ticks): servers' metrics keep the tick's cadence."""
         now = time.monotonic()
         fault: Exception | None = None
         for launch in list(self.launches.values()):
             if launch.state in ("failed", "stopped") and launch.exited_mono is None:
                 continue
             try:
-                self._advance(launch, now)
+                self._advance(launch, now, scrape)
             except Exception as exc:
                 fault = fault or exc
         if fault is not None:
             raise fault  # the daemon journals it (or, with the disk full, writes it to agent.log)
 
-    def _advance(self, launch: Launch, now: float) -> None:
+    def awaits_sample(self) -> bool:
+        """Whether an exited launch's release waits for a GPU reading taken after its exit."""
+        return any(self._before_reading(launch) for launch in self.launches.values())
+
+    def _before_reading(self, launch: Launch) -> bool:
+        """Exited, with no GPU reading taken since (a box without a GPU source has none to wait for): its
+        release would report memory read while the server still held it."""
+        read = self.gpu.read_mono if self.gpu is not None else None
+        return launch.exited_mono is not None and read is not None and read <= launch.exited_mono
+
+    def _advance(self, launch: Launch, now: float, scrape: bool) -> None:
         self._read_log(launch)
         if launch.state in ("starting", "serving", "stopping"):
             self._check_exit(launch, now)
         if launch.state == "starting":
             self._check_ready(launch, now)
-        elif launch.state == "serving" and not launch.headless:
+        elif launch.state == "serving" and not launch.headless and scrape:
             self._scrape(launch, now)
         elif launch.state == "stopping":
             self._escalate(launch, now)
@@ -495,6 +513,8 @@ class Supervisor:
         Returns the answer of the request sent by an earlier tick once it is in, and sends the next one;
         a request still in flight is left alone (one at a time per launch, so a hung server costs one
         pool thread, not one per tick). An answer of another kind (the launch changed state) is dropped.
+        Some answers wake the agent when they come in (``_WAKING``), so the next pass collects them now
+        rather than a tick later.
         """
         if launch.inflight is not None:
             sent, future = launch.inflight
@@ -502,10 +522,16 @@ class Supervisor:
                 return False, None
             launch.inflight = None
             if sent == kind:
-                launch.inflight = (kind, self._http.submit(request))
+                launch.inflight = (kind, self._send(kind, request))
                 return True, future.result()
-        launch.inflight = (kind, self._http.submit(request))
+        launch.inflight = (kind, self._send(kind, request))
         return False, None
+
+    def _send(self, kind: str, request: Callable[[], Any]) -> Future[Any]:
+        future = self._http.submit(request)
+        if kind in _WAKING:
+            future.add_done_callback(lambda _: self.wake())
+        return future
 
     def _check_ready(self, launch: Launch, now: float) -> None:
         if launch.headless:  # _check_exit ran first this tick: the process still runs
@@ -590,9 +616,8 @@ class Supervisor:
         mine = set(launch.members) | ({launch.pid} if launch.pid else set())
         holding = [p for p in on_gpus if p["pid"] in mine]
         waited = now - launch.exited_mono
-        launch.release_checks += 1
-        if launch.release_checks < 2 or ((leftovers or holding) and waited < RELEASE_WAIT_S):
-            return  # at least one GPU sample taken after the exit, so mem_used_mib is not stale
+        if (self._before_reading(launch) or leftovers or holding) and waited < RELEASE_WAIT_S:
+            return
         gpus: list[ReleasedGpu] = [
             {"gpu": s["gpu"], "mem_used_mib": s.get("mem_used_mib")}
             for s in self.last_gpu_sample

@@ -420,6 +420,31 @@ def test_launch_ready_kernel_lines_budget_metrics_and_kill(box: AgentBox, fake_s
     assert box.ok("launches")["launches"][0]["state"] == "stopped"
 
 
+def test_between_ticks_a_launch_serves_stops_and_is_released_as_it_happens(
+    tmp_path: Path, fake_server: Path
+) -> None:
+    """An agent whose next tick is an hour away still journals a server's readiness (probed again a moment
+    after each answer), its exit on a kill and the GPUs' release, each woken by the change itself; the
+    release waits for a GPU reading taken after the exit, the one such pass takes."""
+    agent = AgentBox(tmp_path / "home", path_prefix=[bin_with_fake_smi(tmp_path, "h200")], interval_s=3600)
+    agent.start()
+    try:
+        agent.ok("launch", launch_args(fake_server, "quick", free_port(), "--ready-after", "0.6"))
+        agent.wait_for(state_of("quick", "serving"), what="serving before the next tick")
+        agent.ok("kill", {"launch_id": "quick", "grace_s": 5}, command_id="kill-quick")
+        agent.wait_for(state_of("quick", "stopped"), what="stopped before the next tick")
+        released = agent.wait_for(lambda e: e["kind"] == "gpu_released", what="released before the next tick")
+        assert released["released"] is True and released["gpus"] == [{"gpu": 0, "mem_used_mib": 0.0}]
+        events = agent.events()
+        stopped = next(e["seq"] for e in events if state_of("quick", "stopped")(e))
+        assert any(e["kind"] == "gpu_sample" and stopped < e["seq"] < released["seq"] for e in events)
+        assert not [e for e in events if e["kind"] == "server_sample"]  # metrics keep the tick's cadence
+        done = agent.wait_for(lambda e: e["kind"] == "command_done" and e["command_id"] == "kill-quick")
+        assert done["result"] == {"state": "stopped", "released": True}
+    finally:
+        agent.stop()
+
+
 def test_kill_escalates_to_sigkill_after_grace(box: AgentBox, fake_server: Path) -> None:
     port = free_port()
     box.ok("launch", launch_args(fake_server, "stubborn", port, "--ignore-term"))

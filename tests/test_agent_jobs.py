@@ -144,6 +144,25 @@ def test_benches_survive_a_sigkilled_agent_and_are_journaled_exactly_once(tmp_pa
         box.stop()
 
 
+def test_a_run_that_ends_between_ticks_is_journaled_as_it_ends(tmp_path: Path) -> None:
+    """The end of a run's process wakes the agent: its result is journaled though the next tick is an hour
+    away."""
+    server = GatedServer()
+    box = AgentBox(tmp_path / "home", path_prefix=[], interval_s=3600)
+    box.start()
+    try:
+        box.ok("bench", bench_args(server, "gated", 8), command_id="bench-gated")
+        _until(lambda: server.seen[8] >= 2, what="the bench in flight")
+        server.gate(8).set()
+        result = box.wait_for(lambda e: e["kind"] == "bench_result", what="the result before the next tick")
+        assert result["bench_id"] == "gated" and result["result"]["requests"] == 2
+        done = box.wait_for(lambda e: e["kind"] == "command_done" and e["command_id"] == "bench-gated")
+        assert done["ok"] and done["result"] == {"exit_code": 0}
+    finally:
+        server.close()
+        box.stop()
+
+
 # -- the same machinery without a daemon: a Jobs table over a real journal file --------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import zipfile
 from io import BytesIO
 from pathlib import Path
@@ -457,7 +458,7 @@ def test_a_failing_tick_step_is_journaled_and_the_watchdog_still_ticks(tmp_path:
     agent = Agent(tmp_path, disk_floor_bytes=0)
     ticks = []
 
-    def broken() -> None:
+    def broken(scrape: bool = True) -> None:
         raise OSError(28, "No space left on device")
 
     agent.supervisor.tick = broken  # type: ignore[method-assign]
@@ -561,3 +562,35 @@ def test_an_nvml_handle_that_cannot_be_had_reads_as_unknown(monkeypatch: pytest.
     sampler = gpu.GpuSampler(lambda where, message: said.append(where), "nvml")
     assert sampler.read() == [{"gpu": 0, **dict.fromkeys(GPU_COLUMNS)}]  # every figure, counters too
     assert sampler.processes() == [] and said == ["nvml:nvmlDeviceGetHandleByIndex"]
+
+
+def test_the_smi_loop_reads_whole_rounds_dated_when_they_began(tmp_path: Path) -> None:
+    """A tick landing mid-round gets the round before, whole (never one GPU's new row beside another's old
+    one), with the instant it began to arrive: what a reading dated after a server's readiness relies on."""
+    width = 2 + len(gpu.SAMPLE_FIELDS)  # index, the sample fields, the throttle mask
+
+    def row(index: int, power: float) -> str:
+        return ", ".join([str(index), str(power), *["1.0"] * (width - 3), "0x0"])
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        f"for line in {[row(0, 100.0), row(1, 101.0)]!r}:\n    print(line, flush=True)\n"
+        f"time.sleep(0.3)\nprint({row(0, 200.0)!r}, flush=True)\ntime.sleep(60)\n"
+    )
+    smi.chmod(0o755)
+    loop = gpu.SmiLoop(lambda where, message: None, str(smi))
+    started = time.monotonic()
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        rows: list[Any] = []
+        while not rows and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rows = loop.read()
+        assert [(r["gpu"], r["power_w"]) for r in rows] == [(0, 100.0), (1, 101.0)]
+        assert started < loop.read_mono < time.monotonic() - 0.25  # the first round's, not the second's
+        time.sleep(0.5)
+        assert loop.read() == []  # the second round is not whole: nothing new, nothing mixed
+    finally:
+        loop.stop()
