@@ -43,6 +43,8 @@ from agents.watchdog import BOOT_ID_PATH, Watchdog, read_boot_id
 DISK_FLOOR_BYTES = 512 * 1024 * 1024
 """Below this much free space in the agent home, samples stop (lifecycle events are still written)."""
 EVENTS_LIMIT = 10_000
+EVENTS_MAX_WAIT_MS = 30_000
+"""The longest an ``events`` call waits for a first event (its ``wait_ms``)."""
 SOCKET_NAME = "agent.sock"
 WAKE_GAP_S = 0.1
 """The least time between two passes of the loop, however often it is woken (``Agent.wake``)."""
@@ -156,7 +158,8 @@ class Agent:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                agent.handle_stream(self.rfile, self.wfile)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the caller went away
+                    agent.handle_stream(self.rfile, self.wfile)
 
         old = os.umask(0o177)
         try:
@@ -379,16 +382,26 @@ class Agent:
     def op_events(self, args: protocol.EventsArgs, command_id: str) -> protocol.EventsResult:
         """Events after ``after``. A consumer named but not registered (detached, perhaps by another console
         on the same state.db) gets none and ``registered: false``: the journal holds nothing for it, so
-        what it would read could have holes, and a hole must never be committed as if it were history."""
+        what it would read could have holes, and a hole must never be committed as if it were history.
+        ``wait_ms``: with nothing after ``after`` yet, the answer waits for the next event (up to
+        EVENTS_MAX_WAIT_MS); this op holds no lock of the agent's, so nothing else waits on it."""
         after = args.get("after", 0)
         limit = args.get("limit", 1000)
         max_bytes = args.get("max_bytes", EVENTS_MAX_BYTES)
-        for name, value, least in (("after", after, 0), ("limit", limit, 1), ("max_bytes", max_bytes, 1)):
+        wait_ms = args.get("wait_ms", 0)
+        for name, value, least in (
+            ("after", after, 0),
+            ("limit", limit, 1),
+            ("max_bytes", max_bytes, 1),
+            ("wait_ms", wait_ms, 0),
+        ):
             if value < least:
                 raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
         named = args.get("consumer")
         consumer = self.journal.consumer(named) if named is not None else None
         held = named is None or consumer is not None
+        if held and wait_ms:
+            self.journal.wait_after(after, min(wait_ms, EVENTS_MAX_WAIT_MS) / 1000)
         as_rows = bool(args.get("rows"))
         bounds = (after, min(limit, EVENTS_LIMIT), min(max_bytes, EVENTS_MAX_BYTES))
         answer: protocol.EventsResult = {

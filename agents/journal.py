@@ -152,6 +152,8 @@ class Journal:
         self.path = path
         self.clock = clock
         self._lock = threading.RLock()  # re-entered by the methods inside atomic()
+        self._grown = threading.Condition(self._lock)
+        """Notified by ``append``; a waiter wakes once the appending transaction let go of the lock."""
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file: drops can free disk
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -215,6 +217,7 @@ class Journal:
                 "INSERT INTO events (t_ms, kind, body) VALUES (?, ?, ?)", (t_ms, kind, body)
             )
             assert cur.lastrowid is not None
+            self._grown.notify_all()
             return cur.lastrowid
 
     def events_after(self, after: int, limit: int, max_bytes: int = EVENTS_MAX_BYTES) -> list[dict[str, Any]]:
@@ -257,6 +260,12 @@ class Journal:
             finally:
                 cursor.close()
         return rows
+
+    def wait_after(self, seq: int, timeout_s: float) -> None:
+        """Until this process appends an event after ``seq`` (returns at once if one is held) or ``timeout_s``
+        passes: a console's ``events`` call waits here for what it would otherwise poll for."""
+        with self._grown:
+            self._grown.wait_for(lambda: self.last_seq() > seq, timeout_s)
 
     def last_seq(self) -> int:
         with self._lock:

@@ -561,6 +561,10 @@ class EventsArgs(TypedDict, total=False):
     limit: int
     max_bytes: int
     consumer: str | None
+    wait_ms: int
+    """With nothing after ``after`` held yet: wait up to this long (the agent bounds it by EVENTS_MAX_WAIT_MS)
+    for an event to be journaled and answer as soon as one is, instead of at once with none: the console's
+    link pulls what the box journals when it is journaled, not at its next poll."""
     rows: bool
     """True: the events come as ``rows``, each journal row with its body as the box stored it, never encoded
     again by the agent (the console's link asks so: its one decode of the reply reads every body); false or

@@ -195,6 +195,37 @@ def test_events_seq_ack_per_consumer_and_nothing_deleted_before_every_consumer_a
     assert not bad["ok"] and "after must be an integer of at least 0" in bad["error"]
 
 
+def test_an_events_call_that_waits_answers_with_the_next_event_as_it_is_journaled(tmp_path: Path) -> None:
+    """``wait_ms``: caught up, a pull waits on the box and answers with the next event as soon as it is
+    journaled (here, between ticks an hour apart); with none in time it answers empty; a bad wait is refused."""
+    import threading
+
+    agent = AgentBox(tmp_path / "home", path_prefix=[], interval_s=3600)
+    agent.start()
+    try:
+        agent.wait_for(lambda e: e["kind"] == "warning" and e["where"] == "gpu")  # its start's last event
+        last = max(e["seq"] for e in agent.events())
+        assert agent.ok("events", {"after": last, "wait_ms": 300})["events"] == []  # nothing came: empty
+        answers: list[dict[str, Any]] = []
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                agent.ok("events", {"after": last, "wait_ms": 60_000, "rows": True})
+            )
+        )
+        waiting.start()
+        time.sleep(0.5)
+        assert waiting.is_alive()  # nothing after ``last`` yet: it waits rather than answering empty
+        agent.ok("probe")  # journals a probe event
+        waiting.join(30)
+        assert not waiting.is_alive()
+        (answer,) = answers
+        assert [row[2] for row in answer["rows"]][:1] == ["probe"] and answer["rows"][0][0] == last + 1
+        bad = agent.request("events", {"after": last, "wait_ms": -5})
+        assert not bad["ok"] and "wait_ms must be an integer of at least 0" in bad["error"]
+    finally:
+        agent.stop()
+
+
 def test_a_corrupt_journal_row_is_sent_as_malformed_and_the_rows_after_it_still_go(box: AgentBox) -> None:
     box.wait_for(lambda e: e["kind"] == "gpu_sample")
     with sqlite3.connect(box.home / "journal.db", timeout=30) as db:

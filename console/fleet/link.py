@@ -95,6 +95,10 @@ class LinkSettings:
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     poll_interval_s: float = 0.5
+    """The least time between two pulls that found nothing (the box answered at once: nothing held for a wait)."""
+    wait_s: float = 5.0
+    """Caught up, the link's next pull waits on the box up to this long for its next event (``events`` with
+    ``wait_ms``), so what the box journals is pulled as it is journaled rather than at a poll."""
     batch: int = 2000
     batch_bytes: int = 256 * 1024
     """A batch is bounded by bytes too: an 8-GPU sample is ~1.6 kB. Its reply is decoded in one ``json.loads``
@@ -330,12 +334,15 @@ class BoxLink:
         return "down"
 
     async def _ingest_forever(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self._closing:
-            if await self._drain() == 0:
-                await asyncio.sleep(self.settings.poll_interval_s)
+            began = loop.time()
+            if await self._drain(wait_ms=round(self.settings.wait_s * 1000)) == 0:
+                await asyncio.sleep(self.settings.poll_interval_s - (loop.time() - began))
 
-    async def _drain(self) -> int:
-        """Pull until the box has nothing newer; returns the events inserted.
+    async def _drain(self, wait_ms: int = 0) -> int:
+        """Pull until the box has nothing newer; returns the events inserted. ``wait_ms``: the first pull waits
+        on the box that long for an event, if none is held yet (``LinkSettings.wait_s``).
 
         Each batch is committed (rows + cursor in one transaction) BEFORE it is acked. The next batch is
         requested on a second channel before the current one is committed, so the agent reads and SSH
@@ -360,7 +367,12 @@ class BoxLink:
         try:
             after = self.store.ingest.cursor(self.name)
             pending = asyncio.ensure_future(
-                fetch.call("events", self._pull_args(after, consumer), answer=EventsResult)
+                fetch.call(
+                    "events",
+                    self._pull_args(after, consumer, wait_ms),
+                    answer=EventsResult,
+                    timeout=self.settings.ssh.command_timeout + wait_ms / 1000,
+                )
             )
             while True:
                 answer = await pending
@@ -431,13 +443,14 @@ class BoxLink:
             self._store_full = None
         return report
 
-    def _pull_args(self, after: int, consumer: str) -> EventsArgs:
+    def _pull_args(self, after: int, consumer: str, wait_ms: int = 0) -> EventsArgs:
         return {
             "after": after,
             "limit": self.settings.batch,
             "max_bytes": self.settings.batch_bytes,
             "consumer": consumer,
             "rows": True,
+            "wait_ms": wait_ms,
         }
 
     async def _ack(self, channel: AgentChannel, seq: int, consumer: str) -> int:
