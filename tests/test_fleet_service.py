@@ -135,3 +135,22 @@ async def test_a_timer_is_armed_and_cancelled_on_the_box_watchdog(
         assert [c.op for c in fleet_store.commands.unfinished("alpha")] == []
     finally:
         await service.close()
+
+
+async def test_a_wait_for_the_box_wakes_when_its_next_events_are_committed(
+    sshd_farm: SshdFarm, fleet_store: Store
+) -> None:
+    """With the box's link supervised, a wait for what the box does (a launch serving, a kill's release, a run's
+    end) wakes when the link commits the box's next events, not after its fallback interval; without one it
+    waits that interval (``settle`` pulls then)."""
+    service = await _service(fleet_store, box_started("alpha"))
+    try:
+        service.fleet.start("alpha")
+        before = fleet_store.scalar("SELECT count(*) FROM journal WHERE box = 'alpha'")
+        await asyncio.wait_for(service.until_ingested("alpha", 600), 60)  # the link's commits wake it
+        assert fleet_store.scalar("SELECT count(*) FROM journal WHERE box = 'alpha'") > before
+        await service.fleet.close()
+        with pytest.raises(TimeoutError):  # unsupervised: only the interval ends it
+            await asyncio.wait_for(service.until_ingested("alpha", 600), 0.5)
+    finally:
+        await service.close()

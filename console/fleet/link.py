@@ -148,6 +148,8 @@ class BoxLink:
         """The agent's hello on the last connect (None before one)."""
         self.box_last_seq = 0
         """The newest seq the box has journaled, as of the last pull: with the cursor, the backlog."""
+        self._committed = asyncio.Event()
+        """Set (and replaced) each time a batch of this box's events is committed: ``next_commit`` waits on it."""
         self.on_ingest: Callable[[IngestReport], None] | None = None
         self.on_status: Callable[[str, str | None], None] | None = None
         """Told every status the link records."""
@@ -401,6 +403,8 @@ class BoxLink:
                 total += report.inserted
                 if self.on_ingest is not None:  # committed: said before the ack, which a stop can cancel
                     self.on_ingest(report)
+                self._committed.set()
+                self._committed = asyncio.Event()
                 if acking is not None:
                     acked = await acking
                 acking = asyncio.ensure_future(self._ack(ack, report.cursor, consumer))
@@ -655,6 +659,12 @@ class BoxLink:
 
     def closing(self) -> bool:
         return self._closing
+
+    async def next_commit(self, timeout_s: float) -> None:
+        """Until this link commits its next batch of the box's events, or ``timeout_s`` passes: a wait for
+        something the box journals wakes when it lands in state.db, not at its next poll."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._committed.wait(), timeout_s)
 
     async def close(self) -> None:
         self._closing = True

@@ -7,6 +7,7 @@ turns those into ``Unreachable`` at this boundary, so no adapter has to know the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -68,6 +69,14 @@ class ServiceBase:
             with reaching(box):
                 await link.connect()
         return link
+
+    async def until_ingested(self, box: str, timeout_s: float) -> None:
+        """Wait before looking at the store again for what the box did: until its supervised link commits the
+        box's next events (the TUI, ``--follow``, a sweep), else ``timeout_s`` (``settle`` pulls then)."""
+        if self.fleet.supervised(box):
+            await self.fleet.link(box).next_commit(timeout_s)
+        else:
+            await asyncio.sleep(timeout_s)
 
     async def settle(self, box: str) -> int:
         """Make the store show what the box did: without a supervised loop (one-shot CLI), pull the journal

@@ -286,7 +286,7 @@ class LaunchIntents(ServiceBase):
                 progress(launches)
             if all(x.state == "serving" or x.ended for x in launches) or loop.time() > deadline:
                 return launches
-            await asyncio.sleep(POLL_S)
+            await self.until_ingested(box, POLL_S)
 
     def plan_kill(self, target: str, box: str) -> KillPlan:
         """A launch id, or every live launch of an arm on the box."""
@@ -341,7 +341,7 @@ class LaunchIntents(ServiceBase):
             await self.settle(box)
             if not wait or all(released(x) for x in self._launches(known)) or loop.time() > deadline:
                 return self._launches(launch_ids)
-            await asyncio.sleep(POLL_S)
+            await self.until_ingested(box, POLL_S)
 
     async def log_tail(self, launch_id: str, lines: int = 40, timeout: float = 15.0) -> list[str]:
         """The last ``lines`` of a launch's server log, read on its box (the log never leaves the box)."""

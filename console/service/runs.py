@@ -8,7 +8,6 @@ the node and priced it by one replica's throughput)."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -347,7 +346,7 @@ class RunIntents(LaunchIntents):
                 )
             if tick:
                 tick(elapsed)
-            await asyncio.sleep(POLL_S)
+            await self.until_ingested(box, POLL_S)
 
     async def bench_result(
         self, box: str, run_id: str, timeout_s: float, tick: Callable[[float], None] | None = None

@@ -39,7 +39,7 @@ SERVING_MIB = 256.0
 
 SAMPLE_WAIT_S = 5.0
 """How long the reading once an arm serves waits for a GPU sampler tick taken after it served (the agent samples
-every second, the link pulls every half second) before it asks the box for a probe instead."""
+every second, the link pulls each sample as it is journaled) before it asks the box for a probe instead."""
 SAMPLE_POLL_S = 0.1
 
 Reading = dict[int, float | None]
