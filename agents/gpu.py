@@ -459,8 +459,13 @@ class SmiLoop:
         self._lock = threading.Lock()
         self._round: dict[int, GpuReading] = {}
         self._round_mono = float("-inf")
+        self._current: dict[int, GpuReading] = {}
+        """The round arriving, row by row (the reader thread's alone)."""
+        self._began = 0.0
+        """When its first row arrived."""
         self._width = 0
-        """The most GPUs a round has held: a round of that many is whole at its last row."""
+        """The GPUs of a round, known once the first round ended: a round of that many is whole at its last
+        row. Until then the first round is handed out as it arrives (none before it to mix with)."""
         self._fresh = False
         self.read_mono = float("-inf")
         """When the round the last non-empty ``read`` returned began to arrive (monotonic)."""
@@ -492,25 +497,15 @@ class SmiLoop:
         assert proc.stdout is not None
         fields = list(self.fields)
         tail: list[str] = []
-        current: dict[int, GpuReading] = {}
-        began = 0.0
+        self._current = {}
         for line in proc.stdout:
             rows = _csv_rows(line, fields)
             if not rows:
                 tail = (tail + [line.strip()])[-5:]
                 continue
             sample = _sample_from_row(rows[0])
-            if sample is None:
-                continue
-            if sample["gpu"] in current:  # a GPU again: the next round began, so the last one is whole
-                self._publish(current, began)
-                current = {}
-            if not current:
-                began = time.monotonic()
-            current[sample["gpu"]] = sample
-            if len(current) >= self._width > 0:
-                self._publish(current, began)
-                current = {}
+            if sample is not None:
+                self._gather(sample)
         rc = proc.wait()
         if self._stopped:
             return
@@ -527,10 +522,25 @@ class SmiLoop:
             self.warn("nvidia-smi", f"nvidia-smi -lms exited {rc}: {text[:300]}; restarting in 30 s")
             self._restart_at = time.monotonic() + 30.0
 
-    def _publish(self, whole: dict[int, GpuReading], began: float) -> None:
+    def _gather(self, sample: GpuReading) -> None:
+        """One GPU's row into the round it belongs to; a round is handed out once whole."""
+        if sample["gpu"] in self._current:  # a GPU again: the next round began
+            if self._width:  # a round short of a GPU (its row did not parse) goes as it is
+                self._publish(self._current)
+            self._width = max(self._width, len(self._current))  # the first round: now its size is known
+            self._current = {}
+        if not self._current:
+            self._began = time.monotonic()
+        self._current[sample["gpu"]] = sample
+        if not self._width:  # the first round, of a size not known yet: each row of it as it comes
+            self._publish(dict(self._current))
+        elif len(self._current) >= self._width:
+            self._publish(self._current)
+            self._current = {}
+
+    def _publish(self, whole: dict[int, GpuReading]) -> None:
         with self._lock:
-            self._round, self._round_mono, self._fresh = whole, began, True
-            self._width = max(self._width, len(whole))
+            self._round, self._round_mono, self._fresh = whole, self._began, True
 
     def read(self) -> list[GpuReading]:
         """The latest whole round (each GPU's row, read together) when one arrived since the last read, else [].

@@ -39,11 +39,11 @@ TAIL_LINES = 400
 MAX_ANALYSED_CHARS = 64 * 1024
 """Lines are matched up to this length (an engine config line runs to several thousand characters)."""
 RELEASE_WAIT_S = 10.0
+"""After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
 _WAKING = frozenset({"ready", "gpu_processes"})
 """The pool's requests whose answer wakes the agent: a starting server is probed again a moment later (agents/
 daemon.py WAKE_GAP_S), not a tick later, and one that answers ready serves at once; a release is decided as
 soon as the GPUs' processes are read after the exit."""
-"""After a kill, how long the driver gets to free the launch's GPU memory before we say it did not."""
 METRICS_TIMEOUT_S = 5.0
 """A server under full load answers /metrics late; off the tick, waiting for it costs nothing."""
 

@@ -58,14 +58,18 @@ async def test_slo_and_workload_curves_on_the_cpu_vllm(served: Path) -> None:
         # waiting for a free slot makes it 30-70x longer, where the end-to-end time grew only 5-10x. Other
         # tests' servers starting on this machine's two cores slowed the end-to-end time 30x within a minute
         # (the serial p99 came above the 64 streams' one); the limit keeps a margin of 4x or more either way.
+        # The serial p99 is the lower of two runs of 8: one stall of a neighbour's start-up inflates a p99 of
+        # 8 requests (their slowest) 4x, rarely both.
         await service.bench("tiny-cpu", "local", "short", 1, prompts=4, timeout_s=300)
-        alone = await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300)
+        alone = [await service.bench("tiny-cpu", "local", "short", 1, prompts=8, timeout_s=300) for _ in "ab"]
         crowd = await service.bench("tiny-cpu", "local", "short", 64, prompts=128, timeout_s=600)
-        serial, crowded = (
+        p99s = [
             pooled_p99s(bench_requests(store, run.rows[0].id), {"ttft": 1.0})[0].p99_ms
-            for run in (alone, crowd)
-        )
-        assert serial is not None and crowded is not None and crowded > 16 * serial, (serial, crowded)
+            for run in [*alone, crowd]
+        ]
+        assert None not in p99s, p99s
+        serial, crowded = min(p for p in p99s[:2] if p is not None), p99s[2]
+        assert crowded is not None and crowded > 16 * serial, (p99s, serial, crowded)
         limits: dict[str, float] = {"ttft": float(round(math.sqrt(serial * crowded)))}
         slo = f"ttft:{limits['ttft']:g}"
 

@@ -52,8 +52,15 @@ async def test_unknown_key_waits_for_the_operator_then_connects_and_ingests(
     assert "new events ingested" in str(await service.connect("alpha"))
     row = fleet_store.boxes.get("alpha")
     assert row.status == "up" and row.agent_version == current_build().version
+    # An agent already running (an earlier test's, every event acked) may hold nothing new yet: its next
+    # GPU sample is what this campaign ingests then.
+    deadline = time.monotonic() + 30
+    while not fleet_store.scalar("SELECT count(*) FROM journal WHERE box = 'alpha'"):
+        assert time.monotonic() < deadline, "nothing ingested from the box"
+        await asyncio.sleep(0.1)
+        await service.settle("alpha")
     journal = fleet_store.rows("SELECT seq, kind FROM journal WHERE box = 'alpha' ORDER BY seq")
-    assert journal and fleet_store.ingest.cursor("alpha") == journal[-1]["seq"]
+    assert fleet_store.ingest.cursor("alpha") == journal[-1]["seq"]
     await service.close()
 
 
