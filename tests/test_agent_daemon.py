@@ -220,6 +220,16 @@ def test_an_events_call_that_waits_answers_with_the_next_event_as_it_is_journale
         assert not waiting.is_alive()
         (answer,) = answers
         assert [row[2] for row in answer["rows"]][:1] == ["probe"] and answer["rows"][0][0] == last + 1
+        newest = max(row[0] for row in answer["rows"])
+        answers.clear()
+        waiting = threading.Thread(
+            target=lambda: answers.append(agent.ok("events", {"after": newest, "wait_ms": 60_000}))
+        )
+        waiting.start()
+        with sqlite3.connect(tmp_path / "home" / "journal.db", timeout=30) as db:  # another process's row
+            db.execute("INSERT INTO events (t_ms, kind, body) VALUES (1, 'warning', '{\"where\":\"x\"}')")
+        waiting.join(30)
+        assert not waiting.is_alive() and answers[0]["events"][0]["where"] == "x"  # seen by the waiting call
         bad = agent.request("events", {"after": last, "wait_ms": -5})
         assert not bad["ok"] and "wait_ms must be an integer of at least 0" in bad["error"]
     finally:
