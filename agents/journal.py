@@ -37,9 +37,9 @@ its envelope (seq, t_ms, kind): far below protocol.MAX_LINE, which must hold it 
 checks the bound). A bigger event is journaled as a warning that says so; a bigger row written by anything
 else is sent as malformed with only its head."""
 EVENTS_MAX_BYTES = 4 * 1024 * 1024
+"""The most event bytes one ``events`` reply carries (a reply always carries at least one event)."""
 FOREIGN_LOOK_S = 0.5
 """How often a waiting ``wait_after`` looks for rows written by another process, which cannot notify it."""
-"""The most event bytes one ``events`` reply carries (a reply always carries at least one event)."""
 STALE_ACK_MS = 60 * 60 * 1000
 """Under the disk floor, a consumer that has not acked for this long stops holding events the others acked."""
 _ENVELOPE = 48

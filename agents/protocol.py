@@ -1239,10 +1239,12 @@ def malformed_event(seq: int, t_ms: Any, kind: Any, why: str | None, raw: str) -
 def row_event(row: Any) -> tuple[Any, str | None]:
     """One item of a ``rows`` reply as (the event, its text as the journal row of state.db keeps it).
 
-    A ``WireRow``'s body is parsed once, here, and its text kept: the event's text is the body with the
-    envelope (seq, t_ms, kind) added before its closing brace, so ingest never encodes it again (None where
-    the body itself holds an envelope key: then ingest encodes the event, envelope winning, as the agent's
-    parse would). A body that is not an event becomes a ``Malformed`` event with its head, for the quarantine.
+    A body that came as JSON (``JsonObjectText``) was read by the reply's decode: it gets the envelope (seq,
+    t_ms, kind) and no text, so ingest encodes only the rare event whose text it keeps (a sample's rows hold
+    it). A body that came as text is parsed once, here, and its text kept: the event's text is the body with
+    the envelope added before its closing brace, so ingest never encodes it again (None where the body itself
+    holds an envelope key: then ingest encodes the event, envelope winning, as the agent's parse would). A
+    body that is not an event becomes a ``Malformed`` event with its head, for the quarantine.
     An event object (the agent read that row itself) or anything else is returned as it is, for ingest to
     judge.
     """
