@@ -41,6 +41,7 @@ SAMPLE_WAIT_S = 5.0
 """How long the reading once an arm serves waits for a GPU sampler tick taken after it served (the agent samples
 every second, the link pulls each sample as it is journaled) before it asks the box for a probe instead."""
 SAMPLE_POLL_S = 0.1
+"""The longest the reading waits before looking at the store again; it looks at once when the box's link commits."""
 
 Reading = dict[int, float | None]
 """MiB used per GPU index; None where the box could not say."""
@@ -153,7 +154,8 @@ class MemoryGuard:
 
     async def _sampled(self, box: str, gpus: list[int], since_ms: int) -> Reading | None:
         """Each of ``gpus`` as the box's GPU sampler read it in its first tick after ``since_ms`` (the box's clock,
-        as its samples are), once the link has brought that tick in; None when none came in ``SAMPLE_WAIT_S``."""
+        as its samples are), once the link has brought that tick in (each commit of the box's link wakes the look);
+        None when none came in ``SAMPLE_WAIT_S``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SAMPLE_WAIT_S
         while True:
@@ -162,7 +164,7 @@ class MemoryGuard:
                 return {g: newest[g].mem_used_mib for g in gpus}
             if loop.time() > deadline:
                 return None
-            await asyncio.sleep(SAMPLE_POLL_S)
+            await self.service.until_ingested(box, SAMPLE_POLL_S)
 
 
 NEWEST_MS = 2**62

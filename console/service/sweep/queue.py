@@ -40,6 +40,10 @@ from console.service.sweep.runner import Progress
 from console.service.sweep.walk import ArmWalk, Place, PortBook, SweepError, SweepOptions
 from console.store.sweeps import SweepArm, SweepRow
 
+STORED_POLL_S = 0.05
+"""The longest a box's opening waits before looking for its probe in the store again; a commit of its link wakes
+the look at once."""
+
 
 class QueueIntents(RunIntents, CheckIntents):
     """What the queue drives: the runs that launch, measure and kill each arm, and the checks that read a box's
@@ -199,14 +203,15 @@ class SweepQueue:
     async def _stored(self, name: str, probe: ProbeReport) -> None:
         """Until the box's journal has brought ``probe`` into the store, where each launch's plan reads the box's
         GPUs: the link is supervised (ride.py), so its rows land in the background, not by the time the probe
-        answers. Bounded by the sweep's patience; a probe that never lands leaves the plan to say so."""
+        answers; each commit of its link wakes the look. Bounded by the sweep's patience; a probe that never lands
+        leaves the plan to say so."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.reconnect_s
         while loop.time() < deadline:
             stored = self.store.checks.latest_probe(name)
             if stored is not None and (stored.data.get("t_ms") or 0) >= (probe.get("t_ms") or 0):
                 return
-            await asyncio.sleep(0.05)
+            await self.service.until_ingested(name, STORED_POLL_S)
 
     async def _stop_left(self, name: str) -> None:
         """Servers of unfinished arms last claimed on this box (a dead console's attempts): stopped and their
