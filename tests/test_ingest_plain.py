@@ -35,6 +35,7 @@ from agents.protocol import (
     plain_sample,
     row_event,
 )
+from console.fleet.replyjson import loads
 from console.store import Box, Store
 from console.store.ingest import HELD_IN
 
@@ -157,7 +158,7 @@ def _sent(rows: list[list[Any]]) -> list[Any]:
     reads as one JSON object goes as JSON), the reply encoded, then decoded as the console's link does."""
     reply = encode({"id": "e", "ok": True, "result": {"events": [], "rows": [wire_row(*r) for r in rows]}})
     assert reply.count(b"\n") == 1  # one message, one line, whatever the bodies hold
-    answer: list[Any] = decode(reply)["result"]["rows"]
+    answer: list[Any] = decode(reply, loads)["result"]["rows"]
     return answer
 
 

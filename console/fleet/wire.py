@@ -13,6 +13,7 @@ from typing import Any, TypeVar, overload
 
 from agents.protocol import OPS, ProtocolError, decode, encode
 from console.errors import Refused
+from console.fleet.replyjson import loads
 
 R = TypeVar("R")
 
@@ -102,7 +103,7 @@ class AgentChannel:
                         line = await self._reader.readuntil(b"\n")
                     except asyncio.IncompleteReadError as exc:
                         raise ChannelClosed(f"the agent channel closed while waiting for {op}") from exc
-                    message = decode(line)
+                    message = decode(line, loads)
                     if message.get("id") == request_id:
                         break
         if not message.get("ok"):
