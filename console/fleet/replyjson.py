@@ -22,7 +22,7 @@ import orjson
 _DIGITS_AS_ONES = bytes(0x31 if 0x30 <= i <= 0x39 else 0x30 for i in range(256))
 """Each ASCII digit as ``1`` and every other byte as ``0``: a run of digits becomes a run of ones (in C)."""
 _LONG_RUN = b"1" * 19
-"""19 digits in a row: the shortest integer outside orjson's exact range is -9223372036854775809 (2**63 + 1)."""
+"""19 digits in a row: the shortest integer outside orjson's exact range is -9223372036854775809, -(2**63 + 1)."""
 
 
 def loads(line: bytes) -> Any:
